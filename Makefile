@@ -1,0 +1,141 @@
+# tokbench: one Makefile for the library, the four binaries, the tests and the
+# benchmarks.  Knobs:
+#   make SANITIZE=1      ASan + UBSan build (objects in build-san/)
+#   make MODE=release    optimised build without debug checks (default: debug)
+#   make test            deps, sanitizer build, every unit and integration test
+#   make valgrind        unit tests and a service smoke test under valgrind
+#   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
+#   make bench           benchmarks, printing figures
+#   make run             the service on its embedded default (see README)
+#   make deps            install missing Debian packages (idempotent)
+
+.DEFAULT_GOAL := all
+MODE     ?= debug
+SANITIZE ?= 0
+CC       ?= gcc
+FUZZ_SECONDS ?= 20
+
+ifeq ($(SANITIZE),1)
+BUILD ?= build-san
+else ifeq ($(MODE),release)
+BUILD ?= build-rel
+else
+BUILD ?= build
+endif
+# The user-facing binaries land in bin/; sanitizer builds keep theirs apart.
+ifeq ($(BUILD),build)
+BINDIR ?= bin
+else
+BINDIR ?= $(BUILD)/bin
+endif
+
+PKGS    := libmicrohttpd libcurl jansson libpq openssl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -Wstrict-prototypes \
+           -Wmissing-prototypes -Wno-unused-parameter
+HARDEN  := -fstack-protector-strong -fPIE -fno-strict-overflow
+LDHARD  := -pie -Wl,-z,relro,-z,now
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+ifeq ($(SANITIZE),1)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+           -fno-sanitize-recover=undefined
+LDSAN   := -fsanitize=address,undefined
+else ifeq ($(MODE),release)
+OPT     := -O2 -g -DNDEBUG -D_FORTIFY_SOURCE=2
+else
+OPT     := -O1 -g -D_FORTIFY_SOURCE=2
+endif
+
+CPPFLAGS += -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' -Ilib -I$(BUILD)/gen
+CFLAGS   += -std=c11 $(WARN) $(HARDEN) $(OPT) -MMD -MP $(PKG_CFLAGS)
+LDFLAGS  += $(LDHARD) $(LDSAN)
+LDLIBS   += $(PKG_LIBS) -lm -lpthread
+
+# One internal library (lib/) shared by every binary; each binary directory
+# holds main.c plus modules that are linked into an archive of their own, so
+# that unit tests can link them too.
+LIB_SRC     := $(sort $(wildcard lib/*.c))
+GEN_SRC     := $(BUILD)/gen/tb_migrations_data.c
+LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/tb_migrations_data.o
+APPS        := service worker sim cli
+app_bin_service := tokbench-api
+app_bin_worker  := tokbench-worker
+app_bin_sim     := tokbench-sim
+app_bin_cli     := tokbench
+
+define APP_RULES
+$(1)_SRC  := $$(filter-out $(1)/main.c,$$(sort $$(wildcard $(1)/*.c)))
+$(1)_OBJ  := $$($(1)_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/lib$(1).a: $$($(1)_OBJ)
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+$(BINDIR)/$(app_bin_$(1)): $(BUILD)/$(1)/main.o $(BUILD)/lib$(1).a $(BUILD)/libtokbench.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach a,$(APPS),$(eval $(call APP_RULES,$(a))))
+
+# An application directory is built once it has its main.c.
+BINS := $(foreach a,$(APPS),$(if $(wildcard $(a)/main.c),$(BINDIR)/$(app_bin_$(a))))
+APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
+
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps run test unit valgrind fuzz bench clean check-deps
+all: $(BINS)
+
+$(BUILD)/libtokbench.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# Migrations are compiled into the binaries, so a deployed binary needs no
+# sql/ directory beside it.
+$(GEN_SRC): $(sort $(wildcard sql/*.sql)) scripts/embed-sql.sh
+	@mkdir -p $(@D)
+	scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(APP_ARCHIVES) $(BUILD)/libtokbench.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Isim -Iservice -Iworker -Icli $(LDFLAGS) -o $@ $< \
+	  $(APP_ARCHIVES) $(BUILD)/libtokbench.a $(LDLIBS) -lcmocka
+
+unit: $(UNIT_BIN)
+
+deps:
+	@scripts/deps.sh
+
+# The README's test command: installs what is missing, builds with
+# sanitizers, runs every test and prints "N passed, N failed".
+test: deps
+	$(MAKE) SANITIZE=1 all unit
+	TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests scripts/run-tests.sh
+
+valgrind: deps
+	$(MAKE) all unit
+	TB_BIN_DIR=bin TB_UNIT_DIR=build/tests TB_VALGRIND=1 scripts/run-tests.sh
+
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+bench: deps
+	$(MAKE) MODE=release all
+	TB_BIN_DIR=build-rel/bin bench/run.sh
+
+# The README's run command: the service on its embedded default.
+run: deps all
+	scripts/run.sh
+
+clean:
+	rm -rf build build-san build-rel build-fuzz bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

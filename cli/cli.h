@@ -1,0 +1,18 @@
+/*
+ * tokbench (command-line tool): one function per subcommand, found through
+ * the static table in main.c.  Each gets argc/argv starting at its own name
+ * and returns the process exit status (0 ok, 1 failure/regression, 2 usage
+ * or run error, as each command documents).
+ */
+#ifndef TB_CLI_H
+#define TB_CLI_H
+
+struct tb_cli_cmd {
+  const char *name;
+  const char *summary;
+  int (*fn)(int argc, char **argv);
+};
+
+int tb_cli_migrate(int argc, char **argv);
+
+#endif

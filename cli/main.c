@@ -1,0 +1,45 @@
+/*
+ * tokbench: the command-line tool.  Dispatches to cli/cmd_<name>.c through a
+ * static table; `tokbench --help` lists the commands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tb_util.h"
+
+static const struct tb_cli_cmd commands[] = {
+  { "migrate", "apply the database migrations (TOKBENCH_DATABASE_URL)", tb_cli_migrate },
+};
+
+static void
+usage(FILE *out)
+{
+  fprintf(out, "usage: tokbench COMMAND [ARGS...]\n\nCommands:\n");
+  for (size_t i = 0; i < TB_ARRAY_LEN(commands); i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\n`tokbench COMMAND --help` describes each.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("tokbench %s\n", TB_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < TB_ARRAY_LEN(commands); i++)
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "tokbench: unknown command '%s' (see tokbench --help)\n", argv[1]);
+  return 2;
+}

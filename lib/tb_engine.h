@@ -1,0 +1,112 @@
+/*
+ * tb_engine: the speed test matrix of METHOD.md against one OpenAI-compatible
+ * endpoint.  Used by tokbench-worker (for the service) and by `tokbench run`.
+ *
+ * Interface in JSON, so that the job spec stored by the service, the result
+ * document returned by the API and the CLI's output are one format
+ * (api/result.schema.json describes the result document).
+ *
+ * Engine spec (a JSON object; unknown members are ignored here, the service
+ * validates the job spec before it gets here):
+ *   base_url          string, e.g. "http://127.0.0.1:8000" (no trailing /v1)
+ *   model             string, optional: served model (default: first of /v1/models)
+ *   contexts          [int]   decode contexts in tokens (default 8K..256K, top capped)
+ *   concurrency       [int]   requests at once (default 1,2,4,...,128)
+ *   prefill_contexts  [int]   contexts measured for prefill (default contexts + 256K)
+ *   duration_s        number  measurement window per cell (default 30)
+ *   max_output        int     max output tokens per request (default 4096)
+ *   kv_budget         int     optional KV budget override in tokens
+ *   run_id            string  unique per run; part of each prompt's tag
+ *   endpoint          object  optional report header: name, hardware, engine hint,
+ *                             launch_command (redacted by the engine again)
+ *   settle_s          number  readiness: how long "every stream has produced a
+ *                             token, running = C, waiting = 0" must hold (default 3)
+ *   stall_timeout_s   number  a stream silent this long after its first token
+ *                             is an error (default 60)
+ *   first_token_timeout_s number  a request with no token after this long is an
+ *                             error (default 600: a cold 256K prefill is slow)
+ *   ready_timeout_s   number  a cell not ready after this long is an error (300)
+ *   drain_timeout_s   number  wait for running = 0 between cells (default 120)
+ *   metrics_interval_s number /metrics sampling period in a cell (default 0.25)
+ *
+ * A cell (JSON object) is the unit of progress and of storage:
+ *   phase "prefill"|"decode", context (int), context_label ("8K"),
+ *   concurrency (int, 1 for prefill), status "valid"|"over_capacity"|"skipped"|"error",
+ *   reason (string, for every status but valid), and the figures of METHOD.md.
+ * cells are identified by (phase, context, concurrency).
+ */
+#ifndef TB_ENGINE_H
+#define TB_ENGINE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "tb_util.h"
+
+struct tb_engine_hooks {
+  void *cls;
+  /* Called with each finished cell (borrowed; copy to keep) the moment it is
+   * measured.  Return false to stop the run (e.g. the job's lease is lost). */
+  bool (*on_cell)(void *cls, const json_t *cell);
+  /* Called with progress: the cell about to run (borrowed), its index and
+   * the total; may be NULL. */
+  void (*on_progress)(void *cls, const json_t *cell_key, unsigned done,
+                      unsigned total, double eta_s);
+  /* Polled often (at least every 100 ms) while a cell runs; true aborts the run
+   * as cancelled.  May be NULL. */
+  bool (*cancelled)(void *cls);
+  /* Called once after discovery with the result header (borrowed). May be NULL. */
+  void (*on_header)(void *cls, const json_t *header);
+  /* Debug/bench hook, normally NULL: called on the event loop for each SSE
+   * event (comment == NULL, tokens = output tokens it added) and each SSE
+   * comment line (comment != NULL, tokens = 0) of a decode stream, with the
+   * monotonic arrival time of the read that carried it.  slot is the stream's
+   * index within its cell.  Must be cheap: it runs inside the measurement. */
+  void (*on_event)(void *cls, unsigned slot, int64_t arrival_ns,
+                   const char *comment, size_t comment_len, int64_t tokens);
+};
+
+enum tb_engine_status {
+  TB_ENGINE_OK = 0,        /* all cells done (some may be error cells) */
+  TB_ENGINE_CANCELLED = 1, /* cancelled() said so, or on_cell returned false */
+  TB_ENGINE_FAILED = 2,    /* the run could not go on: *err says why */
+};
+
+/*
+ * Runs the matrix.  api_key: the endpoint's key (may be NULL), sent as a
+ * Bearer header on every call and never logged or copied into the result.
+ * done_cells: cells already measured (borrowed JSON array, may be NULL); they
+ * are not measured again and appear in the result as given.
+ * On return *result is a new reference to the result document (also on
+ * failure: it then holds what was measured, status "failed" and the error),
+ * and *err a new string on TB_ENGINE_FAILED (caller frees).
+ */
+enum tb_engine_status tb_engine_run(const json_t *spec, const char *api_key,
+                                    const json_t *done_cells,
+                                    const struct tb_engine_hooks *hooks,
+                                    json_t **result, char **err) TB_MUST_CHECK;
+
+/*
+ * Discovery alone (POST /v1/endpoints/{id}/probe): engine, version, model,
+ * max_model_len, KV budget, max running requests.  Returns a new object, or
+ * NULL with *err set (caller frees).
+ */
+json_t *tb_engine_probe(const char *base_url, const char *api_key,
+                        char **err) TB_MUST_CHECK;
+
+/* The launch command with secrets replaced: `--api-key X` and `--api-key=X`
+ * (also --hf-token, --token) become `... <redacted>`.  New string. */
+char *tb_engine_redact(const char *launch_command);
+
+/* The top decode context as the seeds choose it: the largest multiple of
+ * 1024 with context + max_output + TB_ENGINE_CTX_MARGIN <= max_model_len
+ * (262144, 4096 -> 257024 = "251K").  <= 0 when none fits. */
+#define TB_ENGINE_CTX_MARGIN 64
+int64_t tb_engine_top_context(int64_t max_model_len, int64_t max_output);
+
+/* Over-capacity rule of METHOD.md: C x (context + max_output) > budget.
+ * budget <= 0 means unknown: never over capacity. */
+bool tb_engine_over_capacity(int64_t conc, int64_t context, int64_t max_output,
+                             int64_t budget);
+
+#endif

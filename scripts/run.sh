@@ -1,0 +1,96 @@
+#!/bin/sh
+# make run: tokbench on its embedded default.
+#
+# Without TOKBENCH_DATABASE_URL: a private PostgreSQL cluster under var/pg
+# (created once, found again next time).  Then tokbench-api on
+# 127.0.0.1:8080, one tokbench-worker, and a tokbench-sim endpoint registered
+# as a demo.  Prints an admin API key and a curl line to try.  Ctrl-C stops
+# everything, the database included.
+#
+# Knobs: TOKBENCH_LISTEN_PORT (8080), TOKBENCH_PG_PORT (54329),
+# TOKBENCH_SIM_PORT (8001), TOKBENCH_SIM_PROFILE (tiny), TB_BIN_DIR (bin).
+set -eu
+cd "$(dirname "$0")/.."
+top=$(pwd)
+bindir=${TB_BIN_DIR:-bin}
+var="$top/var"
+mkdir -p "$var"
+chmod 0755 "$var"
+api_port=${TOKBENCH_LISTEN_PORT:-8080}
+pg_port=${TOKBENCH_PG_PORT:-54329}
+sim_port=${TOKBENCH_SIM_PORT:-8001}
+sim_profile=${TOKBENCH_SIM_PROFILE:-tiny}
+own_pg=0
+pids=""
+
+stop_all() {
+  trap - INT TERM EXIT
+  echo
+  echo "tokbench: stopping"
+  for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in $pids; do wait "$p" 2>/dev/null || true; done
+  if [ "$own_pg" = 1 ]; then scripts/tb-pg stop "$var/pg"; fi
+  echo "tokbench: stopped"
+}
+trap 'stop_all; exit 0' INT TERM
+trap 'stop_all' EXIT
+
+if [ -z "${TOKBENCH_DATABASE_URL:-}" ]; then
+  scripts/tb-pg init "$var/pg"
+  scripts/tb-pg start "$var/pg" "$pg_port"
+  own_pg=1
+  TOKBENCH_DATABASE_URL=$(scripts/tb-pg url "$var/pg" "$pg_port")
+fi
+export TOKBENCH_DATABASE_URL
+
+# The master key that seals endpoint API keys at rest: generated once.
+if [ -z "${TOKBENCH_MASTER_KEY:-}" ] && [ -z "${TOKBENCH_MASTER_KEY_FILE:-}" ]; then
+  if [ ! -f "$var/master.key" ]; then
+    (umask 077; openssl rand -hex 32 > "$var/master.key")
+  fi
+  export TOKBENCH_MASTER_KEY_FILE="$var/master.key"
+fi
+
+export TOKBENCH_LISTEN_PORT="$api_port"
+"$bindir/tokbench-api" >>"$var/api.log" 2>&1 &
+pids="$pids $!"
+# Ready when /readyz answers 200 (the migrations are then applied).
+i=0
+until curl -fs "http://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; do
+  i=$((i + 1))
+  if [ $i -gt 100 ]; then echo "tokbench: the api did not start; see var/api.log" >&2; tail -n 5 "$var/api.log" >&2; exit 1; fi
+  sleep 0.1
+done
+
+if [ -x "$bindir/tokbench-sim" ]; then
+  "$bindir/tokbench-sim" --port "$sim_port" --flavour vllm \
+    --profile "sim/profiles/$sim_profile.json" >>"$var/sim.log" 2>&1 &
+  pids="$pids $!"
+fi
+"$bindir/tokbench-worker" >>"$var/worker.log" 2>&1 &
+pids="$pids $!"
+
+# The demo project, its admin key (kept in var/admin.key, 0600, for this
+# embedded default only) and the simulated endpoint.
+if [ ! -s "$var/admin.key" ] && "$bindir/tokbench" keys --help >/dev/null 2>&1; then
+  (umask 077; "$bindir/tokbench" keys create --admin --project demo > "$var/admin.key")
+fi
+key=$(cat "$var/admin.key" 2>/dev/null || true)
+if [ -n "$key" ] && [ -x "$bindir/tokbench-sim" ]; then
+  if ! curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$api_port/v1/endpoints" \
+      | grep -q '"name":"demo-sim"'; then
+    curl -fs -o /dev/null -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+      -d "{\"name\":\"demo-sim\",\"base_url\":\"http://127.0.0.1:$sim_port\",\"hardware\":{\"gpu\":\"simulated ($sim_profile)\",\"count\":1}}" \
+      "http://127.0.0.1:$api_port/v1/endpoints" || true
+  fi
+fi
+
+cat <<MSG
+
+tokbench is running: http://127.0.0.1:$api_port  (logs in var/*.log; Ctrl-C stops it)
+  admin API key: ${key:-"(none yet)"}
+  try:  curl -H "Authorization: Bearer ${key:-KEY}" http://127.0.0.1:$api_port/v1/endpoints
+        curl http://127.0.0.1:$api_port/healthz
+
+MSG
+wait

@@ -1,0 +1,218 @@
+"""Integration test harness: real binaries, a throwaway PostgreSQL cluster,
+tokbench-sim, real HTTP over loopback.
+
+A test module defines functions ``test_<name>(ctx)``.  ``ctx`` is one Context
+per module (see runner.py): the processes and clusters it starts are torn down
+when the module ends, whether its tests passed, failed or raised.
+
+Standard library only.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import http.client as httpclient
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN_DIR = os.path.join(ROOT, os.environ.get("TB_BIN_DIR", "bin"))
+VALGRIND = os.environ.get("TB_VALGRIND") == "1"
+
+
+def bin(name):
+    """Path of one of our binaries (honours TB_BIN_DIR)."""
+    return os.path.join(BIN_DIR, name)
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, headers=None, timeout=10):
+    """One HTTP request.  body: bytes, str, or a JSON-able object.
+    Returns (status, headers with lower-case names, body bytes)."""
+    u = urllib.parse.urlsplit(url)
+    conn = httpclient.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    hdrs = dict(headers or {})
+    if body is not None and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+        hdrs.setdefault("Content-Type", "application/json")
+    if isinstance(body, str):
+        body = body.encode()
+    path = u.path or "/"
+    if u.query:
+        path += "?" + u.query
+    try:
+        conn.request(method, path, body=body, headers=hdrs)
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def http_json(method, url, body=None, headers=None, timeout=10):
+    """Like http(), with the body decoded as JSON (None when empty)."""
+    st, h, data = http(method, url, body, headers, timeout)
+    return st, h, (json.loads(data) if data else None)
+
+
+def wait_until(pred, timeout=10.0, interval=0.05, what="condition"):
+    """Polls pred() until it returns a true value; returns it or raises."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - retried until the deadline
+            last_exc = e
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for %s (%s)" % (what, last_exc))
+
+
+def wait_http(url, timeout=15.0, status=None):
+    """Waits until url answers over HTTP (any status, or the one given)."""
+    def ok():
+        st, _, _ = http("GET", url, timeout=2)
+        return status is None or st == status
+    return wait_until(ok, timeout, what=url)
+
+
+class Process:
+    """A started binary with its output in a log file."""
+
+    def __init__(self, ctx, name, args, env=None, log_name=None):
+        self.name = name
+        self.log_path = os.path.join(ctx.tmp, log_name or ("%s-%d.log" % (name, len(ctx.cleanups))))
+        argv = [bin(name)] + list(args)
+        if VALGRIND:
+            argv = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+                    "--errors-for-leak-kinds=definite"] + argv
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=full_env, cwd=ROOT, start_new_session=True)
+        ctx.cleanups.append(self.stop)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout=20):
+        """SIGTERM, then SIGKILL; returns the exit code."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()
+
+    def output(self):
+        if not self.log.closed:
+            self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+class Postgres:
+    """A throwaway cluster (scripts/tb-pg) in ctx.tmp on a free port."""
+
+    def __init__(self, ctx, name="pg"):
+        self.dir = os.path.join(ctx.tmp, name)
+        self.port = free_port()
+        self._tbpg("init")
+        self.start()
+        self.url = subprocess.check_output(
+            [os.path.join(ROOT, "scripts", "tb-pg"), "url", self.dir, str(self.port)]).decode().strip()
+        ctx.cleanups.append(self.stop)
+
+    def _tbpg(self, *args):
+        subprocess.run([os.path.join(ROOT, "scripts", "tb-pg"), args[0], self.dir] + list(args[1:]),
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def start(self):
+        self._tbpg("start", str(self.port))
+
+    def stop(self):
+        self._tbpg("stop")
+
+    def psql(self, sql):
+        """Runs SQL with psql; returns stdout (tuples only, unaligned)."""
+        return subprocess.check_output(["psql", "-X", "-v", "ON_ERROR_STOP=1", "-Atq",
+                                        "-d", self.url, "-c", sql]).decode()
+
+
+class Sim:
+    """tokbench-sim on a free port."""
+
+    def __init__(self, ctx, profile="tiny", flavour="vllm", args=(), env=None):
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        prof = profile if os.path.sep in profile else os.path.join(ROOT, "sim", "profiles", profile + ".json")
+        self.proc = Process(ctx, "tokbench-sim",
+                            ["--port", str(self.port), "--profile", prof, "--flavour", flavour] + list(args),
+                            env=env)
+        wait_until(self._up, 15, what="tokbench-sim on %d" % self.port)
+
+    def _up(self):
+        if not self.proc.alive():
+            raise AssertionError("tokbench-sim exited:\n" + self.proc.output())
+        st, _, _ = http("GET", self.url + "/health", timeout=2)
+        return st in (200, 401)
+
+
+class Context:
+    """Per-module fixture: a temporary directory and everything started in it."""
+
+    def __init__(self, name):
+        self.tmp = tempfile.mkdtemp(prefix="tb-%s-" % name)
+        os.chmod(self.tmp, 0o755)  # the postgres user must reach its cluster
+        self.cleanups = []
+        self._pg = None
+
+    def sim(self, profile="tiny", flavour="vllm", args=(), env=None):
+        return Sim(self, profile, flavour, args, env)
+
+    def postgres(self, fresh=False):
+        """The module's cluster (one per module unless fresh=True)."""
+        if fresh:
+            return Postgres(self, "pg-%d" % len(self.cleanups))
+        if self._pg is None:
+            self._pg = Postgres(self)
+        return self._pg
+
+    def process(self, name, args, env=None):
+        return Process(self, name, args, env)
+
+    def close(self, keep=False):
+        for fn in reversed(self.cleanups):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - teardown must go on
+                print("# cleanup error: %s" % e)
+        self.cleanups = []
+        if not keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)

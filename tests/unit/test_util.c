@@ -1,0 +1,94 @@
+/* Unit tests: tb_util (parsing and formatting of token counts, numbers). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_util.h"
+
+static void
+test_parse_tokens(void **state)
+{
+  (void)state;
+  int64_t v;
+  assert_true(tb_parse_tokens("8192", &v));
+  assert_int_equal(v, 8192);
+  assert_true(tb_parse_tokens("8k", &v));
+  assert_int_equal(v, 8192);
+  assert_true(tb_parse_tokens("251K", &v));
+  assert_int_equal(v, 257024);
+  assert_true(tb_parse_tokens("1M", &v));
+  assert_int_equal(v, 1048576);
+  assert_false(tb_parse_tokens("", &v));
+  assert_false(tb_parse_tokens("k", &v));
+  assert_false(tb_parse_tokens("8kk", &v));
+  assert_false(tb_parse_tokens("-8k", &v));
+  assert_false(tb_parse_tokens("0", &v));
+  assert_false(tb_parse_tokens("99999999999999999999k", &v));
+  assert_false(tb_parse_tokens(" 8k", &v));
+}
+
+static void
+test_format_tokens(void **state)
+{
+  (void)state;
+  char buf[32];
+  tb_format_tokens(8192, buf, sizeof buf);
+  assert_string_equal(buf, "8K");
+  tb_format_tokens(257024, buf, sizeof buf);
+  assert_string_equal(buf, "251K");
+  tb_format_tokens(262144, buf, sizeof buf);
+  assert_string_equal(buf, "256K");
+  tb_format_tokens(1000, buf, sizeof buf);
+  assert_string_equal(buf, "1000");
+}
+
+static void
+test_parse_i64(void **state)
+{
+  (void)state;
+  int64_t v;
+  assert_true(tb_parse_i64("42", 0, 100, &v));
+  assert_int_equal(v, 42);
+  assert_false(tb_parse_i64("101", 0, 100, &v));
+  assert_false(tb_parse_i64("4x", 0, 100, &v));
+  assert_false(tb_parse_i64("", 0, 100, &v));
+  assert_false(tb_parse_i64(NULL, 0, 100, &v));
+}
+
+static void
+test_ct_equal(void **state)
+{
+  (void)state;
+  assert_true(tb_ct_equal("abcd", "abcd", 4));
+  assert_false(tb_ct_equal("abcd", "abce", 4));
+  assert_true(tb_ct_equal("", "", 0));
+}
+
+static void
+test_asprintf_and_clock(void **state)
+{
+  (void)state;
+  char *s = tb_xasprintf("%s-%d", "x", 7);
+  assert_string_equal(s, "x-7");
+  free(s);
+  int64_t a = tb_time_mono_ns(), b = tb_time_mono_ns();
+  assert_true(b >= a);
+  char ts[40];
+  tb_time_rfc3339(0, ts, sizeof ts);
+  assert_string_equal(ts, "1970-01-01T00:00:00.000Z");
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_parse_tokens), cmocka_unit_test(test_format_tokens),
+    cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
+    cmocka_unit_test(test_asprintf_and_clock),
+  };
+  return cmocka_run_group_tests_name("util", tests, NULL, NULL);
+}
