@@ -106,7 +106,8 @@ tb_time_rfc3339(int64_t real_us, char *buf, size_t len)
 bool
 tb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
-  if (s == NULL || *s == '\0')
+  /* strtoll would accept leading blanks and a '+': we do not. */
+  if (s == NULL || !((*s >= '0' && *s <= '9') || *s == '-'))
     return false;
   char *end = NULL;
   errno = 0;
