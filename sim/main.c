@@ -1,0 +1,196 @@
+/*
+ * tokbench-sim: an OpenAI-compatible inference server simulator with the
+ * protocol of vLLM / SGLang and a performance model taken from measured
+ * reports.  Flags and everything else: sim/README.md.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim_fault.h"
+#include "sim_profile.h"
+#include "sim_server.h"
+#include "tb_util.h"
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+    "usage: tokbench-sim [options]\n"
+    "  --profile NAME|FILE   tiny (default), vllm-h200x2-step3p7, sglang-rtxpro6000x4-step3p7,\n"
+    "                        bench, or a path to a profile JSON file\n"
+    "  --profiles-dir DIR    where profile names are looked up first\n"
+    "  --flavour F           vllm (default) | sglang | openai\n"
+    "  --host ADDR           listen address (default 127.0.0.1)\n"
+    "  --port N              listen port (default 8000; 0 = any free port)\n"
+    "  --api-key KEY         require 'Authorization: Bearer KEY' where the flavour does\n"
+    "  --time-scale S        divide every modelled duration by S (default 1)\n"
+    "  --spec-k K            speculative mode: K tokens per chunk (default 1)\n"
+    "  --reasoning FIELD     reasoning_content | reasoning: first tokens go to delta.FIELD\n"
+    "  --reasoning-tokens N  how many output tokens are reasoning (default 16)\n"
+    "  --eos-after N         without ignore_eos, stop after N tokens (default 0: never)\n"
+    "  --fault SPEC          fault applied to every generation request (see README)\n"
+    "  --no-stamps           no ': t=<ns>' comment line before SSE events\n"
+    "  --model NAME          served model name (default: the profile's)\n"
+    "  --max-model-len N     override the profile's max_model_len\n"
+    "  --kv-tokens N         override the profile's KV budget (tokens)\n"
+    "  --max-running N       override the profile's max running requests\n"
+    "  --max-conns N         connection cap (default 10000)\n");
+}
+
+static bool
+try_load(struct sim_profile *p, const char *dir, const char *name, char *err, size_t errlen)
+{
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof(path), "%s/%s.json", dir, name) >= (int)sizeof(path))
+    return false;
+  if (access(path, R_OK) != 0)
+    return false;
+  if (!sim_profile_load(p, path, err, errlen)) {
+    fprintf(stderr, "tokbench-sim: %s\n", err);
+    exit(1);
+  }
+  return true;
+}
+
+/* Finds a profile by name: --profiles-dir, $TB_SIM_PROFILES, next to the
+ * binary (../sim/profiles, ../../sim/profiles, ../../../sim/profiles), then
+ * ./sim/profiles. */
+static bool
+find_profile(struct sim_profile *p, const char *name, const char *dir, char *err, size_t errlen)
+{
+  size_t nl = strlen(name);
+  if (strchr(name, '/') || (nl > 5 && strcmp(name + nl - 5, ".json") == 0))
+    return sim_profile_load(p, name, err, errlen);
+  if (dir && try_load(p, dir, name, err, errlen))
+    return true;
+  const char *envdir = getenv("TB_SIM_PROFILES");
+  if (envdir && try_load(p, envdir, name, err, errlen))
+    return true;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+      *slash = '\0';
+    static const char *const rel[] = { "/../sim/profiles", "/../../sim/profiles",
+                                       "/../../../sim/profiles" };
+    for (size_t i = 0; i < TB_ARRAY_LEN(rel); i++) {
+      char d[PATH_MAX];
+      if (snprintf(d, sizeof(d), "%s%s", exe, rel[i]) < (int)sizeof(d) &&
+          try_load(p, d, name, err, errlen))
+        return true;
+    }
+  }
+  if (try_load(p, "sim/profiles", name, err, errlen))
+    return true;
+  snprintf(err, errlen, "profile '%s' not found (try --profiles-dir)", name);
+  return false;
+}
+
+int
+main(int argc, char **argv)
+{
+  struct sim_config cfg = {
+    .host = "127.0.0.1", .port = 8000, .flavour = SIM_FLAVOUR_VLLM, .time_scale = 1,
+    .spec_k = 1, .reasoning_tokens = 16, .stamps = true, .max_conns = 10000,
+  };
+  sim_fault_init(&cfg.fault);
+  const char *profile = "tiny", *pdir = NULL, *model = NULL;
+  int64_t kv = 0, maxrun = 0, maxlen = 0;
+  char err[512];
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int64_t x;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(a, "--no-stamps") == 0) {
+      cfg.stamps = false;
+      continue;
+    } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+      cfg.verbose = true;
+      continue;
+    }
+    if (v == NULL) {
+      fprintf(stderr, "tokbench-sim: %s needs a value\n", a);
+      usage(stderr);
+      return 2;
+    }
+    i++;
+    bool ok = true;
+    if (strcmp(a, "--profile") == 0) {
+      profile = v;
+    } else if (strcmp(a, "--profiles-dir") == 0) {
+      pdir = v;
+    } else if (strcmp(a, "--flavour") == 0 || strcmp(a, "--flavor") == 0) {
+      ok = sim_flavour_parse(v, &cfg.flavour);
+    } else if (strcmp(a, "--host") == 0) {
+      cfg.host = v;
+    } else if (strcmp(a, "--port") == 0) {
+      ok = tb_parse_i64(v, 0, 65535, &x);
+      cfg.port = (int)x;
+    } else if (strcmp(a, "--api-key") == 0) {
+      cfg.api_key = v[0] ? v : NULL;
+    } else if (strcmp(a, "--time-scale") == 0) {
+      char *end;
+      cfg.time_scale = strtod(v, &end);
+      ok = *end == '\0' && cfg.time_scale > 0 && cfg.time_scale <= 1e6;
+    } else if (strcmp(a, "--spec-k") == 0) {
+      ok = tb_parse_i64(v, 1, 64, &x);
+      cfg.spec_k = (int)x;
+    } else if (strcmp(a, "--reasoning") == 0) {
+      ok = strcmp(v, "reasoning_content") == 0 || strcmp(v, "reasoning") == 0 ||
+           strcmp(v, "none") == 0;
+      cfg.reasoning_field = strcmp(v, "none") == 0 ? NULL : v;
+    } else if (strcmp(a, "--reasoning-tokens") == 0) {
+      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.reasoning_tokens);
+    } else if (strcmp(a, "--eos-after") == 0) {
+      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.eos_after);
+    } else if (strcmp(a, "--fault") == 0) {
+      ok = sim_fault_parse(&cfg.fault, v, err, sizeof(err));
+      if (!ok)
+        fprintf(stderr, "tokbench-sim: %s\n", err);
+    } else if (strcmp(a, "--model") == 0) {
+      model = v;
+    } else if (strcmp(a, "--max-model-len") == 0) {
+      ok = tb_parse_tokens(v, &maxlen) && maxlen >= 16;
+    } else if (strcmp(a, "--kv-tokens") == 0) {
+      ok = tb_parse_tokens(v, &kv) && kv >= 16;
+    } else if (strcmp(a, "--max-running") == 0) {
+      ok = tb_parse_i64(v, 1, 1000000, &maxrun);
+    } else if (strcmp(a, "--max-conns") == 0) {
+      ok = tb_parse_i64(v, 1, 1000000, &x);
+      cfg.max_conns = (int)x;
+    } else {
+      fprintf(stderr, "tokbench-sim: unknown option %s\n", a);
+      usage(stderr);
+      return 2;
+    }
+    if (!ok) {
+      fprintf(stderr, "tokbench-sim: bad value for %s: %s\n", a, v);
+      return 2;
+    }
+  }
+  struct sim_profile p;
+  if (!find_profile(&p, profile, pdir, err, sizeof(err))) {
+    fprintf(stderr, "tokbench-sim: %s\n", err);
+    return 1;
+  }
+  if (model)
+    snprintf(p.model, sizeof(p.model), "%s", model);
+  if (kv)
+    p.kv_budget = kv;
+  if (maxrun)
+    p.max_running = maxrun;
+  if (maxlen)
+    p.max_model_len = maxlen;
+  cfg.profile = &p;
+  int rc = sim_server_run(&cfg);
+  sim_profile_free(&p);
+  return rc;
+}

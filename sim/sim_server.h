@@ -1,0 +1,55 @@
+/*
+ * sim_server: the simulator's HTTP server, protocol and scheduler.
+ *
+ * One thread, one epoll loop, one timerfd (absolute CLOCK_MONOTONIC
+ * deadlines, timer slack 1 ns) and a signalfd.  Connections speak HTTP/1.1
+ * with keep-alive; streams use chunked transfer encoding (close-delimited for
+ * HTTP/1.0 clients).  Every SSE event is preceded, inside the same event, by
+ * a comment line ": t=<ns>\n" holding CLOCK_MONOTONIC nanoseconds taken just
+ * before the write() that carries it (--no-stamps turns them off).
+ *
+ * The model (continuous batching) lives here too, see sim/README.md:
+ * requests queue FIFO until they fit (KV reservation prompt + max_tokens,
+ * and max running requests), then prefill (cold: one at a time through a
+ * prefill lane at the profile's speed; prefix-cache hit: cached TTFT), emit
+ * their first token, join the decode batch, and get one token per decode
+ * step, the step lasting step_ms(batch size, mean prompt tokens) / scale.
+ */
+#ifndef SIM_SERVER_H
+#define SIM_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim_fault.h"
+#include "sim_profile.h"
+
+enum sim_flavour { SIM_FLAVOUR_VLLM, SIM_FLAVOUR_SGLANG, SIM_FLAVOUR_OPENAI };
+
+struct sim_config {
+  const char *host;              /* listen address, default 127.0.0.1 */
+  int port;                      /* 0: any; the chosen port is printed */
+  enum sim_flavour flavour;
+  const struct sim_profile *profile; /* borrowed */
+  const char *api_key;           /* NULL: none */
+  double time_scale;             /* > 0; modelled durations are divided by it */
+  int spec_k;                    /* tokens per chunk (speculative mode), >= 1 */
+  const char *reasoning_field;   /* NULL, "reasoning_content" or "reasoning" */
+  int64_t reasoning_tokens;      /* first N output tokens are reasoning */
+  int64_t eos_after;             /* 0: never; else natural end after N tokens */
+  bool stamps;                   /* ": t=<ns>" comment lines */
+  struct sim_fault fault;        /* applied to every generation request */
+  int max_conns;
+  bool verbose;
+};
+
+/* Parses "vllm", "sglang", "openai"; false otherwise. */
+bool sim_flavour_parse(const char *s, enum sim_flavour *out) TB_MUST_CHECK;
+
+/* Runs the server until SIGTERM or SIGINT (which it blocks and reads
+ * through a signalfd).  Prints "listening on HOST:PORT" to stdout once it
+ * accepts connections.  Returns 0 after a clean shutdown, 1 on a setup
+ * error (message on stderr). */
+int sim_server_run(const struct sim_config *cfg);
+
+#endif

@@ -1,0 +1,182 @@
+/*
+ * sim_tok: tokenizer and chat template.  The rules are in sim_tok.h and in
+ * sim/README.md; change neither without the other.
+ */
+#include "sim_tok.h"
+
+#include "tb_util.h"
+
+enum { TOK_BOS = 1, TOK_MSG_START = 3, TOK_ROLE = 4, TOK_MSG_SEP = 5, TOK_MSG_END = 6,
+       TOK_ASSIST = 7, TOK_NL = 8 };
+
+static bool
+is_space(unsigned char c)
+{
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+int64_t
+sim_tok_count(const char *text, size_t n)
+{
+  int64_t count = 0;
+  size_t i = 0;
+  while (i < n) {
+    while (i < n && is_space((unsigned char)text[i]))
+      i++;
+    size_t start = i;
+    while (i < n && !is_space((unsigned char)text[i]))
+      i++;
+    size_t wl = i - start;
+    count += (int64_t)((wl + SIM_TOK_BYTES_PER_TOKEN - 1) / SIM_TOK_BYTES_PER_TOKEN);
+  }
+  return count;
+}
+
+static void
+push(int32_t **ids, size_t *len, size_t *cap, int32_t id)
+{
+  if (*len == *cap) {
+    *cap = *cap ? *cap * 2 : 256;
+    *ids = tb_xrealloc(*ids, *cap * sizeof(**ids));
+  }
+  (*ids)[(*len)++] = id;
+}
+
+static uint32_t
+fnv32(const char *p, size_t n)
+{
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)p[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+void
+sim_tok_ids(const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap)
+{
+  size_t i = 0;
+  while (i < n) {
+    while (i < n && is_space((unsigned char)text[i]))
+      i++;
+    size_t start = i;
+    while (i < n && !is_space((unsigned char)text[i]))
+      i++;
+    for (size_t p = start; p < i; p += SIM_TOK_BYTES_PER_TOKEN) {
+      size_t pl = i - p < SIM_TOK_BYTES_PER_TOKEN ? i - p : SIM_TOK_BYTES_PER_TOKEN;
+      push(ids, len, cap, (int32_t)(1000 + fnv32(text + p, pl) % 100000));
+    }
+  }
+}
+
+/* 64-bit FNV-1a, chained over the pieces of the templated prompt. */
+static uint64_t
+fnv64(uint64_t h, const void *data, size_t n)
+{
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+#define FNV64_INIT 14695981039346656037ull
+
+int64_t
+sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids, size_t *len,
+               size_t *cap)
+{
+  if (hash)
+    *hash = fnv64(fnv64(FNV64_INIT, "P", 1), text, n);
+  if (ids) {
+    push(ids, len, cap, TOK_BOS);
+    sim_tok_ids(text, n, ids, len, cap);
+  }
+  return SIM_TOK_COMPLETION_PREFIX + sim_tok_count(text, n);
+}
+
+/* Counts (and hashes, and tokenizes) one content value: string or parts. */
+static int64_t
+content_tokens(const json_t *content, uint64_t *h, int32_t **ids, size_t *len, size_t *cap)
+{
+  if (json_is_string(content)) {
+    const char *s = json_string_value(content);
+    size_t n = json_string_length(content);
+    *h = fnv64(*h, s, n);
+    if (ids)
+      sim_tok_ids(s, n, ids, len, cap);
+    return sim_tok_count(s, n);
+  }
+  int64_t total = 0;
+  if (json_is_array(content)) {
+    size_t i;
+    const json_t *part;
+    json_array_foreach(content, i, part) {
+      const json_t *t = json_object_get(part, "text");
+      if (json_is_string(t))
+        total += content_tokens(t, h, ids, len, cap);
+    }
+  }
+  return total;
+}
+
+int64_t
+sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
+             int32_t **ids, size_t *len, size_t *cap, const char **err)
+{
+  if (!json_is_array(messages) || json_array_size(messages) == 0) {
+    *err = "messages must be a non-empty array";
+    return -1;
+  }
+  if (json_array_size(messages) > SIM_TOK_MAX_MESSAGES) {
+    *err = "too many messages";
+    return -1;
+  }
+  uint64_t h = fnv64(FNV64_INIT, "C", 1);
+  int64_t total = SIM_TOK_CHAT_PREFIX;
+  if (ids)
+    push(ids, len, cap, TOK_BOS);
+  size_t i;
+  const json_t *m;
+  json_array_foreach(messages, i, m) {
+    const json_t *role = json_object_get(m, "role");
+    if (!json_is_object(m) || !json_is_string(role)) {
+      *err = "each message must be an object with a string role";
+      return -1;
+    }
+    h = fnv64(h, json_string_value(role), json_string_length(role));
+    h = fnv64(h, "\x1e", 1);
+    if (ids) {
+      push(ids, len, cap, TOK_MSG_START);
+      push(ids, len, cap, TOK_ROLE);
+      push(ids, len, cap, TOK_MSG_SEP);
+    }
+    total += SIM_TOK_PER_MESSAGE + content_tokens(json_object_get(m, "content"), &h, ids, len, cap);
+    if (ids)
+      push(ids, len, cap, TOK_MSG_END);
+    h = fnv64(h, "\x1f", 1);
+  }
+  if (add_generation_prompt) {
+    total += SIM_TOK_GEN_PROMPT;
+    if (ids) {
+      push(ids, len, cap, TOK_MSG_START);
+      push(ids, len, cap, TOK_ASSIST);
+      push(ids, len, cap, TOK_NL);
+    }
+  }
+  if (hash)
+    *hash = h;
+  return total;
+}
+
+static const char *const words[] = {
+  " the", " fast", " sim", " tok", " gpu", " kv", " a", " run", " of", " ben",
+  " data", " step", " cell", " load", " and", " test",
+};
+
+const char *
+sim_tok_output_word(int64_t i)
+{
+  return words[(uint64_t)i % TB_ARRAY_LEN(words)];
+}
