@@ -14,5 +14,12 @@ struct tb_cli_cmd {
 };
 
 int tb_cli_migrate(int argc, char **argv);
+int tb_cli_run(int argc, char **argv);
+
+#include <jansson.h>
+#include <stdio.h>
+/* Prints a result document (api/result.schema.json) as the seed reports'
+ * tables: header, prefill, decode matrix, all measurements. */
+void tb_cli_print_tables(FILE *f, const json_t *doc);
 
 #endif

@@ -9,6 +9,7 @@
 #include "tb_util.h"
 
 static const struct tb_cli_cmd commands[] = {
+  { "run", "run the speed test matrix against an endpoint", tb_cli_run },
   { "migrate", "apply the database migrations (TOKBENCH_DATABASE_URL)", tb_cli_migrate },
 };
 

@@ -1,0 +1,752 @@
+/*
+ * tokbench run: the speed test matrix against one endpoint, from a terminal,
+ * without the service.  A thin shell around tb_engine_run: flags become the
+ * engine spec; cells come back through hooks and are shown as a progress bar
+ * (terminal) or written as JSON lines (otherwise); the finished document is
+ * printed as the seed reports' tables and optionally saved with --output.
+ *
+ * Exit status: 0 the run finished (error cells are results too), 1 the run
+ * failed (e.g. the endpoint is unreachable), 2 bad usage, 130 interrupted.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <openssl/crypto.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "tb_engine.h"
+#include "tb_util.h"
+
+#define KEY_FILE_MAX 4096
+#define RESUME_LINE_MAX (1024 * 1024)
+
+static volatile sig_atomic_t interrupted;
+
+static void
+on_sigint(int sig)
+{
+  interrupted = 1;
+}
+
+static const char usage_text[] =
+    "usage: tokbench run --url URL [options]\n"
+    "\n"
+    "Runs the speed test matrix (METHOD.md) against one OpenAI-compatible\n"
+    "endpoint (vLLM, SGLang or generic): a cold prefill scout per context, then\n"
+    "sustained decode at each (context, concurrency) for a fixed window.\n"
+    "\n"
+    "Endpoint:\n"
+    "  --url URL               base URL, e.g. http://127.0.0.1:8000 (no /v1)\n"
+    "  --api-key-file F        file holding the endpoint's API key (first line);\n"
+    "                          else env TOKBENCH_ENDPOINT_API_KEY; sent as Bearer\n"
+    "  --model M               served model (default: the first of /v1/models)\n"
+    "  --name NAME             endpoint name for the report header\n"
+    "  --launch-command CMD    server launch command for the report (secrets\n"
+    "                          are redacted)\n"
+    "Matrix (K = 1024):\n"
+    "  --contexts LIST         decode contexts, e.g. 8k,16k,251k (default 8K,16K,\n"
+    "                          32K,64K,128K and the top one: the largest multiple\n"
+    "                          of 1K with context + max output + 64 <= max length)\n"
+    "  --concurrency LIST      requests at once (default 1,2,4,8,16,32,64,128)\n"
+    "  --prefill-contexts LIST prefill scouts (default: the contexts + max length,\n"
+    "                          i.e. 256K); 'none' for no prefill rows\n"
+    "  --duration S            measurement window per cell, seconds (default 30)\n"
+    "  --max-output N          max output tokens per request (default 4096)\n"
+    "  --kv-budget N           KV budget in tokens, overriding the server's\n"
+    "Timing:\n"
+    "  --settle S              readiness hold before each window (default 3)\n"
+    "  --stall-timeout S       silent stream = error after S s (default 60)\n"
+    "  --first-token-timeout S no first token after S s = error (default 600)\n"
+    "  --ready-timeout S       cell not ready after S s = error (default 300)\n"
+    "  --drain-timeout S       wait for the server to drain (default 120)\n"
+    "Output:\n"
+    "  --output FILE           write the result document (JSON) to FILE\n"
+    "  --jsonl                 JSON lines on stdout (a header line, then one\n"
+    "                          line per cell as measured, then the document);\n"
+    "                          the default when stdout is not a terminal\n"
+    "  --table                 print the report tables even when stdout is not\n"
+    "                          a terminal (instead of JSON lines)\n"
+    "  --resume FILE           a JSON lines file of an earlier run: its cells are\n"
+    "                          kept, not measured again\n"
+    "  --run-id ID             run id (part of the prompt tags; default: new)\n"
+    "  -q, --quiet             no progress bar\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Exit status: 0 finished (error cells are results), 1 run failed,\n"
+    "2 bad usage, 130 interrupted (the partial result is still written).\n";
+
+struct run_ui {
+  bool tty_progress;
+  bool jsonl;
+  FILE *out;
+  int64_t t0;
+};
+
+static void
+fmt_thousands(double v, int decimals, char *buf, size_t len)
+{
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.*f", decimals, v);
+  char *dot = strchr(tmp, '.');
+  size_t intlen = dot ? (size_t)(dot - tmp) : strlen(tmp);
+  size_t o = 0;
+  size_t start = tmp[0] == '-' ? 1 : 0;
+  if (start)
+    buf[o++] = '-';
+  for (size_t i = start; i < intlen && o + 2 < len; i++) {
+    buf[o++] = tmp[i];
+    size_t rem = intlen - i - 1;
+    if (rem > 0 && rem % 3 == 0)
+      buf[o++] = ',';
+  }
+  if (dot)
+    for (const char *p = dot; *p && o + 1 < len; p++)
+      buf[o++] = *p;
+  buf[o] = '\0';
+}
+
+/* "24.6K" the way the seeds show prompt tok/s (thousands, truncated). */
+static void
+fmt_k(double v, char *buf, size_t len)
+{
+  if (v >= 1000) {
+    double k = floor(v / 100.0) / 10.0;
+    if (k == floor(k))
+      snprintf(buf, len, "%.0fK", k);
+    else
+      snprintf(buf, len, "%.1fK", k);
+  } else {
+    snprintf(buf, len, "%.0f", v);
+  }
+}
+
+static double
+num(const json_t *o, const char *k)
+{
+  const json_t *v = json_object_get(o, k);
+  return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static double
+p50(const json_t *o, const char *k)
+{
+  return num(json_object_get(o, k), "p50");
+}
+
+static const char *
+str(const json_t *o, const char *k)
+{
+  const char *s = json_string_value(json_object_get(o, k));
+  return s ? s : "";
+}
+
+static const char *
+status_word(const char *st)
+{
+  if (strcmp(st, "valid") == 0)
+    return "Valid";
+  if (strcmp(st, "over_capacity") == 0)
+    return "Over capacity";
+  if (strcmp(st, "skipped") == 0)
+    return "Skipped";
+  return "Error";
+}
+
+void
+tb_cli_print_tables(FILE *f, const json_t *doc)
+{
+  const json_t *cells = json_object_get(doc, "cells");
+  const json_t *eng = json_object_get(doc, "engine");
+  const json_t *model = json_object_get(doc, "model");
+  const json_t *cap = json_object_get(doc, "capacity");
+  const json_t *set = json_object_get(doc, "settings");
+  char a[64], b[64];
+  fprintf(f, "Speed test matrix\n%s · %s · %s\n", str(model, "served"),
+          str(eng, "name"), str(eng, "version"));
+  fprintf(f, "Endpoint %s · run %s · status %s\n",
+          str(json_object_get(doc, "endpoint"), "url"), str(doc, "run_id"),
+          str(doc, "status"));
+  if (json_is_string(json_object_get(doc, "error")))
+    fprintf(f, "Error: %s\n", str(doc, "error"));
+  const json_t *kv = json_object_get(cap, "kv_budget_tokens");
+  if (json_is_integer(kv)) {
+    fmt_thousands((double)json_integer_value(kv), 0, a, sizeof a);
+    fprintf(f, "KV budget %s tokens (%s)", a, str(cap, "source"));
+  } else {
+    fprintf(f, "KV budget unknown (no capacity interface: every cell run)");
+  }
+  fprintf(f, " · decode test: fixed duration %.1f s · max output %" PRId64
+             " tokens · prefill measured during decode warm-up\n",
+          num(set, "duration_s"),
+          (int64_t)json_integer_value(json_object_get(set, "max_output")));
+  if (json_is_string(json_object_get(doc, "launch_command")))
+    fprintf(f, "Launch command: %s\n", str(doc, "launch_command"));
+
+  size_t i;
+  const json_t *c;
+  fprintf(f, "\nPrefill\n| Context | Prompt tokens | Prompt tok/s | TTFT |\n"
+             "|---|---|---|---|\n");
+  json_array_foreach(cells, i, c) {
+    if (strcmp(str(c, "phase"), "prefill") != 0)
+      continue;
+    if (strcmp(str(c, "status"), "valid") != 0) {
+      fprintf(f, "| %s | — | %s | — |\n", str(c, "context_label"),
+              status_word(str(c, "status")));
+      continue;
+    }
+    fmt_thousands(num(c, "prompt_tokens"), 0, a, sizeof a);
+    fmt_k(num(c, "prompt_tps"), b, sizeof b);
+    char t[32];
+    fmt_thousands(num(c, "ttft_ms"), 0, t, sizeof t);
+    fprintf(f, "| %s | %s | %s | %s ms |\n", str(c, "context_label"), a, b, t);
+  }
+
+  /* decode matrix */
+  const json_t *ctxs = json_object_get(set, "contexts");
+  const json_t *concs = json_object_get(set, "concurrency");
+  fprintf(f, "\nSustained decode\ntotal tok/s · rows are context length, "
+             "columns are simultaneous requests\n| Context |");
+  size_t j;
+  const json_t *cv;
+  json_array_foreach(concs, j, cv)
+    fprintf(f, " %" PRId64 " |", (int64_t)json_integer_value(cv));
+  fprintf(f, "\n|---|");
+  json_array_foreach(concs, j, cv)
+    fprintf(f, "---|");
+  fprintf(f, "\n");
+  size_t k;
+  const json_t *xv;
+  json_array_foreach(ctxs, k, xv) {
+    char label[32];
+    tb_format_tokens(json_integer_value(xv), label, sizeof label);
+    fprintf(f, "| %s |", label);
+    json_array_foreach(concs, j, cv) {
+      const json_t *hit = NULL;
+      json_array_foreach(cells, i, c) {
+        if (strcmp(str(c, "phase"), "decode") == 0 &&
+            json_integer_value(json_object_get(c, "context")) ==
+                json_integer_value(xv) &&
+            json_integer_value(json_object_get(c, "concurrency")) ==
+                json_integer_value(cv)) {
+          hit = c;
+          break;
+        }
+      }
+      if (hit == NULL) {
+        fprintf(f, " — |");
+      } else if (strcmp(str(hit, "status"), "valid") == 0) {
+        fmt_thousands(num(hit, "total_tps"), 1, a, sizeof a);
+        fmt_thousands(p50(hit, "ttft_ms"), 0, b, sizeof b);
+        fprintf(f, " %s · %s ms TTFT |", a, b);
+      } else {
+        fprintf(f, " %s |", status_word(str(hit, "status")));
+      }
+    }
+    fprintf(f, "\n");
+  }
+  fprintf(f, "Over capacity: not run because this many requests at this "
+             "context would exceed the server's KV cache.\n");
+
+  fprintf(f, "\nAll measurements\nLatencies are medians. Total tok/s is "
+             "output across all simultaneous requests.\n"
+             "| Phase | Context | Requests at once | Status | Total tok/s | "
+             "Per request tok/s | TTFT | Time between tokens | Average active "
+             "requests | Completed requests | Output tokens | Measured for | "
+             "Tokens from |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+             "---|\n");
+  json_array_foreach(cells, i, c) {
+    bool pf = strcmp(str(c, "phase"), "prefill") == 0;
+    const char *st = str(c, "status");
+    fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
+            str(c, "context_label"),
+            (int64_t)json_integer_value(json_object_get(c, "concurrency")),
+            status_word(st));
+    if (strcmp(st, "valid") != 0) {
+      fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n",
+              str(c, "reason"));
+      continue;
+    }
+    if (pf) {
+      fmt_k(num(c, "prompt_tps"), a, sizeof a);
+      fmt_thousands(num(c, "ttft_ms"), 0, b, sizeof b);
+      fprintf(f, " | %s | — | %s ms | — | — | 1 | — | — | — |\n", a, b);
+      continue;
+    }
+    char t1[32], t2[32], t3[32], t4[32], t5[32];
+    fmt_thousands(num(c, "total_tps"), 1, t1, sizeof t1);
+    fmt_thousands(num(c, "per_request_tps"), 1, t2, sizeof t2);
+    fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
+    fmt_thousands(num(c, "output_tokens"), 0, t4, sizeof t4);
+    snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
+    fprintf(f, " | %s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
+               " | %s | %.1f s | %s |\n",
+            t1, t2, t3, t5, num(c, "avg_active"), str(c, "avg_active_source"),
+            (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
+            num(c, "measured_s"), str(c, "token_source"));
+  }
+}
+
+/* ------------------------------------------------------------- hooks */
+
+static void
+print_line(FILE *f, const json_t *j)
+{
+  char *s = json_dumps(j, JSON_COMPACT);
+  if (s != NULL) {
+    fprintf(f, "%s\n", s);
+    fflush(f);
+    free(s);
+  }
+}
+
+static bool
+hook_cell(void *cls, const json_t *cell)
+{
+  struct run_ui *ui = cls;
+  if (ui->jsonl)
+    print_line(stdout, cell);
+  if (ui->tty_progress) {
+    const char *st = str(cell, "status");
+    fprintf(stderr, "\r\033[K  %-8s %-5s x%-4" PRId64 " %s",
+            str(cell, "phase"), str(cell, "context_label"),
+            (int64_t)json_integer_value(json_object_get(cell, "concurrency")),
+            status_word(st));
+    if (strcmp(st, "valid") == 0 && strcmp(str(cell, "phase"), "decode") == 0)
+      fprintf(stderr, " %.1f tok/s, TTFT %.0f ms", num(cell, "total_tps"),
+              p50(cell, "ttft_ms"));
+    else if (strcmp(st, "valid") == 0)
+      fprintf(stderr, " TTFT %.0f ms", num(cell, "ttft_ms"));
+    else if (strcmp(st, "error") == 0)
+      fprintf(stderr, ": %s", str(cell, "reason"));
+    fprintf(stderr, "\n");
+  }
+  return true;
+}
+
+static void
+hook_progress(void *cls, const json_t *key, unsigned done, unsigned total,
+              double eta_s)
+{
+  struct run_ui *ui = cls;
+  if (!ui->tty_progress)
+    return;
+  unsigned width = 30;
+  unsigned fill = total ? done * width / total : 0;
+  char bar[64];
+  for (unsigned i = 0; i < width; i++)
+    bar[i] = i < fill ? '#' : '.';
+  bar[width] = '\0';
+  int m = (int)(eta_s / 60), s = (int)fmod(eta_s, 60);
+  fprintf(stderr, "\r\033[K[%s] cell %u of %u · %s %s x%" PRId64
+                  " · about %dm%02ds left",
+          bar, done + 1, total, str(key, "phase"), str(key, "context_label"),
+          (int64_t)json_integer_value(json_object_get(key, "concurrency")), m,
+          s);
+  fflush(stderr);
+}
+
+static bool
+hook_cancelled(void *cls)
+{
+  return interrupted != 0;
+}
+
+static void
+hook_header(void *cls, const json_t *header)
+{
+  struct run_ui *ui = cls;
+  if (ui->jsonl)
+    print_line(stdout, header);
+  if (ui->tty_progress) {
+    const json_t *eng = json_object_get(header, "engine");
+    const json_t *cap = json_object_get(header, "capacity");
+    fprintf(stderr, "%s · %s %s · KV budget %s (%s)\n",
+            str(json_object_get(header, "model"), "served"), str(eng, "name"),
+            str(eng, "version"),
+            json_is_integer(json_object_get(cap, "kv_budget_tokens"))
+                ? "known"
+                : "unknown",
+            str(cap, "source"));
+  }
+}
+
+/* ------------------------------------------------------------- flags */
+
+static json_t *
+token_list(const char *arg, bool allow_none)
+{
+  json_t *a = json_array();
+  if (allow_none && strcmp(arg, "none") == 0)
+    return a;
+  char *copy = tb_xstrdup(arg);
+  char *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int64_t v;
+    if (!tb_parse_tokens(t, &v) || v < 1 || v > (16 << 20)) {
+      json_decref(a);
+      a = NULL;
+      break;
+    }
+    json_array_append_new(a, json_integer(v));
+  }
+  free(copy);
+  if (a != NULL && json_array_size(a) == 0 && !allow_none) {
+    json_decref(a);
+    a = NULL;
+  }
+  return a;
+}
+
+static json_t *
+int_list(const char *arg)
+{
+  json_t *a = json_array();
+  char *copy = tb_xstrdup(arg);
+  char *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int64_t v;
+    if (!tb_parse_i64(t, 1, 65536, &v)) {
+      json_decref(a);
+      a = NULL;
+      break;
+    }
+    json_array_append_new(a, json_integer(v));
+  }
+  free(copy);
+  if (a != NULL && json_array_size(a) == 0) {
+    json_decref(a);
+    a = NULL;
+  }
+  return a;
+}
+
+static bool
+parse_seconds(const char *s, double *out)
+{
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > 86400)
+    return false;
+  *out = v;
+  return true;
+}
+
+/* Reads the key (first line, trimmed).  New string or NULL with *why. */
+static char *
+read_key_file(const char *path, const char **why)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    *why = strerror(errno);
+    return NULL;
+  }
+  char *buf = tb_xcalloc(1, KEY_FILE_MAX + 1);
+  size_t n = fread(buf, 1, KEY_FILE_MAX, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *nl = strpbrk(buf, "\r\n");
+  if (nl != NULL)
+    *nl = '\0';
+  size_t len = strlen(buf);
+  while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+    buf[--len] = '\0';
+  if (len == 0) {
+    OPENSSL_cleanse(buf, KEY_FILE_MAX);
+    free(buf);
+    *why = "empty";
+    return NULL;
+  }
+  char *key = tb_xstrdup(buf);
+  OPENSSL_cleanse(buf, KEY_FILE_MAX);
+  free(buf);
+  return key;
+}
+
+/* The cells of a JSON lines file; sets *run_id from its header line. */
+static json_t *
+read_resume(const char *path, char **run_id, const char **why)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    *why = strerror(errno);
+    return NULL;
+  }
+  json_t *cells = json_array();
+  char *line = tb_xmalloc(RESUME_LINE_MAX);
+  while (fgets(line, RESUME_LINE_MAX, f) != NULL) {
+    json_t *j = json_loads(line, 0, NULL);
+    if (!json_is_object(j)) {
+      json_decref(j);
+      continue;
+    }
+    const json_t *cs = json_object_get(j, "cells");
+    if (json_is_array(cs)) {
+      /* a whole result document: its cells */
+      size_t i;
+      json_t *c;
+      json_array_foreach(cs, i, c) {
+        const char *st = json_string_value(json_object_get(c, "status"));
+        if (st != NULL && strcmp(st, "error") != 0)
+          json_array_append(cells, c);
+      }
+    } else if (json_is_string(json_object_get(j, "phase"))) {
+      const char *st = json_string_value(json_object_get(j, "status"));
+      /* error cells are measured again */
+      if (st != NULL && strcmp(st, "error") != 0)
+        json_array_append(cells, j);
+    }
+    const char *rid = json_string_value(json_object_get(j, "run_id"));
+    if (rid != NULL && *run_id == NULL)
+      *run_id = tb_xstrdup(rid);
+    json_decref(j);
+  }
+  free(line);
+  fclose(f);
+  return cells;
+}
+
+int
+tb_cli_run(int argc, char **argv)
+{
+  enum {
+    O_URL = 256, O_KEYFILE, O_MODEL, O_CONTEXTS, O_CONC, O_PREFILL,
+    O_DURATION, O_MAXOUT, O_KV, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME,
+    O_SETTLE, O_STALL, O_FIRST, O_READY, O_DRAIN, O_NAME, O_LAUNCH, O_RUNID,
+  };
+  static const struct option opts[] = {
+      {"url", required_argument, NULL, O_URL},
+      {"api-key-file", required_argument, NULL, O_KEYFILE},
+      {"model", required_argument, NULL, O_MODEL},
+      {"contexts", required_argument, NULL, O_CONTEXTS},
+      {"concurrency", required_argument, NULL, O_CONC},
+      {"prefill-contexts", required_argument, NULL, O_PREFILL},
+      {"duration", required_argument, NULL, O_DURATION},
+      {"max-output", required_argument, NULL, O_MAXOUT},
+      {"kv-budget", required_argument, NULL, O_KV},
+      {"output", required_argument, NULL, O_OUTPUT},
+      {"jsonl", no_argument, NULL, O_JSONL},
+      {"table", no_argument, NULL, O_TABLE},
+      {"resume", required_argument, NULL, O_RESUME},
+      {"settle", required_argument, NULL, O_SETTLE},
+      {"stall-timeout", required_argument, NULL, O_STALL},
+      {"first-token-timeout", required_argument, NULL, O_FIRST},
+      {"ready-timeout", required_argument, NULL, O_READY},
+      {"drain-timeout", required_argument, NULL, O_DRAIN},
+      {"name", required_argument, NULL, O_NAME},
+      {"launch-command", required_argument, NULL, O_LAUNCH},
+      {"run-id", required_argument, NULL, O_RUNID},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  json_t *spec = json_object();
+  json_t *endpoint = json_object();
+  const char *key_file = NULL, *output = NULL, *resume = NULL;
+  bool force_jsonl = false, force_table = false, quiet = false;
+  int rc = 2;
+  char *key = NULL, *run_id = NULL;
+  json_t *done = NULL, *result = NULL;
+  char *err = NULL;
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+    json_t *list = NULL;
+    double secs;
+    int64_t n;
+    const char *bad = NULL;
+    switch (opt) {
+    case O_URL:
+      json_object_set_new(spec, "base_url", json_string(optarg));
+      break;
+    case O_KEYFILE:
+      key_file = optarg;
+      break;
+    case O_MODEL:
+      json_object_set_new(spec, "model", json_string(optarg));
+      break;
+    case O_CONTEXTS:
+    case O_PREFILL:
+      list = token_list(optarg, opt == O_PREFILL);
+      if (list == NULL)
+        bad = opt == O_CONTEXTS ? "--contexts" : "--prefill-contexts";
+      else
+        json_object_set_new(spec, opt == O_CONTEXTS ? "contexts"
+                                                    : "prefill_contexts",
+                            list);
+      break;
+    case O_CONC:
+      list = int_list(optarg);
+      if (list == NULL)
+        bad = "--concurrency";
+      else
+        json_object_set_new(spec, "concurrency", list);
+      break;
+    case O_DURATION:
+    case O_SETTLE:
+    case O_STALL:
+    case O_FIRST:
+    case O_READY:
+    case O_DRAIN: {
+      static const char *const keys[] = {"duration_s", "settle_s",
+                                         "stall_timeout_s",
+                                         "first_token_timeout_s",
+                                         "ready_timeout_s", "drain_timeout_s"};
+      static const char *const names[] = {"--duration", "--settle",
+                                          "--stall-timeout",
+                                          "--first-token-timeout",
+                                          "--ready-timeout", "--drain-timeout"};
+      int idx = opt - O_DURATION;
+      if (opt >= O_SETTLE)
+        idx = opt - O_SETTLE + 1;
+      bool zero_ok = opt == O_SETTLE || opt == O_DRAIN;
+      if (zero_ok && strcmp(optarg, "0") == 0)
+        secs = 0;
+      else if (!parse_seconds(optarg, &secs)) {
+        bad = names[idx];
+        break;
+      }
+      json_object_set_new(spec, keys[idx], json_real(secs));
+      break;
+    }
+    case O_MAXOUT:
+      if (!tb_parse_i64(optarg, 1, 1 << 20, &n))
+        bad = "--max-output";
+      else
+        json_object_set_new(spec, "max_output", json_integer(n));
+      break;
+    case O_KV:
+      if (!tb_parse_tokens(optarg, &n) || n < 1)
+        bad = "--kv-budget";
+      else
+        json_object_set_new(spec, "kv_budget", json_integer(n));
+      break;
+    case O_OUTPUT:
+      output = optarg;
+      break;
+    case O_JSONL:
+      force_jsonl = true;
+      break;
+    case O_TABLE:
+      force_table = true;
+      break;
+    case O_RESUME:
+      resume = optarg;
+      break;
+    case O_NAME:
+      json_object_set_new(endpoint, "name", json_string(optarg));
+      break;
+    case O_LAUNCH:
+      json_object_set_new(endpoint, "launch_command", json_string(optarg));
+      break;
+    case O_RUNID:
+      run_id = tb_xstrdup(optarg);
+      break;
+    case 'q':
+      quiet = true;
+      break;
+    case 'h':
+      fputs(usage_text, stdout);
+      rc = 0;
+      goto out;
+    default:
+      fprintf(stderr, "tokbench run: unknown or incomplete option '%s' "
+                      "(see tokbench run --help)\n",
+              argv[optind - 1]);
+      goto out;
+    }
+    if (bad != NULL) {
+      fprintf(stderr, "tokbench run: bad value for %s: '%s'\n", bad, optarg);
+      goto out;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "tokbench run: unexpected argument '%s'\n", argv[optind]);
+    goto out;
+  }
+  if (json_object_get(spec, "base_url") == NULL) {
+    fprintf(stderr, "tokbench run: --url is required (see tokbench run --help)\n");
+    goto out;
+  }
+  if (key_file != NULL) {
+    const char *why = NULL;
+    key = read_key_file(key_file, &why);
+    if (key == NULL) {
+      fprintf(stderr, "tokbench run: cannot read --api-key-file %s: %s\n",
+              key_file, why);
+      goto out;
+    }
+  } else if (getenv("TOKBENCH_ENDPOINT_API_KEY") != NULL &&
+             getenv("TOKBENCH_ENDPOINT_API_KEY")[0] != '\0') {
+    key = tb_xstrdup(getenv("TOKBENCH_ENDPOINT_API_KEY"));
+  }
+  if (resume != NULL) {
+    const char *why = NULL;
+    done = read_resume(resume, &run_id, &why);
+    if (done == NULL) {
+      fprintf(stderr, "tokbench run: cannot read --resume %s: %s\n", resume,
+              why);
+      goto out;
+    }
+  }
+  if (run_id != NULL)
+    json_object_set_new(spec, "run_id", json_string(run_id));
+  json_object_set(spec, "endpoint", endpoint);
+
+  struct run_ui ui = {0};
+  bool stdout_tty = isatty(STDOUT_FILENO);
+  ui.jsonl = force_jsonl || (!stdout_tty && !force_table);
+  ui.tty_progress = !quiet && isatty(STDERR_FILENO) && !ui.jsonl;
+  struct tb_engine_hooks hooks = {
+      .cls = &ui,
+      .on_cell = hook_cell,
+      .on_progress = hook_progress,
+      .cancelled = hook_cancelled,
+      .on_header = hook_header,
+  };
+  struct sigaction sa = {0};
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  enum tb_engine_status st = tb_engine_run(spec, key, done, &hooks, &result,
+                                           &err);
+  if (ui.tty_progress)
+    fprintf(stderr, "\r\033[K");
+  if (output != NULL && result != NULL) {
+    if (json_dump_file(result, output, JSON_INDENT(2)) != 0)
+      fprintf(stderr, "tokbench run: cannot write %s\n", output);
+  }
+  if (st == TB_ENGINE_FAILED) {
+    fprintf(stderr, "tokbench run: %s\n", err ? err : "run failed");
+    rc = 1;
+    goto out;
+  }
+  if (ui.jsonl)
+    print_line(stdout, result);
+  else
+    tb_cli_print_tables(stdout, result);
+  rc = st == TB_ENGINE_CANCELLED ? 130 : 0;
+  if (rc == 130)
+    fprintf(stderr, "tokbench run: interrupted; partial result kept\n");
+out:
+  if (key != NULL) {
+    OPENSSL_cleanse(key, strlen(key));
+    free(key);
+  }
+  free(run_id);
+  free(err);
+  json_decref(done);
+  json_decref(result);
+  json_decref(endpoint);
+  json_decref(spec);
+  return rc;
+}

@@ -1,0 +1,54 @@
+/*
+ * tb_discover: what an endpoint is.  Served model and max_model_len
+ * (/v1/models), the engine (SGLang: /get_server_info or /server_info; vLLM:
+ * /version and vllm: metrics; else a generic OpenAI-compatible server), its
+ * version, the KV budget in tokens and the max running requests, and which
+ * helper interfaces it has (metrics, tokenize, abort).
+ */
+#ifndef TB_DISCOVER_H
+#define TB_DISCOVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tb_util.h"
+
+enum tb_engine_kind { TB_KIND_OPENAI = 0, TB_KIND_VLLM, TB_KIND_SGLANG };
+
+struct tb_discover {
+  char *base_url;          /* without trailing '/' */
+  enum tb_engine_kind kind;
+  char *version;           /* NULL when unknown */
+  char *model;             /* served model id */
+  int64_t max_model_len;   /* -1 when unknown */
+  int64_t kv_budget;       /* tokens; -1 when unknown */
+  const char *kv_source;   /* "metrics", "server_info", "override", "none" */
+  int64_t max_running;     /* -1 when unknown */
+  bool has_metrics;
+  bool has_tokenize;       /* vLLM shape (chat messages) */
+  bool tokenize_text_only; /* SGLang shape */
+  json_t *server_info;     /* SGLang's server info (new ref) or NULL */
+};
+
+/* Discovers base_url.  model: wanted model (NULL: the first served).
+ * Returns 0, or -1 with *err a new one-line message (caller frees). */
+int tb_discover_run(const char *base_url, const char *api_key,
+                    const char *model, struct tb_discover *d,
+                    char **err) TB_MUST_CHECK;
+void tb_discover_free(struct tb_discover *d);
+/* Name of the engine kind: "vllm", "sglang", "openai". */
+const char *tb_discover_kind_name(enum tb_engine_kind k);
+/* The probe document (new reference). */
+json_t *tb_discover_to_json(const struct tb_discover *d);
+
+/* Samples running and waiting requests from /metrics (blocking, short
+ * timeout).  -1 when the endpoint has no metrics or the call failed. */
+int tb_discover_load(const struct tb_discover *d, const char *api_key,
+                     double *running, double *waiting) TB_MUST_CHECK;
+/* Parses the running/waiting gauges out of a metrics text for kind. */
+bool tb_discover_parse_load(enum tb_engine_kind kind, const char *text,
+                            size_t len, double *running,
+                            double *waiting) TB_MUST_CHECK;
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * tb_http: small blocking HTTP calls for discovery and housekeeping (models,
+ * version, metrics, server info, tokenize, abort), with libcurl's easy
+ * interface.  The measuring itself never goes through here: it runs on
+ * tb_engine's event loop.
+ *
+ * Every call sends `Authorization: Bearer <key>` when a key is given, caps
+ * the body it accepts (TB_HTTP_BODY_MAX unless a smaller cap is given), and
+ * has a total timeout.  The key is never logged; libcurl's copy of the header
+ * list is wiped before it is freed.
+ */
+#ifndef TB_HTTP_H
+#define TB_HTTP_H
+
+#include <stddef.h>
+
+#include "tb_util.h"
+
+#define TB_HTTP_BODY_MAX (8u * 1024u * 1024u)
+
+struct tb_http_resp {
+  long status;   /* HTTP status, 0 when no answer came */
+  char *body;    /* NUL-terminated, owned; NULL when none */
+  size_t len;
+  char err[256]; /* transport error when status == 0 */
+};
+
+/* One call.  method "GET" or "POST"; body (JSON) only for POST, may be NULL.
+ * Returns 0 when an HTTP answer came (any status: check resp->status),
+ * -1 on a transport error or a body over the cap (resp->err says which).
+ * The caller frees with tb_http_resp_free in both cases. */
+int tb_http_call(const char *method, const char *url, const char *api_key,
+                 const char *body, size_t body_len, long timeout_ms,
+                 size_t cap, struct tb_http_resp *resp) TB_MUST_CHECK;
+void tb_http_resp_free(struct tb_http_resp *resp);
+
+/* The Authorization header text "Authorization: Bearer <key>" (new string,
+ * caller wipes and frees with tb_http_secret_free). NULL when key is NULL/"". */
+char *tb_http_auth_header(const char *api_key);
+void tb_http_secret_free(char *s);
+
+/* Process-wide libcurl setup; idempotent, call before threads start. */
+void tb_http_global_init(void);
+
+#endif

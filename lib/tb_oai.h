@@ -1,0 +1,49 @@
+/*
+ * tb_oai: reading one streamed OpenAI-style chunk (the data of one SSE event
+ * from /v1/chat/completions or /v1/completions).
+ *
+ * What the engine needs from a chunk: does it carry output (text in
+ * choices[].delta.content, .reasoning, .reasoning_content, or choices[].text
+ * for completions), is it role-only, did a choice finish, and the cumulative
+ * usage (prompt_tokens, completion_tokens) when the server sends it
+ * (continuous usage stats, or the final usage-only chunk with choices: []).
+ * An `error` object (some servers stream one mid-stream) is reported as such.
+ *
+ * Caps: a chunk over TB_OAI_CHUNK_MAX bytes is rejected before parsing.
+ */
+#ifndef TB_OAI_H
+#define TB_OAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tb_util.h"
+
+#define TB_OAI_CHUNK_MAX (1024u * 1024u)
+
+struct tb_oai_chunk {
+  bool has_usage;            /* usage object with completion_tokens */
+  int64_t prompt_tokens;     /* -1 when absent */
+  int64_t completion_tokens; /* cumulative; -1 when absent */
+  unsigned n_choices;
+  unsigned text_choices;     /* choices whose delta carries output text */
+  size_t text_bytes;         /* bytes of output text (all kinds) */
+  size_t reasoning_bytes;    /* of which reasoning / reasoning_content */
+  bool role_only;            /* a delta with a role and no text */
+  bool finished;             /* some choice has a non-null finish_reason */
+  bool is_error;             /* the chunk is an error object */
+  char error[200];           /* its message, truncated */
+};
+
+enum tb_oai_status {
+  TB_OAI_OK = 0,
+  TB_OAI_DONE = 1,      /* the `[DONE]` sentinel */
+  TB_OAI_MALFORMED = -1 /* not JSON, not an object, bad member types, too big */
+};
+
+/* Parses one event's data into *out (always fully written). */
+enum tb_oai_status tb_oai_parse_chunk(const char *data, size_t len,
+                                      struct tb_oai_chunk *out) TB_MUST_CHECK;
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * tb_prompt: prompts of an exact token count, measured on the server's own
+ * tokenizer (METHOD.md, "Prompts of an exact size").
+ *
+ * A prompt is a tag unique to the run and the context,
+ * `[BENCH_<run>_CTX_<ctx>]`, followed by filler words.  Its size is the
+ * number of tokens of the whole chat request (the template counts):
+ *  - vLLM: POST /tokenize with the chat `messages`, bisecting the word count;
+ *  - SGLang: POST /tokenize of the text, plus the template's overhead taken
+ *    once from a short calibration request's usage.prompt_tokens;
+ *  - otherwise: two short calibration requests (max_tokens 1) give tokens per
+ *    word and the overhead, and the size is solved from those.
+ * Calibration prompts carry their own tag, so they never warm the prefix cache
+ * for a measured prompt.  No client-side tokenizer.
+ */
+#ifndef TB_PROMPT_H
+#define TB_PROMPT_H
+
+#include <stdint.h>
+
+#include "tb_discover.h"
+#include "tb_util.h"
+
+struct tb_prompt {
+  char *text;      /* the user message (owned) */
+  int64_t tokens;  /* tokens as the server counts the chat request; -1 unknown */
+  bool exact;      /* tokens verified on the server's tokenizer */
+};
+
+struct tb_prompt_ctx; /* calibration state kept across contexts */
+
+struct tb_prompt_ctx *tb_prompt_ctx_new(const struct tb_discover *d,
+                                        const char *api_key,
+                                        const char *run_id);
+void tb_prompt_ctx_free(struct tb_prompt_ctx *c);
+
+/* Builds the prompt for context label ctx with `target` tokens (the largest
+ * prompt of at most target tokens).  Returns 0, or -1 with *err (caller frees). */
+int tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
+                    struct tb_prompt *out, char **err) TB_MUST_CHECK;
+void tb_prompt_free(struct tb_prompt *p);
+
+/* Exposed for tests: the text of tag + n filler words (new string). */
+char *tb_prompt_text(const char *tag, int64_t nwords);
+
+#endif
