@@ -15,7 +15,9 @@ SANITIZE ?= 0
 CC       ?= gcc
 FUZZ_SECONDS ?= 20
 
-ifeq ($(SANITIZE),1)
+ifeq ($(FUZZ),1)
+BUILD ?= build-fuzz
+else ifeq ($(SANITIZE),1)
 BUILD ?= build-san
 else ifeq ($(MODE),release)
 BUILD ?= build-rel
@@ -39,7 +41,10 @@ HARDEN  := -fstack-protector-strong -fPIE -fno-strict-overflow
 LDHARD  := -pie -Wl,-z,relro,-z,now
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-ifeq ($(SANITIZE),1)
+ifeq ($(FUZZ),1)
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
+LDSAN   := -fsanitize=address,undefined
+else ifeq ($(SANITIZE),1)
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
            -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
@@ -85,7 +90,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit valgrind fuzz bench clean check-deps
+.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench clean
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -110,6 +115,15 @@ $(BUILD)/tests/%: tests/unit/%.c $(APP_ARCHIVES) $(BUILD)/libtokbench.a
 	  $(APP_ARCHIVES) $(BUILD)/libtokbench.a $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BIN)
+
+# libFuzzer targets (make FUZZ=1 CC=clang fuzz-targets; `make fuzz` runs them).
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(APP_ARCHIVES) $(BUILD)/libtokbench.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Isim -Iservice -Iworker -Icli -fsanitize=fuzzer $(LDFLAGS) -o $@ $< \
+	  $(APP_ARCHIVES) $(BUILD)/libtokbench.a $(LDLIBS)
+fuzz-targets: $(FUZZ_BIN)
 
 deps:
 	@scripts/deps.sh
