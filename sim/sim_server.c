@@ -79,6 +79,7 @@ struct conn {
   size_t out_len, out_off, out_cap;
   bool dead, close_after, draining, epollout, sent_continue, resume;
   int64_t last_active;
+  int64_t req_start;           /* arrival of the first byte of the request */
   struct gen *gen;
   struct conn *next, *prev;    /* all connections */
   struct conn *todo_next;      /* reap / resume list */
@@ -1195,7 +1196,10 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     if (streaming)
       stream_headers(s, g);
     queue_push(s, g);
-    try_admit(s, now);
+    /* The model's clock for this request starts when its bytes arrived, so
+     * that our parsing time (a 1 MB prompt) does not add to its TTFT. */
+    int64_t arrival = c->req_start > 0 && c->req_start < now ? c->req_start : now;
+    try_admit(s, arrival);
   }
   goto out;
 bad:
@@ -1566,6 +1570,7 @@ conn_process(struct server *s, struct conn *c)
   if (used > 0) {
     memmove(c->in, c->in + used, c->in_len - used);
     c->in_len -= used;
+    c->req_start = now_ns(); /* a pipelined request starts now */
   }
 }
 
@@ -1593,8 +1598,10 @@ conn_read(struct server *s, struct conn *c)
     }
     ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (n > 0) {
-      c->in_len += (size_t)n;
       c->last_active = now_ns();
+      if (c->in_len == 0)
+        c->req_start = c->last_active;
+      c->in_len += (size_t)n;
       if (c->draining)
         c->in_len = 0;
       continue;

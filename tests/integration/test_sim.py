@@ -1,0 +1,541 @@
+"""tokbench-sim: protocol per flavour, tokenizer counts, KV queueing, faults
+and timing against /sim/expected, driven with plain HTTP (standard library).
+
+The timing client here is deliberately simple and independent of the
+engine: one thread per stream, time.monotonic() when each SSE line arrives.
+"""
+import http.client as httpc
+import json
+import socket
+import statistics
+import threading
+import time
+
+import harness
+from harness import http, http_json
+
+MODEL = "tiny"
+
+
+def chat_body(content, max_tokens=8, stream=False, **extra):
+    b = {"model": MODEL, "messages": [{"role": "user", "content": content}],
+         "max_tokens": max_tokens, "stream": stream}
+    b.update(extra)
+    return b
+
+
+class Stream:
+    """One streaming request; events are (arrival monotonic s, raw data str)."""
+
+    def __init__(self, url, path, body, headers=None, timeout=60):
+        u = url.replace("http://", "").split(":")
+        self.conn = httpc.HTTPConnection(u[0], int(u[1]), timeout=timeout)
+        hdrs = {"Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        self.t0 = time.monotonic()
+        self.conn.request("POST", path, body=json.dumps(body), headers=hdrs)
+        self.resp = self.conn.getresponse()
+        self.events = []
+        self.stamps = []
+        self.error = None
+
+    def read_all(self):
+        try:
+            while True:
+                line = self.resp.readline()
+                if not line:
+                    break
+                t = time.monotonic()
+                line = line.decode().rstrip("\n")
+                if line.startswith(": t="):
+                    self.stamps.append(int(line[4:]))
+                elif line.startswith("data: "):
+                    self.events.append((t, line[6:]))
+                    if line == "data: [DONE]":
+                        break
+        except Exception as e:  # noqa: BLE001 - recorded for the test to check
+            self.error = e
+        return self
+
+    def close(self):
+        self.conn.close()
+
+    def timed_chunks(self):
+        return [(t, json.loads(d)) for t, d in self.events if d != "[DONE]"]
+
+    def chunks(self):
+        return [c for _, c in self.timed_chunks()]
+
+
+def token_times(stream):
+    """Arrival times of chunks carrying output text."""
+    ts = []
+    for t, c in stream.timed_chunks():
+        for ch in c.get("choices", []):
+            d = ch.get("delta", {})
+            if d.get("content") or d.get("reasoning_content") or d.get("reasoning") or ch.get("text"):
+                ts.append(t)
+    return ts
+
+
+def metric(url, name):
+    st, _, body = http("GET", url + "/metrics")
+    assert st == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("metric %s missing" % name)
+
+
+# ---------------------------------------------------------------- protocol
+
+def test_vllm_protocol(ctx):
+    sim = ctx.sim(flavour="vllm")
+    st, _, m = http_json("GET", sim.url + "/v1/models")
+    assert st == 200 and m["data"][0]["id"] == MODEL and m["data"][0]["max_model_len"] == 8192
+    st, _, v = http_json("GET", sim.url + "/version")
+    assert st == 200 and v["version"]
+    st, _, body = http("GET", sim.url + "/metrics")
+    text = body.decode()
+    for name in ("vllm:cache_config_info", "vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc", "vllm:generation_tokens_total", "vllm:prompt_tokens_total"):
+        assert name in text, name
+    assert 'kv_cache_size_tokens="24576"' in text and 'num_gpu_blocks="1536"' in text
+    assert 'block_size="16"' in text
+    assert http("GET", sim.url + "/get_server_info")[0] == 404
+
+    # streaming chat, continuous usage
+    s = Stream(sim.url, "/v1/chat/completions",
+               chat_body("hello world", 5, True, ignore_eos=True,
+                         stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    assert s.resp.status == 200
+    assert s.resp.getheader("Content-Type").startswith("text/event-stream")
+    assert s.resp.getheader("Transfer-Encoding") == "chunked"
+    s.read_all()
+    s.close()
+    ch = s.chunks()
+    assert s.events[-1][1] == "[DONE]"
+    assert ch[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert ch[0]["object"] == "chat.completion.chunk"
+    texts = [c["choices"][0]["delta"].get("content") for c in ch[1:-1]]
+    assert len(texts) == 5 and all(texts), texts
+    assert [c["usage"]["completion_tokens"] for c in ch[:-1]] == [0, 1, 2, 3, 4, 5]
+    assert all(c["usage"]["prompt_tokens"] == 12 for c in ch)
+    assert ch[-2]["choices"][0]["finish_reason"] == "length"
+    assert ch[-1]["choices"] == [] and ch[-1]["usage"]["completion_tokens"] == 5
+    assert ch[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert len(s.stamps) == len(s.events)  # one ": t=" stamp per event
+    # the same prompt again: a prefix cache hit
+    s = Stream(sim.url, "/v1/chat/completions",
+               chat_body("hello world", 2, True, stream_options={"include_usage": True})).read_all()
+    s.close()
+    assert s.chunks()[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # 12 < one block
+    long_prompt = " ".join(["word"] * 100)
+    for expect_cached in (0, 96):  # 108 tokens: 6 full blocks of 16 on the second pass
+        st, _, r = http_json("POST", sim.url + "/v1/chat/completions", chat_body(long_prompt, 2))
+        assert st == 200 and r["usage"]["prompt_tokens"] == 108
+        assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == expect_cached, r
+    # non-streaming chat and completions
+    st, _, r = http_json("POST", sim.url + "/v1/chat/completions", chat_body("a b c", 4))
+    assert st == 200 and r["object"] == "chat.completion"
+    assert r["usage"] == {"prompt_tokens": 11, "total_tokens": 15, "completion_tokens": 4,
+                          "prompt_tokens_details": {"cached_tokens": 0}}
+    assert r["choices"][0]["message"]["role"] == "assistant"
+    assert r["choices"][0]["finish_reason"] == "length"
+    assert len(r["choices"][0]["message"]["content"].split()) == 4
+    st, _, r = http_json("POST", sim.url + "/v1/completions",
+                         {"model": MODEL, "prompt": "one two three", "max_tokens": 3})
+    assert st == 200 and r["object"] == "text_completion" and r["usage"]["prompt_tokens"] == 5
+    s = Stream(sim.url, "/v1/completions",
+               {"model": MODEL, "prompt": "x", "max_tokens": 3, "stream": True}).read_all()
+    s.close()
+    ch = s.chunks()
+    assert len(ch) == 3 and all(c["object"] == "text_completion" and c["choices"][0]["text"] for c in ch)
+    assert "usage" not in ch[0]
+    # max_completion_tokens is honoured
+    st, _, r = http_json("POST", sim.url + "/v1/chat/completions",
+                         {"model": MODEL, "messages": [{"role": "user", "content": "x"}],
+                          "max_completion_tokens": 2})
+    assert st == 200 and r["usage"]["completion_tokens"] == 2
+
+
+def test_vllm_errors(ctx):
+    sim = ctx.sim(flavour="vllm")
+    url = sim.url + "/v1/chat/completions"
+
+    def err(status, body, raw=False):
+        st, h, b = http("POST", url, body if raw else json.dumps(body),
+                        {"Content-Type": "application/json"})
+        assert st == status, (st, b)
+        e = json.loads(b)["error"]
+        assert e["code"] == status and e["message"] and e["type"]
+        return e
+
+    err(400, "{not json", raw=True)
+    err(400, "[1,2]", raw=True)
+    err(400, {"messages": [{"role": "user", "content": "x"}]})  # no model
+    err(404, {"model": "nope", "messages": [{"role": "user", "content": "x"}]})
+    e = err(400, chat_body(" ".join(["w"] * 9000), 10))
+    assert "maximum context length is 8192" in e["message"]
+    err(400, chat_body("x", 8190))  # prompt + max_tokens over max_model_len
+    err(400, chat_body("x", 4, False, stream_options={"include_usage": True}))
+    err(400, chat_body("x", 0))
+    err(400, {"model": MODEL, "messages": "hi"})
+    assert http("GET", sim.url + "/nope")[0] == 404
+    assert http("GET", url)[0] == 405
+
+
+def test_sglang_protocol(ctx):
+    sim = ctx.sim(flavour="sglang")
+    for path in ("/get_server_info", "/server_info"):
+        st, _, info = http_json("GET", sim.url + path)
+        assert st == 200
+        assert info["max_total_num_tokens"] == 24576 and info["max_running_requests"] == 16
+        assert info["context_length"] == 8192 and info["version"]
+    st, _, body = http("GET", sim.url + "/metrics")
+    text = body.decode()
+    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput"):
+        assert name in text, name
+    st, _, t = http_json("POST", sim.url + "/tokenize", {"model": MODEL, "prompt": "hello world"})
+    assert st == 200 and t["count"] == 5
+    st, _, _ = http_json("POST", sim.url + "/tokenize",
+                         {"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+    assert st == 400  # text only
+    assert http("GET", sim.url + "/version")[0] == 404
+    # abort_request ends a running stream with finish_reason "abort"
+    s = Stream(sim.url, "/v1/chat/completions",
+               chat_body("abort me", 4000, True, ignore_eos=True))
+    first = s.resp.readline()
+    while not first.startswith(b"data: "):
+        first = s.resp.readline()
+    rid = json.loads(first[6:])["id"]
+    st, _, r = http_json("POST", sim.url + "/abort_request", {"rid": rid})
+    assert st == 200 and r["aborted"] == 1
+    s.read_all()
+    s.close()
+    ch = s.chunks()
+    assert s.events[-1][1] == "[DONE]" and ch[-1]["choices"][0]["finish_reason"] == "abort"
+
+
+def test_openai_protocol(ctx):
+    sim = ctx.sim(flavour="openai")
+    st, _, m = http_json("GET", sim.url + "/v1/models")
+    assert st == 200 and m["data"][0]["id"] == MODEL and "max_model_len" not in m["data"][0]
+    for path in ("/metrics", "/version", "/get_server_info"):
+        assert http("GET", sim.url + path)[0] == 404, path
+    assert http("POST", sim.url + "/tokenize", {"prompt": "x"})[0] == 404
+    st, _, r = http_json("POST", sim.url + "/v1/chat/completions", chat_body("x", 2))
+    assert st == 200 and r["usage"]["completion_tokens"] == 2
+
+
+def test_api_key(ctx):
+    good = {"Authorization": "Bearer sekrit"}
+    bad = {"Authorization": "Bearer wrong"}
+    cases = {
+        # flavour: {path: needs key}
+        "vllm": {"/v1/models": True, "/metrics": False, "/health": False, "/version": False},
+        "sglang": {"/v1/models": True, "/metrics": True, "/health": False, "/get_server_info": True},
+        "openai": {"/v1/models": True, "/health": True},
+    }
+    for flavour, paths in cases.items():
+        sim = ctx.sim(flavour=flavour, args=["--api-key", "sekrit"])
+        for path, needs in paths.items():
+            st, _, b = http("GET", sim.url + path)
+            if needs:
+                assert st == 401, (flavour, path, st)
+                assert json.loads(b)["error"]["code"] == 401
+                assert http("GET", sim.url + path, headers=bad)[0] == 401
+            else:
+                assert st == 200, (flavour, path, st)
+            assert http("GET", sim.url + path, headers=good)[0] == 200, (flavour, path)
+        st, _, _ = http("POST", sim.url + "/v1/chat/completions", chat_body("x", 1))
+        assert st == 401
+        st, _, _ = http("POST", sim.url + "/v1/chat/completions", chat_body("x", 1), headers=good)
+        assert st == 200
+        assert http("GET", sim.url + "/sim/stats")[0] == 200  # the sim's own endpoints are open
+
+
+def test_tokenizer_counts(ctx):
+    sim = ctx.sim(flavour="vllm")
+    cases = [("", 1), ("a", 2), ("abcd", 2), ("abcde", 3), ("hello world", 5),
+             ("  spaced\t\tout\n", 1 + 2 + 1), ("x" * 4000, 1001), ("w " * 1000, 1001),
+             ("üü", 2)]  # 4 bytes of UTF-8 = 1 token
+    for text, n in cases:
+        st, _, t = http_json("POST", sim.url + "/tokenize", {"model": MODEL, "prompt": text})
+        assert st == 200 and t["count"] == n and len(t["tokens"]) == n, (text, t)
+        assert t["max_model_len"] == 8192
+        st, _, t = http_json("POST", sim.url + "/tokenize",
+                             {"model": MODEL, "prompt": text, "add_special_tokens": False})
+        assert t["count"] == n - 1
+    # chat template: 1 + per message (4 + content) + 3
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}]
+    st, _, t = http_json("POST", sim.url + "/tokenize", {"model": MODEL, "messages": msgs})
+    assert t["count"] == 1 + (4 + 3) + (4 + 4) + 3
+    parts = [{"role": "user", "content": [{"type": "text", "text": "hello"}, {"type": "text", "text": "world"}]}]
+    st, _, t = http_json("POST", sim.url + "/tokenize", {"model": MODEL, "messages": parts})
+    assert t["count"] == 1 + 4 + 4 + 3
+    # the server's own prompt_tokens agree with /tokenize
+    st, _, r = http_json("POST", sim.url + "/v1/chat/completions",
+                         {"model": MODEL, "messages": msgs, "max_tokens": 1})
+    assert r["usage"]["prompt_tokens"] == 19
+    # output text re-tokenizes to exactly completion_tokens
+    st, _, r = http_json("POST", sim.url + "/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 37})
+    st, _, t = http_json("POST", sim.url + "/tokenize",
+                         {"model": MODEL, "prompt": r["choices"][0]["text"], "add_special_tokens": False})
+    assert t["count"] == 37
+
+
+def test_reasoning_and_speculative(ctx):
+    sim = ctx.sim(flavour="vllm", args=["--reasoning", "reasoning_content", "--reasoning-tokens", "3",
+                                        "--spec-k", "2"])
+    s = Stream(sim.url, "/v1/chat/completions",
+               chat_body("x", 7, True, stream_options={"include_usage": True,
+                                                       "continuous_usage_stats": True})).read_all()
+    s.close()
+    ch = s.chunks()
+    deltas = [c["choices"][0]["delta"] for c in ch[1:-1]]
+    # first token alone, then 2 per chunk: 1 + 2 + 2 + 2 = 7 tokens in 4 chunks
+    assert [c["usage"]["completion_tokens"] for c in ch[1:-1]] == [1, 3, 5, 7], deltas
+    assert "reasoning_content" in deltas[0] and "content" not in deltas[0]
+    assert "reasoning_content" in deltas[1] and "content" not in deltas[1]
+    assert "content" in deltas[2] and "reasoning_content" not in deltas[2]
+    sim2 = ctx.sim(flavour="vllm", args=["--reasoning", "reasoning", "--reasoning-tokens", "1"])
+    st, _, r = http_json("POST", sim2.url + "/v1/chat/completions", chat_body("x", 3))
+    msg = r["choices"][0]["message"]
+    assert len(msg["reasoning"].split()) == 1 and len(msg["content"].split()) == 2
+
+
+# ---------------------------------------------------------------- model
+
+def test_queue_when_kv_full(ctx):
+    # tiny: KV budget 24576 tokens; each request reserves prompt (8) + 4000.
+    sim = ctx.sim(flavour="vllm")
+    streams = []
+    try:
+        for i in range(8):
+            streams.append(Stream(sim.url, "/v1/chat/completions",
+                                  chat_body("q%d" % i, 4000, True, ignore_eos=True)))
+        harness.wait_until(lambda: metric(sim.url, "vllm:num_requests_waiting") == 2, 10,
+                           what="2 waiting")
+        assert metric(sim.url, "vllm:num_requests_running") == 6
+        st, _, stats = http_json("GET", sim.url + "/sim/stats")
+        assert stats["waiting"] == 2 and stats["running"] == 6
+        st, _, e = http_json("GET", sim.url + "/sim/expected?context=8&concurrency=7&max_tokens=4000")
+        assert e["fits"] is False and e["fits_kv"] is False
+        st, _, e = http_json("GET", sim.url + "/sim/expected?context=8&concurrency=6&max_tokens=4000")
+        assert e["fits"] is True
+        # closing one running stream lets one waiting request in
+        streams[0].close()
+        harness.wait_until(lambda: metric(sim.url, "vllm:num_requests_waiting") == 1, 10,
+                           what="1 waiting")
+    finally:
+        for s in streams:
+            s.close()
+    harness.wait_until(lambda: metric(sim.url, "vllm:num_requests_running") == 0, 10,
+                       what="drained after disconnects")
+    st, _, stats = http_json("GET", sim.url + "/sim/stats")
+    assert stats["aborted"] >= 8 and stats["waiting"] == 0
+
+
+def test_max_running(ctx):
+    sim = ctx.sim(flavour="sglang", args=["--max-running", "2"])
+    streams = [Stream(sim.url, "/v1/chat/completions", chat_body("m%d" % i, 50, True))
+               for i in range(3)]
+    try:
+        harness.wait_until(lambda: metric(sim.url, "sglang:num_queue_reqs") == 1, 10, what="queued")
+        assert metric(sim.url, "sglang:num_running_reqs") == 2
+    finally:
+        for s in streams:
+            s.close()
+
+
+def test_timing_matches_expected(ctx):
+    """tiny profile: TBT and prefill TTFT within 2% of /sim/expected."""
+    sim = ctx.sim(flavour="vllm")
+    words = " ".join(["abcd"] * 4000)
+    prompt_tokens = 1 + 4 + 4000 + 3
+    # cold prefill: one request, TTFT to the first content token
+    s = Stream(sim.url, "/v1/chat/completions", chat_body(words, 2, True, ignore_eos=True))
+    s.read_all()
+    s.close()
+    ttft_ms = (token_times(s)[0] - s.t0) * 1000
+    st, _, e = http_json("GET", sim.url + "/sim/expected?context=%d&concurrency=1&max_tokens=2" % prompt_tokens)
+    assert abs(ttft_ms - e["prefill_ttft_ms"]) / e["prefill_ttft_ms"] < 0.02, (ttft_ms, e)
+    # the same prompt again: a cache hit
+    s = Stream(sim.url, "/v1/chat/completions", chat_body(words, 2, True, ignore_eos=True)).read_all()
+    s.close()
+    hit_ms = (token_times(s)[0] - s.t0) * 1000
+    assert hit_ms < e["prefill_ttft_ms"] / 2, hit_ms
+    # decode: C streams, median per-stream time between tokens
+    for conc in (1, 4):
+        n_tok = 120
+        streams = [Stream(sim.url, "/v1/chat/completions",
+                          chat_body(words, n_tok, True, ignore_eos=True)) for _ in range(conc)]
+        threads = [threading.Thread(target=x.read_all) for x in streams]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        tbts = []
+        for x in streams:
+            x.close()
+            ts = token_times(x)
+            assert len(ts) == n_tok and x.error is None
+            # skip the first 5 tokens: streams join the batch one by one
+            tbts.append((ts[-1] - ts[5]) / (len(ts) - 6) * 1000)
+        st, _, e = http_json("GET", sim.url + "/sim/expected?context=%d&concurrency=%d&max_tokens=%d"
+                             % (prompt_tokens, conc, n_tok))
+        med = statistics.median(tbts)
+        assert abs(med - e["tbt_ms"]) / e["tbt_ms"] < 0.02, (conc, tbts, e["tbt_ms"])
+
+
+def test_time_scale(ctx):
+    sim = ctx.sim(flavour="vllm", args=["--time-scale", "4"])
+    st, _, e = http_json("GET", sim.url + "/sim/expected?context=512&concurrency=1&max_tokens=64")
+    assert abs(e["tbt_ms"] - 2.0) < 1e-9 and e["time_scale"] == 4
+    s = Stream(sim.url, "/v1/chat/completions", chat_body("x", 60, True, ignore_eos=True)).read_all()
+    s.close()
+    # stamps are the sender's own clock: their gaps are the modelled step
+    gaps = [(b - a) / 1e6 for a, b in zip(s.stamps[2:-3], s.stamps[3:-2])]
+    assert abs(statistics.median(gaps) - 2.0) < 0.1, gaps
+
+
+def test_expected_endpoint(ctx):
+    sim = ctx.sim(profile="vllm-h200x2-step3p7", flavour="vllm")
+    # seed report cells: total tok/s and TBT
+    # (total tok/s is exact; the report's TBT medians are rounded to 0.1 ms and
+    # differ from C / tok/s by up to 1.4%)
+    for ctxlen, conc, tok_s, tbt in ((8192, 1, 112.0, 8.9), (8192, 64, 2443.8, 25.9),
+                                     (257024, 2, 156.0, 12.8), (65536, 8, 524.0, 15.2)):
+        st, _, e = http_json("GET", sim.url + "/sim/expected?context=%d&concurrency=%d" % (ctxlen, conc))
+        assert st == 200 and e["fits"] is True
+        assert abs(e["total_tok_s"] - tok_s) < 0.2 and abs(e["tbt_ms"] - tbt) / tbt < 0.015, e
+    for ctxlen, conc in ((8192, 128), (16384, 64), (131072, 8), (257024, 4)):
+        st, _, e = http_json("GET", sim.url + "/sim/expected?context=%d&concurrency=%d" % (ctxlen, conc))
+        assert e["fits"] is False, (ctxlen, conc)
+    st, _, e = http_json("GET", sim.url + "/sim/expected?context=8K")
+    assert abs(e["prefill_ttft_ms"] - 332) < 0.5
+    assert http("GET", sim.url + "/sim/expected")[0] == 400
+    assert http("GET", sim.url + "/sim/expected?context=abc")[0] == 400
+    st, _, body = http("GET", sim.url + "/metrics")
+    assert 'kv_cache_size_tokens="983040"' in body.decode()
+
+
+# ---------------------------------------------------------------- faults
+
+def raw_stream(url, body, headers=None):
+    s = Stream(url, "/v1/chat/completions", body, headers)
+    s.read_all()
+    s.close()
+    return s
+
+
+def test_fault_status(ctx):
+    sim = ctx.sim(flavour="vllm")
+    for code in (500, 429, 503):
+        st, h, b = http("POST", sim.url + "/v1/chat/completions", chat_body("x", 2),
+                        {"X-Sim-Fault": "status=%d" % code})
+        assert st == code and json.loads(b)["error"]["code"] == code
+        if code != 500:
+            assert h.get("retry-after") == "1"
+    st, _, _ = http("POST", sim.url + "/v1/chat/completions", chat_body("x", 2, sim_fault="status=503"))
+    assert st == 503
+    st, _, _ = http("POST", sim.url + "/v1/chat/completions", chat_body("x", 2),
+                    {"X-Sim-Fault": "bogus=1"})
+    assert st == 400
+    # per start
+    sim2 = ctx.sim(flavour="vllm", args=["--fault", "status=500"])
+    assert http("POST", sim2.url + "/v1/chat/completions", chat_body("x", 2))[0] == 500
+    assert http("GET", sim2.url + "/v1/models")[0] == 200
+    # a request can cancel the start fault
+    assert http("POST", sim2.url + "/v1/chat/completions", chat_body("x", 2),
+                {"X-Sim-Fault": "none"})[0] == 200
+
+
+def test_fault_cut(ctx):
+    sim = ctx.sim(flavour="vllm")
+    s = raw_stream(sim.url, chat_body("x", 20, True), {"X-Sim-Fault": "cut=3"})
+    assert s.error is not None or s.events[-1][1] != "[DONE]"
+    assert len(token_times(s)) == 3
+    harness.wait_until(lambda: http_json("GET", sim.url + "/sim/stats")[2]["running"] == 0, 5)
+
+
+def test_fault_stall(ctx):
+    sim = ctx.sim(flavour="vllm")
+    s = raw_stream(sim.url, chat_body("x", 6, True), {"X-Sim-Fault": "stall=2:300"})
+    ts = token_times(s)
+    assert len(ts) == 6
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    assert gaps[1] > 0.29 and max(gaps[0], *gaps[2:]) < 0.1, gaps
+
+
+def test_fault_malformed(ctx):
+    sim = ctx.sim(flavour="vllm")
+    s = raw_stream(sim.url, chat_body("x", 4, True), {"X-Sim-Fault": "malformed=2"})
+    bad = [d for _, d in s.events if d != "[DONE]" and not d.endswith("}")]
+    assert len(bad) == 1
+    try:
+        json.loads(bad[0])
+        raise AssertionError("malformed event parsed")
+    except ValueError:
+        pass
+    assert s.events[-1][1] == "[DONE]"
+
+
+def test_fault_first_byte_and_usage(ctx):
+    sim = ctx.sim(flavour="vllm")
+    t0 = time.monotonic()
+    st, _, _ = http("POST", sim.url + "/v1/chat/completions", chat_body("x", 1),
+                    {"X-Sim-Fault": "first_byte=400"})
+    assert st == 200 and time.monotonic() - t0 > 0.39
+    s = raw_stream(sim.url, chat_body("x", 3, True, stream_options={"include_usage": True}),
+                   {"X-Sim-Fault": "no_usage"})
+    ch = s.chunks()
+    assert all(c["choices"] for c in ch) and s.events[-1][1] == "[DONE]"
+
+
+def test_fault_refuse(ctx):
+    sim = ctx.sim(flavour="vllm")
+    try:
+        http("POST", sim.url + "/v1/chat/completions", chat_body("x", 1), {"X-Sim-Fault": "refuse=1500"})
+    except (ConnectionError, httpc.HTTPException, OSError):
+        pass
+    refused = False
+    try:
+        socket.create_connection(("127.0.0.1", sim.port), timeout=1).close()
+    except ConnectionRefusedError:
+        refused = True
+    assert refused
+    harness.wait_until(lambda: http("GET", sim.url + "/health")[0] == 200, 10, what="listening again")
+
+
+def test_robustness(ctx):
+    sim = ctx.sim(flavour="vllm")
+    junk = [b"\r\n\r\n", b"GET\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"POST /v1/completions HTTP/1.1\r\n"
+            b"Content-Length: 99999999999\r\n\r\n", b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET /" + b"a" * 40000 + b" HTTP/1.1\r\n\r\n", b"\x00\xff" * 100 + b"\r\n\r\n",
+            b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{\"a\":",
+            b"GET /health HTTP/1.1\r\n" + b"X: y\r\n" * 200 + b"\r\n"]
+    for j in junk:
+        with socket.create_connection(("127.0.0.1", sim.port), timeout=5) as c:
+            c.sendall(j)
+            c.shutdown(socket.SHUT_WR)
+            data = b""
+            while True:
+                try:
+                    d = c.recv(65536)
+                except (ConnectionResetError, socket.timeout):
+                    break
+                if not d:
+                    break
+                data += d
+            assert data == b"" or data.startswith(b"HTTP/1.1 4") or data.startswith(b"HTTP/1.1 5"), (j[:40], data[:80])
+    # keep-alive with pipelining still works afterwards
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=5) as c:
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        deadline = time.monotonic() + 5
+        while data.count(b"HTTP/1.1 200") < 2 and time.monotonic() < deadline:
+            data += c.recv(65536)
+        assert data.count(b"HTTP/1.1 200") == 2
+    assert http("GET", sim.url + "/health")[0] == 200
