@@ -21,11 +21,13 @@
 #define MAX_PROBES 40
 
 /* Common short words: one token each on usual BPE vocabularies. */
+/* Common words of at most four bytes: one token each on usual BPE
+ * vocabularies (and on tokbench-sim's), so the count is close to linear. */
 static const char *const filler[] = {
-    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog",
-    "and", "then", "runs", "far", "into", "green", "hills", "where", "old",
-    "trees", "stand", "near", "blue", "water", "under", "bright", "sky",
-    "while", "birds", "sing", "soft", "songs", "all", "day", "long",
+    "the", "fox", "dog", "and", "runs", "far", "into", "sky", "blue", "old",
+    "tree", "near", "sun", "day", "long", "soft", "bird", "sing", "all", "red",
+    "over", "lazy", "hill", "when", "then", "lake", "wind", "rain", "snow",
+    "moon", "star", "road",
 };
 
 struct tb_prompt_ctx {
@@ -59,11 +61,12 @@ tb_prompt_ctx_free(struct tb_prompt_ctx *c)
   free(c);
 }
 
-char *
-tb_prompt_text(const char *tag, int64_t nwords)
+static char *
+prompt_text_pad(const char *tag, int64_t nwords, int64_t pad)
 {
   size_t taglen = strlen(tag);
-  size_t cap = taglen + 1 + (size_t)(nwords > 0 ? nwords : 0) * 8 + 1;
+  size_t cap = taglen + 1 + (size_t)(nwords > 0 ? nwords : 0) * 8 +
+               (size_t)(pad > 0 ? pad : 0) * 2 + 1;
   char *s = tb_xmalloc(cap);
   size_t o = 0;
   memcpy(s, tag, taglen);
@@ -79,8 +82,19 @@ tb_prompt_text(const char *tag, int64_t nwords)
     memcpy(s + o, w, wl);
     o += wl;
   }
+  /* Padding: " a", one token on the usual vocabularies, to land exactly. */
+  for (int64_t i = 0; i < pad; i++) {
+    s[o++] = ' ';
+    s[o++] = 'a';
+  }
   s[o] = '\0';
   return s;
+}
+
+char *
+tb_prompt_text(const char *tag, int64_t nwords)
+{
+  return prompt_text_pad(tag, nwords, 0);
 }
 
 static int
@@ -173,10 +187,10 @@ out:
 }
 
 static int64_t
-count_words(struct tb_prompt_ctx *c, const char *tag, int64_t words,
-            char **err)
+count_words_pad(struct tb_prompt_ctx *c, const char *tag, int64_t words,
+                int64_t pad, char **err)
 {
-  char *text = tb_prompt_text(tag, words);
+  char *text = prompt_text_pad(tag, words, pad);
   int64_t n;
   if (c->mode == MODE_CHAT) {
     n = tokenize(c, text, true, err);
@@ -189,6 +203,37 @@ count_words(struct tb_prompt_ctx *c, const char *tag, int64_t words,
   }
   free(text);
   return n;
+}
+
+static int64_t
+count_words(struct tb_prompt_ctx *c, const char *tag, int64_t words,
+            char **err)
+{
+  return count_words_pad(c, tag, words, 0, err);
+}
+
+/* Generic servers: a line tokens = a + b * words from two short requests
+ * whose tag has the same length as the context's (CAL for CTX), so the
+ * intercept carries over; the CAL tag keeps the measured prompt cold. */
+static int
+calibrate_linear(struct tb_prompt_ctx *c, int64_t ctx, char **err)
+{
+  char *tag = tb_xasprintf("[BENCH_%s_CAL_%lld]", c->run_id, (long long)ctx);
+  char *t1 = tb_prompt_text(tag, 200);
+  char *t2 = tb_prompt_text(tag, 1200);
+  int64_t n1 = chat_prompt_tokens(c, t1, err);
+  int64_t n2 = n1 >= 0 ? chat_prompt_tokens(c, t2, err) : -1;
+  free(t1);
+  free(t2);
+  free(tag);
+  if (n1 < 0 || n2 <= n1) {
+    if (*err == NULL)
+      *err = tb_xasprintf("calibration: prompt tokens do not grow with text");
+    return -1;
+  }
+  c->b = (double)(n2 - n1) / 1000.0;
+  c->a = (double)n1 - c->b * 200.0;
+  return 0;
 }
 
 static int
@@ -223,20 +268,8 @@ calibrate(struct tb_prompt_ctx *c, char **err)
     goto out;
   }
   c->mode = MODE_LINEAR;
-  {
-    char *t1 = tb_prompt_text(tag, 200);
-    char *t2 = tb_prompt_text(tag, 1200);
-    int64_t n1 = chat_prompt_tokens(c, t1, err);
-    int64_t n2 = n1 >= 0 ? chat_prompt_tokens(c, t2, err) : -1;
-    free(t1);
-    free(t2);
-    if (n1 < 0 || n2 <= n1)
-      goto out;
-    c->b = (double)(n2 - n1) / 1000.0;
-    c->a = (double)n1 - c->b * 200.0;
-    c->calibrated = true;
-    rc = 0;
-  }
+  c->calibrated = true;
+  rc = 0;
 out:
   free(tag);
   return rc;
@@ -254,6 +287,8 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
       *err = tb_xasprintf("prompt calibration failed");
     return -1;
   }
+  if (c->mode == MODE_LINEAR && calibrate_linear(c, ctx, err) != 0)
+    return -1;
   char *tag = tb_xasprintf("[BENCH_%s_CTX_%lld]", c->run_id, (long long)ctx);
   bool exact = c->mode != MODE_LINEAR;
   int rc = -1;
@@ -313,7 +348,23 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
                         (long long)target);
     goto out;
   }
+  /* Land exactly: pad with one-token words, a few tries at most. */
+  int64_t pad = 0;
+  for (int tries = 0; tries < 4 && lo_n < target; tries++) {
+    int64_t p = pad + (target - lo_n);
+    int64_t n = count_words_pad(c, tag, lo, p, err);
+    if (n < 0)
+      goto out;
+    if (n > target)
+      break;
+    pad = p;
+    lo_n = n;
+  }
   rc = 0;
+  out->text = prompt_text_pad(tag, lo, pad);
+  out->tokens = lo_n;
+  out->exact = exact;
+  goto out;
 done:
   out->text = tb_prompt_text(tag, lo);
   out->tokens = lo_n;

@@ -1,0 +1,170 @@
+"""The benchmark engine against tokbench-sim's `tiny` profile, through
+`tokbench run`: every valid figure within 2% of /sim/expected (TTFT within
+2% + 1 ms), Over capacity cells exactly as the profile implies, speculative
+and reasoning output counted exactly, and each flavour discovered."""
+import json
+import os
+import subprocess
+
+import harness
+
+RUN_ARGS = ["--duration", "2", "--settle", "0.3", "--max-output", "2048"]
+
+
+def run_cli(url, args, timeout=240, env=None):
+    """Runs tokbench run --jsonl; returns (rc, header, cells, doc, stderr)."""
+    argv = [harness.bin("tokbench"), "run", "--url", url, "--jsonl"] + list(args)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    p = subprocess.run(argv, capture_output=True, timeout=timeout, env=full_env)
+    lines = [json.loads(l) for l in p.stdout.decode().splitlines() if l.strip()]
+    header = lines[0] if lines and "schema" in lines[0] else None
+    doc = lines[-1] if lines and "cells" in lines[-1] else None
+    cells = [l for l in lines if "phase" in l]
+    return p.returncode, header, cells, doc, p.stderr.decode()
+
+
+def expected(url, ctx, conc, max_tokens=2048):
+    st, _, e = harness.http_json(
+        "GET", "%s/sim/expected?context=%d&concurrency=%d&max_tokens=%d" % (url, ctx, conc, max_tokens))
+    assert st == 200, e
+    return e
+
+
+def close(measured, want, rel, abs_=0.0, what=""):
+    assert abs(measured - want) <= rel * want + abs_, \
+        "%s: measured %.4f, expected %.4f (±%.1f%% + %.2f)" % (what, measured, want, rel * 100, abs_)
+
+
+def check_against_expected(url, cells, max_output=2048, check_ttft=True):
+    n_valid = 0
+    for c in cells:
+        e = expected(url, c["context"], c["concurrency"], max_output)
+        where = "%s %s x%d" % (c["phase"], c["context_label"], c["concurrency"])
+        if c["phase"] == "prefill":
+            assert c["status"] == "valid", c
+            close(c["ttft_ms"], e["prefill_ttft_ms"], 0.02, 1.0, where + " prefill TTFT")
+            continue
+        fits = e["fits"] and c["context"] + max_output <= e["max_model_len"]
+        if not fits:
+            assert c["status"] in ("over_capacity", "skipped"), (c, e)
+            continue
+        assert c["status"] == "valid", c
+        n_valid += 1
+        close(c["total_tps"], e["total_tok_s"], 0.02, 0, where + " total tok/s")
+        close(c["tbt_ms"]["p50"], e["tbt_ms"], 0.02, 0, where + " TBT")
+        if check_ttft:
+            close(c["ttft_ms"]["p50"], e["cached_ttft_ms"], 0.02, 1.0, where + " TTFT")
+        assert c["token_source"] == "usage", c
+        assert abs(c["measured_s"] - 2.0) < 1e-6, c
+        assert abs(c["avg_active"] - c["concurrency"]) < 0.05, c
+    return n_valid
+
+
+def test_tiny_vllm_accuracy(ctx):
+    sim = ctx.sim("tiny", "vllm")
+    rc, header, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "1k,4k", "--concurrency", "1,2,4,8,16", "--prefill-contexts", "1k,4k"])
+    assert rc == 0, err
+    assert header["engine"]["name"] == "vllm"
+    assert header["capacity"]["kv_budget_tokens"] == 24576
+    assert doc["status"] == "complete", doc
+    assert len(cells) == 2 + 10
+    # Over capacity exactly as the profile implies: C x (ctx + 2048) > 24576
+    over = sorted((c["context"], c["concurrency"]) for c in cells if c["status"] == "over_capacity")
+    assert over == [(1024, 16), (4096, 8), (4096, 16)], over
+    assert check_against_expected(sim.url, cells) == 7
+    for c in cells:
+        if c["phase"] == "prefill":
+            assert c["prompt_tokens"] == c["context"], c
+
+
+def test_tiny_speculative_and_reasoning(ctx):
+    sim = ctx.sim("tiny", "vllm", args=["--spec-k", "3", "--reasoning", "reasoning_content",
+                                        "--reasoning-tokens", "200"])
+    rc, _, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "1k", "--concurrency", "1,4", "--prefill-contexts", "1k"])
+    assert rc == 0, err
+    check_against_expected(sim.url, cells)
+    for c in cells:
+        if c["phase"] == "decode":
+            e = expected(sim.url, c["context"], c["concurrency"])
+            # k tokens per chunk: counting chunks would give a third
+            close(c["output_tokens"], e["total_tok_s"] * 2.0, 0.02, 0, "spec tokens")
+
+
+def test_tiny_reasoning_field(ctx):
+    sim = ctx.sim("tiny", "vllm", args=["--reasoning", "reasoning", "--reasoning-tokens", "100000"])
+    rc, _, cells, _, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "1k", "--concurrency", "2", "--prefill-contexts", "1k"])
+    assert rc == 0, err
+    assert check_against_expected(sim.url, cells) == 1
+
+
+def test_tiny_sglang(ctx):
+    sim = ctx.sim("tiny", "sglang")
+    rc, header, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "2k", "--concurrency", "1,4,8,32", "--prefill-contexts", "2k"])
+    assert rc == 0, err
+    assert header["engine"]["name"] == "sglang"
+    assert header["capacity"]["source"] == "server_info"
+    assert header["capacity"]["max_running_requests"] == 16
+    st = {c["concurrency"]: c["status"] for c in cells if c["phase"] == "decode"}
+    assert st == {1: "valid", 4: "valid", 8: "over_capacity", 32: "skipped"}, st
+    check_against_expected(sim.url, [c for c in cells if c["status"] == "valid"])
+
+
+def test_tiny_openai_calibration(ctx):
+    sim = ctx.sim("tiny", "openai")
+    rc, header, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "1k"])
+    assert rc == 0, err
+    assert header["engine"]["name"] == "openai"
+    assert header["capacity"]["source"] == "none"
+    assert header["capacity"]["kv_budget_tokens"] is None
+    pf = [c for c in cells if c["phase"] == "prefill"][0]
+    assert pf["prompt_tokens"] == 1024, pf  # sized by calibration, exact on a linear tokenizer
+    check_against_expected(sim.url, cells)
+    for c in cells:
+        if c["phase"] == "decode":
+            assert c["avg_active_source"] == "client"
+
+
+def test_kv_budget_override_and_api_key(ctx):
+    sim = ctx.sim("tiny", "vllm", args=["--api-key", "sekrit-123"])
+    keyfile = os.path.join(ctx.tmp, "key")
+    with open(keyfile, "w") as f:
+        f.write("sekrit-123\n")
+    rc, header, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "none",
+        "--kv-budget", "4000", "--api-key-file", keyfile, "--duration", "0.5",
+        "--launch-command", "vllm serve x --api-key sekrit-123 --port 1"])
+    assert rc == 0, err
+    assert header["capacity"] == dict(header["capacity"], kv_budget_tokens=4000, source="override")
+    st = [c["status"] for c in cells]
+    assert st == ["valid", "over_capacity"], cells
+    assert "sekrit" not in json.dumps(doc)
+    assert header["launch_command"] == "vllm serve x --api-key <redacted> --port 1"
+    # without the key: a clear one-line error
+    rc, _, _, _, err = run_cli(sim.url, ["--contexts", "1k"])
+    assert rc == 1 and "API key" in err and err.count("\n") == 1, err
+
+
+def test_resume(ctx):
+    sim = ctx.sim("tiny", "vllm")
+    args = ["--duration", "0.5", "--settle", "0.2", "--max-output", "2048",
+            "--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "1k"]
+    rc, header, cells, doc, err = run_cli(sim.url, args + ["--concurrency", "1"])
+    assert rc == 0, err
+    path = os.path.join(ctx.tmp, "r.jsonl")
+    with open(path, "w") as f:
+        f.write(json.dumps(header) + "\n")
+        for c in cells:
+            f.write(json.dumps(c) + "\n")
+    rc, header2, cells2, doc2, err = run_cli(sim.url, args + ["--resume", path])
+    assert rc == 0, err
+    assert header2["run_id"] == header["run_id"]
+    # only the missing cell was measured and emitted
+    assert [(c["phase"], c["concurrency"]) for c in cells2] == [("decode", 2)], cells2
+    assert len(doc2["cells"]) == 3
+    assert doc2["cells"][0] == cells[0]
