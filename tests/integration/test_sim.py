@@ -351,6 +351,9 @@ def test_max_running(ctx):
 
 def test_timing_matches_expected(ctx):
     """tiny profile: TBT and prefill TTFT within 2% of /sim/expected."""
+    if harness.VALGRIND:
+        print("# skipped under valgrind: timing")
+        return
     sim = ctx.sim(flavour="vllm")
     words = " ".join(["abcd"] * 4000)
     prompt_tokens = 1 + 4 + 4000 + 3
@@ -390,6 +393,9 @@ def test_timing_matches_expected(ctx):
 
 
 def test_time_scale(ctx):
+    if harness.VALGRIND:
+        print("# skipped under valgrind: timing")
+        return
     sim = ctx.sim(flavour="vllm", args=["--time-scale", "4"])
     st, _, e = http_json("GET", sim.url + "/sim/expected?context=512&concurrency=1&max_tokens=64")
     assert abs(e["tbt_ms"] - 2.0) < 1e-9 and e["time_scale"] == 4
