@@ -37,7 +37,8 @@ usage(FILE *f)
     "  --max-model-len N     override the profile's max_model_len\n"
     "  --kv-tokens N         override the profile's KV budget (tokens)\n"
     "  --max-running N       override the profile's max running requests\n"
-    "  --max-conns N         connection cap (default 10000)\n");
+    "  --max-conns N         connection cap (default 10000)\n"
+    "  --realtime            SCHED_FIFO priority and locked memory (best effort; root)\n");
 }
 
 static bool
@@ -111,6 +112,9 @@ main(int argc, char **argv)
       return 0;
     } else if (strcmp(a, "--no-stamps") == 0) {
       cfg.stamps = false;
+      continue;
+    } else if (strcmp(a, "--realtime") == 0) {
+      cfg.realtime = true;
       continue;
     } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
       cfg.verbose = true;

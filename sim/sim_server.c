@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -46,6 +48,10 @@
 #define SIM_DRAIN_NS (2 * 1000000000LL)  /* lingering close */
 #define SIM_EVENT_CAP 4096               /* one SSE event payload */
 #define SIM_MAX_EVENTS 256
+/* The timerfd fires this early; the rest is spun on the clock, because a
+ * sleeping thread wakes up tens to hundreds of microseconds late (more in
+ * a VM), which would show as gap jitter. */
+#define SIM_SPIN_NS 300000
 
 enum { KIND_CONN = 1, KIND_LISTEN, KIND_TIMER, KIND_SIGNAL };
 
@@ -1757,8 +1763,8 @@ run_timers(struct server *s)
   }
 }
 
-static void
-arm_timer(struct server *s)
+static int64_t
+next_deadline(const struct server *s)
 {
   int64_t next = s->next_house;
   if (s->heap_n > 0 && s->heap[0]->due < next)
@@ -1767,6 +1773,28 @@ arm_timer(struct server *s)
     next = s->next_step;
   if (s->relisten_at && s->relisten_at < next)
     next = s->relisten_at;
+  return next;
+}
+
+/* Runs the deadlines that are less than SIM_SPIN_NS away, spinning until
+ * each is due (a few rounds at most, so input is never starved). */
+static void
+spin_timers(struct server *s)
+{
+  for (int round = 0; round < 8; round++) {
+    int64_t d = next_deadline(s), now = now_ns();
+    if (d - now > SIM_SPIN_NS)
+      return;
+    while (now < d)
+      now = now_ns();
+    run_timers(s);
+  }
+}
+
+static void
+arm_timer(struct server *s)
+{
+  int64_t next = next_deadline(s) - SIM_SPIN_NS;
   if (next == s->armed)
     return;
   if (next <= 0)
@@ -1809,6 +1837,13 @@ sim_server_run(const struct sim_config *cfg)
   free(mj);
 
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  if (cfg->realtime) {
+    /* Best effort: other processes on the core must not delay a step. */
+    struct sched_param sp = { .sched_priority = 10 };
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+      fprintf(stderr, "tokbench-sim: --realtime: %s (going on without)\n", strerror(errno));
+    (void)mlockall(MCL_CURRENT | MCL_FUTURE);
+  }
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
@@ -1889,6 +1924,7 @@ sim_server_run(const struct sim_config *cfg)
       }
     }
     run_timers(s);
+    spin_timers(s);
     reap(s);
   }
   rc = 0;

@@ -40,6 +40,7 @@ struct sim_config {
   bool stamps;                   /* ": t=<ns>" comment lines */
   struct sim_fault fault;        /* applied to every generation request */
   int max_conns;
+  bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
 };
 

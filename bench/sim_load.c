@@ -1,0 +1,313 @@
+/*
+ * sim_load: a load client for tokbench-sim that is not the simulator.
+ *
+ * One thread, one epoll loop.  It keeps N streaming /v1/completions requests
+ * open (a finished stream is replaced at once on the same keep-alive
+ * connection), reads every SSE event, and measures over a window:
+ *   - tokens/s received, and tokens lost (a finished stream whose token
+ *     events differ from max_tokens);
+ *   - gap error: |stamp gap - modelled step| between consecutive tokens of
+ *     one stream, from the simulator's ": t=<ns>" stamps (what it sent), and
+ *     the same from our own arrival times (what a client sees);
+ *   - delivery delay: arrival (CLOCK_MONOTONIC here) - stamp;
+ *   - CPU per million tokens of the simulator (/proc/PID/stat) and of us.
+ * Prints one "key value" line per figure.
+ *
+ * usage: sim_load --port P --streams N --step-ms X [--seconds S]
+ *                 [--max-tokens M] [--sim-pid PID] [--warmup S]
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE_CAP 65536
+
+struct stream {
+  int fd;
+  char line[LINE_CAP];
+  size_t ll;
+  int64_t stamp;      /* stamp of the event being read */
+  int64_t prev_stamp; /* of the previous token event, 0 at stream start */
+  int64_t prev_arr;
+  int64_t tokens;     /* token events in the current response */
+  bool started;       /* produced a token since connect */
+};
+
+struct samples {
+  double *v;
+  size_t n, cap;
+};
+
+static int64_t
+mono_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void
+push(struct samples *s, double x)
+{
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 65536;
+    s->v = realloc(s->v, s->cap * sizeof(double));
+    if (s->v == NULL) {
+      perror("realloc");
+      exit(1);
+    }
+  }
+  s->v[s->n++] = x;
+}
+
+static int
+cmp_d(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double
+pct(struct samples *s, double p)
+{
+  if (s->n == 0)
+    return 0;
+  qsort(s->v, s->n, sizeof(double), cmp_d);
+  size_t i = (size_t)(p * (double)(s->n - 1));
+  return s->v[i];
+}
+
+static double
+cpu_of_pid(int pid)
+{
+  if (pid <= 0)
+    return 0;
+  char path[64], buf[2048];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (p == NULL)
+    return 0;
+  unsigned long ut = 0, st = 0;
+  /* fields after ")": state(3) ... utime(14) stime(15) */
+  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    return 0;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double
+cpu_self(void)
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
+static char request[1024];
+static size_t request_len;
+
+static bool
+send_request(struct stream *s)
+{
+  ssize_t n = send(s->fd, request, request_len, MSG_NOSIGNAL);
+  s->tokens = 0;
+  s->prev_stamp = 0;
+  s->prev_arr = 0;
+  return n == (ssize_t)request_len;
+}
+
+int
+main(int argc, char **argv)
+{
+  int port = 0, nstreams = 128, sim_pid = 0;
+  double step_ms = 0, seconds = 10, warmup = 2;
+  long max_tokens = 1000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--port") == 0)
+      port = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--streams") == 0)
+      nstreams = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--step-ms") == 0)
+      step_ms = atof(argv[i + 1]);
+    else if (strcmp(argv[i], "--seconds") == 0)
+      seconds = atof(argv[i + 1]);
+    else if (strcmp(argv[i], "--warmup") == 0)
+      warmup = atof(argv[i + 1]);
+    else if (strcmp(argv[i], "--max-tokens") == 0)
+      max_tokens = atol(argv[i + 1]);
+    else if (strcmp(argv[i], "--sim-pid") == 0)
+      sim_pid = atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "sim_load: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (port <= 0 || nstreams <= 0 || step_ms <= 0) {
+    fprintf(stderr, "usage: sim_load --port P --streams N --step-ms X [--seconds S] "
+                    "[--max-tokens M] [--sim-pid PID] [--warmup S]\n");
+    return 2;
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  char body[256];
+  int bl = snprintf(body, sizeof(body),
+                    "{\"model\":\"bench\",\"prompt\":\"load test\",\"max_tokens\":%ld,"
+                    "\"stream\":true,\"ignore_eos\":true}",
+                    max_tokens);
+  request_len = (size_t)snprintf(request, sizeof(request),
+                                 "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                                 bl, body);
+
+  int ep = epoll_create1(0);
+  struct stream *ss = calloc((size_t)nstreams, sizeof(*ss));
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  for (int i = 0; i < nstreams; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+      perror("sim_load: connect");
+      return 1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ss[i].fd = fd;
+    if (!send_request(&ss[i])) {
+      perror("sim_load: send");
+      return 1;
+    }
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ss[i] };
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  int64_t t_start = mono_ns();
+  int64_t win_start = 0, win_end = 0;
+  int started = 0;
+  uint64_t win_tokens = 0, lost = 0, completed = 0, errors = 0;
+  double sim_cpu0 = 0, self_cpu0 = 0, sim_cpu1 = 0, self_cpu1 = 0;
+  struct samples gap_err = { 0 }, arr_err = { 0 }, delay = { 0 };
+  int64_t step_ns = (int64_t)(step_ms * 1e6);
+  struct epoll_event evs[512];
+  char buf[65536];
+  for (;;) {
+    int64_t now = mono_ns();
+    if (win_start == 0 && started == nstreams && now - t_start > (int64_t)(warmup * 1e9)) {
+      win_start = now;
+      win_end = now + (int64_t)(seconds * 1e9);
+      sim_cpu0 = cpu_of_pid(sim_pid);
+      self_cpu0 = cpu_self();
+    }
+    if (win_end && now >= win_end) {
+      sim_cpu1 = cpu_of_pid(sim_pid);
+      self_cpu1 = cpu_self();
+      break;
+    }
+    if (now - t_start > (int64_t)((warmup + seconds + 60) * 1e9)) {
+      fprintf(stderr, "sim_load: only %d of %d streams started\n", started, nstreams);
+      return 1;
+    }
+    int n = epoll_wait(ep, evs, 512, 100);
+    for (int e = 0; e < n; e++) {
+      struct stream *s = evs[e].data.ptr;
+      ssize_t r = recv(s->fd, buf, sizeof(buf), 0);
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR)
+          continue;
+        errors++;
+        epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
+        close(s->fd);
+        continue;
+      }
+      int64_t arr = mono_ns();
+      bool in_win = win_start && arr >= win_start && arr < win_end;
+      for (ssize_t i = 0; i < r; i++) {
+        char ch = buf[i];
+        if (ch != '\n') {
+          if (s->ll < LINE_CAP - 1)
+            s->line[s->ll++] = ch;
+          continue;
+        }
+        s->line[s->ll] = '\0';
+        if (s->ll > 0 && s->line[s->ll - 1] == '\r')
+          s->line[--s->ll] = '\0';
+        if (strncmp(s->line, ": t=", 4) == 0) {
+          s->stamp = strtoll(s->line + 4, NULL, 10);
+        } else if (strncmp(s->line, "data: ", 6) == 0) {
+          if (strcmp(s->line + 6, "[DONE]") == 0) {
+            completed++;
+            if (s->tokens != max_tokens)
+              lost += (uint64_t)llabs(max_tokens - s->tokens);
+            if (!send_request(s))
+              errors++;
+          } else {
+            s->tokens++;
+            if (!s->started) {
+              s->started = true;
+              started++;
+            }
+            if (in_win) {
+              win_tokens++;
+              if (s->prev_stamp && s->stamp) {
+                push(&gap_err, llabs((s->stamp - s->prev_stamp) - step_ns) / 1e6);
+                push(&arr_err, llabs((arr - s->prev_arr) - step_ns) / 1e6);
+              }
+              if (s->stamp)
+                push(&delay, (double)(arr - s->stamp) / 1e6);
+            }
+            s->prev_stamp = s->stamp;
+            s->prev_arr = arr;
+          }
+        }
+        s->ll = 0;
+      }
+    }
+  }
+  double win_s = (double)(win_end - win_start) / 1e9;
+  double tps = (double)win_tokens / win_s;
+  printf("streams %d\n", nstreams);
+  printf("step_ms %.3f\n", step_ms);
+  printf("window_s %.2f\n", win_s);
+  printf("tokens %" PRIu64 "\n", win_tokens);
+  printf("tokens_per_s %.0f\n", tps);
+  printf("expected_tokens_per_s %.0f\n", nstreams * 1000.0 / step_ms);
+  printf("completed_streams %" PRIu64 "\n", completed);
+  printf("lost_tokens %" PRIu64 "\n", lost);
+  printf("errors %" PRIu64 "\n", errors);
+  printf("gap_err_stamp_ms_p50 %.4f\n", pct(&gap_err, 0.50));
+  printf("gap_err_stamp_ms_p99 %.4f\n", pct(&gap_err, 0.99));
+  printf("gap_err_arrival_ms_p50 %.4f\n", pct(&arr_err, 0.50));
+  printf("gap_err_arrival_ms_p99 %.4f\n", pct(&arr_err, 0.99));
+  printf("delivery_delay_ms_p50 %.4f\n", pct(&delay, 0.50));
+  printf("delivery_delay_ms_p99 %.4f\n", pct(&delay, 0.99));
+  if (sim_pid > 0 && win_tokens > 0)
+    printf("sim_cpu_s_per_million_tokens %.3f\n",
+           (sim_cpu1 - sim_cpu0) / ((double)win_tokens / 1e6));
+  if (win_tokens > 0)
+    printf("client_cpu_s_per_million_tokens %.3f\n",
+           (self_cpu1 - self_cpu0) / ((double)win_tokens / 1e6));
+  if (sim_pid > 0)
+    printf("sim_cpu_share %.3f\n", (sim_cpu1 - sim_cpu0) / win_s);
+  return errors == 0 && lost == 0 ? 0 : 3;
+}
