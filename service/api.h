@@ -1,31 +1,169 @@
 /*
- * tokbench-api: shared state of the HTTP service.
+ * tokbench-api: shared state of the HTTP service and the per-request context.
  *
  * One struct tb_api holds what every handler needs: the database pool, the
- * configuration and the master key.  Handlers live one endpoint family per
- * file (api_<family>.c) and are found through the static routing table in
- * api_routes.c.
+ * configuration, the master key, the key cache, the notification listener.
+ * Handlers live one endpoint family per file (api_<family>.c) and are found
+ * through the static routing table in api_routes.c.
+ *
+ * Every request gets one struct tb_api_req, made on MHD's first call, holding
+ * the route, the path parameter, the body (capped), the authenticated key and
+ * what a suspended handler needs to carry on; it is freed in one place, the
+ * request-completed callback (tb_api_req_free).
+ *
+ * Handlers return an enum MHD_Result like MHD's own callbacks: the result of
+ * queuing a reply (tb_api_reply_*), or MHD_YES after suspending the
+ * connection (long-poll), in which case they are called again on resume.
  */
 #ifndef TB_API_H
 #define TB_API_H
 
+#include <jansson.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "api_error.h"
+#include "tb_auth.h"
 #include "tb_cfg.h"
+#include "tb_crypto.h"
 #include "tb_db.h"
+
+/* Caps on what a client fills. */
+#define TB_API_BODY_MAX_DEFAULT (1024 * 1024)
+#define TB_API_ID_LEN 36         /* a UUID in text */
+#define TB_API_PARAM_MAX 128     /* a {name} path segment */
+#define TB_API_REQUEST_ID_MAX 64 /* X-Request-Id we echo */
+#define TB_API_IDEM_KEY_MAX 255  /* Idempotency-Key */
+
+struct tb_api_keycache;
+struct tb_api_notify;
+struct tb_api_req;
 
 struct tb_api {
   struct tb_cfg *cfg;
   struct tb_db_pool *pool;
   struct MHD_Daemon *daemon;
   volatile bool stopping;
+  /* The master key (when has_master_key) sealing endpoint keys. */
+  unsigned char master_key[TB_CRYPTO_KEY_LEN];
+  bool has_master_key;
+  size_t body_max;        /* TOKBENCH_MAX_BODY */
+  double rate_per_s;      /* TOKBENCH_RATE_LIMIT, 0 = off */
+  double rate_burst;      /* TOKBENCH_RATE_BURST */
+  int sse_ping_s;         /* TOKBENCH_SSE_PING_S */
+  int wait_max_s;         /* longest ?wait= */
+  char **cors_origins;    /* NULL-terminated; NULL: CORS off */
+  bool cors_any;
+  struct tb_api_keycache *keys;
+  struct tb_api_notify *notify;
 };
 
-/* Replies: every reply goes through these, so headers (CORS, request id,
- * content type) are set in one place.  They return an MHD_Result. */
-enum MHD_Result tb_api_reply_json(struct MHD_Connection *c, unsigned status, const char *body);
-enum MHD_Result tb_api_reply_problem(struct MHD_Connection *c, unsigned status,
-                                     const char *type, const char *title, const char *detail);
+/* A handler: see the file comment for what it returns. */
+typedef enum MHD_Result (*tb_api_handler)(struct tb_api_req *r);
+
+/* Routes (api_routes.c).  path: literal segments, "{id}" (a UUID, into
+ * r->id) and "{name}" (one segment of [A-Za-z0-9._~-], into r->param). */
+struct tb_api_route {
+  const char *method;
+  const char *path;
+  /* Scope the key needs; TB_SCOPE_NONE: no key asked (public route). */
+  unsigned scope;
+  /* The body must be application/json (415 otherwise). */
+  bool json_body;
+  tb_api_handler fn;
+};
+
+/* Waiting for a NOTIFY (api_notify.c): embedded in the request. */
+struct tb_api_waiter {
+  struct tb_api_waiter *prev, *next;
+  struct MHD_Connection *conn;
+  char job_id[TB_API_ID_LEN + 1];
+  int64_t deadline_ns; /* monotonic; resumed then even without a NOTIFY */
+  bool listed;         /* in the notify list */
+  bool suspended;      /* the connection is suspended */
+  bool fired;          /* a NOTIFY, the deadline or shutdown came */
+};
+
+struct tb_api_req {
+  struct tb_api *api;
+  struct MHD_Connection *conn;
+  const char *method; /* borrowed from MHD, valid until completed */
+  const char *url;
+  const struct tb_api_route *route;
+  char id[TB_API_ID_LEN + 1];
+  char param[TB_API_PARAM_MAX + 1];
+  char request_id[TB_API_REQUEST_ID_MAX + 1];
+  char allow[64];      /* for 405: the methods the path allows */
+  /* Body, at most api->body_max bytes; over that too_big is set and the rest
+   * is discarded. */
+  char *body;
+  size_t body_len;
+  size_t body_cap;
+  bool too_big;
+  bool replied;
+  bool early;          /* a reply was queued on the first call */
+  unsigned status;     /* status of the queued reply (for the log) */
+  int64_t t0_ns;
+  int retry_after_s;   /* for 429 */
+  /* The authenticated key. */
+  bool authed;
+  char key_id[TB_API_ID_LEN + 1];
+  char project_id[TB_API_ID_LEN + 1];
+  unsigned scopes;     /* effective (implications applied) */
+  /* Long-poll and SSE. */
+  struct tb_api_waiter waiter;
+  int64_t wait_deadline_ns;
+  void *state;                  /* a handler's own state */
+  void (*state_free)(void *state);
+};
+
+/* Request helpers (main.c / api_reply.c). */
+/* A request header (borrowed) or NULL. */
+const char *tb_api_header(struct tb_api_req *r, const char *name);
+/* A query argument (borrowed) or NULL. */
+const char *tb_api_arg(struct tb_api_req *r, const char *name);
+/* Parses the body as a JSON object.  Returns a new reference, or NULL after
+ * queuing a 400 reply into *ret. */
+json_t *tb_api_body_json(struct tb_api_req *r, enum MHD_Result *ret) TB_MUST_CHECK;
+/* A database connection from the pool; give it back with tb_api_db_put. */
+struct tb_db *tb_api_db_get(struct tb_api_req *r);
+void tb_api_db_put(struct tb_api_req *r, struct tb_db *db);
+
+/*
+ * Replies: every reply goes through tb_api_reply, so the common headers
+ * (request id, CORS, Cache-Control, nosniff) are set in one place.
+ * headers: NULL or a NULL-terminated list of name, value pairs.
+ */
+enum MHD_Result tb_api_reply(struct tb_api_req *r, unsigned status, const char *ctype,
+                             const char *body, size_t len, const char *const *headers);
+/* A JSON text. */
+enum MHD_Result tb_api_reply_text(struct tb_api_req *r, unsigned status, const char *json,
+                                  const char *const *headers);
+/* A JSON value (stolen). */
+enum MHD_Result tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t *v,
+                                  const char *const *headers);
+/* The one error reply: the problem document of code (api_error.c) with
+ * detail (may be NULL) and, when extra is not NULL, its members merged in
+ * (stolen; e.g. "errors": [...]). */
+enum MHD_Result tb_api_reply_error(struct tb_api_req *r, enum tb_api_ec code,
+                                   const char *detail, json_t *extra);
+/* The errors of an api_spec validator: rc 1 (bad JSON) -> 400, else 422 with
+ * "errors" (stolen) and a detail naming the first field. */
+enum MHD_Result tb_api_reply_spec_errors(struct tb_api_req *r, int rc, json_t *errors);
+/* Adds the common headers to a response made elsewhere (SSE). */
+void tb_api_add_common_headers(struct tb_api_req *r, struct MHD_Response *resp);
+/* Replies 503 for TB_DB_SOFT and 500 for TB_DB_HARD. */
+enum MHD_Result tb_api_reply_db(struct tb_api_req *r, int db_rc);
+
+/* True when s is a UUID in text (8-4-4-4-12 hex). */
+bool tb_api_is_uuid(const char *s);
+
+/* Routing (api_routes.c). */
+enum tb_api_match { TB_API_MATCH_OK, TB_API_MATCH_NO_PATH, TB_API_MATCH_NO_METHOD };
+/* Finds the route of (method, path); fills r->route, r->id, r->param, and
+ * r->allow (on NO_METHOD, and for OPTIONS). */
+enum tb_api_match tb_api_route_find(struct tb_api_req *r, const char *method, const char *path);
 
 #endif

@@ -2,23 +2,21 @@
  * api_health: GET /healthz (the process answers) and GET /readyz (the
  * database answers too).  Neither needs a key.
  */
-#include "api_health.h"
+#include "api_handlers.h"
 
 enum MHD_Result
-tb_api_healthz(struct tb_api *api, struct MHD_Connection *c)
+tb_api_healthz(struct tb_api_req *r)
 {
-  (void)api;
-  return tb_api_reply_json(c, MHD_HTTP_OK, "{\"status\":\"ok\"}");
+  return tb_api_reply_text(r, MHD_HTTP_OK, "{\"status\":\"ok\"}", NULL);
 }
 
 enum MHD_Result
-tb_api_readyz(struct tb_api *api, struct MHD_Connection *c)
+tb_api_readyz(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_db_pool_get(api->pool);
+  struct tb_db *db = tb_api_db_get(r);
   bool ok = tb_db_ping(db);
-  tb_db_pool_put(api->pool, db);
+  tb_api_db_put(r, db);
   if (!ok)
-    return tb_api_reply_problem(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not-ready",
-                                "Not ready", "the database does not answer");
-  return tb_api_reply_json(c, MHD_HTTP_OK, "{\"status\":\"ready\"}");
+    return tb_api_reply_error(r, TB_EC_NOT_READY, "the database does not answer", NULL);
+  return tb_api_reply_text(r, MHD_HTTP_OK, "{\"status\":\"ready\"}", NULL);
 }

@@ -2,22 +2,35 @@
  * tokbench-api: the REST service.
  *
  * Start-up: configuration (environment, optional --config file), logs, the
- * database pool (waiting for PostgreSQL up to TOKBENCH_DB_WAIT_MS), the
- * migrations, then libmicrohttpd with a pool of threads, each request served
- * from the routing table.  SIGTERM/SIGINT stop it cleanly.
+ * master key, the database pool (waiting for PostgreSQL up to
+ * TOKBENCH_DB_WAIT_MS), the migrations, the notification listener, then
+ * libmicrohttpd with a pool of threads (epoll), each request served from the
+ * routing table (api_routes.c).  SIGTERM/SIGINT stop it cleanly.
+ *
+ * A request's life (handle): on the first call its context (struct
+ * tb_api_req) is made and a Content-Length over the cap is refused at once
+ * (413); upload calls append to the body up to the cap; the last call routes
+ * it (404, 405, OPTIONS preflight), checks the media type (415), the key
+ * (401/403/429) and runs the handler.  A suspended handler (long-poll, SSE)
+ * is called again on resume.  The context is freed in completed(), which
+ * also writes the request's log line.
  */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "api.h"
-#include "api_health.h"
+#include "api_auth.h"
+#include "api_notify.h"
 #include "tb_log.h"
+#include "tb_masterkey.h"
 #include "tb_migrate.h"
 
 static const struct tb_cfg_key api_keys[] = {
@@ -28,6 +41,15 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_DB_POOL", "8", "database connections", false },
   { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
+  { "TOKBENCH_MASTER_KEY", NULL, "master key sealing endpoint API keys (64 hex)", true },
+  { "TOKBENCH_MASTER_KEY_FILE", NULL, "file holding the master key (mode 0600)", false },
+  { "TOKBENCH_MAX_BODY", "1048576", "largest request body in bytes", false },
+  { "TOKBENCH_RATE_LIMIT", "100", "requests per second per API key (0: no limit)", false },
+  { "TOKBENCH_RATE_BURST", "200", "requests a key may send at once above the rate", false },
+  { "TOKBENCH_CORS_ORIGINS", "", "origins allowed by CORS: comma list, or *", false },
+  { "TOKBENCH_KEY_CACHE_MS", "5000", "how long a checked API key is cached", false },
+  { "TOKBENCH_SSE_PING_S", "15", "seconds between SSE heartbeats", false },
+  { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -39,26 +61,175 @@ on_signal(int sig)
   stop_flag = 1;
 }
 
+static bool
+request_id_ok(const char *s)
+{
+  size_t n = strlen(s);
+  if (n == 0 || n > TB_API_REQUEST_ID_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '-' || c == '_' || c == '.'))
+      return false;
+  }
+  return true;
+}
+
+static struct tb_api_req *
+req_new(struct tb_api *api, struct MHD_Connection *c, const char *url, const char *method)
+{
+  struct tb_api_req *r = tb_xcalloc(1, sizeof *r);
+  r->api = api;
+  r->conn = c;
+  r->url = url;
+  r->method = method;
+  r->t0_ns = tb_time_mono_ns();
+  const char *rid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+  if (rid != NULL && request_id_ok(rid)) {
+    snprintf(r->request_id, sizeof r->request_id, "%s", rid);
+  } else {
+    unsigned char b[12];
+    if (!tb_crypto_random(b, sizeof b))
+      memset(b, 0, sizeof b);
+    tb_hex_encode(b, sizeof b, r->request_id);
+  }
+  return r;
+}
+
+static bool
+is_json_type(const char *ct)
+{
+  if (ct == NULL)
+    return false;
+  while (*ct == ' ')
+    ct++;
+  size_t n = strlen("application/json");
+  if (strncasecmp(ct, "application/json", n) != 0)
+    return false;
+  return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+static enum MHD_Result
+preflight(struct tb_api_req *r)
+{
+  char methods[80];
+  snprintf(methods, sizeof methods, "%s%s", r->allow,
+           strstr(r->allow, "OPTIONS") ? "" : ", OPTIONS");
+  const char *h[] = {
+    "Allow", methods,
+    "Access-Control-Allow-Methods", methods,
+    "Access-Control-Allow-Headers",
+    "Authorization, Content-Type, Idempotency-Key, If-None-Match, Last-Event-ID, X-Request-Id",
+    "Access-Control-Max-Age", "600",
+    NULL,
+  };
+  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, h);
+}
+
+static enum MHD_Result
+dispatch(struct tb_api_req *r)
+{
+  if (r->too_big) {
+    char d[80];
+    snprintf(d, sizeof d, "the body is larger than %zu bytes", r->api->body_max);
+    return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
+  }
+  enum tb_api_match m = tb_api_route_find(r, r->method, r->url);
+  if (strcmp(r->method, "OPTIONS") == 0 && m != TB_API_MATCH_NO_PATH) {
+    if (m == TB_API_MATCH_OK) /* allow holds every method of the path */
+      (void)tb_api_route_find(r, "\n", r->url);
+    return preflight(r);
+  }
+  if (m == TB_API_MATCH_NO_PATH)
+    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such route", NULL);
+  if (m == TB_API_MATCH_NO_METHOD)
+    return tb_api_reply_error(r, TB_EC_METHOD_NOT_ALLOWED, NULL, NULL);
+  if (r->api->stopping)
+    return tb_api_reply_error(r, TB_EC_SHUTTING_DOWN, NULL, NULL);
+  const struct tb_api_route *route = r->route;
+  if (route->json_body && !is_json_type(tb_api_header(r, MHD_HTTP_HEADER_CONTENT_TYPE)))
+    return tb_api_reply_error(r, TB_EC_UNSUPPORTED_MEDIA,
+                              "send the body with Content-Type: application/json", NULL);
+  if (route->scope != TB_SCOPE_NONE && !r->authed) {
+    enum MHD_Result ret;
+    if (!tb_api_authenticate(r, route->scope, &ret))
+      return ret;
+  }
+  return route->fn(r);
+}
+
 static enum MHD_Result
 handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
        const char *version, const char *upload, size_t *upload_size, void **req_cls)
 {
   struct tb_api *api = cls;
+  struct tb_api_req *r = *req_cls;
   (void)version;
-  (void)upload;
-  if (*req_cls == NULL) { /* first call: headers only */
-    *req_cls = api;
+  if (r == NULL) {
+    r = req_new(api, c, url, method);
+    *req_cls = r;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int64_t len;
+    if (cl != NULL && (!tb_parse_i64(cl, 0, INT64_MAX, &len) || (uint64_t)len > api->body_max)) {
+      char d[80];
+      snprintf(d, sizeof d, "the body is larger than %zu bytes", api->body_max);
+      r->early = true;
+      return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
+    }
     return MHD_YES;
   }
   if (*upload_size != 0) {
+    size_t n = *upload_size;
     *upload_size = 0;
+    if (r->early || r->too_big)
+      return MHD_YES;
+    if (n > api->body_max - r->body_len) {
+      r->too_big = true;
+      free(r->body);
+      r->body = NULL;
+      r->body_len = 0;
+      r->body_cap = 0;
+      return MHD_YES;
+    }
+    if (r->body_len + n + 1 > r->body_cap) {
+      size_t cap = r->body_cap ? r->body_cap : 4096;
+      while (cap < r->body_len + n + 1)
+        cap *= 2;
+      r->body = tb_xrealloc(r->body, cap);
+      r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, upload, n);
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
     return MHD_YES;
   }
-  if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0)
-    return tb_api_healthz(api, c);
-  if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
-    return tb_api_readyz(api, c);
-  return tb_api_reply_problem(c, MHD_HTTP_NOT_FOUND, "not-found", "Not found", NULL);
+  if (r->early || r->replied)
+    return MHD_YES;
+  return dispatch(r);
+}
+
+static void
+completed(void *cls, struct MHD_Connection *c, void **req_cls,
+          enum MHD_RequestTerminationCode toe)
+{
+  (void)cls;
+  (void)c;
+  struct tb_api_req *r = *req_cls;
+  if (r == NULL)
+    return;
+  *req_cls = NULL;
+  tb_api_notify_disarm(r);
+  int64_t us = (tb_time_mono_ns() - r->t0_ns) / 1000;
+  tb_log(TB_LOG_INFO, "request", "request_id", TB_LS, r->request_id, "method", TB_LS, r->method,
+         "path", TB_LS, r->url, "status", TB_LI, (int64_t)r->status, "us", TB_LI, us,
+         "key", TB_LS, r->authed ? r->key_id : NULL, "completed", TB_LI,
+         (int64_t)(toe == MHD_REQUEST_TERMINATED_COMPLETED_OK), NULL);
+  if (r->state_free != NULL)
+    r->state_free(r->state);
+  free(r->body);
+  free(r);
 }
 
 static void
@@ -67,6 +238,37 @@ usage(FILE *out)
   fprintf(out, "usage: tokbench-api [--config FILE] [--help] [--version]\n\n"
                "The tokbench REST API.\n\n");
   tb_cfg_help(api_keys, TB_ARRAY_LEN(api_keys), out);
+}
+
+/* TOKBENCH_CORS_ORIGINS into api->cors_origins / cors_any. */
+static void
+parse_cors(struct tb_api *api, const char *v)
+{
+  if (v == NULL || v[0] == '\0')
+    return;
+  if (strcmp(v, "*") == 0) {
+    api->cors_any = true;
+    return;
+  }
+  size_t n = 1;
+  for (const char *p = v; *p; p++)
+    n += *p == ',';
+  api->cors_origins = tb_xcalloc(n + 1, sizeof(char *));
+  size_t k = 0;
+  const char *p = v;
+  while (*p != '\0' && k < n) {
+    size_t l = strcspn(p, ",");
+    const char *s = p, *e = p + l;
+    while (s < e && *s == ' ')
+      s++;
+    while (e > s && e[-1] == ' ')
+      e--;
+    if (e > s)
+      api->cors_origins[k++] = tb_xstrndup(s, (size_t)(e - s));
+    p += l;
+    if (*p == ',')
+      p++;
+  }
 }
 
 int
@@ -107,18 +309,47 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(api.cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("api", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t port, threads, pool, wait_ms;
+  int64_t port, threads, pool, wait_ms, body_max, rate, burst, cache_ms, ping_s, max_conn;
   if (!tb_cfg_get_int(api.cfg, "TOKBENCH_LISTEN_PORT", 0, 65535, &port, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_THREADS", 1, 256, &threads, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_POOL", 1, 256, &pool, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err)) {
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_BODY", 1024, 64 * 1024 * 1024, &body_max, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_RATE_LIMIT", 0, 10000000, &rate, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_RATE_BURST", 1, 100000000, &burst, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_KEY_CACHE_MS", 0, 3600000, &cache_ms, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_SSE_PING_S", 1, 3600, &ping_s, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &max_conn, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
+    rc = 2;
     goto out;
   }
+  api.body_max = (size_t)body_max;
+  api.rate_per_s = (double)rate;
+  api.rate_burst = (double)(burst < rate ? rate : burst);
+  api.sse_ping_s = (int)ping_s;
+  api.wait_max_s = 60;
+  parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
+  api.keys = tb_api_keycache_new(cache_ms);
   const char *url = tb_cfg_get(api.cfg, "TOKBENCH_DATABASE_URL");
   if (url == NULL) {
     fprintf(stderr, "tokbench-api: TOKBENCH_DATABASE_URL is not set\n");
+    rc = 2;
+    goto out;
+  }
+  switch (tb_masterkey_load(tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY"),
+                            tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY_FILE"), api.master_key,
+                            &err)) {
+  case TB_MASTERKEY_OK:
+    api.has_master_key = true;
+    break;
+  case TB_MASTERKEY_NONE:
+    tb_log(TB_LOG_WARN, "no master key: endpoints cannot be given an API key", NULL);
+    break;
+  case TB_MASTERKEY_ERROR:
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
     rc = 2;
     goto out;
   }
@@ -136,6 +367,12 @@ main(int argc, char **argv)
     free(err);
     goto out;
   }
+  api.notify = tb_api_notify_start(&api, url, &err);
+  if (api.notify == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot start the notification listener", "error", TB_LS, err, NULL);
+    free(err);
+    goto out;
+  }
 
   struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
   if (inet_pton(AF_INET, tb_cfg_get(api.cfg, "TOKBENCH_LISTEN_HOST"), &sa.sin_addr) != 1) {
@@ -150,7 +387,9 @@ main(int argc, char **argv)
       MHD_USE_ERROR_LOG,
     0, NULL, NULL, handle, &api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-    MHD_OPTION_END);
+    MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
+    completed, &api, MHD_OPTION_END);
   if (api.daemon == NULL) {
     tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, port, NULL);
     goto out;
@@ -160,12 +399,20 @@ main(int argc, char **argv)
   while (!stop_flag)
     pause();
   tb_log(TB_LOG_INFO, "stopping", NULL);
-  api.stopping = true;
   rc = 0;
 out:
+  api.stopping = true;
+  /* every suspended connection must be resumed before MHD_stop_daemon */
+  tb_api_notify_stop(api.notify);
   if (api.daemon != NULL)
     MHD_stop_daemon(api.daemon);
+  tb_api_notify_free(api.notify);
   tb_db_pool_free(api.pool);
+  tb_api_keycache_free(api.keys);
+  for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
+    free(*p);
+  free(api.cors_origins);
+  OPENSSL_cleanse(api.master_key, sizeof api.master_key);
   tb_cfg_free(api.cfg);
   return rc;
 }

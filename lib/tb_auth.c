@@ -1,0 +1,181 @@
+/*
+ * tb_auth: see tb_auth.h.  The SQL for projects and key creation lives here,
+ * beside the C that binds it, so that the CLI and the api make keys the same
+ * way.
+ */
+#include "tb_auth.h"
+
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_crypto.h"
+
+static const char *const scope_names[] = { "read", "write", "admin" };
+
+bool
+tb_auth_parse_scopes(const char *csv, unsigned *mask)
+{
+  *mask = 0;
+  const char *p = csv;
+  if (p == NULL || *p == '\0')
+    return false;
+  while (*p != '\0') {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    bool found = false;
+    for (size_t i = 0; i < TB_ARRAY_LEN(scope_names); i++) {
+      if (strlen(scope_names[i]) == n && strncmp(p, scope_names[i], n) == 0) {
+        *mask |= 1u << i;
+        found = true;
+      }
+    }
+    if (!found)
+      return false;
+    if (e == NULL)
+      break;
+    p = e + 1;
+    if (*p == '\0')
+      return false;
+  }
+  return *mask != 0;
+}
+
+unsigned
+tb_auth_effective(unsigned mask)
+{
+  if (mask & TB_SCOPE_ADMIN)
+    mask |= TB_SCOPE_WRITE;
+  if (mask & TB_SCOPE_WRITE)
+    mask |= TB_SCOPE_READ;
+  return mask;
+}
+
+void
+tb_auth_scopes_csv(unsigned mask, char *buf, size_t len)
+{
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < TB_ARRAY_LEN(scope_names); i++) {
+    if (!(mask & (1u << i)))
+      continue;
+    int n = snprintf(buf + o, len - o, "%s%s", o ? "," : "", scope_names[i]);
+    if (n < 0 || (size_t)n >= len - o)
+      return;
+    o += (size_t)n;
+  }
+}
+
+bool
+tb_auth_parse_duration(const char *s, int64_t *seconds)
+{
+  if (s == NULL)
+    return false;
+  size_t n = strlen(s);
+  if (n == 0 || n > 20)
+    return false;
+  int64_t mult = 1;
+  char unit = s[n - 1];
+  char num[24];
+  memcpy(num, s, n + 1);
+  if (unit < '0' || unit > '9') {
+    switch (unit) {
+    case 's': mult = 1; break;
+    case 'm': mult = 60; break;
+    case 'h': mult = 3600; break;
+    case 'd': mult = 86400; break;
+    case 'w': mult = 7 * 86400; break;
+    default: return false;
+    }
+    num[n - 1] = '\0';
+  }
+  int64_t v;
+  if (!tb_parse_i64(num, 1, TB_AUTH_MAX_EXPIRY_S, &v) || v > TB_AUTH_MAX_EXPIRY_S / mult)
+    return false;
+  *seconds = v * mult;
+  return true;
+}
+
+bool
+tb_auth_key_wellformed(const char *key, size_t len)
+{
+  const size_t pl = sizeof TB_AUTH_KEY_PREFIX - 1;
+  if (key == NULL || len != TB_AUTH_KEY_LEN || memcmp(key, TB_AUTH_KEY_PREFIX, pl) != 0)
+    return false;
+  for (size_t i = pl; i < len; i++) {
+    char c = key[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+      return false;
+  }
+  return true;
+}
+
+void
+tb_auth_key_hash(const char *key, size_t len, char hex[65])
+{
+  tb_crypto_sha256_hex(key, len, hex);
+}
+
+static const struct tb_db_stmt project_ensure = {
+  "auth_project_ensure",
+  "INSERT INTO projects (name) VALUES ($1) "
+  "ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id::text",
+};
+
+int
+tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37])
+{
+  PGresult *r = NULL;
+  const char *p[] = { name };
+  int rc = tb_db_exec(db, &project_ensure, 1, p, &r);
+  if (rc < 0)
+    return rc;
+  if (rc != 1) {
+    PQclear(r);
+    return TB_DB_HARD;
+  }
+  snprintf(id, 37, "%s", PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return 1;
+}
+
+static const struct tb_db_stmt key_insert = {
+  "auth_key_insert",
+  "INSERT INTO api_keys (project_id, name, prefix, key_hash, scopes, expires_at) "
+  "VALUES ($1, $2, $3, $4, string_to_array($5, ','), "
+  "  CASE WHEN $6::bigint > 0 THEN now() + $6::bigint * interval '1 second' END) "
+  "RETURNING json_build_object('id', id, 'name', name, 'prefix', prefix, "
+  "  'scopes', scopes, 'created_at', created_at, 'expires_at', expires_at, "
+  "  'revoked_at', revoked_at, 'last_used_at', last_used_at)::text",
+};
+
+int
+tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
+                   unsigned mask, int64_t expires_in_s, char **key, char **doc)
+{
+  char hash[65], scopes[32], prefix[32], exp[24];
+  PGresult *r = NULL;
+  char *k = tb_crypto_token(TB_AUTH_KEY_PREFIX, TB_AUTH_KEY_CHARS);
+  if (k == NULL)
+    return TB_DB_HARD;
+  tb_auth_key_hash(k, strlen(k), hash);
+  tb_auth_scopes_csv(mask, scopes, sizeof scopes);
+  snprintf(prefix, sizeof prefix, "%.*s", (int)(sizeof TB_AUTH_KEY_PREFIX - 1 + TB_AUTH_DISPLAY_CHARS), k);
+  snprintf(exp, sizeof exp, "%lld", (long long)expires_in_s);
+  const char *p[] = { project_id, name ? name : "", prefix, hash, scopes, exp };
+  int rc = tb_db_exec(db, &key_insert, 6, p, &r);
+  if (rc == 1) {
+    *key = k;
+    *doc = tb_xstrdup(PQgetvalue(r, 0, 0));
+    k = NULL;
+  } else if (rc >= 0) {
+    rc = TB_DB_HARD;
+  }
+  PQclear(r);
+  if (k != NULL) {
+    OPENSSL_cleanse(k, strlen(k));
+    free(k);
+  }
+  return rc;
+}

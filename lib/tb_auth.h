@@ -1,0 +1,68 @@
+/*
+ * tb_auth: API keys, shared by tokbench-api (which checks and manages them)
+ * and `tokbench keys` (which makes the first one, straight in the database).
+ *
+ * A key is "tkb_" followed by 40 characters of [A-Za-z0-9] from OpenSSL's
+ * CSPRNG (about 238 bits).  It is shown once; the database keeps only its
+ * SHA-256 (hex, api_keys.key_hash) and a display prefix ("tkb_" + the first
+ * 8 random characters).  Scopes: read, write, admin; admin implies write
+ * implies read.
+ */
+#ifndef TB_AUTH_H
+#define TB_AUTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tb_db.h"
+#include "tb_util.h"
+
+#define TB_AUTH_KEY_PREFIX "tkb_"
+#define TB_AUTH_KEY_CHARS 40
+#define TB_AUTH_KEY_LEN (sizeof TB_AUTH_KEY_PREFIX - 1 + TB_AUTH_KEY_CHARS)
+#define TB_AUTH_DISPLAY_CHARS 8
+/* Longest accepted expiry: ten years. */
+#define TB_AUTH_MAX_EXPIRY_S (10LL * 366 * 86400)
+
+enum tb_scope {
+  TB_SCOPE_NONE = 0,
+  TB_SCOPE_READ = 1,
+  TB_SCOPE_WRITE = 2,
+  TB_SCOPE_ADMIN = 4,
+};
+
+/* Parses a comma list of scope names ("read,write").  False on an unknown
+ * name or an empty list. */
+bool tb_auth_parse_scopes(const char *csv, unsigned *mask) TB_MUST_CHECK;
+/* The scopes a mask grants once implications are applied. */
+unsigned tb_auth_effective(unsigned mask);
+/* The mask as a comma list ("read,write,admin") into buf (>= 32 bytes). */
+void tb_auth_scopes_csv(unsigned mask, char *buf, size_t len);
+
+/* Parses a duration: "3600", "45s", "15m", "12h", "30d", "2w" into seconds
+ * in [1, TB_AUTH_MAX_EXPIRY_S].  False on junk. */
+bool tb_auth_parse_duration(const char *s, int64_t *seconds) TB_MUST_CHECK;
+
+/* True when key has the exact shape of a key (prefix, length, alphabet). */
+bool tb_auth_key_wellformed(const char *key, size_t len);
+/* SHA-256 of the key as 64 hex characters + NUL. */
+void tb_auth_key_hash(const char *key, size_t len, char hex[65]);
+
+/* The id of the project called name, created when missing.  Returns 1, or
+ * TB_DB_SOFT / TB_DB_HARD. */
+int tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37]) TB_MUST_CHECK;
+
+/*
+ * Creates a key in project_id with the scopes of mask (stored as given,
+ * implications are applied when checking), expiring expires_in_s seconds
+ * from now (0: never).  On success returns 1 with *key (the key itself: the
+ * caller shows it once, wipes it with OPENSSL_cleanse and frees it) and
+ * *doc (a new JSON text of the key's public record: id, name, prefix,
+ * scopes, created_at, expires_at, revoked_at, last_used_at; caller frees).
+ * On failure returns TB_DB_SOFT / TB_DB_HARD and sets nothing.
+ */
+int tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
+                       unsigned mask, int64_t expires_in_s, char **key,
+                       char **doc) TB_MUST_CHECK;
+
+#endif

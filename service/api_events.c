@@ -1,0 +1,200 @@
+/*
+ * api_events: GET /v1/jobs/{id}/events, the job's progress as Server-Sent
+ * Events, from the rows of job_events (written by the worker, and by the api
+ * on cancel):
+ *
+ *   id: <job_events.id>
+ *   event: <kind>            state | cell | progress
+ *   data: <data, JSON>
+ *
+ * Last-Event-ID (header, or ?last_event_id=) resumes after that event.  The
+ * stream ends after the event that puts the job in a terminal state (or at
+ * once when the job has ended and nothing is left to send).  ": ping" comes
+ * every TOKBENCH_SSE_PING_S seconds of silence.
+ *
+ * The response is a content-reader callback.  With nothing to send it arms a
+ * waiter on the job (api_notify.c) with the next ping as deadline, looks once
+ * more, and suspends the connection: no thread is held while waiting.
+ */
+#include <string.h>
+
+#include "api_handlers.h"
+#include "api_notify.h"
+
+#define TB_SSE_BATCH 200
+#define TB_SSE_BLOCK 16384
+
+static const struct tb_db_stmt ev_owner = {
+  "api_ev_owner",
+  "SELECT 1 FROM jobs WHERE id = $1 AND project_id = $2",
+};
+
+static const struct tb_db_stmt ev_next = {
+  "api_ev_next",
+  "SELECT e.id, e.kind, e.data::text, j.state FROM jobs j LEFT JOIN LATERAL "
+  "  (SELECT id, kind, data FROM job_events WHERE job_id = j.id AND id > $2::bigint "
+  "   ORDER BY id LIMIT " "200" ") e ON true WHERE j.id = $1 ORDER BY e.id",
+};
+
+struct sse {
+  int64_t last_id;
+  char *buf;
+  size_t len, pos, cap;
+  bool done;
+  int64_t last_send_ns;
+};
+
+static void
+sse_free(void *p)
+{
+  struct sse *s = p;
+  if (s == NULL)
+    return;
+  free(s->buf);
+  free(s);
+}
+
+static void
+append(struct sse *s, const char *data, size_t n)
+{
+  if (s->len + n > s->cap) {
+    size_t cap = s->cap ? s->cap : 4096;
+    while (cap < s->len + n)
+      cap *= 2;
+    s->buf = tb_xrealloc(s->buf, cap);
+    s->cap = cap;
+  }
+  memcpy(s->buf + s->len, data, n);
+  s->len += n;
+}
+
+static bool
+terminal(const char *state)
+{
+  return state != NULL && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+                           strcmp(state, "cancelled") == 0);
+}
+
+/* Reads the next events into s.  1: something to send, 0: nothing, -1 error. */
+static int
+fill(struct tb_api_req *r, struct sse *s, bool *job_ended)
+{
+  char last[24];
+  snprintf(last, sizeof last, "%lld", (long long)s->last_id);
+  const char *p[] = { r->id, last };
+  PGresult *res = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, &ev_next, 2, p, &res);
+  tb_api_db_put(r, db);
+  if (rc <= 0) {
+    PQclear(res);
+    return -1;
+  }
+  int got = 0;
+  *job_ended = terminal(PQgetvalue(res, 0, 3));
+  for (int i = 0; i < rc && !s->done; i++) {
+    if (PQgetisnull(res, i, 0))
+      continue;
+    int64_t id = 0;
+    if (!tb_parse_i64(PQgetvalue(res, i, 0), 0, INT64_MAX, &id))
+      continue;
+    const char *kind = PQgetvalue(res, i, 1);
+    const char *data = PQgetvalue(res, i, 2);
+    char head[96];
+    int hl = snprintf(head, sizeof head, "id: %lld\nevent: %s\ndata: ", (long long)id, kind);
+    append(s, head, (size_t)hl);
+    append(s, data, (size_t)PQgetlength(res, i, 2)); /* jsonb text: no newlines */
+    append(s, "\n\n", 2);
+    s->last_id = id;
+    got = 1;
+    if (strcmp(kind, "state") == 0) {
+      json_t *d = json_loads(data, 0, NULL);
+      if (terminal(json_string_value(json_object_get(d, "state"))))
+        s->done = true;
+      json_decref(d);
+    }
+  }
+  PQclear(res);
+  return got;
+}
+
+static ssize_t
+reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+  struct tb_api_req *r = cls;
+  struct sse *s = r->state;
+  (void)pos;
+  for (;;) {
+    if (s->pos < s->len) {
+      size_t n = s->len - s->pos < max ? s->len - s->pos : max;
+      memcpy(out, s->buf + s->pos, n);
+      s->pos += n;
+      return (ssize_t)n;
+    }
+    s->len = s->pos = 0;
+    if (s->done || r->api->stopping)
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    int64_t now = tb_time_mono_ns();
+    int64_t ping_at = s->last_send_ns + (int64_t)r->api->sse_ping_s * 1000000000LL;
+    if (now >= ping_at) {
+      append(s, ": ping\n\n", 8);
+      s->last_send_ns = now;
+      continue;
+    }
+    tb_api_notify_arm(r, r->id, ping_at);
+    bool ended = false;
+    int got = fill(r, s, &ended);
+    if (got != 0 || ended)
+      tb_api_notify_disarm(r);
+    if (got < 0)
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (got > 0) {
+      s->last_send_ns = now;
+      continue;
+    }
+    if (ended) {
+      s->done = true;
+      continue;
+    }
+    if (tb_api_notify_suspend(r))
+      return 0; /* resumed by a NOTIFY, the ping deadline or shutdown */
+  }
+}
+
+enum MHD_Result
+tb_api_jobs_events(struct tb_api_req *r)
+{
+  const char *lei = tb_api_header(r, "Last-Event-ID");
+  if (lei == NULL)
+    lei = tb_api_arg(r, "last_event_id");
+  int64_t last = 0;
+  if (lei != NULL && lei[0] != '\0' && !tb_parse_i64(lei, 0, INT64_MAX, &last))
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "Last-Event-ID must be an event id", NULL);
+  const char *p[] = { r->id, r->project_id };
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, &ev_owner, 2, p, NULL);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  if (rc == 0)
+    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
+  struct sse *s = tb_xcalloc(1, sizeof *s);
+  s->last_id = last;
+  s->last_send_ns = tb_time_mono_ns();
+  append(s, "retry: 2000\n\n", 13);
+  r->state = s;
+  r->state_free = sse_free;
+  struct MHD_Response *resp =
+    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, TB_SSE_BLOCK, reader, r, NULL);
+  if (resp == NULL)
+    return MHD_NO;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+  MHD_add_response_header(resp, "Cache-Control", "no-store");
+  MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+  tb_api_add_common_headers(r, resp);
+  r->status = MHD_HTTP_OK;
+  r->replied = true;
+  enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}

@@ -1,0 +1,38 @@
+/*
+ * api_handlers: every route handler, one endpoint family per file.  To add a
+ * route: write the handler in service/api_<family>.c, declare it here, and
+ * add its row to routes[] in api_routes.c (method, path, scope, json_body).
+ */
+#ifndef TB_API_HANDLERS_H
+#define TB_API_HANDLERS_H
+
+#include "api.h"
+
+/* api_health.c (public) */
+enum MHD_Result tb_api_healthz(struct tb_api_req *r);
+enum MHD_Result tb_api_readyz(struct tb_api_req *r);
+
+/* api_keys.c */
+enum MHD_Result tb_api_keys_create(struct tb_api_req *r);
+enum MHD_Result tb_api_keys_list(struct tb_api_req *r);
+enum MHD_Result tb_api_keys_revoke(struct tb_api_req *r);
+
+/* api_endpoints.c */
+enum MHD_Result tb_api_endpoints_create(struct tb_api_req *r);
+enum MHD_Result tb_api_endpoints_list(struct tb_api_req *r);
+enum MHD_Result tb_api_endpoints_get(struct tb_api_req *r);
+enum MHD_Result tb_api_endpoints_patch(struct tb_api_req *r);
+enum MHD_Result tb_api_endpoints_delete(struct tb_api_req *r);
+enum MHD_Result tb_api_endpoints_probe(struct tb_api_req *r);
+
+/* api_jobs.c */
+enum MHD_Result tb_api_jobs_submit(struct tb_api_req *r);
+enum MHD_Result tb_api_jobs_list(struct tb_api_req *r);
+enum MHD_Result tb_api_jobs_get(struct tb_api_req *r);
+enum MHD_Result tb_api_jobs_cancel(struct tb_api_req *r);
+enum MHD_Result tb_api_jobs_result(struct tb_api_req *r);
+
+/* api_events.c */
+enum MHD_Result tb_api_jobs_events(struct tb_api_req *r);
+
+#endif

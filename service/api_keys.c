@@ -1,0 +1,110 @@
+/*
+ * api_keys: /v1/keys, API keys of the caller's project (admin scope).
+ *   POST   /v1/keys        {name?, scopes?, expires_in?} -> 201, the key once
+ *   GET    /v1/keys        the project's keys (no hashes, no keys)
+ *   DELETE /v1/keys/{id}   revoke (NOTIFY tb_keys_changed: every api process
+ *                          forgets its cached copy at once)
+ */
+#include <openssl/crypto.h>
+#include <string.h>
+
+#include "api_auth.h"
+#include "api_handlers.h"
+#include "api_spec.h"
+
+static const struct tb_db_stmt keys_list = {
+  "api_keys_list",
+  "SELECT coalesce(json_agg(json_build_object('id', id, 'name', name, 'prefix', prefix, "
+  "  'scopes', scopes, 'created_at', created_at, 'expires_at', expires_at, "
+  "  'revoked_at', revoked_at, 'last_used_at', last_used_at) ORDER BY created_at, id), "
+  "  '[]')::text FROM api_keys WHERE project_id = $1",
+};
+
+static const struct tb_db_stmt keys_revoke = {
+  "api_keys_revoke",
+  "WITH upd AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
+  "  WHERE id = $1 AND project_id = $2 RETURNING *) "
+  "SELECT json_build_object('id', id, 'name', name, 'prefix', prefix, "
+  "  'scopes', scopes, 'created_at', created_at, 'expires_at', expires_at, "
+  "  'revoked_at', revoked_at, 'last_used_at', last_used_at)::text, "
+  "  pg_notify('tb_keys_changed', id::text) FROM upd",
+};
+
+enum MHD_Result
+tb_api_keys_create(struct tb_api_req *r)
+{
+  json_t *spec = NULL, *errors = NULL;
+  enum tb_spec_rc src = tb_spec_key(r->body ? r->body : "", r->body_len, &spec, &errors);
+  if (src != TB_SPEC_OK)
+    return tb_api_reply_spec_errors(r, src, errors);
+  unsigned mask = TB_SCOPE_READ | TB_SCOPE_WRITE;
+  if (json_object_get(spec, "scopes") != NULL)
+    mask = (unsigned)json_integer_value(json_object_get(spec, "scopes"));
+  int64_t exp = json_integer_value(json_object_get(spec, "expires_in"));
+  const char *name = json_string_value(json_object_get(spec, "name"));
+  char *key = NULL, *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_auth_key_create(db, r->project_id, name ? name : "", mask, exp, &key, &doc);
+  tb_api_db_put(r, db);
+  json_decref(spec);
+  if (rc != 1)
+    return tb_api_reply_db(r, rc);
+  json_t *o = json_loads(doc, 0, NULL);
+  free(doc);
+  enum MHD_Result ret;
+  if (o == NULL) {
+    ret = tb_api_reply_error(r, TB_EC_INTERNAL, NULL, NULL);
+  } else {
+    json_object_set_new(o, "key", json_string(key));
+    char loc[64];
+    snprintf(loc, sizeof loc, "/v1/keys/%s", json_string_value(json_object_get(o, "id")));
+    const char *h[] = { "Location", loc, NULL };
+    char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    /* wipe the key's copies: ours, jansson's, the dump's */
+    json_string_setn(json_object_get(o, "key"), "", 0);
+    json_decref(o);
+    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, body, h);
+    OPENSSL_cleanse(body, strlen(body));
+    free(body);
+  }
+  OPENSSL_cleanse(key, strlen(key));
+  free(key);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_keys_list(struct tb_api_req *r)
+{
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id };
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, &keys_list, 1, p, &res);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  char *body = tb_xasprintf("{\"keys\":%s}", PQgetvalue(res, 0, 0));
+  PQclear(res);
+  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
+  free(body);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_keys_revoke(struct tb_api_req *r)
+{
+  PGresult *res = NULL;
+  const char *p[] = { r->id, r->project_id };
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, &keys_revoke, 2, p, &res);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  if (rc == 0) {
+    PQclear(res);
+    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such key", NULL);
+  }
+  tb_api_keycache_flush(r->api->keys);
+  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
+  PQclear(res);
+  return ret;
+}

@@ -1,0 +1,128 @@
+/*
+ * api_routes: the static routing table and its matcher.
+ *
+ * A path is literal segments and parameters: "{id}" matches a UUID only
+ * (anything else is a 404 before any database work) and is copied to r->id;
+ * "{name}" matches one segment of [A-Za-z0-9._~-] (at most TB_API_PARAM_MAX)
+ * into r->param.  A path known with another method answers 405 with Allow.
+ */
+#include <string.h>
+
+#include "api.h"
+#include "api_handlers.h"
+
+#define R TB_SCOPE_READ
+#define W TB_SCOPE_WRITE
+#define A TB_SCOPE_ADMIN
+
+static const struct tb_api_route routes[] = {
+  { .method = "GET", .path = "/healthz", .fn = tb_api_healthz },
+  { .method = "GET", .path = "/readyz", .fn = tb_api_readyz },
+
+  { .method = "POST", .path = "/v1/keys", .scope = A, .json_body = true, .fn = tb_api_keys_create },
+  { .method = "GET", .path = "/v1/keys", .scope = A, .fn = tb_api_keys_list },
+  { .method = "DELETE", .path = "/v1/keys/{id}", .scope = A, .fn = tb_api_keys_revoke },
+
+  { .method = "POST", .path = "/v1/endpoints", .scope = W, .json_body = true,
+    .fn = tb_api_endpoints_create },
+  { .method = "GET", .path = "/v1/endpoints", .scope = R, .fn = tb_api_endpoints_list },
+  { .method = "GET", .path = "/v1/endpoints/{id}", .scope = R, .fn = tb_api_endpoints_get },
+  { .method = "PATCH", .path = "/v1/endpoints/{id}", .scope = W, .json_body = true,
+    .fn = tb_api_endpoints_patch },
+  { .method = "DELETE", .path = "/v1/endpoints/{id}", .scope = W, .fn = tb_api_endpoints_delete },
+  { .method = "POST", .path = "/v1/endpoints/{id}/probe", .scope = W,
+    .fn = tb_api_endpoints_probe },
+
+  { .method = "POST", .path = "/v1/jobs", .scope = W, .json_body = true, .fn = tb_api_jobs_submit },
+  { .method = "GET", .path = "/v1/jobs", .scope = R, .fn = tb_api_jobs_list },
+  { .method = "GET", .path = "/v1/jobs/{id}", .scope = R, .fn = tb_api_jobs_get },
+  { .method = "POST", .path = "/v1/jobs/{id}/cancel", .scope = W, .fn = tb_api_jobs_cancel },
+  { .method = "GET", .path = "/v1/jobs/{id}/result", .scope = R, .fn = tb_api_jobs_result },
+  { .method = "GET", .path = "/v1/jobs/{id}/events", .scope = R, .fn = tb_api_jobs_events },
+};
+
+static bool
+param_ok(const char *s, size_t n)
+{
+  if (n == 0 || n > TB_API_PARAM_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '.' || c == '_' || c == '~' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+/* Matches path against pattern; fills id/param of r when given. */
+static bool
+match(const char *pattern, const char *path, struct tb_api_req *r)
+{
+  const char *p = pattern, *u = path;
+  while (*p != '\0' && *u != '\0') {
+    if (*p != '/' || *u != '/')
+      return false;
+    p++;
+    u++;
+    size_t pl = strcspn(p, "/"), ul = strcspn(u, "/");
+    if (pl == 4 && strncmp(p, "{id}", 4) == 0) {
+      char id[TB_API_ID_LEN + 1];
+      if (ul != TB_API_ID_LEN)
+        return false;
+      memcpy(id, u, ul);
+      id[ul] = '\0';
+      if (!tb_api_is_uuid(id))
+        return false;
+      if (r != NULL)
+        for (size_t i = 0; i <= ul; i++) /* lower case: ids compare as text */
+          r->id[i] = (char)((id[i] >= 'A' && id[i] <= 'F') ? id[i] + 32 : id[i]);
+    } else if (pl == 6 && strncmp(p, "{name}", 6) == 0) {
+      if (!param_ok(u, ul))
+        return false;
+      if (r != NULL) {
+        memcpy(r->param, u, ul);
+        r->param[ul] = '\0';
+      }
+    } else if (pl != ul || strncmp(p, u, pl) != 0) {
+      return false;
+    }
+    p += pl;
+    u += ul;
+  }
+  return *p == '\0' && *u == '\0';
+}
+
+enum tb_api_match
+tb_api_route_find(struct tb_api_req *r, const char *method, const char *path)
+{
+  bool path_known = false;
+  size_t alen = 0;
+  r->allow[0] = '\0';
+  r->route = NULL;
+  for (size_t i = 0; i < TB_ARRAY_LEN(routes); i++) {
+    if (!match(routes[i].path, path, NULL))
+      continue;
+    path_known = true;
+    size_t ml = strlen(routes[i].method);
+    if (alen + ml + 3 < sizeof r->allow && strstr(r->allow, routes[i].method) == NULL) {
+      if (alen > 0) {
+        memcpy(r->allow + alen, ", ", 2);
+        alen += 2;
+      }
+      memcpy(r->allow + alen, routes[i].method, ml + 1);
+      alen += ml;
+    }
+    if (r->route == NULL && strcmp(routes[i].method, method) == 0) {
+      r->route = &routes[i];
+      (void)match(routes[i].path, path, r);
+    }
+  }
+  if (r->route != NULL)
+    return TB_API_MATCH_OK;
+  if (!path_known)
+    return TB_API_MATCH_NO_PATH;
+  if (alen + 10 < sizeof r->allow)
+    memcpy(r->allow + alen, ", OPTIONS", 10);
+  return TB_API_MATCH_NO_METHOD;
+}
