@@ -15,6 +15,8 @@ struct tb_cli_cmd {
 
 int tb_cli_migrate(int argc, char **argv);
 int tb_cli_run(int argc, char **argv);
+int tb_cli_report(int argc, char **argv);  /* cmd_report.c */
+int tb_cli_compare(int argc, char **argv); /* cmd_report.c */
 int tb_cli_keys(int argc, char **argv);
 
 #include <jansson.h>

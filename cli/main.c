@@ -11,6 +11,8 @@
 static const struct tb_cli_cmd commands[] = {
   { "run", "run the speed test matrix against an endpoint", tb_cli_run },
   { "migrate", "apply the database migrations (TOKBENCH_DATABASE_URL)", tb_cli_migrate },
+  { "report", "render a result as html, md, csv or json", tb_cli_report },
+  { "compare", "compare two results cell by cell; exit 1 on regressions", tb_cli_compare },
   { "keys", "create API keys in the database (TOKBENCH_DATABASE_URL)", tb_cli_keys },
 };
 

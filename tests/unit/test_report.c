@@ -1,0 +1,572 @@
+/*
+ * Unit tests for tb_report: each format's content against a stored result
+ * (tests/fixtures/result_sglang.json, built from the sglang seed report): the
+ * numbers the HTML, Markdown and CSV show are the JSON's, formatted as the
+ * seeds do; hostile strings are escaped; malformed documents never crash;
+ * the partial banner; the size cap; the compare renderers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_compare.h"
+#include "tb_report.h"
+
+#define FIXTURE "tests/fixtures/result_sglang.json"
+
+static json_t *
+load(const char *path)
+{
+  json_error_t e;
+  json_t *d = json_load_file(path, 0, &e);
+  if (d == NULL)
+    fail_msg("%s: %s", path, e.text);
+  return d;
+}
+
+static char *
+render(const json_t *doc, enum tb_report_format f)
+{
+  char *err = NULL;
+  size_t len = 0;
+  char *s = tb_report_render(doc, f, &len, &err);
+  if (s == NULL)
+    fail_msg("render: %s", err ? err : "?");
+  assert_int_equal(strlen(s), len);
+  return s;
+}
+
+static void
+test_formats(void **state)
+{
+  char b[64];
+  tb_report_fmt_tps_short(14976, b, sizeof b);
+  assert_string_equal(b, "15K");
+  tb_report_fmt_tps_short(15530, b, sizeof b);
+  assert_string_equal(b, "15.5K");
+  tb_report_fmt_tps_short(812.4, b, sizeof b);
+  assert_string_equal(b, "812");
+  tb_report_fmt_tps_short(2.5e6, b, sizeof b);
+  assert_string_equal(b, "2.5M");
+  tb_report_fmt_tps(118.44, b, sizeof b);
+  assert_string_equal(b, "118.4");
+  tb_report_fmt_tps(1310.02, b, sizeof b);
+  assert_string_equal(b, "1,310.0");
+  tb_report_fmt_tps(1234567.89, b, sizeof b);
+  assert_string_equal(b, "1,234,567.9");
+  tb_report_fmt_ms(1047.3, b, sizeof b);
+  assert_string_equal(b, "1,047 ms");
+  tb_report_fmt_ms(48, b, sizeof b);
+  assert_string_equal(b, "48 ms");
+  tb_report_fmt_ms1(8.43, b, sizeof b);
+  assert_string_equal(b, "8.4 ms");
+  tb_report_fmt_int(4096, b, sizeof b);
+  assert_string_equal(b, "4,096");
+  tb_report_fmt_int(-1234567, b, sizeof b);
+  assert_string_equal(b, "-1,234,567");
+  tb_report_fmt_int(999, b, sizeof b);
+  assert_string_equal(b, "999");
+  tb_report_fmt_tps(NAN, b, sizeof b);
+  assert_string_equal(b, "\xe2\x80\x94");
+  tb_report_fmt_ms(INFINITY, b, sizeof b);
+  assert_string_equal(b, "\xe2\x80\x94");
+  /* A small buffer truncates, never overflows. */
+  char tiny[4];
+  tb_report_fmt_tps(1234567.0, tiny, sizeof tiny);
+  assert_true(strlen(tiny) < sizeof tiny);
+
+  enum tb_report_format f;
+  assert_true(tb_report_format_parse("html", &f) && f == TB_REPORT_HTML);
+  assert_true(tb_report_format_parse("MD", &f) && f == TB_REPORT_MD);
+  assert_true(tb_report_format_parse("text/markdown", &f) && f == TB_REPORT_MD);
+  assert_true(tb_report_format_parse("text/csv", &f) && f == TB_REPORT_CSV);
+  assert_true(tb_report_format_parse("application/json", &f) && f == TB_REPORT_JSON);
+  assert_false(tb_report_format_parse("pdf", &f));
+  assert_false(tb_report_format_parse(NULL, &f));
+  assert_string_equal(tb_report_content_type(TB_REPORT_CSV), "text/csv; charset=utf-8");
+}
+
+/* The decode figures of a cell as the matrix shows them. */
+static void
+cell_text(const json_t *c, char *tps, char *ms)
+{
+  tb_report_fmt_tps(json_number_value(json_object_get(c, "total_tps")), tps, 48);
+  tb_report_fmt_ms(json_number_value(json_object_get(json_object_get(c, "ttft_ms"), "p50")),
+                   ms, 48);
+}
+
+static void
+test_html_matrix_matches_json(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  char *html = render(doc, TB_REPORT_HTML);
+  /* Header like the seeds. */
+  assert_non_null(strstr(html, "Speed test matrix"));
+  assert_non_null(strstr(html, "Step-3.7-Flash-FP8 on RTX PRO 6000 Blackwell Server Edition \xc3\x97" "4"));
+  assert_non_null(strstr(html, "<dt>VRAM</dt><dd>384 GB (4 \xc3\x97 96 GB)</dd>"));
+  assert_non_null(strstr(html, "<dt>Commit</dt><dd>f92199b569d2</dd>"));
+  assert_non_null(strstr(html, "<dt>Max output</dt><dd>4,096 tokens</dd>"));
+  assert_non_null(strstr(html, "--api-key &lt;redacted&gt;"));
+  assert_non_null(strstr(html, "<svg"));
+  assert_null(strstr(html, "id=\"partial\""));
+  /* Every decode cell of the JSON, in the matrix. */
+  const json_t *cells = json_object_get(doc, "cells");
+  size_t i, valid = 0, over = 0;
+  const json_t *c;
+  json_array_foreach(cells, i, c) {
+    const char *ph = json_string_value(json_object_get(c, "phase"));
+    const char *st = json_string_value(json_object_get(c, "status"));
+    char key[128], want[256], tps[48], ms[48];
+    json_int_t ctx = json_integer_value(json_object_get(c, "context"));
+    if (strcmp(ph, "prefill") == 0) {
+      tb_report_fmt_tps_short(json_number_value(json_object_get(c, "prompt_tps")), tps, 48);
+      tb_report_fmt_ms(json_number_value(json_object_get(c, "ttft_ms")), ms, 48);
+      snprintf(key, sizeof key, "<tr data-context=\"%" JSON_INTEGER_FORMAT "\">", ctx);
+      const char *row = strstr(html, key);
+      assert_non_null(row);
+      snprintf(want, sizeof want, "<td><b>%s</b></td><td>%s TTFT</td>", tps, ms);
+      assert_non_null(strstr(row, want));
+      assert_true(strstr(row, want) < strstr(row, "</tr>"));
+      continue;
+    }
+    snprintf(key, sizeof key, "data-context=\"%" JSON_INTEGER_FORMAT
+                              "\" data-concurrency=\"%" JSON_INTEGER_FORMAT "\"",
+             ctx, json_integer_value(json_object_get(c, "concurrency")));
+    const char *td = strstr(html, key);
+    assert_non_null(td);
+    const char *end = strstr(td, "</td>");
+    if (strcmp(st, "valid") == 0) {
+      cell_text(c, tps, ms);
+      snprintf(want, sizeof want, "<b>%s</b><span>%s TTFT</span>", tps, ms);
+      const char *w = strstr(td, want);
+      assert_non_null(w);
+      assert_true(w < end);
+      valid++;
+    } else {
+      assert_string_equal(st, "over_capacity");
+      const char *w = strstr(td, ">Over capacity<");
+      assert_true(w != NULL && w < end);
+      over++;
+    }
+  }
+  assert_int_equal(valid, 25);
+  assert_int_equal(over, 23);
+  /* Figures the seed report shows, exactly. */
+  assert_non_null(strstr(html, "<b>15.5K</b></td><td>1,047 ms TTFT"));
+  assert_non_null(strstr(html, "<b>118.4</b><span>498 ms TTFT</span>"));
+  assert_non_null(strstr(html, "<td>8.4 ms</td><td>1.0</td><td>0</td><td>3,553</td><td>30.0 s</td>"));
+  free(html);
+  json_decref(doc);
+}
+
+/* Splits a Markdown table row into cells (trimmed), up to max. */
+static size_t
+md_cells(const char *line, char out[][96], size_t max)
+{
+  size_t n = 0;
+  const char *p = strchr(line, '|');
+  while (p && n < max) {
+    const char *q = strchr(p + 1, '|');
+    const char *nl = strchr(p + 1, '\n');
+    if (q == NULL || (nl && nl < q))
+      break;
+    const char *a = p + 1, *z = q;
+    while (a < z && *a == ' ')
+      a++;
+    while (z > a && z[-1] == ' ')
+      z--;
+    size_t len = (size_t)(z - a) < 95 ? (size_t)(z - a) : 95;
+    memcpy(out[n], a, len);
+    out[n][len] = '\0';
+    n++;
+    p = q;
+  }
+  return n;
+}
+
+static void
+test_md_matches_json(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  char *md = render(doc, TB_REPORT_MD);
+  const char *sec = strstr(md, "### Sustained decode");
+  assert_non_null(sec);
+  const json_t *st = json_object_get(doc, "settings");
+  const json_t *ctxs = json_object_get(st, "contexts");
+  const json_t *concs = json_object_get(st, "concurrency");
+  const json_t *cells = json_object_get(doc, "cells");
+  size_t r, k, i;
+  const json_t *x, *y, *c = NULL;
+  json_array_foreach(ctxs, r, x) {
+    char lab[32], key[48], cols[16][96];
+    tb_format_tokens(json_integer_value(x), lab, sizeof lab);
+    snprintf(key, sizeof key, "\n| %s |", lab);
+    const char *row = strstr(sec, key);
+    assert_non_null(row);
+    size_t n = md_cells(row + 1, cols, 16);
+    assert_int_equal(n, 1 + json_array_size(concs));
+    assert_string_equal(cols[0], lab);
+    json_array_foreach(concs, k, y) {
+      json_array_foreach(cells, i, c) {
+        if (strcmp(json_string_value(json_object_get(c, "phase")), "decode") == 0 &&
+            json_integer_value(json_object_get(c, "context")) == json_integer_value(x) &&
+            json_integer_value(json_object_get(c, "concurrency")) == json_integer_value(y))
+          break;
+      }
+      assert_true(i < json_array_size(cells));
+      char want[128], tps[48], ms[48];
+      if (strcmp(json_string_value(json_object_get(c, "status")), "valid") == 0) {
+        cell_text(c, tps, ms);
+        snprintf(want, sizeof want, "**%s**<br>%s TTFT", tps, ms);
+      } else {
+        snprintf(want, sizeof want, "Over capacity");
+      }
+      assert_string_equal(cols[1 + k], want);
+    }
+  }
+  assert_non_null(strstr(md, "| 16K | 16,228 | 15.5K | 1,047 ms |"));
+  assert_non_null(strstr(md, "| Sustained decode | 8K | 1 | Valid | 118.4 | 118.4 | 498 ms | "
+                             "8.4 ms | 1.0 | 0 | 3,553 | 30.0 s |"));
+  free(md);
+  json_decref(doc);
+}
+
+/* A minimal RFC 4180 reader: splits one record into fields. */
+static size_t
+csv_record(const char **pp, char out[][128], size_t max)
+{
+  const char *p = *pp;
+  size_t n = 0;
+  for (;;) {
+    size_t len = 0;
+    char *f = n < max ? out[n] : NULL;
+    if (*p == '"') {
+      p++;
+      for (;;) {
+        if (*p == '\0')
+          break;
+        if (*p == '"' && p[1] == '"') {
+          if (f && len < 127)
+            f[len++] = '"';
+          p += 2;
+        } else if (*p == '"') {
+          p++;
+          break;
+        } else {
+          if (f && len < 127)
+            f[len++] = *p;
+          p++;
+        }
+      }
+    } else {
+      while (*p && *p != ',' && *p != '\r' && *p != '\n') {
+        if (f && len < 127)
+          f[len++] = *p;
+        p++;
+      }
+    }
+    if (f)
+      f[len] = '\0';
+    n++;
+    if (*p == ',') {
+      p++;
+      continue;
+    }
+    break;
+  }
+  if (*p == '\r')
+    p++;
+  if (*p == '\n')
+    p++;
+  *pp = p;
+  return n;
+}
+
+static int
+col(char hdr[][128], size_t n, const char *name)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(hdr[i], name) == 0)
+      return (int)i;
+  fail_msg("no column %s", name);
+  return -1;
+}
+
+static void
+test_csv_matches_json(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  char *csv = render(doc, TB_REPORT_CSV);
+  const char *p = csv;
+  char hdr[32][128], f[32][128];
+  size_t nh = csv_record(&p, hdr, 32);
+  assert_int_equal(nh, 22);
+  int c_phase = col(hdr, nh, "phase"), c_ctx = col(hdr, nh, "context"),
+      c_conc = col(hdr, nh, "concurrency"), c_st = col(hdr, nh, "status"),
+      c_tps = col(hdr, nh, "total_tps"), c_ptps = col(hdr, nh, "prompt_tps"),
+      c_ttft = col(hdr, nh, "ttft_p50_ms"), c_tbt = col(hdr, nh, "tbt_p99_ms"),
+      c_out = col(hdr, nh, "output_tokens");
+  const json_t *cells = json_object_get(doc, "cells");
+  size_t rows = 0;
+  while (*p) {
+    size_t n = csv_record(&p, f, 32);
+    assert_int_equal(n, nh);
+    /* Find the JSON cell of this row. */
+    size_t i;
+    const json_t *c = NULL;
+    json_array_foreach(cells, i, c) {
+      if (strcmp(json_string_value(json_object_get(c, "phase")), f[c_phase]) == 0 &&
+          json_integer_value(json_object_get(c, "context")) == strtoll(f[c_ctx], NULL, 10) &&
+          json_integer_value(json_object_get(c, "concurrency")) == strtoll(f[c_conc], NULL, 10))
+        break;
+    }
+    assert_true(i < json_array_size(cells));
+    assert_string_equal(f[c_st], json_string_value(json_object_get(c, "status")));
+    if (strcmp(f[c_st], "valid") != 0) {
+      assert_string_equal(f[c_tps], "");
+    } else if (strcmp(f[c_phase], "decode") == 0) {
+      /* Exactly the JSON's numbers (they read back as the same doubles). */
+      assert_true(strtod(f[c_tps], NULL) == json_number_value(json_object_get(c, "total_tps")));
+      const json_t *t = json_object_get(c, "ttft_ms");
+      assert_true(strtod(f[c_ttft], NULL) == json_number_value(json_object_get(t, "p50")));
+      t = json_object_get(c, "tbt_ms");
+      assert_true(strtod(f[c_tbt], NULL) == json_number_value(json_object_get(t, "p99")));
+      assert_int_equal(strtoll(f[c_out], NULL, 10),
+                       json_integer_value(json_object_get(c, "output_tokens")));
+    } else {
+      assert_true(strtod(f[c_ptps], NULL) == json_number_value(json_object_get(c, "prompt_tps")));
+      assert_true(strtod(f[c_ttft], NULL) == json_number_value(json_object_get(c, "ttft_ms")));
+    }
+    rows++;
+  }
+  assert_int_equal(rows, json_array_size(cells));
+  free(csv);
+  json_decref(doc);
+}
+
+static void
+test_json_is_the_document(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  char *s = render(doc, TB_REPORT_JSON);
+  json_t *back = json_loads(s, 0, NULL);
+  assert_non_null(back);
+  assert_true(json_equal(doc, back));
+  json_decref(back);
+  free(s);
+  json_decref(doc);
+}
+
+static json_t *
+hostile_doc(void)
+{
+  json_t *doc = load(FIXTURE);
+  json_object_set_new(json_object_get(doc, "endpoint"), "name",
+                      json_string("<script>alert('x')</script>"));
+  json_object_set_new(json_object_get(doc, "engine"), "version",
+                      json_string("1.0|**bold** [x](javascript:alert(1)) @everyone"));
+  json_object_set_new(json_object_get(doc, "hardware"), "<img src=x onerror=alert(1)>",
+                      json_string("\"><svg onload=alert(1)>"));
+  json_object_set_new(doc, "launch_command",
+                      json_string("vllm serve x ``` </pre><script>bad()</script>\n| row"));
+  json_t *c = json_array_get(json_object_get(doc, "cells"), 10);
+  json_object_set_new(c, "status", json_string("error"));
+  json_object_set_new(c, "reason", json_string("=HYPERLINK(\"http://evil\",\"x\"),\r\n<b>"));
+  return doc;
+}
+
+static void
+test_escaping(void **state)
+{
+  json_t *doc = hostile_doc();
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_null(strstr(html, "<script"));
+  assert_null(strstr(html, "<img"));
+  assert_null(strstr(html, "<svg onload"));
+  assert_null(strstr(html, "\"><svg"));
+  assert_non_null(strstr(html, "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+  assert_non_null(strstr(html, "&lt;/pre&gt;&lt;script&gt;bad()&lt;/script&gt;"));
+  assert_non_null(strstr(html, "title=\"=HYPERLINK(&quot;http://evil&quot;,&quot;x&quot;),"));
+  free(html);
+
+  char *md = render(doc, TB_REPORT_MD);
+  /* Outside the launch command's code block, no raw HTML. */
+  assert_null(strstr(md, "<script>alert"));
+  assert_non_null(strstr(md, "&lt;script&gt;alert('x')&lt;/script&gt;"));
+  assert_null(strstr(md, "1.0|"));
+  assert_non_null(strstr(md, "1.0\\|\\*\\*bold\\*\\* \\[x\\]"));
+  assert_non_null(strstr(md, "\\@everyone"));
+  /* The launch command's fence is longer than the ``` inside it. */
+  assert_non_null(strstr(md, "````sh\n"));
+  /* The error reason: one table row, no raw newline or pipe. */
+  const char *r = strstr(md, "=HYPERLINK");
+  assert_non_null(r);
+  const char *eol = strchr(r, '\n');
+  assert_non_null(strstr(r, "&lt;b&gt; |"));
+  assert_true(strstr(r, "&lt;b&gt; |") < eol);
+  free(md);
+
+  char *csv = render(doc, TB_REPORT_CSV);
+  /* Quoted, formula neutralised, quotes doubled, CRLF kept inside quotes. */
+  assert_non_null(strstr(csv, ",error,\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\"),\r\n<b>\","));
+  free(csv);
+  json_decref(doc);
+}
+
+static void
+test_partial_banner(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  json_object_set_new(doc, "status", json_string("running"));
+  json_t *cells = json_object_get(doc, "cells");
+  while (json_array_size(cells) > 20)
+    json_array_remove(cells, json_array_size(cells) - 1);
+  json_object_set_new(doc, "progress", json_pack("{s:i}", "cells_total", 55));
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "id=\"partial\""));
+  assert_non_null(strstr(html, "still going; 20 of 55 cells done so far"));
+  assert_non_null(strstr(html, ">pending<"));
+  free(html);
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "> **Warning:** Partial result"));
+  free(md);
+  json_object_set_new(doc, "status", json_string("partial"));
+  html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "Partial result: 0 cells could not be measured"));
+  free(html);
+  json_object_set_new(doc, "status", json_string("failed"));
+  json_object_set_new(doc, "error", json_string("endpoint <down>"));
+  html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "the run failed: endpoint &lt;down&gt;"));
+  free(html);
+  json_decref(doc);
+}
+
+static void
+test_malformed_never_crashes(void **state)
+{
+  static const char *const docs[] = {
+    "{}",
+    "{\"cells\": 3}",
+    "{\"cells\": [1, \"x\", null, [], {}]}",
+    "{\"status\": 5, \"cells\": [{\"phase\": \"decode\", \"context\": \"8K\"}]}",
+    "{\"cells\": [{\"phase\": \"decode\", \"context\": -5, \"concurrency\": 0, \"status\": \"valid\"}]}",
+    "{\"cells\": [{\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": \"valid\","
+    " \"total_tps\": \"fast\", \"ttft_ms\": [1], \"tbt_ms\": {\"p50\": \"x\"}, \"measured_s\": 1e308,"
+    " \"output_tokens\": 1.5, \"avg_active\": -1e300}]}",
+    "{\"cells\": [{\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": \"valid\", \"total_tps\": 0},"
+    " {\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": \"error\"},"
+    " {\"phase\": \"prefill\", \"context\": 1099511627776, \"status\": \"valid\", \"prompt_tps\": -3}]}",
+    "{\"hardware\": [], \"engine\": \"x\", \"model\": {\"served\": 3}, \"settings\": {\"contexts\": [0, -1, 9e18, \"a\"],"
+    " \"concurrency\": {}, \"duration_s\": \"30\"}, \"capacity\": {\"kv_budget_tokens\": -1}, \"cells\": []}",
+    "{\"hardware\": {\"count\": 9223372036854775807, \"vram_gb\": 1e308}, \"cells\": []}",
+  };
+  static const enum tb_report_format fmts[] = { TB_REPORT_HTML, TB_REPORT_MD, TB_REPORT_CSV,
+                                                TB_REPORT_JSON };
+  for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+    json_t *d = json_loads(docs[i], 0, NULL);
+    assert_non_null(d);
+    for (size_t k = 0; k < 4; k++) {
+      char *s = render(d, fmts[k]);
+      free(s);
+    }
+    json_decref(d);
+  }
+  /* Many distinct contexts: the axes are capped. */
+  json_t *d = json_pack("{s:[]}", "cells");
+  for (int i = 1; i <= 200; i++)
+    json_array_append_new(json_object_get(d, "cells"),
+                          json_pack("{s:s, s:i, s:i, s:s, s:f}", "phase", "decode", "context",
+                                    i * 1024, "concurrency", i, "status", "valid", "total_tps",
+                                    (double)i));
+  char *s = render(d, TB_REPORT_HTML);
+  assert_non_null(strstr(s, "left out"));
+  free(s);
+  json_decref(d);
+  /* Not an object. */
+  char *err = NULL;
+  json_t *arr = json_array();
+  assert_null(tb_report_render(arr, TB_REPORT_HTML, NULL, &err));
+  assert_non_null(err);
+  free(err);
+  json_decref(arr);
+}
+
+static void
+test_size_cap(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  size_t n = TB_REPORT_MAX / 4 + 1;
+  char *big = malloc(n + 1);
+  memset(big, '<', n); /* each becomes "&lt;" (4 bytes) in HTML */
+  big[n] = '\0';
+  json_object_set_new(doc, "launch_command", json_string(big));
+  free(big);
+  char *err = NULL;
+  assert_null(tb_report_render(doc, TB_REPORT_HTML, NULL, &err));
+  assert_non_null(err);
+  assert_non_null(strstr(err, "larger than"));
+  free(err);
+  json_decref(doc);
+}
+
+static void
+test_compare_formats(void **state)
+{
+  json_t *base = load("tests/fixtures/result_sglang.json");
+  json_t *head = load("tests/fixtures/result_vllm.json");
+  char *err = NULL;
+  json_t *cmp = tb_compare(base, head, 0.05, &err);
+  assert_non_null(cmp);
+  size_t len;
+  char *html = tb_report_render_compare(cmp, TB_REPORT_HTML, &len, &err);
+  assert_non_null(html);
+  assert_non_null(strstr(html, "id=\"compare-matrix\""));
+  /* 8K x 1: sglang 118.4, vLLM 111.9 (3358/30) -> -5.5%: a regression. */
+  assert_non_null(strstr(html, "<b>111.9</b><span>was 118.4</span><span class=\"down\">"
+                               "\xe2\x88\x92" "5.5%</span>"));
+  assert_non_null(strstr(html, "id=\"regressions\""));
+  free(html);
+  char *md = tb_report_render_compare(cmp, TB_REPORT_MD, &len, &err);
+  assert_non_null(md);
+  assert_non_null(strstr(md, "| 8K | 111.9 (\xe2\x88\x92" "5.5%) |"));
+  free(md);
+  char *csv = tb_report_render_compare(cmp, TB_REPORT_CSV, &len, &err);
+  assert_non_null(csv);
+  assert_non_null(strstr(csv, "decode,8192,8K,1,valid,valid,both,"));
+  assert_non_null(strstr(csv, "total_tps:-5.5%"));
+  free(csv);
+  char *js = tb_report_render_compare(cmp, TB_REPORT_JSON, &len, &err);
+  json_t *back = json_loads(js, 0, NULL);
+  assert_true(json_equal(back, cmp));
+  json_decref(back);
+  free(js);
+  json_decref(cmp);
+  json_decref(base);
+  json_decref(head);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_formats),
+    cmocka_unit_test(test_html_matrix_matches_json),
+    cmocka_unit_test(test_md_matches_json),
+    cmocka_unit_test(test_csv_matches_json),
+    cmocka_unit_test(test_json_is_the_document),
+    cmocka_unit_test(test_escaping),
+    cmocka_unit_test(test_partial_banner),
+    cmocka_unit_test(test_malformed_never_crashes),
+    cmocka_unit_test(test_size_cap),
+    cmocka_unit_test(test_compare_formats),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
