@@ -62,7 +62,7 @@ static const char usage_text[] =
     "  --kv-budget N           KV budget in tokens, overriding the server's\n"
     "Timing:\n"
     "  --settle S              readiness hold before each window (default 3)\n"
-    "  --stall-timeout S       silent stream = error after S s (default 60)\n"
+    "  --stall-timeout S       silent stream = error after S s (default 20)\n"
     "  --first-token-timeout S no first token after S s = error (default 600)\n"
     "  --ready-timeout S       cell not ready after S s = error (default 300)\n"
     "  --drain-timeout S       wait for the server to drain (default 120)\n"

@@ -499,6 +499,12 @@ stream_done(struct stream *s, CURLcode rc)
   struct cell *c = s->cell;
   struct run *r = c->run;
   int64_t now = tb_time_mono_ns();
+  if (c->scout && !r->usage_known && !s->failed && rc == CURLE_OK) {
+    /* The first scout tells whether this server sends usage at all; from
+     * then on a stream without its usage chunk is a fault. */
+    r->usage_known = true;
+    r->usage_supported = s->saw_usage;
+  }
   if (!s->failed) {
     if (!s->http_checked)
       curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
@@ -524,10 +530,6 @@ stream_done(struct stream *s, CURLcode rc)
   }
   if (c->scout) {
     c->scout_prompt_tokens = s->prompt_tokens;
-    if (!r->usage_known) {
-      r->usage_known = true;
-      r->usage_supported = s->saw_usage && s->saw_final_usage;
-    }
     if (s->t_first == 0)
       cell_fail(c, "warm-up request produced no token");
     else
@@ -865,7 +867,7 @@ parse_spec(struct run *r, const json_t *spec, char **err)
                                       &ok);
   r->kv_override = (int64_t)num_member(spec, "kv_budget", 0, 1, 1e12, &ok);
   r->settle_s = num_member(spec, "settle_s", 3, 0, 3600, &ok);
-  r->stall_s = num_member(spec, "stall_timeout_s", 60, 0.01, 86400, &ok);
+  r->stall_s = num_member(spec, "stall_timeout_s", 20, 0.01, 86400, &ok);
   r->first_token_s = num_member(spec, "first_token_timeout_s", 600, 0.01,
                                 86400, &ok);
   r->ready_s = num_member(spec, "ready_timeout_s", 300, 0.01, 86400, &ok);
@@ -1062,8 +1064,9 @@ abort_and_drain(struct run *r)
   int64_t end = tb_time_mono_ns() + (int64_t)(r->drain_s * NS_PER_S);
   while (tb_time_mono_ns() < end) {
     double running, waiting;
-    if (tb_discover_load(&r->d, r->api_key, &running, &waiting) == 0 &&
-        running < 0.5 && waiting < 0.5)
+    if (tb_discover_load(&r->d, r->api_key, &running, &waiting) != 0)
+      return; /* metrics gone (server down?): the next cell will tell */
+    if (running < 0.5 && waiting < 0.5)
       return;
     if (r->hooks != NULL && r->hooks->cancelled != NULL &&
         r->hooks->cancelled(r->hooks->cls))

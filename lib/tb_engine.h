@@ -22,7 +22,7 @@
  *   settle_s          number  readiness: how long "every stream has produced a
  *                             token, running = C, waiting = 0" must hold (default 3)
  *   stall_timeout_s   number  a stream silent this long after its first token
- *                             is an error (default 60)
+ *                             is an error (default 20)
  *   first_token_timeout_s number  a request with no token after this long is an
  *                             error (default 600: a cold 256K prefill is slow)
  *   ready_timeout_s   number  a cell not ready after this long is an error (300)

@@ -1,0 +1,121 @@
+"""Endpoint faults end in error cells with a reason, or a clear run error:
+never a crash, never a figure computed from broken data.  tokbench-sim's
+--fault applies to every generation request."""
+import json
+import signal
+import subprocess
+import time
+
+import harness
+
+BASE = ["--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "1k",
+        "--duration", "1", "--settle", "0.2", "--max-output", "2048"]
+
+
+def run(url, extra=(), timeout=120):
+    argv = [harness.bin("tokbench"), "run", "--url", url, "--jsonl"] + BASE + list(extra)
+    p = subprocess.run(argv, capture_output=True, timeout=timeout)
+    assert p.returncode >= 0, "tokbench crashed: signal %d\n%s" % (-p.returncode, p.stderr.decode())
+    lines = [json.loads(l) for l in p.stdout.decode().splitlines() if l.strip()]
+    cells = [l for l in lines if "phase" in l]
+    doc = lines[-1] if lines and "cells" in lines[-1] else None
+    return p.returncode, cells, doc, p.stderr.decode()
+
+
+def assert_all_errors(cells, doc, words):
+    assert cells, "no cells"
+    for c in cells:
+        assert c["status"] == "error", c
+        assert any(w in c["reason"] for w in words), c
+        assert "total_tps" not in c and "ttft_ms" not in c, c
+    assert doc["status"] == "partial", doc
+
+
+def fault_case(ctx, fault, words, extra=()):
+    sim = ctx.sim("tiny", "vllm", args=["--fault", fault])
+    rc, cells, doc, err = run(sim.url, extra)
+    assert rc == 0, err
+    assert_all_errors(cells, doc, words)
+    return cells
+
+
+def test_http_500(ctx):
+    fault_case(ctx, "status=500", ["HTTP 500"])
+
+
+def test_http_429_and_503(ctx):
+    fault_case(ctx, "status=429", ["HTTP 429"])
+    fault_case(ctx, "status=503", ["HTTP 503"])
+
+
+def test_cut_stream(ctx):
+    sim = ctx.sim("tiny", "vllm", args=["--fault", "cut=20"])
+    rc, cells, doc, err = run(sim.url)
+    assert rc == 0, err
+    pf = [c for c in cells if c["phase"] == "prefill"][0]
+    assert pf["status"] == "valid", pf  # one token: the cut never comes
+    for c in cells:
+        if c["phase"] == "decode":
+            assert c["status"] == "error", c
+            assert "total_tps" not in c
+    assert doc["status"] == "partial"
+
+
+def test_cut_before_first_token(ctx):
+    fault_case(ctx, "cut=0", ["[DONE]", "closed", "transfer", "Recv failure", "Empty reply"])
+
+
+def test_stall(ctx):
+    sim = ctx.sim("tiny", "vllm", args=["--fault", "stall=30:5000"])
+    rc, cells, doc, err = run(sim.url, ["--stall-timeout", "0.3"])
+    assert rc == 0, err
+    for c in cells:
+        if c["phase"] == "decode":
+            assert c["status"] == "error" and "stalled" in c["reason"], c
+
+
+def test_malformed_sse(ctx):
+    sim = ctx.sim("tiny", "vllm", args=["--fault", "malformed=10"])
+    rc, cells, doc, err = run(sim.url)
+    assert rc == 0, err
+    for c in cells:
+        if c["phase"] == "decode":
+            assert c["status"] == "error" and "malformed" in c["reason"], c
+
+
+def test_slow_first_byte(ctx):
+    fault_case(ctx, "first_byte=4000", ["no first token"], ["--first-token-timeout", "1"])
+
+
+def test_missing_usage_chunk(ctx):
+    fault_case(ctx, "no_usage", ["usage chunk"])
+
+
+def test_refused_mid_run(ctx):
+    fault_case(ctx, "refuse=500", ["reset", "Recv failure", "refused", "connect", "closed",
+                                   "Empty reply", "[DONE]"])
+
+
+def test_unreachable_endpoint(ctx):
+    port = harness.free_port()
+    rc, cells, doc, err = run("http://127.0.0.1:%d" % port)
+    assert rc == 1, (rc, err)
+    assert "unreachable" in err and err.count("\n") == 1, err
+
+
+def test_server_dies_mid_run(ctx):
+    sim = ctx.sim("tiny", "vllm")
+    argv = [harness.bin("tokbench"), "run", "--url", sim.url, "--jsonl",
+            "--contexts", "1k,2k,4k", "--concurrency", "1,2,4", "--duration", "1",
+            "--settle", "0.2", "--max-output", "2048"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.5)
+    sim.proc.signal(signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode in (0, 1), (p.returncode, err)
+    lines = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
+    cells = [l for l in lines if "phase" in l]
+    assert any(c["status"] == "error" for c in cells), cells
+    for c in cells:
+        if c["status"] == "error":
+            assert c["reason"] and "total_tps" not in c
