@@ -366,9 +366,10 @@ prefill_cell(const char *key, const json_t *p, size_t *skipped)
   bool has_pt = gint(p, "prompt_tokens", &pt) && pt > 0;
   double tps = gnum(p, "tok_per_sec");
   if (json_is_true(json_object_get(p, "skipped")) || !(isfinite(ttft) && ttft > 0)) {
-    json_object_set_new(c, "status", json_string("skipped"));
-    json_object_set_new(c, "reason", json_string("no prefill measurement in the imported file"));
-    return c;
+    /* Not measured: no row (a prefill cell is valid or error). */
+    json_decref(c);
+    (*skipped)++;
+    return NULL;
   }
   json_object_set_new(c, "status", json_string("valid"));
   if (has_pt) {
@@ -445,9 +446,13 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(doc, "endpoint", ep);
 
   json_t *eng = json_object();
-  json_object_set_new(eng, "name", json_string(gstr(md, "engine") && *gstr(md, "engine")
-                                                   ? gstr(md, "engine")
-                                                   : "unknown"));
+  /* The schema's engine names: vllm, sglang, else openai (the tool says
+   * "openai_proxy" for a generic OpenAI-compatible server). */
+  const char *en = gstr(md, "engine");
+  json_object_set_new(eng, "name", json_string(en && (strcmp(en, "vllm") == 0 ||
+                                                      strcmp(en, "sglang") == 0)
+                                                   ? en
+                                                   : "openai"));
   const char *ev = gstr(md, "engine_version");
   json_object_set_new(eng, "version", ev ? json_string(ev) : json_null());
   json_object_set_new(doc, "engine", eng);
@@ -459,7 +464,7 @@ import_lib(const json_t *in, char **err)
     json_t *h = json_object();
     set_str(h, "gpu", gstr(md, "gpu_name"));
     if (gint(md, "gpu_count", &iv) && iv > 0)
-      json_object_set_new(h, "count", json_integer(iv));
+      json_object_set_new(h, "gpu_count", json_integer(iv));
     json_object_set_new(doc, "hardware", h);
   } else {
     json_object_set_new(doc, "hardware", json_null());
@@ -482,18 +487,17 @@ import_lib(const json_t *in, char **err)
   free(red);
 
   int64_t budget = 0;
-  const char *bsrc = "imported";
+  const char *bsrc = "override";
   if (!(gint(md, "kv_cache_budget", &budget) && budget > 0) &&
       !(gint(md, "kv_budget", &budget) && budget > 0)) {
     budget = 0;
     if (gint(md, "max_total_tokens", &iv) && iv > 0) {
       budget = iv;
-      bsrc = "max_total_tokens";
     }
   }
   json_t *cap = json_object();
   json_object_set_new(cap, "kv_budget_tokens", budget > 0 ? json_integer(budget) : json_null());
-  json_object_set_new(cap, "source", json_string(budget > 0 ? bsrc : "unknown"));
+  json_object_set_new(cap, "source", json_string(budget > 0 ? bsrc : "none"));
   json_object_set_new(cap, "max_running_requests",
                       gint(md, "max_running_requests", &iv) && iv > 0 ? json_integer(iv)
                                                                       : json_null());

@@ -33,14 +33,17 @@
  *      metadata.kv_cache_budget | kv_budget (else max_total_tokens) -> KV budget,
  *      metadata.max_running_requests, metadata.max_model_len,
  *      metadata.engine_version, metadata.launch_command | server_command,
- *      metadata.hardware {gpu, count, vram_gb, ...} | gpu_name + gpu_count,
+ *      metadata.hardware {gpu, gpu_count, vram_gb, ...} | gpu_name + gpu_count,
  *      metadata.model_revision.
  *    Conversion: seconds become milliseconds; prompt tok/s is
  *    prompt_tokens / TTFT; a result with aggregate_tps < 0 or
  *    capacity_limited is Over capacity when capacity_limited, else Skipped;
  *    a (context, concurrency) of the matrix absent from results is Over
  *    capacity when C x (context + max_tokens) > KV budget (budget known),
- *    else Skipped; zero throughput with errors is Error.  The document says
+ *    else Skipped; zero throughput with errors is Error; a prefill entry
+ *    without a TTFT (skipped) is left out; an engine other than vllm or
+ *    sglang is "openai"; a budget read from the file has source "override".
+ *    The document says
  *    where it came from in imported_from { tool, version, format }.
  *
  * Never crashes on input: every member is type-checked; bad entries of the

@@ -647,7 +647,8 @@ struct field {
 };
 
 static const struct field hw_fields[] = {
-  { "type", "Type" },         { "gpu", "GPU" },       { "count", "GPU count" },
+  { "type", "Type" },         { "gpu", "GPU" },       { "gpu_count", "GPU count" },
+  { "count", "GPU count" },
   { "vram_gb", "VRAM" },      { "cpu", "CPU" },       { "os", "OS" },
   { "driver", "Driver" },     { "interconnect", "Interconnect" },
 };
@@ -691,7 +692,7 @@ vram_text(const json_t *hw, char *buf, size_t len)
   buf[0] = '\0';
   if (!isfinite(g) || g <= 0 || g > 1e9)
     return;
-  if (jint(hw, "count", &n) && n > 1 && n < 100000)
+  if ((jint(hw, "gpu_count", &n) || jint(hw, "count", &n)) && n > 1 && n < 100000)
     snprintf(buf, len, "%g GB (%" PRId64 " " TIMES " %g GB)", g * (double)n, n, g);
   else
     snprintf(buf, len, "%g GB", g);
@@ -811,6 +812,12 @@ section_run(struct rb *b, const struct view *v, emit_fn emit)
   if (jint(cap, "kv_budget_tokens", &iv)) {
     tb_report_fmt_int(iv, n1, sizeof n1);
     const char *src = jstr(cap, "source");
+    if (src != NULL && strcmp(src, "metrics") == 0)
+      src = "from /metrics";
+    else if (src != NULL && strcmp(src, "server_info") == 0)
+      src = "from the server's info";
+    else if (src != NULL && strcmp(src, "override") == 0)
+      src = "set by the job";
     char *t = tb_xasprintf("%s tokens%s%s%s", n1, src ? " (" : "", src ? src : "",
                            src ? ")" : "");
     emit(b, "KV cache budget", t);
@@ -848,7 +855,7 @@ title_line(const json_t *d)
   const char *g = jstr(hw, "gpu");
   int64_t n = 0;
   char cnt[40] = "";
-  if (jint(hw, "count", &n) && n > 0 && n < 100000)
+  if ((jint(hw, "gpu_count", &n) || jint(hw, "count", &n)) && n > 0 && n < 100000)
     snprintf(cnt, sizeof cnt, " " TIMES "%" PRId64, n);
   if (m && g)
     return tb_xasprintf("%s on %s%s", m, g, cnt);

@@ -17,6 +17,14 @@
  * is built in a growable buffer capped at TB_REPORT_MAX bytes.  Numbers are
  * formatted as the seed reports do (15.5K, 1,047 ms, 118.4, 30.0 s).
  *
+ * Header members read (api/result.schema.json): hardware {type, gpu,
+ * gpu_count (or count), vram_gb (per GPU: "384 GB (4 × 96 GB)"), os, ...},
+ * engine {name, version, quantization, backend, repository, build, commit,
+ * ...}; other scalar members of both are shown under their own names.
+ * imported_from {tool, version} names the benchmark tool of imported results;
+ * progress {cells_total} (set by the service on a running job) sizes the
+ * partial banner.
+ *
  * Thread-safe: no global state.
  */
 #ifndef TB_REPORT_H

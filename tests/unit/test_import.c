@@ -152,11 +152,11 @@ test_lib_cell_kinds(void **state)
   assert_non_null(strstr(json_string_value(json_object_get(c, "reason")), "1.4 of 2"));
   c = find(doc, "prefill", 1024, 1);
   assert_true(json_number_value(json_object_get(c, "prompt_tps")) == 2000);
-  c = find(doc, "prefill", 2048, 1);
-  assert_string_equal(json_string_value(json_object_get(c, "status")), "skipped");
-  /* junk prefill key, the duplicate, "nonsense" and the bad entry. */
+  assert_null(find(doc, "prefill", 2048, 1));
+  /* junk prefill key, the skipped prefill, the duplicate, "nonsense" and the
+   * bad entry. */
   assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "imported_from"),
-                                                      "skipped_entries")), 4);
+                                                      "skipped_entries")), 5);
   const char *lc = json_string_value(json_object_get(doc, "launch_command"));
   assert_null(strstr(lc, "sk-secret"));
   json_decref(doc);
