@@ -1,14 +1,238 @@
-/* tokbench-worker: placeholder main, replaced by the queue worker (issue 5). */
+/*
+ * tokbench-worker: claims benchmark jobs from PostgreSQL and runs them with
+ * the engine against their endpoints, one job at a time.
+ *
+ * Start-up: configuration (environment, optional --config file), logs, the
+ * master key, the database (waiting up to TOKBENCH_DB_WAIT_MS), migrations
+ * (under the migration lock: harmless beside the api), LISTEN
+ * tb_jobs_queued, and the heartbeat thread with its own connection.
+ *
+ * Loop: claim; when there is nothing, wait for a tb_jobs_queued notification
+ * or the polling floor (TOKBENCH_POLL_S: expired leases notify nobody), then
+ * claim again.  SIGTERM/SIGINT: stop claiming, abort the current cell, hand
+ * the job back to the queue, exit 0.
+ */
+#include <getopt.h>
+#include <openssl/crypto.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "tb_cfg.h"
+#include "tb_log.h"
+#include "tb_migrate.h"
+#include "worker.h"
+
+static const struct tb_cfg_key worker_keys[] = {
+  { "TOKBENCH_DATABASE_URL", NULL, "PostgreSQL URL (libpq)", true },
+  { "TOKBENCH_MASTER_KEY", NULL, "master key opening endpoint API keys (64 hex)", true },
+  { "TOKBENCH_MASTER_KEY_FILE", NULL, "file holding the master key, if TOKBENCH_MASTER_KEY is unset",
+    false },
+  { "TOKBENCH_WORKER_ID", NULL, "this worker's name in job leases (default: hostname-pid)", false },
+  { "TOKBENCH_LEASE_S", "15", "job lease in seconds: a silent worker's job is claimed again after it",
+    false },
+  { "TOKBENCH_HEARTBEAT_S", "2", "lease renewal interval in seconds (< TOKBENCH_LEASE_S)", false },
+  { "TOKBENCH_POLL_S", "5", "polling floor in seconds, besides LISTEN tb_jobs_queued", false },
+  { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
+  { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
+};
+
+/* The slice of an idle wait: bounds how late a signal is noticed. */
+#define IDLE_SLICE_MS 500
+
+static volatile sig_atomic_t stopping;
+
+static void
+on_signal(int sig)
+{
+  (void)sig;
+  stopping = 1;
+}
+
+static void
+usage(FILE *out)
+{
+  fprintf(out, "usage: tokbench-worker [--config FILE] [--help] [--version]\n\n"
+               "Claims tokbench jobs from PostgreSQL and runs them against their endpoints.\n"
+               "SIGTERM hands the running job back to the queue and exits 0.\n\n");
+  tb_cfg_help(worker_keys, TB_ARRAY_LEN(worker_keys), out);
+}
+
+/* Waits for a tb_jobs_queued notification, the poll floor, or a signal. */
+static void
+idle_wait(struct tb_db *db, int poll_s)
+{
+  int64_t deadline = tb_time_mono_ns() + (int64_t)poll_s * 1000000000;
+  while (!stopping) {
+    int64_t left = (deadline - tb_time_mono_ns()) / 1000000;
+    if (left <= 0)
+      return;
+    if (tb_db_wait_notify(db, left < IDLE_SLICE_MS ? (int)left : IDLE_SLICE_MS, NULL, 0))
+      return;
+  }
+}
+
+static char *
+default_worker_id(void)
+{
+  char host[256] = "worker";
+  if (gethostname(host, sizeof host - 1) != 0)
+    snprintf(host, sizeof host, "worker");
+  host[sizeof host - 1] = '\0';
+  return tb_xasprintf("%.64s-%ld", host, (long)getpid());
+}
 
 int
 main(int argc, char **argv)
 {
-  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-    printf("tokbench-worker %s\n", TB_VERSION);
-    return 0;
+  const char *config = getenv("TOKBENCH_CONFIG");
+  static const struct option opts[] = {
+    { "config", required_argument, NULL, 'c' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+  };
+  int o;
+  while ((o = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+    switch (o) {
+    case 'c':
+      config = optarg;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'V':
+      printf("tokbench-worker %s\n", TB_VERSION);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
   }
-  fprintf(stderr, "tokbench-worker: not built yet\n");
-  return 1;
+  char *err = NULL, *worker_id = NULL;
+  int rc = 1;
+  struct tb_db *db = NULL;
+  struct worker_beat beat;
+  bool beat_running = false;
+  struct worker_ctx w = { .beat = &beat, .stopping = &stopping };
+  struct tb_cfg *cfg = tb_cfg_load(worker_keys, TB_ARRAY_LEN(worker_keys), config, &err);
+  if (cfg == NULL) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    return 2;
+  }
+  int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
+  tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
+  int64_t lease_s, beat_s, poll_s, wait_ms;
+  if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_HEARTBEAT_S", 1, 3600, &beat_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &poll_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err)) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    rc = 2;
+    goto out;
+  }
+  if (beat_s >= lease_s) {
+    fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
+    rc = 2;
+    goto out;
+  }
+  const char *url = tb_cfg_get(cfg, "TOKBENCH_DATABASE_URL");
+  if (url == NULL) {
+    fprintf(stderr, "tokbench-worker: TOKBENCH_DATABASE_URL is not set\n");
+    rc = 2;
+    goto out;
+  }
+  const char *id = tb_cfg_get(cfg, "TOKBENCH_WORKER_ID");
+  worker_id = id != NULL && id[0] != '\0' ? tb_xstrdup(id) : default_worker_id();
+  if (strlen(worker_id) > TB_QUEUE_OWNER_MAX) {
+    fprintf(stderr, "tokbench-worker: TOKBENCH_WORKER_ID is longer than %d characters\n",
+            TB_QUEUE_OWNER_MAX);
+    rc = 2;
+    goto out;
+  }
+  int mk = worker_master_key(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
+                             tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"), w.master_key, &err);
+  if (mk < 0) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    rc = 2;
+    goto out;
+  }
+  w.have_master_key = mk == 1;
+  if (!w.have_master_key)
+    tb_log(TB_LOG_WARN, "no master key: endpoints with an API key cannot be run", NULL);
+
+  db = tb_db_connect(url, (int)wait_ms, &err);
+  if (db == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
+    free(err);
+    goto out;
+  }
+  int applied = tb_migrate_run(db, &err);
+  if (applied < 0) {
+    tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
+    free(err);
+    goto out;
+  }
+  if (!tb_db_listen(db, "tb_jobs_queued")) {
+    tb_log(TB_LOG_ERROR, "cannot LISTEN tb_jobs_queued", NULL);
+    goto out;
+  }
+  struct tb_db *beat_db = tb_db_connect(url, (int)wait_ms, &err);
+  if (beat_db == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
+    free(err);
+    goto out;
+  }
+  if (!worker_beat_start(&beat, beat_db, (int)lease_s, (int)beat_s)) {
+    tb_log(TB_LOG_ERROR, "cannot start the heartbeat", NULL);
+    goto out;
+  }
+  beat_running = true;
+  w.db = db;
+  w.worker_id = worker_id;
+  w.lease_s = (int)lease_s;
+
+  struct sigaction sa = { 0 };
+  sa.sa_handler = on_signal; /* no SA_RESTART: waits return early */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  tb_log(TB_LOG_INFO, "worker ready", "worker", TB_LS, worker_id, "lease_s", TB_LI, lease_s,
+         "heartbeat_s", TB_LI, beat_s, "poll_s", TB_LI, poll_s, "migrations_applied", TB_LI,
+         (int64_t)applied, NULL);
+
+  while (!stopping) {
+    struct tb_queue_job job;
+    char closed[TB_QUEUE_ID_LEN + 1] = "";
+    int c = tb_queue_claim(db, worker_id, (int)lease_s, &job, closed);
+    if (c == TB_QUEUE_CLAIMED) {
+      enum worker_job_outcome jo = worker_run_job(&w, &job);
+      tb_queue_job_clear(&job);
+      if (jo == WORKER_JOB_LOST)
+        tb_log(TB_LOG_WARN, "job left to the worker holding it now", NULL);
+      continue;
+    }
+    if (c == TB_QUEUE_CLOSED) {
+      tb_log(TB_LOG_INFO, "job closed at claim (cancelled, or no attempts left)", "job", TB_LS,
+             closed, NULL);
+      continue;
+    }
+    idle_wait(db, (int)poll_s);
+  }
+  tb_log(TB_LOG_INFO, "stopping", "worker", TB_LS, worker_id, NULL);
+  rc = 0;
+out:
+  if (beat_running)
+    worker_beat_stop(&beat);
+  tb_db_close(db);
+  OPENSSL_cleanse(w.master_key, sizeof w.master_key);
+  free(worker_id);
+  tb_cfg_free(cfg);
+  return rc;
 }

@@ -1,0 +1,429 @@
+"""tokbench-worker and the PostgreSQL queue (lib/tb_queue.c), issue 5.
+
+Jobs are inserted with SQL (the contract with the api: INSERT a queued job,
+then NOTIFY tb_jobs_queued '<id>'), run by real workers against tokbench-sim
+(tiny profile, short cells), and checked in the database: states, attempts,
+leases, stored cells against the expected matrix, events.
+"""
+import functools
+import json
+import os
+import signal
+import subprocess
+import time
+
+import harness
+from harness import wait_until
+
+# A short matrix: 2 prefill cells + 2 x 2 decode cells.
+SHORT = {"contexts": [512, 1024], "concurrency": [1, 2], "prefill_contexts": [512, 1024],
+         "duration_s": 0.3, "settle_s": 0.05, "max_output": 256}
+# A longer one (12 cells, ~1 s each) for jobs that must still run when poked.
+LONG = {"contexts": [512, 1024, 2048], "concurrency": [1, 2, 4],
+        "prefill_contexts": [512, 1024, 2048], "duration_s": 0.8, "settle_s": 0.05,
+        "max_output": 256}
+
+MASTER_KEY = "5c" * 32
+
+SEAL_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "tb_crypto.h"
+int main(int argc, char **argv) {
+  unsigned char key[TB_CRYPTO_KEY_LEN];
+  if (argc != 4 || !tb_crypto_parse_key(argv[1], key)) return 2;
+  char *s = tb_crypto_seal(key, argv[2], argv[3]);
+  if (s == NULL) return 1;
+  printf("%s\n", s);
+  free(s);
+  return 0;
+}
+"""
+
+
+def expected_cells(spec):
+    keys = {("prefill", c, 1) for c in spec["prefill_contexts"]}
+    keys |= {("decode", c, n) for c in spec["contexts"] for n in spec["concurrency"]}
+    return keys
+
+
+class T:
+    """Per-test helpers; the workers a test starts are stopped when it ends."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.pg = ctx.postgres()
+        self.procs = []
+        if not getattr(ctx, "worker_migrated", False):
+            subprocess.run([harness.bin("tokbench"), "migrate"], check=True, capture_output=True,
+                           env=dict(os.environ, TOKBENCH_DATABASE_URL=self.pg.url))
+            ctx.worker_migrated = True
+        self.project = self.q("INSERT INTO projects (name) VALUES ('p-' || gen_random_uuid()) "
+                              "RETURNING id")
+
+    def q(self, sql):
+        return self.pg.psql(sql).strip()
+
+    def worker(self, name, **env):
+        e = {"TOKBENCH_DATABASE_URL": self.pg.url, "TOKBENCH_WORKER_ID": name,
+             "TOKBENCH_LEASE_S": "3", "TOKBENCH_HEARTBEAT_S": "1", "TOKBENCH_POLL_S": "1",
+             "TOKBENCH_MASTER_KEY": MASTER_KEY}
+        e.update({k: str(v) for k, v in env.items()})
+        p = self.ctx.process("tokbench-worker", [], env=e)
+        self.procs.append(p)
+        wait_until(lambda: '"msg":"worker ready"' in p.output() or not p.alive(), 20,
+                   what="worker ready")
+        assert p.alive(), p.output()
+        return p
+
+    def endpoint(self, sim, sealed=None, group=None):
+        return self.q("INSERT INTO endpoints (project_id, name, base_url, api_key_sealed, "
+                      "hardware, exclusive_group) VALUES ('%s', 'e-' || gen_random_uuid(), '%s', %s, "
+                      "'{\"gpu\": \"sim\", \"count\": 1}', %s) RETURNING id"
+                      % (self.project, sim.url, "'%s'" % sealed if sealed else "NULL",
+                         "'%s'" % group if group else "NULL"))
+
+    def submit(self, endpoint, spec, priority=0, max_attempts=3, busy_key=None):
+        row = self.q("WITH j AS (INSERT INTO jobs (project_id, endpoint_id, spec, priority, "
+                     "max_attempts, busy_key) VALUES ('%s', '%s', '%s', %d, %d, '%s') RETURNING id) "
+                     "SELECT id, pg_notify('tb_jobs_queued', id::text) FROM j"
+                     % (self.project, endpoint, json.dumps(spec), priority, max_attempts,
+                        busy_key or endpoint))
+        return row.split("|")[0]
+
+    def job(self, jid):
+        cols = ["state", "attempts", "lease_owner", "cells_done", "cells_total", "error",
+                "cancel_requested"]
+        row = self.q("SELECT row_to_json(j) FROM (SELECT %s FROM jobs WHERE id = '%s') j"
+                     % (", ".join(cols), jid))
+        return json.loads(row)
+
+    def state(self, jid):
+        return self.q("SELECT state FROM jobs WHERE id = '%s'" % jid)
+
+    def wait_state(self, jid, states, timeout=60):
+        if isinstance(states, str):
+            states = (states,)
+        return wait_until(lambda: self.state(jid) in states, timeout, interval=0.05,
+                          what="job %s in %s (now %s)" % (jid, states, self.state(jid)))
+
+    def cells(self, jid):
+        rows = self.q("SELECT phase, context, concurrency FROM job_cells WHERE job_id = '%s'" % jid)
+        out = []
+        for line in rows.splitlines():
+            p, c, n = line.split("|")
+            out.append((p, int(c), int(n)))
+        return out
+
+    def cells_done(self, jid):
+        return int(self.q("SELECT count(*) FROM job_cells WHERE job_id = '%s'" % jid))
+
+    def events(self, jid, kind=None):
+        rows = self.q("SELECT kind, data FROM job_events WHERE job_id = '%s'%s ORDER BY id"
+                      % (jid, " AND kind = '%s'" % kind if kind else ""))
+        return [(line.split("|", 1)[0], json.loads(line.split("|", 1)[1]))
+                for line in rows.splitlines()]
+
+    def close(self, check):
+        """Stops the workers; with check, each still running must exit 0
+        (under the sanitizers that includes the leak check)."""
+        bad = []
+        for p in self.procs:
+            was_alive = p.alive()
+            rc = p.stop()
+            if check and was_alive and rc != 0:
+                bad.append(p.output()[-4000:])
+        assert not bad, "worker exit status not 0:\n" + "\n".join(bad)
+
+
+def isolated(fn):
+    @functools.wraps(fn)
+    def run(ctx):
+        t = T(ctx)
+        ok = False
+        try:
+            fn(t)
+            ok = True
+        finally:
+            t.close(check=ok)
+    return run
+
+
+def assert_complete(t, jid, spec, stored_by_sql=0):
+    """Every cell of the matrix stored exactly once, in cells and result."""
+    got = t.cells(jid)
+    assert len(got) == len(set(got)), got
+    assert set(got) == expected_cells(spec), (sorted(got), sorted(expected_cells(spec)))
+    res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+    keys = [(c["phase"], c["context"], c["concurrency"]) for c in res["cells"]]
+    assert sorted(keys) == sorted(expected_cells(spec)), keys
+    # one 'cell' event per stored cell: nothing stored twice
+    assert len(t.events(jid, "cell")) == len(got) - stored_by_sql
+    j = t.job(jid)
+    assert j["cells_done"] == len(got) and j["cells_total"] == len(got), j
+    return res
+
+
+def seal(ctx, key, endpoint_id):
+    exe = os.path.join(ctx.tmp, "seal")
+    if not os.path.exists(exe):
+        src = os.path.join(ctx.tmp, "seal.c")
+        with open(src, "w") as f:
+            f.write(SEAL_C)
+        lib = os.path.join(harness.ROOT, "lib")
+        subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-I" + lib, "-o", exe, src,
+                        os.path.join(lib, "tb_crypto.c"), os.path.join(lib, "tb_util.c"),
+                        "-lcrypto"], check=True)
+    return subprocess.check_output([exe, MASTER_KEY, key, endpoint_id]).decode().strip()
+
+
+# ---------------------------------------------------------------- the flow
+
+@isolated
+def test_job_runs_end_to_end_with_a_sealed_key(t):
+    secret = "sk-worker-test-0123456789"
+    sim = t.ctx.sim("tiny", args=["--api-key", secret])
+    ep = t.endpoint(sim)
+    t.q("UPDATE endpoints SET api_key_sealed = '%s', launch_command = 'vllm serve x --api-key %s' "
+        "WHERE id = '%s'" % (seal(t.ctx, secret, ep), secret, ep))
+    w = t.worker("w-flow")
+    jid = t.submit(ep, SHORT)
+    t.wait_state(jid, "succeeded", 60)
+    res = assert_complete(t, jid, SHORT)
+    assert res["status"] == "complete", res
+    assert all(c["status"] == "valid" for c in res["cells"]), res["cells"]
+    j = t.job(jid)
+    assert j["attempts"] == 1 and j["lease_owner"] is None and j["error"] is None, j
+    header = json.loads(t.q("SELECT header FROM jobs WHERE id = '%s'" % jid))
+    assert header["hardware"]["gpu"] == "sim" and header["run_id"].startswith(jid + ".1.")
+    assert "<redacted>" in header["launch_command"] and secret not in header["launch_command"]
+    states = [d["state"] for _, d in t.events(jid, "state")]
+    assert states == ["running", "succeeded"], states
+    prog = t.events(jid, "progress")
+    assert prog and prog[0][1]["cells_total"] == 6 and "current_cell" in prog[0][1]
+    cell_ev = t.events(jid, "cell")
+    assert cell_ev[-1][1]["cells_done"] == 6 and cell_ev[0][1]["cell"]["phase"] == "prefill"
+    assert secret not in w.output()
+    assert secret not in t.q("SELECT row_to_json(j)::text FROM jobs j WHERE id = '%s'" % jid)
+
+
+@isolated
+def test_wrong_master_key_fails_the_job_with_the_reason(t):
+    sim = t.ctx.sim("tiny", args=["--api-key", "sk-x"])
+    ep = t.endpoint(sim)
+    t.q("UPDATE endpoints SET api_key_sealed = '%s' WHERE id = '%s'" % (seal(t.ctx, "sk-x", ep), ep))
+    t.worker("w-badkey", TOKBENCH_MASTER_KEY="ab" * 32)
+    jid = t.submit(ep, SHORT)
+    t.wait_state(jid, "failed", 30)
+    assert "does not open" in t.job(jid)["error"]
+
+
+# ------------------------------------------------- claims and busy endpoints
+
+@isolated
+def test_two_workers_two_endpoints_while_a_busy_endpoint_waits(t):
+    s1, s2 = t.ctx.sim("tiny"), t.ctx.sim("tiny")
+    e1, e2 = t.endpoint(s1), t.endpoint(s2)
+    t.worker("w-a")
+    t.worker("w-b")
+    spec = dict(SHORT, duration_s=0.6)
+    a1 = t.submit(e1, spec, priority=5)
+    a2 = t.submit(e1, spec, priority=5)
+    b = t.submit(e2, spec)
+    # While a1 runs, a2 (same endpoint) waits even though a worker is free.
+    t.wait_state(a1, "running", 20)
+    t.wait_state(b, "running", 20)
+    assert t.state(a2) == "queued"
+    for j in (a1, a2, b):
+        t.wait_state(j, "succeeded", 90)
+    times = {j: t.q("SELECT extract(epoch from started_at) || '|' || extract(epoch from finished_at) "
+                    "FROM jobs WHERE id = '%s'" % j).split("|") for j in (a1, a2, b)}
+    times = {j: (float(s), float(f)) for j, (s, f) in times.items()}
+    assert times[a2][0] >= times[a1][1], times           # one at a time on e1
+    assert times[b][0] < times[a1][1] and times[a1][0] < times[b][1], times  # in parallel
+    for j in (a1, a2, b):
+        assert t.job(j)["attempts"] == 1
+        assert [d["state"] for _, d in t.events(j, "state")] == ["running", "succeeded"]
+        assert_complete(t, j, spec)
+
+
+@isolated
+def test_exclusive_group_is_one_busy_key(t):
+    s1, s2 = t.ctx.sim("tiny"), t.ctx.sim("tiny")
+    e1, e2 = t.endpoint(s1, group="rack-1"), t.endpoint(s2, group="rack-1")
+    t.worker("w-g1")
+    t.worker("w-g2")
+    j1 = t.submit(e1, SHORT, busy_key="rack-1")
+    j2 = t.submit(e2, SHORT, busy_key="rack-1")
+    for j in (j1, j2):
+        t.wait_state(j, "succeeded", 60)
+    s = {j: [float(x) for x in t.q("SELECT extract(epoch from started_at) || '|' || "
+                                   "extract(epoch from finished_at) FROM jobs WHERE id = '%s'"
+                                   % j).split("|")] for j in (j1, j2)}
+    first, second = sorted((j1, j2), key=lambda j: s[j][0])
+    assert s[second][0] >= s[first][1], s
+
+
+@isolated
+def test_skip_locked_never_runs_a_job_twice(t):
+    sim = t.ctx.sim("tiny")
+    one = {"contexts": [512], "concurrency": [1], "prefill_contexts": [], "duration_s": 0.1,
+           "settle_s": 0.0, "max_output": 64}
+    eps = [t.endpoint(sim) for _ in range(12)]
+    for i in range(3):
+        t.worker("w-s%d" % i)
+    jobs = [t.submit(e, one, priority=i % 3) for i, e in enumerate(eps)]
+    for j in jobs:
+        t.wait_state(j, ("succeeded", "failed"), 60)
+    owners = set()
+    for j in jobs:
+        assert t.job(j)["attempts"] == 1, t.job(j)
+        ev = t.events(j, "state")
+        assert [d["state"] for _, d in ev] == ["running", "succeeded"], ev
+        owners.add(ev[0][1]["worker"])
+        assert t.cells(j) == [("decode", 512, 1)]
+    assert len(owners) >= 2, owners
+
+
+# ------------------------------------------------------ cancel and signals
+
+@isolated
+def test_cancel_reaches_a_running_job_within_2s(t):
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    t.worker("w-cancel", TOKBENCH_HEARTBEAT_S="2", TOKBENCH_LEASE_S="15")
+    jid = t.submit(ep, LONG)
+    wait_until(lambda: t.cells_done(jid) >= 2, 30, what="two cells")
+    t0 = time.monotonic()
+    # the api's cancel: set the flag and notify
+    t.q("UPDATE jobs SET cancel_requested = true WHERE id = '%s'; NOTIFY tb_job_changed, '%s'"
+        % (jid, jid))
+    t.wait_state(jid, "cancelled", 10)
+    took = time.monotonic() - t0
+    assert took < 2.0, took
+    j = t.job(jid)
+    assert j["error"] == "cancelled on request" and j["lease_owner"] is None, j
+    n = t.cells_done(jid)
+    assert 2 <= n < len(expected_cells(LONG))
+    res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+    assert res["status"] == "cancelled" and len(res["cells"]) == n
+
+
+@isolated
+def test_sigterm_hands_the_job_back(t):
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    w1 = t.worker("w-term")
+    jid = t.submit(ep, LONG)
+    wait_until(lambda: t.cells_done(jid) >= 2, 30, what="two cells")
+    t0 = time.monotonic()
+    w1.signal(signal.SIGTERM)
+    w1.proc.wait(15)
+    assert w1.proc.returncode == 0, w1.output()
+    assert time.monotonic() - t0 < 5
+    j = t.job(jid)
+    assert j["state"] == "queued" and j["attempts"] == 0 and j["lease_owner"] is None, j
+    kept = t.cells(jid)
+    assert len(kept) >= 2
+    ev = t.events(jid, "state")
+    assert ev[-1][1]["state"] == "queued" and ev[-1][1]["reason"] == "worker stopping", ev
+    t.worker("w-term-2")
+    t.wait_state(jid, "succeeded", 60)
+    assert_complete(t, jid, LONG)
+    assert t.job(jid)["attempts"] == 1
+    assert set(kept) <= set(t.cells(jid))
+
+
+@isolated
+def test_sigkill_mid_job_resumes_elsewhere_without_loss_or_doubles(t):
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    w1 = t.worker("w-kill-1")
+    jid = t.submit(ep, LONG)
+    wait_until(lambda: t.cells_done(jid) >= 3, 30, what="three cells")
+    w1.proc.kill()
+    w1.proc.wait()
+    stored = set(t.cells(jid))
+    t.worker("w-kill-2")
+    # The lease (3 s) expires, then w-kill-2 claims the job again (attempt 2).
+    t.wait_state(jid, "succeeded", 90)
+    res = assert_complete(t, jid, LONG)
+    j = t.job(jid)
+    assert j["attempts"] == 2, j
+    assert stored <= set(t.cells(jid))
+    ev = t.events(jid, "state")
+    assert [(d["state"], d["worker"]) for _, d in ev] == [
+        ("running", "w-kill-1"), ("running", "w-kill-2"), ("succeeded", "w-kill-2")], ev
+    # the stored cells of attempt 1 were not measured again
+    assert res["run_id"].startswith(jid + ".2.")
+
+
+@isolated
+def test_attempts_limit_fails_the_job_with_the_reason(t):
+    sim = t.ctx.sim("tiny")
+    e1, e2 = t.endpoint(sim), t.endpoint(sim)
+    # Two jobs whose worker died (expired leases): one has no attempts left,
+    # the other has one more and is resumed from its stored cell.
+    dead = t.submit(e1, SHORT, max_attempts=2)
+    more = t.submit(e2, SHORT, max_attempts=2)
+    t.q("UPDATE jobs SET state = 'running', attempts = 2, lease_owner = 'ghost', "
+        "lease_expires_at = now() - interval '1 second', started_at = now() WHERE id = '%s'" % dead)
+    t.q("UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'ghost', "
+        "lease_expires_at = now() - interval '1 second', started_at = now() WHERE id = '%s'" % more)
+    t.q("INSERT INTO job_cells (job_id, phase, context, concurrency, cell) VALUES ('%s', "
+        "'prefill', 512, 1, '{\"phase\": \"prefill\", \"context\": 512, \"context_label\": \"512\", "
+        "\"concurrency\": 1, \"status\": \"valid\", \"marker\": \"attempt-1\"}')" % more)
+    t.q("UPDATE jobs SET cells_done = 1 WHERE id = '%s'" % more)
+    t.worker("w-att")
+    t.wait_state(dead, "failed", 20)
+    j = t.job(dead)
+    assert "attempt 2 of 2 lost its lease" in j["error"] and "ghost" in j["error"], j
+    assert j["attempts"] == 2 and j["lease_owner"] is None
+    assert t.events(dead, "state")[-1][1]["state"] == "failed"
+    t.wait_state(more, "succeeded", 60)
+    assert t.job(more)["attempts"] == 2
+    res = assert_complete(t, more, SHORT, stored_by_sql=1)
+    kept = [c for c in res["cells"] if c["phase"] == "prefill" and c["context"] == 512]
+    assert kept[0].get("marker") == "attempt-1", kept  # resumed, not re-measured
+
+
+@isolated
+def test_late_writes_of_a_worker_that_lost_its_lease_change_nothing(t):
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    w = t.worker("w-fenced")
+    jid = t.submit(ep, LONG)
+    wait_until(lambda: t.cells_done(jid) >= 2, 30, what="two cells")
+    # Another worker took the job over (as a claim after an expiry would).
+    t.q("UPDATE jobs SET lease_owner = 'thief', attempts = attempts + 1, "
+        "lease_expires_at = now() + interval '1 hour' WHERE id = '%s'" % jid)
+    n = t.cells_done(jid)
+    before = t.q("SELECT row_to_json(j)::text FROM (SELECT state, lease_owner, attempts, cells_done, "
+                 "header, result, error, finished_at FROM jobs WHERE id = '%s') j" % jid)
+    nev = len(t.events(jid))
+    wait_until(lambda: '"msg":"job dropped: lease lost"' in w.output(), 15, what="worker drops job")
+    time.sleep(1.5)
+    assert t.cells_done(jid) == n
+    assert t.q("SELECT row_to_json(j)::text FROM (SELECT state, lease_owner, attempts, cells_done, "
+               "header, result, error, finished_at FROM jobs WHERE id = '%s') j" % jid) == before
+    assert len(t.events(jid)) == nev
+    # The fenced-out worker goes on with other work.
+    other = t.submit(t.endpoint(sim), SHORT)
+    t.wait_state(other, "succeeded", 60)
+
+
+@isolated
+def test_postgres_restart_mid_job_loses_nothing(t):
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    w = t.worker("w-pg", TOKBENCH_LEASE_S="15", TOKBENCH_HEARTBEAT_S="2")
+    jid = t.submit(ep, LONG)
+    wait_until(lambda: t.cells_done(jid) >= 2, 30, what="two cells")
+    t.pg.stop()
+    time.sleep(4)  # cells measured meanwhile stay in the worker's memory
+    t.pg.start()
+    t.wait_state(jid, "succeeded", 90)
+    assert_complete(t, jid, LONG)
+    assert t.job(jid)["attempts"] == 1
+    assert w.alive()
+    assert "database away: cells kept in memory" in w.output()

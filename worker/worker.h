@@ -1,0 +1,104 @@
+/*
+ * tokbench-worker internals, shared by main.c and the worker_*.c modules
+ * (linked into build/libworker.a so that unit tests can reach them).
+ *
+ *   worker_spec.c  the engine spec of a job (pure: job spec + endpoint)
+ *   worker_key.c   the master key (TOKBENCH_MASTER_KEY / _FILE)
+ *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
+ *   worker_job.c   runs one claimed job with the engine, start to finish
+ */
+#ifndef WORKER_H
+#define WORKER_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tb_crypto.h"
+#include "tb_db.h"
+#include "tb_queue.h"
+#include "tb_util.h"
+
+/* ----------------------------------------------------------- worker_spec */
+
+/*
+ * The engine spec (tb_engine.h) for a job: the engine's settings taken from
+ * the job spec (borrowed; a few spellings accepted, unknown members
+ * dropped), base_url and the report's endpoint block from the endpoint, and
+ * run_id.  Returns a new object.
+ */
+json_t *worker_engine_spec(const json_t *job_spec, const struct tb_queue_endpoint *ep,
+                           const char *run_id);
+/* A run id unique to this execution of the job: "<job id>.<attempt>.<6 hex>"
+ * (prompts of two runs never share a cached prefix).  New string. */
+char *worker_run_id(const char *job_id, int attempt);
+
+/* ------------------------------------------------------------ worker_key */
+
+/*
+ * The master key from hex_text (64 hex) or, when that is NULL or empty, from
+ * the file at path (may be NULL).  Returns 1 (loaded), 0 (neither given) or
+ * -1 with *err set (caller frees).  The text is not kept.
+ */
+int worker_master_key(const char *hex_text, const char *path,
+                      unsigned char key[TB_CRYPTO_KEY_LEN], char **err) TB_MUST_CHECK;
+
+/* ----------------------------------------------------------- worker_beat */
+
+/*
+ * The heartbeat: one thread, its own database connection (LISTEN
+ * tb_job_changed), alive for the whole process.  The main thread hands it
+ * the current lease; it renews it every interval and at once when a
+ * tb_job_changed notification arrives (a cancel), and publishes what it
+ * learns.  Everything shared is behind mu.
+ */
+struct worker_beat {
+  pthread_t thread;
+  struct tb_db *db; /* owned by the thread while it runs */
+  int lease_s, interval_s;
+
+  pthread_mutex_t mu;
+  bool quit;
+  uint64_t gen;                /* bumped at every set/clear */
+  bool has_job;
+  struct tb_queue_lease lease;
+  bool cancel_requested;       /* for gen */
+  bool lease_lost;             /* for gen */
+};
+
+/* Starts the thread (takes db).  False on failure (db closed). */
+bool worker_beat_start(struct worker_beat *b, struct tb_db *db, int lease_s,
+                       int interval_s) TB_MUST_CHECK;
+/* The lease to renew from now on, or none (NULL). */
+void worker_beat_set(struct worker_beat *b, const struct tb_queue_lease *lease);
+/* What the thread learnt about the current lease. */
+void worker_beat_state(struct worker_beat *b, bool *cancel_requested, bool *lease_lost);
+/* Stops the thread and closes its connection. */
+void worker_beat_stop(struct worker_beat *b);
+
+/* ------------------------------------------------------------ worker_job */
+
+struct worker_ctx {
+  struct tb_db *db;          /* the main connection (claims, cell stores) */
+  struct worker_beat *beat;
+  const char *worker_id;
+  int lease_s;
+  bool have_master_key;
+  unsigned char master_key[TB_CRYPTO_KEY_LEN];
+  volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */
+};
+
+enum worker_job_outcome {
+  WORKER_JOB_DONE,      /* finished: succeeded, failed or cancelled */
+  WORKER_JOB_RELEASED,  /* handed back (stopping) */
+  WORKER_JOB_LOST,      /* the lease was lost: another worker has it */
+  WORKER_JOB_ABANDONED, /* could not write the end (database away while
+                           stopping): the lease will expire */
+};
+
+/* Runs the claimed job (borrowed) to its end. */
+enum worker_job_outcome worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job);
+
+#endif

@@ -1,0 +1,326 @@
+/*
+ * worker_job: one claimed job, from its endpoint to its end state.
+ *
+ *   load the endpoint, open its API key (wiped after the run), load the
+ *   cells stored by earlier attempts, build the engine spec, run the engine
+ *   with hooks, then finish (succeeded | failed | cancelled) or release
+ *   (the worker is stopping) -- every write fenced by the lease.
+ *
+ * Cells: each is stored the moment the engine hands it over.  When the
+ * database is away, the cell is kept in memory (pending) and stored before
+ * the next one or before the end, once the database is back: nothing
+ * measured is lost, and ON CONFLICT DO NOTHING makes storing twice
+ * harmless.  If the lease is lost meanwhile, the cells not stored are
+ * measured again by the worker that holds the job now.
+ *
+ * Stop reasons, in the engine's cancelled() hook (polled every 100 ms):
+ * SIGTERM (stopping), a cancel request and a lost lease (both from the
+ * heartbeat thread).  The engine then returns TB_ENGINE_CANCELLED and the
+ * reason decides: release, finish cancelled, or walk away.
+ */
+#include <openssl/crypto.h>
+#include <string.h>
+#include <time.h>
+
+#include "tb_engine.h"
+#include "tb_log.h"
+#include "worker.h"
+
+/* While stopping (SIGTERM), give up a write the database does not take after
+ * this long: the lease expires and another worker resumes the job. */
+#define STOP_GRACE_NS (10LL * 1000000000)
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+
+struct job_run {
+  struct worker_ctx *w;
+  const struct tb_queue_job *job;
+  const struct tb_queue_lease *lease;
+  json_t *pending;     /* cells measured but not stored yet */
+  bool lost;           /* a write found the lease gone */
+  bool store_failed;   /* a cell could not be stored (hard error) */
+  bool db_away;        /* the last write met a lost connection */
+};
+
+static void
+sleep_ms(int ms)
+{
+  struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+  nanosleep(&ts, NULL);
+}
+
+static bool
+lease_lost(struct job_run *jr)
+{
+  bool cancel, lost;
+  worker_beat_state(jr->w->beat, &cancel, &lost);
+  return lost || jr->lost;
+}
+
+/* Whether to try a write again after TB_DB_SOFT: sleeps with backoff; false
+ * when the lease is gone, or when stopping and the grace is over. */
+static bool
+keep_trying(struct job_run *jr, int *delay_ms, int64_t t0)
+{
+  if (lease_lost(jr))
+    return false;
+  if (*jr->w->stopping && tb_time_mono_ns() - t0 > STOP_GRACE_NS)
+    return false;
+  sleep_ms(*delay_ms);
+  *delay_ms = *delay_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *delay_ms * 2;
+  return true;
+}
+
+/* Stores the pending cells, oldest first, one try each; stops at the first
+ * that does not go.  Returns 1 (all stored), 0 (lease lost), TB_DB_SOFT
+ * (database away: the rest stays pending), TB_DB_HARD. */
+static int
+flush_pending(struct job_run *jr)
+{
+  while (json_array_size(jr->pending) > 0) {
+    int rc = tb_queue_store_cell(jr->w->db, jr->lease, json_array_get(jr->pending, 0));
+    if (rc <= 0) {
+      jr->db_away = rc == TB_DB_SOFT;
+      if (rc == 0)
+        jr->lost = true;
+      return rc;
+    }
+    json_array_remove(jr->pending, 0);
+  }
+  jr->db_away = false;
+  return 1;
+}
+
+/* ------------------------------------------------------------------ hooks */
+
+static bool
+hook_cell(void *cls, const json_t *cell)
+{
+  struct job_run *jr = cls;
+  json_array_append_new(jr->pending, json_deep_copy(cell));
+  int rc = flush_pending(jr);
+  if (rc == 1 || rc == TB_DB_SOFT) {
+    if (rc == TB_DB_SOFT)
+      tb_log(TB_LOG_WARN, "database away: cells kept in memory", "job", TB_LS,
+             jr->lease->job_id, "pending", TB_LI, (int64_t)json_array_size(jr->pending), NULL);
+    return true;
+  }
+  if (rc == TB_DB_HARD)
+    jr->store_failed = true;
+  return false; /* lease lost or a cell the database refuses: stop */
+}
+
+static void
+hook_progress(void *cls, const json_t *cell_key, unsigned done, unsigned total, double eta_s)
+{
+  struct job_run *jr = cls;
+  (void)done; /* cells_done counts stored rows, across attempts */
+  if (jr->db_away) /* do not stall the run on a reconnect for a progress line */
+    return;
+  int rc = tb_queue_progress(jr->w->db, jr->lease, cell_key, total, eta_s);
+  if (rc == 0)
+    jr->lost = true;
+  else if (rc == TB_DB_SOFT)
+    jr->db_away = true;
+}
+
+static bool
+hook_cancelled(void *cls)
+{
+  struct job_run *jr = cls;
+  if (*jr->w->stopping || jr->lost)
+    return true;
+  bool cancel, lost;
+  worker_beat_state(jr->w->beat, &cancel, &lost);
+  return cancel || lost;
+}
+
+static void
+hook_header(void *cls, const json_t *header)
+{
+  struct job_run *jr = cls;
+  int rc = tb_queue_header(jr->w->db, jr->lease, header);
+  if (rc == 0)
+    jr->lost = true;
+  else if (rc == TB_DB_SOFT)
+    jr->db_away = true;
+}
+
+/* ------------------------------------------------------------------ ends */
+
+/* Writes the end state with retries.  Returns the outcome. */
+static enum worker_job_outcome
+finish(struct job_run *jr, const char *state, const json_t *result, const char *error)
+{
+  int64_t t0 = tb_time_mono_ns();
+  int delay = BACKOFF_MIN_MS;
+  int rc;
+  while ((rc = flush_pending(jr)) == TB_DB_SOFT && keep_trying(jr, &delay, t0))
+    ;
+  if (rc == 0)
+    return WORKER_JOB_LOST;
+  if (rc == TB_DB_SOFT)
+    return lease_lost(jr) ? WORKER_JOB_LOST : WORKER_JOB_ABANDONED;
+  if (rc == TB_DB_HARD) {
+    state = "failed";
+    error = "a measured cell could not be stored (database error)";
+  }
+  while ((rc = tb_queue_finish(jr->w->db, jr->lease, state, result, error)) == TB_DB_SOFT &&
+         keep_trying(jr, &delay, t0))
+    ;
+  if (rc == 1) {
+    tb_log(strcmp(state, "failed") == 0 ? TB_LOG_WARN : TB_LOG_INFO, "job finished", "job",
+           TB_LS, jr->lease->job_id, "attempt", TB_LI, (int64_t)jr->lease->attempt, "state",
+           TB_LS, state, "error", TB_LS, error ? error : "", NULL);
+    return WORKER_JOB_DONE;
+  }
+  if (rc == 0 || lease_lost(jr))
+    return WORKER_JOB_LOST;
+  tb_log(TB_LOG_ERROR, "cannot write the job's end; its lease will expire", "job", TB_LS,
+         jr->lease->job_id, NULL);
+  return WORKER_JOB_ABANDONED;
+}
+
+static enum worker_job_outcome
+release(struct job_run *jr)
+{
+  int64_t t0 = tb_time_mono_ns();
+  int delay = BACKOFF_MIN_MS;
+  int rc;
+  /* Cells measured before the stop are kept: store what is pending. */
+  while ((rc = flush_pending(jr)) == TB_DB_SOFT && keep_trying(jr, &delay, t0))
+    ;
+  if (rc == 0)
+    return WORKER_JOB_LOST;
+  while ((rc = tb_queue_release(jr->w->db, jr->lease, "worker stopping")) == TB_DB_SOFT &&
+         keep_trying(jr, &delay, t0))
+    ;
+  if (rc == 1) {
+    tb_log(TB_LOG_INFO, "job handed back", "job", TB_LS, jr->lease->job_id, "attempt", TB_LI,
+           (int64_t)jr->lease->attempt, NULL);
+    return WORKER_JOB_RELEASED;
+  }
+  return rc == 0 ? WORKER_JOB_LOST : WORKER_JOB_ABANDONED;
+}
+
+/* Loads with retries (the database may be restarting). */
+static int
+load_endpoint(struct job_run *jr, struct tb_queue_endpoint *ep)
+{
+  int64_t t0 = tb_time_mono_ns();
+  int delay = BACKOFF_MIN_MS;
+  int rc;
+  while ((rc = tb_queue_load_endpoint(jr->w->db, jr->job->endpoint_id, ep)) == TB_DB_SOFT &&
+         keep_trying(jr, &delay, t0))
+    ;
+  return rc;
+}
+
+static int
+load_cells(struct job_run *jr, json_t **cells)
+{
+  int64_t t0 = tb_time_mono_ns();
+  int delay = BACKOFF_MIN_MS;
+  int rc;
+  while ((rc = tb_queue_load_cells(jr->w->db, jr->lease->job_id, cells)) == TB_DB_SOFT &&
+         keep_trying(jr, &delay, t0))
+    ;
+  return rc;
+}
+
+enum worker_job_outcome
+worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
+{
+  struct job_run jr = { .w = w, .job = job, .lease = &job->lease, .pending = json_array() };
+  struct tb_queue_endpoint ep;
+  json_t *done = NULL, *spec = NULL, *result = NULL;
+  char *api_key = NULL, *run_id = NULL, *err = NULL;
+  enum worker_job_outcome out;
+
+  worker_beat_set(w->beat, &job->lease);
+  tb_log(TB_LOG_INFO, "job started", "job", TB_LS, job->lease.job_id, "attempt", TB_LI,
+         (int64_t)job->lease.attempt, "max_attempts", TB_LI, (int64_t)job->max_attempts,
+         "endpoint", TB_LS, job->endpoint_id, NULL);
+
+  int rc = load_endpoint(&jr, &ep);
+  if (rc < 0) {
+    out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the endpoint")
+                           : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
+    goto out;
+  }
+  if (rc == 0 || ep.deleted) {
+    out = finish(&jr, "failed", NULL, rc == 0 ? "endpoint not found" : "endpoint deleted");
+    goto out;
+  }
+  if (ep.api_key_sealed != NULL && ep.api_key_sealed[0] != '\0') {
+    if (!w->have_master_key) {
+      out = finish(&jr, "failed", NULL,
+                   "the endpoint's API key is sealed and this worker has no master key "
+                   "(TOKBENCH_MASTER_KEY or TOKBENCH_MASTER_KEY_FILE)");
+      goto out;
+    }
+    api_key = tb_crypto_open(w->master_key, ep.api_key_sealed, job->endpoint_id);
+    if (api_key == NULL) {
+      out = finish(&jr, "failed", NULL,
+                   "the endpoint's API key does not open with this worker's master key");
+      goto out;
+    }
+  }
+  rc = load_cells(&jr, &done);
+  if (rc < 0) {
+    out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the stored cells")
+                           : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
+    goto out;
+  }
+  run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
+  spec = worker_engine_spec(job->spec, &ep, run_id);
+  tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
+         "cells_stored", TB_LI, (int64_t)rc, NULL);
+
+  struct tb_engine_hooks hooks = {
+    .cls = &jr,
+    .on_cell = hook_cell,
+    .on_progress = hook_progress,
+    .cancelled = hook_cancelled,
+    .on_header = hook_header,
+  };
+  enum tb_engine_status st = tb_engine_run(spec, api_key, done, &hooks, &result, &err);
+  if (api_key != NULL) {
+    OPENSSL_cleanse(api_key, strlen(api_key));
+    free(api_key);
+    api_key = NULL;
+  }
+
+  bool cancel, lost;
+  worker_beat_state(w->beat, &cancel, &lost);
+  if (lost || jr.lost) {
+    tb_log(TB_LOG_WARN, "job dropped: lease lost", "job", TB_LS, job->lease.job_id, NULL);
+    out = WORKER_JOB_LOST;
+  } else if (jr.store_failed) {
+    out = finish(&jr, "failed", result, "a measured cell could not be stored (database error)");
+  } else if (st == TB_ENGINE_OK) {
+    out = finish(&jr, "succeeded", result, NULL);
+  } else if (st == TB_ENGINE_FAILED) {
+    out = finish(&jr, "failed", result, err ? err : "the run failed");
+  } else if (cancel) {
+    out = finish(&jr, "cancelled", result, "cancelled on request");
+  } else if (*w->stopping) {
+    out = release(&jr);
+  } else {
+    out = WORKER_JOB_LOST; /* the engine stopped for a lease we no longer hold */
+  }
+out:
+  worker_beat_set(w->beat, NULL);
+  if (api_key != NULL) {
+    OPENSSL_cleanse(api_key, strlen(api_key));
+    free(api_key);
+  }
+  tb_queue_endpoint_clear(&ep);
+  json_decref(jr.pending);
+  json_decref(done);
+  json_decref(spec);
+  json_decref(result);
+  free(run_id);
+  free(err);
+  return out;
+}
