@@ -1,0 +1,151 @@
+/*
+ * engine_load: tb_engine's cost and accuracy against tokbench-sim, for
+ * bench_engine.sh.  Runs one decode cell of STREAMS streams for DURATION
+ * seconds through tb_engine_run (every token counted, as in a real run) and
+ * reads the simulator's send stamps (": t=<ns>" comments) through the
+ * engine's on_event hook, so it prints, for that cell:
+ *   tokens/s measured, CPU time per million tokens (the whole process, over
+ *   the cell), added delay = arrival - send stamp (p50, p99), and gap error =
+ *   |measured gap - stamped gap| between consecutive events of a stream (p99).
+ * usage: engine_load URL STREAMS DURATION_S
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tb_engine.h"
+#include "tb_stats.h"
+
+struct slot {
+  int64_t stamp, last_arrival, last_stamp;
+};
+
+struct bench {
+  struct slot *slots;
+  unsigned n;
+  struct tb_stats delay, gap;
+  int64_t tokens;
+  bool in_cell;
+  double cpu0, cpu1;
+  int64_t tok0, tok1;
+};
+
+static double
+cpu_s(void)
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static void
+on_event(void *cls, unsigned slot, int64_t arrival, const char *comment,
+         size_t len, int64_t tokens)
+{
+  struct bench *b = cls;
+  if (slot >= b->n)
+    return;
+  struct slot *s = &b->slots[slot];
+  if (comment != NULL) {
+    if (len > 3 && comment[0] == ' ' && comment[1] == 't' && comment[2] == '=')
+      s->stamp = strtoll(comment + 3, NULL, 10);
+    else if (len > 2 && comment[0] == 't' && comment[1] == '=')
+      s->stamp = strtoll(comment + 2, NULL, 10);
+    return;
+  }
+  b->tokens += tokens;
+  if (s->stamp == 0 || tokens == 0)
+    return;
+  if (b->in_cell) {
+    tb_stats_add(&b->delay, arrival - s->stamp);
+    if (s->last_stamp != 0) {
+      int64_t e = (arrival - s->last_arrival) - (s->stamp - s->last_stamp);
+      tb_stats_add(&b->gap, e < 0 ? -e : e);
+    }
+  }
+  s->last_arrival = arrival;
+  s->last_stamp = s->stamp;
+  s->stamp = 0;
+}
+
+static void
+on_progress(void *cls, const json_t *key, unsigned done, unsigned total,
+            double eta)
+{
+  struct bench *b = cls;
+  const char *ph = json_string_value(json_object_get(key, "phase"));
+  if (ph != NULL && strcmp(ph, "decode") == 0) {
+    b->in_cell = true;
+    b->cpu0 = cpu_s();
+    b->tok0 = b->tokens;
+  }
+}
+
+static bool
+on_cell(void *cls, const json_t *cell)
+{
+  struct bench *b = cls;
+  const char *ph = json_string_value(json_object_get(cell, "phase"));
+  if (ph != NULL && strcmp(ph, "decode") == 0 && b->in_cell) {
+    b->in_cell = false;
+    b->cpu1 = cpu_s();
+    b->tok1 = b->tokens;
+  }
+  return true;
+}
+
+int
+main(int argc, char **argv)
+{
+  if (argc != 4) {
+    fprintf(stderr, "usage: engine_load URL STREAMS DURATION_S\n");
+    return 2;
+  }
+  struct bench b = {0};
+  b.n = (unsigned)atoi(argv[2]);
+  b.slots = calloc(b.n, sizeof *b.slots);
+  json_t *spec = json_pack("{s:s, s:[i], s:[i], s:[], s:f, s:i, s:f, s:s}",
+                           "base_url", argv[1], "contexts", 1024,
+                           "concurrency", (int)b.n, "prefill_contexts",
+                           "duration_s", atof(argv[3]), "max_output", 15000,
+                           "settle_s", 0.5, "run_id", "bench");
+  struct tb_engine_hooks hooks = {.cls = &b, .on_cell = on_cell,
+                                  .on_progress = on_progress,
+                                  .on_event = on_event};
+  json_t *res = NULL;
+  char *err = NULL;
+  enum tb_engine_status st = tb_engine_run(spec, NULL, NULL, &hooks, &res,
+                                           &err);
+  int rc = 1;
+  const json_t *cells = json_object_get(res, "cells");
+  const json_t *cell = json_array_get(cells, json_array_size(cells) - 1);
+  if (st != TB_ENGINE_OK || cell == NULL ||
+      strcmp(json_string_value(json_object_get(cell, "status")), "valid") != 0) {
+    fprintf(stderr, "engine_load: %s %s\n", err ? err : "",
+            cell ? json_string_value(json_object_get(cell, "reason")) : "");
+    goto out;
+  }
+  double tps = json_number_value(json_object_get(cell, "total_tps"));
+  double cpu = b.cpu1 - b.cpu0;
+  int64_t toks = b.tok1 - b.tok0;
+  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f\n", b.n, tps,
+         toks > 0 ? cpu / (double)toks * 1e6 : 0.0,
+         tb_stats_quantile(&b.delay, 0.5) / 1e6,
+         tb_stats_quantile(&b.delay, 0.99) / 1e6,
+         tb_stats_quantile(&b.gap, 0.99) / 1e6,
+         json_number_value(json_object_get(
+             json_object_get(cell, "tbt_ms"), "p50")));
+  rc = 0;
+out:
+  free(err);
+  json_decref(res);
+  json_decref(spec);
+  tb_stats_free(&b.delay);
+  tb_stats_free(&b.gap);
+  free(b.slots);
+  return rc;
+}
