@@ -966,6 +966,7 @@ static const char html_css[] =
     "white-space:pre-wrap;word-break:break-all;font-size:12px}"
     "table{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}"
     "th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:right;vertical-align:middle}"
+    "td{white-space:nowrap}td.l:last-child{white-space:normal}"
     "th{background:#eef1f4}td.l,th.l{text-align:left}"
     "table.matrix td{min-width:78px;text-align:center}"
     "table.matrix td b{display:block;font-size:15px}"
@@ -1099,7 +1100,12 @@ svg_chart(struct rb *b, const char *caption, const char *xlabel, const char *yla
                  "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>",
               CHART_ML, CHART_ML + pw, PY(y), PY(y), CHART_ML - 6, PY(y) + 4, lab);
   }
+  double last_px = -1e9;
   for (size_t i = 0; i < xs->n; i++) {
+    double tick = PX((double)xs->v[i]);
+    if (tick - last_px < 30) /* labels would overlap: keep the first */
+      continue;
+    last_px = tick;
     if (xtok)
       ctx_label(xs->v[i], lab, sizeof lab);
     else
