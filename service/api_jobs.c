@@ -392,6 +392,7 @@ tb_api_jobs_get(struct tb_api_req *r)
     tb_api_db_put(r, db);
     if (rc <= 0) {
       tb_api_notify_disarm(r);
+      PQclear(res);
       if (rc == 0)
         return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
       return tb_api_reply_db(r, rc);
