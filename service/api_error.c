@@ -36,6 +36,8 @@ static const struct tb_api_error_def defs[TB_EC_COUNT_] = {
                             "No master key configured" },
   [TB_EC_SHUTTING_DOWN] = { MHD_HTTP_SERVICE_UNAVAILABLE, "shutting-down",
                             "The service is stopping" },
+  [TB_EC_BAD_SIGNATURE] = { MHD_HTTP_UNAUTHORIZED, "bad-signature",
+                            "Webhook signature missing, wrong or stale" },
 };
 
 const struct tb_api_error_def *

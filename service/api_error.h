@@ -31,6 +31,7 @@ enum tb_api_ec {
   TB_EC_NOT_READY,            /* 503 /readyz */
   TB_EC_NO_MASTER_KEY,        /* 503 no master key configured */
   TB_EC_SHUTTING_DOWN,        /* 503 */
+  TB_EC_BAD_SIGNATURE,        /* 401 webhook signature missing, wrong or stale (issue 7) */
   TB_EC_COUNT_,
 };
 

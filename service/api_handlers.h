@@ -35,4 +35,23 @@ enum MHD_Result tb_api_jobs_result(struct tb_api_req *r);
 /* api_events.c */
 enum MHD_Result tb_api_jobs_events(struct tb_api_req *r);
 
+/* CI integration (issue 7): api_presets.c, api_hooks.c, api_deliveries.c,
+ * api_metrics.c; shared helpers in api_hooks.h. */
+enum MHD_Result tb_api_presets_create(struct tb_api_req *r);
+enum MHD_Result tb_api_presets_list(struct tb_api_req *r);
+enum MHD_Result tb_api_presets_get(struct tb_api_req *r);
+enum MHD_Result tb_api_presets_put(struct tb_api_req *r);
+enum MHD_Result tb_api_presets_delete(struct tb_api_req *r);
+enum MHD_Result tb_api_presets_run(struct tb_api_req *r);
+enum MHD_Result tb_api_hooks_create(struct tb_api_req *r);
+enum MHD_Result tb_api_hooks_list(struct tb_api_req *r);
+enum MHD_Result tb_api_hooks_get(struct tb_api_req *r);
+enum MHD_Result tb_api_hooks_delete(struct tb_api_req *r);
+enum MHD_Result tb_api_hooks_receive(struct tb_api_req *r);
+enum MHD_Result tb_api_callbacks_create(struct tb_api_req *r);
+enum MHD_Result tb_api_callbacks_list(struct tb_api_req *r);
+enum MHD_Result tb_api_callbacks_delete(struct tb_api_req *r);
+enum MHD_Result tb_api_deliveries_list(struct tb_api_req *r);
+enum MHD_Result tb_api_metrics(struct tb_api_req *r);
+
 #endif

@@ -39,6 +39,30 @@ static const struct tb_api_route routes[] = {
   { .method = "POST", .path = "/v1/jobs/{id}/cancel", .scope = W, .fn = tb_api_jobs_cancel },
   { .method = "GET", .path = "/v1/jobs/{id}/result", .scope = R, .fn = tb_api_jobs_result },
   { .method = "GET", .path = "/v1/jobs/{id}/events", .scope = R, .fn = tb_api_jobs_events },
+
+  /* CI integration (issue 7).  POST /v1/hooks/{id} and /metrics ask no API
+   * key: a signature, and TOKBENCH_METRICS_TOKEN, authenticate them. */
+  { .method = "POST", .path = "/v1/presets", .scope = W, .json_body = true,
+    .fn = tb_api_presets_create },
+  { .method = "GET", .path = "/v1/presets", .scope = R, .fn = tb_api_presets_list },
+  { .method = "GET", .path = "/v1/presets/{name}", .scope = R, .fn = tb_api_presets_get },
+  { .method = "PUT", .path = "/v1/presets/{name}", .scope = W, .json_body = true,
+    .fn = tb_api_presets_put },
+  { .method = "DELETE", .path = "/v1/presets/{name}", .scope = W, .fn = tb_api_presets_delete },
+  { .method = "POST", .path = "/v1/presets/{name}/jobs", .scope = W, .fn = tb_api_presets_run },
+  { .method = "POST", .path = "/v1/hooks", .scope = W, .json_body = true,
+    .fn = tb_api_hooks_create },
+  { .method = "GET", .path = "/v1/hooks", .scope = R, .fn = tb_api_hooks_list },
+  { .method = "GET", .path = "/v1/hooks/{id}", .scope = R, .fn = tb_api_hooks_get },
+  { .method = "DELETE", .path = "/v1/hooks/{id}", .scope = W, .fn = tb_api_hooks_delete },
+  { .method = "POST", .path = "/v1/hooks/{id}", .fn = tb_api_hooks_receive },
+  { .method = "POST", .path = "/v1/callbacks", .scope = W, .json_body = true,
+    .fn = tb_api_callbacks_create },
+  { .method = "GET", .path = "/v1/callbacks", .scope = R, .fn = tb_api_callbacks_list },
+  { .method = "DELETE", .path = "/v1/callbacks/{id}", .scope = W,
+    .fn = tb_api_callbacks_delete },
+  { .method = "GET", .path = "/v1/deliveries", .scope = R, .fn = tb_api_deliveries_list },
+  { .method = "GET", .path = "/metrics", .fn = tb_api_metrics },
 };
 
 static bool

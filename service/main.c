@@ -28,9 +28,11 @@
 
 #include "api.h"
 #include "api_auth.h"
+#include "api_hooks.h"
 #include "api_notify.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
+#include "tb_metrics.h"
 #include "tb_migrate.h"
 
 static const struct tb_cfg_key api_keys[] = {
@@ -50,6 +52,12 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_KEY_CACHE_MS", "5000", "how long a checked API key is cached", false },
   { "TOKBENCH_SSE_PING_S", "15", "seconds between SSE heartbeats", false },
   { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
+  /* CI integration (issue 7; api_hooks.h) */
+  { "TOKBENCH_PUBLIC_URL", NULL, "base URL of links in hooks and webhook payloads", false },
+  { "TOKBENCH_METRICS_TOKEN", NULL, "bearer token for GET /metrics (unset: /metrics off)", true },
+  { "TOKBENCH_DELIVERIES", "1", "1: send outbound webhooks from this process, 0: not", false },
+  { "TOKBENCH_DELIVERY_BACKOFF_MS", "30000", "first webhook retry delay (doubles)", false },
+  { "TOKBENCH_DELIVERY_TIMEOUT_MS", "10000", "timeout of one webhook POST", false },
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -222,6 +230,8 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls,
   *req_cls = NULL;
   tb_api_notify_disarm(r);
   int64_t us = (tb_time_mono_ns() - r->t0_ns) / 1000;
+  tb_metrics_request(r->route != NULL ? r->route->path : "unmatched", r->method, r->status,
+                     (double)us / 1e6);
   tb_log(TB_LOG_INFO, "request", "request_id", TB_LS, r->request_id, "method", TB_LS, r->method,
          "path", TB_LS, r->url, "status", TB_LI, (int64_t)r->status, "us", TB_LI, us,
          "key", TB_LS, r->authed ? r->key_id : NULL, "completed", TB_LI,
@@ -394,6 +404,8 @@ main(int argc, char **argv)
     tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, port, NULL);
     goto out;
   }
+  if (!tb_api_deliveries_start(&api))
+    goto out;
   tb_log(TB_LOG_INFO, "listening", "host", TB_LS, tb_cfg_get(api.cfg, "TOKBENCH_LISTEN_HOST"),
          "port", TB_LI, port, "migrations_applied", TB_LI, (int64_t)applied, NULL);
   while (!stop_flag)
@@ -406,6 +418,7 @@ out:
   tb_api_notify_stop(api.notify);
   if (api.daemon != NULL)
     MHD_stop_daemon(api.daemon);
+  tb_api_deliveries_stop();
   tb_api_notify_free(api.notify);
   tb_db_pool_free(api.pool);
   tb_api_keycache_free(api.keys);

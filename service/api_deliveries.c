@@ -1,0 +1,275 @@
+/*
+ * api_deliveries: outbound webhooks of the caller's project (issue 7).
+ *   POST   /v1/callbacks        {url, scope: all|named, events?} -> 201 with
+ *                               "secret" ("whsec_...", shown this once)
+ *   GET    /v1/callbacks        list (never the secret)
+ *   DELETE /v1/callbacks/{id}   204
+ *   GET    /v1/deliveries       the deliveries with their outcome, newest
+ *                               first: ?job_id= &status= &limit= (<= 200)
+ *
+ * The dispatcher that sends them (lib/tb_deliver.c) runs as a thread of this
+ * process: tb_api_deliveries_start / _stop, called by main.c.
+ */
+#include <openssl/crypto.h>
+#include <string.h>
+
+#include "api_handlers.h"
+#include "api_hooks.h"
+#include "api_spec.h"
+#include "tb_deliver.h"
+#include "tb_log.h"
+#include "tb_webhook.h"
+
+#define CALLBACK_JSON                                                                      \
+  "json_build_object('id', c.id, 'url', c.url, 'scope', c.scope, 'events', c.events, "     \
+  "'created_at', c.created_at)"
+
+static const struct tb_db_stmt cb_insert = {
+  "ci_cb_insert",
+  "INSERT INTO callbacks AS c (id, project_id, url, scope, events, secret_sealed) "
+  "VALUES ($1, $2, $3, $4, ARRAY(SELECT json_array_elements_text($5::json)), $6) "
+  "RETURNING " CALLBACK_JSON "::text",
+};
+
+static const struct tb_db_stmt cb_list = {
+  "ci_cb_list",
+  "SELECT coalesce(json_agg(" CALLBACK_JSON " ORDER BY c.created_at), '[]')::text "
+  "FROM callbacks c WHERE c.project_id = $1 AND c.deleted_at IS NULL",
+};
+
+static const struct tb_db_stmt cb_delete = {
+  "ci_cb_delete",
+  "UPDATE callbacks SET deleted_at = now() WHERE id = $1 AND project_id = $2 "
+  "AND deleted_at IS NULL",
+};
+
+static const struct tb_db_stmt dl_list = {
+  "ci_dl_list",
+  "SELECT coalesce(json_agg(json_build_object('id', d.id, 'job_id', d.job_id, "
+  "  'callback_id', d.callback_id, 'url', d.url, 'event', d.event, 'status', d.status, "
+  "  'attempts', d.attempts, 'next_attempt_at', CASE WHEN d.status IN ('pending', 'sending') "
+  "  THEN d.next_attempt_at END, 'response_code', d.response_code, "
+  "  'last_error', d.last_error, 'created_at', d.created_at, 'updated_at', d.updated_at, "
+  "  'delivered_at', d.delivered_at) ORDER BY d.created_at DESC, d.id DESC), '[]')::text "
+  "FROM (SELECT * FROM webhook_deliveries WHERE project_id = $1 "
+  "  AND ($2::uuid IS NULL OR job_id = $2::uuid) AND ($3::text IS NULL OR status = $3) "
+  "  ORDER BY created_at DESC, id DESC LIMIT $4::int) d",
+};
+
+static enum MHD_Result
+invalid(struct tb_api_req *r, const char *field, const char *detail)
+{
+  char *d = tb_xasprintf("%s: %s", field, detail);
+  enum MHD_Result ret = tb_api_reply_error(
+    r, TB_EC_INVALID, d, json_pack("{s:[{s:s,s:s}]}", "errors", "field", field, "detail", detail));
+  free(d);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_callbacks_create(struct tb_api_req *r)
+{
+  enum MHD_Result ret;
+  json_t *body = tb_api_body_json(r, &ret);
+  if (body == NULL)
+    return ret;
+  char *secret = NULL, *sealed = NULL, *events_text = NULL;
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (strcmp(k, "url") != 0 && strcmp(k, "scope") != 0 && strcmp(k, "events") != 0) {
+      ret = invalid(r, k, "unknown field");
+      goto out;
+    }
+  }
+  const char *url = json_string_value(json_object_get(body, "url"));
+  const char *scope = json_string_value(json_object_get(body, "scope"));
+  json_t *events = json_object_get(body, "events");
+  if (url == NULL || !tb_spec_url_ok(url)) {
+    ret = invalid(r, "url", "an http:// or https:// URL without credentials");
+    goto out;
+  }
+  if (scope == NULL)
+    scope = "all";
+  if (strcmp(scope, "all") != 0 && strcmp(scope, "named") != 0) {
+    ret = invalid(r, "scope", "all (every job of the project) or named (jobs whose spec lists "
+                              "the URL in callbacks)");
+    goto out;
+  }
+  if (events == NULL) {
+    events_text = tb_xstrdup("[\"succeeded\",\"failed\",\"cancelled\"]");
+  } else {
+    size_t i;
+    json_t *e;
+    if (!json_is_array(events) || json_array_size(events) == 0 || json_array_size(events) > 3) {
+      ret = invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
+      goto out;
+    }
+    json_array_foreach(events, i, e) {
+      const char *s = json_string_value(e);
+      if (s == NULL || (strcmp(s, "succeeded") != 0 && strcmp(s, "failed") != 0 &&
+                        strcmp(s, "cancelled") != 0)) {
+        ret = invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
+        goto out;
+      }
+    }
+    events_text = json_dumps(events, JSON_COMPACT);
+  }
+  if (!r->api->has_master_key) {
+    ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY,
+                             "callback secrets are sealed with the master key", NULL);
+    goto out;
+  }
+  char id[TB_API_ID_LEN + 1];
+  if (!tb_api_ci_uuid(id) || (secret = tb_webhook_secret_new_outbound()) == NULL ||
+      (sealed = tb_crypto_seal(r->api->master_key, secret, id)) == NULL) {
+    ret = tb_api_reply_error(r, TB_EC_INTERNAL, "cannot make a secret", NULL);
+    goto out;
+  }
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { id, r->project_id, url, scope, events_text, sealed };
+  int rc = tb_db_exec(db, &cb_insert, 6, p, &res);
+  tb_api_db_put(r, db);
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else {
+    json_error_t jerr;
+    json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+    json_object_set_new(doc, "secret", json_string(secret));
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_t *js = json_object_get(doc, "secret");
+    if (json_is_string(js))
+      OPENSSL_cleanse((char *)json_string_value(js), json_string_length(js));
+    json_decref(doc);
+    char *loc = tb_xasprintf("/v1/callbacks/%s", id);
+    const char *h[] = { "Location", loc, NULL };
+    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, text, h);
+    OPENSSL_cleanse(text, strlen(text));
+    free(text);
+    free(loc);
+  }
+  PQclear(res);
+out:
+  if (secret != NULL) {
+    OPENSSL_cleanse(secret, strlen(secret));
+    free(secret);
+  }
+  free(sealed);
+  free(events_text);
+  json_decref(body);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_callbacks_list(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id };
+  int rc = tb_db_exec(db, &cb_list, 1, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else {
+    char *body = tb_xasprintf("{\"callbacks\":%s}", PQgetvalue(res, 0, 0));
+    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
+    free(body);
+  }
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_callbacks_delete(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  const char *p[] = { r->id, r->project_id };
+  int rc = tb_db_exec(db, &cb_delete, 2, p, NULL);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  if (rc == 0)
+    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such callback", NULL);
+  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+}
+
+enum MHD_Result
+tb_api_deliveries_list(struct tb_api_req *r)
+{
+  const char *job = tb_api_arg(r, "job_id"), *status = tb_api_arg(r, "status");
+  const char *limit_s = tb_api_arg(r, "limit");
+  int64_t limit = 50;
+  if (job != NULL && !tb_api_is_uuid(job))
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "job_id: a job id", NULL);
+  if (status != NULL && strcmp(status, "pending") != 0 && strcmp(status, "sending") != 0 &&
+      strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0)
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
+                              "status: pending, sending, succeeded or failed", NULL);
+  if (limit_s != NULL && !tb_parse_i64(limit_s, 1, 200, &limit))
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "limit: 1 to 200", NULL);
+  char lim[24];
+  snprintf(lim, sizeof lim, "%lld", (long long)limit);
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id, job, status, lim };
+  int rc = tb_db_exec(db, &dl_list, 4, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else {
+    char *body = tb_xasprintf("{\"deliveries\":%s}", PQgetvalue(res, 0, 0));
+    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
+    free(body);
+  }
+  PQclear(res);
+  return ret;
+}
+
+/* ---- the dispatcher thread ------------------------------------------- */
+
+static struct tb_deliver *dispatcher;
+
+bool
+tb_api_deliveries_start(struct tb_api *api)
+{
+  const char *on = tb_cfg_get(api->cfg, "TOKBENCH_DELIVERIES");
+  if (on != NULL && strcmp(on, "0") == 0) {
+    tb_log(TB_LOG_INFO, "webhook dispatcher off (TOKBENCH_DELIVERIES=0)", NULL);
+    return true;
+  }
+  int64_t base_ms = 30000, timeout_ms = 10000;
+  char *err = NULL;
+  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_DELIVERY_BACKOFF_MS", 1, 3600000, &base_ms, &err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_DELIVERY_TIMEOUT_MS", 100, 600000, &timeout_ms, &err)) {
+    tb_log(TB_LOG_ERROR, "webhook dispatcher", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  struct tb_deliver_opts o = {
+    .db_url = tb_cfg_get(api->cfg, "TOKBENCH_DATABASE_URL"),
+    .master_key = api->has_master_key ? api->master_key : NULL,
+    .public_url = tb_api_ci_public_url(api),
+    .backoff_base_ms = base_ms,
+    .timeout_ms = (long)timeout_ms,
+    .batch = 16,
+    .poll_ms = 1000,
+    .lease_s = (int)(timeout_ms / 1000) + 60,
+  };
+  dispatcher = tb_deliver_start(&o, &err);
+  if (dispatcher == NULL) {
+    tb_log(TB_LOG_ERROR, "webhook dispatcher", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  return true;
+}
+
+void
+tb_api_deliveries_stop(void)
+{
+  tb_deliver_stop(dispatcher);
+  dispatcher = NULL;
+}

@@ -1,0 +1,473 @@
+/*
+ * api_hooks: inbound webhooks, a CI system starting jobs (issue 7).
+ *   POST   /v1/hooks         {preset, kind: github|generic, events?, name?}
+ *                            -> 201 with "secret" and "url" (the secret is
+ *                            shown this once, stored sealed)
+ *   GET    /v1/hooks         list (never the secret)
+ *   GET    /v1/hooks/{id}    one
+ *   DELETE /v1/hooks/{id}    204
+ *   POST   /v1/hooks/{id}    a delivery; no API key: the signature is the
+ *                            authentication (tb_webhook.h has the formats)
+ *
+ * A delivery, in order: unknown or deleted hook -> 404; signature checked
+ * in constant time against the hook's secret -> 401 (nothing written); for
+ * GitHub, "ping" -> 200 {"pong": true}, an event the hook is not configured
+ * for -> 202 {"ignored": true}; the delivery id (X-GitHub-Delivery, or
+ * X-Tokbench-Delivery, or the signature itself for the generic form) is
+ * recorded in hook_deliveries_in in the same transaction that queues the
+ * job, so a delivery seen before answers 200 {"duplicate": true, "job_id"}
+ * and never starts a second job.  A new job -> 202 + Location.
+ *
+ * Labels of the job: the preset's, plus ref, sha, repository, event and
+ * delivery taken from the GitHub payload (tb_webhook_github_labels), or the
+ * generic body's "labels" object when it has one.
+ */
+#include <openssl/crypto.h>
+#include <string.h>
+
+#include "api_handlers.h"
+#include "api_hooks.h"
+#include "api_spec.h"
+#include "tb_log.h"
+#include "tb_metrics.h"
+#include "tb_webhook.h"
+
+#define DELIVERY_ID_MAX 200
+
+#define HOOK_JSON                                                                          \
+  "json_build_object('id', h.id, 'name', h.name, 'kind', h.kind, 'events', h.events, "     \
+  "'preset', p.name, 'created_at', h.created_at)"
+
+static const struct tb_db_stmt hook_insert = {
+  "ci_hook_insert",
+  "WITH p AS (SELECT id, name FROM presets WHERE project_id = $2 AND name = $3), "
+  "h AS (INSERT INTO hooks (id, project_id, preset_id, name, kind, events, secret_sealed) "
+  "  SELECT $1, $2, p.id, $4, $5, ARRAY(SELECT json_array_elements_text($6::json)), $7 "
+  "  FROM p RETURNING *) "
+  "SELECT " HOOK_JSON "::text FROM h JOIN p ON p.id = h.preset_id",
+};
+
+static const struct tb_db_stmt hook_list = {
+  "ci_hook_list",
+  "SELECT coalesce(json_agg(" HOOK_JSON " ORDER BY h.created_at), '[]')::text "
+  "FROM hooks h JOIN presets p ON p.id = h.preset_id "
+  "WHERE h.project_id = $1 AND h.deleted_at IS NULL",
+};
+
+static const struct tb_db_stmt hook_get = {
+  "ci_hook_get",
+  "SELECT " HOOK_JSON "::text FROM hooks h JOIN presets p ON p.id = h.preset_id "
+  "WHERE h.id = $1 AND h.project_id = $2 AND h.deleted_at IS NULL",
+};
+
+static const struct tb_db_stmt hook_delete = {
+  "ci_hook_delete",
+  "UPDATE hooks SET deleted_at = now() WHERE id = $1 AND project_id = $2 "
+  "AND deleted_at IS NULL",
+};
+
+/* Everything a delivery needs, by hook id alone (public route). */
+static const struct tb_db_stmt hook_load = {
+  "ci_hook_load",
+  "SELECT h.project_id::text, h.kind, h.secret_sealed, array_to_json(h.events)::text, "
+  "  p.spec::text FROM hooks h JOIN presets p ON p.id = h.preset_id "
+  "WHERE h.id = $1 AND h.deleted_at IS NULL",
+};
+
+static const struct tb_db_stmt delivery_claim = {
+  "ci_hook_delivery_claim",
+  "INSERT INTO hook_deliveries_in (hook_id, delivery_id, event) VALUES ($1, $2, $3) "
+  "ON CONFLICT DO NOTHING",
+};
+
+static const struct tb_db_stmt delivery_seen = {
+  "ci_hook_delivery_seen",
+  "SELECT job_id::text FROM hook_deliveries_in WHERE hook_id = $1 AND delivery_id = $2",
+};
+
+static const struct tb_db_stmt delivery_job = {
+  "ci_hook_delivery_job",
+  "UPDATE hook_deliveries_in SET job_id = $3 WHERE hook_id = $1 AND delivery_id = $2",
+};
+
+/* tokbench_hook_requests_total{kind,outcome} */
+static struct tb_metric *
+hook_metric(void)
+{
+  static const char *const labels[] = { "kind", "outcome", NULL };
+  return tb_metrics_family(tb_metrics_global(), TB_METRIC_COUNTER, "tokbench_hook_requests_total",
+                           "Inbound webhook deliveries by kind and outcome.", labels, NULL, 0);
+}
+
+static void
+count(const char *kind, const char *outcome)
+{
+  const char *v[] = { kind, outcome };
+  tb_metric_add(hook_metric(), v, 1);
+}
+
+static enum MHD_Result
+invalid(struct tb_api_req *r, const char *field, const char *detail)
+{
+  char *d = tb_xasprintf("%s: %s", field, detail);
+  enum MHD_Result ret = tb_api_reply_error(
+    r, TB_EC_INVALID, d, json_pack("{s:[{s:s,s:s}]}", "errors", "field", field, "detail", detail));
+  free(d);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_hooks_create(struct tb_api_req *r)
+{
+  enum MHD_Result ret;
+  json_t *body = tb_api_body_json(r, &ret);
+  if (body == NULL)
+    return ret;
+  char *secret = NULL, *sealed = NULL, *events_text = NULL;
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    if (strcmp(k, "preset") != 0 && strcmp(k, "kind") != 0 && strcmp(k, "events") != 0 &&
+        strcmp(k, "name") != 0) {
+      ret = invalid(r, k, "unknown field");
+      goto out;
+    }
+  }
+  const char *preset = json_string_value(json_object_get(body, "preset"));
+  const char *kind = json_string_value(json_object_get(body, "kind"));
+  const char *name = json_string_value(json_object_get(body, "name"));
+  json_t *events = json_object_get(body, "events");
+  if (preset == NULL || preset[0] == '\0' || strlen(preset) > 100) {
+    ret = invalid(r, "preset", "the name of a preset of this project");
+    goto out;
+  }
+  if (kind == NULL)
+    kind = "github";
+  if (strcmp(kind, "github") != 0 && strcmp(kind, "generic") != 0) {
+    ret = invalid(r, "kind", "github or generic");
+    goto out;
+  }
+  if (json_object_get(body, "name") != NULL && (name == NULL || strlen(name) > 200)) {
+    ret = invalid(r, "name", "a string of at most 200 characters");
+    goto out;
+  }
+  if (events == NULL) {
+    events_text = tb_xstrdup("[\"push\",\"workflow_run\"]");
+  } else {
+    size_t i;
+    json_t *e;
+    if (!json_is_array(events) || json_array_size(events) > 32) {
+      ret = invalid(r, "events", "an array of at most 32 GitHub event names");
+      goto out;
+    }
+    json_array_foreach(events, i, e) {
+      const char *s = json_string_value(e);
+      bool ok = s != NULL && s[0] != '\0' && strlen(s) <= 64;
+      for (const char *c = s; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '*' || *c == '.';
+      if (!ok) {
+        ret = invalid(r, "events", "event names are 1 to 64 of [a-z_.] or \"*\"");
+        goto out;
+      }
+    }
+    events_text = json_dumps(events, JSON_COMPACT);
+  }
+  if (!r->api->has_master_key) {
+    ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, "hook secrets are sealed with the master key",
+                             NULL);
+    goto out;
+  }
+  char id[TB_API_ID_LEN + 1];
+  if (!tb_api_ci_uuid(id) || (secret = tb_webhook_secret_new_inbound()) == NULL ||
+      (sealed = tb_crypto_seal(r->api->master_key, secret, id)) == NULL) {
+    ret = tb_api_reply_error(r, TB_EC_INTERNAL, "cannot make a secret", NULL);
+    goto out;
+  }
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { id, r->project_id, preset, name ? name : "", kind, events_text, sealed };
+  int rc = tb_db_exec(db, &hook_insert, 7, p, &res);
+  tb_api_db_put(r, db);
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else if (rc == 0) {
+    ret = invalid(r, "preset", "no preset of this name in this project");
+  } else {
+    json_error_t jerr;
+    json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+    char *url = tb_xasprintf("%s/v1/hooks/%s", tb_api_ci_public_url(r->api), id);
+    json_object_set_new(doc, "url", json_string(url));
+    json_object_set_new(doc, "secret", json_string(secret));
+    char *loc = tb_xasprintf("/v1/hooks/%s", id);
+    const char *h[] = { "Location", loc, NULL };
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    /* wipe jansson's copy of the secret before it is freed */
+    json_t *js = json_object_get(doc, "secret");
+    if (json_is_string(js))
+      OPENSSL_cleanse((char *)json_string_value(js), json_string_length(js));
+    json_decref(doc);
+    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, text, h);
+    OPENSSL_cleanse(text, strlen(text));
+    free(text);
+    free(loc);
+    free(url);
+  }
+  PQclear(res);
+out:
+  if (secret != NULL) {
+    OPENSSL_cleanse(secret, strlen(secret));
+    free(secret);
+  }
+  free(sealed);
+  free(events_text);
+  json_decref(body);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_hooks_list(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id };
+  int rc = tb_db_exec(db, &hook_list, 1, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else {
+    char *body = tb_xasprintf("{\"hooks\":%s}", PQgetvalue(res, 0, 0));
+    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
+    free(body);
+  }
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_hooks_get(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->id, r->project_id };
+  int rc = tb_db_exec(db, &hook_get, 2, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0)
+    ret = tb_api_reply_db(r, rc);
+  else if (rc == 0)
+    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such hook", NULL);
+  else
+    ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_hooks_delete(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  const char *p[] = { r->id, r->project_id };
+  int rc = tb_db_exec(db, &hook_delete, 2, p, NULL);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  if (rc == 0)
+    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such hook", NULL);
+  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+}
+
+/* A header value usable as a delivery id: 1..DELIVERY_ID_MAX printable ASCII. */
+static bool
+delivery_id_ok(const char *s)
+{
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > DELIVERY_ID_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < 0x21 || s[i] > 0x7e)
+      return false;
+  return true;
+}
+
+static enum MHD_Result
+reply_small(struct tb_api_req *r, unsigned status, json_t *doc)
+{
+  return tb_api_reply_json(r, status, doc, NULL);
+}
+
+enum MHD_Result
+tb_api_hooks_receive(struct tb_api_req *r)
+{
+  enum MHD_Result ret;
+  PGresult *res = NULL, *seen = NULL;
+  char *secret = NULL, *doc = NULL;
+  json_t *events = NULL, *spec = NULL, *payload = NULL, *labels = NULL, *errors = NULL;
+  bool in_tx = false;
+  const char *kind = "unknown";
+  struct tb_db *db = tb_api_db_get(r);
+  const char *p[] = { r->id };
+  int rc = tb_db_exec(db, &hook_load, 1, p, &res);
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  if (rc == 0) {
+    count(kind, "unknown_hook");
+    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such hook", NULL);
+    goto out;
+  }
+  char project_id[TB_API_ID_LEN + 1];
+  snprintf(project_id, sizeof project_id, "%s", PQgetvalue(res, 0, 0));
+  kind = strcmp(PQgetvalue(res, 0, 1), "github") == 0 ? "github" : "generic";
+  if (!r->api->has_master_key ||
+      (secret = tb_crypto_open(r->api->master_key, PQgetvalue(res, 0, 2), r->id)) == NULL) {
+    tb_log(TB_LOG_ERROR, "a hook's secret does not open (master key changed?)", "hook", TB_LS,
+           r->id, "request_id", TB_LS, r->request_id, NULL);
+    ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, "the hook's secret cannot be opened", NULL);
+    goto out;
+  }
+  const char *body = r->body ? r->body : "";
+  enum tb_webhook_verdict v;
+  const char *sig_header;
+  if (strcmp(kind, "github") == 0) {
+    sig_header = tb_api_header(r, "X-Hub-Signature-256");
+    v = tb_webhook_verify_github(secret, strlen(secret), sig_header, body, r->body_len);
+  } else {
+    sig_header = tb_api_header(r, "X-Tokbench-Signature");
+    v = tb_webhook_verify_generic(secret, strlen(secret), sig_header,
+                                  tb_api_header(r, "X-Tokbench-Timestamp"), body, r->body_len,
+                                  tb_time_real_us() / 1000000);
+  }
+  OPENSSL_cleanse(secret, strlen(secret));
+  if (v != TB_WEBHOOK_OK) {
+    count(kind, v == TB_WEBHOOK_STALE ? "stale" : "bad_signature");
+    tb_log(TB_LOG_WARN, "hook delivery refused", "hook", TB_LS, r->id, "reason", TB_LS,
+           tb_webhook_verdict_str(v), "request_id", TB_LS, r->request_id, NULL);
+    ret = tb_api_reply_error(r, TB_EC_BAD_SIGNATURE, tb_webhook_verdict_str(v), NULL);
+    goto out;
+  }
+  /* Authentic from here on. */
+  const char *event = NULL, *delivery = NULL;
+  char sig_id[80];
+  json_error_t jerr;
+  payload = json_loadb(body, r->body_len, 0, &jerr); /* NULL: not JSON, labels stay empty */
+  labels = json_object();
+  if (strcmp(kind, "github") == 0) {
+    event = tb_api_header(r, "X-GitHub-Event");
+    delivery = tb_api_header(r, "X-GitHub-Delivery");
+    if (event == NULL || !delivery_id_ok(event)) {
+      ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-GitHub-Event is missing", NULL);
+      goto out;
+    }
+    if (strcmp(event, "ping") == 0) {
+      count(kind, "ping");
+      ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s}", "pong", 1, "hook", r->id));
+      goto out;
+    }
+    json_error_t e2;
+    events = json_loads(PQgetvalue(res, 0, 3), 0, &e2);
+    if (!tb_webhook_event_accepted(events, event)) {
+      count(kind, "ignored");
+      ret = reply_small(r, MHD_HTTP_ACCEPTED,
+                        json_pack("{s:b,s:s}", "ignored", 1, "event", event));
+      goto out;
+    }
+    if (!delivery_id_ok(delivery)) {
+      ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-GitHub-Delivery is missing", NULL);
+      goto out;
+    }
+    tb_webhook_github_labels(payload, event, delivery, labels);
+  } else {
+    event = "generic";
+    delivery = tb_api_header(r, "X-Tokbench-Delivery");
+    if (delivery != NULL && !delivery_id_ok(delivery)) {
+      ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-Tokbench-Delivery: 1 to 200 characters",
+                               NULL);
+      goto out;
+    }
+    if (delivery == NULL) { /* the signature is unique per (timestamp, body) */
+      snprintf(sig_id, sizeof sig_id, "sig:%s", sig_header + 7);
+      delivery = sig_id;
+    }
+    json_t *given = json_object_get(payload, "labels");
+    if (json_is_object(given))
+      json_object_update(labels, given);
+    else
+      tb_webhook_github_labels(payload, NULL, NULL, labels); /* ref/sha/repository if present */
+    json_t *fields[] = { json_object_get(payload, "ref"), json_object_get(payload, "sha"),
+                         json_object_get(payload, "repository") };
+    static const char *const names[] = { "ref", "sha", "repository" };
+    for (size_t i = 0; i < 3; i++)
+      if (json_is_string(fields[i]) && json_string_length(fields[i]) <= TB_WEBHOOK_LABEL_MAX)
+        json_object_set(labels, names[i], fields[i]);
+  }
+  spec = json_loads(PQgetvalue(res, 0, 4), 0, &jerr);
+  if ((rc = tb_db_begin(db)) < 0) {
+    ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  in_tx = true;
+  const char *dp[] = { r->id, delivery, event };
+  rc = tb_db_exec(db, &delivery_claim, 3, dp, NULL);
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  if (rc == 0) { /* seen before */
+    tb_db_rollback(db);
+    in_tx = false;
+    rc = tb_db_exec(db, &delivery_seen, 2, dp, &seen);
+    const char *jid = rc > 0 && !PQgetisnull(seen, 0, 0) ? PQgetvalue(seen, 0, 0) : NULL;
+    count(kind, "duplicate");
+    ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s?}", "duplicate", 1, "job_id", jid));
+    goto out;
+  }
+  char job_id[TB_API_ID_LEN + 1];
+  rc = tb_api_ci_start_job(db, project_id, spec, labels, job_id, &doc, &errors);
+  if (rc != 1) {
+    tb_db_rollback(db);
+    in_tx = false;
+    count(kind, "error");
+    if (rc == 2)
+      ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors), errors = NULL;
+    else if (rc == 0)
+      ret = tb_api_reply_error(r, TB_EC_INVALID, "the preset's endpoint is gone", NULL);
+    else
+      ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  const char *jp[] = { r->id, delivery, job_id };
+  if ((rc = tb_db_exec(db, &delivery_job, 3, jp, NULL)) < 0 || (rc = tb_db_commit(db)) < 0) {
+    if (in_tx)
+      tb_db_rollback(db);
+    in_tx = false;
+    ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  in_tx = false;
+  count(kind, "job");
+  tb_log(TB_LOG_INFO, "hook started a job", "hook", TB_LS, r->id, "job", TB_LS, job_id, "event",
+         TB_LS, event, "request_id", TB_LS, r->request_id, NULL);
+  char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
+  const char *h[] = { "Location", loc, NULL };
+  ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);
+  free(loc);
+out:
+  if (in_tx)
+    tb_db_rollback(db);
+  tb_api_db_put(r, db);
+  if (secret != NULL) {
+    OPENSSL_cleanse(secret, strlen(secret));
+    free(secret);
+  }
+  PQclear(res);
+  PQclear(seen);
+  free(doc);
+  json_decref(events);
+  json_decref(spec);
+  json_decref(payload);
+  json_decref(labels);
+  json_decref(errors);
+  return ret;
+}

@@ -1,0 +1,38 @@
+/*
+ * api_hooks: what the CI-integration files of the api share (api_presets.c,
+ * api_hooks.c, api_deliveries.c, api_metrics.c; issue 7).  Their route
+ * handlers are declared in api_handlers.h like every other.
+ */
+#ifndef TB_API_HOOKS_H
+#define TB_API_HOOKS_H
+
+#include "api.h"
+
+/* A new random (version 4) UUID into out[37]; false when the RNG fails. */
+bool tb_api_ci_uuid(char out[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
+
+/*
+ * Queues a job from a preset's spec (borrowed, as stored) with extra labels
+ * merged over the preset's (borrowed, may be NULL).  The merged spec is
+ * validated again with tb_spec_job, so a job made from a preset obeys the
+ * same rules as POST /v1/jobs.  On success returns 1 and writes the job id
+ * into job_id and the job document (new string) into *doc when doc is not
+ * NULL.  Returns 0 when the preset's endpoint is gone, TB_DB_SOFT /
+ * TB_DB_HARD on database errors, and 2 with *errors (new array) when the
+ * merged spec is invalid.  Runs inside the caller's transaction if any.
+ */
+int tb_api_ci_start_job(struct tb_db *db, const char *project_id, const json_t *preset_spec,
+                        const json_t *extra_labels, char job_id[TB_API_ID_LEN + 1], char **doc,
+                        json_t **errors) TB_MUST_CHECK;
+
+/* The public base URL for links (TOKBENCH_PUBLIC_URL, else
+ * http://<listen host>:<port>); borrowed from the config or a static. */
+const char *tb_api_ci_public_url(struct tb_api *api);
+
+/* Starts / stops the outbound delivery dispatcher (api_deliveries.c), one
+ * per api process; TOKBENCH_DELIVERIES=0 leaves it off.  Start returns
+ * false (logged) when it cannot start. */
+bool tb_api_deliveries_start(struct tb_api *api);
+void tb_api_deliveries_stop(void);
+
+#endif

@@ -1,0 +1,425 @@
+/*
+ * api_presets: /v1/presets, named job templates of the caller's project.
+ *   POST   /v1/presets              {name, spec} -> 201 (409 name taken)
+ *   GET    /v1/presets              list
+ *   GET    /v1/presets/{name}       one
+ *   PUT    /v1/presets/{name}       {spec} -> 200 (created: 201)
+ *   DELETE /v1/presets/{name}       204 (409 while hooks use it)
+ *   POST   /v1/presets/{name}/jobs  {labels?} -> 202 + Location: a job from
+ *                                   the preset (`tokbench submit --preset`)
+ *
+ * The spec is the body of POST /v1/jobs and is validated by the same
+ * function (tb_spec_job) when saved and again, merged with the extra
+ * labels, when a job is made from it.
+ */
+#include <string.h>
+
+#include "api_handlers.h"
+#include "api_hooks.h"
+#include "api_spec.h"
+
+#define PRESET_JSON                                                                        \
+  "json_build_object('id', p.id, 'name', p.name, 'spec', p.spec, "                         \
+  "'created_at', p.created_at, 'updated_at', p.updated_at)"
+
+static const struct tb_db_stmt preset_insert = {
+  "ci_preset_insert",
+  "INSERT INTO presets AS p (project_id, name, spec) VALUES ($1, $2, $3::jsonb) "
+  "RETURNING " PRESET_JSON "::text",
+};
+
+static const struct tb_db_stmt preset_upsert = {
+  "ci_preset_upsert",
+  "INSERT INTO presets AS p (project_id, name, spec) VALUES ($1, $2, $3::jsonb) "
+  "ON CONFLICT (project_id, name) DO UPDATE SET spec = EXCLUDED.spec, updated_at = now() "
+  "RETURNING " PRESET_JSON "::text, (xmax = 0) AS created",
+};
+
+static const struct tb_db_stmt preset_list = {
+  "ci_preset_list",
+  "SELECT coalesce(json_agg(" PRESET_JSON " ORDER BY p.name), '[]')::text "
+  "FROM presets p WHERE p.project_id = $1",
+};
+
+static const struct tb_db_stmt preset_get = {
+  "ci_preset_get",
+  "SELECT " PRESET_JSON "::text, p.spec::text FROM presets p "
+  "WHERE p.project_id = $1 AND p.name = $2",
+};
+
+static const struct tb_db_stmt preset_delete = {
+  "ci_preset_delete",
+  "WITH used AS (SELECT count(*) AS n FROM hooks h JOIN presets p ON p.id = h.preset_id "
+  "  WHERE p.project_id = $1 AND p.name = $2 AND h.deleted_at IS NULL), "
+  "del AS (DELETE FROM presets p WHERE p.project_id = $1 AND p.name = $2 "
+  "  AND (SELECT n FROM used) = 0 RETURNING 1) "
+  "SELECT (SELECT count(*) FROM del), (SELECT n FROM used), "
+  "  (SELECT count(*) FROM presets WHERE project_id = $1 AND name = $2)",
+};
+
+/* Same job row as api_jobs.c's insert (busy_key, defaults), with a NOTIFY. */
+static const struct tb_db_stmt job_insert = {
+  "ci_job_insert",
+  "WITH e AS (SELECT id, exclusive_group FROM endpoints "
+  "  WHERE id = $1::uuid AND project_id = $2 AND deleted_at IS NULL), "
+  "j AS (INSERT INTO jobs (project_id, endpoint_id, spec, labels, priority, busy_key, "
+  "    max_attempts) "
+  "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
+  "    coalesce($6, e.exclusive_group, e.id::text), coalesce($7::int, 3) FROM e "
+  "  RETURNING *) "
+  "SELECT j.id::text, pg_notify('tb_jobs_queued', j.id::text), "
+  "  json_build_object('id', j.id, 'endpoint_id', j.endpoint_id, 'state', j.state, "
+  "  'labels', j.labels, 'spec', j.spec, 'created_at', j.created_at)::text FROM j",
+};
+
+bool
+tb_api_ci_uuid(char out[TB_API_ID_LEN + 1])
+{
+  unsigned char b[16];
+  char hex[33];
+  if (!tb_crypto_random(b, sizeof b))
+    return false;
+  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+  tb_hex_encode(b, sizeof b, hex);
+  snprintf(out, TB_API_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
+           hex + 16, hex + 20);
+  return true;
+}
+
+const char *
+tb_api_ci_public_url(struct tb_api *api)
+{
+  static __thread char buf[128];
+  const char *u = tb_cfg_get(api->cfg, "TOKBENCH_PUBLIC_URL");
+  if (u != NULL && u[0] != '\0')
+    return u;
+  snprintf(buf, sizeof buf, "http://%s:%s", tb_cfg_get(api->cfg, "TOKBENCH_LISTEN_HOST"),
+           tb_cfg_get(api->cfg, "TOKBENCH_LISTEN_PORT"));
+  return buf;
+}
+
+int
+tb_api_ci_start_job(struct tb_db *db, const char *project_id, const json_t *preset_spec,
+                    const json_t *extra_labels, char job_id[TB_API_ID_LEN + 1], char **doc,
+                    json_t **errors)
+{
+  json_t *merged = json_deep_copy(preset_spec), *spec = NULL;
+  PGresult *res = NULL;
+  char *text = NULL, *spec_text = NULL, *labels_text = NULL;
+  int rc;
+  *errors = NULL;
+  if (!json_is_object(merged)) {
+    json_decref(merged);
+    merged = json_object();
+  }
+  if (json_is_object(extra_labels) && json_object_size(extra_labels) > 0) {
+    json_t *labels = json_object_get(merged, "labels");
+    if (!json_is_object(labels)) {
+      labels = json_object();
+      json_object_set_new(merged, "labels", labels);
+    }
+    json_object_update(labels, (json_t *)extra_labels);
+  }
+  text = json_dumps(merged, JSON_COMPACT);
+  if (text == NULL || tb_spec_job(text, strlen(text), &spec, errors) != TB_SPEC_OK) {
+    if (*errors == NULL)
+      *errors = json_array();
+    rc = 2;
+    goto out;
+  }
+  spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+  json_t *labels = json_object_get(spec, "labels");
+  labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
+  char prio[24], attempts[24];
+  json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
+  snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
+  snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
+  const char *p[] = {
+    json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
+    labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
+    av ? attempts : NULL,
+  };
+  rc = tb_db_exec(db, &job_insert, 7, p, &res);
+  if (rc == 1) {
+    snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    if (doc != NULL)
+      *doc = tb_xstrdup(PQgetvalue(res, 0, 2));
+  }
+out:
+  PQclear(res);
+  free(text);
+  free(spec_text);
+  free(labels_text);
+  json_decref(spec);
+  json_decref(merged);
+  return rc;
+}
+
+/* Validates a preset spec (any JSON value) with tb_spec_job; on success
+ * *norm is the normalized spec text (new).  Else a reply is queued. */
+static bool
+check_spec(struct tb_api_req *r, const json_t *spec, char **norm, enum MHD_Result *ret)
+{
+  json_t *out = NULL, *errors = NULL;
+  if (!json_is_object(spec)) {
+    *ret = tb_api_reply_error(r, TB_EC_INVALID, "spec: an object (the body of POST /v1/jobs)",
+                              json_pack("{s:[{s:s,s:s}]}", "errors", "field", "spec", "detail",
+                                        "an object"));
+    return false;
+  }
+  char *text = json_dumps(spec, JSON_COMPACT);
+  int rc = tb_spec_job(text, strlen(text), &out, &errors);
+  free(text);
+  if (rc != TB_SPEC_OK) {
+    /* name the fields under spec. */
+    size_t i;
+    json_t *e;
+    json_array_foreach(errors, i, e) {
+      const char *f = json_string_value(json_object_get(e, "field"));
+      char *nf = tb_xasprintf("spec.%s", f ? f : "");
+      json_object_set_new(e, "field", json_string(nf));
+      free(nf);
+    }
+    *ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors);
+    return false;
+  }
+  *norm = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(out);
+  return true;
+}
+
+static bool
+name_ok(const char *s)
+{
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > 100)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '.' || c == '_' || c == '~' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+/* Checks that body has only the members allowed (NULL-terminated). */
+static bool
+only_members(struct tb_api_req *r, json_t *body, const char *const *allowed, enum MHD_Result *ret)
+{
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    bool ok = false;
+    for (size_t i = 0; allowed[i] != NULL; i++)
+      ok = ok || strcmp(allowed[i], k) == 0;
+    if (!ok) {
+      *ret = tb_api_reply_error(r, TB_EC_INVALID, "unknown field",
+                                json_pack("{s:[{s:s,s:s}]}", "errors", "field", k, "detail",
+                                          "unknown field"));
+      return false;
+    }
+  }
+  return true;
+}
+
+enum MHD_Result
+tb_api_presets_create(struct tb_api_req *r)
+{
+  static const char *const allowed[] = { "name", "spec", NULL };
+  enum MHD_Result ret;
+  json_t *body = tb_api_body_json(r, &ret);
+  if (body == NULL)
+    return ret;
+  char *norm = NULL;
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if (!only_members(r, body, allowed, &ret))
+    goto out;
+  if (!name_ok(name)) {
+    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: 1 to 100 of [A-Za-z0-9._~-]",
+                             json_pack("{s:[{s:s,s:s}]}", "errors", "field", "name", "detail",
+                                       "1 to 100 of [A-Za-z0-9._~-]"));
+    goto out;
+  }
+  if (!check_spec(r, json_object_get(body, "spec"), &norm, &ret))
+    goto out;
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  bool uv = false;
+  const char *p[] = { r->project_id, name, norm };
+  int rc = tb_db_exec_uv(db, &preset_insert, 3, p, &res, &uv);
+  tb_api_db_put(r, db);
+  if (uv)
+    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "a preset of this project has this name", NULL);
+  else if (rc < 0)
+    ret = tb_api_reply_db(r, rc);
+  else {
+    char *loc = tb_xasprintf("/v1/presets/%s", name);
+    const char *h[] = { "Location", loc, NULL };
+    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, PQgetvalue(res, 0, 0), h);
+    free(loc);
+  }
+  PQclear(res);
+out:
+  free(norm);
+  json_decref(body);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_presets_put(struct tb_api_req *r)
+{
+  static const char *const allowed[] = { "name", "spec", NULL };
+  enum MHD_Result ret;
+  json_t *body = tb_api_body_json(r, &ret);
+  if (body == NULL)
+    return ret;
+  char *norm = NULL;
+  const char *name = json_string_value(json_object_get(body, "name"));
+  if (!only_members(r, body, allowed, &ret))
+    goto out;
+  if (name != NULL && strcmp(name, r->param) != 0) {
+    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: differs from the path", NULL);
+    goto out;
+  }
+  if (!name_ok(r->param)) {
+    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: 1 to 100 of [A-Za-z0-9._~-]", NULL);
+    goto out;
+  }
+  if (!check_spec(r, json_object_get(body, "spec"), &norm, &ret))
+    goto out;
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id, r->param, norm };
+  int rc = tb_db_exec(db, &preset_upsert, 3, p, &res);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    ret = tb_api_reply_db(r, rc);
+  else
+    ret = tb_api_reply_text(r, PQgetvalue(res, 0, 1)[0] == 't' ? MHD_HTTP_CREATED : MHD_HTTP_OK,
+                            PQgetvalue(res, 0, 0), NULL);
+  PQclear(res);
+out:
+  free(norm);
+  json_decref(body);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_presets_list(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id };
+  int rc = tb_db_exec(db, &preset_list, 1, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else {
+    char *body = tb_xasprintf("{\"presets\":%s}", PQgetvalue(res, 0, 0));
+    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
+    free(body);
+  }
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_presets_get(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id, r->param };
+  int rc = tb_db_exec(db, &preset_get, 2, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0)
+    ret = tb_api_reply_db(r, rc);
+  else if (rc == 0)
+    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no preset of this name", NULL);
+  else
+    ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_presets_delete(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  const char *p[] = { r->project_id, r->param };
+  int rc = tb_db_exec(db, &preset_delete, 2, p, &res);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (rc < 0)
+    ret = tb_api_reply_db(r, rc);
+  else if (PQgetvalue(res, 0, 0)[0] != '0')
+    ret = tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+  else if (PQgetvalue(res, 0, 2)[0] == '0')
+    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no preset of this name", NULL);
+  else
+    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "hooks use this preset: delete them first",
+                             NULL);
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_presets_run(struct tb_api_req *r)
+{
+  static const char *const allowed[] = { "labels", NULL };
+  enum MHD_Result ret;
+  json_t *body = NULL, *spec = NULL, *errors = NULL;
+  if (r->body_len > 0) {
+    body = tb_api_body_json(r, &ret);
+    if (body == NULL)
+      return ret;
+    if (!only_members(r, body, allowed, &ret))
+      goto out_body;
+  }
+  struct tb_db *db = tb_api_db_get(r);
+  PGresult *res = NULL;
+  char *doc = NULL;
+  const char *p[] = { r->project_id, r->param };
+  int rc = tb_db_exec(db, &preset_get, 2, p, &res);
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  if (rc == 0) {
+    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no preset of this name", NULL);
+    goto out;
+  }
+  json_error_t jerr;
+  spec = json_loads(PQgetvalue(res, 0, 1), 0, &jerr);
+  char job_id[TB_API_ID_LEN + 1];
+  rc = tb_api_ci_start_job(db, r->project_id, spec, json_object_get(body, "labels"), job_id, &doc,
+                           &errors);
+  if (rc == 2) {
+    ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors);
+    errors = NULL;
+  } else if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+  } else if (rc == 0) {
+    ret = tb_api_reply_error(r, TB_EC_INVALID, "the preset's endpoint is gone",
+                             json_pack("{s:[{s:s,s:s}]}", "errors", "field", "spec.endpoint_id",
+                                       "detail", "no such endpoint"));
+  } else {
+    char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
+    const char *h[] = { "Location", loc, NULL };
+    ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);
+    free(loc);
+  }
+out:
+  tb_api_db_put(r, db);
+  PQclear(res);
+  free(doc);
+  json_decref(spec);
+  json_decref(errors);
+out_body:
+  json_decref(body);
+  return ret;
+}

@@ -1,0 +1,254 @@
+"""docker/: what can be checked without a Docker engine.
+
+- The Dockerfile's build stage runs the Makefile's own commands (make deps,
+  make MODE=release), and copies exactly the binaries that build makes.
+- The runtime stage installs the package of every shared library the
+  binaries are linked against, and runs as a non-root user.
+- compose.yaml parses as YAML and wires postgres, api, a scalable worker and
+  a sim; the variables and options it passes are ones the binaries know.
+- docker/entrypoint.sh migrates a real (throwaway) PostgreSQL and then execs
+  its command; docker/healthcheck.sh tells a ready api from a closed port.
+"""
+import glob
+import os
+import re
+import shlex
+import subprocess
+import time
+
+import yaml  # python3-yaml (scripts/deps.sh)
+
+import harness
+from harness import wait_until
+
+DOCKER = os.path.join(harness.ROOT, "docker")
+DOCKERFILE = os.path.join(DOCKER, "Dockerfile")
+APPS = {"service": "tokbench-api", "worker": "tokbench-worker", "sim": "tokbench-sim",
+        "cli": "tokbench"}
+
+
+def dockerfile_stages():
+    """[(stage name, [(instruction, argument text)])], continuations joined."""
+    lines, cur = [], ""
+    with open(DOCKERFILE) as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if not cur and (not line.strip() or line.lstrip().startswith("#")):
+                continue
+            if line.endswith("\\"):
+                cur += line[:-1] + " "
+                continue
+            lines.append(cur + line)
+            cur = ""
+    assert not cur, "dangling line continuation"
+    stages = []
+    for line in lines:
+        instr, _, arg = line.strip().partition(" ")
+        instr = instr.upper()
+        if instr == "FROM":
+            m = re.match(r"(\S+)(?:\s+AS\s+(\S+))?$", arg.strip(), re.I)
+            assert m, line
+            stages.append((m.group(2) or m.group(1), [("FROM", m.group(1))]))
+        else:
+            assert stages, "instruction before FROM: " + line
+            stages[-1][1].append((instr, arg.strip()))
+    return stages
+
+
+def makefile_targets():
+    with open(os.path.join(harness.ROOT, "Makefile")) as f:
+        return set(re.findall(r"^([a-zA-Z][\w-]*):", f.read(), re.M))
+
+
+def test_build_stage_runs_the_makefile_commands(ctx):
+    stages = dockerfile_stages()
+    assert len(stages) >= 2, "multi-stage build"
+    build_name, build = stages[0]
+    assert build[0][1] in ("debian:12", "debian:bookworm"), build[0]
+    runs = [a for i, a in build if i == "RUN"]
+    targets = makefile_targets()
+    for cmd in runs:
+        argv = shlex.split(cmd)
+        assert argv[0] == "make", "build step is not a make command: %s" % cmd
+        for a in argv[1:]:
+            assert a in targets or re.match(r"^(MODE|SANITIZE)=\w+$", a), \
+                "make %s: not a Makefile target or knob" % a
+    assert "make deps" in runs
+    assert "make MODE=release" in runs
+    assert runs.index("make deps") < runs.index("make MODE=release")
+    # What the release build makes is what the runtime stage copies.
+    plan = subprocess.run(["make", "-n", "-B", "MODE=release", "all"], cwd=harness.ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    built = set(re.findall(r"-o build-rel/bin/(\S+)", plan))
+    expect = {b for d, b in APPS.items() if os.path.exists(os.path.join(harness.ROOT, d, "main.c"))}
+    assert built == expect, (built, expect)
+    runtime = stages[-1][1]
+    copied = set()
+    for instr, arg in runtime:
+        if instr == "COPY" and arg.startswith("--from=%s " % build_name):
+            copied |= set(re.findall(r"/src/build-rel/bin/(\S+)", arg))
+    assert copied == built, (copied, built)
+
+
+def test_runtime_stage_has_the_libraries_and_a_user(ctx):
+    stages = dockerfile_stages()
+    runtime = stages[-1][1]
+    assert runtime[0][1] in ("debian:12-slim", "debian:bookworm-slim"), runtime[0]
+    text = " ".join(a for i, a in runtime if i == "RUN")
+    m = re.search(r"apt-get install ([^&]*)", text)
+    assert m, "runtime stage installs packages"
+    pkgs = {w for w in m.group(1).split() if not w.startswith("-")}
+    # every direct NEEDED library of every binary comes from one of them
+    needed = {}  # soname -> path the loader finds
+    for b in APPS.values():
+        path = harness.bin(b)
+        if not os.path.exists(path):
+            continue
+        out = subprocess.check_output(["readelf", "-d", path]).decode()
+        names = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out))
+        ldd = subprocess.check_output(["ldd", path]).decode()
+        for n in names:
+            m = re.search(r"^\s*%s => (\S+)" % re.escape(n), ldd, re.M)
+            assert m, "%s: %s not found by the loader" % (b, n)
+            needed[n] = m.group(1)
+    needed = {n: p for n, p in needed.items() if not re.match(r"lib(asan|ubsan)\.", n)}
+    assert needed, "no binaries to inspect"
+    base = {"libc6", "libgcc-s1"}  # in debian:12-slim already
+    for lib, path in sorted(needed.items()):
+        r = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
+        if r.returncode != 0:  # merged /usr: dpkg may know the other spelling
+            r = subprocess.run(["dpkg", "-S", os.path.realpath(path)], capture_output=True, text=True)
+        assert r.returncode == 0, "no package owns " + path
+        owner = r.stdout.split(":")[0]
+        assert owner in pkgs or owner in base, "%s (package %s) not installed in the runtime stage" % (lib, owner)
+    users = [a for i, a in runtime if i == "USER"]
+    assert users and not users[-1].split(":")[0] in ("root", "0"), users
+    entry = [a for i, a in runtime if i == "ENTRYPOINT"]
+    assert entry and "entrypoint.sh" in entry[-1]
+    # the build context filter keeps local build outputs out
+    with open(DOCKERFILE + ".dockerignore") as f:
+        ignored = set(f.read().split())
+    assert {"bin", "build", "build-san", "build-rel", "var", ".git"} <= ignored
+
+
+def help_text(name):
+    r = subprocess.run([harness.bin(name), "--help"], capture_output=True, text=True)
+    return r.stdout + r.stderr if r.returncode == 0 else None
+
+
+def test_compose_parses_and_wires_the_services(ctx):
+    with open(os.path.join(DOCKER, "compose.yaml")) as f:
+        doc = yaml.safe_load(f)
+    svc = doc["services"]
+    assert {"postgres", "api", "worker", "sim"} <= set(svc)
+    for name in ("api", "worker", "sim"):
+        b = svc[name]["build"]
+        assert b["dockerfile"] == "docker/Dockerfile" and b["context"] == ".."
+    # the worker scales: no fixed name, no published port
+    assert "container_name" not in svc["worker"] and "ports" not in svc["worker"]
+    for name in ("postgres", "api", "sim"):
+        assert "healthcheck" in svc[name], name
+    assert svc["api"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    # the variables each service gets are keys its binary declares
+    for name, binary in (("api", "tokbench-api"), ("worker", "tokbench-worker")):
+        cmd = svc[name]["command"]
+        assert cmd[0] == binary
+        h = help_text(binary)
+        if h is None:
+            continue  # binary not built with --help yet
+        for k in svc[name]["environment"]:
+            assert k in h, "%s: %s is not one of its keys" % (binary, k)
+    sim_cmd = svc["sim"]["command"]
+    assert sim_cmd[0] == "tokbench-sim"
+    h = help_text("tokbench-sim")
+    for a in sim_cmd[1:]:
+        if a.startswith("--"):
+            assert a in h, "tokbench-sim has no option " + a
+    prof = sim_cmd[sim_cmd.index("--profile") + 1]
+    assert os.path.exists(os.path.join(harness.ROOT, "sim", "profiles", prof + ".json"))
+    # the healthcheck and entrypoint scripts it names exist and are executable
+    for s in ("entrypoint.sh", "healthcheck.sh"):
+        p = os.path.join(DOCKER, s)
+        assert os.access(p, os.X_OK), p
+
+
+def entry_env(pg_url, **extra):
+    env = dict(os.environ)
+    env["PATH"] = harness.BIN_DIR + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    env["TOKBENCH_DATABASE_URL"] = pg_url
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.update(extra)
+    return env
+
+
+def test_entrypoint_migrates_then_execs(ctx):
+    pg = ctx.postgres()
+    n_sql = len(glob.glob(os.path.join(harness.ROOT, "sql", "*.sql")))
+    ep = os.path.join(DOCKER, "entrypoint.sh")
+    # a plain command does not migrate unless asked
+    r = subprocess.run([ep, "sh", "-c", "echo ran"], env=entry_env(pg.url), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ran", r
+    assert pg.psql("SELECT to_regclass('tb_schema_version') IS NULL").strip() == "t"
+    r = subprocess.run([ep, "sh", "-c", "echo ran"], env=entry_env(pg.url, TOKBENCH_MIGRATE="1"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ran", r
+    applied = int(pg.psql("SELECT count(*) FROM tb_schema_version"))
+    assert 1 <= applied <= n_sql
+    assert '"component":"entrypoint"' in r.stderr
+    assert '"msg":"migrations: %d applied' % applied in r.stderr, r.stderr
+    # twice is harmless: nothing more applied
+    r = subprocess.run([ep, "true"], env=entry_env(pg.url, TOKBENCH_MIGRATE="1"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r
+    assert '"msg":"migrations: 0 applied' in r.stderr, r.stderr
+    assert int(pg.psql("SELECT count(*) FROM tb_schema_version")) == applied
+    # no database URL: usage error; a database that never answers: 1 after the wait
+    env = entry_env(pg.url)
+    del env["TOKBENCH_DATABASE_URL"]
+    r = subprocess.run([ep, "tokbench-worker"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+    dead = "postgresql://nobody@127.0.0.1:%d/x?connect_timeout=1" % harness.free_port()
+    t0 = time.monotonic()
+    r = subprocess.run([ep, "tokbench-api"], env=entry_env(dead, TOKBENCH_DB_WAIT_S="1"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r
+    assert time.monotonic() - t0 < 30
+
+
+def test_entrypoint_execs_the_api_and_healthcheck_sees_it(ctx):
+    pg = ctx.postgres()
+    port = harness.free_port()
+    ep = os.path.join(DOCKER, "entrypoint.sh")
+    hc = os.path.join(DOCKER, "healthcheck.sh")
+    log = open(os.path.join(ctx.tmp, "entrypoint-api.log"), "wb")
+    p = subprocess.Popen([ep], env=entry_env(pg.url, TOKBENCH_LISTEN_PORT=str(port),
+                                             TOKBENCH_DB_WAIT_MS="2000"),
+                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop():
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log.close()
+    ctx.cleanups.append(stop)
+    wait_until(lambda: subprocess.run([hc, str(port), "/readyz"]).returncode == 0, 30,
+               what="healthcheck.sh on the api")
+    # exec: the entrypoint's own process became tokbench-api
+    exe = os.readlink("/proc/%d/exe" % p.pid)
+    assert os.path.basename(exe) == "tokbench-api", exe
+    assert subprocess.run([hc, str(port), "/no-such-path"]).returncode == 1
+    assert subprocess.run([hc, str(harness.free_port())]).returncode == 1
+    # SIGTERM reaches the api itself and it exits cleanly
+    p.terminate()
+    assert p.wait(20) == 0
+
+
+def test_healthcheck_sees_the_sim(ctx):
+    sim = ctx.sim()
+    hc = os.path.join(DOCKER, "healthcheck.sh")
+    assert subprocess.run([hc, str(sim.port), "/health"]).returncode == 0
