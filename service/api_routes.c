@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "api_handlers.h"
+#include "api_report.h"
 
 #define R TB_SCOPE_READ
 #define W TB_SCOPE_WRITE
@@ -39,6 +40,20 @@ static const struct tb_api_route routes[] = {
   { .method = "POST", .path = "/v1/jobs/{id}/cancel", .scope = W, .fn = tb_api_jobs_cancel },
   { .method = "GET", .path = "/v1/jobs/{id}/result", .scope = R, .fn = tb_api_jobs_result },
   { .method = "GET", .path = "/v1/jobs/{id}/events", .scope = R, .fn = tb_api_jobs_events },
+
+  /* Reports, comparisons, thresholds, import, web frontend (issue 6,
+   * api_report.c).  / and /web/{name} are static files: no key. */
+  { .method = "GET", .path = "/v1/jobs/{id}/report", .scope = R, .fn = tb_api_jobs_report },
+  { .method = "GET", .path = "/v1/compare", .scope = R, .fn = tb_api_compare },
+  { .method = "POST", .path = "/v1/results", .scope = W, .json_body = true,
+    .fn = tb_api_results_import },
+  { .method = "GET", .path = "/v1/thresholds", .scope = R, .fn = tb_api_thresholds_list },
+  { .method = "POST", .path = "/v1/thresholds", .scope = W, .json_body = true,
+    .fn = tb_api_thresholds_put },
+  { .method = "DELETE", .path = "/v1/thresholds/{id}", .scope = W,
+    .fn = tb_api_thresholds_delete },
+  { .method = "GET", .path = "/", .fn = tb_api_web_index },
+  { .method = "GET", .path = "/web/{name}", .fn = tb_api_web_file },
 
   /* CI integration (issue 7).  POST /v1/hooks/{id} and /metrics ask no API
    * key: a signature, and TOKBENCH_METRICS_TOKEN, authenticate them. */

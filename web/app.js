@@ -1,0 +1,367 @@
+/*
+ * tokbench web: a small frontend over the public API, nothing else.
+ *
+ * - The API key lives in sessionStorage (this tab only) and goes out as
+ *   "Authorization: Bearer" on every call.
+ * - Routes (location.hash): #/ jobs list, #/jobs/<id> job page, #/compare.
+ * - The job page follows GET /v1/jobs/{id}/events: Server-Sent Events read
+ *   with fetch() streaming, because EventSource cannot send the
+ *   Authorization header; it reconnects with Last-Event-ID.
+ * - Reports are the server's HTML (GET /v1/jobs/{id}/report), shown in a
+ *   sandboxed iframe through srcdoc: no script can run in it.
+ * - Every value from the API is put into the page as text (textContent),
+ *   never as HTML.
+ */
+"use strict";
+
+const KEY = "tokbench.key";
+const $ = (sel, root) => (root || document).querySelector(sel);
+
+function apiKey() { return sessionStorage.getItem(KEY); }
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    super((problem && (problem.detail || problem.title)) || ("HTTP " + status));
+    this.status = status;
+  }
+}
+
+async function api(path, opts) {
+  opts = opts || {};
+  const headers = Object.assign({ "Authorization": "Bearer " + apiKey() }, opts.headers || {});
+  const resp = await fetch(path, Object.assign({}, opts, { headers }));
+  if (resp.status === 401) {
+    signOut();
+    throw new ApiError(401, { detail: "the API key was refused; sign in again" });
+  }
+  if (!resp.ok) {
+    let problem = null;
+    try { problem = await resp.json(); } catch (e) { /* not JSON */ }
+    throw new ApiError(resp.status, problem);
+  }
+  return resp;
+}
+
+async function apiJson(path, opts) { return (await api(path, opts)).json(); }
+
+function signOut() {
+  sessionStorage.removeItem(KEY);
+  stopStreams();
+  route();
+}
+
+function show(tplId) {
+  const main = $("#main");
+  main.replaceChildren($(tplId).content.cloneNode(true));
+  return main;
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function fmtTime(s) {
+  if (!s) return "";
+  const d = new Date(s);
+  return isNaN(d) ? String(s) : d.toLocaleString();
+}
+
+function labelsInto(node, labels) {
+  node.replaceChildren();
+  for (const [k, v] of Object.entries(labels || {})) node.append(el("span", k + "=" + v, "label"));
+}
+
+function progressOf(job) {
+  const p = job.progress || {};
+  const total = p.cells_total || 0, done = p.cells_done || 0;
+  return { done, total, pct: total > 0 ? Math.min(100, 100 * done / total) : (job.state === "succeeded" ? 100 : 0), eta: p.eta_s };
+}
+
+/* ------------------------------------------------------------- sign in */
+
+function viewSignin() {
+  $("#nav").hidden = true;
+  show("#tpl-signin");
+  $("#signin-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const k = $("#key").value.trim();
+    $("#signin-error").textContent = "";
+    sessionStorage.setItem(KEY, k);
+    try {
+      await apiJson("/v1/jobs?limit=1");
+      route();
+    } catch (e) {
+      sessionStorage.removeItem(KEY);
+      $("#signin-error").textContent = e.status === 401 ? "This key was refused." : e.message;
+    }
+  });
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+async function viewJobs() {
+  show("#tpl-jobs");
+  const tbody = $("#jobs tbody");
+  let next = null;
+  async function load(reset) {
+    const st = $("#state-filter").value;
+    const q = new URLSearchParams({ limit: "50" });
+    if (st) q.set("state", st);
+    if (!reset && next) q.set("cursor", next);
+    try {
+      const page = await apiJson("/v1/jobs?" + q);
+      if (reset) tbody.replaceChildren();
+      for (const j of page.jobs || []) tbody.append(jobRow(j));
+      next = page.next || page.next_cursor || null;
+      $("#more").hidden = !next;
+      if (reset && !(page.jobs || []).length) {
+        const tr = el("tr"); const td = el("td", "No jobs yet.", "muted"); td.colSpan = 6;
+        tr.append(td); tbody.append(tr);
+      }
+    } catch (e) { $("#jobs-error").textContent = e.message; }
+  }
+  $("#state-filter").addEventListener("change", () => load(true));
+  $("#more").addEventListener("click", () => load(false));
+  await load(true);
+}
+
+function jobRow(j) {
+  const tr = el("tr");
+  tr.dataset.id = j.id;
+  const a = el("a", String(j.id).slice(0, 8));
+  a.href = "#/jobs/" + encodeURIComponent(j.id);
+  const tdId = el("td"); tdId.append(a);
+  const tdState = el("td"); tdState.append(el("span", j.state, "state " + j.state));
+  const p = progressOf(j);
+  const tdP = el("td");
+  const bar = el("span", null, "bar"); const fill = el("div"); fill.style.width = p.pct + "%";
+  bar.append(fill); tdP.append(bar, el("span", " " + p.done + (p.total ? "/" + p.total : "")));
+  const tdL = el("td"); labelsInto(tdL, j.labels);
+  tr.append(tdId, tdState, tdP, tdL, el("td", fmtTime(j.created_at)), el("td", fmtTime(j.finished_at)));
+  return tr;
+}
+
+/* ----------------------------------------------------------------- job */
+
+let streams = [];
+function stopStreams() { for (const c of streams) c.abort(); streams = []; }
+
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+async function viewJob(id) {
+  show("#tpl-job");
+  $("#job-id").textContent = id;
+  $("#compare-link").href = "#/compare?head=" + encodeURIComponent(id);
+  for (const b of document.querySelectorAll("button[data-format]"))
+    b.addEventListener("click", () => download(id, b.dataset.format));
+  let job;
+  try { job = await apiJson("/v1/jobs/" + encodeURIComponent(id)); }
+  catch (e) { $("#job-error").textContent = e.message; return; }
+  renderJob(job);
+  await loadReport(id);
+  if (!TERMINAL.has(job.state)) follow(id, job);
+  else showRegressions(id);
+}
+
+function renderJob(job) {
+  $("#job-state").textContent = job.state;
+  $("#job-endpoint").textContent = job.endpoint_id || "";
+  labelsInto($("#job-labels"), job.labels);
+  const p = progressOf(job);
+  $("#job-bar").style.width = p.pct + "%";
+  let txt = p.total ? p.done + " of " + p.total + " cells" : p.done + " cells";
+  if (job.progress && job.progress.current_cell && !TERMINAL.has(job.state)) {
+    const c = job.progress.current_cell;
+    txt += " · now: " + (c.phase || "") + " " + (c.context_label || c.context || "") +
+      (c.phase === "decode" ? " × " + c.concurrency : "");
+  }
+  if (p.eta && !TERMINAL.has(job.state)) txt += " · about " + Math.round(p.eta) + " s left";
+  $("#job-progress").textContent = txt;
+  $("#job-error").textContent = job.error || "";
+}
+
+async function loadReport(id) {
+  try {
+    const html = await (await api("/v1/jobs/" + encodeURIComponent(id) + "/report?format=html")).text();
+    const frame = $("#report");
+    if (frame) frame.srcdoc = html;
+  } catch (e) { const n = $("#job-error"); if (n) n.textContent = e.message; }
+}
+
+async function showRegressions(id) {
+  let doc;
+  try { doc = await apiJson("/v1/jobs/" + encodeURIComponent(id) + "/result"); } catch (e) { return; }
+  const reg = doc && doc.regressions;
+  const box = $("#regressions");
+  if (!reg || !box) return;
+  box.hidden = false;
+  box.replaceChildren();
+  if (!reg.base_job_id) {
+    box.className = "ok";
+    box.append(el("span", "No earlier good job of this endpoint with the same labels to compare with."));
+    return;
+  }
+  const pct = (reg.tolerance * 100).toFixed(1) + "%";
+  const link = el("a", String(reg.base_job_id).slice(0, 8));
+  link.href = "#/compare?base=" + encodeURIComponent(reg.base_job_id) + "&head=" + encodeURIComponent(id);
+  if (!reg.regressed) {
+    box.className = "ok";
+    box.append(el("span", "No regression beyond " + pct + " against job "), link);
+    return;
+  }
+  box.className = "";
+  box.append(el("b", (reg.cells || []).length + " regression(s) beyond " + pct + " against job "), link);
+  const ul = el("ul");
+  for (const c of (reg.cells || []).slice(0, 50)) {
+    const where = (c.phase === "prefill" ? "prefill " : "decode ") + (c.context_label || c.context) +
+      (c.phase === "decode" ? " × " + c.concurrency : "");
+    const what = c.kind === "lost" ? "no longer valid (" + c.head + ")"
+      : c.metric + " " + (c.change_pct > 0 ? "+" : "") + Number(c.change_pct).toFixed(1) + "%";
+    ul.append(el("li", where + ": " + what));
+  }
+  box.append(ul);
+}
+
+/* Server-Sent Events over fetch: "id:", "event:", "data:" lines, events
+ * split by a blank line, possibly across reads. */
+async function follow(id, job) {
+  const ctl = new AbortController();
+  streams.push(ctl);
+  const live = $("#job-live");
+  let lastId = null, refresh = null, done = false, backoff = 1000;
+  const state = Object.assign({}, job);
+  const scheduleReport = () => {
+    if (refresh) return;
+    refresh = setTimeout(() => { refresh = null; loadReport(id); }, 1500);
+  };
+  while (!done && !ctl.signal.aborted) {
+    try {
+      const headers = { "Accept": "text/event-stream" };
+      if (lastId) headers["Last-Event-ID"] = lastId;
+      const resp = await api("/v1/jobs/" + encodeURIComponent(id) + "/events", { headers, signal: ctl.signal });
+      if (live) live.hidden = false;
+      backoff = 1000;
+      const reader = resp.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done: eof } = await reader.read();
+        if (eof) break;
+        buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+        let cut;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut); buf = buf.slice(cut + 2);
+          let ev = "message", data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith(":")) continue;
+            const i = line.indexOf(":");
+            const f = i < 0 ? line : line.slice(0, i);
+            const v = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+            if (f === "id") lastId = v; else if (f === "event") ev = v; else if (f === "data") data.push(v);
+          }
+          if (!data.length) continue;
+          let d; try { d = JSON.parse(data.join("\n")); } catch (e) { continue; }
+          if (ev === "progress" || ev === "cell") {
+            state.progress = Object.assign({}, state.progress || {}, d.progress || d);
+            if (ev === "cell") {
+              state.progress.cells_done = (d.cells_done !== undefined) ? d.cells_done : (state.progress.cells_done || 0);
+              scheduleReport();
+            }
+          } else if (ev === "state") {
+            state.state = d.state || state.state;
+            if (d.error !== undefined) state.error = d.error;
+          }
+          renderJob(state);
+          if (TERMINAL.has(state.state)) done = true;
+        }
+        if (done) break;
+      }
+      if (done) { try { reader.cancel(); } catch (e) { /* closed */ } }
+    } catch (e) {
+      if (ctl.signal.aborted) return;
+      if (e.status && e.status < 500 && e.status !== 429) { $("#job-error").textContent = e.message; return; }
+    }
+    if (!done && !ctl.signal.aborted) {
+      await new Promise((r) => setTimeout(r, backoff));
+      backoff = Math.min(backoff * 2, 15000);
+      try {
+        const j = await apiJson("/v1/jobs/" + encodeURIComponent(id));
+        Object.assign(state, j); renderJob(state);
+        if (TERMINAL.has(j.state)) done = true;
+      } catch (e) { /* retried above */ }
+    }
+  }
+  if (live) live.hidden = true;
+  if (ctl.signal.aborted) return;
+  try { renderJob(await apiJson("/v1/jobs/" + encodeURIComponent(id))); } catch (e) { /* shown */ }
+  await loadReport(id);
+  showRegressions(id);
+}
+
+async function download(id, format) {
+  try {
+    const blob = await (await api("/v1/jobs/" + encodeURIComponent(id) + "/report?format=" + format)).blob();
+    const url = URL.createObjectURL(blob);
+    const a = el("a"); a.href = url;
+    a.download = "tokbench-" + id + "." + (format === "md" ? "md" : format);
+    document.body.append(a); a.click(); a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (e) { $("#job-error").textContent = e.message; }
+}
+
+/* ------------------------------------------------------------- compare */
+
+async function viewCompare(params) {
+  show("#tpl-compare");
+  const base = $("#base"), head = $("#head");
+  try {
+    const page = await apiJson("/v1/jobs?limit=100&state=succeeded");
+    for (const j of page.jobs || []) {
+      const name = String(j.id).slice(0, 8) + " · " + fmtTime(j.finished_at || j.created_at) +
+        Object.entries(j.labels || {}).map(([k, v]) => " " + k + "=" + v).join("");
+      for (const sel of [base, head]) { const o = el("option", name); o.value = j.id; sel.append(o); }
+    }
+  } catch (e) { $("#compare-error").textContent = e.message; }
+  const want = (sel, v) => {
+    if (!v) return;
+    if (![...sel.options].some((o) => o.value === v)) { const o = el("option", v); o.value = v; sel.append(o); }
+    sel.value = v;
+  };
+  want(base, params.get("base")); want(head, params.get("head"));
+  if (!params.get("base") && base.options.length > 1) base.selectedIndex = 1;
+  async function run() {
+    $("#compare-error").textContent = "";
+    const q = new URLSearchParams({ base: base.value, head: head.value, format: "html" });
+    const tol = $("#tolerance").value;
+    if (tol !== "") q.set("tolerance", tol);
+    try {
+      const html = await (await api("/v1/compare?" + q)).text();
+      $("#compare-report").srcdoc = html;
+    } catch (e) { $("#compare-error").textContent = e.message; }
+  }
+  $("#compare-form").addEventListener("submit", (ev) => { ev.preventDefault(); run(); });
+  if (params.get("base") && params.get("head")) run();
+}
+
+/* --------------------------------------------------------------- routes */
+
+function route() {
+  stopStreams();
+  if (!apiKey()) { viewSignin(); return; }
+  $("#nav").hidden = false;
+  const h = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = h.split("?");
+  const m = path.match(/^\/jobs\/([0-9a-fA-F-]{36})$/);
+  if (m) viewJob(m[1]);
+  else if (path === "/compare") viewCompare(new URLSearchParams(query || ""));
+  else viewJobs();
+}
+
+window.addEventListener("hashchange", route);
+document.addEventListener("DOMContentLoaded", () => {
+  $("#signout").addEventListener("click", signOut);
+  route();
+});
