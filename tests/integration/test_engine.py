@@ -10,6 +10,14 @@ import harness
 
 RUN_ARGS = ["--duration", "2", "--settle", "0.3", "--max-output", "2048"]
 
+# Accuracy is a property of normal builds.  Under ASan/UBSan or valgrind
+# (make test, make valgrind) the simulator itself answers several ms late,
+# so timing bounds are widened there; the exact rules (capacity, counts,
+# statuses) are checked the same in every build.
+INSTRUMENTED = "san" in harness.BIN_DIR or harness.VALGRIND
+SLACK_REL = 0.08 if INSTRUMENTED else 0.0
+SLACK_MS = 25.0 if INSTRUMENTED else 0.0
+
 
 def run_cli(url, args, timeout=240, env=None):
     """Runs tokbench run --jsonl; returns (rc, header, cells, doc, stderr)."""
@@ -32,6 +40,8 @@ def expected(url, ctx, conc, max_tokens=2048):
 
 
 def close(measured, want, rel, abs_=0.0, what=""):
+    rel += SLACK_REL
+    abs_ += SLACK_MS if "TTFT" in what or "TBT" in what else 0.0
     assert abs(measured - want) <= rel * want + abs_, \
         "%s: measured %.4f, expected %.4f (±%.1f%% + %.2f)" % (what, measured, want, rel * 100, abs_)
 
