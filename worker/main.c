@@ -22,6 +22,7 @@
 
 #include "tb_cfg.h"
 #include "tb_log.h"
+#include "tb_masterkey.h"
 #include "tb_migrate.h"
 #include "worker.h"
 
@@ -154,15 +155,16 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  int mk = worker_master_key(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
-                             tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"), w.master_key, &err);
-  if (mk < 0) {
+  enum tb_masterkey_rc mk = tb_masterkey_load(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
+                                              tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"),
+                                              w.master_key, &err);
+  if (mk == TB_MASTERKEY_ERROR) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
     rc = 2;
     goto out;
   }
-  w.have_master_key = mk == 1;
+  w.have_master_key = mk == TB_MASTERKEY_OK;
   if (!w.have_master_key)
     tb_log(TB_LOG_WARN, "no master key: endpoints with an API key cannot be run", NULL);
 

@@ -3,7 +3,6 @@
  * (linked into build/libworker.a so that unit tests can reach them).
  *
  *   worker_spec.c  the engine spec of a job (pure: job spec + endpoint)
- *   worker_key.c   the master key (TOKBENCH_MASTER_KEY / _FILE)
  *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
  *   worker_job.c   runs one claimed job with the engine, start to finish
  */
@@ -34,16 +33,6 @@ json_t *worker_engine_spec(const json_t *job_spec, const struct tb_queue_endpoin
 /* A run id unique to this execution of the job: "<job id>.<attempt>.<6 hex>"
  * (prompts of two runs never share a cached prefix).  New string. */
 char *worker_run_id(const char *job_id, int attempt);
-
-/* ------------------------------------------------------------ worker_key */
-
-/*
- * The master key from hex_text (64 hex) or, when that is NULL or empty, from
- * the file at path (may be NULL).  Returns 1 (loaded), 0 (neither given) or
- * -1 with *err set (caller frees).  The text is not kept.
- */
-int worker_master_key(const char *hex_text, const char *path,
-                      unsigned char key[TB_CRYPTO_KEY_LEN], char **err) TB_MUST_CHECK;
 
 /* ----------------------------------------------------------- worker_beat */
 

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the worker's pure parts: the engine spec built from a job
- * spec and its endpoint (worker_spec.c), the run id, the master key loader.
+ * spec and its endpoint (worker_spec.c) and the run id.
  * The queue's SQL is tested against a real PostgreSQL in
  * tests/integration/test_worker.py.
  */
@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -84,43 +83,6 @@ test_run_ids_are_unique(void **state)
   free(b);
 }
 
-static void
-test_master_key_sources(void **state)
-{
-  (void)state;
-  unsigned char key[TB_CRYPTO_KEY_LEN];
-  char *err = NULL;
-  char hex[65];
-  memset(hex, 'a', 64);
-  hex[64] = '\0';
-  assert_int_equal(worker_master_key(hex, NULL, key, &err), 1);
-  assert_int_equal(key[0], 0xaa);
-  assert_int_equal(worker_master_key(NULL, NULL, key, &err), 0);
-  assert_int_equal(worker_master_key("xyz", NULL, key, &err), -1);
-  assert_non_null(err);
-  free(err);
-  err = NULL;
-  char path[] = "/tmp/tb-mk-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "w");
-  fprintf(f, "  %s\n", hex);
-  fclose(f);
-  memset(key, 0, sizeof key);
-  assert_int_equal(worker_master_key("", path, key, &err), 1);
-  assert_int_equal(key[31], 0xaa);
-  f = fopen(path, "w");
-  fprintf(f, "short\n");
-  fclose(f);
-  assert_int_equal(worker_master_key(NULL, path, key, &err), -1);
-  assert_non_null(strstr(err, "64 hex"));
-  free(err);
-  err = NULL;
-  unlink(path);
-  assert_int_equal(worker_master_key(NULL, path, key, &err), -1);
-  free(err);
-}
-
 int
 main(void)
 {
@@ -128,7 +90,6 @@ main(void)
     cmocka_unit_test(test_engine_spec_maps_members),
     cmocka_unit_test(test_engine_spec_from_empty_job),
     cmocka_unit_test(test_run_ids_are_unique),
-    cmocka_unit_test(test_master_key_sources),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
