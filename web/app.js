@@ -187,8 +187,18 @@ async function loadReport(id) {
   try {
     const html = await (await api("/v1/jobs/" + encodeURIComponent(id) + "/report?format=html")).text();
     const frame = $("#report");
-    if (frame) frame.srcdoc = html;
+    if (frame) setFrame(frame, html);
   } catch (e) { const n = $("#job-error"); if (n) n.textContent = e.message; }
+}
+
+/* Shows a server-rendered page in a sandboxed frame (no scripts run in it;
+ * same origin only so that the frame can be sized to its content). */
+function setFrame(frame, html) {
+  frame.onload = () => {
+    try { frame.style.height = (frame.contentDocument.documentElement.scrollHeight + 24) + "px"; }
+    catch (e) { /* keep the CSS height */ }
+  };
+  frame.srcdoc = html;
 }
 
 async function showRegressions(id) {
@@ -339,7 +349,7 @@ async function viewCompare(params) {
     if (tol !== "") q.set("tolerance", tol);
     try {
       const html = await (await api("/v1/compare?" + q)).text();
-      $("#compare-report").srcdoc = html;
+      setFrame($("#compare-report"), html);
     } catch (e) { $("#compare-error").textContent = e.message; }
   }
   $("#compare-form").addEventListener("submit", (ev) => { ev.preventDefault(); run(); });

