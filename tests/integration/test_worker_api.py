@@ -1,0 +1,124 @@
+"""tokbench-worker behind the real tokbench-api (issue 5): a key from the CLI,
+an endpoint registered over HTTP with its API key (sealed by the api, opened
+by the worker), jobs submitted, followed, cancelled and read back over HTTP.
+The queue's own edge cases are in test_worker.py."""
+import json
+import os
+import subprocess
+import time
+
+import harness
+from harness import http, wait_until
+
+MASTER = "3e" * 32
+EP_SECRET = "sk-sim-SECRET-for-worker-api-77"
+SHORT = {"contexts": [512, "1k"], "concurrency": [1, 2], "prefill_contexts": [512, "1K"],
+         "duration_s": 0.3, "settle_s": 0.05, "max_output": 256}
+LONG = {"contexts": [512, 1024, 2048], "concurrency": [1, 2, 4],
+        "prefill_contexts": [512, 1024, 2048], "duration_s": 0.8, "settle_s": 0.05,
+        "max_output": 256}
+
+STATE = {}
+
+
+def setup(ctx):
+    if STATE:
+        return STATE
+    pg = ctx.postgres()
+    port = harness.free_port()
+    api = ctx.process("tokbench-api", [], env={
+        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+        "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0"})
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "wk", "--admin"],
+                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    worker = ctx.process("tokbench-worker", [], env={
+        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
+        "TOKBENCH_WORKER_ID": "w-api", "TOKBENCH_LEASE_S": "15", "TOKBENCH_HEARTBEAT_S": "2"})
+    wait_until(lambda: '"msg":"worker ready"' in worker.output(), 20, what="worker ready")
+    sim = ctx.sim("tiny", args=["--api-key", EP_SECRET])
+    STATE.update(pg=pg, base=base, key=r.stdout.strip(), worker=worker, api=api, sim=sim)
+    return STATE
+
+
+def call(s, method, path, body=None, timeout=10):
+    st, h, data = http(method, s["base"] + path, body,
+                       {"Authorization": "Bearer " + s["key"]}, timeout)
+    return st, (json.loads(data) if data else None)
+
+
+def endpoint(s, name):
+    st, doc = call(s, "POST", "/v1/endpoints", {
+        "name": name, "base_url": s["sim"].url, "api_key": EP_SECRET,
+        "launch_command": "vllm serve tiny --api-key %s" % EP_SECRET,
+        "hardware": {"gpu": "Simulated GPU", "count": 1, "vram_gb": 1}})
+    assert st == 201, doc
+    return doc["id"]
+
+
+def submit(s, ep, spec):
+    st, doc = call(s, "POST", "/v1/jobs", dict(spec, endpoint_id=ep))
+    assert st == 202, doc
+    return doc["id"]
+
+
+def wait_job(s, jid, states, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st, doc = call(s, "GET", "/v1/jobs/%s?wait=5" % jid, timeout=15)
+        assert st == 200, doc
+        if doc["state"] in states:
+            return doc
+    raise AssertionError("job %s not in %s: %s" % (jid, states, doc))
+
+
+def test_flow_over_http(ctx):
+    s = setup(ctx)
+    ep = endpoint(s, "sim-flow")
+    jid = submit(s, ep, SHORT)
+    doc = wait_job(s, jid, ("succeeded", "failed", "cancelled"))
+    assert doc["state"] == "succeeded", doc
+    assert doc["attempts"] == 1 and doc["progress"]["cells_done"] == 6, doc
+    assert doc["progress"]["cells_total"] == 6 and len(doc["cells"]) == 6
+    st, res = call(s, "GET", "/v1/jobs/%s/result" % jid)
+    assert st == 200, res
+    text = json.dumps(res)
+    assert EP_SECRET not in text
+    cells = res["cells"] if "cells" in res else res["result"]["cells"]
+    keys = sorted((c["phase"], c["context"], c["concurrency"]) for c in cells)
+    assert keys == sorted([("prefill", 512, 1), ("prefill", 1024, 1)] +
+                          [("decode", c, n) for c in (512, 1024) for n in (1, 2)]), keys
+    assert all(c["status"] == "valid" for c in cells), cells
+    assert EP_SECRET not in s["worker"].output()
+
+
+def test_cancel_over_http_within_2s(ctx):
+    s = setup(ctx)
+    ep = endpoint(s, "sim-cancel")
+    jid = submit(s, ep, LONG)
+    wait_until(lambda: call(s, "GET", "/v1/jobs/" + jid)[1]["progress"]["cells_done"] >= 2, 30,
+               what="two cells")
+    t0 = time.monotonic()
+    st, doc = call(s, "POST", "/v1/jobs/%s/cancel" % jid)
+    assert st in (200, 202), doc
+    doc = wait_job(s, jid, ("cancelled", "succeeded", "failed"), 10)
+    took = time.monotonic() - t0
+    assert doc["state"] == "cancelled" and took < 2.0, (doc, took)
+
+
+def test_busy_endpoint_waits_over_http(ctx):
+    s = setup(ctx)
+    ep = endpoint(s, "sim-busy")
+    a = submit(s, ep, SHORT)
+    b = submit(s, ep, SHORT)
+    wait_job(s, a, ("running", "succeeded"))
+    doc_b = call(s, "GET", "/v1/jobs/" + b)[1]
+    if call(s, "GET", "/v1/jobs/" + a)[1]["state"] == "running":
+        assert doc_b["state"] == "queued", doc_b
+    da = wait_job(s, a, ("succeeded",))
+    db = wait_job(s, b, ("succeeded",))
+    assert db["started_at"] >= da["finished_at"], (da, db)
