@@ -487,6 +487,11 @@ view_build(struct view *v, const json_t *doc)
   memset(v, 0, sizeof *v);
   v->doc = doc;
   v->status = jstr(doc, "status");
+  /* The API's document of an unfinished job carries its state ("running",
+   * "queued") beside a status of "partial": it is a run still going. */
+  const char *state = jstr(doc, "state");
+  if (state != NULL && (strcmp(state, "running") == 0 || strcmp(state, "queued") == 0))
+    v->status = "running";
   const json_t *st = json_object_get(doc, "settings");
   axis_from(&v->dctx, json_object_get(st, "contexts"));
   axis_from(&v->conc, json_object_get(st, "concurrency"));

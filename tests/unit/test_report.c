@@ -437,7 +437,13 @@ test_partial_banner(void **state)
   char *md = render(doc, TB_REPORT_MD);
   assert_non_null(strstr(md, "> **Warning:** Partial result"));
   free(md);
+  /* GET /v1/jobs/{id}/result of a running job: status partial, state running. */
   json_object_set_new(doc, "status", json_string("partial"));
+  json_object_set_new(doc, "state", json_string("running"));
+  html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "still going; 20 of 55 cells done so far"));
+  free(html);
+  json_object_del(doc, "state");
   html = render(doc, TB_REPORT_HTML);
   assert_non_null(strstr(html, "Partial result: 0 cells could not be measured"));
   free(html);
