@@ -1815,17 +1815,30 @@ cview_build(struct cview *v, const json_t *cmp)
 }
 
 static const char *
-mark_text(const char *m)
+status_text(const char *s)
 {
-  if (m == NULL)
-    return DASH;
-  if (strcmp(m, "both") == 0)
-    return "valid in both";
-  if (strcmp(m, "base_only") == 0)
-    return "valid in base only";
-  if (strcmp(m, "head_only") == 0)
-    return "valid in head only";
-  return "valid in neither";
+  if (s == NULL)
+    return "not measured";
+  if (strcmp(s, "valid") == 0)
+    return "Valid";
+  if (strcmp(s, "over_capacity") == 0)
+    return "Over capacity";
+  if (strcmp(s, "error") == 0)
+    return "Error";
+  if (strcmp(s, "skipped") == 0)
+    return "Skipped";
+  return "Unknown";
+}
+
+static const char *
+metric_label(const char *m)
+{
+  size_t nm;
+  const struct tb_compare_metric *ms = tb_compare_metrics(&nm);
+  for (size_t i = 0; m != NULL && i < nm; i++)
+    if (strcmp(ms[i].name, m) == 0)
+      return ms[i].label;
+  return m;
 }
 
 static void
@@ -1886,7 +1899,7 @@ render_compare_html(struct rb *b, const struct cview *v)
       rb_printf(b, "<tr class=\"reg\"><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
                    "</td><td class=\"l\">",
                 cell_phase(g) == 0 ? "Prefill" : "Sustained decode", lab, conc);
-      rb_html(b, m);
+      rb_html(b, m && strcmp(m, "status") == 0 ? "Status" : metric_label(m));
       rb_puts(b, "</td>");
       if (m && strcmp(m, "status") == 0) {
         rb_puts(b, "<td>valid</td><td>");
@@ -1923,10 +1936,22 @@ render_compare_html(struct rb *b, const struct cview *v)
           rb_printf(b, "<td><b>%s</b><span>was %s</span><span class=\"%s\">%s</span></td>",
                     t1, t2, ratio_class(ratio, true, v->tol), t3);
         } else {
-          const char *mk = jstr(cell, "mark");
-          rb_puts(b, "<td class=\"sk\">");
-          rb_html(b, mark_text(mk));
-          rb_puts(b, "</td>");
+          /* Valid on one side only, or on neither: say what each side was. */
+          const char *bs = jstr(cell, "base_status"), *hs = jstr(cell, "head_status");
+          double hv = jnum(m, "head"), bv = jnum(m, "base");
+          if (isfinite(hv)) {
+            tb_report_fmt_tps(hv, t1, sizeof t1);
+            rb_printf(b, "<td><b>%s</b><span>base: %s</span></td>", t1, status_text(bs));
+          } else if (isfinite(bv)) {
+            tb_report_fmt_tps(bv, t2, sizeof t2);
+            rb_printf(b, "<td class=\"err\"><span>was %s</span><span>head: %s</span></td>", t2,
+                      status_text(hs));
+          } else if (bs != NULL && hs != NULL && strcmp(bs, hs) == 0) {
+            rb_printf(b, "<td class=\"%s\">%s</td>", strcmp(hs, "over_capacity") == 0 ? "oc" : "sk",
+                      status_text(hs));
+          } else {
+            rb_printf(b, "<td class=\"sk\">%s / %s</td>", status_text(bs), status_text(hs));
+          }
         }
       }
       rb_puts(b, "</tr>\n");
@@ -2013,7 +2038,7 @@ render_compare_md(struct rb *b, const struct cview *v)
       ctx_label(ctx, lab, sizeof lab);
       rb_printf(b, "| %s | %s | %" PRId64 " | ", cell_phase(g) == 0 ? "Prefill" : "Sustained decode",
                 lab, conc);
-      rb_md(b, m);
+      rb_md(b, m && strcmp(m, "status") == 0 ? "Status" : metric_label(m));
       if (m && strcmp(m, "status") == 0) {
         rb_puts(b, " | valid | ");
         rb_md(b, jstr(g, "head"));
@@ -2048,7 +2073,19 @@ render_compare_md(struct rb *b, const struct cview *v)
           fmt_pct(ratio, t3, sizeof t3);
           rb_printf(b, " %s (%s) |", t1, t3);
         } else {
-          rb_printf(b, " %s |", mark_text(jstr(cell, "mark")));
+          const char *bs = jstr(cell, "base_status"), *hs = jstr(cell, "head_status");
+          double hv = jnum(m, "head"), bv = jnum(m, "base");
+          if (isfinite(hv)) {
+            tb_report_fmt_tps(hv, t1, sizeof t1);
+            rb_printf(b, " %s (base: %s) |", t1, status_text(bs));
+          } else if (isfinite(bv)) {
+            tb_report_fmt_tps(bv, t1, sizeof t1);
+            rb_printf(b, " head: %s (was %s) |", status_text(hs), t1);
+          } else if (bs != NULL && hs != NULL && strcmp(bs, hs) == 0) {
+            rb_printf(b, " %s |", status_text(hs));
+          } else {
+            rb_printf(b, " %s / %s |", status_text(bs), status_text(hs));
+          }
         }
       }
       rb_puts(b, "\n");
