@@ -265,7 +265,8 @@ def test_finished_job_page(ctx):
     st, r = api("POST", "/v1/results", {"endpoint_id": ep["id"], "result": doc,
                                         "labels": {"gpu": "rtx6000", "engine": "sglang"}})
     assert st == 201, r
-    jid = r["job_id"]
+    jid = S["sglang_job"] = r["job_id"]
+    S["endpoint"] = ep["id"]
     chrome = S["chrome"]
     sign_in(chrome)
     row = chrome.eval("document.querySelector('#jobs tbody tr[data-id=\"%s\"] .state').textContent" % jid)
@@ -321,3 +322,22 @@ def test_live_job_page(ctx):
     assert got == expected_matrix(doc)
     assert "regressions" in doc or True  # recorded only when the worker calls tb_regress_check
     chrome.screenshot(os.path.join(ARTIFACTS, "web_live_job.png"))
+
+
+def test_compare_page(ctx):
+    """The compare page renders GET /v1/compare for two finished jobs."""
+    setup(ctx)
+    with open(os.path.join(FIX, "result_vllm.json")) as f:
+        doc = json.load(f)
+    st, r = api("POST", "/v1/results", {"endpoint_id": S["endpoint"], "result": doc})
+    assert st == 201, r
+    chrome = S["chrome"]
+    chrome.eval("location.hash = '#/compare?base=%s&head=%s'; true" % (S["sglang_job"], r["job_id"]))
+    chrome.wait_js("(() => { const f = document.querySelector('#compare-report');"
+                   " const d = f && f.contentDocument;"
+                   " return !!(d && d.querySelector('#compare-matrix')); })()", what="comparison")
+    text = chrome.eval("document.querySelector('#compare-report').contentDocument"
+                       ".querySelector('#compare-matrix td').innerText")
+    assert "111.9" in text and "118.4" in text, text          # 8K x 1: head, was base
+    assert chrome.eval("document.querySelector('#base').value") == S["sglang_job"]
+    chrome.screenshot(os.path.join(ARTIFACTS, "web_compare.png"))
