@@ -65,38 +65,50 @@ def done(jid):
     return q("SELECT state FROM jobs WHERE id = '%s'" % jid) in ("succeeded", "failed", "cancelled")
 
 def run(sync):
-    lat = []
+    """Two latencies per job, in ms: from the submit's transaction start
+    (jobs.created_at) and from the end of its INSERT (clock_timestamp(),
+    so what is left is the commit, the notification, the wake-up and the
+    claim) to the claim (jobs.started_at)."""
+    total, path = [], []
     for i in range(n + 2):  # two warm-up jobs, not counted
         pre = "" if sync else "SET synchronous_commit = off; "
-        jid = q(pre + "WITH j AS (INSERT INTO jobs (project_id, endpoint_id, spec, busy_key) "
+        row = q(pre + "WITH j AS (INSERT INTO jobs (project_id, endpoint_id, spec, busy_key) "
                 "VALUES ('%s', '%s', '%s', '%s') RETURNING id) "
-                "SELECT id FROM j, pg_notify('tb_jobs_queued', (SELECT id::text FROM j))"
+                "SELECT id, clock_timestamp(), pg_notify('tb_jobs_queued', id::text) FROM j"
                 % (project, ep, spec, ep))
+        jid, inserted = row.split("|")[:2]
         deadline = time.monotonic() + 30
         while not done(jid):
             if time.monotonic() > deadline:
                 sys.exit("bench_queue: job %s did not finish" % jid)
             time.sleep(0.02)
-        ms = float(q("SELECT extract(epoch FROM started_at - created_at) * 1000 FROM jobs "
-                     "WHERE id = '%s'" % jid))
+        a, b = q("SELECT extract(epoch FROM started_at - created_at) * 1000, "
+                 "extract(epoch FROM started_at - '%s'::timestamptz) * 1000 FROM jobs "
+                 "WHERE id = '%s'" % (inserted, jid)).split("|")
         if i >= 2:
-            lat.append(ms)
+            total.append(float(a))
+            path.append(float(b))
         time.sleep(float(os.environ.get("BENCH_GAP", "0.05")))  # the worker waits again
-    lat.sort()
-    return lat
+    return sorted(total), sorted(path)
+
 
 def pct(lat, p):
     return lat[min(len(lat) - 1, int(round(p / 100.0 * (len(lat) - 1))))]
 
-print("%-34s %5s %8s %8s %8s %8s" % ("submit -> worker start", "jobs", "p50 ms", "p90 ms",
-                                     "p99 ms", "max ms"))
-rows = [("INSERT+NOTIFY, durable commit", run(True)),
-        ("INSERT+NOTIFY, async commit", run(False))]
-for name, lat in rows:
-    print("%-34s %5d %8.2f %8.2f %8.2f %8.2f" % (name, len(lat), pct(lat, 50), pct(lat, 90),
+
+durable, fast = run(True), run(False)
+print("%-44s %5s %8s %8s %8s %8s" % ("submit -> worker start (ms)", "jobs", "p50", "p90", "p99",
+                                     "max"))
+for name, lat in (("from submit, durable commit", durable[0]),
+                  ("from INSERT done, durable commit", durable[1]),
+                  ("from submit, async commit", fast[0]),
+                  ("from INSERT done, async commit", fast[1])):
+    print("%-44s %5d %8.2f %8.2f %8.2f %8.2f" % (name, len(lat), pct(lat, 50), pct(lat, 90),
                                                 pct(lat, 99), lat[-1]))
-med = pct(rows[0][1], 50)
-print("(durable: includes the submitter's commit fsync; async: the queue path alone)")
-print("submit-to-start: %s (median %.2f ms, floor 100 ms)" % ("PASS" if med < 100 else "FAIL", med))
+med = pct(durable[0], 50)
+print("(from submit: the submitter's transaction (a fresh psql connection), its commit,")
+print(" the NOTIFY, the worker waking and claiming; from INSERT done: without the first)")
+print("submit-to-start: %s (median %.2f ms, p99 %.2f ms, floor 100 ms)"
+      % ("PASS" if med < 100 else "FAIL", med, pct(durable[0], 99)))
 sys.exit(0 if med < 100 else 1)
 PY
