@@ -73,6 +73,7 @@ struct gen {
   int64_t due;                 /* timer deadline (ns) when in the heap */
   int heap_i;                  /* -1: not in the heap */
   int batch_i;                 /* -1: not in the batch */
+  int grp_i;                   /* -1: not in the cache-hit prefill group */
   struct gen *qnext, *qprev;   /* FIFO queue links (G_QUEUED) */
 };
 
@@ -128,6 +129,13 @@ struct server {
   int running;                 /* admitted: prefill + decode + stall */
   int64_t kv_used;
   int64_t lane_free;           /* cold prefill lane busy until */
+  /* Prefix-cache hits admitted while a previous hit's prefill is still
+   * pending join its group and get their first token together, as an engine
+   * batches the prefills it schedules in one step: the group's TTFT is
+   * cached_ttft(running after the last join), counted from the first join. */
+  struct gen **grp;
+  int grp_n, grp_cap;
+  int64_t grp_start, grp_due;
   struct cache_entry cache[SIM_CACHE_ENTRIES];
   int cache_n;
   int64_t cache_tokens, cache_clock;
@@ -676,12 +684,55 @@ emit_malformed(struct server *s, struct gen *g)
 
 static void try_admit(struct server *s, int64_t now);
 
+static void
+grp_remove(struct server *s, struct gen *g)
+{
+  int i = g->grp_i;
+  if (i < 0)
+    return;
+  s->grp[i] = s->grp[--s->grp_n];
+  s->grp[i]->grp_i = i;
+  g->grp_i = -1;
+}
+
+/* Schedules the first token of a prefix-cache hit (see struct server). */
+static int64_t
+grp_join(struct server *s, struct gen *g, int64_t now)
+{
+  if (s->grp_n == 0 || s->grp_due <= now) {
+    for (int i = 0; i < s->grp_n; i++)
+      s->grp[i]->grp_i = -1;
+    s->grp_n = 0;
+    s->grp_start = now;
+    s->grp_due = 0;
+  }
+  if (s->grp_n == s->grp_cap) {
+    s->grp_cap = s->grp_cap ? s->grp_cap * 2 : 64;
+    s->grp = tb_xrealloc(s->grp, (size_t)s->grp_cap * sizeof(*s->grp));
+  }
+  g->grp_i = s->grp_n;
+  s->grp[s->grp_n++] = g;
+  int64_t due = s->grp_start + ms_to_ns(s, sim_profile_cached_ms(s->p, s->running, (double)g->prompt));
+  if (due > s->grp_due) {
+    s->grp_due = due;
+    for (int i = 0; i < s->grp_n; i++) {
+      struct gen *m = s->grp[i];
+      if (m->heap_i >= 0 && m->due < due) {
+        m->due = due;
+        heap_down(s, m->heap_i);
+      }
+    }
+  }
+  return s->grp_due;
+}
+
 /* Detaches g from every structure and releases its reservation. */
 static void
 gen_detach(struct server *s, struct gen *g)
 {
   heap_remove(s, g);
   batch_remove(s, g);
+  grp_remove(s, g);
   if (g->st == G_QUEUED)
     queue_remove(s, g);
   if (g->st == G_PREFILL || g->st == G_DECODE || g->st == G_STALL) {
@@ -867,7 +918,7 @@ start_prefill(struct server *s, struct gen *g, int64_t now)
     int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
     g->cached_tokens = ((g->prompt - 1) / bs) * bs;
     s->st.cache_hits++;
-    due = now + ms_to_ns(s, sim_profile_cached_ms(s->p, s->running, (double)g->prompt));
+    due = grp_join(s, g, now);
   } else {
     s->st.cache_misses++;
     int64_t start = s->lane_free > now ? s->lane_free : now;
@@ -909,6 +960,9 @@ on_timer_gen(struct server *s, struct gen *g, int64_t now)
     break;
   }
 }
+
+/* How far behind its schedule the decode loop may fall and still catch up. */
+#define SIM_CATCHUP_NS (50 * 1000000LL)
 
 /* One decode step: every stream in the batch advances one token. */
 static void
@@ -955,8 +1009,11 @@ decode_step(struct server *s, int64_t sched, int64_t now)
     double mean = (double)s->batch_prompt_sum / s->batch_n;
     int64_t d = ms_to_ns(s, sim_profile_step_ms(s->p, s->batch_n, mean));
     s->next_step = sched + d;
-    if (s->next_step < now - d)
-      s->next_step = now; /* far behind (stopped process?): do not burst */
+    /* A step that ran late (the process was preempted) is made up by the
+     * next ones, so that throughput keeps to the model; only when far behind
+     * (a stopped process) is the schedule reset rather than burst. */
+    if (s->next_step < now - SIM_CATCHUP_NS)
+      s->next_step = now;
   }
 }
 
@@ -1183,7 +1240,7 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     g->need_kv = s->p->kv_budget; /* never wait forever: the largest request fits alone */
   g->hash = hash;
   g->f = f;
-  g->heap_i = g->batch_i = -1;
+  g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;
   s->id_counter++;
   if (flav(s, SIM_FLAVOUR_SGLANG))
@@ -1943,6 +2000,7 @@ out:
     close(s->ep);
   free(s->heap);
   free(s->batch);
+  free(s->grp);
   free(s);
   return rc;
 }

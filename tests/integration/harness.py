@@ -21,11 +21,26 @@ import urllib.parse
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN_DIR = os.path.join(ROOT, os.environ.get("TB_BIN_DIR", "bin"))
 VALGRIND = os.environ.get("TB_VALGRIND") == "1"
+# An uninstrumented (release) build beside the sanitizer build: tests whose
+# figures are timings run the simulator and the measuring client from it,
+# since ASan slows both by more than the tolerances they check.  The same
+# sources run instrumented in every other test.
+REL_BIN_DIR = os.environ.get("TB_REL_BIN_DIR")
+INSTRUMENTED = "san" in BIN_DIR or VALGRIND
+TIMING_EXACT = bool(REL_BIN_DIR) or not INSTRUMENTED
 
 
 def bin(name):
     """Path of one of our binaries (honours TB_BIN_DIR)."""
     return os.path.join(BIN_DIR, name)
+
+
+def timing_bin(name):
+    """Path of a binary for timing-exact tests (uninstrumented when there is
+    such a build, else the usual one)."""
+    if REL_BIN_DIR:
+        return os.path.join(ROOT, REL_BIN_DIR, name)
+    return bin(name)
 
 
 def free_port():
@@ -90,11 +105,11 @@ def wait_http(url, timeout=15.0, status=None):
 class Process:
     """A started binary with its output in a log file."""
 
-    def __init__(self, ctx, name, args, env=None, log_name=None):
+    def __init__(self, ctx, name, args, env=None, log_name=None, timing=False):
         self.name = name
         self.log_path = os.path.join(ctx.tmp, log_name or ("%s-%d.log" % (name, len(ctx.cleanups))))
-        argv = [bin(name)] + list(args)
-        if VALGRIND:
+        argv = [timing_bin(name) if timing else bin(name)] + list(args)
+        if VALGRIND and not (timing and REL_BIN_DIR):
             argv = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
                     "--errors-for-leak-kinds=definite"] + argv
         full_env = dict(os.environ)
@@ -168,13 +183,13 @@ class Postgres:
 class Sim:
     """tokbench-sim on a free port."""
 
-    def __init__(self, ctx, profile="tiny", flavour="vllm", args=(), env=None):
+    def __init__(self, ctx, profile="tiny", flavour="vllm", args=(), env=None, timing=False):
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         prof = profile if os.path.sep in profile else os.path.join(ROOT, "sim", "profiles", profile + ".json")
         self.proc = Process(ctx, "tokbench-sim",
                             ["--port", str(self.port), "--profile", prof, "--flavour", flavour] + list(args),
-                            env=env)
+                            env=env, timing=timing)
         wait_until(self._up, 15, what="tokbench-sim on %d" % self.port)
 
     def _up(self):
@@ -193,8 +208,9 @@ class Context:
         self.cleanups = []
         self._pg = None
 
-    def sim(self, profile="tiny", flavour="vllm", args=(), env=None):
-        return Sim(self, profile, flavour, args, env)
+    def sim(self, profile="tiny", flavour="vllm", args=(), env=None, timing=False):
+        """tokbench-sim; timing=True for tests that hold timings to a tolerance."""
+        return Sim(self, profile, flavour, args, env, timing)
 
     def postgres(self, fresh=False):
         """The module's cluster (one per module unless fresh=True)."""

@@ -42,7 +42,7 @@ def num(s):
 
 
 def measure(url, contexts, conc, prefill):
-    argv = [harness.bin("tokbench"), "run", "--url", url, "--jsonl",
+    argv = [harness.timing_bin("tokbench"), "run", "--url", url, "--jsonl",
             "--contexts", contexts, "--concurrency", conc, "--prefill-contexts", prefill,
             "--duration", "1.0", "--settle", "0.3", "--drain-timeout", "30"]
     p = subprocess.run(argv, capture_output=True, timeout=300)
@@ -89,7 +89,7 @@ def compare(cells, rows):
 
 
 def run_profile(ctx, profile, flavour, seed_file):
-    sim = ctx.sim(profile, flavour, args=["--time-scale", str(TIME_SCALE)])
+    sim = ctx.sim(profile, flavour, args=["--time-scale", str(TIME_SCALE)], timing=True)
     rows = seed_rows(seed_file)
     cells = measure(sim.url, "8k,16k,32k,64k,128k,251k", "1,2,4,8,16,32,64,128",
                     "8k,16k,32k,64k,128k,251k,256k")
@@ -116,8 +116,9 @@ def run_profile(ctx, profile, flavour, seed_file):
     assert sum(1 for c in cells if c["status"] == "valid") >= seed_valid - 2
 
 
-# Timing-exact: meaningful on normal builds only (see test_engine.py).
-INSTRUMENTED = "san" in harness.BIN_DIR or harness.VALGRIND
+# Timing-exact: run from the uninstrumented build (see test_engine.py); only
+# make valgrind, which has none, skips them.
+INSTRUMENTED = not harness.TIMING_EXACT
 
 
 def test_vllm_h200_seed(ctx):
