@@ -464,3 +464,25 @@ def test_chaos_kills_and_restarts_lose_and_double_nothing(t):
         assert ev[-1][1]["state"] == "succeeded"
     print("# chaos: %d workers started, attempts %s"
           % (seq[0], [t.job(j)["attempts"] for j in jobs]))
+
+
+@isolated
+def test_postgres_down_longer_than_the_lease_with_a_second_worker(t):
+    """The lease expires while PostgreSQL is down; when it is back, either
+    the first worker keeps the job (its heartbeat renews the lease) or the
+    second claims it and re-measures what the first could not store: in
+    both cases every cell is stored once."""
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    t.worker("w-long-1")
+    jid = t.submit(ep, LONG)
+    wait_until(lambda: t.cells_done(jid) >= 2, 30, what="two cells")
+    t.worker("w-long-2")
+    t.pg.stop()
+    time.sleep(6)  # twice the lease
+    t.pg.start()
+    t.wait_state(jid, "succeeded", 120)
+    assert_complete(t, jid, LONG)
+    owners = [d["worker"] for _, d in t.events(jid, "state") if d["state"] == "running"]
+    print("# runs: %s, attempts %d" % (owners, t.job(jid)["attempts"]))
+    assert t.job(jid)["attempts"] == len(owners)
