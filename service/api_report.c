@@ -386,7 +386,8 @@ tb_api_results_import(struct tb_api_req *r)
     id = tb_xstrdup(PQgetvalue(res, 0, 0));
     int cr = tb_regress_check(db, id);
     if (cr < 0)
-      tb_log(TB_LOG_WARN, "regression check failed", "job", TB_LS, id, NULL);
+      tb_log(TB_LOG_WARN, "regression check failed", "job", TB_LS, id, "request_id", TB_LS,
+             r->request_id, NULL);
     PQclear(res);
     res = NULL;
     const char *p2[] = { id };
@@ -531,9 +532,6 @@ static const char web_csp[] =
     "img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-static char web_dir[PATH_MAX];
-static pthread_once_t web_once = PTHREAD_ONCE_INIT;
-
 static bool
 has_index(const char *dir)
 {
@@ -542,14 +540,11 @@ has_index(const char *dir)
   return n > 0 && (size_t)n < sizeof p && access(p, R_OK) == 0;
 }
 
-static void
-web_dir_init(void)
+char *
+tb_api_web_dir_resolve(const char *configured)
 {
-  const char *env = getenv("TOKBENCH_WEB_DIR");
-  if (env != NULL && *env && strlen(env) < sizeof web_dir) {
-    snprintf(web_dir, sizeof web_dir, "%s", env);
-    return;
-  }
+  if (configured != NULL && configured[0] != '\0')
+    return tb_xstrdup(configured);
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
@@ -561,14 +556,12 @@ web_dir_init(void)
       for (size_t i = 0; i < TB_ARRAY_LEN(rel); i++) {
         char cand[PATH_MAX];
         int m = snprintf(cand, sizeof cand, "%s%s", exe, rel[i]);
-        if (m > 0 && (size_t)m < sizeof cand && has_index(cand)) {
-          snprintf(web_dir, sizeof web_dir, "%s", cand);
-          return;
-        }
+        if (m > 0 && (size_t)m < sizeof cand && has_index(cand))
+          return tb_xstrdup(cand);
       }
     }
   }
-  snprintf(web_dir, sizeof web_dir, "web");
+  return tb_xstrdup("web");
 }
 
 static enum MHD_Result
@@ -585,8 +578,7 @@ serve(struct tb_api_req *r, const char *name)
   }
   if (ctype == NULL)
     return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such file", NULL);
-  pthread_once(&web_once, web_dir_init);
-  int dfd = open(web_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = open(r->api->web_dir != NULL ? r->api->web_dir : "web", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int fd = dfd < 0 ? -1 : openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (dfd >= 0)
     close(dfd);

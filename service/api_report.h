@@ -19,9 +19,13 @@
 
 #include "api.h"
 
-/* The directory the static files are served from: $TOKBENCH_WEB_DIR, else
- * <binary>/../../web or <binary>/../web when it holds index.html, else ./web. */
 #define TB_API_WEB_FILE_MAX (4 * 1024 * 1024)
+
+/* The directory the static files are served from (api->web_dir), resolved
+ * once at start: configured (TOKBENCH_WEB_DIR) when set and not empty, else
+ * <binary>/../web, <binary>/../../web or <binary>/../share/tokbench/web,
+ * the first holding index.html, else ./web.  Returns a new string (free). */
+char *tb_api_web_dir_resolve(const char *configured) TB_MUST_CHECK;
 
 enum MHD_Result tb_api_jobs_report(struct tb_api_req *r);
 enum MHD_Result tb_api_compare(struct tb_api_req *r);

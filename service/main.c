@@ -30,6 +30,7 @@
 #include "api_auth.h"
 #include "api_hooks.h"
 #include "api_notify.h"
+#include "api_report.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_metrics.h"
@@ -52,6 +53,8 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_KEY_CACHE_MS", "5000", "how long a checked API key is cached", false },
   { "TOKBENCH_SSE_PING_S", "15", "seconds between SSE heartbeats", false },
   { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
+  { "TOKBENCH_WEB_DIR", NULL,
+    "static files of the web page (unset: web/ beside the binary, else ./web)", false },
   /* CI integration (issue 7; api_hooks.h) */
   { "TOKBENCH_PUBLIC_URL", NULL, "base URL of links in hooks and webhook payloads", false },
   { "TOKBENCH_METRICS_TOKEN", NULL, "bearer token for GET /metrics (unset: /metrics off)", true },
@@ -341,6 +344,7 @@ main(int argc, char **argv)
   api.sse_ping_s = (int)ping_s;
   api.wait_max_s = 60;
   parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
+  api.web_dir = tb_api_web_dir_resolve(tb_cfg_get(api.cfg, "TOKBENCH_WEB_DIR"));
   api.keys = tb_api_keycache_new(cache_ms);
   const char *url = tb_cfg_get(api.cfg, "TOKBENCH_DATABASE_URL");
   if (url == NULL) {
@@ -425,6 +429,7 @@ out:
   for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
     free(*p);
   free(api.cors_origins);
+  free(api.web_dir);
   OPENSSL_cleanse(api.master_key, sizeof api.master_key);
   tb_cfg_free(api.cfg);
   return rc;
