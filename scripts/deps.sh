@@ -6,7 +6,7 @@
 set -eu
 base="build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
       libjansson-dev libpq-dev libssl-dev libcmocka-dev postgresql python3
-      curl openssl valgrind clang libclang-rt-14-dev wrk chromium python3-yaml"
+      curl jq openssl valgrind clang libclang-rt-14-dev wrk chromium python3-yaml"
 pkgs="$base"
 for group in "$@"; do
   case "$group" in

@@ -8,13 +8,15 @@
 # everything, the database included.
 #
 # Knobs: TOKBENCH_LISTEN_PORT (8080), TOKBENCH_PG_PORT (54329),
-# TOKBENCH_SIM_PORT (8001), TOKBENCH_SIM_PROFILE (tiny), TB_BIN_DIR (bin).
+# TOKBENCH_SIM_PORT (8001), TOKBENCH_SIM_PROFILE (tiny), TB_BIN_DIR (bin),
+# TB_VAR_DIR (var: the cluster, keys and logs).
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
 bindir=${TB_BIN_DIR:-bin}
-var="$top/var"
+var=${TB_VAR_DIR:-"$top/var"}
 mkdir -p "$var"
+var=$(cd "$var" && pwd)
 chmod 0755 "$var"
 api_port=${TOKBENCH_LISTEN_PORT:-8080}
 pg_port=${TOKBENCH_PG_PORT:-54329}
@@ -58,7 +60,7 @@ pids="$pids $!"
 i=0
 until curl -fs "http://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; do
   i=$((i + 1))
-  if [ $i -gt 100 ]; then echo "tokbench: the api did not start; see var/api.log" >&2; tail -n 5 "$var/api.log" >&2; exit 1; fi
+  if [ $i -gt 100 ]; then echo "tokbench: the api did not start; see $var/api.log" >&2; tail -n 5 "$var/api.log" >&2; exit 1; fi
   sleep 0.1
 done
 
@@ -87,7 +89,7 @@ fi
 
 cat <<MSG
 
-tokbench is running: http://127.0.0.1:$api_port  (logs in var/*.log; Ctrl-C stops it)
+tokbench is running: http://127.0.0.1:$api_port  (logs in $var/*.log; Ctrl-C stops it)
   admin API key: ${key:-"(none yet)"}
   try:  curl -H "Authorization: Bearer ${key:-KEY}" http://127.0.0.1:$api_port/v1/endpoints
         curl http://127.0.0.1:$api_port/healthz
