@@ -24,6 +24,7 @@
 
 #include "tb_engine.h"
 #include "tb_log.h"
+#include "tb_regress.h"
 #include "worker.h"
 
 /* While stopping (SIGTERM), give up a write the database does not take after
@@ -148,6 +149,36 @@ hook_header(void *cls, const json_t *header)
 
 /* ------------------------------------------------------------------ ends */
 
+/*
+ * The end of a succeeded job and its regression check (lib/tb_regress: the
+ * comparison with the last good job of the same endpoint and labels) commit
+ * together, so whoever reads the job's end (callbacks, CI, tokbench submit)
+ * finds its regressions.  A check that fails is logged and the job stands.
+ * Returns as tb_queue_finish.
+ */
+static int
+finish_succeeded(struct tb_db *db, const struct tb_queue_lease *l, const json_t *result)
+{
+  if (tb_db_begin(db) < 0)
+    return TB_DB_SOFT;
+  int rc = tb_queue_finish(db, l, "succeeded", result, NULL);
+  if (rc != 1 || tb_db_exec_sql(db, "SAVEPOINT regress") < 0) {
+    tb_db_rollback(db);
+    return rc != 1 ? rc : TB_DB_SOFT;
+  }
+  int rr = tb_regress_check(db, l->job_id);
+  if (rr < 0) {
+    tb_log(TB_LOG_WARN, "regression check failed; the job stands", "job", TB_LS, l->job_id,
+           NULL);
+    if (tb_db_exec_sql(db, "ROLLBACK TO SAVEPOINT regress") < 0) {
+      tb_db_rollback(db);
+      return TB_DB_SOFT;
+    }
+  }
+  int c = tb_db_commit(db);
+  return c < 0 ? c : 1;
+}
+
 /* Writes the end state with retries.  Returns the outcome. */
 static enum worker_job_outcome
 finish(struct job_run *jr, const char *state, const json_t *result, const char *error)
@@ -165,7 +196,10 @@ finish(struct job_run *jr, const char *state, const json_t *result, const char *
     state = "failed";
     error = "a measured cell could not be stored (database error)";
   }
-  while ((rc = tb_queue_finish(jr->w->db, jr->lease, state, result, error)) == TB_DB_SOFT &&
+  bool succeeded = strcmp(state, "succeeded") == 0;
+  while ((rc = succeeded ? finish_succeeded(jr->w->db, jr->lease, result)
+                         : tb_queue_finish(jr->w->db, jr->lease, state, result, error)) ==
+           TB_DB_SOFT &&
          keep_trying(jr, &delay, t0))
     ;
   if (rc == 1) {

@@ -122,3 +122,36 @@ def test_busy_endpoint_waits_over_http(ctx):
     da = wait_job(s, a, ("succeeded",))
     db = wait_job(s, b, ("succeeded",))
     assert db["started_at"] >= da["finished_at"], (da, db)
+
+
+def test_finished_job_carries_its_regressions(ctx):
+    """The worker runs the regression check as a job ends: the second job of an
+    endpoint and label set is compared with the first; a slower server (the
+    same profile at half speed) is a regression, in the result itself."""
+    s = setup(ctx)
+    ep = endpoint(s, "sim-regress")
+    spec = dict(SHORT, labels={"gpu": "sim", "suite": "regress"})
+    first = submit(s, ep, spec)
+    assert wait_job(s, first, ("succeeded", "failed"))["state"] == "succeeded"
+    st, r1 = call(s, "GET", "/v1/jobs/%s/result" % first)
+    assert r1["regressions"]["base_job_id"] is None and r1["regressions"]["regressed"] is False
+    # The same server again: compared with the first, nothing lost.
+    second = submit(s, ep, spec)
+    assert wait_job(s, second, ("succeeded", "failed"))["state"] == "succeeded"
+    st, r2 = call(s, "GET", "/v1/jobs/%s/result" % second)
+    assert r2["regressions"]["base_job_id"] == first, r2["regressions"]
+    # (throughput only: a median TTFT of two ~16 ms requests on a loaded test
+    # machine moves by more than the 5% tolerance)
+    assert not [c for c in r2["regressions"]["cells"] if c.get("metric") == "total_tps"], \
+        r2["regressions"]
+    # Half the speed: every decode cell loses about half its throughput.
+    slow = ctx.sim("tiny", args=["--api-key", EP_SECRET, "--time-scale", "0.5"])
+    st, _ = call(s, "PATCH", "/v1/endpoints/" + ep, {"base_url": slow.url})
+    assert st == 200
+    third = submit(s, ep, spec)
+    assert wait_job(s, third, ("succeeded", "failed"))["state"] == "succeeded"
+    st, r3 = call(s, "GET", "/v1/jobs/%s/result" % third)
+    reg = r3["regressions"]
+    assert reg["base_job_id"] == second and reg["regressed"] is True, reg
+    slower = [c for c in reg["cells"] if c.get("metric") == "total_tps"]
+    assert len(slower) == 4 and all(c["ratio"] < 0.6 for c in slower), reg
