@@ -158,10 +158,38 @@ void tb_api_add_common_headers(struct tb_api_req *r, struct MHD_Response *resp);
 /* Replies 503 for TB_DB_SOFT and 500 for TB_DB_HARD. */
 enum MHD_Result tb_api_reply_db(struct tb_api_req *r, int db_rc);
 
+/*
+ * The shapes most read and delete routes share, database round trip included
+ * (params borrowed):
+ * tb_api_reply_query runs st and replies status with the first column of its
+ * first row (a JSON text), wrapped as {"<wrap>": ...} when wrap is not NULL;
+ * 404 with not_found as detail when there is no row; 503/500 on a database
+ * error.  tb_api_reply_delete runs st and replies 204, or 404 (not_found)
+ * when it touched no row.
+ */
+/* Runs st on a pooled connection.  True with *res (the caller clears it)
+ * holding at least one row; else false with a reply queued into *ret: 404
+ * (not_found as detail) for no row, 503/500 for a database error. */
+bool tb_api_query_row(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
+                      const char *const *params, const char *not_found, PGresult **res,
+                      enum MHD_Result *ret) TB_MUST_CHECK;
+enum MHD_Result tb_api_reply_query(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
+                                   const char *const *params, unsigned status, const char *wrap,
+                                   const char *not_found);
+enum MHD_Result tb_api_reply_delete(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
+                                    const char *const *params, const char *not_found);
+/* 201 with doc (stolen), which holds a new secret under "secret" shown this
+ * once: jansson's copy and the encoded text are wiped before they are freed.
+ * loc: the Location header. */
+enum MHD_Result tb_api_reply_secret_created(struct tb_api_req *r, json_t *doc, const char *loc);
+
 /* True when s is a UUID in text (8-4-4-4-12 hex). */
 bool tb_api_is_uuid(const char *s);
 
 /* Routing (api_routes.c). */
+/* True when s[0..n) is 1 to max characters of [A-Za-z0-9._~-] (a "{name}"
+ * path segment; also the rule for the names such segments carry). */
+bool tb_api_segment_ok(const char *s, size_t n, size_t max);
 enum tb_api_match { TB_API_MATCH_OK, TB_API_MATCH_NO_PATH, TB_API_MATCH_NO_METHOD };
 /* Finds the route of (method, path); fills r->route, r->id, r->param, and
  * r->allow (on NO_METHOD, and for OPTIONS). */

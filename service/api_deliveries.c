@@ -137,16 +137,8 @@ tb_api_callbacks_create(struct tb_api_req *r)
     json_error_t jerr;
     json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
     json_object_set_new(doc, "secret", json_string(secret));
-    char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_t *js = json_object_get(doc, "secret");
-    if (json_is_string(js))
-      OPENSSL_cleanse((char *)json_string_value(js), json_string_length(js));
-    json_decref(doc);
     char *loc = tb_xasprintf("/v1/callbacks/%s", id);
-    const char *h[] = { "Location", loc, NULL };
-    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, text, h);
-    OPENSSL_cleanse(text, strlen(text));
-    free(text);
+    ret = tb_api_reply_secret_created(r, doc, loc);
     free(loc);
   }
   PQclear(res);
@@ -164,35 +156,15 @@ out:
 enum MHD_Result
 tb_api_callbacks_list(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   const char *p[] = { r->project_id };
-  int rc = tb_db_exec(db, &cb_list, 1, p, &res);
-  tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
-  } else {
-    char *body = tb_xasprintf("{\"callbacks\":%s}", PQgetvalue(res, 0, 0));
-    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
-    free(body);
-  }
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &cb_list, 1, p, MHD_HTTP_OK, "callbacks", NULL);
 }
 
 enum MHD_Result
 tb_api_callbacks_delete(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
   const char *p[] = { r->id, r->project_id };
-  int rc = tb_db_exec(db, &cb_delete, 2, p, NULL);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such callback", NULL);
-  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+  return tb_api_reply_delete(r, &cb_delete, 2, p, "no such callback");
 }
 
 enum MHD_Result
@@ -211,21 +183,8 @@ tb_api_deliveries_list(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "limit: 1 to 200", NULL);
   char lim[24];
   snprintf(lim, sizeof lim, "%lld", (long long)limit);
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   const char *p[] = { r->project_id, job, status, lim };
-  int rc = tb_db_exec(db, &dl_list, 4, p, &res);
-  tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
-  } else {
-    char *body = tb_xasprintf("{\"deliveries\":%s}", PQgetvalue(res, 0, 0));
-    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
-    free(body);
-  }
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &dl_list, 4, p, MHD_HTTP_OK, "deliveries", NULL);
 }
 
 /* ---- the dispatcher thread ------------------------------------------- */

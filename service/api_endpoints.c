@@ -191,37 +191,15 @@ out:
 enum MHD_Result
 tb_api_endpoints_list(struct tb_api_req *r)
 {
-  PGresult *res = NULL;
   const char *p[] = { r->project_id };
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &ep_list, 1, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  char *body = tb_xasprintf("{\"endpoints\":%s}", PQgetvalue(res, 0, 0));
-  PQclear(res);
-  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
-  free(body);
-  return ret;
+  return tb_api_reply_query(r, &ep_list, 1, p, MHD_HTTP_OK, "endpoints", NULL);
 }
 
 enum MHD_Result
 tb_api_endpoints_get(struct tb_api_req *r)
 {
-  PGresult *res = NULL;
   const char *p[] = { r->id, r->project_id };
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &ep_get, 2, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0) {
-    PQclear(res);
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such endpoint", NULL);
-  }
-  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &ep_get, 2, p, MHD_HTTP_OK, NULL, "no such endpoint");
 }
 
 enum MHD_Result
@@ -268,14 +246,7 @@ enum MHD_Result
 tb_api_endpoints_delete(struct tb_api_req *r)
 {
   const char *p[] = { r->id, r->project_id };
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &ep_delete, 2, p, NULL);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such endpoint", NULL);
-  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+  return tb_api_reply_delete(r, &ep_delete, 2, p, "no such endpoint");
 }
 
 enum MHD_Result

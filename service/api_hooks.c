@@ -199,16 +199,7 @@ tb_api_hooks_create(struct tb_api_req *r)
     json_object_set_new(doc, "url", json_string(url));
     json_object_set_new(doc, "secret", json_string(secret));
     char *loc = tb_xasprintf("/v1/hooks/%s", id);
-    const char *h[] = { "Location", loc, NULL };
-    char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    /* wipe jansson's copy of the secret before it is freed */
-    json_t *js = json_object_get(doc, "secret");
-    if (json_is_string(js))
-      OPENSSL_cleanse((char *)json_string_value(js), json_string_length(js));
-    json_decref(doc);
-    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, text, h);
-    OPENSSL_cleanse(text, strlen(text));
-    free(text);
+    ret = tb_api_reply_secret_created(r, doc, loc);
     free(loc);
     free(url);
   }
@@ -227,54 +218,22 @@ out:
 enum MHD_Result
 tb_api_hooks_list(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   const char *p[] = { r->project_id };
-  int rc = tb_db_exec(db, &hook_list, 1, p, &res);
-  tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
-  } else {
-    char *body = tb_xasprintf("{\"hooks\":%s}", PQgetvalue(res, 0, 0));
-    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
-    free(body);
-  }
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &hook_list, 1, p, MHD_HTTP_OK, "hooks", NULL);
 }
 
 enum MHD_Result
 tb_api_hooks_get(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   const char *p[] = { r->id, r->project_id };
-  int rc = tb_db_exec(db, &hook_get, 2, p, &res);
-  tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0)
-    ret = tb_api_reply_db(r, rc);
-  else if (rc == 0)
-    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such hook", NULL);
-  else
-    ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &hook_get, 2, p, MHD_HTTP_OK, NULL, "no such hook");
 }
 
 enum MHD_Result
 tb_api_hooks_delete(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
   const char *p[] = { r->id, r->project_id };
-  int rc = tb_db_exec(db, &hook_delete, 2, p, NULL);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such hook", NULL);
-  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+  return tb_api_reply_delete(r, &hook_delete, 2, p, "no such hook");
 }
 
 /* A header value usable as a delivery id: 1..DELIVERY_ID_MAX printable ASCII. */
@@ -424,7 +383,7 @@ tb_api_hooks_receive(struct tb_api_req *r)
     goto out;
   }
   char job_id[TB_API_ID_LEN + 1];
-  rc = tb_api_ci_start_job(db, project_id, spec, labels, job_id, &doc, &errors);
+  rc = tb_api_ci_start_job(db, project_id, r->request_id, spec, labels, job_id, &doc, &errors);
   if (rc != 1) {
     tb_db_rollback(db);
     in_tx = false;

@@ -17,6 +17,8 @@
  */
 #include <string.h>
 
+#include "api_jobs.h"
+
 #include "api_handlers.h"
 #include "api_notify.h"
 #include "api_spec.h"
@@ -36,14 +38,15 @@
 
 #define UPDATED_US "(extract(epoch FROM j.updated_at) * 1000000)::bigint"
 
+/* The one job insert (tb_api_job_insert). */
 static const struct tb_db_stmt job_insert = {
   "api_job_insert",
   "WITH e AS (SELECT id, exclusive_group FROM endpoints "
   "  WHERE id = $1::uuid AND project_id = $2 AND deleted_at IS NULL), "
   "j AS (INSERT INTO jobs (project_id, endpoint_id, spec, labels, priority, busy_key, "
-  "    max_attempts) "
+  "    max_attempts, request_id) "
   "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
-  "    coalesce($6, e.exclusive_group, e.id::text), coalesce($7::int, 3) FROM e "
+  "    coalesce($6, e.exclusive_group, e.id::text), coalesce($7::int, 3), $8 FROM e "
   "  RETURNING *) "
   "SELECT j.id::text, pg_notify('tb_jobs_queued', j.id::text), "
   "  json_build_object(" JOB_MEMBERS ", 'cells', '[]'::json)::text FROM j",
@@ -121,6 +124,35 @@ terminal(const char *state)
 
 /* ------------------------------------------------------------------ submit */
 
+int
+tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
+                  const json_t *spec, char job_id[TB_API_ID_LEN + 1], char **doc)
+{
+  char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+  json_t *labels = json_object_get(spec, "labels");
+  char *labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
+  char prio[24], attempts[24];
+  json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
+  snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
+  snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
+  const char *p[] = {
+    json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
+    labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
+    av ? attempts : NULL, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
+  };
+  PGresult *res = NULL;
+  int rc = spec_text == NULL ? TB_DB_HARD : tb_db_exec(db, &job_insert, 8, p, &res);
+  if (rc == 1) {
+    snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    if (doc != NULL)
+      *doc = tb_xstrdup(PQgetvalue(res, 0, 2));
+  }
+  PQclear(res);
+  free(spec_text);
+  free(labels_text);
+  return rc;
+}
+
 /* The answer to replay for an Idempotency-Key seen before. */
 static enum MHD_Result
 replay(struct tb_api_req *r, PGresult *res, const char *hash)
@@ -150,18 +182,6 @@ tb_api_jobs_submit(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "Idempotency-Key must be 1 to 255 characters",
                               NULL);
   }
-  char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
-  json_t *labels = json_object_get(spec, "labels");
-  char *labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
-  char prio[24], attempts[24];
-  json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
-  snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
-  snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
-  const char *p[] = {
-    json_string_value(json_object_get(spec, "endpoint_id")), r->project_id, spec_text,
-    labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
-    av ? attempts : NULL,
-  };
   char hash[65];
   {
     size_t n = r->body_len + 16;
@@ -174,6 +194,7 @@ tb_api_jobs_submit(struct tb_api_req *r)
   }
   enum MHD_Result ret;
   PGresult *res = NULL;
+  char *body = NULL;
   struct tb_db *db = tb_api_db_get(r);
   int rc;
   bool in_tx = false;
@@ -202,7 +223,8 @@ tb_api_jobs_submit(struct tb_api_req *r)
       goto out;
     }
   }
-  rc = tb_db_exec(db, &job_insert, 7, p, &res);
+  char job_id[TB_API_ID_LEN + 1];
+  rc = tb_api_job_insert(db, r->project_id, r->request_id, spec, job_id, &body);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
@@ -215,8 +237,7 @@ tb_api_jobs_submit(struct tb_api_req *r)
     goto out;
   }
   char loc[64];
-  snprintf(loc, sizeof loc, "/v1/jobs/%s", PQgetvalue(res, 0, 0));
-  const char *body = PQgetvalue(res, 0, 2);
+  snprintf(loc, sizeof loc, "/v1/jobs/%s", job_id);
   if (in_tx) {
     const char *sp[] = { r->key_id, idem, "202", loc, body };
     rc = tb_db_exec(db, &idem_store, 5, sp, NULL);
@@ -236,8 +257,7 @@ out:
     tb_db_rollback(db);
   tb_api_db_put(r, db);
   PQclear(res);
-  free(spec_text);
-  free(labels_text);
+  free(body);
   json_decref(spec);
   return ret;
 }
@@ -431,17 +451,10 @@ enum MHD_Result
 tb_api_jobs_cancel(struct tb_api_req *r)
 {
   const char *p[] = { r->id, r->project_id };
-  PGresult *res = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &job_cancel, 2, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0) {
-    PQclear(res);
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
-  }
+  PGresult *res;
   enum MHD_Result ret;
+  if (!tb_api_query_row(r, &job_cancel, 2, p, "no such job", &res, &ret))
+    return ret;
   const char *old = PQgetvalue(res, 0, 0);
   if (PQgetisnull(res, 0, 3)) {
     char d[96];
@@ -461,18 +474,11 @@ enum MHD_Result
 tb_api_jobs_result(struct tb_api_req *r)
 {
   const char *p[] = { r->id, r->project_id };
-  PGresult *res = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &job_result, 2, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0) {
-    PQclear(res);
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
-  }
-  const char *state = PQgetvalue(res, 0, 0);
+  PGresult *res;
   enum MHD_Result ret;
+  if (!tb_api_query_row(r, &job_result, 2, p, "no such job", &res, &ret))
+    return ret;
+  const char *state = PQgetvalue(res, 0, 0);
   if (terminal(state) && !PQgetisnull(res, 0, 1)) {
     ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", PQgetvalue(res, 0, 1),
                        (size_t)PQgetlength(res, 0, 1), NULL);

@@ -14,20 +14,15 @@
 
 static const struct tb_db_stmt keys_list = {
   "api_keys_list",
-  "SELECT coalesce(json_agg(json_build_object('id', id, 'name', name, 'prefix', prefix, "
-  "  'scopes', scopes, 'created_at', created_at, 'expires_at', expires_at, "
-  "  'revoked_at', revoked_at, 'last_used_at', last_used_at) ORDER BY created_at, id), "
-  "  '[]')::text FROM api_keys WHERE project_id = $1",
+  "SELECT coalesce(json_agg(" TB_AUTH_KEY_JSON " ORDER BY k.created_at, k.id), '[]')::text "
+  "FROM api_keys k WHERE k.project_id = $1",
 };
 
 static const struct tb_db_stmt keys_revoke = {
   "api_keys_revoke",
-  "WITH upd AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
+  "WITH k AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
   "  WHERE id = $1 AND project_id = $2 RETURNING *) "
-  "SELECT json_build_object('id', id, 'name', name, 'prefix', prefix, "
-  "  'scopes', scopes, 'created_at', created_at, 'expires_at', expires_at, "
-  "  'revoked_at', revoked_at, 'last_used_at', last_used_at)::text, "
-  "  pg_notify('tb_keys_changed', id::text) FROM upd",
+  "SELECT " TB_AUTH_KEY_JSON "::text, pg_notify('tb_keys_changed', k.id::text) FROM k",
 };
 
 enum MHD_Result
@@ -75,18 +70,8 @@ tb_api_keys_create(struct tb_api_req *r)
 enum MHD_Result
 tb_api_keys_list(struct tb_api_req *r)
 {
-  PGresult *res = NULL;
   const char *p[] = { r->project_id };
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &keys_list, 1, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  char *body = tb_xasprintf("{\"keys\":%s}", PQgetvalue(res, 0, 0));
-  PQclear(res);
-  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
-  free(body);
-  return ret;
+  return tb_api_reply_query(r, &keys_list, 1, p, MHD_HTTP_OK, "keys", NULL);
 }
 
 enum MHD_Result

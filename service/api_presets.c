@@ -16,6 +16,7 @@
 
 #include "api_handlers.h"
 #include "api_hooks.h"
+#include "api_jobs.h"
 #include "api_spec.h"
 
 #define PRESET_JSON                                                                        \
@@ -57,21 +58,6 @@ static const struct tb_db_stmt preset_delete = {
   "  (SELECT count(*) FROM presets WHERE project_id = $1 AND name = $2)",
 };
 
-/* Same job row as api_jobs.c's insert (busy_key, defaults), with a NOTIFY. */
-static const struct tb_db_stmt job_insert = {
-  "ci_job_insert",
-  "WITH e AS (SELECT id, exclusive_group FROM endpoints "
-  "  WHERE id = $1::uuid AND project_id = $2 AND deleted_at IS NULL), "
-  "j AS (INSERT INTO jobs (project_id, endpoint_id, spec, labels, priority, busy_key, "
-  "    max_attempts) "
-  "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
-  "    coalesce($6, e.exclusive_group, e.id::text), coalesce($7::int, 3) FROM e "
-  "  RETURNING *) "
-  "SELECT j.id::text, pg_notify('tb_jobs_queued', j.id::text), "
-  "  json_build_object('id', j.id, 'endpoint_id', j.endpoint_id, 'state', j.state, "
-  "  'labels', j.labels, 'spec', j.spec, 'created_at', j.created_at)::text FROM j",
-};
-
 bool
 tb_api_ci_uuid(char out[TB_API_ID_LEN + 1])
 {
@@ -100,13 +86,12 @@ tb_api_ci_public_url(struct tb_api *api)
 }
 
 int
-tb_api_ci_start_job(struct tb_db *db, const char *project_id, const json_t *preset_spec,
-                    const json_t *extra_labels, char job_id[TB_API_ID_LEN + 1], char **doc,
-                    json_t **errors)
+tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *request_id,
+                    const json_t *preset_spec, const json_t *extra_labels,
+                    char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors)
 {
   json_t *merged = json_deep_copy(preset_spec), *spec = NULL;
-  PGresult *res = NULL;
-  char *text = NULL, *spec_text = NULL, *labels_text = NULL;
+  char *text = NULL;
   int rc;
   *errors = NULL;
   if (!json_is_object(merged)) {
@@ -128,29 +113,9 @@ tb_api_ci_start_job(struct tb_db *db, const char *project_id, const json_t *pres
     rc = 2;
     goto out;
   }
-  spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
-  json_t *labels = json_object_get(spec, "labels");
-  labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
-  char prio[24], attempts[24];
-  json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
-  snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
-  snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
-  const char *p[] = {
-    json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
-    labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
-    av ? attempts : NULL,
-  };
-  rc = tb_db_exec(db, &job_insert, 7, p, &res);
-  if (rc == 1) {
-    snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    if (doc != NULL)
-      *doc = tb_xstrdup(PQgetvalue(res, 0, 2));
-  }
+  rc = tb_api_job_insert(db, project_id, request_id, spec, job_id, doc);
 out:
-  PQclear(res);
   free(text);
-  free(spec_text);
-  free(labels_text);
   json_decref(spec);
   json_decref(merged);
   return rc;
@@ -189,19 +154,12 @@ check_spec(struct tb_api_req *r, const json_t *spec, char **norm, enum MHD_Resul
   return true;
 }
 
+#define TB_PRESET_NAME_MAX 100
+
 static bool
 name_ok(const char *s)
 {
-  size_t n = s ? strlen(s) : 0;
-  if (n == 0 || n > 100)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '~' || c == '-'))
-      return false;
-  }
-  return true;
+  return s != NULL && tb_api_segment_ok(s, strlen(s), TB_PRESET_NAME_MAX);
 }
 
 /* Checks that body has only the members allowed (NULL-terminated). */
@@ -224,8 +182,11 @@ only_members(struct tb_api_req *r, json_t *body, const char *const *allowed, enu
   return true;
 }
 
-enum MHD_Result
-tb_api_presets_create(struct tb_api_req *r)
+/* POST /v1/presets (put false: the name from the body, 409 when taken) and
+ * PUT /v1/presets/{name} (put true: the name from the path, which a name in
+ * the body must equal; created or replaced). */
+static enum MHD_Result
+save(struct tb_api_req *r, bool put)
 {
   static const char *const allowed[] = { "name", "spec", NULL };
   enum MHD_Result ret;
@@ -233,9 +194,16 @@ tb_api_presets_create(struct tb_api_req *r)
   if (body == NULL)
     return ret;
   char *norm = NULL;
+  PGresult *res = NULL;
   const char *name = json_string_value(json_object_get(body, "name"));
   if (!only_members(r, body, allowed, &ret))
     goto out;
+  if (put && name != NULL && strcmp(name, r->param) != 0) {
+    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: differs from the path", NULL);
+    goto out;
+  }
+  if (put)
+    name = r->param;
   if (!name_ok(name)) {
     ret = tb_api_reply_error(r, TB_EC_INVALID, "name: 1 to 100 of [A-Za-z0-9._~-]",
                              json_pack("{s:[{s:s,s:s}]}", "errors", "field", "name", "detail",
@@ -245,104 +213,53 @@ tb_api_presets_create(struct tb_api_req *r)
   if (!check_spec(r, json_object_get(body, "spec"), &norm, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   bool uv = false;
   const char *p[] = { r->project_id, name, norm };
-  int rc = tb_db_exec_uv(db, &preset_insert, 3, p, &res, &uv);
+  int rc = tb_db_exec_uv(db, put ? &preset_upsert : &preset_insert, 3, p, &res, &uv);
   tb_api_db_put(r, db);
-  if (uv)
+  if (uv) {
     ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "a preset of this project has this name", NULL);
-  else if (rc < 0)
+  } else if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
-  else {
+  } else {
+    bool created = !put || PQgetvalue(res, 0, 1)[0] == 't';
     char *loc = tb_xasprintf("/v1/presets/%s", name);
-    const char *h[] = { "Location", loc, NULL };
-    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, PQgetvalue(res, 0, 0), h);
+    const char *h[] = { "Location", created ? loc : NULL, NULL };
+    ret = tb_api_reply_text(r, created ? MHD_HTTP_CREATED : MHD_HTTP_OK, PQgetvalue(res, 0, 0),
+                            h);
     free(loc);
   }
-  PQclear(res);
 out:
+  PQclear(res);
   free(norm);
   json_decref(body);
   return ret;
+}
+
+enum MHD_Result
+tb_api_presets_create(struct tb_api_req *r)
+{
+  return save(r, false);
 }
 
 enum MHD_Result
 tb_api_presets_put(struct tb_api_req *r)
 {
-  static const char *const allowed[] = { "name", "spec", NULL };
-  enum MHD_Result ret;
-  json_t *body = tb_api_body_json(r, &ret);
-  if (body == NULL)
-    return ret;
-  char *norm = NULL;
-  const char *name = json_string_value(json_object_get(body, "name"));
-  if (!only_members(r, body, allowed, &ret))
-    goto out;
-  if (name != NULL && strcmp(name, r->param) != 0) {
-    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: differs from the path", NULL);
-    goto out;
-  }
-  if (!name_ok(r->param)) {
-    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: 1 to 100 of [A-Za-z0-9._~-]", NULL);
-    goto out;
-  }
-  if (!check_spec(r, json_object_get(body, "spec"), &norm, &ret))
-    goto out;
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  const char *p[] = { r->project_id, r->param, norm };
-  int rc = tb_db_exec(db, &preset_upsert, 3, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    ret = tb_api_reply_db(r, rc);
-  else
-    ret = tb_api_reply_text(r, PQgetvalue(res, 0, 1)[0] == 't' ? MHD_HTTP_CREATED : MHD_HTTP_OK,
-                            PQgetvalue(res, 0, 0), NULL);
-  PQclear(res);
-out:
-  free(norm);
-  json_decref(body);
-  return ret;
+  return save(r, true);
 }
 
 enum MHD_Result
 tb_api_presets_list(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   const char *p[] = { r->project_id };
-  int rc = tb_db_exec(db, &preset_list, 1, p, &res);
-  tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
-  } else {
-    char *body = tb_xasprintf("{\"presets\":%s}", PQgetvalue(res, 0, 0));
-    ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
-    free(body);
-  }
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &preset_list, 1, p, MHD_HTTP_OK, "presets", NULL);
 }
 
 enum MHD_Result
 tb_api_presets_get(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
   const char *p[] = { r->project_id, r->param };
-  int rc = tb_db_exec(db, &preset_get, 2, p, &res);
-  tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0)
-    ret = tb_api_reply_db(r, rc);
-  else if (rc == 0)
-    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no preset of this name", NULL);
-  else
-    ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
-  PQclear(res);
-  return ret;
+  return tb_api_reply_query(r, &preset_get, 2, p, MHD_HTTP_OK, NULL, "no preset of this name");
 }
 
 enum MHD_Result
@@ -396,8 +313,8 @@ tb_api_presets_run(struct tb_api_req *r)
   json_error_t jerr;
   spec = json_loads(PQgetvalue(res, 0, 1), 0, &jerr);
   char job_id[TB_API_ID_LEN + 1];
-  rc = tb_api_ci_start_job(db, r->project_id, spec, json_object_get(body, "labels"), job_id, &doc,
-                           &errors);
+  rc = tb_api_ci_start_job(db, r->project_id, r->request_id, spec,
+                           json_object_get(body, "labels"), job_id, &doc, &errors);
   if (rc == 2) {
     ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors);
     errors = NULL;

@@ -3,6 +3,7 @@
  * problem documents, with the common headers), and the small request
  * helpers every handler uses.
  */
+#include <openssl/crypto.h>
 #include <string.h>
 #include <strings.h>
 
@@ -224,3 +225,72 @@ tb_api_reply_spec_errors(struct tb_api_req *r, int rc, json_t *errors)
   return ret;
 }
 
+
+bool
+tb_api_query_row(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
+                 const char *const *params, const char *not_found, PGresult **res,
+                 enum MHD_Result *ret)
+{
+  *res = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, st, n, params, res);
+  tb_api_db_put(r, db);
+  if (rc > 0)
+    return true;
+  PQclear(*res);
+  *res = NULL;
+  *ret = rc < 0 ? tb_api_reply_db(r, rc) : tb_api_reply_error(r, TB_EC_NOT_FOUND, not_found, NULL);
+  return false;
+}
+
+enum MHD_Result
+tb_api_reply_query(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
+                   const char *const *params, unsigned status, const char *wrap,
+                   const char *not_found)
+{
+  PGresult *res;
+  enum MHD_Result ret;
+  if (!tb_api_query_row(r, st, n, params, not_found, &res, &ret)) {
+    return ret;
+  } else if (wrap != NULL) {
+    char *body = tb_xasprintf("{\"%s\":%s}", wrap, PQgetvalue(res, 0, 0));
+    ret = tb_api_reply_text(r, status, body, NULL);
+    free(body);
+  } else {
+    ret = tb_api_reply(r, status, "application/json", PQgetvalue(res, 0, 0),
+                       (size_t)PQgetlength(res, 0, 0), NULL);
+  }
+  PQclear(res);
+  return ret;
+}
+
+enum MHD_Result
+tb_api_reply_delete(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
+                    const char *const *params, const char *not_found)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, st, n, params, NULL);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  if (rc == 0)
+    return tb_api_reply_error(r, TB_EC_NOT_FOUND, not_found, NULL);
+  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+}
+
+enum MHD_Result
+tb_api_reply_secret_created(struct tb_api_req *r, json_t *doc, const char *loc)
+{
+  char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_t *js = json_object_get(doc, "secret");
+  if (json_is_string(js))
+    OPENSSL_cleanse((char *)json_string_value(js), json_string_length(js));
+  json_decref(doc);
+  if (text == NULL)
+    return tb_api_reply_error(r, TB_EC_INTERNAL, "cannot encode the reply", NULL);
+  const char *h[] = { "Location", loc, NULL };
+  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_CREATED, text, h);
+  OPENSSL_cleanse(text, strlen(text));
+  free(text);
+  return ret;
+}

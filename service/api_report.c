@@ -52,9 +52,9 @@ static const struct tb_db_stmt st_import = {
   "WITH e AS (SELECT id FROM endpoints "
   "  WHERE id = $1::uuid AND project_id = $2::uuid AND deleted_at IS NULL) "
   "INSERT INTO jobs (project_id, endpoint_id, spec, labels, busy_key, state, result, "
-  "  cells_total, cells_done, attempts, started_at, finished_at) "
+  "  cells_total, cells_done, attempts, started_at, finished_at, request_id) "
   "SELECT $2::uuid, e.id, $3::jsonb, $4::jsonb, 'import:' || gen_random_uuid()::text, "
-  "  'succeeded', $5::jsonb, $6::int, $6::int, 0, now(), now() FROM e "
+  "  'succeeded', $5::jsonb, $6::int, $6::int, 0, now(), now(), $7 FROM e "
   "RETURNING id::text",
 };
 
@@ -379,9 +379,10 @@ tb_api_results_import(struct tb_api_req *r)
   labels_txt = json_is_object(labels) ? json_dumps(labels, JSON_COMPACT) : tb_xstrdup("{}");
   char ncells[24];
   snprintf(ncells, sizeof ncells, "%zu", json_array_size(json_object_get(doc, "cells")));
-  const char *p[] = { endpoint, r->project_id, spec_txt, labels_txt, doc_txt, ncells };
+  const char *p[] = { endpoint, r->project_id, spec_txt, labels_txt, doc_txt, ncells,
+                      r->request_id };
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &st_import, 6, p, &res);
+  int rc = tb_db_exec(db, &st_import, 7, p, &res);
   if (rc == 1) {
     id = tb_xstrdup(PQgetvalue(res, 0, 0));
     int cr = tb_regress_check(db, id);
@@ -439,16 +440,7 @@ enum MHD_Result
 tb_api_thresholds_list(struct tb_api_req *r)
 {
   const char *p[] = { r->project_id };
-  PGresult *res = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &st_thr_list, 1, p, &res);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  json_t *list = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
-  PQclear(res);
-  return tb_api_reply_json(r, MHD_HTTP_OK,
-                           json_pack("{s:o}", "thresholds", list ? list : json_array()), NULL);
+  return tb_api_reply_query(r, &st_thr_list, 1, p, MHD_HTTP_OK, "thresholds", NULL);
 }
 
 enum MHD_Result
@@ -500,14 +492,7 @@ enum MHD_Result
 tb_api_thresholds_delete(struct tb_api_req *r)
 {
   const char *p[] = { r->id, r->project_id };
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &st_thr_delete, 2, p, NULL);
-  tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such threshold", NULL);
-  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+  return tb_api_reply_delete(r, &st_thr_delete, 2, p, "no such threshold");
 }
 
 /* ------------------------------------------------------------ web files */

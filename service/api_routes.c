@@ -80,10 +80,10 @@ static const struct tb_api_route routes[] = {
   { .method = "GET", .path = "/metrics", .fn = tb_api_metrics },
 };
 
-static bool
-param_ok(const char *s, size_t n)
+bool
+tb_api_segment_ok(const char *s, size_t n, size_t max)
 {
-  if (n == 0 || n > TB_API_PARAM_MAX)
+  if (n == 0 || n > max)
     return false;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
@@ -117,7 +117,7 @@ match(const char *pattern, const char *path, struct tb_api_req *r)
         for (size_t i = 0; i <= ul; i++) /* lower case: ids compare as text */
           r->id[i] = (char)((id[i] >= 'A' && id[i] <= 'F') ? id[i] + 32 : id[i]);
     } else if (pl == 6 && strncmp(p, "{name}", 6) == 0) {
-      if (!param_ok(u, ul))
+      if (!tb_api_segment_ok(u, ul, TB_API_PARAM_MAX))
         return false;
       if (r != NULL) {
         memcpy(r->param, u, ul);

@@ -1,0 +1,27 @@
+/*
+ * api_jobs: what other endpoint families share with api_jobs.c.  Every job
+ * the api queues (POST /v1/jobs, POST /v1/presets/{name}/jobs, POST
+ * /v1/hooks/{id}) is written by the one statement behind tb_api_job_insert:
+ * the same row (busy key, defaults), the same NOTIFY to the workers, the same
+ * document in the reply.
+ */
+#ifndef TB_API_JOBS_H
+#define TB_API_JOBS_H
+
+#include "api.h"
+
+/*
+ * Queues the job of spec (borrowed; a spec tb_spec_job accepted, so its
+ * members have the types it checks) in project_id, recording request_id
+ * (the X-Request-Id of the request that asked; may be NULL).  Runs inside
+ * the caller's transaction if any.  Returns 1 and writes the job id into
+ * job_id and the job document (as GET /v1/jobs/{id} returns it, new string:
+ * free) into *doc when doc is not NULL; 0 when the spec's endpoint is not
+ * one of the project's (or was deleted); TB_DB_SOFT / TB_DB_HARD on database
+ * errors.
+ */
+int tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
+                      const json_t *spec, char job_id[TB_API_ID_LEN + 1],
+                      char **doc) TB_MUST_CHECK;
+
+#endif
