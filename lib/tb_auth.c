@@ -142,12 +142,10 @@ tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37])
 
 static const struct tb_db_stmt key_insert = {
   "auth_key_insert",
-  "INSERT INTO api_keys (project_id, name, prefix, key_hash, scopes, expires_at) "
+  "INSERT INTO api_keys AS k (project_id, name, prefix, key_hash, scopes, expires_at) "
   "VALUES ($1, $2, $3, $4, string_to_array($5, ','), "
   "  CASE WHEN $6::bigint > 0 THEN now() + $6::bigint * interval '1 second' END) "
-  "RETURNING json_build_object('id', id, 'name', name, 'prefix', prefix, "
-  "  'scopes', scopes, 'created_at', created_at, 'expires_at', expires_at, "
-  "  'revoked_at', revoked_at, 'last_used_at', last_used_at)::text",
+  "RETURNING " TB_AUTH_KEY_JSON "::text",
 };
 
 int
@@ -177,5 +175,46 @@ tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
     OPENSSL_cleanse(k, strlen(k));
     free(k);
   }
+  return rc;
+}
+
+static const struct tb_db_stmt keys_list = {
+  "auth_keys_list",
+  "SELECT coalesce(json_agg((" TB_AUTH_KEY_JSON "::jsonb || "
+  "  jsonb_build_object('project', p.name)) ORDER BY k.created_at, k.id), '[]')::text "
+  "FROM api_keys k JOIN projects p ON p.id = k.project_id "
+  "WHERE $1::text IS NULL OR p.name = $1",
+};
+
+int
+tb_auth_keys_list(struct tb_db *db, const char *project, char **json)
+{
+  PGresult *res = NULL;
+  const char *p[] = { project };
+  int rc = tb_db_exec(db, &keys_list, 1, p, &res);
+  if (rc >= 0) {
+    *json = tb_xstrdup(rc > 0 ? PQgetvalue(res, 0, 0) : "[]");
+    rc = 1;
+  }
+  PQclear(res);
+  return rc;
+}
+
+static const struct tb_db_stmt key_revoke = {
+  "auth_key_revoke",
+  "WITH k AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
+  "  WHERE id = $1::uuid RETURNING *) "
+  "SELECT " TB_AUTH_KEY_JSON "::text, pg_notify('tb_keys_changed', k.id::text) FROM k",
+};
+
+int
+tb_auth_key_revoke(struct tb_db *db, const char *id, char **doc)
+{
+  PGresult *res = NULL;
+  const char *p[] = { id };
+  int rc = tb_db_exec(db, &key_revoke, 1, p, &res);
+  if (rc == 1)
+    *doc = tb_xstrdup(PQgetvalue(res, 0, 0));
+  PQclear(res);
   return rc;
 }

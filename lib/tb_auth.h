@@ -31,6 +31,13 @@ enum tb_scope {
   TB_SCOPE_ADMIN = 4,
 };
 
+/* The public record of a key (api_keys row k) as a json_build_object
+ * expression: what every reply about a key shows (never the hash). */
+#define TB_AUTH_KEY_JSON                                                              \
+  "json_build_object('id', k.id, 'name', k.name, 'prefix', k.prefix, "               \
+  "'scopes', k.scopes, 'created_at', k.created_at, 'expires_at', k.expires_at, "    \
+  "'revoked_at', k.revoked_at, 'last_used_at', k.last_used_at)"
+
 /* Parses a comma list of scope names ("read,write").  False on an unknown
  * name or an empty list. */
 bool tb_auth_parse_scopes(const char *csv, unsigned *mask) TB_MUST_CHECK;
@@ -64,5 +71,21 @@ int tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37]) TB_M
 int tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
                        unsigned mask, int64_t expires_in_s, char **key,
                        char **doc) TB_MUST_CHECK;
+
+/*
+ * The keys of the project called project (every project when NULL), oldest
+ * first, as a new JSON text (caller frees): an array of key records
+ * (TB_AUTH_KEY_JSON) each with a "project" member (the project's name).
+ * Returns 1 (also for an empty list or an unknown project), or TB_DB_SOFT /
+ * TB_DB_HARD with *json unset.
+ */
+int tb_auth_keys_list(struct tb_db *db, const char *project, char **json) TB_MUST_CHECK;
+/*
+ * Revokes key id (a UUID; revoking twice keeps the first time) and sends
+ * NOTIFY tb_keys_changed so that every api process drops its cached copy at
+ * once.  Returns 1 with *doc (new JSON text of the record, caller frees), 0
+ * when no key has this id, or TB_DB_SOFT / TB_DB_HARD.
+ */
+int tb_auth_key_revoke(struct tb_db *db, const char *id, char **doc) TB_MUST_CHECK;
 
 #endif
