@@ -354,7 +354,8 @@ def test_timing_matches_expected(ctx):
     if harness.VALGRIND:
         print("# skipped under valgrind: timing")
         return
-    sim = ctx.sim(flavour="vllm")
+    # timing-exact: the uninstrumented build (see harness.timing_bin)
+    sim = ctx.sim(flavour="vllm", timing=True)
     words = " ".join(["abcd"] * 4000)
     prompt_tokens = 1 + 4 + 4000 + 3
     # cold prefill: one request, TTFT to the first content token
