@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 BIN=${TB_BIN_DIR:-build-rel/bin}
 SECS=${BENCH_API_SECONDS:-10}
 CONNS=${BENCH_API_CONNS:-64}
-THREADS=${BENCH_API_THREADS:-4}
+THREADS=${BENCH_API_THREADS:-8}
 JOBS=${BENCH_API_JOBS:-20}
 command -v wrk >/dev/null || { echo "bench_api: wrk missing (make deps)" >&2; exit 1; }
 for b in tokbench-api tokbench; do

@@ -38,6 +38,7 @@
 #define TB_API_IDEM_KEY_MAX 255  /* Idempotency-Key */
 
 struct tb_api_keycache;
+struct tb_api_jobcache;
 struct tb_api_notify;
 struct tb_api_req;
 
@@ -58,6 +59,7 @@ struct tb_api {
   bool cors_any;
   char *web_dir;          /* TOKBENCH_WEB_DIR resolved (api_report.h) */
   struct tb_api_keycache *keys;
+  struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
   struct tb_api_notify *notify;
 };
 

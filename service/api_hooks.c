@@ -27,6 +27,7 @@
 
 #include "api_handlers.h"
 #include "api_hooks.h"
+#include "api_jobs.h"
 #include "api_spec.h"
 #include "tb_log.h"
 #include "tb_metrics.h"
@@ -405,6 +406,7 @@ tb_api_hooks_receive(struct tb_api_req *r)
     goto out;
   }
   in_tx = false;
+  tb_api_job_queued(db, job_id);
   count(kind, "job");
   tb_log(TB_LOG_INFO, "hook started a job", "hook", TB_LS, r->id, "job", TB_LS, job_id, "event",
          TB_LS, event, "request_id", TB_LS, r->request_id, NULL);

@@ -20,7 +20,8 @@ bool tb_api_ci_uuid(char out[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
  * job id into job_id and the job document (new string) into *doc when doc
  * is not NULL.  Returns 0 when the preset's endpoint is gone, TB_DB_SOFT /
  * TB_DB_HARD on database errors, and 2 with *errors (new array) when the
- * merged spec is invalid.  Runs inside the caller's transaction if any.
+ * merged spec is invalid.  Runs inside the caller's transaction if any; the
+ * caller sends tb_api_job_queued once it is committed.
  */
 int tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *request_id,
                         const json_t *preset_spec, const json_t *extra_labels,

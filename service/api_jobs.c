@@ -13,15 +13,19 @@
  *   GET  /v1/jobs/{id}/result   the result document (partial while running)
  *
  * Documents are built by PostgreSQL (json_build_object) in the one query
- * that reads them: one round trip per request, no re-encoding in C.
+ * that reads them: one round trip per request, no re-encoding in C.  GET
+ * /v1/jobs/{id} goes through the job-document cache (api_jobcache.h),
+ * dropped per job by NOTIFY tb_job_changed: polling costs no round trip.
  */
 #include <string.h>
 
 #include "api_jobs.h"
 
 #include "api_handlers.h"
+#include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_spec.h"
+#include "tb_log.h"
 
 #define JOB_MEMBERS                                                                       \
   "'id', j.id, 'endpoint_id', j.endpoint_id, 'state', j.state, "                          \
@@ -48,8 +52,18 @@ static const struct tb_db_stmt job_insert = {
   "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
   "    coalesce($6, e.exclusive_group, e.id::text), coalesce($7::int, 3), $8 FROM e "
   "  RETURNING *) "
-  "SELECT j.id::text, pg_notify('tb_jobs_queued', j.id::text), "
+  "SELECT j.id::text, NULL, "
   "  json_build_object(" JOB_MEMBERS ", 'cells', '[]'::json)::text FROM j",
+};
+
+/* Outside the insert's transaction, on purpose: PostgreSQL serializes the
+ * commits of transactions that NOTIFY (a cluster-wide lock held through the
+ * WAL flush), so a NOTIFY inside each insert made every POST wait for the
+ * fsync of the one before: no group commit.  A transaction with nothing but
+ * a NOTIFY writes no WAL and commits at once. */
+static const struct tb_db_stmt job_queued = {
+  "api_job_queued",
+  "SELECT pg_notify('tb_jobs_queued', $1)",
 };
 
 static const struct tb_db_stmt job_get = {
@@ -169,6 +183,14 @@ replay(struct tb_api_req *r, PGresult *res, const char *hash)
   return tb_api_reply_text(r, (unsigned)st, PQgetvalue(res, 0, 3), h);
 }
 
+void
+tb_api_job_queued(struct tb_db *db, const char *job_id)
+{
+  const char *p[] = { job_id };
+  if (tb_db_exec(db, &job_queued, 1, p, NULL) < 0) /* the workers' polling floor */
+    tb_log(TB_LOG_WARN, "cannot notify the workers of a new job", "job", TB_LS, job_id, NULL);
+}
+
 enum MHD_Result
 tb_api_jobs_submit(struct tb_api_req *r)
 {
@@ -182,8 +204,8 @@ tb_api_jobs_submit(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "Idempotency-Key must be 1 to 255 characters",
                               NULL);
   }
-  char hash[65];
-  {
+  char hash[65] = "";
+  if (idem != NULL) { /* the body's hash matters to a replay only */
     size_t n = r->body_len + 16;
     char *buf = tb_xmalloc(n);
     memcpy(buf, "POST /v1/jobs\n", 14);
@@ -250,6 +272,7 @@ tb_api_jobs_submit(struct tb_api_req *r)
       goto out;
     }
   }
+  tb_api_job_queued(db, job_id);
   const char *h[] = { "Location", loc, NULL };
   ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, body, h);
 out:
@@ -388,6 +411,59 @@ tb_api_jobs_list(struct tb_api_req *r)
 
 /* --------------------------------------------------------------------- get */
 
+/* The job document of r->id through the cache: 1 with *out (release it),
+ * 0 no such job in this project, < 0 a database error. */
+static int
+job_doc(struct tb_api_req *r, struct tb_api_jobdoc **out)
+{
+  struct tb_api_jobcache *c = r->api->jobs_cache;
+  *out = tb_api_jobcache_get(c, r->id, r->project_id);
+  if (*out != NULL)
+    return 1;
+  uint64_t ticket = tb_api_jobcache_ticket(c, r->id);
+  const char *p[] = { r->id, r->project_id };
+  PGresult *res = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_db_exec(db, &job_get, 2, p, &res);
+  tb_api_db_put(r, db);
+  if (rc <= 0) {
+    PQclear(res);
+    return rc;
+  }
+  const char *state = PQgetvalue(res, 0, 0);
+  int64_t done = 0;
+  if (!tb_parse_i64(PQgetvalue(res, 0, 1), 0, INT64_MAX, &done))
+    done = 0;
+  char etag[96];
+  snprintf(etag, sizeof etag, "W/\"%s-%s-%s\"", state, PQgetvalue(res, 0, 1),
+           PQgetvalue(res, 0, 2));
+  size_t len = (size_t)PQgetlength(res, 0, 3);
+  tb_api_jobcache_put(c, ticket, r->id, r->project_id, state, done, etag,
+                      PQgetvalue(res, 0, 3), len);
+  /* this request's own copy (the cache may have refused or dropped it) */
+  struct tb_api_jobdoc *d = tb_xmalloc(sizeof *d + len + 1);
+  snprintf(d->job_id, sizeof d->job_id, "%s", r->id);
+  snprintf(d->project_id, sizeof d->project_id, "%s", r->project_id);
+  snprintf(d->state, sizeof d->state, "%s", state);
+  memcpy(d->etag, etag, sizeof etag);
+  d->cells_done = done;
+  d->len = len;
+  d->refs = -1; /* not the cache's: freed by job_doc_release */
+  memcpy(d->doc, PQgetvalue(res, 0, 3), len + 1);
+  PQclear(res);
+  *out = d;
+  return 1;
+}
+
+static void
+job_doc_release(struct tb_api_req *r, struct tb_api_jobdoc *d)
+{
+  if (d != NULL && d->refs == -1)
+    free(d);
+  else
+    tb_api_jobcache_release(r->api->jobs_cache, d);
+}
+
 enum MHD_Result
 tb_api_jobs_get(struct tb_api_req *r)
 {
@@ -401,46 +477,34 @@ tb_api_jobs_get(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "since must be a cell count", NULL);
   if (wait > 0 && r->wait_deadline_ns == 0)
     r->wait_deadline_ns = tb_time_mono_ns() + wait * 1000000000LL;
-  const char *p[] = { r->id, r->project_id };
   for (;;) {
     bool waiting = wait > 0 && tb_time_mono_ns() < r->wait_deadline_ns && !r->api->stopping;
     if (waiting) /* before the query: a NOTIFY after it is not lost */
       tb_api_notify_arm(r, r->id, r->wait_deadline_ns);
-    PGresult *res = NULL;
-    struct tb_db *db = tb_api_db_get(r);
-    int rc = tb_db_exec(db, &job_get, 2, p, &res);
-    tb_api_db_put(r, db);
+    struct tb_api_jobdoc *d = NULL;
+    int rc = job_doc(r, &d);
     if (rc <= 0) {
       tb_api_notify_disarm(r);
-      PQclear(res);
       if (rc == 0)
         return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
       return tb_api_reply_db(r, rc);
     }
-    const char *state = PQgetvalue(res, 0, 0);
-    int64_t done = 0;
-    if (!tb_parse_i64(PQgetvalue(res, 0, 1), 0, INT64_MAX, &done))
-      done = 0;
-    char etag[96];
-    snprintf(etag, sizeof etag, "W/\"%s-%s-%s\"", state, PQgetvalue(res, 0, 1),
-             PQgetvalue(res, 0, 2));
-    bool etag_same = inm != NULL && strcmp(inm, etag) == 0;
-    bool unchanged = etag_same || (since >= 0 && done <= since && !terminal(state));
-    if (unchanged && waiting && !terminal(state)) {
-      PQclear(res);
+    bool etag_same = inm != NULL && strcmp(inm, d->etag) == 0;
+    bool unchanged = etag_same || (since >= 0 && d->cells_done <= since && !terminal(d->state));
+    if (unchanged && waiting && !terminal(d->state)) {
+      job_doc_release(r, d);
       if (tb_api_notify_suspend(r))
         return MHD_YES; /* called again on resume */
       continue;         /* it fired meanwhile: look again */
     }
     tb_api_notify_disarm(r);
-    const char *h[] = { "ETag", etag, NULL };
+    const char *h[] = { "ETag", d->etag, NULL };
     enum MHD_Result ret;
     if (etag_same)
       ret = tb_api_reply(r, MHD_HTTP_NOT_MODIFIED, NULL, "", 0, h);
     else
-      ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", PQgetvalue(res, 0, 3),
-                         (size_t)PQgetlength(res, 0, 3), h);
-    PQclear(res);
+      ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", d->doc, d->len, h);
+    job_doc_release(r, d);
     return ret;
   }
 }

@@ -14,7 +14,8 @@
  * Queues the job of spec (borrowed; a spec tb_spec_job accepted, so its
  * members have the types it checks) in project_id, recording request_id
  * (the X-Request-Id of the request that asked; may be NULL).  Runs inside
- * the caller's transaction if any.  Returns 1 and writes the job id into
+ * the caller's transaction if any; once that is committed (at once without
+ * one), the caller wakes the workers with tb_api_job_queued.  Returns 1 and writes the job id into
  * job_id and the job document (as GET /v1/jobs/{id} returns it, new string:
  * free) into *doc when doc is not NULL; 0 when the spec's endpoint is not
  * one of the project's (or was deleted); TB_DB_SOFT / TB_DB_HARD on database
@@ -23,5 +24,10 @@
 int tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
                       const json_t *spec, char job_id[TB_API_ID_LEN + 1],
                       char **doc) TB_MUST_CHECK;
+
+/* NOTIFY tb_jobs_queued '<job_id>' in a transaction of its own (not inside
+ * one: see api_jobs.c); a failure is logged, the workers' polling floor
+ * finds the job anyway. */
+void tb_api_job_queued(struct tb_db *db, const char *job_id);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api_auth.h"
+#include "api_jobcache.h"
 #include "tb_log.h"
 
 #define TB_NOTIFY_TICK_MS 100
@@ -90,12 +91,14 @@ lost_link(struct tb_api_notify *n)
 {
   tb_log(TB_LOG_WARN, "notification listener lost its database connection", NULL);
   /* A NOTIFY may be lost meanwhile: everyone re-checks, keys are re-read. */
+  tb_api_jobcache_flush(n->api->jobs_cache);
   fire_matching(n, NULL);
   tb_api_keycache_flush(n->api->keys);
   while (!n->stop && !tb_db_ping(n->db))
     fire_deadlines(n);
   if (!n->stop) {
     tb_log(TB_LOG_INFO, "notification listener reconnected", NULL);
+    tb_api_jobcache_flush(n->api->jobs_cache);
     fire_matching(n, NULL);
     tb_api_keycache_flush(n->api->keys);
   }
@@ -121,8 +124,11 @@ run(void *cls)
       }
       PGnotify *nt;
       while ((nt = PQnotifies(conn)) != NULL) {
-        if (strcmp(nt->relname, "tb_job_changed") == 0)
+        if (strcmp(nt->relname, "tb_job_changed") == 0) {
+          /* the cached copy goes first: a woken waiter must not find it */
+          tb_api_jobcache_invalidate(n->api->jobs_cache, nt->extra);
           fire_matching(n, nt->extra);
+        }
         else if (strcmp(nt->relname, "tb_keys_changed") == 0)
           tb_api_keycache_flush(n->api->keys);
         PQfreemem(nt);

@@ -325,6 +325,7 @@ tb_api_presets_run(struct tb_api_req *r)
                              json_pack("{s:[{s:s,s:s}]}", "errors", "field", "spec.endpoint_id",
                                        "detail", "no such endpoint"));
   } else {
+    tb_api_job_queued(db, job_id);
     char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
     const char *h[] = { "Location", loc, NULL };
     ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);

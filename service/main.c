@@ -29,6 +29,7 @@
 #include "api.h"
 #include "api_auth.h"
 #include "api_hooks.h"
+#include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_report.h"
 #include "tb_log.h"
@@ -40,8 +41,8 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_DATABASE_URL", NULL, "PostgreSQL URL (libpq)", true },
   { "TOKBENCH_LISTEN_HOST", "127.0.0.1", "address to listen on", false },
   { "TOKBENCH_LISTEN_PORT", "8080", "TCP port to listen on", false },
-  { "TOKBENCH_THREADS", "4", "request threads", false },
-  { "TOKBENCH_DB_POOL", "8", "database connections", false },
+  { "TOKBENCH_THREADS", "8", "request threads (block on the database: more than cores)", false },
+  { "TOKBENCH_DB_POOL", "16", "database connections", false },
   { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
   { "TOKBENCH_MASTER_KEY", NULL, "master key sealing endpoint API keys (64 hex)", true },
@@ -51,6 +52,9 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_RATE_BURST", "200", "requests a key may send at once above the rate", false },
   { "TOKBENCH_CORS_ORIGINS", "", "origins allowed by CORS: comma list, or *", false },
   { "TOKBENCH_KEY_CACHE_MS", "5000", "how long a checked API key is cached", false },
+  { "TOKBENCH_JOB_CACHE_MS", "2000",
+    "longest life of a cached GET /v1/jobs/{id} document (changes drop it at once; 0: off)",
+    false },
   { "TOKBENCH_SSE_PING_S", "15", "seconds between SSE heartbeats", false },
   { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
   { "TOKBENCH_WEB_DIR", NULL,
@@ -62,6 +66,20 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_DELIVERY_BACKOFF_MS", "30000", "first webhook retry delay (doubles)", false },
   { "TOKBENCH_DELIVERY_TIMEOUT_MS", "10000", "timeout of one webhook POST", false },
 };
+
+/* libmicrohttpd's per-connection pool (request line, headers, read buffer;
+ * bodies are copied out into the request context).  MHD zeroes the whole
+ * pool between the requests of a keep-alive connection: 64 KiB cost a
+ * memset of 64 KiB per request (5% of a GET); 32 KiB, MHD's own default,
+ * still holds far more headers than any client sends. */
+#define TB_API_CONN_MEMORY (32 * 1024)
+
+/* Threads: every handler blocks on its database round trip (libpq,
+ * synchronous), so the pool size bounds the requests in flight, and
+ * PostgreSQL can only group the commits (one WAL flush for many POST
+ * /v1/jobs) of transactions that are in flight together.  8 threads on 2
+ * cores: GET (cached, CPU only) loses nothing measurable, POST /v1/jobs
+ * gains about 2x over 4 (bench/bench_api.sh). */
 
 static volatile sig_atomic_t stop_flag;
 
@@ -322,7 +340,7 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(api.cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("api", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t port, threads, pool, wait_ms, body_max, rate, burst, cache_ms, ping_s, max_conn;
+  int64_t port, threads, pool, wait_ms, body_max, rate, burst, cache_ms, ping_s, max_conn, jc_ms;
   if (!tb_cfg_get_int(api.cfg, "TOKBENCH_LISTEN_PORT", 0, 65535, &port, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_THREADS", 1, 256, &threads, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_POOL", 1, 256, &pool, &err) ||
@@ -331,6 +349,7 @@ main(int argc, char **argv)
       !tb_cfg_get_int(api.cfg, "TOKBENCH_RATE_LIMIT", 0, 10000000, &rate, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_RATE_BURST", 1, 100000000, &burst, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_KEY_CACHE_MS", 0, 3600000, &cache_ms, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_JOB_CACHE_MS", 0, 3600000, &jc_ms, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_SSE_PING_S", 1, 3600, &ping_s, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &max_conn, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
@@ -346,6 +365,7 @@ main(int argc, char **argv)
   parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
   api.web_dir = tb_api_web_dir_resolve(tb_cfg_get(api.cfg, "TOKBENCH_WEB_DIR"));
   api.keys = tb_api_keycache_new(cache_ms);
+  api.jobs_cache = tb_api_jobcache_new(jc_ms);
   const char *url = tb_cfg_get(api.cfg, "TOKBENCH_DATABASE_URL");
   if (url == NULL) {
     fprintf(stderr, "tokbench-api: TOKBENCH_DATABASE_URL is not set\n");
@@ -402,7 +422,7 @@ main(int argc, char **argv)
     0, NULL, NULL, handle, &api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
     MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
+    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TB_API_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
     completed, &api, MHD_OPTION_END);
   if (api.daemon == NULL) {
     tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, port, NULL);
@@ -426,6 +446,7 @@ out:
   tb_api_notify_free(api.notify);
   tb_db_pool_free(api.pool);
   tb_api_keycache_free(api.keys);
+  tb_api_jobcache_free(api.jobs_cache);
   for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
     free(*p);
   free(api.cors_origins);
