@@ -152,6 +152,13 @@ enum MHD_Result tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t 
  * (stolen; e.g. "errors": [...]). */
 enum MHD_Result tb_api_reply_error(struct tb_api_req *r, enum tb_api_ec code,
                                    const char *detail, json_t *extra);
+/* 422 naming one field: detail "<field>: <detail>", errors [{field, detail}]. */
+enum MHD_Result tb_api_reply_invalid(struct tb_api_req *r, const char *field, const char *detail);
+/* True when the object body has no member but those of allowed
+ * (NULL-terminated); else false with a 422 naming the first other member
+ * queued into *ret. */
+bool tb_api_only_members(struct tb_api_req *r, json_t *body, const char *const *allowed,
+                         enum MHD_Result *ret) TB_MUST_CHECK;
 /* The errors of an api_spec validator: rc 1 (bad JSON) -> 400, else 422 with
  * "errors" (stolen) and a detail naming the first field. */
 enum MHD_Result tb_api_reply_spec_errors(struct tb_api_req *r, int rc, json_t *errors);

@@ -56,15 +56,6 @@ static const struct tb_db_stmt dl_list = {
   "  ORDER BY created_at DESC, id DESC LIMIT $4::int) d",
 };
 
-static enum MHD_Result
-invalid(struct tb_api_req *r, const char *field, const char *detail)
-{
-  char *d = tb_xasprintf("%s: %s", field, detail);
-  enum MHD_Result ret = tb_api_reply_error(
-    r, TB_EC_INVALID, d, json_pack("{s:[{s:s,s:s}]}", "errors", "field", field, "detail", detail));
-  free(d);
-  return ret;
-}
 
 enum MHD_Result
 tb_api_callbacks_create(struct tb_api_req *r)
@@ -74,25 +65,20 @@ tb_api_callbacks_create(struct tb_api_req *r)
   if (body == NULL)
     return ret;
   char *secret = NULL, *sealed = NULL, *events_text = NULL;
-  const char *k;
-  json_t *v;
-  json_object_foreach(body, k, v) {
-    if (strcmp(k, "url") != 0 && strcmp(k, "scope") != 0 && strcmp(k, "events") != 0) {
-      ret = invalid(r, k, "unknown field");
-      goto out;
-    }
-  }
+  static const char *const allowed[] = { "url", "scope", "events", NULL };
+  if (!tb_api_only_members(r, body, allowed, &ret))
+    goto out;
   const char *url = json_string_value(json_object_get(body, "url"));
   const char *scope = json_string_value(json_object_get(body, "scope"));
   json_t *events = json_object_get(body, "events");
   if (url == NULL || !tb_spec_url_ok(url)) {
-    ret = invalid(r, "url", "an http:// or https:// URL without credentials");
+    ret = tb_api_reply_invalid(r, "url", "an http:// or https:// URL without credentials");
     goto out;
   }
   if (scope == NULL)
     scope = "all";
   if (strcmp(scope, "all") != 0 && strcmp(scope, "named") != 0) {
-    ret = invalid(r, "scope", "all (every job of the project) or named (jobs whose spec lists "
+    ret = tb_api_reply_invalid(r, "scope", "all (every job of the project) or named (jobs whose spec lists "
                               "the URL in callbacks)");
     goto out;
   }
@@ -102,30 +88,24 @@ tb_api_callbacks_create(struct tb_api_req *r)
     size_t i;
     json_t *e;
     if (!json_is_array(events) || json_array_size(events) == 0 || json_array_size(events) > 3) {
-      ret = invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
+      ret = tb_api_reply_invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
       goto out;
     }
     json_array_foreach(events, i, e) {
       const char *s = json_string_value(e);
       if (s == NULL || (strcmp(s, "succeeded") != 0 && strcmp(s, "failed") != 0 &&
                         strcmp(s, "cancelled") != 0)) {
-        ret = invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
+        ret = tb_api_reply_invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
         goto out;
       }
     }
     events_text = json_dumps(events, JSON_COMPACT);
   }
-  if (!r->api->has_master_key) {
-    ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY,
-                             "callback secrets are sealed with the master key", NULL);
-    goto out;
-  }
   char id[TB_API_ID_LEN + 1];
-  if (!tb_api_ci_uuid(id) || (secret = tb_webhook_secret_new_outbound()) == NULL ||
-      (sealed = tb_crypto_seal(r->api->master_key, secret, id)) == NULL) {
-    ret = tb_api_reply_error(r, TB_EC_INTERNAL, "cannot make a secret", NULL);
+  if (!tb_api_ci_new_secret(r, tb_webhook_secret_new_outbound,
+                            "callback secrets are sealed with the master key", id, &secret,
+                            &sealed, &ret))
     goto out;
-  }
   struct tb_db *db = tb_api_db_get(r);
   PGresult *res = NULL;
   const char *p[] = { id, r->project_id, url, scope, events_text, sealed };

@@ -107,15 +107,6 @@ count(const char *kind, const char *outcome)
   tb_metric_add(hook_metric(), v, 1);
 }
 
-static enum MHD_Result
-invalid(struct tb_api_req *r, const char *field, const char *detail)
-{
-  char *d = tb_xasprintf("%s: %s", field, detail);
-  enum MHD_Result ret = tb_api_reply_error(
-    r, TB_EC_INVALID, d, json_pack("{s:[{s:s,s:s}]}", "errors", "field", field, "detail", detail));
-  free(d);
-  return ret;
-}
 
 enum MHD_Result
 tb_api_hooks_create(struct tb_api_req *r)
@@ -125,31 +116,25 @@ tb_api_hooks_create(struct tb_api_req *r)
   if (body == NULL)
     return ret;
   char *secret = NULL, *sealed = NULL, *events_text = NULL;
-  const char *k;
-  json_t *v;
-  json_object_foreach(body, k, v) {
-    if (strcmp(k, "preset") != 0 && strcmp(k, "kind") != 0 && strcmp(k, "events") != 0 &&
-        strcmp(k, "name") != 0) {
-      ret = invalid(r, k, "unknown field");
-      goto out;
-    }
-  }
+  static const char *const allowed[] = { "preset", "kind", "events", "name", NULL };
+  if (!tb_api_only_members(r, body, allowed, &ret))
+    goto out;
   const char *preset = json_string_value(json_object_get(body, "preset"));
   const char *kind = json_string_value(json_object_get(body, "kind"));
   const char *name = json_string_value(json_object_get(body, "name"));
   json_t *events = json_object_get(body, "events");
   if (preset == NULL || preset[0] == '\0' || strlen(preset) > 100) {
-    ret = invalid(r, "preset", "the name of a preset of this project");
+    ret = tb_api_reply_invalid(r, "preset", "the name of a preset of this project");
     goto out;
   }
   if (kind == NULL)
     kind = "github";
   if (strcmp(kind, "github") != 0 && strcmp(kind, "generic") != 0) {
-    ret = invalid(r, "kind", "github or generic");
+    ret = tb_api_reply_invalid(r, "kind", "github or generic");
     goto out;
   }
   if (json_object_get(body, "name") != NULL && (name == NULL || strlen(name) > 200)) {
-    ret = invalid(r, "name", "a string of at most 200 characters");
+    ret = tb_api_reply_invalid(r, "name", "a string of at most 200 characters");
     goto out;
   }
   if (events == NULL) {
@@ -158,7 +143,7 @@ tb_api_hooks_create(struct tb_api_req *r)
     size_t i;
     json_t *e;
     if (!json_is_array(events) || json_array_size(events) > 32) {
-      ret = invalid(r, "events", "an array of at most 32 GitHub event names");
+      ret = tb_api_reply_invalid(r, "events", "an array of at most 32 GitHub event names");
       goto out;
     }
     json_array_foreach(events, i, e) {
@@ -167,23 +152,17 @@ tb_api_hooks_create(struct tb_api_req *r)
       for (const char *c = s; ok && *c; c++)
         ok = (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '*' || *c == '.';
       if (!ok) {
-        ret = invalid(r, "events", "event names are 1 to 64 of [a-z_.] or \"*\"");
+        ret = tb_api_reply_invalid(r, "events", "event names are 1 to 64 of [a-z_.] or \"*\"");
         goto out;
       }
     }
     events_text = json_dumps(events, JSON_COMPACT);
   }
-  if (!r->api->has_master_key) {
-    ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, "hook secrets are sealed with the master key",
-                             NULL);
-    goto out;
-  }
   char id[TB_API_ID_LEN + 1];
-  if (!tb_api_ci_uuid(id) || (secret = tb_webhook_secret_new_inbound()) == NULL ||
-      (sealed = tb_crypto_seal(r->api->master_key, secret, id)) == NULL) {
-    ret = tb_api_reply_error(r, TB_EC_INTERNAL, "cannot make a secret", NULL);
+  if (!tb_api_ci_new_secret(r, tb_webhook_secret_new_inbound,
+                            "hook secrets are sealed with the master key", id, &secret, &sealed,
+                            &ret))
     goto out;
-  }
   struct tb_db *db = tb_api_db_get(r);
   PGresult *res = NULL;
   const char *p[] = { id, r->project_id, preset, name ? name : "", kind, events_text, sealed };
@@ -192,7 +171,7 @@ tb_api_hooks_create(struct tb_api_req *r)
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
   } else if (rc == 0) {
-    ret = invalid(r, "preset", "no preset of this name in this project");
+    ret = tb_api_reply_invalid(r, "preset", "no preset of this name in this project");
   } else {
     json_error_t jerr;
     json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);

@@ -28,6 +28,17 @@ int tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *re
                         char job_id[TB_API_ID_LEN + 1], char **doc,
                         json_t **errors) TB_MUST_CHECK;
 
+/*
+ * The id and signing secret of a new hook or callback: a random UUID into
+ * id, *secret = make() (new; the caller wipes and frees it) and *sealed
+ * (new) the secret sealed under the master key with id as associated data.
+ * False with a reply queued into *ret: no master key (no_master_key detail
+ * names what needs it) or a failing RNG / cipher (500).
+ */
+bool tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char *no_master_key,
+                          char id[TB_API_ID_LEN + 1], char **secret, char **sealed,
+                          enum MHD_Result *ret) TB_MUST_CHECK;
+
 /* The public base URL for links (TOKBENCH_PUBLIC_URL, else
  * http://<listen host>:<port>); borrowed from the config or a static. */
 const char *tb_api_ci_public_url(struct tb_api *api);

@@ -73,6 +73,23 @@ tb_api_ci_uuid(char out[TB_API_ID_LEN + 1])
   return true;
 }
 
+bool
+tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char *no_master_key,
+                     char id[TB_API_ID_LEN + 1], char **secret, char **sealed,
+                     enum MHD_Result *ret)
+{
+  if (!r->api->has_master_key) {
+    *ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, no_master_key, NULL);
+    return false;
+  }
+  if (!tb_api_ci_uuid(id) || (*secret = make()) == NULL ||
+      (*sealed = tb_crypto_seal(r->api->master_key, *secret, id)) == NULL) {
+    *ret = tb_api_reply_error(r, TB_EC_INTERNAL, "cannot make a secret", NULL);
+    return false;
+  }
+  return true;
+}
+
 const char *
 tb_api_ci_public_url(struct tb_api *api)
 {
@@ -162,26 +179,6 @@ name_ok(const char *s)
   return s != NULL && tb_api_segment_ok(s, strlen(s), TB_PRESET_NAME_MAX);
 }
 
-/* Checks that body has only the members allowed (NULL-terminated). */
-static bool
-only_members(struct tb_api_req *r, json_t *body, const char *const *allowed, enum MHD_Result *ret)
-{
-  const char *k;
-  json_t *v;
-  json_object_foreach(body, k, v) {
-    bool ok = false;
-    for (size_t i = 0; allowed[i] != NULL; i++)
-      ok = ok || strcmp(allowed[i], k) == 0;
-    if (!ok) {
-      *ret = tb_api_reply_error(r, TB_EC_INVALID, "unknown field",
-                                json_pack("{s:[{s:s,s:s}]}", "errors", "field", k, "detail",
-                                          "unknown field"));
-      return false;
-    }
-  }
-  return true;
-}
-
 /* POST /v1/presets (put false: the name from the body, 409 when taken) and
  * PUT /v1/presets/{name} (put true: the name from the path, which a name in
  * the body must equal; created or replaced). */
@@ -196,7 +193,7 @@ save(struct tb_api_req *r, bool put)
   char *norm = NULL;
   PGresult *res = NULL;
   const char *name = json_string_value(json_object_get(body, "name"));
-  if (!only_members(r, body, allowed, &ret))
+  if (!tb_api_only_members(r, body, allowed, &ret))
     goto out;
   if (put && name != NULL && strcmp(name, r->param) != 0) {
     ret = tb_api_reply_error(r, TB_EC_INVALID, "name: differs from the path", NULL);
@@ -205,9 +202,7 @@ save(struct tb_api_req *r, bool put)
   if (put)
     name = r->param;
   if (!name_ok(name)) {
-    ret = tb_api_reply_error(r, TB_EC_INVALID, "name: 1 to 100 of [A-Za-z0-9._~-]",
-                             json_pack("{s:[{s:s,s:s}]}", "errors", "field", "name", "detail",
-                                       "1 to 100 of [A-Za-z0-9._~-]"));
+    ret = tb_api_reply_invalid(r, "name", "1 to 100 of [A-Za-z0-9._~-]");
     goto out;
   }
   if (!check_spec(r, json_object_get(body, "spec"), &norm, &ret))
@@ -294,7 +289,7 @@ tb_api_presets_run(struct tb_api_req *r)
     body = tb_api_body_json(r, &ret);
     if (body == NULL)
       return ret;
-    if (!only_members(r, body, allowed, &ret))
+    if (!tb_api_only_members(r, body, allowed, &ret))
       goto out_body;
   }
   struct tb_db *db = tb_api_db_get(r);

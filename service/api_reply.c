@@ -294,3 +294,31 @@ tb_api_reply_secret_created(struct tb_api_req *r, json_t *doc, const char *loc)
   free(text);
   return ret;
 }
+
+enum MHD_Result
+tb_api_reply_invalid(struct tb_api_req *r, const char *field, const char *detail)
+{
+  char *d = tb_xasprintf("%s: %s", field, detail);
+  enum MHD_Result ret = tb_api_reply_error(
+    r, TB_EC_INVALID, d, json_pack("{s:[{s:s,s:s}]}", "errors", "field", field, "detail", detail));
+  free(d);
+  return ret;
+}
+
+bool
+tb_api_only_members(struct tb_api_req *r, json_t *body, const char *const *allowed,
+                    enum MHD_Result *ret)
+{
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v) {
+    bool ok = false;
+    for (size_t i = 0; allowed[i] != NULL && !ok; i++)
+      ok = strcmp(allowed[i], k) == 0;
+    if (!ok) {
+      *ret = tb_api_reply_invalid(r, k, "unknown field");
+      return false;
+    }
+  }
+  return true;
+}

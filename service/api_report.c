@@ -358,10 +358,7 @@ tb_api_results_import(struct tb_api_req *r)
     goto out;
   }
   if (labels != NULL && !json_is_null(labels) && !labels_ok(labels)) {
-    ret = tb_api_reply_error(r, TB_EC_INVALID,
-                             "labels: an object of at most 16 string values",
-                             json_pack("{s:[{s:s, s:s}]}", "errors", "field", "labels",
-                                       "detail", "an object of at most 16 string values"));
+    ret = tb_api_reply_invalid(r, "labels", "an object of at most 16 string values");
     goto out;
   }
   enum tb_import_source src;
@@ -461,10 +458,7 @@ tb_api_thresholds_put(struct tb_api_req *r)
     const char *d = strcmp(bad, "labels") == 0
                         ? "an object of at most 16 string values (keys [A-Za-z0-9._-])"
                         : "a number in [0, 100): the tolerated loss in percent";
-    char *detail = tb_xasprintf("%s: %s", bad, d);
-    ret = tb_api_reply_error(r, TB_EC_INVALID, detail,
-                             json_pack("{s:[{s:s, s:s}]}", "errors", "field", bad, "detail", d));
-    free(detail);
+    ret = tb_api_reply_invalid(r, bad, d);
     json_decref(body);
     return ret;
   }
