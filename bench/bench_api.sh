@@ -8,7 +8,8 @@
 # latency; exits 1 under the floors of issue 5 (10,000 GET/s, 1,000 POST/s).
 # A private PostgreSQL (scripts/tb-pg) in a temporary directory.
 # Env: TB_BIN_DIR (default build-rel/bin), BENCH_API_SECONDS, BENCH_API_CONNS,
-#      BENCH_API_THREADS (api request threads), BENCH_API_JOBS.
+#      BENCH_API_THREADS (api request threads), BENCH_API_JOBS,
+#      BENCH_API_LOG_LEVEL (default info, as deployed: a log line per request).
 set -eu
 cd "$(dirname "$0")/.."
 BIN=${TB_BIN_DIR:-build-rel/bin}
@@ -40,7 +41,7 @@ key=$(TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" keys create --admin --project b
 port=$(freeport)
 base="http://127.0.0.1:$port"
 TOKBENCH_DATABASE_URL=$url TOKBENCH_LISTEN_PORT=$port TOKBENCH_THREADS=$THREADS \
-  TOKBENCH_DB_POOL=$((THREADS * 2)) TOKBENCH_RATE_LIMIT=0 TOKBENCH_LOG_LEVEL=warn \
+  TOKBENCH_DB_POOL=$((THREADS * 2)) TOKBENCH_RATE_LIMIT=0 TOKBENCH_LOG_LEVEL=${BENCH_API_LOG_LEVEL:-info} \
   TOKBENCH_MASTER_KEY=$(openssl rand -hex 32) "$BIN/tokbench-api" >"$tmp/api.log" 2>&1 &
 pids="$pids $!"
 i=0

@@ -13,7 +13,7 @@ static const struct tb_cli_cmd commands[] = {
   { "migrate", "apply the database migrations (TOKBENCH_DATABASE_URL)", tb_cli_migrate },
   { "report", "render a result as html, md, csv or json", tb_cli_report },
   { "compare", "compare two results cell by cell; exit 1 on regressions", tb_cli_compare },
-  { "keys", "create API keys in the database (TOKBENCH_DATABASE_URL)", tb_cli_keys },
+  { "keys", "create, list and revoke API keys (TOKBENCH_DATABASE_URL)", tb_cli_keys },
   { "submit", "start a job from a preset via the API; exit 1 on regressions", tb_cli_submit },
 };
 

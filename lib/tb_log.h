@@ -11,6 +11,7 @@
 #ifndef TB_LOG_H
 #define TB_LOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum tb_log_level { TB_LOG_DEBUG = 0, TB_LOG_INFO, TB_LOG_WARN, TB_LOG_ERROR };
