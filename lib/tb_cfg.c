@@ -4,6 +4,7 @@
 #include "tb_cfg.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,4 +218,47 @@ tb_cfg_free(struct tb_cfg *cfg)
     set_value(cfg, i, NULL, 0);
   free(cfg->values);
   free(cfg);
+}
+
+static void
+daemon_usage(FILE *out, const char *prog, const char *about, const struct tb_cfg_key *keys,
+             size_t n_keys)
+{
+  fprintf(out, "usage: %s [--config FILE] [--help] [--version]\n\n%s\n\n", prog, about);
+  tb_cfg_help(keys, n_keys, out);
+}
+
+int
+tb_cfg_daemon_args(int argc, char **argv, const char *prog, const char *about,
+                   const struct tb_cfg_key *keys, size_t n_keys, const char **config)
+{
+  static const struct option opts[] = {
+    { "config", required_argument, NULL, 'c' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+  };
+  *config = getenv("TOKBENCH_CONFIG");
+  int o;
+  while ((o = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+    switch (o) {
+    case 'c':
+      *config = optarg;
+      break;
+    case 'h':
+      daemon_usage(stdout, prog, about, keys, n_keys);
+      return 0;
+    case 'V':
+      printf("%s %s\n", prog, TB_VERSION);
+      return 0;
+    default:
+      daemon_usage(stderr, prog, about, keys, n_keys);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", prog, argv[optind]);
+    return 2;
+  }
+  return -1;
 }

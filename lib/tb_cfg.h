@@ -47,4 +47,14 @@ void tb_cfg_set(struct tb_cfg *cfg, const char *name, const char *value);
 void tb_cfg_help(const struct tb_cfg_key *keys, size_t n_keys, FILE *out);
 void tb_cfg_free(struct tb_cfg *cfg);
 
+/*
+ * The command line of a daemon: [--config FILE] [--help] [--version].
+ * --help prints "usage: prog ...", about and the key table to stdout.
+ * Returns -1 to go on, with *config set from --config or TOKBENCH_CONFIG
+ * (NULL: none); else the exit status to end with (0 after --help or
+ * --version, 2 after a bad argument).
+ */
+int tb_cfg_daemon_args(int argc, char **argv, const char *prog, const char *about,
+                       const struct tb_cfg_key *keys, size_t n_keys, const char **config);
+
 #endif

@@ -17,40 +17,12 @@
 #include <string.h>
 
 #include "tb_engine.h"
+#include "tb_json.h"
 
 /* ---------------------------------------------------------------- getters */
 
-static const char *
-gstr(const json_t *o, const char *k)
-{
-  return json_string_value(json_object_get(o, k));
-}
 
-static double
-gnum(const json_t *o, const char *k)
-{
-  const json_t *v = json_object_get(o, k);
-  if (!json_is_number(v))
-    return NAN;
-  double d = json_number_value(v);
-  return isfinite(d) ? d : NAN;
-}
 
-static bool
-gint(const json_t *o, const char *k, int64_t *out)
-{
-  const json_t *v = json_object_get(o, k);
-  if (json_is_integer(v)) {
-    *out = json_integer_value(v);
-    return true;
-  }
-  double d = gnum(o, k);
-  if (isfinite(d) && d == floor(d) && fabs(d) < 9e15) {
-    *out = (int64_t)d;
-    return true;
-  }
-  return false;
-}
 
 static void
 set_num(json_t *o, const char *k, double v)
@@ -78,7 +50,7 @@ tb_import_detect(const json_t *in)
 {
   if (!json_is_object(in))
     return TB_IMPORT_UNKNOWN;
-  const char *schema = gstr(in, "schema");
+  const char *schema = tb_json_str(in, "schema");
   if (schema != NULL && strncmp(schema, "tokbench.result/", 16) == 0)
     return TB_IMPORT_TOKBENCH;
   if (json_is_object(json_object_get(in, "metadata")) &&
@@ -117,7 +89,7 @@ check_cell(const json_t *c, size_t i, char **err)
     *err = tb_xasprintf("cells[%zu] is not an object", i);
     return false;
   }
-  const char *ph = gstr(c, "phase");
+  const char *ph = tb_json_str(c, "phase");
   if (ph == NULL || (strcmp(ph, "prefill") != 0 && strcmp(ph, "decode") != 0)) {
     *err = tb_xasprintf("cells[%zu].phase must be \"prefill\" or \"decode\"", i);
     return false;
@@ -135,7 +107,7 @@ check_cell(const json_t *c, size_t i, char **err)
     *err = tb_xasprintf("cells[%zu].concurrency must be an integer >= 1", i);
     return false;
   }
-  if (!one_of(gstr(c, "status"), cell_statuses, TB_ARRAY_LEN(cell_statuses))) {
+  if (!one_of(tb_json_str(c, "status"), cell_statuses, TB_ARRAY_LEN(cell_statuses))) {
     *err = tb_xasprintf("cells[%zu].status must be valid, over_capacity, skipped or error", i);
     return false;
   }
@@ -177,7 +149,7 @@ check_cell(const json_t *c, size_t i, char **err)
 static json_t *
 import_ours(const json_t *in, char **err)
 {
-  const char *schema = gstr(in, "schema");
+  const char *schema = tb_json_str(in, "schema");
   if (schema == NULL || strcmp(schema, TB_IMPORT_SCHEMA) != 0) {
     *err = tb_xasprintf("unsupported schema (want %s)", TB_IMPORT_SCHEMA);
     return NULL;
@@ -227,7 +199,7 @@ ms_pct(const json_t *r, const char *prefix)
   for (size_t i = 0; i < 3; i++) {
     char k[64];
     snprintf(k, sizeof k, "%s_%s", prefix, p[i]);
-    double s = gnum(r, k);
+    double s = tb_json_num(r, k);
     json_object_set_new(o, p[i], isfinite(s) && s > 0 ? json_real(s * 1e3) : json_null());
   }
   return o;
@@ -279,21 +251,21 @@ static json_t *
 result_cell(const json_t *r, int64_t max_output, size_t *skipped)
 {
   int64_t ctx, conc;
-  if (!json_is_object(r) || !gint(r, "context_tokens", &ctx) ||
-      !gint(r, "concurrency", &conc) || ctx < 0 || ctx > AXIS_MAX || conc < 1 ||
+  if (!json_is_object(r) || !tb_json_int(r, "context_tokens", &ctx) ||
+      !tb_json_int(r, "concurrency", &conc) || ctx < 0 || ctx > AXIS_MAX || conc < 1 ||
       conc > AXIS_MAX) {
     (*skipped)++;
     return NULL;
   }
   json_t *c = new_cell("decode", ctx, conc);
-  double tps = gnum(r, "aggregate_tps");
+  double tps = tb_json_num(r, "aggregate_tps");
   bool cap = json_is_true(json_object_get(r, "capacity_limited"));
   int64_t nerr = 0;
-  if (!gint(r, "num_errors", &nerr))
+  if (!tb_json_int(r, "num_errors", &nerr))
     nerr = 0;
   if (!isfinite(tps) || tps < 0 || cap) {
     if (cap) {
-      double run = gnum(r, "avg_running_reqs");
+      double run = tb_json_num(r, "avg_running_reqs");
       char *why = isfinite(run) && run > 0
                       ? tb_xasprintf("capacity-limited: the server ran %.1f of %" PRId64
                                      " requests at once, the rest queued", run, conc)
@@ -321,29 +293,29 @@ result_cell(const json_t *r, int64_t max_output, size_t *skipped)
   }
   json_object_set_new(c, "status", json_string("valid"));
   set_num(c, "total_tps", tps);
-  double per = gnum(r, "per_request_avg_tps");
+  double per = tb_json_num(r, "per_request_avg_tps");
   set_num(c, "per_request_tps", isfinite(per) && per > 0 ? per : tps / (double)conc);
   json_object_set_new(c, "ttft_ms", ms_pct(r, "ttft"));
   json_object_set_new(c, "tbt_ms", ms_pct(r, "inter_token_latency"));
-  double act = gnum(r, "avg_running_reqs");
+  double act = tb_json_num(r, "avg_running_reqs");
   if (isfinite(act) && act > 0) {
     set_num(c, "avg_active", act);
     json_object_set_new(c, "avg_active_source", json_string("server"));
-  } else if (isfinite(act = gnum(r, "effective_concurrency")) && act > 0) {
+  } else if (isfinite(act = tb_json_num(r, "effective_concurrency")) && act > 0) {
     set_num(c, "avg_active", act);
     json_object_set_new(c, "avg_active_source", json_string("client"));
   }
   int64_t n;
-  if (gint(r, "completed_request_count", &n) || gint(r, "num_completed", &n))
+  if (tb_json_int(r, "completed_request_count", &n) || tb_json_int(r, "num_completed", &n))
     json_object_set_new(c, "completed", json_integer(n));
-  if ((gint(r, "total_tokens", &n) && n > 0) || gint(r, "client_output_tokens", &n))
+  if ((tb_json_int(r, "total_tokens", &n) && n > 0) || tb_json_int(r, "client_output_tokens", &n))
     json_object_set_new(c, "output_tokens", json_integer(n));
-  double win = gnum(r, "measurement_seconds");
+  double win = tb_json_num(r, "measurement_seconds");
   if (!(isfinite(win) && win > 0))
-    win = gnum(r, "wall_time");
+    win = tb_json_num(r, "wall_time");
   set_num(c, "measured_s", win);
   json_object_set_new(c, "token_source", json_string("usage"));
-  const char *agg = gstr(r, "aggregate_source");
+  const char *agg = tb_json_str(r, "aggregate_source");
   set_str(c, "aggregate_source", agg);
   if (nerr > 0)
     json_object_set_new(c, "errors", json_integer(nerr));
@@ -359,12 +331,12 @@ prefill_cell(const char *key, const json_t *p, size_t *skipped)
     return NULL;
   }
   json_t *c = new_cell("prefill", ctx, 1);
-  double ttft = gnum(p, "ttft_seconds");
+  double ttft = tb_json_num(p, "ttft_seconds");
   if (!isfinite(ttft))
-    ttft = gnum(p, "client_ttft_seconds");
+    ttft = tb_json_num(p, "client_ttft_seconds");
   int64_t pt = 0;
-  bool has_pt = gint(p, "prompt_tokens", &pt) && pt > 0;
-  double tps = gnum(p, "tok_per_sec");
+  bool has_pt = tb_json_int(p, "prompt_tokens", &pt) && pt > 0;
+  double tps = tb_json_num(p, "tok_per_sec");
   if (json_is_true(json_object_get(p, "skipped")) || !(isfinite(ttft) && ttft > 0)) {
     /* Not measured: no row (a prefill cell is valid or error). */
     json_decref(c);
@@ -380,7 +352,7 @@ prefill_cell(const char *key, const json_t *p, size_t *skipped)
   set_num(c, "prompt_tps", has_pt ? (double)pt / ttft : tps);
   int64_t n;
   json_object_set_new(c, "completed",
-                      json_integer(gint(p, "samples", &n) && n > 0 ? n : 1));
+                      json_integer(tb_json_int(p, "samples", &n) && n > 0 ? n : 1));
   return c;
 }
 
@@ -410,7 +382,7 @@ static void
 pcell_push(struct pcell *v, size_t *n, json_t *c)
 {
   v[*n].c = c;
-  v[*n].phase = strcmp(gstr(c, "phase"), "prefill") == 0 ? 0 : 1;
+  v[*n].phase = strcmp(tb_json_str(c, "phase"), "prefill") == 0 ? 0 : 1;
   v[*n].ctx = json_integer_value(json_object_get(c, "context"));
   v[*n].conc = json_integer_value(json_object_get(c, "concurrency"));
   v[*n].seq = *n;
@@ -435,35 +407,35 @@ import_lib(const json_t *in, char **err)
 
   json_object_set_new(doc, "schema", json_string(TB_IMPORT_SCHEMA));
   json_object_set_new(doc, "tokbench_version", json_string(TB_VERSION));
-  const char *ts = gstr(md, "timestamp");
+  const char *ts = tb_json_str(md, "timestamp");
   json_object_set_new(doc, "run_id", json_string(ts ? ts : "imported"));
   json_object_set_new(doc, "started_at", ts ? json_string(ts) : json_null());
   json_object_set_new(doc, "finished_at", json_null());
 
   json_t *ep = json_object();
-  json_object_set_new(ep, "url", json_string(gstr(md, "server") ? gstr(md, "server") : ""));
+  json_object_set_new(ep, "url", json_string(tb_json_str(md, "server") ? tb_json_str(md, "server") : ""));
   json_object_set_new(ep, "name", json_null());
   json_object_set_new(doc, "endpoint", ep);
 
   json_t *eng = json_object();
   /* The schema's engine names: vllm, sglang, else openai (the tool says
    * "openai_proxy" for a generic OpenAI-compatible server). */
-  const char *en = gstr(md, "engine");
+  const char *en = tb_json_str(md, "engine");
   json_object_set_new(eng, "name", json_string(en && (strcmp(en, "vllm") == 0 ||
                                                       strcmp(en, "sglang") == 0)
                                                    ? en
                                                    : "openai"));
-  const char *ev = gstr(md, "engine_version");
+  const char *ev = tb_json_str(md, "engine_version");
   json_object_set_new(eng, "version", ev ? json_string(ev) : json_null());
   json_object_set_new(doc, "engine", eng);
 
   const json_t *hw = json_object_get(md, "hardware");
   if (json_is_object(hw)) {
     json_object_set_new(doc, "hardware", json_deep_copy(hw));
-  } else if (gstr(md, "gpu_name") != NULL) {
+  } else if (tb_json_str(md, "gpu_name") != NULL) {
     json_t *h = json_object();
-    set_str(h, "gpu", gstr(md, "gpu_name"));
-    if (gint(md, "gpu_count", &iv) && iv > 0)
+    set_str(h, "gpu", tb_json_str(md, "gpu_name"));
+    if (tb_json_int(md, "gpu_count", &iv) && iv > 0)
       json_object_set_new(h, "gpu_count", json_integer(iv));
     json_object_set_new(doc, "hardware", h);
   } else {
@@ -472,26 +444,26 @@ import_lib(const json_t *in, char **err)
 
   json_t *model = json_object();
   json_object_set_new(model, "served",
-                      gstr(md, "model") ? json_string(gstr(md, "model")) : json_null());
-  set_str(model, "revision", gstr(md, "model_revision"));
+                      tb_json_str(md, "model") ? json_string(tb_json_str(md, "model")) : json_null());
+  set_str(model, "revision", tb_json_str(md, "model_revision"));
   json_object_set_new(model, "max_model_len",
-                      gint(md, "max_model_len", &iv) && iv > 0 ? json_integer(iv)
+                      tb_json_int(md, "max_model_len", &iv) && iv > 0 ? json_integer(iv)
                                                                : json_null());
   json_object_set_new(doc, "model", model);
 
-  const char *lc = gstr(md, "launch_command");
+  const char *lc = tb_json_str(md, "launch_command");
   if (lc == NULL)
-    lc = gstr(md, "server_command");
+    lc = tb_json_str(md, "server_command");
   char *red = lc ? tb_engine_redact(lc) : NULL;
   json_object_set_new(doc, "launch_command", red ? json_string(red) : json_null());
   free(red);
 
   int64_t budget = 0;
   const char *bsrc = "override";
-  if (!(gint(md, "kv_cache_budget", &budget) && budget > 0) &&
-      !(gint(md, "kv_budget", &budget) && budget > 0)) {
+  if (!(tb_json_int(md, "kv_cache_budget", &budget) && budget > 0) &&
+      !(tb_json_int(md, "kv_budget", &budget) && budget > 0)) {
     budget = 0;
-    if (gint(md, "max_total_tokens", &iv) && iv > 0) {
+    if (tb_json_int(md, "max_total_tokens", &iv) && iv > 0) {
       budget = iv;
     }
   }
@@ -499,12 +471,12 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(cap, "kv_budget_tokens", budget > 0 ? json_integer(budget) : json_null());
   json_object_set_new(cap, "source", json_string(budget > 0 ? bsrc : "none"));
   json_object_set_new(cap, "max_running_requests",
-                      gint(md, "max_running_requests", &iv) && iv > 0 ? json_integer(iv)
+                      tb_json_int(md, "max_running_requests", &iv) && iv > 0 ? json_integer(iv)
                                                                       : json_null());
   json_object_set_new(doc, "capacity", cap);
 
   int64_t max_output = 0;
-  if (!gint(md, "max_tokens", &max_output) || max_output < 0)
+  if (!tb_json_int(md, "max_tokens", &max_output) || max_output < 0)
     max_output = 0;
   json_t *st = json_object();
   json_t *ctxs = json_array(), *concs = json_array(), *pctxs = json_array();
@@ -513,14 +485,14 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(st, "contexts", ctxs);
   json_object_set_new(st, "concurrency", concs);
   json_object_set_new(st, "prefill_contexts", pctxs);
-  double dur = gnum(md, "duration_per_test");
+  double dur = tb_json_num(md, "duration_per_test");
   json_object_set_new(st, "duration_s", isfinite(dur) ? json_real(dur) : json_null());
   json_object_set_new(st, "max_output", max_output > 0 ? json_integer(max_output) : json_null());
-  const char *dm = gstr(md, "decode_mode");
+  const char *dm = tb_json_str(md, "decode_mode");
   json_object_set_new(st, "decode_test",
                       json_string(dm && strcmp(dm, "request-count") == 0 ? "request_count"
                                                                          : "fixed_duration"));
-  const char *pm = gstr(md, "prefill_mode");
+  const char *pm = tb_json_str(md, "prefill_mode");
   json_object_set_new(st, "prefill_mode",
                       json_string(pm == NULL || strcmp(pm, "integrated_decode_scout") == 0
                                       ? "decode_warmup"
@@ -613,7 +585,7 @@ import_lib(const json_t *in, char **err)
   json_t *imp = json_object();
   json_object_set_new(imp, "tool", json_string("llm-inference-bench"));
   json_object_set_new(imp, "version",
-                      gstr(md, "version") ? json_string(gstr(md, "version")) : json_null());
+                      tb_json_str(md, "version") ? json_string(tb_json_str(md, "version")) : json_null());
   json_object_set_new(imp, "format", json_string("benchmark_results.json"));
   json_object_set_new(imp, "skipped_entries", json_integer((json_int_t)skipped));
   json_object_set_new(doc, "imported_from", imp);

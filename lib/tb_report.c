@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "tb_compare.h"
+#include "tb_json.h"
 
 #define DASH "\xe2\x80\x94" /* — */
 #define TIMES "\xc3\x97"    /* × */
@@ -342,48 +343,17 @@ fmt_pct(double ratio, char *buf, size_t len)
 
 /* ------------------------------------------------------------ JSON access */
 
-static const char *
-jstr(const json_t *o, const char *k)
-{
-  return json_string_value(json_object_get(o, k));
-}
 
-static double
-jnum(const json_t *o, const char *k)
-{
-  const json_t *v = json_object_get(o, k);
-  if (!json_is_number(v))
-    return NAN;
-  double d = json_number_value(v);
-  return isfinite(d) ? d : NAN;
-}
 
-static bool
-jint(const json_t *o, const char *k, int64_t *out)
-{
-  const json_t *v = json_object_get(o, k);
-  if (json_is_integer(v)) {
-    *out = json_integer_value(v);
-    return true;
-  }
-  if (json_is_real(v)) {
-    double d = json_real_value(v);
-    if (isfinite(d) && d == floor(d) && fabs(d) < 9e15) {
-      *out = (int64_t)d;
-      return true;
-    }
-  }
-  return false;
-}
 
 static double
 jpct(const json_t *o, const char *k, const char *p)
 {
   const json_t *v = json_object_get(o, k);
   if (json_is_object(v))
-    return jnum(v, p);
+    return tb_json_num(v, p);
   if (strcmp(p, "p50") == 0 && json_is_number(v))
-    return jnum(o, k);
+    return tb_json_num(o, k);
   return NAN;
 }
 
@@ -458,7 +428,7 @@ struct view {
 static int
 cell_phase(const json_t *c)
 {
-  const char *p = jstr(c, "phase");
+  const char *p = tb_json_str(c, "phase");
   if (p == NULL)
     return -1;
   if (strcmp(p, "prefill") == 0)
@@ -471,7 +441,7 @@ cell_phase(const json_t *c)
 static const char *
 cell_status(const json_t *c)
 {
-  const char *s = jstr(c, "status");
+  const char *s = tb_json_str(c, "status");
   return s ? s : "";
 }
 
@@ -486,10 +456,10 @@ view_build(struct view *v, const json_t *doc)
 {
   memset(v, 0, sizeof *v);
   v->doc = doc;
-  v->status = jstr(doc, "status");
+  v->status = tb_json_str(doc, "status");
   /* The API's document of an unfinished job carries its state ("running",
    * "queued") beside a status of "partial": it is a run still going. */
-  const char *state = jstr(doc, "state");
+  const char *state = tb_json_str(doc, "state");
   if (state != NULL && (strcmp(state, "running") == 0 || strcmp(state, "queued") == 0))
     v->status = "running";
   const json_t *st = json_object_get(doc, "settings");
@@ -507,11 +477,11 @@ view_build(struct view *v, const json_t *doc)
     const json_t *c = json_array_get(cells, i);
     int64_t ctx, conc = 1;
     int ph = cell_phase(c);
-    if (ph < 0 || !jint(c, "context", &ctx))
+    if (ph < 0 || !tb_json_int(c, "context", &ctx))
       continue;
     if (ph == 0)
       axis_add(&v->pctx, ctx);
-    else if (jint(c, "concurrency", &conc)) {
+    else if (tb_json_int(c, "concurrency", &conc)) {
       axis_add(&v->dctx, ctx);
       axis_add(&v->conc, conc);
     }
@@ -522,10 +492,10 @@ view_build(struct view *v, const json_t *doc)
     int64_t ctx, conc = 1;
     int ph = cell_phase(c);
     int a = -1, b = 0;
-    if (ph >= 0 && jint(c, "context", &ctx)) {
+    if (ph >= 0 && tb_json_int(c, "context", &ctx)) {
       if (ph == 0)
         a = axis_find(&v->pctx, ctx);
-      else if (jint(c, "concurrency", &conc)) {
+      else if (tb_json_int(c, "concurrency", &conc)) {
         a = axis_find(&v->dctx, ctx);
         b = axis_find(&v->conc, conc);
       }
@@ -546,7 +516,7 @@ view_build(struct view *v, const json_t *doc)
       v->nover++;
     else
       v->nskipped++;
-    double t = jnum(c, ph == 0 ? "prompt_tps" : "total_tps");
+    double t = tb_json_num(c, ph == 0 ? "prompt_tps" : "total_tps");
     if (st_is(c, "valid") && isfinite(t) && t > 0) {
       if (ph == 0 && t > v->max_prompt_tps)
         v->max_prompt_tps = t;
@@ -612,24 +582,24 @@ cell_figs(const json_t *c, int phase, struct figs *f)
   if (!valid)
     return;
   if (phase == 0) {
-    tb_report_fmt_tps_short(jnum(c, "prompt_tps"), f->total, sizeof f->total);
+    tb_report_fmt_tps_short(tb_json_num(c, "prompt_tps"), f->total, sizeof f->total);
     tb_report_fmt_ms(jpct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
-    if (jint(c, "completed", &iv))
+    if (tb_json_int(c, "completed", &iv))
       tb_report_fmt_int(iv, f->completed, sizeof f->completed);
     else
       snprintf(f->completed, sizeof f->completed, "1");
     return;
   }
-  tb_report_fmt_tps(jnum(c, "total_tps"), f->total, sizeof f->total);
-  tb_report_fmt_tps(jnum(c, "per_request_tps"), f->per, sizeof f->per);
+  tb_report_fmt_tps(tb_json_num(c, "total_tps"), f->total, sizeof f->total);
+  tb_report_fmt_tps(tb_json_num(c, "per_request_tps"), f->per, sizeof f->per);
   tb_report_fmt_ms(jpct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
   tb_report_fmt_ms1(jpct(c, "tbt_ms", "p50"), f->tbt, sizeof f->tbt);
-  fmt_1(jnum(c, "avg_active"), f->active, sizeof f->active);
-  if (jint(c, "completed", &iv))
+  fmt_1(tb_json_num(c, "avg_active"), f->active, sizeof f->active);
+  if (tb_json_int(c, "completed", &iv))
     tb_report_fmt_int(iv, f->completed, sizeof f->completed);
-  if (jint(c, "output_tokens", &iv))
+  if (tb_json_int(c, "output_tokens", &iv))
     tb_report_fmt_int(iv, f->out, sizeof f->out);
-  fmt_secs(jnum(c, "measured_s"), f->measured, sizeof f->measured);
+  fmt_secs(tb_json_num(c, "measured_s"), f->measured, sizeof f->measured);
 }
 
 /* The note shown beside a cell: the reason of an error or skip, and the
@@ -638,8 +608,8 @@ static const char *
 cell_note(const json_t *c)
 {
   if (st_is(c, "error") || st_is(c, "skipped"))
-    return jstr(c, "reason");
-  const char *ts = jstr(c, "token_source");
+    return tb_json_str(c, "reason");
+  const char *ts = tb_json_str(c, "token_source");
   if (ts != NULL && strcmp(ts, "chunks") == 0)
     return "output tokens counted from chunks (no usage from the server)";
   return NULL;
@@ -692,12 +662,12 @@ typedef void (*emit_fn)(struct rb *b, const char *label, const char *value);
 static void
 vram_text(const json_t *hw, char *buf, size_t len)
 {
-  double g = jnum(hw, "vram_gb");
+  double g = tb_json_num(hw, "vram_gb");
   int64_t n = 0;
   buf[0] = '\0';
   if (!isfinite(g) || g <= 0 || g > 1e9)
     return;
-  if ((jint(hw, "gpu_count", &n) || jint(hw, "count", &n)) && n > 1 && n < 100000)
+  if ((tb_json_int(hw, "gpu_count", &n) || tb_json_int(hw, "count", &n)) && n > 1 && n < 100000)
     snprintf(buf, len, "%g GB (%" PRId64 " " TIMES " %g GB)", g * (double)n, n, g);
   else
     snprintf(buf, len, "%g GB", g);
@@ -779,44 +749,44 @@ section_run(struct rb *b, const struct view *v, emit_fn emit)
   char buf[160], n1[48];
   int64_t iv;
   const char *s;
-  if ((s = jstr(model, "served")) != NULL)
+  if ((s = tb_json_str(model, "served")) != NULL)
     emit(b, "Served model", s);
-  if ((s = jstr(model, "name")) != NULL)
+  if ((s = tb_json_str(model, "name")) != NULL)
     emit(b, "Model", s);
-  if ((s = jstr(model, "revision")) != NULL)
+  if ((s = tb_json_str(model, "revision")) != NULL)
     emit(b, "Revision", s);
-  if (jint(model, "max_model_len", &iv)) {
+  if (tb_json_int(model, "max_model_len", &iv)) {
     tb_report_fmt_int(iv, n1, sizeof n1);
     snprintf(buf, sizeof buf, "%s tokens", n1);
     emit(b, "Max model length", buf);
   }
-  if (json_is_object(imp) && (s = jstr(imp, "tool")) != NULL) {
-    const char *ver = jstr(imp, "version");
+  if (json_is_object(imp) && (s = tb_json_str(imp, "tool")) != NULL) {
+    const char *ver = tb_json_str(imp, "version");
     char *t = tb_xasprintf("%s%s%s (imported)", s, ver ? " v" : "", ver ? ver : "");
     emit(b, "Benchmark tool", t);
     free(t);
-  } else if ((s = jstr(d, "tokbench_version")) != NULL) {
+  } else if ((s = tb_json_str(d, "tokbench_version")) != NULL) {
     char *t = tb_xasprintf("tokbench v%s", s);
     emit(b, "Benchmark tool", t);
     free(t);
   }
-  if ((s = decode_test_text(jstr(st, "decode_test"))) != NULL)
+  if ((s = decode_test_text(tb_json_str(st, "decode_test"))) != NULL)
     emit(b, "Decode test", s);
-  if ((s = prefill_mode_text(jstr(st, "prefill_mode"))) != NULL)
+  if ((s = prefill_mode_text(tb_json_str(st, "prefill_mode"))) != NULL)
     emit(b, "Prefill mode", s);
-  double dur = jnum(st, "duration_s");
+  double dur = tb_json_num(st, "duration_s");
   if (isfinite(dur)) {
     snprintf(buf, sizeof buf, "%g s", dur);
     emit(b, "Time per measurement", buf);
   }
-  if (jint(st, "max_output", &iv)) {
+  if (tb_json_int(st, "max_output", &iv)) {
     tb_report_fmt_int(iv, n1, sizeof n1);
     snprintf(buf, sizeof buf, "%s tokens", n1);
     emit(b, "Max output", buf);
   }
-  if (jint(cap, "kv_budget_tokens", &iv)) {
+  if (tb_json_int(cap, "kv_budget_tokens", &iv)) {
     tb_report_fmt_int(iv, n1, sizeof n1);
-    const char *src = jstr(cap, "source");
+    const char *src = tb_json_str(cap, "source");
     if (src != NULL && strcmp(src, "metrics") == 0)
       src = "from /metrics";
     else if (src != NULL && strcmp(src, "server_info") == 0)
@@ -830,19 +800,19 @@ section_run(struct rb *b, const struct view *v, emit_fn emit)
   } else if (json_is_object(cap)) {
     emit(b, "KV cache budget", "unknown (no capacity information from the server)");
   }
-  if (jint(cap, "max_running_requests", &iv)) {
+  if (tb_json_int(cap, "max_running_requests", &iv)) {
     tb_report_fmt_int(iv, n1, sizeof n1);
     emit(b, "Max running requests", n1);
   }
-  if ((s = jstr(ep, "name")) != NULL)
+  if ((s = tb_json_str(ep, "name")) != NULL)
     emit(b, "Endpoint", s);
-  if ((s = jstr(ep, "url")) != NULL)
+  if ((s = tb_json_str(ep, "url")) != NULL)
     emit(b, "URL", s);
-  if ((s = jstr(d, "run_id")) != NULL)
+  if ((s = tb_json_str(d, "run_id")) != NULL)
     emit(b, "Run", s);
-  if ((s = jstr(d, "started_at")) != NULL)
+  if ((s = tb_json_str(d, "started_at")) != NULL)
     emit(b, "Started", s);
-  if ((s = jstr(d, "finished_at")) != NULL)
+  if ((s = tb_json_str(d, "finished_at")) != NULL)
     emit(b, "Finished", s);
   if (v->status != NULL)
     emit(b, "Status", v->status);
@@ -854,13 +824,13 @@ title_line(const json_t *d)
 {
   const json_t *model = json_object_get(d, "model");
   const json_t *hw = json_object_get(d, "hardware");
-  const char *m = jstr(model, "name");
+  const char *m = tb_json_str(model, "name");
   if (m == NULL)
-    m = jstr(model, "served");
-  const char *g = jstr(hw, "gpu");
+    m = tb_json_str(model, "served");
+  const char *g = tb_json_str(hw, "gpu");
   int64_t n = 0;
   char cnt[40] = "";
-  if ((jint(hw, "gpu_count", &n) || jint(hw, "count", &n)) && n > 0 && n < 100000)
+  if ((tb_json_int(hw, "gpu_count", &n) || tb_json_int(hw, "count", &n)) && n > 0 && n < 100000)
     snprintf(cnt, sizeof cnt, " " TIMES "%" PRId64, n);
   if (m && g)
     return tb_xasprintf("%s on %s%s", m, g, cnt);
@@ -876,7 +846,7 @@ static char *
 engine_line(const json_t *d)
 {
   const json_t *e = json_object_get(d, "engine");
-  const char *parts[3] = { jstr(e, "name"), jstr(e, "version"), jstr(e, "quantization") };
+  const char *parts[3] = { tb_json_str(e, "name"), tb_json_str(e, "version"), tb_json_str(e, "quantization") };
   char *out = tb_xstrdup("");
   for (size_t i = 0; i < 3; i++) {
     if (parts[i] == NULL || !*parts[i])
@@ -925,11 +895,11 @@ static char *
 banner_text(const struct view *v)
 {
   const char *s = v->status;
-  const char *err = jstr(v->doc, "error");
+  const char *err = tb_json_str(v->doc, "error");
   size_t done = v->nvalid + v->nerror + v->nover + v->nskipped;
   int64_t total = 0;
   const json_t *prog = json_object_get(v->doc, "progress");
-  if (!jint(prog, "cells_total", &total))
+  if (!tb_json_int(prog, "cells_total", &total))
     total = 0;
   if (s != NULL && strcmp(s, "complete") == 0)
     return NULL;
@@ -1168,7 +1138,7 @@ html_charts(struct rb *b, const struct view *v)
   snprintf(s[0].name, sizeof s[0].name, "prefill");
   for (size_t i = 0; i < v->pctx.n; i++) {
     const json_t *c = v->pcell[i];
-    double y = jnum(c, "prompt_tps");
+    double y = tb_json_num(c, "prompt_tps");
     if (st_is(c, "valid") && isfinite(y) && y >= 0) {
       s[0].x[s[0].n] = (double)v->pctx.v[i];
       s[0].y[s[0].n++] = y;
@@ -1189,7 +1159,7 @@ html_charts(struct rb *b, const struct view *v)
     ctx_label(v->dctx.v[r], se->name, sizeof se->name);
     for (size_t c = 0; c < v->conc.n; c++) {
       const json_t *cell = grid_at(v, r, c);
-      double y = jnum(cell, "total_tps");
+      double y = tb_json_num(cell, "total_tps");
       if (st_is(cell, "valid") && isfinite(y) && y >= 0) {
         se->x[se->n] = (double)v->conc.v[c];
         se->y[se->n++] = y;
@@ -1231,7 +1201,7 @@ html_matrix(struct rb *b, const struct view *v)
         continue;
       }
       if (st_is(cell, "valid")) {
-        double tps = jnum(cell, "total_tps");
+        double tps = tb_json_num(cell, "total_tps");
         heat(v->max_tps > 0 ? tps / v->max_tps : 0, style, sizeof style);
         tb_report_fmt_tps(tps, t, sizeof t);
         tb_report_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
@@ -1242,7 +1212,7 @@ html_matrix(struct rb *b, const struct view *v)
       } else {
         bool err = st_is(cell, "error");
         rb_printf(b, " class=\"%s\" title=\"", err ? "err" : "sk");
-        rb_html(b, jstr(cell, "reason"));
+        rb_html(b, tb_json_str(cell, "reason"));
         rb_printf(b, "\">%s</td>", err ? "Error" : "Skipped");
       }
     }
@@ -1271,18 +1241,18 @@ html_prefill(struct rb *b, const struct view *v)
     if (!st_is(c, "valid")) {
       rb_printf(b, "<td>%s</td><td colspan=\"3\" class=\"l\">", DASH);
       rb_html(b, c ? status_word(c) : "pending");
-      if (c && jstr(c, "reason")) {
+      if (c && tb_json_str(c, "reason")) {
         rb_puts(b, ": ");
-        rb_html(b, jstr(c, "reason"));
+        rb_html(b, tb_json_str(c, "reason"));
       }
       rb_puts(b, "</td></tr>\n");
       continue;
     }
-    if (jint(c, "prompt_tokens", &pt))
+    if (tb_json_int(c, "prompt_tokens", &pt))
       tb_report_fmt_int(pt, n1, sizeof n1);
     else
       snprintf(n1, sizeof n1, DASH);
-    double tps = jnum(c, "prompt_tps");
+    double tps = tb_json_num(c, "prompt_tps");
     tb_report_fmt_tps_short(tps, t, sizeof t);
     tb_report_fmt_ms(jpct(c, "ttft_ms", "p50"), ms, sizeof ms);
     double w = v->max_prompt_tps > 0 && isfinite(tps) ? 160.0 * tps / v->max_prompt_tps : 0;
@@ -1367,7 +1337,7 @@ render_html(struct rb *b, const struct view *v)
   rb_puts(b, "<div class=\"card\"><h3>Run</h3><dl>");
   section_run(b, v, emit_html);
   rb_puts(b, "</dl></div></div>\n<h2>Launch command</h2><pre id=\"launch\">");
-  const char *lc = jstr(d, "launch_command");
+  const char *lc = tb_json_str(d, "launch_command");
   rb_html(b, lc ? lc : "(not recorded)");
   rb_puts(b, "</pre>\n");
   if (v->pctx.n > 0)
@@ -1454,7 +1424,7 @@ render_md(struct rb *b, const struct view *v)
                  emit_md);
   rb_puts(b, "| **Run** | |\n");
   section_run(b, v, emit_md);
-  const char *lc = jstr(d, "launch_command");
+  const char *lc = tb_json_str(d, "launch_command");
   if (lc) {
     rb_puts(b, "\n<details><summary>Launch command</summary>\n\n");
     md_code(b, lc);
@@ -1473,11 +1443,11 @@ render_md(struct rb *b, const struct view *v)
                   DASH);
         continue;
       }
-      if (jint(c, "prompt_tokens", &pt))
+      if (tb_json_int(c, "prompt_tokens", &pt))
         tb_report_fmt_int(pt, n1, sizeof n1);
       else
         snprintf(n1, sizeof n1, DASH);
-      tb_report_fmt_tps_short(jnum(c, "prompt_tps"), t, sizeof t);
+      tb_report_fmt_tps_short(tb_json_num(c, "prompt_tps"), t, sizeof t);
       tb_report_fmt_ms(jpct(c, "ttft_ms", "p50"), ms, sizeof ms);
       rb_printf(b, "| %s | %s | %s | %s |\n", lab, n1, t, ms);
     }
@@ -1497,7 +1467,7 @@ render_md(struct rb *b, const struct view *v)
       for (size_t c = 0; c < v->conc.n; c++) {
         const json_t *cell = grid_at(v, r, c);
         if (st_is(cell, "valid")) {
-          tb_report_fmt_tps(jnum(cell, "total_tps"), t, sizeof t);
+          tb_report_fmt_tps(tb_json_num(cell, "total_tps"), t, sizeof t);
           tb_report_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
           rb_printf(b, " **%s**<br>%s TTFT |", t, ms);
         } else if (cell == NULL) {
@@ -1562,7 +1532,7 @@ static void
 csv_int(struct rb *b, const json_t *c, const char *k)
 {
   int64_t v;
-  if (jint(c, k, &v))
+  if (tb_json_int(c, k, &v))
     rb_printf(b, "%" PRId64, v);
 }
 
@@ -1571,20 +1541,20 @@ csv_row(struct rb *b, const json_t *c, int phase, int64_t ctx, int64_t conc)
 {
   char lab[32];
   ctx_label(ctx, lab, sizeof lab);
-  const char *st = jstr(c, "status");
+  const char *st = tb_json_str(c, "status");
   rb_printf(b, "%s,%" PRId64 ",%s,%" PRId64 ",", phase ? "decode" : "prefill", ctx, lab,
             conc);
   rb_csv_str(b, st ? st : "");
   rb_puts(b, ",");
-  rb_csv_str(b, jstr(c, "reason"));
+  rb_csv_str(b, tb_json_str(c, "reason"));
   rb_puts(b, ",");
   csv_int(b, c, "prompt_tokens");
   rb_puts(b, ",");
-  rb_csv_num(b, jnum(c, "prompt_tps"));
+  rb_csv_num(b, tb_json_num(c, "prompt_tps"));
   rb_puts(b, ",");
-  rb_csv_num(b, jnum(c, "total_tps"));
+  rb_csv_num(b, tb_json_num(c, "total_tps"));
   rb_puts(b, ",");
-  rb_csv_num(b, jnum(c, "per_request_tps"));
+  rb_csv_num(b, tb_json_num(c, "per_request_tps"));
   static const char *const pct[] = { "p50", "p90", "p99" };
   for (size_t i = 0; i < 3; i++) {
     rb_puts(b, ",");
@@ -1595,17 +1565,17 @@ csv_row(struct rb *b, const json_t *c, int phase, int64_t ctx, int64_t conc)
     rb_csv_num(b, jpct(c, "tbt_ms", pct[i]));
   }
   rb_puts(b, ",");
-  rb_csv_num(b, jnum(c, "avg_active"));
+  rb_csv_num(b, tb_json_num(c, "avg_active"));
   rb_puts(b, ",");
-  rb_csv_str(b, jstr(c, "avg_active_source"));
+  rb_csv_str(b, tb_json_str(c, "avg_active_source"));
   rb_puts(b, ",");
   csv_int(b, c, "completed");
   rb_puts(b, ",");
   csv_int(b, c, "output_tokens");
   rb_puts(b, ",");
-  rb_csv_num(b, jnum(c, "measured_s"));
+  rb_csv_num(b, tb_json_num(c, "measured_s"));
   rb_puts(b, ",");
-  rb_csv_str(b, jstr(c, "token_source"));
+  rb_csv_str(b, tb_json_str(c, "token_source"));
   rb_puts(b, "\r\n");
 }
 
@@ -1724,9 +1694,9 @@ ccell_get(const json_t *c, struct ccell *o)
   o->c = c;
   o->phase = cell_phase(c);
   o->conc = 1;
-  if (o->phase < 0 || !jint(c, "context", &o->ctx))
+  if (o->phase < 0 || !tb_json_int(c, "context", &o->ctx))
     return false;
-  if (!jint(c, "concurrency", &o->conc))
+  if (!tb_json_int(c, "concurrency", &o->conc))
     o->conc = 1;
   return true;
 }
@@ -1768,7 +1738,7 @@ side_title(const json_t *side)
 {
   char *t = title_line(side);
   char *e = engine_line(side);
-  const char *rid = jstr(side, "run_id");
+  const char *rid = tb_json_str(side, "run_id");
   char *s = tb_xasprintf("%s%s%s%s%s", t ? t : "", t && *e ? " \xc2\xb7 " : "", e,
                          rid ? " \xc2\xb7 run " : "", rid ? rid : "");
   free(t);
@@ -1790,7 +1760,7 @@ cview_build(struct cview *v, const json_t *cmp)
 {
   memset(v, 0, sizeof *v);
   v->doc = cmp;
-  v->tol = jnum(cmp, "tolerance");
+  v->tol = tb_json_num(cmp, "tolerance");
   if (!isfinite(v->tol))
     v->tol = TB_COMPARE_DEFAULT_TOLERANCE;
   v->regs = json_object_get(cmp, "regressions");
@@ -1870,9 +1840,9 @@ render_compare_html(struct rb *b, const struct cview *v)
   const json_t *sum = json_object_get(d, "summary");
   for (size_t i = 0; i < nm; i++) {
     const json_t *s = json_object_get(sum, ms[i].name);
-    double g = jnum(s, "geomean");
+    double g = tb_json_num(s, "geomean");
     int64_t n = 0;
-    if (!jint(s, "cells", &n))
+    if (!tb_json_int(s, "cells", &n))
       n = 0;
     fmt_pct(g, t1, sizeof t1);
     rb_printf(b, "<tr><td class=\"l\">%s %s</td>", ms[i].phase, ms[i].label);
@@ -1892,9 +1862,9 @@ render_compare_html(struct rb *b, const struct cview *v)
     for (size_t i = 0; i < nreg && i < TB_REPORT_MAX_CELLS; i++) {
       const json_t *g = json_array_get(v->regs, i);
       int64_t ctx = 0, conc = 0;
-      if (!jint(g, "context", &ctx) || !jint(g, "concurrency", &conc))
+      if (!tb_json_int(g, "context", &ctx) || !tb_json_int(g, "concurrency", &conc))
         continue;
-      const char *m = jstr(g, "metric");
+      const char *m = tb_json_str(g, "metric");
       ctx_label(ctx, lab, sizeof lab);
       rb_printf(b, "<tr class=\"reg\"><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
                    "</td><td class=\"l\">",
@@ -1903,13 +1873,13 @@ render_compare_html(struct rb *b, const struct cview *v)
       rb_puts(b, "</td>");
       if (m && strcmp(m, "status") == 0) {
         rb_puts(b, "<td>valid</td><td>");
-        rb_html(b, jstr(g, "head"));
+        rb_html(b, tb_json_str(g, "head"));
         rb_puts(b, "</td><td class=\"down\">lost</td></tr>\n");
         continue;
       }
-      fmt_metric(m ? m : "", jnum(g, "base"), t1, sizeof t1);
-      fmt_metric(m ? m : "", jnum(g, "head"), t2, sizeof t2);
-      fmt_pct(jnum(g, "ratio"), t3, sizeof t3);
+      fmt_metric(m ? m : "", tb_json_num(g, "base"), t1, sizeof t1);
+      fmt_metric(m ? m : "", tb_json_num(g, "head"), t2, sizeof t2);
+      fmt_pct(tb_json_num(g, "ratio"), t3, sizeof t3);
       rb_printf(b, "<td>%s</td><td>%s</td><td class=\"down\">%s</td></tr>\n", t1, t2, t3);
     }
     rb_puts(b, "</table>\n");
@@ -1926,19 +1896,19 @@ render_compare_html(struct rb *b, const struct cview *v)
       for (size_t c = 0; c < v->conc.n; c++) {
         const json_t *cell = v->grid[r * v->conc.n + c];
         const json_t *m = cmetric(cell, "total_tps");
-        double ratio = jnum(m, "ratio");
+        double ratio = tb_json_num(m, "ratio");
         if (cell == NULL) {
           rb_puts(b, "<td class=\"na\">" DASH "</td>");
         } else if (isfinite(ratio)) {
-          tb_report_fmt_tps(jnum(m, "head"), t1, sizeof t1);
-          tb_report_fmt_tps(jnum(m, "base"), t2, sizeof t2);
+          tb_report_fmt_tps(tb_json_num(m, "head"), t1, sizeof t1);
+          tb_report_fmt_tps(tb_json_num(m, "base"), t2, sizeof t2);
           fmt_pct(ratio, t3, sizeof t3);
           rb_printf(b, "<td><b>%s</b><span>was %s</span><span class=\"%s\">%s</span></td>",
                     t1, t2, ratio_class(ratio, true, v->tol), t3);
         } else {
           /* Valid on one side only, or on neither: say what each side was. */
-          const char *bs = jstr(cell, "base_status"), *hs = jstr(cell, "head_status");
-          double hv = jnum(m, "head"), bv = jnum(m, "base");
+          const char *bs = tb_json_str(cell, "base_status"), *hs = tb_json_str(cell, "head_status");
+          double hv = tb_json_num(m, "head"), bv = tb_json_num(m, "base");
           if (isfinite(hv)) {
             tb_report_fmt_tps(hv, t1, sizeof t1);
             rb_printf(b, "<td><b>%s</b><span>base: %s</span></td>", t1, status_text(bs));
@@ -1972,17 +1942,17 @@ render_compare_html(struct rb *b, const struct cview *v)
       if (strcmp(ms[k].phase, cc.phase ? "decode" : "prefill") != 0)
         continue;
       const json_t *m = cmetric(cc.c, ms[k].name);
-      fmt_metric(ms[k].name, jnum(m, "base"), t1, sizeof t1);
-      fmt_metric(ms[k].name, jnum(m, "head"), t2, sizeof t2);
-      fmt_pct(jnum(m, "ratio"), t3, sizeof t3);
+      fmt_metric(ms[k].name, tb_json_num(m, "base"), t1, sizeof t1);
+      fmt_metric(ms[k].name, tb_json_num(m, "head"), t2, sizeof t2);
+      fmt_pct(tb_json_num(m, "ratio"), t3, sizeof t3);
       rb_printf(b, "<tr><td class=\"l\">%s</td><td>%s</td><td>%" PRId64 "</td><td class=\"l\">",
                 cc.phase ? "Sustained decode" : "Prefill", lab, cc.conc);
-      rb_html(b, jstr(cc.c, "base_status") ? jstr(cc.c, "base_status") : "absent");
+      rb_html(b, tb_json_str(cc.c, "base_status") ? tb_json_str(cc.c, "base_status") : "absent");
       rb_puts(b, "</td><td class=\"l\">");
-      rb_html(b, jstr(cc.c, "head_status") ? jstr(cc.c, "head_status") : "absent");
+      rb_html(b, tb_json_str(cc.c, "head_status") ? tb_json_str(cc.c, "head_status") : "absent");
       rb_printf(b, "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td></tr>\n",
                 ms[k].label, t1, t2,
-                ratio_class(jnum(m, "ratio"), ms[k].higher_better, v->tol), t3);
+                ratio_class(tb_json_num(m, "ratio"), ms[k].higher_better, v->tol), t3);
     }
   }
   rb_puts(b, "</table></div>\n<p class=\"muted\">Generated by tokbench.</p></main></body></html>\n");
@@ -2014,9 +1984,9 @@ render_compare_md(struct rb *b, const struct cview *v)
   const json_t *sum = json_object_get(d, "summary");
   for (size_t i = 0; i < nm; i++) {
     const json_t *s = json_object_get(sum, ms[i].name);
-    double g = jnum(s, "geomean");
+    double g = tb_json_num(s, "geomean");
     int64_t n = 0;
-    if (!jint(s, "cells", &n))
+    if (!tb_json_int(s, "cells", &n))
       n = 0;
     fmt_pct(g, t1, sizeof t1);
     if (isfinite(g))
@@ -2032,22 +2002,22 @@ render_compare_md(struct rb *b, const struct cview *v)
     for (size_t i = 0; i < nreg && i < TB_REPORT_MAX_CELLS; i++) {
       const json_t *g = json_array_get(v->regs, i);
       int64_t ctx = 0, conc = 0;
-      if (!jint(g, "context", &ctx) || !jint(g, "concurrency", &conc))
+      if (!tb_json_int(g, "context", &ctx) || !tb_json_int(g, "concurrency", &conc))
         continue;
-      const char *m = jstr(g, "metric");
+      const char *m = tb_json_str(g, "metric");
       ctx_label(ctx, lab, sizeof lab);
       rb_printf(b, "| %s | %s | %" PRId64 " | ", cell_phase(g) == 0 ? "Prefill" : "Sustained decode",
                 lab, conc);
       rb_md(b, m && strcmp(m, "status") == 0 ? "Status" : metric_label(m));
       if (m && strcmp(m, "status") == 0) {
         rb_puts(b, " | valid | ");
-        rb_md(b, jstr(g, "head"));
+        rb_md(b, tb_json_str(g, "head"));
         rb_puts(b, " | lost |\n");
         continue;
       }
-      fmt_metric(m ? m : "", jnum(g, "base"), t1, sizeof t1);
-      fmt_metric(m ? m : "", jnum(g, "head"), t2, sizeof t2);
-      fmt_pct(jnum(g, "ratio"), t3, sizeof t3);
+      fmt_metric(m ? m : "", tb_json_num(g, "base"), t1, sizeof t1);
+      fmt_metric(m ? m : "", tb_json_num(g, "head"), t2, sizeof t2);
+      fmt_pct(tb_json_num(g, "ratio"), t3, sizeof t3);
       rb_printf(b, " | %s | %s | %s |\n", t1, t2, t3);
     }
   }
@@ -2065,16 +2035,16 @@ render_compare_md(struct rb *b, const struct cview *v)
       for (size_t c = 0; c < v->conc.n; c++) {
         const json_t *cell = v->grid[r * v->conc.n + c];
         const json_t *m = cmetric(cell, "total_tps");
-        double ratio = jnum(m, "ratio");
+        double ratio = tb_json_num(m, "ratio");
         if (cell == NULL) {
           rb_puts(b, " " DASH " |");
         } else if (isfinite(ratio)) {
-          tb_report_fmt_tps(jnum(m, "head"), t1, sizeof t1);
+          tb_report_fmt_tps(tb_json_num(m, "head"), t1, sizeof t1);
           fmt_pct(ratio, t3, sizeof t3);
           rb_printf(b, " %s (%s) |", t1, t3);
         } else {
-          const char *bs = jstr(cell, "base_status"), *hs = jstr(cell, "head_status");
-          double hv = jnum(m, "head"), bv = jnum(m, "base");
+          const char *bs = tb_json_str(cell, "base_status"), *hs = tb_json_str(cell, "head_status");
+          double hv = tb_json_num(m, "head"), bv = tb_json_num(m, "base");
           if (isfinite(hv)) {
             tb_report_fmt_tps(hv, t1, sizeof t1);
             rb_printf(b, " %s (base: %s) |", t1, status_text(bs));
@@ -2114,19 +2084,19 @@ render_compare_csv(struct rb *b, const struct cview *v)
     ctx_label(cc.ctx, lab, sizeof lab);
     rb_printf(b, "%s,%" PRId64 ",%s,%" PRId64 ",", cc.phase ? "decode" : "prefill", cc.ctx,
               lab, cc.conc);
-    rb_csv_str(b, jstr(cc.c, "base_status"));
+    rb_csv_str(b, tb_json_str(cc.c, "base_status"));
     rb_puts(b, ",");
-    rb_csv_str(b, jstr(cc.c, "head_status"));
+    rb_csv_str(b, tb_json_str(cc.c, "head_status"));
     rb_puts(b, ",");
-    rb_csv_str(b, jstr(cc.c, "mark"));
+    rb_csv_str(b, tb_json_str(cc.c, "mark"));
     for (size_t k = 0; k < nm; k++) {
       const json_t *m = cmetric(cc.c, ms[k].name);
       rb_puts(b, ",");
-      rb_csv_num(b, jnum(m, "base"));
+      rb_csv_num(b, tb_json_num(m, "base"));
       rb_puts(b, ",");
-      rb_csv_num(b, jnum(m, "head"));
+      rb_csv_num(b, tb_json_num(m, "head"));
       rb_puts(b, ",");
-      rb_csv_num(b, jnum(m, "ratio"));
+      rb_csv_num(b, tb_json_num(m, "ratio"));
     }
     /* The regressions of this cell, as "metric:change%" joined by ';'. */
     rb_puts(b, ",");
@@ -2135,11 +2105,11 @@ render_compare_csv(struct rb *b, const struct cview *v)
     for (size_t g = 0; g < nreg && g < TB_REPORT_MAX_CELLS; g++) {
       const json_t *r = json_array_get(v->regs, g);
       int64_t ctx, conc;
-      if (cell_phase(r) != cc.phase || !jint(r, "context", &ctx) || ctx != cc.ctx ||
-          !jint(r, "concurrency", &conc) || conc != cc.conc)
+      if (cell_phase(r) != cc.phase || !tb_json_int(r, "context", &ctx) || ctx != cc.ctx ||
+          !tb_json_int(r, "concurrency", &conc) || conc != cc.conc)
         continue;
-      const char *m = jstr(r, "metric");
-      double pct = jnum(r, "change_pct");
+      const char *m = tb_json_str(r, "metric");
+      double pct = tb_json_num(r, "change_pct");
       if (regs.len)
         rb_puts(&regs, ";");
       rb_puts(&regs, m ? m : "?");

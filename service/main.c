@@ -16,7 +16,6 @@
  * also writes the request's log line.
  */
 #include <arpa/inet.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <signal.h>
@@ -263,13 +262,6 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls,
   free(r);
 }
 
-static void
-usage(FILE *out)
-{
-  fprintf(out, "usage: tokbench-api [--config FILE] [--help] [--version]\n\n"
-               "The tokbench REST API.\n\n");
-  tb_cfg_help(api_keys, TB_ARRAY_LEN(api_keys), out);
-}
 
 /* TOKBENCH_CORS_ORIGINS into api->cors_origins / cors_any. */
 static void
@@ -305,30 +297,12 @@ parse_cors(struct tb_api *api, const char *v)
 int
 main(int argc, char **argv)
 {
-  const char *config = getenv("TOKBENCH_CONFIG");
-  static const struct option opts[] = {
-    { "config", required_argument, NULL, 'c' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 },
-  };
-  int o;
-  while ((o = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
-    switch (o) {
-    case 'c':
-      config = optarg;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    case 'V':
-      printf("tokbench-api %s\n", TB_VERSION);
-      return 0;
-    default:
-      usage(stderr);
-      return 2;
-    }
-  }
+  const char *config = NULL;
+  int arc = tb_cfg_daemon_args(argc, argv, "tokbench-api",
+                               "The tokbench REST API.",
+                               api_keys, TB_ARRAY_LEN(api_keys), &config);
+  if (arc >= 0)
+    return arc;
   char *err = NULL;
   struct tb_api api = { 0 };
   int rc = 1;

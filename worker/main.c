@@ -12,7 +12,6 @@
  * claim again.  SIGTERM/SIGINT: stop claiming, abort the current cell, hand
  * the job back to the queue, exit 0.
  */
-#include <getopt.h>
 #include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,14 +51,6 @@ on_signal(int sig)
   stopping = 1;
 }
 
-static void
-usage(FILE *out)
-{
-  fprintf(out, "usage: tokbench-worker [--config FILE] [--help] [--version]\n\n"
-               "Claims tokbench jobs from PostgreSQL and runs them against their endpoints.\n"
-               "SIGTERM hands the running job back to the queue and exits 0.\n\n");
-  tb_cfg_help(worker_keys, TB_ARRAY_LEN(worker_keys), out);
-}
 
 /* Waits for a tb_jobs_queued notification, the poll floor, or a signal. */
 static void
@@ -88,30 +79,13 @@ default_worker_id(void)
 int
 main(int argc, char **argv)
 {
-  const char *config = getenv("TOKBENCH_CONFIG");
-  static const struct option opts[] = {
-    { "config", required_argument, NULL, 'c' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 },
-  };
-  int o;
-  while ((o = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
-    switch (o) {
-    case 'c':
-      config = optarg;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    case 'V':
-      printf("tokbench-worker %s\n", TB_VERSION);
-      return 0;
-    default:
-      usage(stderr);
-      return 2;
-    }
-  }
+  const char *config = NULL;
+  int arc = tb_cfg_daemon_args(argc, argv, "tokbench-worker",
+                               "Claims tokbench jobs from PostgreSQL and runs them against their endpoints.\n"
+                               "SIGTERM hands the running job back to the queue and exits 0.",
+                               worker_keys, TB_ARRAY_LEN(worker_keys), &config);
+  if (arc >= 0)
+    return arc;
   char *err = NULL, *worker_id = NULL;
   int rc = 1;
   struct tb_db *db = NULL;
