@@ -106,14 +106,14 @@ static const struct tb_db_stmt claim_stmt = {
   "    current_cell = NULL, eta_s = NULL, updated_at = now()"
   "   FROM cand WHERE jobs.id = cand.id"
   "  RETURNING jobs.id, jobs.endpoint_id, jobs.spec, jobs.attempts, jobs.max_attempts,"
-  "            jobs.state, jobs.error"
+  "            jobs.state, jobs.error, jobs.request_id"
   "), ev AS ("
   "  INSERT INTO job_events (job_id, kind, data)"
   "  SELECT id, 'state', jsonb_build_object('state', state, 'attempt', attempts,"
   "                                         'worker', $1::text, 'error', error)"
   "    FROM upd"
   ")"
-  "SELECT id, endpoint_id, spec, attempts, max_attempts, state,"
+  "SELECT id, endpoint_id, spec, attempts, max_attempts, state, request_id,"
   "       pg_notify('tb_job_changed', id::text) FROM upd",
 };
 
@@ -152,6 +152,8 @@ tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, struct tb_queue
   snprintf(job->lease.owner, sizeof job->lease.owner, "%s", owner);
   job->lease.attempt = (int)tb_db_i64(r, 0, "attempts");
   job->max_attempts = (int)tb_db_i64(r, 0, "max_attempts");
+  snprintf(job->request_id, sizeof job->request_id, "%s",
+           tb_db_str(r, 0, "request_id") ? tb_db_str(r, 0, "request_id") : "");
   job->spec = parse_json(r, 0, PQfnumber(r, "spec"));
   if (job->spec == NULL)
     job->spec = json_object(); /* jsonb NOT NULL: cannot happen; the engine says what is missing */

@@ -55,6 +55,7 @@ struct tb_queue_job {
   struct tb_queue_lease lease;
   char endpoint_id[TB_QUEUE_ID_LEN + 1];
   int max_attempts;
+  char request_id[65]; /* of the API request that made the job; "" if none */
   json_t *spec;
 };
 void tb_queue_job_clear(struct tb_queue_job *job);

@@ -274,7 +274,8 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
   worker_beat_set(w->beat, &job->lease);
   tb_log(TB_LOG_INFO, "job started", "job", TB_LS, job->lease.job_id, "attempt", TB_LI,
          (int64_t)job->lease.attempt, "max_attempts", TB_LI, (int64_t)job->max_attempts,
-         "endpoint", TB_LS, job->endpoint_id, NULL);
+         "endpoint", TB_LS, job->endpoint_id, "request_id", TB_LS,
+         job->request_id[0] ? job->request_id : NULL, NULL);
 
   int rc = load_endpoint(&jr, &ep);
   if (rc < 0) {

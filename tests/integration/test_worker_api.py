@@ -155,3 +155,17 @@ def test_finished_job_carries_its_regressions(ctx):
     assert reg["base_job_id"] == second and reg["regressed"] is True, reg
     slower = [c for c in reg["cells"] if c.get("metric") == "total_tps"]
     assert len(slower) == 4 and all(c["ratio"] < 0.6 for c in slower), reg
+
+
+def test_worker_log_names_the_request_that_made_the_job(ctx):
+    s = setup(ctx)
+    ep = endpoint(s, "sim-reqid")
+    st, h, data = http("POST", s["base"] + "/v1/jobs", dict(SHORT, endpoint_id=ep),
+                       {"Authorization": "Bearer " + s["key"], "X-Request-Id": "ci-run-4711"})
+    assert st == 202, data
+    jid = json.loads(data)["id"]
+    assert h["x-request-id"] == "ci-run-4711"
+    wait_job(s, jid, ("succeeded", "failed"))
+    started = [json.loads(l) for l in s["worker"].output().splitlines()
+               if '"msg":"job started"' in l and jid in l]
+    assert started and started[0]["request_id"] == "ci-run-4711", started
