@@ -42,6 +42,26 @@ const char *tb_discover_kind_name(enum tb_engine_kind k);
 /* The probe document (new reference). */
 json_t *tb_discover_to_json(const struct tb_discover *d);
 
+/*
+ * The parsers behind tb_discover_run, one per answer, pure (for tests and
+ * fuzzing).  Whatever a peer sends, they only fill what they can read:
+ * counts are positive integers or absent (-1).  d starts from
+ * tb_discover_init.
+ */
+void tb_discover_init(struct tb_discover *d, const char *base_url);
+/* GET /v1/models: the model (wanted, or the first) and its max_model_len;
+ * false with *err (caller frees) when there is none. */
+bool tb_discover_parse_models(struct tb_discover *d, const char *body, size_t len,
+                              const char *model, char **err) TB_MUST_CHECK;
+/* SGLang's server info; true when it is one (kind, version, KV budget,
+ * max running requests, context length). */
+bool tb_discover_parse_server_info(struct tb_discover *d, const char *body, size_t len);
+/* vLLM's GET /version; true when it is one. */
+bool tb_discover_parse_version(struct tb_discover *d, const char *body, size_t len);
+/* GET /metrics: vLLM's cache_config_info (KV budget, max_num_seqs), or
+ * that an SGLang server has metrics. */
+void tb_discover_parse_metrics(struct tb_discover *d, const char *text, size_t len);
+
 /* Samples running and waiting requests from /metrics (blocking, short
  * timeout).  -1 when the endpoint has no metrics or the call failed. */
 int tb_discover_load(const struct tb_discover *d, const char *api_key,

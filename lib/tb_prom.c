@@ -217,3 +217,33 @@ tb_prom_label(const char *text, size_t len, const char *name,
     return false;
   return c.found;
 }
+
+struct prefix_cls {
+  const char *prefix;
+  size_t len;
+  bool found;
+};
+
+static bool
+prefix_fn(void *cls, const char *name, size_t name_len, const char *labels, size_t labels_len,
+          double value)
+{
+  struct prefix_cls *p = cls;
+  (void)labels;
+  (void)labels_len;
+  (void)value;
+  if (name_len >= p->len && memcmp(name, p->prefix, p->len) == 0) {
+    p->found = true;
+    return false;
+  }
+  return true;
+}
+
+bool
+tb_prom_has_prefix(const char *text, size_t len, const char *prefix)
+{
+  struct prefix_cls p = { .prefix = prefix, .len = strlen(prefix), .found = false };
+  if (tb_prom_parse(text, len, prefix_fn, &p) < 0)
+    return false;
+  return p.found;
+}

@@ -39,6 +39,9 @@ bool tb_prom_sum(const char *text, size_t len, const char *name,
 bool tb_prom_label(const char *text, size_t len, const char *name,
                    const char *label, char *buf, size_t buflen) TB_MUST_CHECK;
 
+/* True when some sample's metric name starts with prefix (e.g. "vllm:"). */
+bool tb_prom_has_prefix(const char *text, size_t len, const char *prefix);
+
 /* Finds label `label` in a label text; unescapes into buf. */
 bool tb_prom_find_label(const char *labels, size_t labels_len,
                         const char *label, char *buf,
