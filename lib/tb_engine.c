@@ -9,9 +9,10 @@
  * /metrics samples during a cell are easy handles on the same loop, so no
  * blocking call ever delays a read.
  *
- * Timing.  Each read is stamped with CLOCK_MONOTONIC in the write callback,
- * the moment libcurl hands the bytes over, before any parsing; every event in
- * that read carries the stamp.  Tokens are attributed to the window by arrival
+ * Timing.  Each read is stamped with CLOCK_MONOTONIC once, just before the
+ * loop hands the ready socket to libcurl (which reads it and calls the write
+ * callback once per HTTP chunk): every event in that read carries the same
+ * stamp, so parsing one event never delays the next one's arrival time.  Tokens are attributed to the window by arrival
  * stamp, so the window is exactly duration_s long however late the loop
  * notices its end.
  *
@@ -56,6 +57,7 @@
 #define MAX_CONCURRENCY 65536
 #define MAX_LIST 64
 #define NS_PER_S 1000000000LL
+#define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
 #define SCHEMA "tokbench.result/v1"
 
 /* ---------------------------------------------------------------- helpers */
@@ -173,6 +175,8 @@ struct cell {
   size_t body_len;
   struct stream **slots;
   bool *warmed;         /* slot's first stream produced a token */
+  unsigned n_warmed;    /* slots warmed */
+  int64_t next_scan;    /* next per-stream first-token / stall scan */
   enum phase phase;
   int64_t t_begin, w0, w1, ready_since, next_cancel_poll;
   bool failed, cancelled;
@@ -221,6 +225,7 @@ struct run {
   CURLM *multi;
   int epfd;
   int64_t curl_deadline;
+  int64_t io_now;       /* stamp of the socket being read; 0 outside */
   struct curl_slist *hdrs;
   char *auth;
   char *chat_url, *metrics_url;
@@ -305,7 +310,10 @@ count_tokens(struct stream *s, int64_t delta)
   if (s->t_first == 0) {
     s->t_first = now;
     tb_stats_add(&c->ttft, now - s->t_start);
-    c->warmed[s->slot] = true;
+    if (!c->warmed[s->slot]) {
+      c->warmed[s->slot] = true;
+      c->n_warmed++;
+    }
     if (c->scout) {
       c->scout_ttft_ns = now - s->t_start;
     }
@@ -386,7 +394,8 @@ stream_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
   struct stream *s = ud;
   size_t n = size * nmemb;
-  int64_t now = tb_time_mono_ns();
+  int64_t io = s->cell->run->io_now;
+  int64_t now = io != 0 ? io : tb_time_mono_ns();
   s->now = now;
   s->t_last_byte = now;
   if (!s->http_checked) {
@@ -648,7 +657,9 @@ tick(struct cell *c, int64_t now)
       return;
     }
   }
-  for (unsigned i = 0; i < c->conc; i++) {
+  /* The per-stream scan is O(C): every SCAN_NS, not on every loop turn
+   * (its limits are seconds). */
+  for (unsigned i = 0; now >= c->next_scan && i < c->conc; i++) {
     struct stream *s = c->slots[i];
     if (s == NULL)
       continue;
@@ -662,14 +673,14 @@ tick(struct cell *c, int64_t now)
       return;
     }
   }
+  if (now >= c->next_scan)
+    c->next_scan = now + SCAN_NS;
   if (c->scout)
     return;
   if (r->d.has_metrics && c->m_easy == NULL && now >= c->m_next)
     metrics_start(c);
   if (c->phase == PH_READY) {
-    bool ok = true;
-    for (unsigned i = 0; i < c->conc && ok; i++)
-      ok = c->warmed[i];
+    bool ok = c->n_warmed == c->conc;
     if (ok && r->d.has_metrics)
       ok = c->m_cond;
     if (!ok) {
@@ -686,9 +697,7 @@ tick(struct cell *c, int64_t now)
       c->phase = PH_WINDOW;
       c->m_next = now; /* a first sample right at the window's start */
     } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
-      unsigned warmed = 0;
-      for (unsigned i = 0; i < c->conc; i++)
-        warmed += c->warmed[i];
+      unsigned warmed = c->n_warmed;
       cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
                 r->ready_s, warmed, c->conc,
                 r->d.has_metrics && !c->m_cond
@@ -710,6 +719,7 @@ cell_loop(struct cell *c)
   c->t_begin = tb_time_mono_ns();
   c->w0 = c->w1 = INT64_MAX;
   c->next_cancel_poll = 0;
+  c->next_scan = 0;
   if (c->scout) {
     c->w0 = 0; /* tokens of a scout are not windowed */
   }
@@ -736,7 +746,9 @@ cell_loop(struct cell *c)
         flags |= CURL_CSELECT_OUT;
       if (evs[i].events & EPOLLERR)
         flags |= CURL_CSELECT_ERR;
+      r->io_now = tb_time_mono_ns();
       curl_multi_socket_action(r->multi, evs[i].data.fd, flags, &running);
+      r->io_now = 0;
     }
     if (r->curl_deadline >= 0 && tb_time_mono_ns() >= r->curl_deadline) {
       r->curl_deadline = -1;

@@ -1,10 +1,23 @@
 /*
  * tb_oai: one streamed chunk.  See tb_oai.h.
  *
- * Parsed with jansson: the chunks are small and a real parser is worth more
- * than a few microseconds here.  Member types are checked; a member of the
- * wrong type makes the chunk malformed rather than silently ignored, because
- * a figure must never come from data we did not understand.
+ * The reference reader uses jansson (JSON_REJECT_DUPLICATES).  Member types
+ * are checked; a member of the wrong type makes the chunk malformed rather
+ * than silently ignored, because a figure must never come from data we did
+ * not understand.
+ *
+ * The scanner (the hot path: every chunk of every stream goes through it)
+ * validates the whole chunk as jansson would -- grammar, UTF-8 (no overlong
+ * forms, no surrogates, nothing above U+10FFFF), escapes (\u with surrogate
+ * pairs, no \u0000), duplicate keys in every object, nothing after the root
+ * -- and reads the few members the engine needs on the way.  It gives up
+ * (and jansson decides) on anything it does not fully handle: a byte it does
+ * not expect, an error member, a member of an unexpected type, a key with an
+ * escape, more than SCAN_MAX_KEYS keys in an object, nesting deeper than
+ * SCAN_MAX_DEPTH, an integer of more than 18 digits, a number with an
+ * exponent or a huge integer part.  So its answers are jansson's, and bad
+ * input always ends in jansson's verdict.  tests/fuzz/fuzz_oai.c compares
+ * the two on arbitrary bytes.
  */
 #include "tb_oai.h"
 
@@ -46,7 +59,7 @@ usage_int(const json_t *usage, const char *key, int64_t *out)
 }
 
 enum tb_oai_status
-tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
+tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
 {
   memset(out, 0, sizeof *out);
   out->prompt_tokens = -1;
@@ -124,4 +137,607 @@ tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
 out:
   json_decref(root);
   return st;
+}
+
+/* ------------------------------------------------------------- scanner */
+
+#define SCAN_MAX_DEPTH 32
+#define SCAN_MAX_KEYS 32
+#define SCAN_MAX_INT_DIGITS 18  /* < 2^63: strtoll cannot overflow */
+#define SCAN_MAX_REAL_DIGITS 300 /* integer part: strtod cannot overflow */
+
+struct scan {
+  const unsigned char *p, *end;
+  int depth;
+};
+
+/* The keys of one object so far, to refuse duplicates as jansson does. */
+struct keyset {
+  const unsigned char *k[SCAN_MAX_KEYS];
+  size_t len[SCAN_MAX_KEYS];
+  unsigned n;
+};
+
+static inline void
+sc_ws(struct scan *sc)
+{
+  while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' ||
+                             *sc->p == '\r' || *sc->p == '\t'))
+    sc->p++;
+}
+
+static inline int
+sc_peek(const struct scan *sc)
+{
+  return sc->p < sc->end ? *sc->p : -1;
+}
+
+static int
+hexval(int c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* Four hex digits after "\u"; -1 when not. */
+static long
+sc_u4(struct scan *sc)
+{
+  if (sc->end - sc->p < 4)
+    return -1;
+  long v = 0;
+  for (int i = 0; i < 4; i++) {
+    int h = hexval(sc->p[i]);
+    if (h < 0)
+      return -1;
+    v = v * 16 + h;
+  }
+  sc->p += 4;
+  return v;
+}
+
+/* One UTF-8 sequence starting at a byte >= 0x80, as jansson's utf8_check_*
+ * accept it; advances past it.  False when invalid. */
+static bool
+sc_utf8(struct scan *sc)
+{
+  unsigned c = *sc->p;
+  size_t n;
+  unsigned long v;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+    v = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    v = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    v = c & 0x07;
+  } else {
+    return false;
+  }
+  if ((size_t)(sc->end - sc->p) < n)
+    return false;
+  for (size_t i = 1; i < n; i++) {
+    unsigned b = sc->p[i];
+    if ((b & 0xC0) != 0x80)
+      return false;
+    v = (v << 6) | (b & 0x3F);
+  }
+  if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) || v > 0x10FFFF ||
+      (v >= 0xD800 && v <= 0xDFFF))
+    return false;
+  sc->p += n;
+  return true;
+}
+
+/* Bytes that stand for themselves in a string: printable ASCII but the
+ * quote and the backslash. */
+#define R4(x) x, x, x, x
+#define R16(x) R4(x), R4(x), R4(x), R4(x)
+static const unsigned char plain_byte[256] = {
+    R16(0), R16(0),                                        /* 0x00-0x1f */
+    1, 1, 0, R4(1), R4(1), R4(1), 1,                       /* 0x20-0x2f */
+    R16(1),                                                /* 0x30-0x3f */
+    R16(1),                                                /* 0x40-0x4f */
+    R4(1), R4(1), R4(1), 0, 1, 1, 1,                       /* 0x50-0x5f */
+    R16(1), R16(1),                                        /* 0x60-0x7f */
+    /* 0x80-0xff: 0 (UTF-8, checked apart) */
+};
+#undef R4
+#undef R16
+
+/* A string at sc->p ('"'): its raw span (between the quotes), its decoded
+ * length in bytes and whether it had escapes. */
+static bool
+sc_string(struct scan *sc, const unsigned char **raw, size_t *rawlen,
+          size_t *declen, bool *escaped)
+{
+  sc->p++; /* '"' */
+  const unsigned char *start = sc->p;
+  size_t shrink = 0; /* raw bytes of escapes */
+  size_t extra = 0;  /* bytes they decode to */
+  bool esc = false;
+  for (;;) {
+    /* the common run: printable ASCII */
+    while (sc->p < sc->end && plain_byte[*sc->p])
+      sc->p++;
+    if (sc->p >= sc->end)
+      return false;
+    unsigned c = *sc->p;
+    if (c == '"')
+      break;
+    if (c < 0x20)
+      return false;
+    if (c >= 0x80) {
+      if (!sc_utf8(sc))
+        return false;
+      continue;
+    }
+    /* a backslash */
+    esc = true;
+    const unsigned char *e0 = sc->p;
+    sc->p++;
+    if (sc->p >= sc->end)
+      return false;
+    c = *sc->p++;
+    size_t out;
+    switch (c) {
+    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r':
+    case 't':
+      out = 1;
+      break;
+    case 'u': {
+      long v = sc_u4(sc);
+      if (v <= 0) /* bad hex, or \u0000 (jansson refuses NUL) */
+        return false;
+      if (v >= 0xDC00 && v <= 0xDFFF)
+        return false; /* a lone low surrogate */
+      if (v >= 0xD800 && v <= 0xDBFF) {
+        if (sc->end - sc->p < 2 || sc->p[0] != '\\' || sc->p[1] != 'u')
+          return false;
+        sc->p += 2;
+        long lo = sc_u4(sc);
+        if (lo < 0xDC00 || lo > 0xDFFF)
+          return false;
+        out = 4;
+      } else {
+        out = v < 0x80 ? 1 : v < 0x800 ? 2 : 3;
+      }
+      break;
+    }
+    default:
+      return false;
+    }
+    shrink += (size_t)(sc->p - e0);
+    extra += out;
+  }
+  *raw = start;
+  *rawlen = (size_t)(sc->p - start);
+  *declen = *rawlen - shrink + extra;
+  *escaped = esc;
+  sc->p++; /* closing '"' */
+  return true;
+}
+
+/* A number: syntax as JSON (and jansson) has it.  *is_int and *val (its
+ * magnitude, sign in *neg) for an integer without fraction or exponent. */
+static bool
+sc_number(struct scan *sc, bool *is_int, int64_t *val, bool *neg)
+{
+  *neg = false;
+  if (sc_peek(sc) == '-') {
+    *neg = true;
+    sc->p++;
+  }
+  const unsigned char *d0 = sc->p;
+  int c = sc_peek(sc);
+  if (c == '0') {
+    sc->p++;
+  } else if (c >= '1' && c <= '9') {
+    while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9')
+      sc->p++;
+  } else {
+    return false;
+  }
+  size_t ndig = (size_t)(sc->p - d0);
+  c = sc_peek(sc);
+  if (c >= '0' && c <= '9')
+    return false; /* a leading zero */
+  if (c == 'e' || c == 'E')
+    return false; /* exponents: let jansson judge range */
+  if (c == '.') {
+    sc->p++;
+    if (sc_peek(sc) < '0' || sc_peek(sc) > '9')
+      return false;
+    while (sc->p < sc->end && *sc->p >= '0' && *sc->p <= '9')
+      sc->p++;
+    c = sc_peek(sc);
+    if (c == 'e' || c == 'E' || ndig > SCAN_MAX_REAL_DIGITS)
+      return false;
+    *is_int = false;
+    return true;
+  }
+  if (ndig > SCAN_MAX_INT_DIGITS)
+    return false;
+  int64_t v = 0;
+  for (size_t i = 0; i < ndig; i++)
+    v = v * 10 + (d0[i] - '0');
+  *is_int = true;
+  *val = v;
+  return true;
+}
+
+static bool sc_skip_value(struct scan *sc);
+
+/* After '{' (consumed) or a member: the next key, with its ':' and the
+ * whitespace after it consumed.  1: a key; 0: the object ended ('}'
+ * consumed); -1: give up. */
+static int
+sc_next_key(struct scan *sc, struct keyset *ks, const unsigned char **key,
+            size_t *klen)
+{
+  sc_ws(sc);
+  int c = sc_peek(sc);
+  if (ks->n > 0) {
+    if (c == '}') {
+      sc->p++;
+      return 0;
+    }
+    if (c != ',')
+      return -1;
+    sc->p++;
+    sc_ws(sc);
+    c = sc_peek(sc);
+  } else if (c == '}') {
+    sc->p++;
+    return 0;
+  }
+  if (c != '"' || ks->n == SCAN_MAX_KEYS)
+    return -1;
+  size_t declen;
+  bool esc;
+  if (!sc_string(sc, key, klen, &declen, &esc) || esc)
+    return -1;
+  for (unsigned i = 0; i < ks->n; i++)
+    if (ks->len[i] == *klen && memcmp(ks->k[i], *key, *klen) == 0)
+      return -1; /* a duplicate: jansson refuses the chunk */
+  ks->k[ks->n] = *key;
+  ks->len[ks->n] = *klen;
+  ks->n++;
+  sc_ws(sc);
+  if (sc_peek(sc) != ':')
+    return -1;
+  sc->p++;
+  sc_ws(sc);
+  return 1;
+}
+
+static bool
+sc_enter(struct scan *sc)
+{
+  if (++sc->depth > SCAN_MAX_DEPTH)
+    return false;
+  sc->p++; /* '{' or '[' */
+  return true;
+}
+
+static bool
+sc_skip_object(struct scan *sc)
+{
+  if (!sc_enter(sc))
+    return false;
+  struct keyset ks;
+  ks.n = 0;
+  const unsigned char *k;
+  size_t kl;
+  int r;
+  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1)
+    if (!sc_skip_value(sc))
+      return false;
+  sc->depth--;
+  return r == 0;
+}
+
+static bool
+sc_skip_array(struct scan *sc)
+{
+  if (!sc_enter(sc))
+    return false;
+  sc_ws(sc);
+  if (sc_peek(sc) == ']') {
+    sc->p++;
+    sc->depth--;
+    return true;
+  }
+  for (;;) {
+    if (!sc_skip_value(sc))
+      return false;
+    sc_ws(sc);
+    int c = sc_peek(sc);
+    if (c == ']') {
+      sc->p++;
+      sc->depth--;
+      return true;
+    }
+    if (c != ',')
+      return false;
+    sc->p++;
+    sc_ws(sc);
+  }
+}
+
+static bool
+sc_lit(struct scan *sc, const char *word, size_t n)
+{
+  if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, word, n) != 0)
+    return false;
+  sc->p += n;
+  return true;
+}
+
+/* Any value (whitespace before it already skipped). */
+static bool
+sc_skip_value(struct scan *sc)
+{
+  const unsigned char *raw;
+  size_t rl, dl;
+  bool esc, is_int, neg;
+  int64_t v;
+  switch (sc_peek(sc)) {
+  case '{':
+    return sc_skip_object(sc);
+  case '[':
+    return sc_skip_array(sc);
+  case '"':
+    return sc_string(sc, &raw, &rl, &dl, &esc);
+  case 't':
+    return sc_lit(sc, "true", 4);
+  case 'f':
+    return sc_lit(sc, "false", 5);
+  case 'n':
+    return sc_lit(sc, "null", 4);
+  default:
+    return sc_number(sc, &is_int, &v, &neg);
+  }
+}
+
+static bool
+key_is(const unsigned char *k, size_t kl, const char *name)
+{
+  size_t n = strlen(name);
+  return kl == n && memcmp(k, name, n) == 0;
+}
+
+/* A text member (string or null) adds its decoded length; else give up. */
+static bool
+sc_text(struct scan *sc, size_t *bytes)
+{
+  int c = sc_peek(sc);
+  if (c == 'n')
+    return sc_lit(sc, "null", 4);
+  if (c != '"')
+    return false;
+  const unsigned char *raw;
+  size_t rl, dl;
+  bool esc;
+  if (!sc_string(sc, &raw, &rl, &dl, &esc))
+    return false;
+  *bytes += dl;
+  return true;
+}
+
+static bool
+sc_delta(struct scan *sc, size_t *text, size_t *reasoning, bool *role)
+{
+  if (!sc_enter(sc))
+    return false;
+  struct keyset ks;
+  ks.n = 0;
+  const unsigned char *k;
+  size_t kl;
+  int r;
+  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
+    bool ok;
+    if (key_is(k, kl, "content"))
+      ok = sc_text(sc, text);
+    else if (key_is(k, kl, "reasoning") || key_is(k, kl, "reasoning_content"))
+      ok = sc_text(sc, reasoning);
+    else {
+      if (key_is(k, kl, "role"))
+        *role = true; /* present, whatever its value */
+      ok = sc_skip_value(sc);
+    }
+    if (!ok)
+      return false;
+  }
+  sc->depth--;
+  return r == 0;
+}
+
+static bool
+sc_choice(struct scan *sc, struct tb_oai_chunk *out)
+{
+  if (sc_peek(sc) != '{' || !sc_enter(sc))
+    return false;
+  out->n_choices++;
+  size_t text = 0, reasoning = 0;
+  bool role = false;
+  struct keyset ks;
+  ks.n = 0;
+  const unsigned char *k;
+  size_t kl;
+  int r;
+  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
+    bool ok;
+    if (key_is(k, kl, "delta")) {
+      int c = sc_peek(sc);
+      ok = c == 'n' ? sc_lit(sc, "null", 4)
+           : c == '{' ? sc_delta(sc, &text, &reasoning, &role)
+                      : false;
+    } else if (key_is(k, kl, "text")) {
+      ok = sc_text(sc, &text);
+    } else if (key_is(k, kl, "finish_reason")) {
+      if (sc_peek(sc) == 'n') {
+        ok = sc_lit(sc, "null", 4);
+      } else {
+        out->finished = true;
+        ok = sc_skip_value(sc);
+      }
+    } else {
+      ok = sc_skip_value(sc);
+    }
+    if (!ok)
+      return false;
+  }
+  if (r != 0)
+    return false;
+  sc->depth--;
+  text += reasoning;
+  if (text > 0)
+    out->text_choices++;
+  else if (role)
+    out->role_only = true;
+  out->text_bytes += text;
+  out->reasoning_bytes += reasoning;
+  return true;
+}
+
+static bool
+sc_choices(struct scan *sc, struct tb_oai_chunk *out)
+{
+  if (!sc_enter(sc))
+    return false;
+  sc_ws(sc);
+  if (sc_peek(sc) == ']') {
+    sc->p++;
+    sc->depth--;
+    return true;
+  }
+  for (;;) {
+    if (!sc_choice(sc, out))
+      return false;
+    sc_ws(sc);
+    int c = sc_peek(sc);
+    if (c == ']') {
+      sc->p++;
+      sc->depth--;
+      return true;
+    }
+    if (c != ',')
+      return false;
+    sc->p++;
+    sc_ws(sc);
+  }
+}
+
+/* A usage count: null, or a non-negative integer; else give up. */
+static bool
+sc_count(struct scan *sc, int64_t *out)
+{
+  int c = sc_peek(sc);
+  if (c == 'n')
+    return sc_lit(sc, "null", 4);
+  if (c != '-' && (c < '0' || c > '9'))
+    return false;
+  bool is_int, neg;
+  int64_t v = 0;
+  if (!sc_number(sc, &is_int, &v, &neg) || !is_int || (neg && v != 0))
+    return false;
+  *out = v;
+  return true;
+}
+
+static bool
+sc_usage(struct scan *sc, struct tb_oai_chunk *out)
+{
+  if (!sc_enter(sc))
+    return false;
+  struct keyset ks;
+  ks.n = 0;
+  const unsigned char *k;
+  size_t kl;
+  int r;
+  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
+    bool ok;
+    if (key_is(k, kl, "prompt_tokens"))
+      ok = sc_count(sc, &out->prompt_tokens);
+    else if (key_is(k, kl, "completion_tokens"))
+      ok = sc_count(sc, &out->completion_tokens);
+    else
+      ok = sc_skip_value(sc);
+    if (!ok)
+      return false;
+  }
+  sc->depth--;
+  if (r != 0)
+    return false;
+  out->has_usage = out->completion_tokens >= 0;
+  return true;
+}
+
+bool
+tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
+{
+  memset(out, 0, sizeof *out);
+  out->prompt_tokens = -1;
+  out->completion_tokens = -1;
+  if (len > TB_OAI_CHUNK_MAX)
+    return false;
+  struct scan sc = {(const unsigned char *)data,
+                    (const unsigned char *)data + len, 0};
+  sc_ws(&sc);
+  if (sc_peek(&sc) != '{' || !sc_enter(&sc))
+    return false;
+  struct keyset ks;
+  ks.n = 0;
+  const unsigned char *k;
+  size_t kl;
+  int r;
+  while ((r = sc_next_key(&sc, &ks, &k, &kl)) == 1) {
+    bool ok;
+    int c = sc_peek(&sc);
+    if (key_is(k, kl, "choices")) {
+      ok = c == 'n' ? sc_lit(&sc, "null", 4)
+           : c == '[' ? sc_choices(&sc, out)
+                      : false;
+    } else if (key_is(k, kl, "usage")) {
+      ok = c == 'n' ? sc_lit(&sc, "null", 4)
+           : c == '{' ? sc_usage(&sc, out)
+                      : false;
+    } else if (key_is(k, kl, "error")) {
+      ok = sc_lit(&sc, "null", 4); /* an error object: jansson reads it */
+    } else {
+      ok = sc_skip_value(&sc);
+    }
+    if (!ok)
+      return false;
+  }
+  if (r != 0)
+    return false;
+  sc_ws(&sc);
+  if (sc.p != sc.end)
+    return false;
+  if (out->text_choices > 0)
+    out->role_only = false;
+  return true;
+}
+
+enum tb_oai_status
+tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
+{
+  if (is_done(data, len)) {
+    memset(out, 0, sizeof *out);
+    out->prompt_tokens = -1;
+    out->completion_tokens = -1;
+    return TB_OAI_DONE;
+  }
+  if (tb_oai_scan_chunk(data, len, out))
+    return TB_OAI_OK;
+  return tb_oai_parse_chunk_json(data, len, out);
 }

@@ -10,6 +10,12 @@
  * An `error` object (some servers stream one mid-stream) is reported as such.
  *
  * Caps: a chunk over TB_OAI_CHUNK_MAX bytes is rejected before parsing.
+ *
+ * Two readers with one meaning: a hand-written scanner (the hot path: one
+ * pass over the bytes, no allocation) and the jansson reader (the reference).
+ * The scanner answers only when it is sure jansson would give the same
+ * result; anything unusual (an error object, a malformed chunk, an escaped
+ * key, a huge number, deep nesting, many keys) goes to jansson.
  */
 #ifndef TB_OAI_H
 #define TB_OAI_H
@@ -45,5 +51,16 @@ enum tb_oai_status {
 /* Parses one event's data into *out (always fully written). */
 enum tb_oai_status tb_oai_parse_chunk(const char *data, size_t len,
                                       struct tb_oai_chunk *out) TB_MUST_CHECK;
+
+/* The reference reader alone (jansson, strict); same contract as above. */
+enum tb_oai_status tb_oai_parse_chunk_json(const char *data, size_t len,
+                                           struct tb_oai_chunk *out)
+    TB_MUST_CHECK;
+
+/* The scanner alone: true when it decided (*out then holds exactly what
+ * tb_oai_parse_chunk_json gives, and the status is TB_OAI_OK); false when
+ * the chunk must go to the reference reader (*out is then unspecified). */
+bool tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
+    TB_MUST_CHECK;
 
 #endif
