@@ -9,8 +9,16 @@
  * releasing its KV reservation) and frees it.  So nothing reachable from the
  * loop's current iteration is ever freed under its feet.
  *
- * Hot path: a decode step formats one chunk per stream into that stream's
- * output buffer and issues one send() per stream.
+ * Hot path: a decode step runs in two phases.  Prepare formats one chunk per
+ * stream into that stream's output buffer, with a fixed-width placeholder
+ * for the send stamp, and queues the connection instead of sending; it runs
+ * ahead of the step's deadline (the timer fires early by the spin margin plus
+ * the expected prepare time, a robust average per stream times the batch,
+ * capped) whenever the step is the next deadline.  Send,
+ * at the deadline, walks the queue in batch order (stable from step to step),
+ * writes each stream's stamp (the clock read just before its send) into the
+ * placeholder and issues one send() per connection.  So between the deadline
+ * and each send there is nothing but the previous streams' sends.
  */
 #include "sim_server.h"
 
@@ -52,6 +60,12 @@
  * sleeping thread wakes up tens to hundreds of microseconds late (more in
  * a VM), which would show as gap jitter. */
 #define SIM_SPIN_NS 300000
+/* Stamps of one connection deferred within one step (token, usage, [DONE],
+ * a malformed event): more are stamped at once. */
+#define SIM_DEFER_STAMPS 6
+#define SIM_PREP_PER_MAX_NS 20000 /* prepare time per stream: at most */
+#define SIM_PREP_MAX_NS 5000000   /* how early a step is prepared: at most */
+#define SIM_STAMP_DIGITS 19 /* ": t=%019lld\n": fixed width, patched in place */
 
 enum { KIND_CONN = 1, KIND_LISTEN, KIND_TIMER, KIND_SIGNAL };
 
@@ -88,6 +102,9 @@ struct conn {
   int64_t last_active;
   int64_t req_start;           /* arrival of the first byte of the request */
   struct gen *gen;
+  bool fq;                     /* in the step's send queue */
+  int nst;                     /* deferred stamps in out */
+  size_t st_rel[SIM_DEFER_STAMPS]; /* their offsets from out_off */
   struct conn *next, *prev;    /* all connections */
   struct conn *todo_next;      /* reap / resume list */
 };
@@ -142,6 +159,13 @@ struct server {
   uint64_t id_counter;
   char model_json[600];        /* the served model name as a JSON string */
   struct stats st;
+  /* the decode step's send queue (see the design note at the top) */
+  bool defer;                  /* prepare phase: conn_flush queues */
+  struct conn **fq;
+  int fq_n, fq_cap;
+  bool prepared;               /* a step is prepared, to send at prep_sched */
+  int64_t prep_sched;
+  int64_t prep_per_ns;         /* prepare time per stream (robust average) */
   char ev[SIM_EVENT_CAP];
 };
 
@@ -240,6 +264,17 @@ conn_flush(struct server *s, struct conn *c)
 {
   if (c->dead)
     return;
+  if (s->defer) {
+    if (!c->fq) {
+      if (s->fq_n == s->fq_cap) {
+        s->fq_cap = s->fq_cap ? s->fq_cap * 2 : 256;
+        s->fq = tb_xrealloc(s->fq, (size_t)s->fq_cap * sizeof(*s->fq));
+      }
+      s->fq[s->fq_n++] = c;
+      c->fq = true;
+    }
+    return;
+  }
   while (c->out_off < c->out_len) {
     ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
     if (n > 0) {
@@ -274,6 +309,24 @@ conn_flush(struct server *s, struct conn *c)
     c->last_active = now_ns();
     shutdown(c->fd, SHUT_WR);
   }
+}
+
+/* Writes the connection's deferred stamps (the clock now) and sends. */
+static void
+flush_stamped(struct server *s, struct conn *c)
+{
+  c->fq = false;
+  if (c->nst > 0) {
+    char d[SIM_STAMP_DIGITS + 8];
+    snprintf(d, sizeof(d), "%0*" PRId64, SIM_STAMP_DIGITS, now_ns());
+    for (int i = 0; i < c->nst; i++)
+      memcpy(c->out + c->out_off + c->st_rel[i], d, SIM_STAMP_DIGITS);
+    c->nst = 0;
+  }
+  bool defer = s->defer;
+  s->defer = false;
+  conn_flush(s, c);
+  s->defer = defer;
 }
 
 /* ------------------------------------------------------------------ */
@@ -539,12 +592,17 @@ sse_event(struct server *s, struct gen *g, const char *payload, size_t n)
   struct conn *c = g->c;
   char stamp[48];
   size_t sl = 0;
+  bool deferred = false;
   if (s->cfg->stamps) {
-    int k = snprintf(stamp, sizeof(stamp), ": t=%" PRId64 "\n", now_ns());
+    deferred = s->defer && c->nst < SIM_DEFER_STAMPS;
+    int k = snprintf(stamp, sizeof(stamp), ": t=%0*" PRId64 "\n", SIM_STAMP_DIGITS,
+                     deferred ? (int64_t)0 : now_ns());
     sl = k > 0 ? (size_t)k : 0;
   }
   if (g->chunked)
     out_printf(c, "%zx\r\n", sl + n);
+  if (deferred)
+    c->st_rel[c->nst++] = c->out_len - c->out_off + 4; /* after ": t=" */
   out_append(c, stamp, sl);
   out_append(c, payload, n);
   if (g->chunked)
@@ -857,7 +915,7 @@ after_tokens(struct server *s, struct gen *g, int64_t now)
     emit_malformed(s, g);
   }
   if (g->f.cut_after >= 0 && g->out >= g->f.cut_after) {
-    conn_flush(s, g->c);
+    flush_stamped(s, g->c); /* what came before the cut goes out first */
     conn_kill(s, g->c);
     return false;
   }
@@ -964,16 +1022,17 @@ on_timer_gen(struct server *s, struct gen *g, int64_t now)
 /* How far behind its schedule the decode loop may fall and still catch up. */
 #define SIM_CATCHUP_NS (50 * 1000000LL)
 
-/* One decode step: every stream in the batch advances one token. */
+/* A decode step, first phase: every stream in the batch advances one token;
+ * the chunks are formatted and their connections queued, not sent (see the
+ * design note at the top).  `now` is the step's time for the model. */
 static void
-decode_step(struct server *s, int64_t sched, int64_t now)
+decode_prepare(struct server *s, int64_t sched, int64_t now)
 {
-  s->st.steps++;
-  int64_t late = now - sched;
-  if (late > 200000)
-    s->st.late_steps++;
-  if (late > s->st.max_late_ns)
-    s->st.max_late_ns = late;
+  int64_t t0 = now_ns();
+  int n0 = s->batch_n;
+  s->defer = true;
+  s->prepared = true;
+  s->prep_sched = sched;
   int k = s->cfg->spec_k;
   /* Iterate backwards: removals swap the last element into place i. */
   for (int i = s->batch_n - 1; i >= 0; i--) {
@@ -1015,6 +1074,40 @@ decode_step(struct server *s, int64_t sched, int64_t now)
     if (s->next_step < now - SIM_CATCHUP_NS)
       s->next_step = now;
   }
+  s->defer = false;
+  /* A prepare that was preempted must not make the next steps wake early
+   * (the loop reads no input while it waits for the deadline): samples over
+   * 4x the average are ignored, and the average is capped. */
+  int64_t per = n0 > 0 ? (now_ns() - t0) / n0 : 0;
+  if (s->prep_per_ns == 0)
+    s->prep_per_ns = per < SIM_PREP_PER_MAX_NS ? per : SIM_PREP_PER_MAX_NS;
+  else if (per < 4 * s->prep_per_ns)
+    s->prep_per_ns = (7 * s->prep_per_ns + per) / 8;
+}
+
+/* Second phase, at the deadline: stamp and send, in batch order. */
+static void
+decode_send(struct server *s)
+{
+  s->prepared = false;
+  int64_t late = now_ns() - s->prep_sched;
+  s->st.steps++;
+  if (late > 200000)
+    s->st.late_steps++;
+  if (late > s->st.max_late_ns)
+    s->st.max_late_ns = late;
+  for (int i = 0; i < s->fq_n; i++)
+    if (s->fq[i]->fq)
+      flush_stamped(s, s->fq[i]);
+  s->fq_n = 0;
+}
+
+/* One decode step, both phases at once (the deadline has passed). */
+static void
+decode_step(struct server *s, int64_t sched, int64_t now)
+{
+  decode_prepare(s, sched, now);
+  decode_send(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1802,6 +1895,10 @@ static void
 run_timers(struct server *s)
 {
   int64_t now = now_ns();
+  if (s->prepared && s->prep_sched <= now) {
+    decode_send(s);
+    now = now_ns();
+  }
   while (s->heap_n > 0 && s->heap[0]->due <= now) {
     struct gen *g = s->heap[0];
     heap_remove(s, g);
@@ -1823,6 +1920,8 @@ run_timers(struct server *s)
 static int64_t
 next_deadline(const struct server *s)
 {
+  if (s->prepared)
+    return s->prep_sched;
   int64_t next = s->next_house;
   if (s->heap_n > 0 && s->heap[0]->due < next)
     next = s->heap[0]->due;
@@ -1833,15 +1932,41 @@ next_deadline(const struct server *s)
   return next;
 }
 
-/* Runs the deadlines that are less than SIM_SPIN_NS away, spinning until
- * each is due (a few rounds at most, so input is never starved). */
+/* True when the next deadline is a decode step and nothing else is due
+ * before it: its chunks may be prepared ahead. */
+static bool
+step_is_next(const struct server *s)
+{
+  return !s->prepared && s->batch_n > 0 && next_deadline(s) == s->next_step &&
+         (s->heap_n == 0 || s->heap[0]->due > s->next_step);
+}
+
+/* How long before a deadline the loop must be awake for it. */
+static int64_t
+lead_ns(const struct server *s)
+{
+  if (!step_is_next(s))
+    return SIM_SPIN_NS;
+  int64_t prep = s->prep_per_ns * s->batch_n;
+  return SIM_SPIN_NS + (prep < SIM_PREP_MAX_NS ? prep : SIM_PREP_MAX_NS);
+}
+
+/* Runs the deadlines that are less than lead_ns() away, spinning until
+ * each is due (a few rounds at most, so input is never starved); a decode
+ * step is prepared first and sent at its deadline. */
 static void
 spin_timers(struct server *s)
 {
   for (int round = 0; round < 8; round++) {
     int64_t d = next_deadline(s), now = now_ns();
-    if (d - now > SIM_SPIN_NS)
+    if (d - now > lead_ns(s))
       return;
+    if (step_is_next(s)) {
+      /* prepare the step's bytes now, stamp and send them at d */
+      decode_prepare(s, d, now > d ? now : d);
+      d = s->prep_sched;
+      now = now_ns();
+    }
     while (now < d)
       now = now_ns();
     run_timers(s);
@@ -1851,7 +1976,7 @@ spin_timers(struct server *s)
 static void
 arm_timer(struct server *s)
 {
-  int64_t next = next_deadline(s) - SIM_SPIN_NS;
+  int64_t next = next_deadline(s) - lead_ns(s);
   if (next == s->armed)
     return;
   if (next <= 0)
@@ -1999,6 +2124,7 @@ out:
   if (s->ep >= 0)
     close(s->ep);
   free(s->heap);
+  free(s->fq);
   free(s->batch);
   free(s->grp);
   free(s);
