@@ -1264,15 +1264,18 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   } else {
     max_tokens = json_integer_value(mt);
   }
+  /* (compared without adding: max_tokens comes from the client, and
+   * prompt + INT64_MAX would overflow) */
   if (prompt > s->p->max_model_len ||
-      (mt != NULL && !json_is_null(mt) && prompt + max_tokens > s->p->max_model_len) ||
+      (mt != NULL && !json_is_null(mt) && max_tokens > s->p->max_model_len - prompt) ||
       max_tokens < 1) {
+    int64_t mtok = max_tokens > 0 ? max_tokens : 0;
     snprintf(err, sizeof(err),
              "This model's maximum context length is %" PRId64 " tokens. However, you "
              "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
              " in the completion). Please reduce the length of the messages or completion.",
-             s->p->max_model_len, prompt + (max_tokens > 0 ? max_tokens : 0), prompt,
-             max_tokens > 0 ? max_tokens : 0);
+             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
+             prompt, mtok);
     msg = err;
     goto bad;
   }

@@ -180,6 +180,9 @@ def test_vllm_errors(ctx):
     err(400, chat_body("x", 8190))  # prompt + max_tokens over max_model_len
     err(400, chat_body("x", 4, False, stream_options={"include_usage": True}))
     err(400, chat_body("x", 0))
+    e = err(400, chat_body("x", 2**63 - 1))  # no overflow into an endless request
+    assert "9223372036854775807 in the completion" in e["message"]
+    err(400, chat_body("x", -(2**63)))
     err(400, {"model": MODEL, "messages": "hi"})
     assert http("GET", sim.url + "/nope")[0] == 404
     assert http("GET", url)[0] == 405
