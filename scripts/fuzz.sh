@@ -18,8 +18,8 @@ for t in build-fuzz/fuzz/fuzz_*; do
   printf '%-24s ' "$name"
   if "$t" -max_total_time="$secs" -max_len=65536 -artifact_prefix="build-fuzz/$name-" \
       "$corpus" $seeds >"build-fuzz/$name.log" 2>&1; then
-    grep -Eo 'stat::number_of_executed_runs: *[0-9]+|#[0-9]+ *DONE.*' "build-fuzz/$name.log" | tail -n 1 || true
-    echo " ok"
+    runs=$(grep -Eo 'Done [0-9]+ runs' "build-fuzz/$name.log" | tail -n 1)
+    echo "ok (${runs:-?})"
   else
     echo "CRASH (see build-fuzz/$name.log)"
     status=1
