@@ -5,7 +5,10 @@
 # Prints, per stream count: tokens/s the engine measured (every token counted)
 # beside the modelled rate, CPU per million tokens beside the bare epoll loop's
 # (bench/bare_loop.c), added delay (arrival - send stamp) p50/p99 and gap
-# error p99.  Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (default 5).
+# error p99.  Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (default 5),
+# BENCH_RT=1: the simulator with --realtime and both clients (engine and bare
+# loop alike) under SCHED_FIFO (chrt -f 5), so that other work on a shared
+# machine does not preempt them: it measures the code, not the neighbours.
 set -eu
 cd "$(dirname "$0")/.."
 BIN=${TB_BIN_DIR:-build-rel/bin}
@@ -22,13 +25,17 @@ gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib $CFL -o "$OUT/engine_load" bench/engine_loa
 PIN0="taskset -c 0"; PIN1="taskset -c 1"
 command -v taskset >/dev/null 2>&1 || { PIN0=""; PIN1=""; }
 [ "$(nproc)" -ge 2 ] || { PIN0=""; PIN1=""; }
+RT_SIM=""
+if [ "${BENCH_RT:-0}" = 1 ] && command -v chrt >/dev/null 2>&1; then
+  PIN0="chrt -f 5 $PIN0"; RT_SIM="--realtime"
+fi
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 sim_pid=""
 start_sim() { # $1 = time scale
   [ -n "$sim_pid" ] && { kill "$sim_pid" 2>/dev/null || true; wait "$sim_pid" 2>/dev/null || true; }
   $PIN1 "$BIN/tokbench-sim" --profile bench --port "$port" --time-scale "$1" \
-    --max-conns 20000 >"$OUT/sim.log" 2>&1 &
+    --max-conns 20000 $RT_SIM >"$OUT/sim.log" 2>&1 &
   sim_pid=$!
   for _ in $(seq 50); do
     curl -s -o /dev/null "http://127.0.0.1:$port/v1/models" && return 0
