@@ -266,13 +266,17 @@ def test_exclusive_group_is_one_busy_key(t):
 
 @isolated
 def test_skip_locked_never_runs_a_job_twice(t):
-    sim = t.ctx.sim("tiny")
+    # Three servers, four endpoints on each in one exclusive group (as four
+    # names of one GPU server): two jobs never measure one server at once,
+    # which the engine rightly refuses to call ready (running != C).
+    sims = [t.ctx.sim("tiny") for _ in range(3)]
     one = {"contexts": [512], "concurrency": [1], "prefill_contexts": [], "duration_s": 0.1,
            "settle_s": 0.0, "max_output": 64}
-    eps = [t.endpoint(sim) for _ in range(12)]
+    eps = [t.endpoint(sims[i % 3], group="srv-%d" % (i % 3)) for i in range(12)]
     for i in range(3):
         t.worker("w-s%d" % i)
-    jobs = [t.submit(e, one, priority=i % 3) for i, e in enumerate(eps)]
+    jobs = [t.submit(e, one, priority=i % 3, busy_key="srv-%d" % (i % 3))
+            for i, e in enumerate(eps)]
     for j in jobs:
         t.wait_state(j, ("succeeded", "failed"), 60)
     owners = set()
@@ -437,7 +441,9 @@ def test_chaos_kills_and_restarts_lose_and_double_nothing(t):
     rnd = random.Random(5)
     sims = [t.ctx.sim("tiny"), t.ctx.sim("tiny")]
     spec = dict(SHORT, duration_s=0.5)
-    jobs = [t.submit(t.endpoint(sims[i % 2]), spec, max_attempts=20) for i in range(4)]
+    # two endpoints a server, one busy key a server (as in test_skip_locked)
+    jobs = [t.submit(t.endpoint(sims[i % 2], group="chaos-%d" % (i % 2)), spec, max_attempts=20,
+                     busy_key="chaos-%d" % (i % 2)) for i in range(4)]
     seq = [0]
 
     def start():
