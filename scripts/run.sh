@@ -79,11 +79,18 @@ if [ ! -s "$var/admin.key" ] && "$bindir/tokbench" keys --help >/dev/null 2>&1; 
 fi
 key=$(cat "$var/admin.key" 2>/dev/null || true)
 if [ -n "$key" ] && [ -x "$bindir/tokbench-sim" ]; then
-  if ! curl -fs -H "Authorization: Bearer $key" "http://127.0.0.1:$api_port/v1/endpoints" \
-      | grep -q '"name":"demo-sim"'; then
-    curl -fs -o /dev/null -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-      -d "{\"name\":\"demo-sim\",\"base_url\":\"http://127.0.0.1:$sim_port\",\"hardware\":{\"gpu\":\"simulated ($sim_profile)\",\"count\":1}}" \
-      "http://127.0.0.1:$api_port/v1/endpoints" || true
+  auth="Authorization: Bearer $key"
+  sim_url="http://127.0.0.1:$sim_port"
+  ep=$(curl -fs -H "$auth" "http://127.0.0.1:$api_port/v1/endpoints" |
+       jq -r '.endpoints[] | select(.name == "demo-sim") | .id' 2>/dev/null || true)
+  if [ -z "$ep" ]; then
+    curl -fs -o /dev/null -H "$auth" -H 'Content-Type: application/json' \
+      -d "{\"name\":\"demo-sim\",\"base_url\":\"$sim_url\",\"hardware\":{\"gpu\":\"simulated ($sim_profile)\",\"count\":1}}" \
+      "http://127.0.0.1:$api_port/v1/endpoints" || echo "tokbench: could not register the demo endpoint" >&2
+  else
+    # the simulator may listen elsewhere this time (TOKBENCH_SIM_PORT)
+    curl -fs -o /dev/null -X PATCH -H "$auth" -H 'Content-Type: application/json' \
+      -d "{\"base_url\":\"$sim_url\"}" "http://127.0.0.1:$api_port/v1/endpoints/$ep" || true
   fi
 fi
 

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,14 +81,6 @@ static const struct tb_cfg_key api_keys[] = {
  * cores: GET (cached, CPU only) loses nothing measurable, POST /v1/jobs
  * gains about 2x over 4 (bench/bench_api.sh). */
 
-static volatile sig_atomic_t stop_flag;
-
-static void
-on_signal(int sig)
-{
-  (void)sig;
-  stop_flag = 1;
-}
 
 static bool
 request_id_ok(const char *s)
@@ -303,6 +296,15 @@ main(int argc, char **argv)
                                api_keys, TB_ARRAY_LEN(api_keys), &config);
   if (arc >= 0)
     return arc;
+  /* SIGTERM and SIGINT are blocked in every thread (the threads started
+   * below inherit the mask) and taken by the main thread alone, with
+   * sigwait at the end of start-up: a signal that comes early, or lands on
+   * another thread, is never lost. */
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  sigaddset(&stop_set, SIGTERM);
+  sigaddset(&stop_set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
   char *err = NULL;
   struct tb_api api = { 0 };
   int rc = 1;
@@ -388,8 +390,6 @@ main(int argc, char **argv)
     goto out;
   }
   signal(SIGPIPE, SIG_IGN);
-  signal(SIGTERM, on_signal);
-  signal(SIGINT, on_signal);
   api.daemon = MHD_start_daemon(
     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
       MHD_USE_ERROR_LOG,
@@ -406,9 +406,10 @@ main(int argc, char **argv)
     goto out;
   tb_log(TB_LOG_INFO, "listening", "host", TB_LS, tb_cfg_get(api.cfg, "TOKBENCH_LISTEN_HOST"),
          "port", TB_LI, port, "migrations_applied", TB_LI, (int64_t)applied, NULL);
-  while (!stop_flag)
-    pause();
-  tb_log(TB_LOG_INFO, "stopping", NULL);
+  int sig = 0;
+  if (sigwait(&stop_set, &sig) != 0)
+    sig = 0;
+  tb_log(TB_LOG_INFO, "stopping", "signal", TB_LI, (int64_t)sig, NULL);
   rc = 0;
 out:
   api.stopping = true;

@@ -120,3 +120,19 @@ def test_sigterm_stops_cleanly(ctx):
     proc.proc.wait(20)
     assert proc.proc.returncode == 0
     assert '"msg":"stopping"' in proc.output()
+
+
+def test_signal_during_start_up_is_not_lost(ctx):
+    """SIGTERM while the api is still starting (connecting, migrating,
+    starting threads) stops it cleanly once it is up: no hang, exit 0."""
+    import time
+    pg = ctx.postgres()
+    for delay in (0.05, 0.15, 0.3):
+        port = harness.free_port()
+        proc = ctx.process("tokbench-api", [], env={
+            "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port)})
+        time.sleep(delay)
+        proc.signal(signal.SIGINT)
+        proc.signal(signal.SIGTERM)
+        proc.proc.wait(30)
+        assert proc.proc.returncode == 0, (delay, proc.output()[-2000:])

@@ -2,6 +2,7 @@
 service up on its embedded default, the quick-start lines run verbatim and
 end with a finished job and its report, and Ctrl-C stops everything, the
 database included; a second start finds the data again."""
+import json
 import os
 import re
 import signal
@@ -89,6 +90,11 @@ def test_make_run_quickstart_and_ctrl_c(ctx):
     # The next start finds its data (and its key) again.
     stack2 = Stack(ctx, var)
     assert key in stack2.output()
+    # the demo endpoint follows the simulator to its new port
+    st, _, body = http("GET", stack2.base + "/v1/endpoints",
+                       headers={"Authorization": "Bearer " + key})
+    eps = [e for e in json.loads(body)["endpoints"] if e["name"] == "demo-sim"]
+    assert len(eps) == 1 and eps[0]["base_url"].endswith(":%d" % stack2.sim_port), eps
     st, _, body = http("GET", stack2.base + "/v1/jobs?label=try:quickstart",
                        headers={"Authorization": "Bearer " + key})
     assert st == 200 and b"succeeded" in body, body
