@@ -58,6 +58,10 @@
 #define MAX_LIST 64
 #define NS_PER_S 1000000000LL
 #define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
+/* How long a server may run more requests than ours before a cell that is
+ * getting ready says it is loaded by someone else (at most half the ready
+ * timeout). */
+#define FOREIGN_LOAD_S 20.0
 #define SCHEMA "tokbench.result/v1"
 
 /* ---------------------------------------------------------------- helpers */
@@ -192,6 +196,8 @@ struct cell {
   bool m_over;
   int64_t m_next;
   bool m_cond;
+  double m_running, m_waiting; /* last sample; -1 before the first */
+  int64_t foreign_since;       /* all ours producing, yet running > C: since */
   double run_sum;
   unsigned run_n;
   /* client active integral over the window */
@@ -614,6 +620,8 @@ metrics_done(struct cell *c, CURLcode rc)
     c->m_cond = false;
     return;
   }
+  c->m_running = running;
+  c->m_waiting = waiting;
   c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5;
   if (c->phase == PH_WINDOW && now < c->w1) {
     c->run_sum += running;
@@ -687,6 +695,22 @@ tick(struct cell *c, int64_t now)
       c->ready_since = 0;
     } else if (c->ready_since == 0) {
       c->ready_since = now;
+    }
+    /* Every stream of ours produces and the server still runs more than C:
+     * someone else loads it, and no figure of this cell would be ours.  Say
+     * so after a while rather than at the ready timeout. */
+    bool foreign = r->d.has_metrics && c->n_warmed == c->conc &&
+                   c->m_running > (double)c->conc + 0.5;
+    if (!foreign)
+      c->foreign_since = 0;
+    else if (c->foreign_since == 0)
+      c->foreign_since = now;
+    double busy_s = r->ready_s / 2 < FOREIGN_LOAD_S ? r->ready_s / 2 : FOREIGN_LOAD_S;
+    if (c->foreign_since != 0 && now - c->foreign_since > (int64_t)(busy_s * NS_PER_S)) {
+      cell_fail(c, "server busy with other work: %.0f requests running (%.0f waiting) "
+                   "for %u of ours, for %.0f s",
+                c->m_running, c->m_waiting > 0 ? c->m_waiting : 0, c->conc, busy_s);
+      return;
     }
     if (c->ready_since != 0 &&
         now - c->ready_since >= (int64_t)(r->settle_s * NS_PER_S)) {
@@ -1117,6 +1141,7 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->slots = tb_xcalloc(conc, sizeof *c->slots);
   c->warmed = tb_xcalloc(conc, sizeof *c->warmed);
   c->scout_prompt_tokens = -1;
+  c->m_running = c->m_waiting = -1;
 }
 
 static void

@@ -119,3 +119,39 @@ def test_server_dies_mid_run(ctx):
     for c in cells:
         if c["status"] == "error":
             assert c["reason"] and "total_tps" not in c
+
+
+def test_server_busy_with_other_work(ctx):
+    """Another client keeps a stream running on the server: no decode cell can
+    reach running = C, and each says why, at half the ready timeout rather
+    than at its end; no figure is made of it."""
+    import http.client
+    import threading
+    sim = ctx.sim("tiny", "vllm")
+    body = json.dumps({"model": "tiny", "prompt": "someone else", "max_tokens": 8000,
+                       "ignore_eos": True, "stream": True}).encode()
+    state = {"stop": False, "lines": 0}
+    port = int(sim.url.rsplit(":", 1)[1])
+
+    def foreign():  # reads its stream, as a live client does, until told to stop
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        while not state["stop"] and r.readline():
+            state["lines"] += 1
+        c.close()
+    t = threading.Thread(target=foreign, daemon=True)
+    t.start()
+    harness.wait_until(lambda: state["lines"] > 2, 10, what="the other client's stream")
+    t0 = time.monotonic()
+    rc, cells, doc, err = run(sim.url, ["--ready-timeout", "8", "--drain-timeout", "1"])
+    took = time.monotonic() - t0
+    state["stop"] = True
+    assert rc == 0, err
+    decode = [c for c in cells if c["phase"] == "decode"]
+    assert len(decode) == 2 and all(c["status"] == "error" for c in decode), decode
+    for c in decode:
+        assert "server busy with other work" in c["reason"], c
+        assert "%d requests running" % (c["concurrency"] + 1) in c["reason"], c
+        assert "total_tps" not in c, c
+    assert took < 2 * 8, took  # each cell gave up at half its ready timeout
