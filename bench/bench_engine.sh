@@ -45,24 +45,30 @@ start_sim() { # $1 = time scale
 }
 trap '[ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null' EXIT
 
-printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s | %9s %9s %9s\n' streams scale \
-  "model/s" "tok/s" "engCPU" "bareCPU" "ratio" "dly50" "dly99" "gap99" "bare50" "bare99" "bgap99"
+printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' streams scale \
+  "model/s" "tok/s" "engCPU" "bareCPU" "ratio" "dly50" "dly99" "gap99" "lag50" "lag99" "bare50" "bare99" "bgap99"
 # stream count : time scale (keeps the sim's own load near 50K events/s)
-for cfg in 1:1 128:1 512:1 2048:0.5; do
-  n=${cfg%%:*}; scale=${cfg##*:}
+# [: client = the engine stamping with its clock on reading, as the bare loop]
+for cfg in 1:1 128:1 128:1:client 512:1 2048:0.5; do
+  n=${cfg%%:*}; rest=${cfg#*:}; scale=${rest%%:*}; mode=${rest#"$scale"}; mode=${mode#:}
   start_sim "$scale"
-  eng=$($PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$n" "$SECS" || echo "$n fail")
+  cs=0; [ "$mode" = client ] && cs=1
+  eng=$(TB_ENGINE_CLIENT_STAMPS=$cs $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$n" "$SECS" \
+    || echo "$n fail")
   start_sim "$scale"
   bare=$($PIN0 "$OUT/bare_loop" "$port" "$n" "$SECS" || echo "$n fail")
   model=$(python3 -c "print(round($n*50*$scale))")
-  set -- $eng; etps=${2:-?}; ecpu=${3:-?}; d50=${4:-?}; d99=${5:-?}; g99=${6:-?}
+  set -- $eng; etps=${2:-?}; ecpu=${3:-?}; d50=${4:-?}; d99=${5:-?}; g99=${6:-?}; l50=${8:-?}; l99=${9:-?}
   set -- $bare; bcpu=${3:-?}; b50=${6:-?}; b99=${7:-?}; bg99=${8:-?}
   ratio=$(python3 -c "print('%.2f' % ($ecpu / $bcpu))" 2>/dev/null || echo '?')
-  printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s | %9s %9s %9s\n' "$n" "$scale" "$model" "$etps" \
-    "$ecpu" "$bcpu" "$ratio" "$d50" "$d99" "$g99" "$b50" "$b99" "$bg99"
+  printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' "$n${mode:+ $mode}" "$scale" "$model" "$etps" \
+    "$ecpu" "$bcpu" "$ratio" "$d50" "$d99" "$g99" "$l50" "$l99" "$b50" "$b99" "$bg99"
 done
 echo "model/s: tokens/s the sim is set to send; tok/s: what the engine counted in its window."
 echo "engCPU/bareCPU: CPU seconds per million tokens (engine process incl. JSON parsing of every"
-echo "chunk vs the bare epoll loop counting 'data:' lines); dly: arrival - sim send stamp (ms);"
-echo "gap99: p99 of |measured gap - stamped gap| between a stream's events (ms); bare*: same for"
-echo "the bare loop, i.e. what the machine itself adds."
+echo "chunk vs the bare epoll loop counting 'data:' lines); dly: arrival the engine records"
+echo "(the kernel's receive stamp, tb_rxts) - sim send stamp (ms); gap99: p99 of |measured gap -"
+echo "stamped gap| between a stream's events (ms); lag: when the engine parsed the event - send"
+echo "stamp (ms), how far behind its loop reads; bare*: delay and gap of the bare loop, which"
+echo "stamps with its clock when it reads (what the machine adds to a client that does that)."
+echo "TB_ENGINE_CLIENT_STAMPS=1 makes the engine stamp as the bare loop does, for comparison."

@@ -5,8 +5,12 @@
  * reads the simulator's send stamps (": t=<ns>" comments) through the
  * engine's on_event hook, so it prints, for that cell:
  *   tokens/s measured, CPU time per million tokens (the whole process, over
- *   the cell), added delay = arrival - send stamp (p50, p99), and gap error =
- *   |measured gap - stamped gap| between consecutive events of a stream (p99).
+ *   the cell), added delay = arrival - send stamp (p50, p99), gap error =
+ *   |measured gap - stamped gap| between consecutive events of a stream
+ *   (p99), and read lag = when the engine parsed the event - send stamp
+ *   (p50, p99).  The arrival is what the engine records (the kernel's receive
+ *   stamp where it has one, see tb_rxts.h); the lag shows how far behind its
+ *   loop reads, which the kernel stamp keeps out of the figures.
  * usage: engine_load URL STREAMS DURATION_S
  */
 #include <inttypes.h>
@@ -18,6 +22,7 @@
 
 #include "tb_engine.h"
 #include "tb_stats.h"
+#include "tb_util.h"
 
 struct slot {
   int64_t stamp, last_arrival, last_stamp;
@@ -26,7 +31,7 @@ struct slot {
 struct bench {
   struct slot *slots;
   unsigned n;
-  struct tb_stats delay, gap;
+  struct tb_stats delay, gap, lag;
   int64_t tokens;
   bool in_cell;
   double cpu0, cpu1;
@@ -62,6 +67,7 @@ on_event(void *cls, unsigned slot, int64_t arrival, const char *comment,
     return;
   if (b->in_cell) {
     tb_stats_add(&b->delay, arrival - s->stamp);
+    tb_stats_add(&b->lag, tb_time_mono_ns() - s->stamp);
     if (s->last_stamp != 0) {
       int64_t e = (arrival - s->last_arrival) - (s->stamp - s->last_stamp);
       tb_stats_add(&b->gap, e < 0 ? -e : e);
@@ -132,13 +138,15 @@ main(int argc, char **argv)
   double tps = json_number_value(json_object_get(cell, "total_tps"));
   double cpu = b.cpu1 - b.cpu0;
   int64_t toks = b.tok1 - b.tok0;
-  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f\n", b.n, tps,
+  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", b.n, tps,
          toks > 0 ? cpu / (double)toks * 1e6 : 0.0,
          tb_stats_quantile(&b.delay, 0.5) / 1e6,
          tb_stats_quantile(&b.delay, 0.99) / 1e6,
          tb_stats_quantile(&b.gap, 0.99) / 1e6,
          json_number_value(json_object_get(
-             json_object_get(cell, "tbt_ms"), "p50")));
+             json_object_get(cell, "tbt_ms"), "p50")),
+         tb_stats_quantile(&b.lag, 0.5) / 1e6,
+         tb_stats_quantile(&b.lag, 0.99) / 1e6);
   rc = 0;
 out:
   free(err);
@@ -146,6 +154,7 @@ out:
   json_decref(spec);
   tb_stats_free(&b.delay);
   tb_stats_free(&b.gap);
+  tb_stats_free(&b.lag);
   free(b.slots);
   return rc;
 }

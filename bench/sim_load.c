@@ -211,6 +211,9 @@ main(int argc, char **argv)
   int64_t step_ns = (int64_t)(step_ms * 1e6);
   struct epoll_event evs[512];
   char buf[65536];
+  /* SIM_LOAD_DUMP=file: one line per token in the window, "stream stamp
+   * arrival" (ns), to look into where gap errors come from. */
+  FILE *dump = getenv("SIM_LOAD_DUMP") ? fopen(getenv("SIM_LOAD_DUMP"), "w") : NULL;
   for (;;) {
     int64_t now = mono_ns();
     if (win_start == 0 && started == nstreams && now - t_start > (int64_t)(warmup * 1e9)) {
@@ -275,6 +278,8 @@ main(int argc, char **argv)
               }
               if (s->stamp)
                 push(&delay, (double)(arr - s->stamp) / 1e6);
+              if (dump != NULL)
+                fprintf(dump, "%d %" PRId64 " %" PRId64 "\n", (int)(s - ss), s->stamp, arr);
             }
             s->prev_stamp = s->stamp;
             s->prev_arr = arr;
@@ -284,6 +289,8 @@ main(int argc, char **argv)
       }
     }
   }
+  if (dump != NULL)
+    fclose(dump);
   double win_s = (double)(win_end - win_start) / 1e9;
   double tps = (double)win_tokens / win_s;
   printf("streams %d\n", nstreams);

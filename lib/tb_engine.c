@@ -9,10 +9,14 @@
  * /metrics samples during a cell are easy handles on the same loop, so no
  * blocking call ever delays a read.
  *
- * Timing.  Each read is stamped with CLOCK_MONOTONIC once, just before the
- * loop hands the ready socket to libcurl (which reads it and calls the write
- * callback once per HTTP chunk): every event in that read carries the same
- * stamp, so parsing one event never delays the next one's arrival time.  Tokens are attributed to the window by arrival
+ * Timing.  Each read is stamped once, just before the loop hands the ready
+ * socket to libcurl (which reads it and calls the write callback once per
+ * HTTP chunk), with the kernel's receive stamp of the oldest unread byte
+ * (tb_rxts: SO_TIMESTAMPNS, read by a one-byte MSG_PEEK) converted to
+ * CLOCK_MONOTONIC, else the monotonic clock then: every event in that read
+ * carries the same stamp, so parsing one event never delays the next one's
+ * arrival time, and neither does the loop's own wake-up or its work on other
+ * sockets.  Tokens are attributed to the window by arrival
  * stamp, so the window is exactly duration_s long however late the loop
  * notices its end.
  *
@@ -49,6 +53,7 @@
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
+#include "tb_rxts.h"
 #include "tb_sse.h"
 #include "tb_stats.h"
 
@@ -204,6 +209,8 @@ struct cell {
   int64_t act_ns, act_last;
   /* scout */
   int64_t scout_ttft_ns, scout_prompt_tokens;
+  /* reads stamped by the kernel, by our clock */
+  uint64_t rx_kernel, rx_user;
 };
 
 struct run {
@@ -232,6 +239,8 @@ struct run {
   int epfd;
   int64_t curl_deadline;
   int64_t io_now;       /* stamp of the socket being read; 0 outside */
+  int64_t rt_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
+  bool kernel_stamps;   /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
   struct curl_slist *hdrs;
   char *auth;
   char *chat_url, *metrics_url;
@@ -452,6 +461,17 @@ active_change(struct cell *c, int64_t now, int d)
   c->active = (unsigned)((int)c->active + d);
 }
 
+/* A new connection to the endpoint: the kernel stamps what it receives
+ * (tb_rxts). */
+static int
+rxts_sockopt(void *cls, curl_socket_t fd, curlsocktype purpose)
+{
+  (void)cls;
+  if (purpose == CURLSOCKTYPE_IPCXN)
+    (void)tb_rxts_enable(fd); /* without: stamps fall back to the clock */
+  return CURL_SOCKOPT_OK;
+}
+
 static bool
 stream_start(struct cell *c, unsigned slot)
 {
@@ -482,6 +502,7 @@ stream_start(struct cell *c, unsigned slot)
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
   s->t_start = tb_time_mono_ns();
   s->t_last_byte = s->t_start;
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
@@ -595,6 +616,7 @@ metrics_start(struct cell *c)
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
     curl_easy_cleanup(e);
     return;
@@ -762,6 +784,8 @@ cell_loop(struct cell *c)
     int64_t wait_ns = next - now;
     int wait_ms = wait_ns <= 0 ? 0 : (int)((wait_ns + 999999) / 1000000);
     int n = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
+    if (n > 0)
+      r->rt_off = tb_rxts_offset();
     for (int i = 0; i < n; i++) {
       int flags = 0;
       if (evs[i].events & (EPOLLIN | EPOLLHUP))
@@ -771,6 +795,14 @@ cell_loop(struct cell *c)
       if (evs[i].events & EPOLLERR)
         flags |= CURL_CSELECT_ERR;
       r->io_now = tb_time_mono_ns();
+      if ((evs[i].events & EPOLLIN) && r->kernel_stamps) {
+        enum tb_rxts_src src;
+        r->io_now = tb_rxts_peek(evs[i].data.fd, r->io_now, r->rt_off, &src);
+        if (src == TB_RXTS_KERNEL)
+          c->rx_kernel++;
+        else if (src == TB_RXTS_CLOCK)
+          c->rx_user++;
+      }
       curl_multi_socket_action(r->multi, evs[i].data.fd, flags, &running);
       r->io_now = 0;
     }
@@ -1193,6 +1225,10 @@ decode_result(struct cell *c, json_t *cell)
   json_object_set_new(cell, "measured_s", json_real(win));
   json_object_set_new(cell, "token_source",
                       json_string(c->chunk_source ? "chunks" : "usage"));
+  uint64_t reads = c->rx_kernel + c->rx_user;
+  json_object_set_new(cell, "kernel_stamped",
+                      json_real(reads > 0 ? (double)c->rx_kernel / (double)reads
+                                          : 0.0));
   (void)r;
   return cell;
 }
@@ -1272,6 +1308,9 @@ tb_engine_run(const json_t *spec, const char *api_key, const json_t *done_cells,
   r->epfd = -1;
   r->curl_deadline = -1;
   r->hooks = hooks;
+  /* For side-by-side measurements (bench/bench_engine.sh) only. */
+  const char *stamps = getenv("TB_ENGINE_CLIENT_STAMPS");
+  r->kernel_stamps = stamps == NULL || strcmp(stamps, "1") != 0;
   r->api_key = api_key;
   *err = NULL;
   *result = NULL;

@@ -67,6 +67,8 @@ def check_against_expected(url, cells, max_output=2048, check_ttft=True):
         if check_ttft:
             close(c["ttft_ms"]["p50"], e["cached_ttft_ms"], 0.02, 1.0, where + " TTFT")
         assert c["token_source"] == "usage", c
+        # arrivals stamped by the kernel (tb_rxts), not by the loop's reads
+        assert c["kernel_stamped"] > 0.9, c
         assert abs(c["measured_s"] - 2.0) < 1e-6, c
         assert abs(c["avg_active"] - c["concurrency"]) < 0.05, c
     return n_valid
