@@ -48,12 +48,14 @@ trap '[ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null' EXIT
 printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' streams scale \
   "model/s" "tok/s" "engCPU" "bareCPU" "ratio" "dly50" "dly99" "gap99" "lag50" "lag99" "bare50" "bare99" "bgap99"
 # stream count : time scale (keeps the sim's own load near 50K events/s)
-# [: client = the engine stamping with its clock on reading, as the bare loop]
-for cfg in 1:1 128:1 128:1:client 512:1 2048:0.5; do
+# [: client = the engine stamping with its clock on reading, as the bare loop;
+#  : curl = the engine's streams through libcurl, not its own reads]
+for cfg in 1:1 128:1 128:1:client 128:1:curl 512:1 2048:0.5 2048:0.5:curl; do
   n=${cfg%%:*}; rest=${cfg#*:}; scale=${rest%%:*}; mode=${rest#"$scale"}; mode=${mode#:}
   start_sim "$scale"
   cs=0; [ "$mode" = client ] && cs=1
-  eng=$(TB_ENGINE_CLIENT_STAMPS=$cs $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$n" "$SECS" \
+  cu=0; [ "$mode" = curl ] && cu=1
+  eng=$(TB_ENGINE_CLIENT_STAMPS=$cs TB_ENGINE_CURL_STREAMS=$cu $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$n" "$SECS" \
     || echo "$n fail")
   start_sim "$scale"
   bare=$($PIN0 "$OUT/bare_loop" "$port" "$n" "$SECS" || echo "$n fail")
@@ -71,4 +73,6 @@ echo "(the kernel's receive stamp, tb_rxts) - sim send stamp (ms); gap99: p99 of
 echo "stamped gap| between a stream's events (ms); lag: when the engine parsed the event - send"
 echo "stamp (ms), how far behind its loop reads; bare*: delay and gap of the bare loop, which"
 echo "stamps with its clock when it reads (what the machine adds to a client that does that)."
-echo "TB_ENGINE_CLIENT_STAMPS=1 makes the engine stamp as the bare loop does, for comparison."
+echo "Rows marked client: TB_ENGINE_CLIENT_STAMPS=1, the engine stamps as the bare loop does;"
+echo "curl: TB_ENGINE_CURL_STREAMS=1, streams through libcurl (as over TLS) instead of the"
+echo "engine's own reads (one recvmsg per read, which also brings the kernel's stamp)."

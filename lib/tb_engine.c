@@ -20,6 +20,20 @@
  * stamp, so the window is exactly duration_s long however late the loop
  * notices its end.
  *
+ * Stream transport.  On a plain-HTTP endpoint (no proxy in the
+ * environment) the streams' sockets are the engine's own: libcurl resolves
+ * the endpoint and picks its address once (a CONNECT_ONLY probe), then each
+ * slot of a cell keeps one kept-alive connection, writes its request with
+ * one sendmsg and reads the response with one recvmsg per readiness, which
+ * returns the kernel's receive stamp with the bytes (tb_rxts), parsed by
+ * tb_h1 (HTTP/1.1 framing) and tb_sse.  Per read that is one system call
+ * where libcurl's read path makes three (the stamp peek, recv and a poll()
+ * that asks whether more is pending) and a third of the CPU time per token
+ * on a bench (bench/bench_engine.sh prints both).  Over TLS, through a
+ * proxy, or with TB_ENGINE_CURL_STREAMS=1, streams are libcurl easy handles
+ * on the multi, stamped by a peek before libcurl reads.  Everything else
+ * (discovery, /metrics, aborts) is libcurl.
+ *
  * A cell: C streams start at once; readiness = every stream has produced a
  * token and (where metrics exist) running = C, waiting = 0, held for settle_s;
  * then the window [w0, w0 + duration); at its end every stream is cut (its
@@ -44,12 +58,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tb_discover.h"
+#include "tb_h1.h"
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
@@ -68,6 +88,9 @@
  * timeout). */
 #define FOREIGN_LOAD_S 20.0
 #define SCHEMA "tokbench.result/v1"
+#define DIRECT_TAG (1ULL << 62) /* epoll data of a stream connection we read */
+#define GEN_MASK 0x3fffffffu
+#define RBUF_SIZE (64u * 1024u)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -153,6 +176,14 @@ json_num_or_null(double v)
 struct run;
 struct cell;
 
+/* A slot's connection on the direct transport (see Stream transport). */
+struct dconn {
+  int fd;          /* -1: none */
+  uint32_t gen;    /* tells a closed fd's stale events from the next one's */
+  bool connecting; /* non-blocking connect in progress */
+  bool idle;       /* kept alive after a complete response, free to reuse */
+};
+
 struct stream {
   struct cell *cell;
   CURL *easy;
@@ -171,6 +202,13 @@ struct stream {
   char errbody[ERRBODY_MAX];
   size_t errlen;
   char curl_err[CURL_ERROR_SIZE];
+  /* direct transport */
+  bool direct;
+  bool reused;          /* sent on a kept-alive connection */
+  bool got_bytes;       /* the response has begun */
+  bool keep;            /* ended cleanly: the connection may be reused */
+  size_t wr_off;        /* request bytes written */
+  struct tb_h1 h1;
 };
 
 enum phase { PH_READY, PH_WINDOW, PH_DONE };
@@ -211,6 +249,10 @@ struct cell {
   int64_t scout_ttft_ns, scout_prompt_tokens;
   /* reads stamped by the kernel, by our clock */
   uint64_t rx_kernel, rx_user;
+  /* direct transport: a connection per slot, the request head */
+  struct dconn *dc;
+  char *head;
+  size_t head_len;
 };
 
 struct run {
@@ -241,6 +283,12 @@ struct run {
   int64_t io_now;       /* stamp of the socket being read; 0 outside */
   int64_t rt_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
   bool kernel_stamps;   /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
+  /* direct transport (see Stream transport) */
+  bool direct;
+  struct sockaddr_storage addr;
+  socklen_t addrlen;
+  char *req_host, *req_path;
+  char *rbuf;
   struct curl_slist *hdrs;
   char *auth;
   char *chat_url, *metrics_url;
@@ -404,35 +452,280 @@ on_sse_comment(void *cls, const char *text, size_t len)
     h->on_event(h->cls, s->slot, s->now, text, len, 0);
 }
 
-static size_t
-stream_write(char *ptr, size_t size, size_t nmemb, void *ud)
+/* Body bytes of a stream's response as they come, on either transport
+ * (http_status known); false stops the response (the reason is recorded). */
+static bool
+stream_body(struct stream *s, const char *ptr, size_t n)
 {
-  struct stream *s = ud;
-  size_t n = size * nmemb;
   int64_t io = s->cell->run->io_now;
   int64_t now = io != 0 ? io : tb_time_mono_ns();
   s->now = now;
   s->t_last_byte = now;
-  if (!s->http_checked) {
-    s->http_checked = true;
-    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
-  }
   if (s->http_status != 200) {
     size_t room = sizeof s->errbody - 1 - s->errlen;
     size_t k = n < room ? n : room;
     memcpy(s->errbody + s->errlen, ptr, k);
     s->errlen += k;
     s->errbody[s->errlen] = '\0';
-    return n;
+    return true;
   }
   enum tb_sse_status st = tb_sse_feed(&s->sse, ptr, n);
   if (st == TB_SSE_TOO_LONG) {
     stream_fail(s, "SSE line or event over its cap");
-    return 0;
+    return false;
   }
-  if (st != TB_SSE_OK)
-    return 0; /* the reason is recorded; abort the transfer */
-  return n;
+  return st == TB_SSE_OK;
+}
+
+static size_t
+stream_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+  struct stream *s = ud;
+  size_t n = size * nmemb;
+  if (!s->http_checked) {
+    s->http_checked = true;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
+  }
+  return stream_body(s, ptr, n) ? n : 0; /* 0 aborts the transfer */
+}
+
+static bool
+direct_body(void *cls, const char *data, size_t n)
+{
+  struct stream *s = cls;
+  if (!s->http_checked) {
+    s->http_checked = true;
+    s->http_status = s->h1.status;
+  }
+  return stream_body(s, data, n);
+}
+
+/* ------------------------------------------------- direct transport */
+
+static void
+dconn_close(struct dconn *d)
+{
+  if (d->fd >= 0)
+    close(d->fd); /* which also takes it out of the epoll set */
+  d->fd = -1;
+  d->connecting = d->idle = false;
+  d->gen++;
+}
+
+static void
+dconn_watch(struct cell *c, unsigned slot, uint32_t events, int op)
+{
+  struct dconn *d = &c->dc[slot];
+  struct epoll_event ev = {0};
+  ev.events = events;
+  ev.data.u64 = DIRECT_TAG | ((uint64_t)(d->gen & GEN_MASK) << 32) | slot;
+  (void)epoll_ctl(c->run->epfd, op, d->fd, &ev);
+}
+
+/* Writes what is left of the stream's request (head, then body); false
+ * after a transport error (the stream is failed). */
+static bool
+direct_send(struct cell *c, struct stream *s)
+{
+  struct dconn *d = &c->dc[s->slot];
+  size_t total = c->head_len + c->body_len;
+  while (s->wr_off < total) {
+    struct iovec iov[2];
+    int k = 0;
+    if (s->wr_off < c->head_len) {
+      iov[k++] = (struct iovec){ c->head + s->wr_off, c->head_len - s->wr_off };
+      iov[k++] = (struct iovec){ (char *)c->body, c->body_len };
+    } else {
+      size_t off = s->wr_off - c->head_len;
+      iov[k++] = (struct iovec){ (char *)c->body + off, c->body_len - off };
+    }
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)k };
+    ssize_t n = sendmsg(d->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      dconn_watch(c, s->slot, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
+      return true;
+    }
+    if (n < 0) {
+      stream_fail(s, "send: %s", strerror(errno));
+      return false;
+    }
+    s->wr_off += (size_t)n;
+  }
+  dconn_watch(c, s->slot, EPOLLIN, EPOLL_CTL_MOD);
+  return true;
+}
+
+/* Opens the slot's connection for the stream and sends once connected;
+ * false after an error (the stream is failed). */
+static bool
+direct_connect(struct cell *c, struct stream *s)
+{
+  struct run *r = c->run;
+  struct dconn *d = &c->dc[s->slot];
+  dconn_close(d);
+  s->reused = false;
+  s->wr_off = 0;
+  int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    stream_fail(s, "socket: %s", strerror(errno));
+    return false;
+  }
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (r->kernel_stamps)
+    (void)tb_rxts_enable(fd);
+  d->fd = fd;
+  int rc = connect(fd, (struct sockaddr *)&r->addr, r->addrlen);
+  if (rc != 0 && errno != EINPROGRESS) {
+    stream_fail(s, "connect: %s", strerror(errno));
+    dconn_close(d);
+    return false;
+  }
+  d->connecting = rc != 0;
+  dconn_watch(c, s->slot, d->connecting ? EPOLLOUT : EPOLLIN, EPOLL_CTL_ADD);
+  return d->connecting ? true : direct_send(c, s);
+}
+
+/* Starts the stream's request: on the slot's kept-alive connection if it
+ * has one, else on a new one; false after an error (the stream is failed). */
+static bool
+direct_start(struct cell *c, struct stream *s)
+{
+  struct dconn *d = &c->dc[s->slot];
+  s->direct = true;
+  tb_h1_init(&s->h1);
+  if (d->fd >= 0 && d->idle) {
+    d->idle = false;
+    s->reused = true;
+    s->wr_off = 0;
+    if (direct_send(c, s))
+      return true;
+    /* the server closed it meanwhile: once more on a new connection */
+    s->failed = false;
+  }
+  return direct_connect(c, s);
+}
+
+static void stream_end(struct stream *s, const char *transport_err);
+
+/* One read of a slot's connection. */
+static void
+direct_read(struct cell *c, unsigned slot)
+{
+  struct run *r = c->run;
+  struct dconn *d = &c->dc[slot];
+  struct stream *s = c->slots[slot];
+  union {
+    char buf[TB_RXTS_CMSG_SPACE];
+    struct cmsghdr align;
+  } ctl;
+  struct iovec iov = { r->rbuf, RBUF_SIZE };
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+                      .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+  ssize_t n;
+  do
+    n = recvmsg(d->fd, &m, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return;
+  if (s == NULL) { /* an idle connection: closed by the server, or junk */
+    dconn_close(d);
+    return;
+  }
+  if (n <= 0) {
+    if (s->reused && !s->got_bytes) {
+      /* a kept-alive connection the server had closed: once more anew */
+      if (!direct_connect(c, s))
+        stream_end(s, NULL);
+      return;
+    }
+    if (n < 0) {
+      char why[160];
+      snprintf(why, sizeof why, "recv: %s", strerror(errno));
+      stream_end(s, why);
+    } else if (tb_h1_eof(&s->h1) == TB_H1_DONE) {
+      stream_end(s, NULL);
+    } else {
+      stream_end(s, s->h1.reason);
+    }
+    return;
+  }
+  s->got_bytes = true;
+  int64_t now = tb_time_mono_ns();
+  if (r->kernel_stamps) {
+    enum tb_rxts_src src;
+    now = tb_rxts_from_msg(&m, now, r->rt_off, &src);
+    if (src == TB_RXTS_KERNEL)
+      c->rx_kernel++;
+    else
+      c->rx_user++;
+  }
+  r->io_now = now;
+  size_t used;
+  enum tb_h1_status st = tb_h1_feed(&s->h1, r->rbuf, (size_t)n, &used,
+                                    direct_body, s);
+  r->io_now = 0;
+  switch (st) {
+  case TB_H1_MORE:
+    return;
+  case TB_H1_DONE:
+    /* bytes after the response would be a response nobody asked for */
+    s->keep = !s->failed && used == (size_t)n && tb_h1_keep_alive(&s->h1);
+    stream_end(s, NULL);
+    return;
+  case TB_H1_STOPPED:
+    stream_end(s, "response aborted");
+    return;
+  case TB_H1_ERROR:
+    stream_end(s, s->h1.reason);
+    return;
+  }
+}
+
+static void
+direct_event(struct cell *c, uint64_t tag, uint32_t events)
+{
+  unsigned slot = (unsigned)(tag & 0xffffffffu);
+  uint32_t gen = (uint32_t)(tag >> 32) & GEN_MASK;
+  if (c->dc == NULL || slot >= c->conc)
+    return;
+  struct dconn *d = &c->dc[slot];
+  if (d->fd < 0 || (d->gen & GEN_MASK) != gen)
+    return; /* an event of a connection closed earlier in this batch */
+  struct stream *s = c->slots[slot];
+  if (d->connecting) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+      return;
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(d->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+      err = errno;
+    if (err == 0 && (events & (EPOLLERR | EPOLLHUP)))
+      err = ECONNRESET;
+    if (err != 0) {
+      if (s == NULL) {
+        dconn_close(d);
+        return;
+      }
+      char why[160];
+      snprintf(why, sizeof why, "connect: %s", strerror(err));
+      stream_end(s, why);
+      return;
+    }
+    d->connecting = false;
+    if (s != NULL && !direct_send(c, s))
+      stream_end(s, NULL);
+    return;
+  }
+  if (s != NULL && (events & EPOLLOUT) &&
+      s->wr_off < c->head_len + c->body_len && !direct_send(c, s)) {
+    stream_end(s, NULL);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+    direct_read(c, slot);
 }
 
 static void
@@ -443,6 +736,13 @@ stream_free(struct stream *s)
   if (s->easy != NULL) {
     curl_multi_remove_handle(s->cell->run->multi, s->easy);
     curl_easy_cleanup(s->easy);
+  }
+  if (s->direct) {
+    struct dconn *d = &s->cell->dc[s->slot];
+    if (s->keep)
+      d->idle = true;
+    else
+      dconn_close(d); /* mid-response: closing aborts the request */
   }
   tb_sse_free(&s->sse);
   free(s);
@@ -466,25 +766,22 @@ active_change(struct cell *c, int64_t now, int d)
 static int
 rxts_sockopt(void *cls, curl_socket_t fd, curlsocktype purpose)
 {
-  (void)cls;
-  if (purpose == CURLSOCKTYPE_IPCXN)
+  const struct run *r = cls;
+  if (purpose == CURLSOCKTYPE_IPCXN && r->kernel_stamps)
     (void)tb_rxts_enable(fd); /* without: stamps fall back to the clock */
   return CURL_SOCKOPT_OK;
 }
 
+/* The stream as a libcurl easy handle on the multi; false (the cell failed,
+ * the stream freed) when libcurl cannot take it. */
 static bool
-stream_start(struct cell *c, unsigned slot)
+curl_start(struct cell *c, struct stream *s)
 {
   struct run *r = c->run;
-  struct stream *s = tb_xcalloc(1, sizeof *s);
-  s->cell = c;
-  s->slot = slot;
-  s->prompt_tokens = -1;
-  tb_sse_init(&s->sse, on_sse_event, on_sse_comment, s);
   s->easy = curl_easy_init();
   if (s->easy == NULL) {
-    free(s);
     cell_fail(c, "curl_easy_init failed");
+    stream_free(s);
     return false;
   }
   CURL *e = s->easy;
@@ -503,14 +800,33 @@ stream_start(struct cell *c, unsigned slot)
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
+  curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
+  if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
+    cell_fail(c, "curl_multi_add_handle failed");
+    stream_free(s);
+    return false;
+  }
+  return true;
+}
+
+static bool
+stream_start(struct cell *c, unsigned slot)
+{
+  struct run *r = c->run;
+  struct stream *s = tb_xcalloc(1, sizeof *s);
+  s->cell = c;
+  s->slot = slot;
+  s->prompt_tokens = -1;
+  tb_sse_init(&s->sse, on_sse_event, on_sse_comment, s);
   s->t_start = tb_time_mono_ns();
   s->t_last_byte = s->t_start;
-  if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
-    curl_easy_cleanup(e);
-    s->easy = NULL;
-    tb_sse_free(&s->sse);
-    free(s);
-    cell_fail(c, "curl_multi_add_handle failed");
+  if (r->direct) {
+    if (!direct_start(c, s)) {
+      cell_fail(c, "stream failed: %s", s->reason);
+      stream_free(s);
+      return false;
+    }
+  } else if (!curl_start(c, s)) {
     return false;
   }
   c->slots[slot] = s;
@@ -529,24 +845,26 @@ stream_collect_tbt(struct stream *s)
     tb_stats_add(&c->tbt, (s->w_last_t - s->w_first_t) / after_first);
 }
 
+/* The stream's response ended: cleanly (transport_err NULL) or not. */
 static void
-stream_done(struct stream *s, CURLcode rc)
+stream_end(struct stream *s, const char *transport_err)
 {
   struct cell *c = s->cell;
   struct run *r = c->run;
   int64_t now = tb_time_mono_ns();
-  if (c->scout && !r->usage_known && !s->failed && rc == CURLE_OK) {
+  if (c->scout && !r->usage_known && !s->failed && transport_err == NULL) {
     /* The first scout tells whether this server sends usage at all; from
      * then on a stream without its usage chunk is a fault. */
     r->usage_known = true;
     r->usage_supported = s->saw_usage;
   }
   if (!s->failed) {
-    if (!s->http_checked)
+    if (!s->http_checked && s->easy != NULL)
       curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
-    if (rc != CURLE_OK)
-      stream_fail(s, "%s", s->curl_err[0] ? s->curl_err
-                                           : curl_easy_strerror(rc));
+    else if (!s->http_checked)
+      s->http_status = s->h1.head_done ? s->h1.status : 0;
+    if (transport_err != NULL)
+      stream_fail(s, "%s", transport_err);
     else if (s->http_status != 200)
       stream_fail(s, "HTTP %ld: %.200s", s->http_status, s->errbody);
     else if (!tb_sse_idle(&s->sse))
@@ -579,6 +897,13 @@ stream_done(struct stream *s, CURLcode rc)
   stream_free(s);
   if (c->phase != PH_DONE)
     (void)stream_start(c, slot);
+}
+
+static void
+stream_done(struct stream *s, CURLcode rc)
+{
+  stream_end(s, rc == CURLE_OK ? NULL
+                : s->curl_err[0] ? s->curl_err : curl_easy_strerror(rc));
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -617,6 +942,7 @@ metrics_start(struct cell *c)
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
+  curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
     curl_easy_cleanup(e);
     return;
@@ -665,6 +991,8 @@ cut_all(struct cell *c)
     c->slots[i] = NULL;
     stream_free(s);
   }
+  for (unsigned i = 0; c->dc != NULL && i < c->conc; i++)
+    dconn_close(&c->dc[i]);
   if (c->m_easy != NULL) {
     curl_multi_remove_handle(c->run->multi, c->m_easy);
     curl_easy_cleanup(c->m_easy);
@@ -787,6 +1115,10 @@ cell_loop(struct cell *c)
     if (n > 0)
       r->rt_off = tb_rxts_offset();
     for (int i = 0; i < n; i++) {
+      if (evs[i].data.u64 & DIRECT_TAG) {
+        direct_event(c, evs[i].data.u64, evs[i].events);
+        continue;
+      }
       int flags = 0;
       if (evs[i].events & (EPOLLIN | EPOLLHUP))
         flags |= CURL_CSELECT_IN;
@@ -1174,11 +1506,28 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->warmed = tb_xcalloc(conc, sizeof *c->warmed);
   c->scout_prompt_tokens = -1;
   c->m_running = c->m_waiting = -1;
+  if (r->direct) {
+    c->dc = tb_xcalloc(conc, sizeof *c->dc);
+    for (unsigned i = 0; i < conc; i++)
+      c->dc[i].fd = -1;
+    c->head = tb_xasprintf("POST %s HTTP/1.1\r\nHost: %s\r\n"
+                           "User-Agent: tokbench/" TB_VERSION "\r\n%s%s"
+                           "Content-Type: application/json\r\n"
+                           "Accept: text/event-stream\r\n"
+                           "Content-Length: %zu\r\n\r\n",
+                           r->req_path, r->req_host, r->auth ? r->auth : "",
+                           r->auth ? "\r\n" : "", body_len);
+    c->head_len = strlen(c->head);
+  }
 }
 
 static void
 cell_free(struct cell *c)
 {
+  for (unsigned i = 0; c->dc != NULL && i < c->conc; i++)
+    dconn_close(&c->dc[i]);
+  free(c->dc);
+  tb_http_secret_free(c->head); /* it holds the endpoint's key */
   free(c->slots);
   free(c->warmed);
   free(c->m_buf);
@@ -1259,10 +1608,99 @@ run_free(struct run *r)
   tb_http_secret_free(r->auth);
   free(r->chat_url);
   free(r->metrics_url);
+  free(r->req_host);
+  free(r->req_path);
+  free(r->rbuf);
   free(r->base_url);
   free(r->model_req);
   free(r->run_id);
   tb_discover_free(&r->d);
+}
+
+static bool
+env_set(const char *name)
+{
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0';
+}
+
+/* The address libcurl connects to for the endpoint (its resolver, its
+ * choice among the addresses), from one CONNECT_ONLY connection. */
+static bool
+direct_resolve(struct run *r)
+{
+  CURL *e = curl_easy_init();
+  if (e == NULL)
+    return false;
+  curl_easy_setopt(e, CURLOPT_URL, r->chat_url);
+  curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  bool ok = false;
+  char *ip = NULL;
+  long port = 0;
+  if (curl_easy_perform(e) == CURLE_OK &&
+      curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip != NULL &&
+      curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK &&
+      port > 0 && port < 65536) {
+    struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                              .ai_socktype = SOCK_STREAM };
+    struct addrinfo *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%ld", port);
+    if (getaddrinfo(ip, ps, &hints, &res) == 0 && res != NULL &&
+        res->ai_addrlen <= sizeof r->addr) {
+      memcpy(&r->addr, res->ai_addr, res->ai_addrlen);
+      r->addrlen = res->ai_addrlen;
+      ok = true;
+    }
+    if (res != NULL)
+      freeaddrinfo(res);
+  }
+  curl_easy_cleanup(e);
+  return ok;
+}
+
+/* Chooses the stream transport (see Stream transport): direct for a
+ * plain-HTTP endpoint without a proxy, unless TB_ENGINE_CURL_STREAMS=1. */
+static bool
+direct_setup(struct run *r)
+{
+  const char *force = getenv("TB_ENGINE_CURL_STREAMS");
+  if (force != NULL && strcmp(force, "1") == 0)
+    return false;
+  if (env_set("http_proxy") || env_set("all_proxy") || env_set("ALL_PROXY"))
+    return false;
+  CURLU *u = curl_url();
+  if (u == NULL)
+    return false;
+  char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL,
+       *query = NULL, *user = NULL;
+  bool ok = curl_url_set(u, CURLUPART_URL, r->chat_url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            strcmp(scheme, "http") == 0 &&
+            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_OK;
+  if (ok) {
+    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+      port = NULL; /* none in the URL: no port in Host either */
+    if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
+      query = NULL;
+    r->req_host = port != NULL ? tb_xasprintf("%s:%s", host, port) : tb_xstrdup(host);
+    r->req_path = query != NULL ? tb_xasprintf("%s?%s", path, query) : tb_xstrdup(path);
+    ok = direct_resolve(r);
+  }
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(port);
+  curl_free(path);
+  curl_free(query);
+  curl_free(user);
+  curl_url_cleanup(u);
+  if (ok)
+    r->rbuf = tb_xmalloc(RBUF_SIZE);
+  return ok;
 }
 
 static json_t *
@@ -1362,6 +1800,7 @@ tb_engine_run(const json_t *spec, const char *api_key, const json_t *done_cells,
   r->hdrs = curl_slist_append(r->hdrs, "Expect:");
   r->chat_url = tb_xasprintf("%s/v1/chat/completions", r->d.base_url);
   r->metrics_url = tb_xasprintf("%s/metrics", r->d.base_url);
+  r->direct = direct_setup(r);
   unsigned maxc = 1;
   for (size_t i = 0; i < r->n_conc; i++)
     if (r->conc[i] > maxc)

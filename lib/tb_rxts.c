@@ -28,29 +28,13 @@ tb_rxts_offset(void)
 }
 
 int64_t
-tb_rxts_peek(int fd, int64_t now, int64_t offset, enum tb_rxts_src *src)
+tb_rxts_from_msg(struct msghdr *msg, int64_t now, int64_t offset,
+                 enum tb_rxts_src *src)
 {
   if (src != NULL)
-    *src = TB_RXTS_NONE;
-  char byte;
-  union {
-    char buf[CMSG_SPACE(sizeof(struct timespec)) * 2];
-    struct cmsghdr align;
-  } ctl;
-  struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf };
-  ssize_t n;
-  do
-    n = recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0)
-    return now;
-  if (src != NULL)
     *src = TB_RXTS_CLOCK;
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm != NULL;
-       cm = CMSG_NXTHDR(&msg, cm)) {
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm != NULL;
+       cm = CMSG_NXTHDR(msg, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SO_TIMESTAMPNS ||
         cm->cmsg_len < CMSG_LEN(sizeof(struct timespec)))
       continue;
@@ -64,4 +48,27 @@ tb_rxts_peek(int fd, int64_t now, int64_t offset, enum tb_rxts_src *src)
     return t;
   }
   return now;
+}
+
+int64_t
+tb_rxts_peek(int fd, int64_t now, int64_t offset, enum tb_rxts_src *src)
+{
+  if (src != NULL)
+    *src = TB_RXTS_NONE;
+  char byte;
+  union {
+    char buf[TB_RXTS_CMSG_SPACE];
+    struct cmsghdr align;
+  } ctl;
+  struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf };
+  ssize_t n;
+  do
+    n = recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0)
+    return now;
+  return tb_rxts_from_msg(&msg, now, offset, src);
 }

@@ -25,6 +25,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
 
 /* A stamp older than this (relative to now) is not trusted. */
 #define TB_RXTS_MAX_AGE_NS (10 * 1000000000LL)
@@ -49,5 +51,13 @@ enum tb_rxts_src {
  * *src (may be NULL) tells which. */
 int64_t tb_rxts_peek(int fd, int64_t now, int64_t offset,
                      enum tb_rxts_src *src);
+
+/* Room for the control data of a stamped recvmsg (msg_control). */
+#define TB_RXTS_CMSG_SPACE (CMSG_SPACE(sizeof(struct timespec)) * 2)
+
+/* The same from a recvmsg the caller made (with msg_control of at least
+ * TB_RXTS_CMSG_SPACE bytes) that returned bytes. */
+int64_t tb_rxts_from_msg(struct msghdr *msg, int64_t now, int64_t offset,
+                         enum tb_rxts_src *src);
 
 #endif

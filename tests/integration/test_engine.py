@@ -107,6 +107,41 @@ def test_tiny_vllm_accuracy(ctx):
 
 
 @twice
+def test_tiny_curl_streams(ctx):
+    """The libcurl stream transport (what TLS endpoints use) measures the
+    same: kernel stamps through a peek before libcurl reads."""
+    sim = ctx.sim("tiny", "vllm", timing=True)
+    rc, _, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
+        "--contexts", "1k,4k", "--concurrency", "1,4", "--prefill-contexts", "1k"],
+        env={"TB_ENGINE_CURL_STREAMS": "1"})
+    assert rc == 0, err
+    assert doc["status"] == "complete", doc
+    assert check_against_expected(sim.url, cells) == 4
+
+
+def test_keep_alive_reuse(ctx):
+    """The engine's own transport keeps each slot's connection: short
+    requests (16 tokens at 8-10 ms) follow each other on it, so the server sees
+    a handful of connections for a hundred requests."""
+    sim = ctx.sim("tiny", "vllm")
+    st, _, before = harness.http_json("GET", sim.url + "/sim/stats")
+    rc, _, cells, doc, err = run_cli(sim.url, [
+        "--duration", "2", "--settle", "0.2", "--max-output", "16", "--contexts", "1k",
+        "--concurrency", "4", "--prefill-contexts", "1k"])
+    assert rc == 0, err
+    st, _, after = harness.http_json("GET", sim.url + "/sim/stats")
+    dec = [c for c in cells if c["phase"] == "decode"][0]
+    assert dec["status"] == "valid", dec
+    assert dec["completed"] >= 20, dec
+    requests = after["requests"] - before["requests"]
+    conns = after["connections_total"] - before["connections_total"]
+    assert requests >= 30, (requests, after)
+    # discovery, prompt building, the probe and /metrics polls use their own
+    # connections; the streams add about one per slot, not one per request
+    assert conns < requests / 2, (conns, requests)
+
+
+@twice
 def test_tiny_speculative_and_reasoning(ctx):
     sim = ctx.sim("tiny", "vllm", timing=True, args=["--spec-k", "3", "--reasoning", "reasoning_content",
                                         "--reasoning-tokens", "200"])

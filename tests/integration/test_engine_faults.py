@@ -1,7 +1,10 @@
 """Endpoint faults end in error cells with a reason, or a clear run error:
 never a crash, never a figure computed from broken data.  tokbench-sim's
---fault applies to every generation request."""
+--fault applies to every generation request.  Each fault is met on both
+stream transports: the engine's own reads (the default on plain HTTP) and
+libcurl's (TB_ENGINE_CURL_STREAMS=1, as over TLS)."""
 import json
+import os
 import signal
 import subprocess
 import time
@@ -12,9 +15,14 @@ BASE = ["--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "1k",
         "--duration", "1", "--settle", "0.2", "--max-output", "2048"]
 
 
-def run(url, extra=(), timeout=120):
+TRANSPORTS = ({}, {"TB_ENGINE_CURL_STREAMS": "1"})
+
+
+def run(url, extra=(), timeout=120, env=None):
     argv = [harness.bin("tokbench"), "run", "--url", url, "--jsonl"] + BASE + list(extra)
-    p = subprocess.run(argv, capture_output=True, timeout=timeout)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    p = subprocess.run(argv, capture_output=True, timeout=timeout, env=full_env)
     assert p.returncode >= 0, "tokbench crashed: signal %d\n%s" % (-p.returncode, p.stderr.decode())
     lines = [json.loads(l) for l in p.stdout.decode().splitlines() if l.strip()]
     cells = [l for l in lines if "phase" in l]
@@ -32,11 +40,11 @@ def assert_all_errors(cells, doc, words):
 
 
 def fault_case(ctx, fault, words, extra=()):
-    sim = ctx.sim("tiny", "vllm", args=["--fault", fault])
-    rc, cells, doc, err = run(sim.url, extra)
-    assert rc == 0, err
-    assert_all_errors(cells, doc, words)
-    return cells
+    for env in TRANSPORTS:
+        sim = ctx.sim("tiny", "vllm", args=["--fault", fault])
+        rc, cells, doc, err = run(sim.url, extra, env=env)
+        assert rc == 0, (env, err)
+        assert_all_errors(cells, doc, words)
 
 
 def test_http_500(ctx):
@@ -50,15 +58,16 @@ def test_http_429_and_503(ctx):
 
 def test_cut_stream(ctx):
     sim = ctx.sim("tiny", "vllm", args=["--fault", "cut=20"])
-    rc, cells, doc, err = run(sim.url)
-    assert rc == 0, err
-    pf = [c for c in cells if c["phase"] == "prefill"][0]
-    assert pf["status"] == "valid", pf  # one token: the cut never comes
-    for c in cells:
-        if c["phase"] == "decode":
-            assert c["status"] == "error", c
-            assert "total_tps" not in c
-    assert doc["status"] == "partial"
+    for env in TRANSPORTS:
+        rc, cells, doc, err = run(sim.url, env=env)
+        assert rc == 0, err
+        pf = [c for c in cells if c["phase"] == "prefill"][0]
+        assert pf["status"] == "valid", pf  # one token: the cut never comes
+        for c in cells:
+            if c["phase"] == "decode":
+                assert c["status"] == "error", c
+                assert "total_tps" not in c
+        assert doc["status"] == "partial"
 
 
 def test_cut_before_first_token(ctx):
@@ -67,20 +76,23 @@ def test_cut_before_first_token(ctx):
 
 def test_stall(ctx):
     sim = ctx.sim("tiny", "vllm", args=["--fault", "stall=30:5000"])
-    rc, cells, doc, err = run(sim.url, ["--stall-timeout", "0.3"])
-    assert rc == 0, err
-    for c in cells:
-        if c["phase"] == "decode":
-            assert c["status"] == "error" and "stalled" in c["reason"], c
+    for env in TRANSPORTS:
+        rc, cells, doc, err = run(sim.url, ["--stall-timeout", "0.3"], env=env)
+        assert rc == 0, err
+        for c in cells:
+            if c["phase"] == "decode":
+                assert c["status"] == "error" and "stalled" in c["reason"], c
 
 
 def test_malformed_sse(ctx):
     sim = ctx.sim("tiny", "vllm", args=["--fault", "malformed=10"])
-    rc, cells, doc, err = run(sim.url)
-    assert rc == 0, err
-    for c in cells:
-        if c["phase"] == "decode":
-            assert c["status"] == "error" and "malformed" in c["reason"], c
+    for env in TRANSPORTS:
+        rc, cells, doc, err = run(sim.url, env=env)
+        assert rc == 0, err
+        for c in cells:
+            if c["phase"] == "decode":
+                assert c["status"] == "error" and "malformed" in c["reason"], c
+
 
 
 def test_slow_first_byte(ctx):
