@@ -9,16 +9,16 @@
  * /metrics samples during a cell are easy handles on the same loop, so no
  * blocking call ever delays a read.
  *
- * Timing.  Each read is stamped once, just before the loop hands the ready
- * socket to libcurl (which reads it and calls the write callback once per
- * HTTP chunk), with the kernel's receive stamp of the oldest unread byte
- * (tb_rxts: SO_TIMESTAMPNS, read by a one-byte MSG_PEEK) converted to
- * CLOCK_MONOTONIC, else the monotonic clock then: every event in that read
- * carries the same stamp, so parsing one event never delays the next one's
- * arrival time, and neither does the loop's own wake-up or its work on other
- * sockets.  Tokens are attributed to the window by arrival
- * stamp, so the window is exactly duration_s long however late the loop
- * notices its end.
+ * Timing.  Each read is stamped once, with the kernel's receive stamp of
+ * its oldest byte (tb_rxts: SO_TIMESTAMPNS) converted to CLOCK_MONOTONIC,
+ * else with the monotonic clock when the loop reads it: on the engine's own
+ * reads the stamp comes with the bytes (recvmsg), on libcurl streams from a
+ * one-byte MSG_PEEK just before the loop hands the socket to libcurl.  Every
+ * event in that read carries the same stamp, so parsing one event never
+ * delays the next one's arrival time, and neither does the loop's own
+ * wake-up or its work on other sockets.  Tokens are attributed to the
+ * window by arrival stamp, so the window is exactly duration_s long however
+ * late the loop notices its end.
  *
  * Stream transport.  On a plain-HTTP endpoint (no proxy in the
  * environment) the streams' sockets are the engine's own: libcurl resolves
@@ -28,7 +28,7 @@
  * returns the kernel's receive stamp with the bytes (tb_rxts), parsed by
  * tb_h1 (HTTP/1.1 framing) and tb_sse.  Per read that is one system call
  * where libcurl's read path makes three (the stamp peek, recv and a poll()
- * that asks whether more is pending) and a third of the CPU time per token
+ * that asks whether more is pending) and about half the CPU time per token
  * on a bench (bench/bench_engine.sh prints both).  Over TLS, through a
  * proxy, or with TB_ENGINE_CURL_STREAMS=1, streams are libcurl easy handles
  * on the multi, stamped by a peek before libcurl reads.  Everything else
