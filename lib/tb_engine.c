@@ -283,6 +283,7 @@ struct run {
   int64_t io_now;       /* stamp of the socket being read; 0 outside */
   int64_t rt_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
   bool kernel_stamps;   /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
+  int stamp_hold;       /* tb_rxts_hold: stamping stays on for the run */
   /* direct transport (see Stream transport) */
   bool direct;
   struct sockaddr_storage addr;
@@ -1604,6 +1605,8 @@ run_free(struct run *r)
     curl_multi_cleanup(r->multi);
   if (r->epfd >= 0)
     close(r->epfd);
+  if (r->stamp_hold >= 0)
+    close(r->stamp_hold);
   curl_slist_free_all(r->hdrs);
   tb_http_secret_free(r->auth);
   free(r->chat_url);
@@ -1744,11 +1747,15 @@ tb_engine_run(const json_t *spec, const char *api_key, const json_t *done_cells,
   struct run *r = &run;
   memset(r, 0, sizeof *r);
   r->epfd = -1;
+  r->stamp_hold = -1;
   r->curl_deadline = -1;
   r->hooks = hooks;
   /* For side-by-side measurements (bench/bench_engine.sh) only. */
   const char *stamps = getenv("TB_ENGINE_CLIENT_STAMPS");
   r->kernel_stamps = stamps == NULL || strcmp(stamps, "1") != 0;
+  /* first thing: the kernel switches stamping on during discovery, not in
+   * the middle of a measurement */
+  r->stamp_hold = r->kernel_stamps ? tb_rxts_hold() : -1;
   r->api_key = api_key;
   *err = NULL;
   *result = NULL;

@@ -6,13 +6,30 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <time.h>
+#include <unistd.h>
 
 bool
 tb_rxts_enable(int fd)
 {
   int on = 1;
   return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) == 0;
+}
+
+int
+tb_rxts_hold(void)
+{
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  if (!tb_rxts_enable(fd)) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
 }
 
 int64_t

@@ -36,6 +36,15 @@
 /* Turns on receive stamps for fd; false (errno set) if the kernel refuses. */
 bool tb_rxts_enable(int fd);
 
+/* A socket that only asks for stamps, to hold open for as long as stamps
+ * are wanted (close it then); -1 if the kernel refuses.  The kernel switches
+ * stamping on when the first socket of the system asks for it and off when
+ * the last one closes, by patching its code on every CPU from a work queue:
+ * a stall of milliseconds on a VM, which a client that opens and closes its
+ * connections between measurements would otherwise meet inside them (and
+ * its first packets would come unstamped). */
+int tb_rxts_hold(void);
+
 /* CLOCK_REALTIME - CLOCK_MONOTONIC, in ns, sampled now. */
 int64_t tb_rxts_offset(void);
 

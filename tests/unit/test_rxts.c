@@ -140,6 +140,20 @@ test_eof_and_bad_fd(void **state)
   assert_false(tb_rxts_enable(-1));
 }
 
+/* The holder asks for stamps, so the kernel keeps stamping on. */
+static void
+test_hold(void **state)
+{
+  (void)state;
+  int fd = tb_rxts_hold();
+  assert_true(fd >= 0);
+  int on = 0;
+  socklen_t len = sizeof on;
+  assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, &len), 0);
+  assert_int_equal(on, 1);
+  close(fd);
+}
+
 int
 main(void)
 {
@@ -148,6 +162,7 @@ main(void)
     cmocka_unit_test(test_no_stamps_falls_back),
     cmocka_unit_test(test_implausible_stamp),
     cmocka_unit_test(test_eof_and_bad_fd),
+    cmocka_unit_test(test_hold),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
