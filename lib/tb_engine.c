@@ -83,6 +83,7 @@
 #define MAX_LIST 64
 #define NS_PER_S 1000000000LL
 #define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
+#define CONNECT_TIMEOUT_MS 10000L /* a stream's connection, either transport */
 /* How long a server may run more requests than ours before a cell that is
  * getting ready says it is loaded by someone else (at most half the ready
  * timeout). */
@@ -797,7 +798,7 @@ curl_start(struct cell *c, struct stream *s)
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->curl_err);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
@@ -1022,6 +1023,12 @@ tick(struct cell *c, int64_t now)
     struct stream *s = c->slots[i];
     if (s == NULL)
       continue;
+    if (s->direct && c->dc[i].connecting &&
+        now - s->t_start > CONNECT_TIMEOUT_MS * 1000000LL) {
+      cell_fail(c, "stream failed: connect: no answer after %.0f s",
+                CONNECT_TIMEOUT_MS / 1000.0);
+      return;
+    }
     if (s->t_first == 0) {
       if (now - s->t_start > (int64_t)(r->first_token_s * NS_PER_S)) {
         cell_fail(c, "no first token after %.1f s", r->first_token_s);
@@ -1637,7 +1644,7 @@ direct_resolve(struct run *r)
     return false;
   curl_easy_setopt(e, CURLOPT_URL, r->chat_url);
   curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   bool ok = false;
   char *ip = NULL;
