@@ -209,6 +209,7 @@ struct stream {
   bool got_bytes;       /* the response has begun */
   bool keep;            /* ended cleanly: the connection may be reused */
   size_t wr_off;        /* request bytes written */
+  int send_errno;       /* the server stopped taking the request (EPIPE...) */
   struct tb_h1 h1;
 };
 
@@ -549,6 +550,13 @@ direct_send(struct cell *c, struct stream *s)
       dconn_watch(c, s->slot, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
       return true;
     }
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      /* The server stopped reading: it may have answered first (a front
+       * end refusing a large body with 413, say); read that, if anything. */
+      s->send_errno = errno;
+      s->wr_off = total;
+      break;
+    }
     if (n < 0) {
       stream_fail(s, "send: %s", strerror(errno));
       return false;
@@ -643,7 +651,11 @@ direct_read(struct cell *c, unsigned slot)
         stream_end(s, NULL);
       return;
     }
-    if (n < 0) {
+    if (s->send_errno != 0 && !s->got_bytes) {
+      char why[160];
+      snprintf(why, sizeof why, "send: %s", strerror(s->send_errno));
+      stream_end(s, why);
+    } else if (n < 0) {
       char why[160];
       snprintf(why, sizeof why, "recv: %s", strerror(errno));
       stream_end(s, why);
@@ -674,7 +686,8 @@ direct_read(struct cell *c, unsigned slot)
     return;
   case TB_H1_DONE:
     /* bytes after the response would be a response nobody asked for */
-    s->keep = !s->failed && used == (size_t)n && tb_h1_keep_alive(&s->h1);
+    s->keep = !s->failed && s->send_errno == 0 && used == (size_t)n &&
+              tb_h1_keep_alive(&s->h1);
     stream_end(s, NULL);
     return;
   case TB_H1_STOPPED:

@@ -167,3 +167,104 @@ def test_server_busy_with_other_work(ctx):
         assert "%d requests running" % (c["concurrency"] + 1) in c["reason"], c
         assert "total_tps" not in c, c
     assert took < 2 * 8, took  # each cell gave up at half its ready timeout
+
+
+class RefusingFrontEnd:
+    """A front end before the simulator (as nginx with a body size limit):
+    every request passes through on its own connection, except a chat
+    completion whose body is over `limit` bytes, which gets 413 at once,
+    before its body is read, and a close (with the body unread, the kernel
+    resets the connection while the client may still be sending)."""
+
+    def __init__(self, upstream_port, limit):
+        import socket
+        import threading
+        self.upstream = upstream_port
+        self.limit = limit
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.stop = False
+        self.refused = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import threading
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    def _one(self, c):
+        import socket
+        try:
+            c.settimeout(10)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(4096)
+                if not d:
+                    return
+                buf += d
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            lines = head.decode("latin-1").split("\r\n")
+            length = 0
+            for l in lines[1:]:
+                k, _, v = l.partition(":")
+                if k.strip().lower() == "content-length":
+                    length = int(v.strip())
+            if lines[0].startswith("POST /v1/chat/completions") and length > self.limit:
+                self.refused += 1
+                body = b"<html>413 Request Entity Too Large</html>"
+                c.sendall(b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: %d\r\n"
+                          b"Connection: close\r\n\r\n%s" % (len(body), body))
+                return
+            while len(rest) < length:
+                d = c.recv(65536)
+                if not d:
+                    return
+                rest += d
+            kept = [l for l in lines[1:] if not l.lower().startswith("connection:")]
+            req = "\r\n".join([lines[0]] + kept + ["Connection: close"]).encode("latin-1")
+            u = socket.create_connection(("127.0.0.1", self.upstream), timeout=30)
+            u.sendall(req + b"\r\n\r\n" + rest)
+            while True:
+                d = u.recv(65536)
+                if not d:
+                    break
+                c.sendall(d)
+            u.close()
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join(2)
+        self.sock.close()
+
+
+def test_early_refusal_of_a_large_request(ctx):
+    """The front end refuses the chat requests (their bodies are over its
+    limit) before reading them: every cell says HTTP 413, on both transports,
+    however far the request got when the connection closed."""
+    # 64K tokens: a body of some 300 KB, more than the socket buffers take
+    # at once, so the client is still sending when the connection closes
+    sim = ctx.sim("vllm-h200x2-step3p7", "vllm")
+    fe = RefusingFrontEnd(sim.port, limit=2048)
+    try:
+        for env in TRANSPORTS:
+            rc, cells, doc, err = run(fe.url, ["--contexts", "64k", "--concurrency", "1",
+                                               "--prefill-contexts", "64k", "--max-output", "16"],
+                                      env=env)
+            assert rc == 0, (env, err)
+            assert_all_errors(cells, doc, ["HTTP 413"])
+        assert fe.refused >= 2
+    finally:
+        fe.close()
