@@ -577,6 +577,8 @@ direct_connect(struct cell *c, struct stream *s)
   dconn_close(d);
   s->reused = false;
   s->wr_off = 0;
+  s->send_errno = 0;
+  tb_h1_init(&s->h1);
   int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     stream_fail(s, "socket: %s", strerror(errno));
