@@ -81,18 +81,6 @@ tb_hex_encode(const void *data, size_t len, char *out)
   out[2 * len] = '\0';
 }
 
-static int
-hexval(char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 bool
 tb_hex_decode(const char *hex, void *out, size_t out_len)
 {
@@ -100,7 +88,8 @@ tb_hex_decode(const char *hex, void *out, size_t out_len)
     return false;
   unsigned char *o = out;
   for (size_t i = 0; i < out_len; i++) {
-    int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+    int hi = tb_hex_digit((unsigned char)hex[2 * i]),
+        lo = tb_hex_digit((unsigned char)hex[2 * i + 1]);
     if (hi < 0 || lo < 0)
       return false;
     o[i] = (unsigned char)(hi << 4 | lo);

@@ -174,15 +174,8 @@ chunk_size_line(struct tb_h1 *p, const char *l, size_t n)
   int64_t v = 0;
   size_t i = 0;
   for (; i < n; i++) {
-    char c = l[i];
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F')
-      d = c - 'A' + 10;
-    else
+    int d = tb_hex_digit((unsigned char)l[i]);
+    if (d < 0)
       break;
     v = v * 16 + d;
     if (v > TB_H1_BODY_MAX)

@@ -172,18 +172,6 @@ sc_peek(const struct scan *sc)
   return sc->p < sc->end ? *sc->p : -1;
 }
 
-static int
-hexval(int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* Four hex digits after "\u"; -1 when not. */
 static long
 sc_u4(struct scan *sc)
@@ -192,7 +180,7 @@ sc_u4(struct scan *sc)
     return -1;
   long v = 0;
   for (int i = 0; i < 4; i++) {
-    int h = hexval(sc->p[i]);
+    int h = tb_hex_digit(sc->p[i]);
     if (h < 0)
       return -1;
     v = v * 16 + h;
@@ -444,8 +432,9 @@ sc_skip_object(struct scan *sc)
   return r == 0;
 }
 
+/* Walks an array ('[' next): elem(sc, ctx) reads each element. */
 static bool
-sc_skip_array(struct scan *sc)
+sc_array(struct scan *sc, bool (*elem)(struct scan *, void *), void *ctx)
 {
   if (!sc_enter(sc))
     return false;
@@ -456,7 +445,7 @@ sc_skip_array(struct scan *sc)
     return true;
   }
   for (;;) {
-    if (!sc_skip_value(sc))
+    if (!elem(sc, ctx))
       return false;
     sc_ws(sc);
     int c = sc_peek(sc);
@@ -470,6 +459,13 @@ sc_skip_array(struct scan *sc)
     sc->p++;
     sc_ws(sc);
   }
+}
+
+static bool
+skip_elem(struct scan *sc, void *ctx)
+{
+  (void)ctx;
+  return sc_skip_value(sc);
 }
 
 static bool
@@ -493,7 +489,7 @@ sc_skip_value(struct scan *sc)
   case '{':
     return sc_skip_object(sc);
   case '[':
-    return sc_skip_array(sc);
+    return sc_array(sc, skip_elem, NULL);
   case '"':
     return sc_string(sc, &raw, &rl, &dl, &esc);
   case 't':
@@ -609,31 +605,9 @@ sc_choice(struct scan *sc, struct tb_oai_chunk *out)
 }
 
 static bool
-sc_choices(struct scan *sc, struct tb_oai_chunk *out)
+choice_elem(struct scan *sc, void *out)
 {
-  if (!sc_enter(sc))
-    return false;
-  sc_ws(sc);
-  if (sc_peek(sc) == ']') {
-    sc->p++;
-    sc->depth--;
-    return true;
-  }
-  for (;;) {
-    if (!sc_choice(sc, out))
-      return false;
-    sc_ws(sc);
-    int c = sc_peek(sc);
-    if (c == ']') {
-      sc->p++;
-      sc->depth--;
-      return true;
-    }
-    if (c != ',')
-      return false;
-    sc->p++;
-    sc_ws(sc);
-  }
+  return sc_choice(sc, out);
 }
 
 /* A usage count: null, or a non-negative integer; else give up. */
@@ -704,7 +678,7 @@ tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
     int c = sc_peek(&sc);
     if (key_is(k, kl, "choices")) {
       ok = c == 'n' ? sc_lit(&sc, "null", 4)
-           : c == '[' ? sc_choices(&sc, out)
+           : c == '[' ? sc_array(&sc, choice_elem, out)
                       : false;
     } else if (key_is(k, kl, "usage")) {
       ok = c == 'n' ? sc_lit(&sc, "null", 4)

@@ -103,6 +103,18 @@ tb_time_rfc3339(int64_t real_us, char *buf, size_t len)
   snprintf(buf, len, "%s.%03dZ", base, (int)((real_us / 1000) % 1000));
 }
 
+int
+tb_hex_digit(int c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
 bool
 tb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {

@@ -35,6 +35,9 @@ int64_t tb_time_real_us(void);
 /* Wall clock as RFC 3339 UTC text into buf (at least 32 bytes). */
 void tb_time_rfc3339(int64_t real_us, char *buf, size_t len);
 
+/* The value of a hexadecimal digit (either case); -1 for any other byte. */
+int tb_hex_digit(int c);
+
 /* Parses a decimal integer in [min, max]; false on junk or range error. */
 bool tb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) TB_MUST_CHECK;
 /* Parses "8192", "8k", "8K" (K = 1024), "251K", "1M"; false on junk. */

@@ -47,6 +47,20 @@ test_format_tokens(void **state)
 }
 
 static void
+test_hex_digit(void **state)
+{
+  (void)state;
+  assert_int_equal(tb_hex_digit('0'), 0);
+  assert_int_equal(tb_hex_digit('9'), 9);
+  assert_int_equal(tb_hex_digit('a'), 10);
+  assert_int_equal(tb_hex_digit('F'), 15);
+  assert_int_equal(tb_hex_digit('g'), -1);
+  assert_int_equal(tb_hex_digit(' '), -1);
+  assert_int_equal(tb_hex_digit(0xff), -1);
+  assert_int_equal(tb_hex_digit(-1), -1);
+}
+
+static void
 test_parse_i64(void **state)
 {
   (void)state;
@@ -87,6 +101,7 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_parse_tokens), cmocka_unit_test(test_format_tokens),
+    cmocka_unit_test(test_hex_digit),
     cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
     cmocka_unit_test(test_asprintf_and_clock),
   };
