@@ -607,11 +607,10 @@ direct_start(struct cell *c, struct stream *s)
 {
   struct dconn *d = &c->dc[s->slot];
   s->direct = true;
-  tb_h1_init(&s->h1);
   if (d->fd >= 0 && d->idle) {
     d->idle = false;
     s->reused = true;
-    s->wr_off = 0;
+    tb_h1_init(&s->h1);
     if (direct_send(c, s))
       return true;
     /* the server closed it meanwhile: once more on a new connection */
