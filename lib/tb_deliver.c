@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tb_egress.h"
 #include "tb_log.h"
 #include "tb_metrics.h"
 #include "tb_webhook.h"
@@ -241,9 +242,14 @@ post(struct tb_deliver *d, const char *url, const char *id, int64_t ts, const ch
   h = curl_slist_append(h, hsig);
   h = curl_slist_append(h, ua);
   h = curl_slist_append(h, "Expect:");
+  struct tb_egress_guard guard;
   CURL *e = curl_easy_init();
   if (e == NULL || h == NULL) {
     snprintf(err, err_len, "cannot set up libcurl");
+    goto out;
+  }
+  if (!tb_egress_guard_easy(&guard, tb_egress_current(), e, url)) {
+    snprintf(err, err_len, "%s", guard.why);
     goto out;
   }
   curl_easy_setopt(e, CURLOPT_URL, url);
@@ -264,7 +270,10 @@ post(struct tb_deliver *d, const char *url, const char *id, int64_t ts, const ch
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
   CURLcode rc = curl_easy_perform(e);
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-  if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && status > 0)) {
+  if (rc != CURLE_OK && guard.refused) {
+    snprintf(err, err_len, "%s", guard.why);
+    status = 0;
+  } else if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && status > 0)) {
     snprintf(err, err_len, "%s", ebuf[0] ? ebuf : curl_easy_strerror(rc));
     status = 0;
   }

@@ -14,7 +14,8 @@
  *      retry sends the same bytes), open the callback's secret with the
  *      master key, sign per Standard Webhooks (webhook-id = the delivery id),
  *      POST with libcurl (total timeout, no redirects, http/https only, the
- *      answer's body discarded past a small cap);
+ *      answer's body discarded past a small cap, never stored; the address
+ *      checked by the egress policy, tb_egress);
  *   3. record the outcome, conditional on the claim still being ours:
  *      2xx -> 'succeeded'; otherwise 'pending' again with next_attempt_at =
  *      now + tb_webhook_backoff_ms(attempts, backoff_base_ms), or 'failed'

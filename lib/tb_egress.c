@@ -79,6 +79,17 @@ tb_egress_install(struct tb_egress *p)
   installed = p;
 }
 
+bool
+tb_egress_install_cfg(const struct tb_cfg *cfg, char **err)
+{
+  struct tb_egress *p = tb_egress_new(tb_cfg_get(cfg, "TOKBENCH_EGRESS_ALLOW"),
+                                      tb_cfg_get(cfg, "TOKBENCH_EGRESS_DENY"), err);
+  if (p == NULL)
+    return false;
+  tb_egress_install(p);
+  return true;
+}
+
 const struct tb_egress *
 tb_egress_current(void)
 {
@@ -344,7 +355,7 @@ judge_addr(const struct tb_egress *p, unsigned char a[16], char *why, size_t why
     inet_ntop(AF_INET, a + 12, text, sizeof text);
   else
     inet_ntop(AF_INET6, a, text, sizeof text);
-  snprintf(why, why_len, "egress refused: %s is in %s", text, r->text);
+  snprintf(why, why_len, "egress refused: %s by rule %s", text, r->text);
   return false;
 }
 
@@ -397,7 +408,7 @@ tb_egress_host_check(const struct tb_egress *p, const char *host, char *why, siz
     if (!host_rule_match(r, h, hl))
       continue;
     if (r->origin == OPERATOR && r->deny) {
-      snprintf(why, why_len, "egress refused: host %s matches %s%s (TOKBENCH_EGRESS_DENY)", h,
+      snprintf(why, why_len, "egress refused: host %s by rule %s%s (TOKBENCH_EGRESS_DENY)", h,
                r->suffix ? "*." : "", r->name);
       return TB_EGRESS_HOST_REFUSED;
     }
@@ -409,7 +420,8 @@ tb_egress_host_check(const struct tb_egress *p, const char *host, char *why, siz
   if (allow != NULL)
     return TB_EGRESS_HOST_ALLOWED;
   if (builtin != NULL) {
-    snprintf(why, why_len, "egress refused: host %s (built-in: cloud metadata)", h);
+    snprintf(why, why_len, "egress refused: host %s by rule %s (built-in: cloud metadata)", h,
+             builtin->name);
     return TB_EGRESS_HOST_REFUSED;
   }
   return TB_EGRESS_HOST_DECIDE_BY_ADDRESS;

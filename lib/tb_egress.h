@@ -48,12 +48,24 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "tb_cfg.h"
 #include "tb_util.h"
+
+/* The configuration keys of a daemon that connects on tenants' behalf (put
+ * in its tb_cfg_key table, so --help lists them). */
+#define TB_EGRESS_CFG_KEYS                                                                   \
+  { "TOKBENCH_EGRESS_ALLOW", "",                                                             \
+    "egress allowed beyond the defaults: networks (CIDR), host names (.domain for names "    \
+    "under it) or loopback, comma-separated; a rule as specific as a built-in refusal "      \
+    "(metadata, link-local, loopback) lifts it", false },                                    \
+  { "TOKBENCH_EGRESS_DENY", "",                                                              \
+    "egress refused besides the built-in refusals: networks (CIDR) or host names", false }
 
 /* Caps: rules per list, one rule's text, a refusal message. */
 #define TB_EGRESS_RULES_MAX 256
 #define TB_EGRESS_HOST_MAX 253
 #define TB_EGRESS_WHY_MAX 200
+#define TB_EGRESS_RULE_SEP " by rule "
 
 struct tb_egress;
 
@@ -65,11 +77,15 @@ void tb_egress_free(struct tb_egress *p);
 /* The process-wide policy: install takes ownership (NULL: none); call before
  * threads start.  current: borrowed, NULL when none is installed. */
 void tb_egress_install(struct tb_egress *p);
+/* Builds the policy from TOKBENCH_EGRESS_ALLOW/_DENY of cfg and installs it.
+ * False with *err (caller frees) on a bad list. */
+bool tb_egress_install_cfg(const struct tb_cfg *cfg, char **err) TB_MUST_CHECK;
 const struct tb_egress *tb_egress_current(void);
 
 /* Judges one address (AF_INET or AF_INET6).  True when allowed; else false
- * with why (at least TB_EGRESS_WHY_MAX bytes) naming the address and the
- * rule.  p NULL: allowed. */
+ * with why (at least TB_EGRESS_WHY_MAX bytes): "egress refused: <address or
+ * host> by rule <rule>" (TB_EGRESS_RULE_SEP splits off the rule).  p NULL:
+ * allowed. */
 bool tb_egress_addr_ok(const struct tb_egress *p, const struct sockaddr *sa, char *why,
                        size_t why_len) TB_MUST_CHECK;
 

@@ -10,12 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_egress.h"
+
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 static void
 global_init_once(void)
 {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static _Thread_local int64_t thread_deadline_ns; /* 0: none */
+
+void
+tb_http_set_deadline(int64_t mono_ns)
+{
+  thread_deadline_ns = mono_ns;
 }
 
 void
@@ -80,9 +90,23 @@ tb_http_call(const char *method, const char *url, const char *api_key,
   struct sink s = {.max = cap ? cap : TB_HTTP_BODY_MAX};
   struct curl_slist *hdrs = NULL;
   char *auth = tb_http_auth_header(api_key);
+  struct tb_egress_guard guard;
+  if (thread_deadline_ns > 0) {
+    int64_t left_ms = (thread_deadline_ns - tb_time_mono_ns()) / 1000000;
+    if (left_ms <= 0) {
+      snprintf(resp->err, sizeof resp->err, "deadline passed");
+      return -1;
+    }
+    if (left_ms < timeout_ms)
+      timeout_ms = (long)left_ms;
+  }
   CURL *e = curl_easy_init();
   if (e == NULL) {
     snprintf(resp->err, sizeof resp->err, "curl_easy_init failed");
+    goto out;
+  }
+  if (!tb_egress_guard_easy(&guard, tb_egress_current(), e, url)) {
+    snprintf(resp->err, sizeof resp->err, "%s", guard.why);
     goto out;
   }
   if (auth != NULL)
@@ -111,6 +135,10 @@ tb_http_call(const char *method, const char *url, const char *api_key,
   if (s.over) {
     snprintf(resp->err, sizeof resp->err, "response body over %zu bytes",
              s.max);
+    goto out;
+  }
+  if (cc != CURLE_OK && guard.refused) {
+    snprintf(resp->err, sizeof resp->err, "%s", guard.why);
     goto out;
   }
   if (cc != CURLE_OK) {

@@ -7,7 +7,10 @@
  * Every call sends `Authorization: Bearer <key>` when a key is given, caps
  * the body it accepts (TB_HTTP_BODY_MAX unless a smaller cap is given), and
  * has a total timeout.  The key is never logged; libcurl's copy of the header
- * list is wiped before it is freed.
+ * list is wiped before it is freed.  Every call goes through the process's
+ * egress policy (tb_egress: the connected address is checked; redirects
+ * are never followed); a refusal is a transport error whose err names the
+ * rule.
  */
 #ifndef TB_HTTP_H
 #define TB_HTTP_H
@@ -38,6 +41,12 @@ void tb_http_resp_free(struct tb_http_resp *resp);
  * caller wipes and frees with tb_http_secret_free). NULL when key is NULL/"". */
 char *tb_http_auth_header(const char *api_key);
 void tb_http_secret_free(char *s);
+
+/* A deadline (CLOCK_MONOTONIC ns; 0: none) for every call this thread makes
+ * from now on: each call's timeout is cut to what is left, and a call after
+ * it fails at once ("deadline passed").  For a bounded series of calls (a
+ * probe's discovery). */
+void tb_http_set_deadline(int64_t mono_ns);
 
 /* Process-wide libcurl setup; idempotent, call before threads start. */
 void tb_http_global_init(void);

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tb_egress.h"
+
 static enum tb_masterkey_rc
 load_file(const char *path, unsigned char key[TB_CRYPTO_KEY_LEN], char **err)
 {
@@ -116,4 +118,39 @@ out:
   if (!ok)
     unlink(path);
   return ok;
+}
+
+char *
+tb_masterkey_seal_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *plaintext,
+                               const char *id, const char *base_url, char **origin)
+{
+  *origin = tb_egress_origin(base_url);
+  if (*origin == NULL)
+    return NULL;
+  char *ad = tb_xasprintf("endpoint %s %s", id, *origin);
+  char *sealed = tb_crypto_seal(key, plaintext, ad);
+  free(ad);
+  return sealed;
+}
+
+char *
+tb_masterkey_open_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *sealed,
+                               const char *id, const char *origin, const char *base_url,
+                               const char **why)
+{
+  *why = "the stored endpoint key does not open with this master key";
+  if (origin == NULL) /* legacy: sealed for the id alone */
+    return tb_crypto_open(key, sealed, id);
+  char *now = tb_egress_origin(base_url);
+  if (now == NULL || strcmp(now, origin) != 0) {
+    free(now);
+    *why = "the stored endpoint key was set for another origin (scheme, host, port) than "
+           "base_url: set api_key again";
+    return NULL;
+  }
+  char *ad = tb_xasprintf("endpoint %s %s", id, origin);
+  char *plain = tb_crypto_open(key, sealed, ad);
+  free(ad);
+  free(now);
+  return plain;
 }

@@ -43,4 +43,27 @@ enum tb_masterkey_rc tb_masterkey_load(const char *hex, const char *path,
  */
 bool tb_masterkey_create_file(const char *path, char **err) TB_MUST_CHECK;
 
+/*
+ * An endpoint's API key is sealed bound to the endpoint and to the origin
+ * (scheme, host, port: tb_egress_origin) of its base_url: the associated
+ * data is "endpoint <id> <origin>", and the origin is stored beside the
+ * sealed value (endpoints.api_key_origin), so a key never opens for another
+ * row or goes to another origin.  Keys sealed before that (origin NULL) had
+ * the endpoint id alone as associated data; they still open until the api
+ * re-seals them at start.
+ */
+/* Seals an endpoint key for id and the origin of base_url; *origin gets the
+ * origin (new string).  NULL when base_url has no origin or sealing fails.
+ * Caller frees both. */
+char *tb_masterkey_seal_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN],
+                                     const char *plaintext, const char *id,
+                                     const char *base_url, char **origin) TB_MUST_CHECK;
+/* Opens it: origin is the stored api_key_origin (NULL: a legacy seal).
+ * Refuses (NULL, *why a static message) when base_url's origin is not the
+ * one the key is bound to, or when it does not authenticate.  The caller
+ * wipes and frees the plaintext. */
+char *tb_masterkey_open_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN],
+                                     const char *sealed, const char *id, const char *origin,
+                                     const char *base_url, const char **why) TB_MUST_CHECK;
+
 #endif

@@ -444,7 +444,7 @@ tb_queue_load_cells(struct tb_db *db, const char *job_id, json_t **cells)
 
 static const struct tb_db_stmt load_endpoint_stmt = {
   "tb_queue_load_endpoint",
-  "SELECT name, base_url, api_key_sealed, launch_command, engine_hint, hardware, engine,"
+  "SELECT name, base_url, api_key_sealed, api_key_origin, launch_command, engine_hint, hardware, engine,"
   "       deleted_at IS NOT NULL AS deleted"
   "  FROM endpoints WHERE id = $1::uuid",
 };
@@ -470,6 +470,7 @@ tb_queue_load_endpoint(struct tb_db *db, const char *endpoint_id, struct tb_queu
   ep->name = dup_col(r, "name");
   ep->base_url = dup_col(r, "base_url");
   ep->api_key_sealed = dup_col(r, "api_key_sealed");
+  ep->api_key_origin = dup_col(r, "api_key_origin");
   ep->launch_command = dup_col(r, "launch_command");
   ep->engine_hint = dup_col(r, "engine_hint");
   ep->hardware = parse_json(r, 0, PQfnumber(r, "hardware"));
@@ -490,6 +491,7 @@ tb_queue_endpoint_clear(struct tb_queue_endpoint *ep)
   free(ep->name);
   free(ep->base_url);
   free(ep->api_key_sealed);
+  free(ep->api_key_origin);
   free(ep->launch_command);
   free(ep->engine_hint);
   json_decref(ep->hardware);

@@ -145,6 +145,7 @@ int tb_queue_load_cells(struct tb_db *db, const char *job_id, json_t **cells) TB
 /* A registered endpoint as the worker needs it (strings new or NULL). */
 struct tb_queue_endpoint {
   char *name, *base_url, *api_key_sealed, *launch_command, *engine_hint;
+  char *api_key_origin; /* the origin the key is bound to; NULL: a legacy seal */
   json_t *hardware, *engine; /* new references (objects) */
   bool deleted;
 };

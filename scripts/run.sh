@@ -54,6 +54,9 @@ if [ -z "${TOKBENCH_MASTER_KEY:-}" ] && [ -z "${TOKBENCH_MASTER_KEY_FILE:-}" ]; 
 fi
 
 export TOKBENCH_LISTEN_PORT="$api_port"
+# The egress policy refuses loopback by default (docs/deploy.md); the demo
+# simulator listens on 127.0.0.1, so make run allows it.
+export TOKBENCH_EGRESS_ALLOW="${TOKBENCH_EGRESS_ALLOW:-loopback}"
 "$bindir/tokbench-api" >>"$var/api.log" 2>&1 &
 pids="$pids $!"
 # Ready when /readyz answers 200 (the migrations are then applied).

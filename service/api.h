@@ -40,6 +40,7 @@
 struct tb_api_keycache;
 struct tb_api_jobcache;
 struct tb_api_notify;
+struct tb_api_probes;
 struct tb_api_req;
 
 struct tb_api {
@@ -61,6 +62,7 @@ struct tb_api {
   struct tb_api_keycache *keys;
   struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
   struct tb_api_notify *notify;
+  struct tb_api_probes *probes; /* the probe pool (api_probe.h) */
 };
 
 /* A handler: see the file comment for what it returns. */

@@ -13,6 +13,7 @@
 #include <openssl/crypto.h>
 #include <string.h>
 
+#include "api_egress.h"
 #include "api_handlers.h"
 #include "api_hooks.h"
 #include "api_spec.h"
@@ -75,6 +76,8 @@ tb_api_callbacks_create(struct tb_api_req *r)
     ret = tb_api_reply_invalid(r, "url", "an http:// or https:// URL without credentials");
     goto out;
   }
+  if (!tb_api_egress_check(r, "url", url, &ret))
+    goto out;
   if (scope == NULL)
     scope = "all";
   if (strcmp(scope, "all") != 0 && strcmp(scope, "named") != 0) {

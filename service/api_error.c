@@ -38,6 +38,10 @@ static const struct tb_api_error_def defs[TB_EC_COUNT_] = {
                             "The service is stopping" },
   [TB_EC_BAD_SIGNATURE] = { MHD_HTTP_UNAUTHORIZED, "bad-signature",
                             "Webhook signature missing, wrong or stale" },
+  /* issue 13: egress policy, probe pool */
+  [TB_EC_EGRESS_REFUSED] = { MHD_HTTP_UNPROCESSABLE_CONTENT, "egress-refused",
+                             "The URL is refused by the egress policy" },
+  [TB_EC_PROBE_BUSY] = { MHD_HTTP_TOO_MANY_REQUESTS, "probes-busy", "Too many probes in flight" },
 };
 
 const struct tb_api_error_def *

@@ -32,6 +32,9 @@ enum tb_api_ec {
   TB_EC_NO_MASTER_KEY,        /* 503 no master key configured */
   TB_EC_SHUTTING_DOWN,        /* 503 */
   TB_EC_BAD_SIGNATURE,        /* 401 webhook signature missing, wrong or stale (issue 7) */
+  /* issue 13: egress policy, probe pool */
+  TB_EC_EGRESS_REFUSED,       /* 422 the URL is refused by the egress policy (+ rule) */
+  TB_EC_PROBE_BUSY,           /* 429 too many probes in flight (+ Retry-After) */
   TB_EC_COUNT_,
 };
 

@@ -24,6 +24,9 @@ enum MHD_Result tb_api_endpoints_get(struct tb_api_req *r);
 enum MHD_Result tb_api_endpoints_patch(struct tb_api_req *r);
 enum MHD_Result tb_api_endpoints_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_endpoints_probe(struct tb_api_req *r);
+/* At start: re-seals the endpoint keys sealed before they were bound to
+ * their origin (sql/0008).  The count re-sealed, or < 0 on a database error. */
+int tb_api_endpoints_reseal(struct tb_api *api, struct tb_db *db);
 
 /* api_jobs.c */
 enum MHD_Result tb_api_jobs_submit(struct tb_api_req *r);

@@ -28,10 +28,13 @@
 
 #include "api.h"
 #include "api_auth.h"
+#include "api_handlers.h"
 #include "api_hooks.h"
 #include "api_jobcache.h"
 #include "api_notify.h"
+#include "api_probe.h"
 #include "api_report.h"
+#include "tb_egress.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_metrics.h"
@@ -65,6 +68,14 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_DELIVERIES", "1", "1: send outbound webhooks from this process, 0: not", false },
   { "TOKBENCH_DELIVERY_BACKOFF_MS", "30000", "first webhook retry delay (doubles)", false },
   { "TOKBENCH_DELIVERY_TIMEOUT_MS", "10000", "timeout of one webhook POST", false },
+  /* issue 13: egress policy and the probe pool (api_probe.c) */
+  TB_EGRESS_CFG_KEYS,
+  { "TOKBENCH_PROBE_THREADS", "4", "threads running endpoint probes (never the request threads)",
+    false },
+  { "TOKBENCH_PROBE_PER_PROJECT", "2", "probes of one project queued or running (429 above)",
+    false },
+  { "TOKBENCH_PROBE_QUEUE", "64", "probes queued or running in all (429 above)", false },
+  { "TOKBENCH_PROBE_DEADLINE_MS", "10000", "total time of one probe (all its calls)", false },
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -256,6 +267,29 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls,
 }
 
 
+/* The probe pool (api_probe.h), and endpoint keys sealed before they were
+ * bound to their origin re-sealed (api_endpoints.c). */
+static bool
+start_probes(struct tb_api *api, struct tb_db *db, char **err)
+{
+  int64_t threads, per_project, queue, deadline_ms;
+  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_PROBE_THREADS", 1, 64, &threads, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_PROBE_PER_PROJECT", 1, 1000, &per_project, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_PROBE_QUEUE", 1, 100000, &queue, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_PROBE_DEADLINE_MS", 100, 600000, &deadline_ms, err))
+    return false;
+  if (tb_api_endpoints_reseal(api, db) < 0)
+    tb_log(TB_LOG_WARN, "could not re-seal the endpoint keys (retried at the next start)", NULL);
+  struct tb_api_probe_opts o = {
+    .threads = (unsigned)threads,
+    .per_project = (unsigned)per_project,
+    .queue_max = (unsigned)queue,
+    .deadline_ms = (long)deadline_ms,
+  };
+  api->probes = tb_api_probes_start(&o, err);
+  return api->probes != NULL;
+}
+
 /* TOKBENCH_CORS_ORIGINS into api->cors_origins / cors_any. */
 static void
 parse_cors(struct tb_api *api, const char *v)
@@ -348,6 +382,12 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
+  if (!tb_egress_install_cfg(api.cfg, &err)) {
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    rc = 2;
+    goto out;
+  }
   switch (tb_masterkey_load(tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY"),
                             tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY_FILE"), api.master_key,
                             &err)) {
@@ -374,6 +414,14 @@ main(int argc, char **argv)
   tb_db_pool_put(api.pool, db);
   if (applied < 0) {
     tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
+    free(err);
+    goto out;
+  }
+  db = tb_db_pool_get(api.pool);
+  bool probes_ok = start_probes(&api, db, &err);
+  tb_db_pool_put(api.pool, db);
+  if (!probes_ok) {
+    tb_log(TB_LOG_ERROR, "cannot start the probe pool", "error", TB_LS, err, NULL);
     free(err);
     goto out;
   }
@@ -415,6 +463,7 @@ out:
   api.stopping = true;
   /* every suspended connection must be resumed before MHD_stop_daemon */
   tb_api_notify_stop(api.notify);
+  tb_api_probes_stop(api.probes);
   if (api.daemon != NULL)
     MHD_stop_daemon(api.daemon);
   tb_api_deliveries_stop();
@@ -428,5 +477,6 @@ out:
   free(api.web_dir);
   OPENSSL_cleanse(api.master_key, sizeof api.master_key);
   tb_cfg_free(api.cfg);
+  tb_egress_install(NULL);
   return rc;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "tb_cfg.h"
+#include "tb_egress.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_migrate.h"
@@ -37,6 +38,7 @@ static const struct tb_cfg_key worker_keys[] = {
   { "TOKBENCH_POLL_S", "5", "polling floor in seconds, besides LISTEN tb_jobs_queued", false },
   { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
+  TB_EGRESS_CFG_KEYS,
 };
 
 /* The slice of an idle wait: bounds how late a signal is noticed. */
@@ -129,6 +131,12 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
+  if (!tb_egress_install_cfg(cfg, &err)) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    rc = 2;
+    goto out;
+  }
   enum tb_masterkey_rc mk = tb_masterkey_load(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
                                               tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"),
                                               w.master_key, &err);
@@ -210,5 +218,6 @@ out:
   OPENSSL_cleanse(w.master_key, sizeof w.master_key);
   free(worker_id);
   tb_cfg_free(cfg);
+  tb_egress_install(NULL);
   return rc;
 }

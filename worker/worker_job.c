@@ -25,6 +25,7 @@
 #include "tb_engine.h"
 #include "tb_log.h"
 #include "tb_regress.h"
+#include "tb_masterkey.h"
 #include "worker.h"
 
 /* While stopping (SIGTERM), give up a write the database does not take after
@@ -294,10 +295,11 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
                    "(TOKBENCH_MASTER_KEY or TOKBENCH_MASTER_KEY_FILE)");
       goto out;
     }
-    api_key = tb_crypto_open(w->master_key, ep.api_key_sealed, job->endpoint_id);
+    const char *why = NULL;
+    api_key = tb_masterkey_open_endpoint_key(w->master_key, ep.api_key_sealed, job->endpoint_id,
+                                             ep.api_key_origin, ep.base_url, &why);
     if (api_key == NULL) {
-      out = finish(&jr, "failed", NULL,
-                   "the endpoint's API key does not open with this worker's master key");
+      out = finish(&jr, "failed", NULL, why);
       goto out;
     }
   }
