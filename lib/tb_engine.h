@@ -29,7 +29,7 @@
  *   drain_timeout_s   number  wait for running = 0 between cells (default 120)
  *   metrics_interval_s number /metrics sampling period in a cell (default 0.25)
  *
- * A cell (JSON object) is the unit of progress and of storage:
+ * A cell (JSON object, built by tb_result) is the unit of progress and of storage:
  *   phase "prefill"|"decode", context (int), context_label ("8K"),
  *   concurrency (int, 1 for prefill), status "valid"|"over_capacity"|"skipped"|"error",
  *   reason (string, for every status but valid), and the figures of METHOD.md.
@@ -104,9 +104,6 @@ char *tb_engine_redact(const char *launch_command);
 #define TB_ENGINE_CTX_MARGIN 64
 int64_t tb_engine_top_context(int64_t max_model_len, int64_t max_output);
 
-/* Over-capacity rule of METHOD.md: C x (context + max_output) > budget.
- * budget <= 0 means unknown: never over capacity. */
-bool tb_engine_over_capacity(int64_t conc, int64_t context, int64_t max_output,
-                             int64_t budget);
+/* The over-capacity rule of METHOD.md is tb_result_over_capacity. */
 
 #endif
