@@ -42,6 +42,7 @@ port=$(freeport)
 base="http://127.0.0.1:$port"
 TOKBENCH_DATABASE_URL=$url TOKBENCH_LISTEN_PORT=$port TOKBENCH_THREADS=$THREADS \
   TOKBENCH_DB_POOL=$((THREADS * 2)) TOKBENCH_RATE_LIMIT=0 TOKBENCH_LOG_LEVEL=${BENCH_API_LOG_LEVEL:-info} \
+  TOKBENCH_EGRESS_ALLOW=loopback \
   TOKBENCH_MASTER_KEY=$(openssl rand -hex 32) "$BIN/tokbench-api" >"$tmp/api.log" 2>&1 &
 pids="$pids $!"
 i=0
@@ -88,7 +89,7 @@ awk -v p="$post_rps" 'BEGIN { exit !(p + 0 >= 1000) }' || { echo "bench_api: POS
 # Submit to start, through the api, with one idle worker.
 if [ -x "$BIN/tokbench-worker" ] && [ -x "$BIN/tokbench-sim" ]; then
   psql -X -q -d "$url" -c "UPDATE jobs SET state = 'cancelled' WHERE state = 'queued'" >/dev/null
-  TOKBENCH_DATABASE_URL=$url TOKBENCH_WORKER_ID=bench-api TOKBENCH_LOG_LEVEL=warn \
+  TOKBENCH_DATABASE_URL=$url TOKBENCH_WORKER_ID=bench-api TOKBENCH_LOG_LEVEL=warn TOKBENCH_EGRESS_ALLOW=loopback \
     "$BIN/tokbench-worker" >"$tmp/worker.log" 2>&1 &
   pids="$pids $!"
   sleep 1

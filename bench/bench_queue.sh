@@ -43,7 +43,7 @@ TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" migrate >/dev/null
 simport=$(freeport)
 "$BIN/tokbench-sim" --profile tiny --port "$simport" >"$tmp/sim.log" 2>&1 &
 pids="$pids $!"
-TOKBENCH_DATABASE_URL=$url TOKBENCH_WORKER_ID=bench-queue TOKBENCH_POLL_S=60 \
+TOKBENCH_DATABASE_URL=$url TOKBENCH_WORKER_ID=bench-queue TOKBENCH_POLL_S=60 TOKBENCH_EGRESS_ALLOW=loopback \
   TOKBENCH_LOG_LEVEL=warn "$BIN/tokbench-worker" >"$tmp/worker.log" 2>&1 &
 pids="$pids $!"
 

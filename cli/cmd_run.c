@@ -711,6 +711,7 @@ tb_cli_run(int argc, char **argv)
       .on_progress = hook_progress,
       .cancelled = hook_cancelled,
       .on_header = hook_header,
+      .error_bodies = true, /* the user's own endpoint: its answer helps */
   };
   struct sigaction sa = {0};
   sa.sa_handler = on_sigint;

@@ -34,6 +34,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "tb_egress.h"
 #include "tb_http.h"
 #include "tb_rxts.h"
 
@@ -49,13 +50,22 @@ env_set(const char *name)
 }
 
 /* The address libcurl connects to for the endpoint (its resolver, its
- * choice among the addresses), from one CONNECT_ONLY connection. */
+ * choice among the addresses), from one CONNECT_ONLY connection.  That
+ * connection goes through the egress guard (tb_egress), so the address
+ * kept, which every slot connects to without resolving again, is one the
+ * policy allowed.  A refusal: false (the engine's libcurl streams are
+ * refused by their own guard, with the rule in the cell's error). */
 static bool
 direct_resolve(struct tb_direct *d, const char *url)
 {
+  struct tb_egress_guard guard;
   CURL *e = curl_easy_init();
   if (e == NULL)
     return false;
+  if (!tb_egress_guard_easy(&guard, tb_egress_current(), e, url)) {
+    curl_easy_cleanup(e);
+    return false;
+  }
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, TB_DIRECT_CONNECT_TIMEOUT_MS);

@@ -68,6 +68,7 @@
 
 #include "tb_direct.h"
 #include "tb_discover.h"
+#include "tb_egress.h"
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
@@ -215,6 +216,9 @@ struct cell {
 };
 
 struct run {
+  /* the egress guard of every libcurl handle of the run (one host: the
+   * endpoint's), tb_egress.h */
+  struct tb_egress_guard egress;
   /* settings */
   char *base_url;
   char *model_req;
@@ -526,6 +530,11 @@ curl_start(struct cell *c, struct stream *s)
     return false;
   }
   CURL *e = s->easy;
+  if (!tb_egress_guard_easy(&r->egress, tb_egress_current(), e, r->chat_url)) {
+    cell_fail(c, "%s", r->egress.why);
+    stream_free(s);
+    return false;
+  }
   curl_easy_setopt(e, CURLOPT_URL, r->chat_url);
   curl_easy_setopt(e, CURLOPT_POST, 1L);
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
@@ -607,8 +616,10 @@ stream_end(struct stream *s, const char *transport_err)
       s->http_status = s->direct ? tb_direct_status(&c->ds, s->slot) : 0;
     if (transport_err != NULL)
       stream_fail(s, "%s", transport_err);
-    else if (s->http_status != 200)
+    else if (s->http_status != 200 && r->hooks != NULL && r->hooks->error_bodies)
       stream_fail(s, "HTTP %ld: %.200s", s->http_status, s->errbody);
+    else if (s->http_status != 200)
+      stream_fail(s, "HTTP %ld", s->http_status);
     else if (!tb_sse_idle(&s->sse))
       stream_fail(s, "stream ended inside an SSE event");
     else if (!s->got_done)
@@ -644,7 +655,9 @@ stream_end(struct stream *s, const char *transport_err)
 static void
 stream_done(struct stream *s, CURLcode rc)
 {
+  const struct run *r = s->cell->run;
   stream_end(s, rc == CURLE_OK ? NULL
+                : r->egress.refused ? r->egress.why
                 : s->curl_err[0] ? s->curl_err : curl_easy_strerror(rc));
 }
 
@@ -673,6 +686,10 @@ metrics_start(struct cell *c)
   CURL *e = curl_easy_init();
   if (e == NULL)
     return;
+  if (!tb_egress_guard_easy(&r->egress, tb_egress_current(), e, r->metrics_url)) {
+    curl_easy_cleanup(e);
+    return;
+  }
   c->m_len = 0;
   c->m_over = false;
   curl_easy_setopt(e, CURLOPT_URL, r->metrics_url);

@@ -64,6 +64,12 @@ struct tb_engine_hooks {
    * index within its cell.  Must be cheap: it runs inside the measurement. */
   void (*on_event)(void *cls, unsigned slot, int64_t arrival_ns,
                    const char *comment, size_t comment_len, int64_t tokens);
+  /* True: a stream's HTTP error keeps up to 200 bytes of the endpoint's
+   * answer in the cell's error (tokbench run: the user's own endpoint).
+   * False (the service): "HTTP <status>" only, since the answer of an
+   * endpoint a tenant chose may come from a service the tenant must not
+   * read (issue 13). */
+  bool error_bodies;
 };
 
 enum tb_engine_status {

@@ -398,3 +398,34 @@ def test_probe_failure_shows_no_remote_body(ctx):
     st, _, ep = create(api, key, "chatty", "http://127.0.0.1:%d" % srv.server_address[1])
     st, _, raw = api.req("POST", "/v1/endpoints/%s/probe" % ep["id"], key, timeout=30)
     assert st == 502 and b"HTTP 500" in raw and b"SECRET-REMOTE-BODY" not in raw, raw
+
+
+def test_job_cells_keep_no_remote_body(ctx):
+    """An endpoint's error answer stays out of a job's cells: "HTTP 500",
+    not the bytes it sent (they may come from a service the tenant must not
+    read)."""
+    s = setup(ctx)
+    api, key, pg = s["api"], s["key"], s["pg"]
+    sim = ctx.sim("tiny", "vllm", args=["--fault", "status=500"])
+    st, _, ep = create(api, key, "fault-500", sim.url)
+    assert st == 201, ep
+    w = ctx.process("tokbench-worker", [], env={
+        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
+        "TOKBENCH_POLL_S": "1", "TOKBENCH_WORKER_ID": "eg-w2"})
+    wait_until(lambda: '"msg":"worker ready"' in w.output() or not w.alive(), 20, what="worker")
+    st, _, job = api.json("POST", "/v1/jobs", key, {
+        "endpoint_id": ep["id"], "contexts": ["1k"], "concurrency": [1], "duration_s": 1,
+        "max_attempts": 1})
+    assert st == 202, job
+
+    def done():
+        st, _, j = api.json("GET", "/v1/jobs/" + job["id"], key)
+        return j if j["state"] in ("failed", "succeeded", "cancelled") else None
+    j = wait_until(done, 90, what="job ends")
+    st, _, raw = api.req("GET", "/v1/jobs/%s/result" % job["id"], key)
+    assert st == 200, raw
+    cells = json.loads(raw)["cells"]
+    assert cells and all(c["status"] == "error" for c in cells), (j, cells)
+    for c in cells:
+        assert c["reason"].endswith("stream failed: HTTP 500"), c
+    w.stop()

@@ -146,7 +146,8 @@ def test_finished_job_carries_its_regressions(ctx):
         r2["regressions"]
     # Half the speed: every decode cell loses about half its throughput.
     slow = ctx.sim("tiny", args=["--api-key", EP_SECRET, "--time-scale", "0.5"])
-    st, _ = call(s, "PATCH", "/v1/endpoints/" + ep, {"base_url": slow.url})
+    # (another origin drops the stored key unless the PATCH sets it again)
+    st, _ = call(s, "PATCH", "/v1/endpoints/" + ep, {"base_url": slow.url, "api_key": EP_SECRET})
     assert st == 200
     third = submit(s, ep, spec)
     assert wait_job(s, third, ("succeeded", "failed"))["state"] == "succeeded"

@@ -67,12 +67,57 @@ test_file(void **state)
   rmdir(dir);
 }
 
+/* Endpoint keys bound to the endpoint and the origin of its base_url. */
+static void
+test_endpoint_key_origin(void **state)
+{
+  (void)state;
+  unsigned char k[TB_CRYPTO_KEY_LEN];
+  char *err = NULL;
+  assert_int_equal(tb_masterkey_load(HEX, NULL, k, &err), TB_MASTERKEY_OK);
+  char *origin = NULL;
+  const char *why = NULL;
+  char *sealed = tb_masterkey_seal_endpoint_key(k, "sk-1", "ep-1", "http://GPU.example:8000/v1",
+                                                &origin);
+  assert_non_null(sealed);
+  assert_string_equal(origin, "http://gpu.example:8000");
+  /* same origin, another path: opens */
+  char *p = tb_masterkey_open_endpoint_key(k, sealed, "ep-1", origin, "http://gpu.example:8000/",
+                                           &why);
+  assert_string_equal(p, "sk-1");
+  free(p);
+  /* another host, port or scheme: refused before any crypto */
+  const char *moved[] = { "http://evil.example:8000", "http://gpu.example:8001",
+                          "https://gpu.example:8000" };
+  for (size_t i = 0; i < TB_ARRAY_LEN(moved); i++) {
+    assert_null(tb_masterkey_open_endpoint_key(k, sealed, "ep-1", origin, moved[i], &why));
+    assert_non_null(strstr(why, "another origin"));
+  }
+  /* the stored origin rewritten to follow base_url: the seal still refuses */
+  assert_null(tb_masterkey_open_endpoint_key(k, sealed, "ep-1", "http://evil.example:8000",
+                                             "http://evil.example:8000", &why));
+  /* another row */
+  assert_null(tb_masterkey_open_endpoint_key(k, sealed, "ep-2", origin, "http://gpu.example:8000",
+                                             &why));
+  /* a legacy seal (the id alone) opens while its origin is NULL */
+  char *legacy = tb_crypto_seal(k, "sk-old", "ep-1");
+  p = tb_masterkey_open_endpoint_key(k, legacy, "ep-1", NULL, "http://any.example", &why);
+  assert_string_equal(p, "sk-old");
+  free(p);
+  assert_null(tb_masterkey_open_endpoint_key(k, legacy, "ep-1", "http://any.example:80",
+                                             "http://any.example", &why));
+  free(legacy);
+  free(sealed);
+  free(origin);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hex_and_none),
     cmocka_unit_test(test_file),
+    cmocka_unit_test(test_endpoint_key_origin),
   };
   return cmocka_run_group_tests_name("masterkey", tests, NULL, NULL);
 }
