@@ -16,6 +16,7 @@ import time
 import harness
 from harness import wait_until
 from test_api import Api, make_key
+from test_worker import SEAL_C  # tb_crypto_seal with the associated data given
 
 MASTER = "9f" * 32  # test_api's
 EP_KEY = "sk-origin-bound-7c1d"
@@ -91,6 +92,26 @@ def assert_refused(resp, field, rule_part):
     assert rule_part in p["rule"], p
     assert p["errors"][0]["field"] == field, p
     assert field in p["detail"], p
+
+
+def run_job(ctx, api, key, pg, ep_id, worker_env):
+    """Runs a one-cell job of ep_id on a worker of its own; the job's document
+    once it ended."""
+    env = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_POLL_S": "1"}
+    env.update(worker_env)
+    w = ctx.process("tokbench-worker", [], env=env)
+    wait_until(lambda: '"msg":"worker ready"' in w.output() or not w.alive(), 20, what="worker")
+    st, _, job = api.json("POST", "/v1/jobs", key, {
+        "endpoint_id": ep_id, "contexts": ["1k"], "concurrency": [1], "duration_s": 1,
+        "max_attempts": 1})
+    assert st == 202, job
+
+    def done():
+        st, _, j = api.json("GET", "/v1/jobs/" + job["id"], key)
+        return j if j["state"] in ("failed", "succeeded", "cancelled") else None
+    j = wait_until(done, 90, what="job ends")
+    w.stop()
+    return j
 
 
 # ------------------------------------------------------------ 1. egress policy
@@ -191,23 +212,11 @@ def test_worker_job_refused_at_run_time(ctx):
     lst = Listener(ctx)
     st, _, ep = create(api, key, "w-1", lst.url)
     assert st == 201, ep
-    w = ctx.process("tokbench-worker", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
-        "TOKBENCH_EGRESS_ALLOW": "", "TOKBENCH_POLL_S": "1", "TOKBENCH_WORKER_ID": "eg-w"})
-    wait_until(lambda: '"msg":"worker ready"' in w.output() or not w.alive(), 20, what="worker")
-    st, _, job = api.json("POST", "/v1/jobs", key, {
-        "endpoint_id": ep["id"], "contexts": ["1k"], "concurrency": [1], "duration_s": 1,
-        "max_attempts": 1})
-    assert st == 202, job
-
-    def done():
-        st, _, j = api.json("GET", "/v1/jobs/" + job["id"], key)
-        return j if j["state"] in ("failed", "succeeded", "cancelled") else None
-    j = wait_until(done, 60, what="job ends")
+    j = run_job(ctx, api, key, pg, ep["id"],
+                {"TOKBENCH_EGRESS_ALLOW": "", "TOKBENCH_WORKER_ID": "eg-w"})
     assert j["state"] == "failed", j
     assert "egress refused" in j["error"] and "127.0.0.0/8 (built-in: loopback)" in j["error"], j
     assert lst.seen == [], lst.seen
-    w.stop()
 
 
 # ------------------------------------------------ 2. keys bound to their origin
@@ -265,20 +274,6 @@ def test_the_seal_names_the_origin(ctx):
     st, _, p = api.json("POST", "/v1/endpoints/%s/probe" % ep["id"], key, timeout=30)
     assert st == 500 and "does not open" in p["detail"], p
     assert thief.seen == [], thief.seen
-
-
-SEAL_C = r"""
-#include <stdio.h>
-#include "tb_crypto.h"
-int main(int argc, char **argv) {
-  unsigned char k[TB_CRYPTO_KEY_LEN];
-  if (argc != 4 || !tb_crypto_parse_key(argv[1], k)) return 2;
-  char *s = tb_crypto_seal(k, argv[2], argv[3]);
-  if (!s) return 1;
-  puts(s);
-  return 0;
-}
-"""
 
 
 def legacy_seal(ctx, plain, ad):
@@ -409,23 +404,10 @@ def test_job_cells_keep_no_remote_body(ctx):
     sim = ctx.sim("tiny", "vllm", args=["--fault", "status=500"])
     st, _, ep = create(api, key, "fault-500", sim.url)
     assert st == 201, ep
-    w = ctx.process("tokbench-worker", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
-        "TOKBENCH_POLL_S": "1", "TOKBENCH_WORKER_ID": "eg-w2"})
-    wait_until(lambda: '"msg":"worker ready"' in w.output() or not w.alive(), 20, what="worker")
-    st, _, job = api.json("POST", "/v1/jobs", key, {
-        "endpoint_id": ep["id"], "contexts": ["1k"], "concurrency": [1], "duration_s": 1,
-        "max_attempts": 1})
-    assert st == 202, job
-
-    def done():
-        st, _, j = api.json("GET", "/v1/jobs/" + job["id"], key)
-        return j if j["state"] in ("failed", "succeeded", "cancelled") else None
-    j = wait_until(done, 90, what="job ends")
-    st, _, raw = api.req("GET", "/v1/jobs/%s/result" % job["id"], key)
+    j = run_job(ctx, api, key, pg, ep["id"], {"TOKBENCH_WORKER_ID": "eg-w2"})
+    st, _, raw = api.req("GET", "/v1/jobs/%s/result" % j["id"], key)
     assert st == 200, raw
     cells = json.loads(raw)["cells"]
     assert cells and all(c["status"] == "error" for c in cells), (j, cells)
     for c in cells:
         assert c["reason"].endswith("stream failed: HTTP 500"), c
-    w.stop()
