@@ -219,6 +219,42 @@ def test_worker_job_refused_at_run_time(ctx):
     assert lst.seen == [], lst.seen
 
 
+def test_callback_delivery_refused_on_the_resolved_address(ctx):
+    """A callback URL whose name resolves to a refused address passes
+    registration (names are not resolved there) and is refused when the
+    dispatcher connects: the delivery records the rule, the receiver gets
+    nothing.  A cluster of its own: no other dispatcher may claim it."""
+    names = [n for n in ("vm", "runsc", socket.gethostname())
+             if n != "localhost" and _resolves_to_loopback(n)]
+    if not names:
+        print("# no name other than localhost resolves to loopback here: skipped")
+        return
+    pg = ctx.postgres(fresh=True)
+    api = Api(ctx, pg, env={"TOKBENCH_EGRESS_ALLOW": "", "TOKBENCH_DELIVERY_BACKOFF_MS": "200"})
+    key = make_key(pg, "eg-cb", "--admin")
+    rec = Listener(ctx)
+    port = rec.url.rsplit(":", 1)[1]
+    st, _, cb = api.json("POST", "/v1/callbacks", key, {"url": "http://%s:%s/hook" % (names[0], port)})
+    assert st == 201, cb
+    st, _, ep = create(api, key, "cb-ep", "http://10.1.2.3:8000")
+    st, _, job = api.json("POST", "/v1/jobs", key, {"endpoint_id": ep["id"], "contexts": ["1k"],
+                                                     "concurrency": [1], "duration_s": 1})
+    assert st == 202, job
+    pg.psql("UPDATE jobs SET state = 'running', started_at = now() WHERE id = '%s'" % job["id"])
+    pg.psql("UPDATE jobs SET state = 'failed', finished_at = now(), error = 'x' WHERE id = '%s'"
+            % job["id"])
+
+    def refused():
+        st, _, doc = api.json("GET", "/v1/deliveries", key)
+        d = doc["deliveries"]
+        return d if d and d[0]["last_error"] else None
+    d = wait_until(refused, 30, what="a delivery attempt")[0]
+    assert "egress refused: 127.0.0.1 by rule 127.0.0.0/8 (built-in: loopback)" in \
+        d["last_error"], d
+    assert d["response_code"] is None and d["status"] in ("pending", "failed"), d
+    assert rec.seen == [], rec.seen
+
+
 # ------------------------------------------------ 2. keys bound to their origin
 
 def test_patch_to_another_origin_drops_the_key(ctx):
