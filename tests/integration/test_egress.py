@@ -16,7 +16,7 @@ import time
 import harness
 from harness import wait_until
 from test_api import Api, make_key
-from test_worker import SEAL_C  # tb_crypto_seal with the associated data given
+from test_worker import seal  # tb_crypto_seal with the associated data given
 
 MASTER = "9f" * 32  # test_api's
 EP_KEY = "sk-origin-bound-7c1d"
@@ -312,26 +312,13 @@ def test_the_seal_names_the_origin(ctx):
     assert thief.seen == [], thief.seen
 
 
-def legacy_seal(ctx, plain, ad):
-    exe = os.path.join(ctx.tmp, "legacy-seal")
-    if not os.path.exists(exe):
-        src = exe + ".c"
-        with open(src, "w") as f:
-            f.write(SEAL_C)
-        lib = os.path.join(harness.ROOT, "lib")
-        subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-I" + lib, "-o", exe, src,
-                        os.path.join(lib, "tb_crypto.c"), os.path.join(lib, "tb_util.c"),
-                        "-lcrypto"], check=True)
-    return subprocess.check_output([exe, MASTER, plain, ad]).decode().strip()
-
-
 def test_legacy_keys_open_and_are_resealed_at_start(ctx):
     s = setup(ctx)
     api, key, pg = s["api"], s["key"], s["pg"]
     home = Listener(ctx)
     st, _, ep = create(api, key, "legacy-1", home.url)
     assert st == 201, ep
-    old = legacy_seal(ctx, "sk-legacy", ep["id"])  # before sql/0008: the id alone
+    old = seal(ctx, "sk-legacy", ep["id"], MASTER)  # before sql/0008: the id alone
     pg.psql("UPDATE endpoints SET api_key_sealed = '%s', api_key_origin = NULL WHERE id = '%s'"
             % (old, ep["id"]))
     st, _, found = api.json("POST", "/v1/endpoints/%s/probe" % ep["id"], key, timeout=30)

@@ -164,7 +164,7 @@ def assert_complete(t, jid, spec, stored_by_sql=0):
     return res
 
 
-def seal(ctx, key, endpoint_id):
+def seal(ctx, key, endpoint_id, master=MASTER_KEY):
     exe = os.path.join(ctx.tmp, "seal")
     if not os.path.exists(exe):
         src = os.path.join(ctx.tmp, "seal.c")
@@ -174,7 +174,7 @@ def seal(ctx, key, endpoint_id):
         subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-I" + lib, "-o", exe, src,
                         os.path.join(lib, "tb_crypto.c"), os.path.join(lib, "tb_util.c"),
                         "-lcrypto"], check=True)
-    return subprocess.check_output([exe, MASTER_KEY, key, endpoint_id]).decode().strip()
+    return subprocess.check_output([exe, master, key, endpoint_id]).decode().strip()
 
 
 # ---------------------------------------------------------------- the flow
