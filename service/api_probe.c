@@ -135,7 +135,7 @@ tb_api_probes_start(const struct tb_api_probe_opts *o, char **err)
   for (unsigned i = 0; i < p->o.threads; i++) {
     if (pthread_create(&p->threads[i], NULL, run, p) != 0) {
       *err = tb_xasprintf("cannot start probe thread %u", i);
-      tb_api_probes_stop(p);
+      tb_api_probes_free(p);
       return NULL;
     }
     p->n_threads++;
@@ -163,6 +163,15 @@ tb_api_probes_stop(struct tb_api_probes *p)
   pthread_mutex_unlock(&p->lock);
   for (unsigned i = 0; i < p->n_threads; i++)
     pthread_join(p->threads[i], NULL);
+  p->n_threads = 0;
+}
+
+void
+tb_api_probes_free(struct tb_api_probes *p)
+{
+  if (p == NULL)
+    return;
+  tb_api_probes_stop(p);
   pthread_cond_destroy(&p->wake);
   pthread_mutex_destroy(&p->lock);
   free(p);

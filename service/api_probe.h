@@ -19,7 +19,9 @@
  * request completes); the pool unlinks it and never touches it again once
  * it has resumed the connection.  tb_api_probes_stop, before
  * MHD_stop_daemon, answers queued tasks "stopping" and joins the threads
- * (a running probe ends within its deadline).
+ * (a running probe ends within its deadline); a probe asked for after that
+ * gets 503 shutting-down.  tb_api_probes_free, after MHD_stop_daemon, frees
+ * the pool.
  */
 #ifndef TB_API_PROBE_H
 #define TB_API_PROBE_H
@@ -38,8 +40,11 @@ struct tb_api_probe_opts {
 /* Starts the pool.  NULL with *err (caller frees). */
 struct tb_api_probes *tb_api_probes_start(const struct tb_api_probe_opts *o,
                                           char **err) TB_MUST_CHECK;
-/* Answers the queued probes, joins the threads, frees the pool (NULL: no-op). */
+/* Answers the queued probes and joins the threads; the pool refuses new
+ * probes from then on (NULL: no-op).  Idempotent. */
 void tb_api_probes_stop(struct tb_api_probes *p);
+/* Stops (if not yet) and frees the pool (NULL: no-op). */
+void tb_api_probes_free(struct tb_api_probes *p);
 
 /* Queues a probe of base_url with key (both taken; key may be NULL and is
  * wiped when done) and suspends the connection; or queues a 429/503 reply.

@@ -466,6 +466,7 @@ out:
   tb_api_probes_stop(api.probes);
   if (api.daemon != NULL)
     MHD_stop_daemon(api.daemon);
+  tb_api_probes_free(api.probes);
   tb_api_deliveries_stop();
   tb_api_notify_free(api.notify);
   tb_db_pool_free(api.pool);
