@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "tb_engine.h"
+#include "tb_redact.h"
 #include "tb_util.h"
 
 #define KEY_FILE_MAX 4096
@@ -186,8 +187,11 @@ tb_cli_print_tables(FILE *f, const json_t *doc)
              " tokens · prefill measured during decode warm-up\n",
           num(set, "duration_s"),
           (int64_t)json_integer_value(json_object_get(set, "max_output")));
-  if (json_is_string(json_object_get(doc, "launch_command")))
-    fprintf(f, "Launch command: %s\n", str(doc, "launch_command"));
+  if (json_is_string(json_object_get(doc, "launch_command"))) {
+    char *red = tb_redact_command(str(doc, "launch_command"));
+    fprintf(f, "Launch command: %s\n", red);
+    free(red);
+  }
 
   size_t i;
   const json_t *c;

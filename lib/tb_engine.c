@@ -73,6 +73,7 @@
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
+#include "tb_redact.h"
 #include "tb_rxts.h"
 #include "tb_sse.h"
 #include "tb_stats.h"
@@ -94,53 +95,6 @@
 #define RBUF_SIZE (64u * 1024u)
 
 /* ---------------------------------------------------------------- helpers */
-
-char *
-tb_engine_redact(const char *cmd)
-{
-  static const char *const flags[] = {"--api-key", "--hf-token", "--token"};
-  if (cmd == NULL)
-    return NULL;
-  size_t n = strlen(cmd);
-  char *out = tb_xmalloc(n * 2 + 32);
-  size_t o = 0, i = 0;
-  while (i < n) {
-    bool hit = false;
-    for (size_t f = 0; f < TB_ARRAY_LEN(flags) && !hit; f++) {
-      size_t fl = strlen(flags[f]);
-      if (strncmp(cmd + i, flags[f], fl) != 0)
-        continue;
-      if (i > 0 && cmd[i - 1] != ' ' && cmd[i - 1] != '\t')
-        continue;
-      char sep = cmd[i + fl];
-      if (sep != '=' && sep != ' ' && sep != '\t')
-        continue;
-      memcpy(out + o, cmd + i, fl + 1);
-      o += fl + 1;
-      i += fl + 1;
-      while (sep != '=' && i < n && (cmd[i] == ' ' || cmd[i] == '\t'))
-        out[o++] = cmd[i++];
-      /* the value: a quoted string or a word */
-      if (i < n && (cmd[i] == '"' || cmd[i] == '\'')) {
-        char q = cmd[i++];
-        while (i < n && cmd[i] != q)
-          i++;
-        if (i < n)
-          i++;
-      } else {
-        while (i < n && cmd[i] != ' ' && cmd[i] != '\t')
-          i++;
-      }
-      memcpy(out + o, "<redacted>", 10);
-      o += 10;
-      hit = true;
-    }
-    if (!hit)
-      out[o++] = cmd[i++];
-  }
-  out[o] = '\0';
-  return out;
-}
 
 int64_t
 tb_engine_top_context(int64_t max_model_len, int64_t max_output)
@@ -1369,7 +1323,7 @@ build_header(struct run *r, const json_t *spec, int64_t started_us)
                                              : json_null());
   json_object_set_new(h, "model", model);
   const char *lc = json_string_value(json_object_get(ep, "launch_command"));
-  char *red = tb_engine_redact(lc);
+  char *red = tb_redact_command(lc);
   json_object_set_new(h, "launch_command", red ? json_string(red) : json_null());
   free(red);
   json_t *cap = json_object();

@@ -18,7 +18,7 @@
  *   kv_budget         int     optional KV budget override in tokens
  *   run_id            string  unique per run; part of each prompt's tag
  *   endpoint          object  optional report header: name, hardware, engine hint,
- *                             launch_command (redacted by the engine again)
+ *                             launch_command (redacted again: tb_redact)
  *   settle_s          number  readiness: how long "every stream has produced a
  *                             token, running = C, waiting = 0" must hold (default 3)
  *   stall_timeout_s   number  a stream silent this long after its first token
@@ -93,10 +93,6 @@ enum tb_engine_status tb_engine_run(const json_t *spec, const char *api_key,
  */
 json_t *tb_engine_probe(const char *base_url, const char *api_key,
                         char **err) TB_MUST_CHECK;
-
-/* The launch command with secrets replaced: `--api-key X` and `--api-key=X`
- * (also --hf-token, --token) become `... <redacted>`.  New string. */
-char *tb_engine_redact(const char *launch_command);
 
 /* The top decode context as the seeds choose it: the largest multiple of
  * 1024 with context + max_output + TB_ENGINE_CTX_MARGIN <= max_model_len

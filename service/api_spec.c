@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tb_auth.h"
+#include "tb_redact.h"
 
 enum ftype {
   F_UUID,       /* string, a UUID */
@@ -466,7 +467,7 @@ tb_spec_endpoint(const char *text, size_t len, bool patch, json_t **out, json_t 
     return rc;
   const char *lc = json_string_value(json_object_get(*out, "launch_command"));
   if (lc != NULL) {
-    char *red = tb_spec_redact(lc);
+    char *red = tb_redact_command(lc);
     json_object_set_new(*out, "launch_command", json_string(red));
     free(red);
   }
@@ -477,102 +478,4 @@ enum tb_spec_rc
 tb_spec_key(const char *text, size_t len, json_t **out, json_t **errors)
 {
   return run(text, len, key_fields, TB_ARRAY_LEN(key_fields), false, out, errors);
-}
-
-/* ------------------------------------------------------------ redaction */
-
-static const char *const secret_flags[] = {
-  "api-key", "apikey", "hf-token", "token", "password", "passwd", "secret",
-  "auth-token", "access-token", "openai-api-key", "admin-api-key",
-};
-
-/* Is [s, s+n) a secret flag name ("--api-key", "--api_key", "-token")? */
-static bool
-is_secret_flag(const char *s, size_t n)
-{
-  if (n < 2 || s[0] != '-')
-    return false;
-  while (n > 0 && *s == '-') {
-    s++;
-    n--;
-  }
-  char norm[32];
-  if (n == 0 || n >= sizeof norm)
-    return false;
-  for (size_t i = 0; i < n; i++)
-    norm[i] = s[i] == '_' ? '-' : (char)tolower((unsigned char)s[i]);
-  norm[n] = '\0';
-  for (size_t i = 0; i < TB_ARRAY_LEN(secret_flags); i++)
-    if (strcmp(norm, secret_flags[i]) == 0)
-      return true;
-  return false;
-}
-
-/* Is [s, s+n) an environment name that holds a secret (OPENAI_API_KEY)? */
-static bool
-is_secret_env(const char *s, size_t n)
-{
-  static const char *const words[] = { "API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD" };
-  char up[128];
-  if (n == 0 || n >= sizeof up)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
-      return false;
-    up[i] = (char)toupper((unsigned char)s[i]);
-  }
-  up[n] = '\0';
-  for (size_t i = 0; i < TB_ARRAY_LEN(words); i++)
-    if (strstr(up, words[i]) != NULL)
-      return true;
-  return false;
-}
-
-char *
-tb_spec_redact(const char *cmd)
-{
-  static const char red[] = "<redacted>";
-  size_t n = strlen(cmd);
-  /* worst case: every one-byte token becomes "<redacted>" */
-  char *out = tb_xmalloc(n * (sizeof red) + 1);
-  size_t o = 0, i = 0;
-  bool pending = false;
-  while (i < n) {
-    if (isspace((unsigned char)cmd[i]) || cmd[i] == '\\') {
-      out[o++] = cmd[i++];
-      continue;
-    }
-    size_t s = i;
-    char q = 0;
-    while (i < n && (q != 0 || !isspace((unsigned char)cmd[i]))) {
-      if (q == 0 && (cmd[i] == '"' || cmd[i] == '\''))
-        q = cmd[i];
-      else if (q != 0 && cmd[i] == q)
-        q = 0;
-      i++;
-    }
-    size_t len = i - s;
-    const char *eq = memchr(cmd + s, '=', len);
-    if (pending) {
-      memcpy(out + o, red, sizeof red - 1);
-      o += sizeof red - 1;
-      pending = false;
-    } else if (is_secret_flag(cmd + s, len)) {
-      memcpy(out + o, cmd + s, len);
-      o += len;
-      pending = true;
-    } else if (eq != NULL && (is_secret_flag(cmd + s, (size_t)(eq - (cmd + s))) ||
-                              is_secret_env(cmd + s, (size_t)(eq - (cmd + s))))) {
-      size_t pl = (size_t)(eq - (cmd + s)) + 1;
-      memcpy(out + o, cmd + s, pl);
-      o += pl;
-      memcpy(out + o, red, sizeof red - 1);
-      o += sizeof red - 1;
-    } else {
-      memcpy(out + o, cmd + s, len);
-      o += len;
-    }
-  }
-  out[o] = '\0';
-  return out;
 }

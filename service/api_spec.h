@@ -58,12 +58,6 @@ enum tb_spec_rc tb_spec_endpoint(const char *text, size_t len, bool patch, json_
 enum tb_spec_rc tb_spec_key(const char *text, size_t len, json_t **out,
                             json_t **errors) TB_MUST_CHECK;
 
-/* The launch command with secrets replaced by <redacted>: values of
- * --api-key, --api_key, --apikey, --hf-token, --token, --password, ...
- * (as `--flag X`, `--flag=X`, quoted or not) and of environment assignments
- * such as OPENAI_API_KEY=X or HF_TOKEN=X.  New string (caller frees). */
-char *tb_spec_redact(const char *cmd);
-
 /* True when url is an http:// or https:// URL with a host, no credentials,
  * no whitespace or control characters, at most TB_SPEC_MAX_URL long. */
 bool tb_spec_url_ok(const char *url);
