@@ -28,10 +28,10 @@
 
 #include "api.h"
 #include "api_auth.h"
-#include "api_hooks.h"
+#include "api_deliveries.h"
 #include "api_jobcache.h"
 #include "api_notify.h"
-#include "api_report.h"
+#include "api_web.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_metrics.h"
