@@ -59,22 +59,13 @@ tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *reques
                     const json_t *preset_spec, const json_t *extra_labels,
                     char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors)
 {
-  json_t *merged = json_deep_copy(preset_spec), *spec = NULL;
+  /* the members a preset's job may set over the preset: tb_spec's table */
+  json_t *extra = json_pack("{s:O?}", "labels", (json_t *)extra_labels);
+  json_t *merged = tb_spec_override(preset_spec, extra), *spec = NULL;
   char *text = NULL;
   int rc;
   *errors = NULL;
-  if (!json_is_object(merged)) {
-    json_decref(merged);
-    merged = json_object();
-  }
-  if (json_is_object(extra_labels) && json_object_size(extra_labels) > 0) {
-    json_t *labels = json_object_get(merged, "labels");
-    if (!json_is_object(labels)) {
-      labels = json_object();
-      json_object_set_new(merged, "labels", labels);
-    }
-    json_object_update(labels, (json_t *)extra_labels);
-  }
+  json_decref(extra);
   text = json_dumps(merged, JSON_COMPACT);
   if (text == NULL || tb_spec_job(text, strlen(text), &spec, errors) != TB_SPEC_OK) {
     if (*errors == NULL)

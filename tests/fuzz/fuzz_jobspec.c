@@ -61,9 +61,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_decref(err2);
   }
   one(rc, out, errors);
-  one(tb_spec_endpoint(text, size, false, &out, &errors), out, errors);
-  one(tb_spec_endpoint(text, size, true, &out, &errors), out, errors);
-  one(tb_spec_key(text, size, &out, &errors), out, errors);
+  one(tb_api_spec_endpoint(text, size, false, &out, &errors), out, errors);
+  one(tb_api_spec_endpoint(text, size, true, &out, &errors), out, errors);
+  one(tb_api_spec_key(text, size, &out, &errors), out, errors);
 
   /* redaction: a NUL-terminated copy, and a known secret after the flag */
   char *cmd = malloc(size + 1);

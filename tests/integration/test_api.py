@@ -253,6 +253,11 @@ def test_spec_validation_names_fields(ctx):
     assert "contexts[1]" in p["detail"]
     st, _, p = api.json("POST", "/v1/jobs", admin, {"contexts": [8192]})
     assert st == 422 and p["errors"] == [{"field": "endpoint_id", "detail": "is required"}]
+    # a kv_budget beyond what the engine runs (1e12) is refused now, not at run time
+    st, _, p = api.json("POST", "/v1/jobs", admin, {"endpoint_id": s["ep"]["id"],
+                                                    "kv_budget": 10 ** 13})
+    assert st == 422 and p["errors"] == [{"field": "kv_budget",
+                                          "detail": "must be an integer from 1 to 1000000000000"}]
     # another project's endpoint is "no such endpoint", named by field
     other_ep = new_endpoint(api, s["other"], "beta-ep")
     s["other_ep"] = other_ep
