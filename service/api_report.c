@@ -85,11 +85,8 @@ tb_api_jobs_report(struct tb_api_req *r)
   if (!tb_api_report_format(r, TB_REPORT_HTML, &f, &ret))
     return ret;
   json_t *doc = NULL;
-  int rc = tb_api_result_doc(r, r->id, &doc, NULL);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
+  if (!tb_api_result_get(r, &doc, &ret))
+    return ret;
   char *err = NULL;
   size_t len = 0;
   char *body = tb_report_render(doc, f, &len, &err);

@@ -55,14 +55,23 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
   return 1;
 }
 
+bool
+tb_api_result_get(struct tb_api_req *r, json_t **doc, enum MHD_Result *ret)
+{
+  int rc = tb_api_result_doc(r, r->id, doc, NULL);
+  if (rc < 0)
+    *ret = tb_api_reply_db(r, rc);
+  else if (rc == 0)
+    *ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
+  return rc > 0;
+}
+
 enum MHD_Result
 tb_api_jobs_result(struct tb_api_req *r)
 {
   json_t *doc = NULL;
-  int rc = tb_api_result_doc(r, r->id, &doc, NULL);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
+  enum MHD_Result ret;
+  if (!tb_api_result_get(r, &doc, &ret))
+    return ret;
   return tb_api_reply_json(r, MHD_HTTP_OK, doc, NULL);
 }

@@ -17,4 +17,8 @@
 int tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc,
                       char **labels) TB_MUST_CHECK;
 
+/* The document of the job r->id names: true with *doc (new), else false
+ * with a reply queued into *ret (404 no such job, or the database error). */
+bool tb_api_result_get(struct tb_api_req *r, json_t **doc, enum MHD_Result *ret) TB_MUST_CHECK;
+
 #endif

@@ -2,7 +2,7 @@
  * tokbench-worker internals, shared by main.c and the worker_*.c modules
  * (linked into build/libworker.a so that unit tests can reach them).
  *
- *   worker_spec.c  the engine spec of a job (pure: job spec + endpoint)
+ *   worker_spec.c  what the worker adds to a job spec: its endpoint, a run id
  *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
  *   worker_job.c   runs one claimed job with the engine, start to finish
  */
