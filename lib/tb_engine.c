@@ -21,7 +21,7 @@
  * late the loop notices its end.
  *
  * Stream transport.  On a plain-HTTP endpoint (no proxy in the
- * environment) the streams' sockets are the engine's own: libcurl resolves
+ * environment) the streams' sockets are the engine's own (tb_direct): libcurl resolves
  * the endpoint and picks its address once (a CONNECT_ONLY probe), then each
  * slot of a cell keeps one kept-alive connection, writes its request with
  * one sendmsg and reads the response with one recvmsg per readiness, which
@@ -45,6 +45,9 @@
  * stream to counting chunks (one per choice with text), and the cell's
  * token_source becomes "chunks": a flagged fallback, never silent.
  *
+ * Result.  The document (header, cells, status) is tb_result's model; the
+ * engine fills it from what it measured.
+ *
  * Faults: any stream error (transport, HTTP status, malformed SSE or JSON, a
  * stream cut before [DONE], a stall, a missing usage chunk where the server
  * gives usage) makes the cell an error with the first reason; the run goes on.
@@ -58,22 +61,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "tb_direct.h"
 #include "tb_discover.h"
-#include "tb_h1.h"
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
 #include "tb_redact.h"
+#include "tb_result.h"
 #include "tb_rxts.h"
 #include "tb_sse.h"
 #include "tb_stats.h"
@@ -84,15 +83,11 @@
 #define MAX_LIST 64
 #define NS_PER_S 1000000000LL
 #define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
-#define CONNECT_TIMEOUT_MS 10000L /* a stream's connection, either transport */
+#define CONNECT_TIMEOUT_MS TB_DIRECT_CONNECT_TIMEOUT_MS /* either transport */
 /* How long a server may run more requests than ours before a cell that is
  * getting ready says it is loaded by someone else (at most half the ready
  * timeout). */
 #define FOREIGN_LOAD_S 20.0
-#define SCHEMA "tokbench.result/v1"
-#define DIRECT_TAG (1ULL << 62) /* epoll data of a stream connection we read */
-#define GEN_MASK 0x3fffffffu
-#define RBUF_SIZE (64u * 1024u)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -105,39 +100,10 @@ tb_engine_top_context(int64_t max_model_len, int64_t max_output)
   return room / 1024 * 1024;
 }
 
-bool
-tb_engine_over_capacity(int64_t conc, int64_t context, int64_t max_output,
-                        int64_t budget)
-{
-  if (budget <= 0)
-    return false;
-  return conc * (context + max_output) > budget;
-}
-
-static double
-ms(double ns)
-{
-  return ns / 1e6;
-}
-
-static json_t *
-json_num_or_null(double v)
-{
-  return isfinite(v) ? json_real(v) : json_null();
-}
-
 /* ------------------------------------------------------------- structures */
 
 struct run;
 struct cell;
-
-/* A slot's connection on the direct transport (see Stream transport). */
-struct dconn {
-  int fd;          /* -1: none */
-  uint32_t gen;    /* tells a closed fd's stale events from the next one's */
-  bool connecting; /* non-blocking connect in progress */
-  bool idle;       /* kept alive after a complete response, free to reuse */
-};
 
 struct stream {
   struct cell *cell;
@@ -157,14 +123,7 @@ struct stream {
   char errbody[ERRBODY_MAX];
   size_t errlen;
   char curl_err[CURL_ERROR_SIZE];
-  /* direct transport */
-  bool direct;
-  bool reused;          /* sent on a kept-alive connection */
-  bool got_bytes;       /* the response has begun */
-  bool keep;            /* ended cleanly: the connection may be reused */
-  size_t wr_off;        /* request bytes written */
-  int send_errno;       /* the server stopped taking the request (EPIPE...) */
-  struct tb_h1 h1;
+  bool direct;          /* on the cell's tb_direct_set, slot `slot` */
 };
 
 enum phase { PH_READY, PH_WINDOW, PH_DONE };
@@ -205,10 +164,8 @@ struct cell {
   int64_t scout_ttft_ns, scout_prompt_tokens;
   /* reads stamped by the kernel, by our clock */
   uint64_t rx_kernel, rx_user;
-  /* direct transport: a connection per slot, the request head */
-  struct dconn *dc;
-  char *head;
-  size_t head_len;
+  /* direct transport: a connection per slot (ds.c NULL: libcurl streams) */
+  struct tb_direct_set ds;
 };
 
 struct run {
@@ -242,10 +199,7 @@ struct run {
   int stamp_hold;       /* tb_rxts_hold: stamping stays on for the run */
   /* direct transport (see Stream transport) */
   bool direct;
-  struct sockaddr_storage addr;
-  socklen_t addrlen;
-  char *req_host, *req_path;
-  char *rbuf;
+  struct tb_direct dt;
   struct curl_slist *hdrs;
   char *auth;
   char *chat_url, *metrics_url;
@@ -446,256 +400,32 @@ stream_write(char *ptr, size_t size, size_t nmemb, void *ud)
   return stream_body(s, ptr, n) ? n : 0; /* 0 aborts the transfer */
 }
 
-static bool
-direct_body(void *cls, const char *data, size_t n)
-{
-  struct stream *s = cls;
-  if (!s->http_checked) {
-    s->http_checked = true;
-    s->http_status = s->h1.status;
-  }
-  return stream_body(s, data, n);
-}
-
 /* ------------------------------------------------- direct transport */
-
-static void
-dconn_close(struct dconn *d)
-{
-  if (d->fd >= 0)
-    close(d->fd); /* which also takes it out of the epoll set */
-  d->fd = -1;
-  d->connecting = d->idle = false;
-  d->gen++;
-}
-
-static void
-dconn_watch(struct cell *c, unsigned slot, uint32_t events, int op)
-{
-  struct dconn *d = &c->dc[slot];
-  struct epoll_event ev = {0};
-  ev.events = events;
-  ev.data.u64 = DIRECT_TAG | ((uint64_t)(d->gen & GEN_MASK) << 32) | slot;
-  (void)epoll_ctl(c->run->epfd, op, d->fd, &ev);
-}
-
-/* Writes what is left of the stream's request (head, then body); false
- * after a transport error (the stream is failed). */
-static bool
-direct_send(struct cell *c, struct stream *s)
-{
-  struct dconn *d = &c->dc[s->slot];
-  size_t total = c->head_len + c->body_len;
-  while (s->wr_off < total) {
-    struct iovec iov[2];
-    int k = 0;
-    if (s->wr_off < c->head_len) {
-      iov[k++] = (struct iovec){ c->head + s->wr_off, c->head_len - s->wr_off };
-      iov[k++] = (struct iovec){ (char *)c->body, c->body_len };
-    } else {
-      size_t off = s->wr_off - c->head_len;
-      iov[k++] = (struct iovec){ (char *)c->body + off, c->body_len - off };
-    }
-    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)k };
-    ssize_t n = sendmsg(d->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      dconn_watch(c, s->slot, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
-      return true;
-    }
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-      /* The server stopped reading: it may have answered first (a front
-       * end refusing a large body with 413, say); read that, if anything. */
-      s->send_errno = errno;
-      s->wr_off = total;
-      break;
-    }
-    if (n < 0) {
-      stream_fail(s, "send: %s", strerror(errno));
-      return false;
-    }
-    s->wr_off += (size_t)n;
-  }
-  dconn_watch(c, s->slot, EPOLLIN, EPOLL_CTL_MOD);
-  return true;
-}
-
-/* Opens the slot's connection for the stream and sends once connected;
- * false after an error (the stream is failed). */
-static bool
-direct_connect(struct cell *c, struct stream *s)
-{
-  struct run *r = c->run;
-  struct dconn *d = &c->dc[s->slot];
-  dconn_close(d);
-  s->reused = false;
-  s->wr_off = 0;
-  s->send_errno = 0;
-  tb_h1_init(&s->h1);
-  int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    stream_fail(s, "socket: %s", strerror(errno));
-    return false;
-  }
-  int one = 1;
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (r->kernel_stamps)
-    (void)tb_rxts_enable(fd);
-  d->fd = fd;
-  int rc = connect(fd, (struct sockaddr *)&r->addr, r->addrlen);
-  if (rc != 0 && errno != EINPROGRESS) {
-    stream_fail(s, "connect: %s", strerror(errno));
-    dconn_close(d);
-    return false;
-  }
-  d->connecting = rc != 0;
-  dconn_watch(c, s->slot, d->connecting ? EPOLLOUT : EPOLLIN, EPOLL_CTL_ADD);
-  return d->connecting ? true : direct_send(c, s);
-}
-
-/* Starts the stream's request: on the slot's kept-alive connection if it
- * has one, else on a new one; false after an error (the stream is failed). */
-static bool
-direct_start(struct cell *c, struct stream *s)
-{
-  struct dconn *d = &c->dc[s->slot];
-  s->direct = true;
-  if (d->fd >= 0 && d->idle) {
-    d->idle = false;
-    s->reused = true;
-    tb_h1_init(&s->h1);
-    if (direct_send(c, s))
-      return true;
-    /* the server closed it meanwhile: once more on a new connection */
-    s->failed = false;
-  }
-  return direct_connect(c, s);
-}
 
 static void stream_end(struct stream *s, const char *transport_err);
 
-/* One read of a slot's connection. */
-static void
-direct_read(struct cell *c, unsigned slot)
+/* tb_direct_ops of a cell (cls): a slot's body bytes, its end. */
+static bool
+direct_body(void *cls, unsigned slot, int status, int64_t stamp,
+            const char *data, size_t n)
 {
-  struct run *r = c->run;
-  struct dconn *d = &c->dc[slot];
+  struct cell *c = cls;
   struct stream *s = c->slots[slot];
-  union {
-    char buf[TB_RXTS_CMSG_SPACE];
-    struct cmsghdr align;
-  } ctl;
-  struct iovec iov = { r->rbuf, RBUF_SIZE };
-  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-                      .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
-  ssize_t n;
-  do
-    n = recvmsg(d->fd, &m, MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-    return;
-  if (s == NULL) { /* an idle connection: closed by the server, or junk */
-    dconn_close(d);
-    return;
+  if (!s->http_checked) {
+    s->http_checked = true;
+    s->http_status = status;
   }
-  if (n <= 0) {
-    if (s->reused && !s->got_bytes) {
-      /* a kept-alive connection the server had closed: once more anew */
-      if (!direct_connect(c, s))
-        stream_end(s, NULL);
-      return;
-    }
-    if (s->send_errno != 0 && !s->got_bytes) {
-      char why[160];
-      snprintf(why, sizeof why, "send: %s", strerror(s->send_errno));
-      stream_end(s, why);
-    } else if (n < 0) {
-      char why[160];
-      snprintf(why, sizeof why, "recv: %s", strerror(errno));
-      stream_end(s, why);
-    } else if (tb_h1_eof(&s->h1) == TB_H1_DONE) {
-      stream_end(s, NULL);
-    } else {
-      stream_end(s, s->h1.reason);
-    }
-    return;
-  }
-  s->got_bytes = true;
-  int64_t now = tb_time_mono_ns();
-  if (r->kernel_stamps) {
-    enum tb_rxts_src src;
-    now = tb_rxts_from_msg(&m, now, r->rt_off, &src);
-    if (src == TB_RXTS_KERNEL)
-      c->rx_kernel++;
-    else
-      c->rx_user++;
-  }
-  r->io_now = now;
-  size_t used;
-  enum tb_h1_status st = tb_h1_feed(&s->h1, r->rbuf, (size_t)n, &used,
-                                    direct_body, s);
-  r->io_now = 0;
-  switch (st) {
-  case TB_H1_MORE:
-    return;
-  case TB_H1_DONE:
-    /* bytes after the response would be a response nobody asked for */
-    s->keep = !s->failed && s->send_errno == 0 && used == (size_t)n &&
-              tb_h1_keep_alive(&s->h1);
-    stream_end(s, NULL);
-    return;
-  case TB_H1_STOPPED:
-    stream_end(s, "response aborted");
-    return;
-  case TB_H1_ERROR:
-    stream_end(s, s->h1.reason);
-    return;
-  }
+  c->run->io_now = stamp;
+  bool go = stream_body(s, data, n);
+  c->run->io_now = 0;
+  return go;
 }
 
 static void
-direct_event(struct cell *c, uint64_t tag, uint32_t events)
+direct_end(void *cls, unsigned slot, const char *err)
 {
-  unsigned slot = (unsigned)(tag & 0xffffffffu);
-  uint32_t gen = (uint32_t)(tag >> 32) & GEN_MASK;
-  if (c->dc == NULL || slot >= c->conc)
-    return;
-  struct dconn *d = &c->dc[slot];
-  if (d->fd < 0 || (d->gen & GEN_MASK) != gen)
-    return; /* an event of a connection closed earlier in this batch */
-  struct stream *s = c->slots[slot];
-  if (d->connecting) {
-    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
-      return;
-    int err = 0;
-    socklen_t el = sizeof err;
-    if (getsockopt(d->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-      err = errno;
-    if (err == 0 && (events & (EPOLLERR | EPOLLHUP)))
-      err = ECONNRESET;
-    if (err != 0) {
-      if (s == NULL) {
-        dconn_close(d);
-        return;
-      }
-      char why[160];
-      snprintf(why, sizeof why, "connect: %s", strerror(err));
-      stream_end(s, why);
-      return;
-    }
-    d->connecting = false;
-    if (s != NULL && !direct_send(c, s))
-      stream_end(s, NULL);
-    return;
-  }
-  if (s != NULL && (events & EPOLLOUT) &&
-      s->wr_off < c->head_len + c->body_len && !direct_send(c, s)) {
-    stream_end(s, NULL);
-    return;
-  }
-  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-    direct_read(c, slot);
+  struct cell *c = cls;
+  stream_end(c->slots[slot], err);
 }
 
 static void
@@ -707,13 +437,8 @@ stream_free(struct stream *s)
     curl_multi_remove_handle(s->cell->run->multi, s->easy);
     curl_easy_cleanup(s->easy);
   }
-  if (s->direct) {
-    struct dconn *d = &s->cell->dc[s->slot];
-    if (s->keep)
-      d->idle = true;
-    else
-      dconn_close(d); /* mid-response: closing aborts the request */
-  }
+  if (s->direct)
+    tb_direct_release(&s->cell->ds, s->slot);
   tb_sse_free(&s->sse);
   free(s);
 }
@@ -791,8 +516,9 @@ stream_start(struct cell *c, unsigned slot)
   s->t_start = tb_time_mono_ns();
   s->t_last_byte = s->t_start;
   if (r->direct) {
-    if (!direct_start(c, s)) {
-      cell_fail(c, "stream failed: %s", s->reason);
+    s->direct = true;
+    if (!tb_direct_start(&c->ds, slot)) {
+      cell_fail(c, "stream failed: %s", c->ds.c[slot].err);
       stream_free(s);
       return false;
     }
@@ -832,7 +558,7 @@ stream_end(struct stream *s, const char *transport_err)
     if (!s->http_checked && s->easy != NULL)
       curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
     else if (!s->http_checked)
-      s->http_status = s->h1.head_done ? s->h1.status : 0;
+      s->http_status = s->direct ? tb_direct_status(&c->ds, s->slot) : 0;
     if (transport_err != NULL)
       stream_fail(s, "%s", transport_err);
     else if (s->http_status != 200)
@@ -961,8 +687,7 @@ cut_all(struct cell *c)
     c->slots[i] = NULL;
     stream_free(s);
   }
-  for (unsigned i = 0; c->dc != NULL && i < c->conc; i++)
-    dconn_close(&c->dc[i]);
+  tb_direct_close_all(&c->ds);
   if (c->m_easy != NULL) {
     curl_multi_remove_handle(c->run->multi, c->m_easy);
     curl_easy_cleanup(c->m_easy);
@@ -991,7 +716,7 @@ tick(struct cell *c, int64_t now)
     struct stream *s = c->slots[i];
     if (s == NULL)
       continue;
-    if (s->direct && c->dc[i].connecting &&
+    if (s->direct && tb_direct_connecting(&c->ds, i) &&
         now - s->t_start > CONNECT_TIMEOUT_MS * 1000000LL) {
       cell_fail(c, "stream failed: connect: no answer after %.0f s",
                 CONNECT_TIMEOUT_MS / 1000.0);
@@ -1091,8 +816,8 @@ cell_loop(struct cell *c)
     if (n > 0)
       r->rt_off = tb_rxts_offset();
     for (int i = 0; i < n; i++) {
-      if (evs[i].data.u64 & DIRECT_TAG) {
-        direct_event(c, evs[i].data.u64, evs[i].events);
+      if (evs[i].data.u64 & TB_DIRECT_TAG) {
+        tb_direct_event(&c->ds, evs[i].data.u64, evs[i].events, r->rt_off);
         continue;
       }
       int flags = 0;
@@ -1232,98 +957,39 @@ default_contexts(struct run *r)
 
 /* --------------------------------------------------------------- result */
 
+/* The result's header (tb_result) from the run's settings and discovery. */
 static json_t *
 build_header(struct run *r, const json_t *ep, int64_t started_us)
 {
-  char ts[40];
-  tb_time_rfc3339(started_us, ts, sizeof ts);
-  json_t *h = json_object();
-  json_object_set_new(h, "schema", json_string(SCHEMA));
-  json_object_set_new(h, "tokbench_version", json_string(TB_VERSION));
-  json_object_set_new(h, "run_id", json_string(r->run_id));
-  json_object_set_new(h, "started_at", json_string(ts));
-  json_t *epo = json_object();
-  json_object_set_new(epo, "url", json_string(r->d.base_url));
-  const char *name = json_string_value(json_object_get(ep, "name"));
-  json_object_set_new(epo, "name", name ? json_string(name) : json_null());
-  json_object_set_new(h, "endpoint", epo);
-  json_t *eng = json_object();
-  const json_t *hint = json_object_get(ep, "engine");
-  if (json_is_object(hint))
-    json_object_update(eng, (json_t *)hint);
-  json_object_set_new(eng, "name",
-                      json_string(tb_discover_kind_name(r->d.kind)));
-  json_object_set_new(eng, "version", r->d.version ? json_string(r->d.version)
-                                                   : json_null());
-  json_object_set_new(h, "engine", eng);
-  const json_t *hw = json_object_get(ep, "hardware");
-  json_object_set_new(h, "hardware",
-                      json_is_object(hw) ? json_deep_copy(hw) : json_null());
-  json_t *model = json_object();
-  json_object_set_new(model, "served", json_string(r->d.model));
-  json_object_set_new(model, "max_model_len",
-                      r->d.max_model_len > 0 ? json_integer(r->d.max_model_len)
-                                             : json_null());
-  json_object_set_new(h, "model", model);
   const char *lc = json_string_value(json_object_get(ep, "launch_command"));
   char *red = tb_redact_command(lc);
-  json_object_set_new(h, "launch_command", red ? json_string(red) : json_null());
+  struct tb_result_header h = {
+    .run_id = r->run_id,
+    .started_us = started_us,
+    .url = r->d.base_url,
+    .endpoint = ep,
+    .engine = tb_discover_kind_name(r->d.kind),
+    .engine_version = r->d.version,
+    .model = r->d.model,
+    .max_model_len = r->d.max_model_len,
+    .launch_command = red,
+    .kv_budget = r->kv_budget,
+    .kv_source = r->kv_source,
+    .max_running = r->d.max_running,
+    .metrics = r->d.has_metrics,
+    .contexts = r->contexts,
+    .n_contexts = r->n_contexts,
+    .concurrency = r->conc,
+    .n_concurrency = r->n_conc,
+    .prefill = r->prefill,
+    .n_prefill = r->n_prefill,
+    .duration_s = r->duration_s,
+    .settle_s = r->settle_s,
+    .max_output = r->max_output,
+  };
+  json_t *doc = tb_result_header_new(&h);
   free(red);
-  json_t *cap = json_object();
-  json_object_set_new(cap, "kv_budget_tokens", r->kv_budget > 0
-                                                   ? json_integer(r->kv_budget)
-                                                   : json_null());
-  json_object_set_new(cap, "source", json_string(r->kv_source));
-  json_object_set_new(cap, "max_running_requests",
-                      r->d.max_running > 0 ? json_integer(r->d.max_running)
-                                           : json_null());
-  json_object_set_new(cap, "metrics", json_boolean(r->d.has_metrics));
-  json_object_set_new(h, "capacity", cap);
-  json_t *st = json_object();
-  json_t *a = json_array();
-  for (size_t i = 0; i < r->n_contexts; i++)
-    json_array_append_new(a, json_integer(r->contexts[i]));
-  json_object_set_new(st, "contexts", a);
-  a = json_array();
-  for (size_t i = 0; i < r->n_conc; i++)
-    json_array_append_new(a, json_integer(r->conc[i]));
-  json_object_set_new(st, "concurrency", a);
-  a = json_array();
-  for (size_t i = 0; i < r->n_prefill; i++)
-    json_array_append_new(a, json_integer(r->prefill[i]));
-  json_object_set_new(st, "prefill_contexts", a);
-  json_object_set_new(st, "duration_s", json_real(r->duration_s));
-  json_object_set_new(st, "max_output", json_integer(r->max_output));
-  json_object_set_new(st, "settle_s", json_real(r->settle_s));
-  json_object_set_new(st, "decode_test", json_string("fixed_duration"));
-  json_object_set_new(st, "prefill_mode", json_string("decode_warmup"));
-  json_object_set_new(h, "settings", st);
-  return h;
-}
-
-static json_t *
-cell_key(const char *phase, int64_t ctx, int64_t conc)
-{
-  char label[32];
-  tb_format_tokens(ctx, label, sizeof label);
-  return json_pack("{s:s, s:I, s:s, s:I}", "phase", phase, "context",
-                   (json_int_t)ctx, "context_label", label, "concurrency",
-                   (json_int_t)conc);
-}
-
-static const json_t *
-find_done(const json_t *done, const char *phase, int64_t ctx, int64_t conc)
-{
-  size_t i;
-  const json_t *c;
-  json_array_foreach(done, i, c) {
-    const char *p = json_string_value(json_object_get(c, "phase"));
-    if (p != NULL && strcmp(p, phase) == 0 &&
-        json_integer_value(json_object_get(c, "context")) == ctx &&
-        json_integer_value(json_object_get(c, "concurrency")) == conc)
-      return c;
-  }
-  return NULL;
+  return doc;
 }
 
 static bool
@@ -1426,27 +1092,16 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->scout_prompt_tokens = -1;
   c->m_running = c->m_waiting = -1;
   if (r->direct) {
-    c->dc = tb_xcalloc(conc, sizeof *c->dc);
-    for (unsigned i = 0; i < conc; i++)
-      c->dc[i].fd = -1;
-    c->head = tb_xasprintf("POST %s HTTP/1.1\r\nHost: %s\r\n"
-                           "User-Agent: tokbench/" TB_VERSION "\r\n%s%s"
-                           "Content-Type: application/json\r\n"
-                           "Accept: text/event-stream\r\n"
-                           "Content-Length: %zu\r\n\r\n",
-                           r->req_path, r->req_host, r->auth ? r->auth : "",
-                           r->auth ? "\r\n" : "", body_len);
-    c->head_len = strlen(c->head);
+    const struct tb_direct_ops ops = { c, direct_body, direct_end };
+    tb_direct_set_init(&c->ds, &r->dt, conc, r->auth, body, body_len, &ops);
   }
 }
 
 static void
 cell_free(struct cell *c)
 {
-  for (unsigned i = 0; c->dc != NULL && i < c->conc; i++)
-    dconn_close(&c->dc[i]);
-  free(c->dc);
-  tb_http_secret_free(c->head); /* it holds the endpoint's key */
+  if (c->ds.c != NULL)
+    tb_direct_set_free(&c->ds); /* closes; wipes the head (the key) */
   free(c->slots);
   free(c->warmed);
   free(c->m_buf);
@@ -1455,49 +1110,30 @@ cell_free(struct cell *c)
 }
 
 static json_t *
-pct_obj(struct tb_stats *s)
-{
-  return json_pack("{s:o, s:o, s:o}", "p50",
-                   json_num_or_null(ms(tb_stats_quantile(s, 0.5))), "p90",
-                   json_num_or_null(ms(tb_stats_quantile(s, 0.9))), "p99",
-                   json_num_or_null(ms(tb_stats_quantile(s, 0.99))));
-}
-
-static json_t *
 decode_result(struct cell *c, json_t *cell)
 {
-  struct run *r = c->run;
   if (c->failed) {
-    json_object_set_new(cell, "status", json_string("error"));
-    json_object_set_new(cell, "reason", json_string(c->reason));
+    tb_result_cell_set_status(cell, "error", c->reason);
     return cell;
   }
   double win = (double)(c->w1 - c->w0) / 1e9;
-  double total = (double)c->win_tokens / win;
-  json_object_set_new(cell, "status", json_string("valid"));
-  json_object_set_new(cell, "total_tps", json_real(total));
-  json_object_set_new(cell, "per_request_tps", json_real(total / c->conc));
-  json_object_set_new(cell, "ttft_ms", pct_obj(&c->ttft));
-  json_object_set_new(cell, "tbt_ms", pct_obj(&c->tbt));
-  if (c->run_n > 0) {
-    json_object_set_new(cell, "avg_active", json_real(c->run_sum / c->run_n));
-    json_object_set_new(cell, "avg_active_source", json_string("server"));
-  } else {
-    json_object_set_new(cell, "avg_active",
-                        json_real((double)c->act_ns / (win * 1e9)));
-    json_object_set_new(cell, "avg_active_source", json_string("client"));
-  }
-  json_object_set_new(cell, "completed", json_integer(c->completed));
-  json_object_set_new(cell, "requests_started", json_integer(c->started));
-  json_object_set_new(cell, "output_tokens", json_integer(c->win_tokens));
-  json_object_set_new(cell, "measured_s", json_real(win));
-  json_object_set_new(cell, "token_source",
-                      json_string(c->chunk_source ? "chunks" : "usage"));
-  uint64_t reads = c->rx_kernel + c->rx_user;
-  json_object_set_new(cell, "kernel_stamped",
-                      json_real(reads > 0 ? (double)c->rx_kernel / (double)reads
-                                          : 0.0));
-  (void)r;
+  uint64_t kernel = c->rx_kernel + c->ds.rx_kernel;
+  uint64_t reads = kernel + c->rx_user + c->ds.rx_user;
+  struct tb_result_decode d = {
+    .conc = c->conc,
+    .measured_s = win,
+    .output_tokens = c->win_tokens,
+    .ttft = &c->ttft,
+    .tbt = &c->tbt,
+    .avg_active = c->run_n > 0 ? c->run_sum / c->run_n
+                               : (double)c->act_ns / (win * 1e9),
+    .avg_active_server = c->run_n > 0,
+    .completed = c->completed,
+    .started = c->started,
+    .chunk_source = c->chunk_source,
+    .kernel_stamped = reads > 0 ? (double)kernel / (double)reads : 0.0,
+  };
+  tb_result_cell_set_decode(cell, &d);
   return cell;
 }
 
@@ -1529,105 +1165,17 @@ run_free(struct run *r)
   tb_http_secret_free(r->auth);
   free(r->chat_url);
   free(r->metrics_url);
-  free(r->req_host);
-  free(r->req_path);
-  free(r->rbuf);
+  tb_direct_free(&r->dt);
   free(r->base_url);
   free(r->model_req);
   free(r->run_id);
   tb_discover_free(&r->d);
 }
 
-static bool
-env_set(const char *name)
-{
-  const char *v = getenv(name);
-  return v != NULL && v[0] != '\0';
-}
-
-/* The address libcurl connects to for the endpoint (its resolver, its
- * choice among the addresses), from one CONNECT_ONLY connection. */
-static bool
-direct_resolve(struct run *r)
-{
-  CURL *e = curl_easy_init();
-  if (e == NULL)
-    return false;
-  curl_easy_setopt(e, CURLOPT_URL, r->chat_url);
-  curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  bool ok = false;
-  char *ip = NULL;
-  long port = 0;
-  if (curl_easy_perform(e) == CURLE_OK &&
-      curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip != NULL &&
-      curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK &&
-      port > 0 && port < 65536) {
-    struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                              .ai_socktype = SOCK_STREAM };
-    struct addrinfo *res = NULL;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%ld", port);
-    if (getaddrinfo(ip, ps, &hints, &res) == 0 && res != NULL &&
-        res->ai_addrlen <= sizeof r->addr) {
-      memcpy(&r->addr, res->ai_addr, res->ai_addrlen);
-      r->addrlen = res->ai_addrlen;
-      ok = true;
-    }
-    if (res != NULL)
-      freeaddrinfo(res);
-  }
-  curl_easy_cleanup(e);
-  return ok;
-}
-
-/* Chooses the stream transport (see Stream transport): direct for a
- * plain-HTTP endpoint without a proxy, unless TB_ENGINE_CURL_STREAMS=1. */
-static bool
-direct_setup(struct run *r)
-{
-  const char *force = getenv("TB_ENGINE_CURL_STREAMS");
-  if (force != NULL && strcmp(force, "1") == 0)
-    return false;
-  if (env_set("http_proxy") || env_set("all_proxy") || env_set("ALL_PROXY"))
-    return false;
-  CURLU *u = curl_url();
-  if (u == NULL)
-    return false;
-  char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL,
-       *query = NULL, *user = NULL;
-  bool ok = curl_url_set(u, CURLUPART_URL, r->chat_url, 0) == CURLUE_OK &&
-            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-            strcmp(scheme, "http") == 0 &&
-            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-            curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
-            curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_OK;
-  if (ok) {
-    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
-      port = NULL; /* none in the URL: no port in Host either */
-    if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
-      query = NULL;
-    r->req_host = port != NULL ? tb_xasprintf("%s:%s", host, port) : tb_xstrdup(host);
-    r->req_path = query != NULL ? tb_xasprintf("%s?%s", path, query) : tb_xstrdup(path);
-    ok = direct_resolve(r);
-  }
-  curl_free(scheme);
-  curl_free(host);
-  curl_free(port);
-  curl_free(path);
-  curl_free(query);
-  curl_free(user);
-  curl_url_cleanup(u);
-  if (ok)
-    r->rbuf = tb_xmalloc(RBUF_SIZE);
-  return ok;
-}
-
 static json_t *
 static_status(struct run *r, int64_t ctx, int64_t conc)
 {
-  json_t *cell = cell_key("decode", ctx, conc);
+  json_t *cell = tb_result_cell_new("decode", ctx, conc);
   const char *st = NULL;
   char *why = NULL;
   if (r->d.max_model_len > 0 && ctx + r->max_output > r->d.max_model_len) {
@@ -1640,7 +1188,7 @@ static_status(struct run *r, int64_t ctx, int64_t conc)
     why = tb_xasprintf("more requests than the server runs at once (%" PRId64
                        ")",
                        r->d.max_running);
-  } else if (tb_engine_over_capacity(conc, ctx, r->max_output, r->kv_budget)) {
+  } else if (tb_result_over_capacity(conc, ctx, r->max_output, r->kv_budget)) {
     st = "over_capacity";
     why = tb_xasprintf("%" PRId64 " x (%" PRId64 " + %" PRId64 ") = %" PRId64
                        " tokens > KV budget %" PRId64,
@@ -1651,8 +1199,7 @@ static_status(struct run *r, int64_t ctx, int64_t conc)
     json_decref(cell);
     return NULL;
   }
-  json_object_set_new(cell, "status", json_string(st));
-  json_object_set_new(cell, "reason", json_string(why));
+  tb_result_cell_set_status(cell, st, why);
   free(why);
   return cell;
 }
@@ -1726,7 +1273,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   r->hdrs = curl_slist_append(r->hdrs, "Expect:");
   r->chat_url = tb_xasprintf("%s/v1/chat/completions", r->d.base_url);
   r->metrics_url = tb_xasprintf("%s/metrics", r->d.base_url);
-  r->direct = direct_setup(r);
+  r->direct = tb_direct_setup(&r->dt, r->chat_url, r->kernel_stamps, r->epfd);
   unsigned maxc = 1;
   for (size_t i = 0; i < r->n_conc; i++)
     if (r->conc[i] > maxc)
@@ -1747,12 +1294,12 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   for (size_t k = 0; k < n_all; k++) {
     bool any = false;
     if (in_list(r->prefill, r->n_prefill, all[k]) &&
-        !find_done(done_cells, "prefill", all[k], 1))
+        !tb_result_find_cell(done_cells, "prefill", all[k], 1))
       any = true;
     if (in_list(r->contexts, r->n_contexts, all[k]))
       for (size_t j = 0; j < r->n_conc; j++) {
         json_t *sc = static_status(r, all[k], r->conc[j]);
-        if (sc == NULL && !find_done(done_cells, "decode", all[k], r->conc[j])) {
+        if (sc == NULL && !tb_result_find_cell(done_cells, "decode", all[k], r->conc[j])) {
           runnable_left++;
           any = true;
         }
@@ -1765,12 +1312,12 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     int64_t ctx = all[k];
     bool want_prefill = in_list(r->prefill, r->n_prefill, ctx);
     bool want_decode = in_list(r->contexts, r->n_contexts, ctx);
-    const json_t *done_pf = find_done(done_cells, "prefill", ctx, 1);
+    const json_t *done_pf = tb_result_find_cell(done_cells, "prefill", ctx, 1);
     bool need_scout = want_prefill && done_pf == NULL;
     if (want_decode)
       for (size_t j = 0; j < r->n_conc; j++) {
         json_t *sc = static_status(r, ctx, r->conc[j]);
-        if (sc == NULL && !find_done(done_cells, "decode", ctx, r->conc[j]))
+        if (sc == NULL && !tb_result_find_cell(done_cells, "decode", ctx, r->conc[j]))
           need_scout = true;
         json_decref(sc);
       }
@@ -1782,7 +1329,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     size_t dlen = 0, slen = 0;
     char *ctx_err = NULL; /* when set, every runnable cell here is an error */
     if (need_scout) {
-      json_t *key = cell_key("prefill", ctx, 1);
+      json_t *key = tb_result_cell_new("prefill", ctx, 1);
       progress(r, key, runnable_left, scouts_left);
       json_decref(key);
       int64_t target = ctx;
@@ -1803,24 +1350,14 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         if (sc.failed && !sc.cancelled)
           ctx_err = tb_xasprintf("warm-up request: %s", sc.reason);
         if (want_prefill && done_pf == NULL && !r->cancelled) {
-          json_t *cell = cell_key("prefill", ctx, 1);
+          json_t *cell = tb_result_cell_new("prefill", ctx, 1);
           if (sc.failed) {
-            json_object_set_new(cell, "status", json_string("error"));
-            json_object_set_new(cell, "reason", json_string(sc.reason));
+            tb_result_cell_set_status(cell, "error", sc.reason);
           } else {
-            int64_t pt = sc.scout_prompt_tokens > 0 ? sc.scout_prompt_tokens
-                                                    : prompt.tokens;
-            double ttft_s = (double)sc.scout_ttft_ns / 1e9;
-            json_object_set_new(cell, "status", json_string("valid"));
-            json_object_set_new(cell, "prompt_tokens", json_integer(pt));
-            json_object_set_new(cell, "prompt_tokens_source",
-                                json_string(sc.scout_prompt_tokens > 0
-                                                ? "usage"
-                                                : "tokenizer"));
-            json_object_set_new(cell, "ttft_ms", json_real(ttft_s * 1e3));
-            json_object_set_new(cell, "prompt_tps",
-                                json_real(ttft_s > 0 ? pt / ttft_s : 0));
-            json_object_set_new(cell, "completed", json_integer(1));
+            bool from_usage = sc.scout_prompt_tokens > 0;
+            tb_result_cell_set_prefill(
+                cell, from_usage ? sc.scout_prompt_tokens : prompt.tokens,
+                from_usage, (double)sc.scout_ttft_ns / 1e9);
           }
           emit(r, cells, cell);
         }
@@ -1834,7 +1371,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
 
     for (size_t j = 0; want_decode && j < r->n_conc && !r->cancelled; j++) {
       int64_t conc = r->conc[j];
-      const json_t *done = find_done(done_cells, "decode", ctx, conc);
+      const json_t *done = tb_result_find_cell(done_cells, "decode", ctx, conc);
       if (done != NULL) {
         json_array_append(cells, (json_t *)done);
         continue;
@@ -1844,10 +1381,9 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         emit(r, cells, cell);
         continue;
       }
-      cell = cell_key("decode", ctx, conc);
+      cell = tb_result_cell_new("decode", ctx, conc);
       if (ctx_err != NULL) {
-        json_object_set_new(cell, "status", json_string("error"));
-        json_object_set_new(cell, "reason", json_string(ctx_err));
+        tb_result_cell_set_status(cell, "error", ctx_err);
         emit(r, cells, cell);
         runnable_left--;
         continue;
@@ -1882,39 +1418,10 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
 
 out:
   tb_prompt_ctx_free(pc);
-  {
-    json_t *doc = header ? header : json_object();
-    if (header == NULL) {
-      char ts[40];
-      tb_time_rfc3339(started_us, ts, sizeof ts);
-      json_object_set_new(doc, "schema", json_string(SCHEMA));
-      json_object_set_new(doc, "tokbench_version", json_string(TB_VERSION));
-      json_object_set_new(doc, "run_id",
-                          r->run_id ? json_string(r->run_id) : json_null());
-      json_object_set_new(doc, "started_at", json_string(ts));
-    }
-    char ts[40];
-    tb_time_rfc3339(tb_time_real_us(), ts, sizeof ts);
-    json_object_set_new(doc, "finished_at", json_string(ts));
-    const char *st = "complete";
-    if (status == TB_ENGINE_FAILED)
-      st = "failed";
-    else if (status == TB_ENGINE_CANCELLED)
-      st = "cancelled";
-    else {
-      size_t i;
-      const json_t *c;
-      json_array_foreach(cells, i, c) {
-        const char *cs = json_string_value(json_object_get(c, "status"));
-        if (cs != NULL && strcmp(cs, "error") == 0)
-          st = "partial";
-      }
-    }
-    json_object_set_new(doc, "status", json_string(st));
-    json_object_set_new(doc, "error", *err ? json_string(*err) : json_null());
-    json_object_set_new(doc, "cells", cells);
-    *result = doc;
-  }
+  const char *st = status == TB_ENGINE_FAILED      ? "failed"
+                   : status == TB_ENGINE_CANCELLED ? "cancelled"
+                                                   : tb_result_status_of_cells(cells);
+  *result = tb_result_finish(header, r->run_id, started_us, st, *err, cells);
   run_free(r);
   return status;
 }

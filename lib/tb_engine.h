@@ -8,7 +8,7 @@
  * so that the result document returned by the API and the CLI's output are
  * one format (api/result.schema.json describes the result document).
  *
- * A cell (JSON object) is the unit of progress and of storage:
+ * A cell (JSON object, built by tb_result) is the unit of progress and of storage:
  *   phase "prefill"|"decode", context (int), context_label ("8K"),
  *   concurrency (int, 1 for prefill), status "valid"|"over_capacity"|"skipped"|"error",
  *   reason (string, for every status but valid), and the figures of METHOD.md.
@@ -92,9 +92,6 @@ json_t *tb_engine_probe(const char *base_url, const char *api_key,
 #define TB_ENGINE_CTX_MARGIN 64
 int64_t tb_engine_top_context(int64_t max_model_len, int64_t max_output);
 
-/* Over-capacity rule of METHOD.md: C x (context + max_output) > budget.
- * budget <= 0 means unknown: never over capacity. */
-bool tb_engine_over_capacity(int64_t conc, int64_t context, int64_t max_output,
-                             int64_t budget);
+/* The over-capacity rule of METHOD.md is tb_result_over_capacity. */
 
 #endif

@@ -19,11 +19,9 @@
 #include "tb_engine.h"
 #include "tb_json.h"
 #include "tb_redact.h"
+#include "tb_result.h"
 
-/* ---------------------------------------------------------------- getters */
-
-
-
+/* ---------------------------------------------------------------- setters */
 
 static void
 set_num(json_t *o, const char *k, double v)
@@ -40,7 +38,7 @@ set_str(json_t *o, const char *k, const char *v)
 }
 
 /* Largest context or concurrency we accept (2^40 tokens is absurd already). */
-#define AXIS_MAX ((int64_t)1 << 40)
+#define AXIS_MAX TB_RESULT_AXIS_MAX
 /* Axis entries read from metadata (contexts, concurrency levels). */
 #define AXIS_ENTRIES_MAX 64u
 
@@ -63,127 +61,11 @@ tb_import_detect(const json_t *in)
 
 /* ---------------------------------------------------------- our format */
 
-static const char *const doc_statuses[] = { "complete", "partial", "failed",
-                                            "cancelled", "running", "queued" };
-static const char *const cell_statuses[] = { "valid", "over_capacity", "skipped",
-                                             "error" };
-
-static bool
-one_of(const char *s, const char *const *set, size_t n)
-{
-  for (size_t i = 0; s && i < n; i++)
-    if (strcmp(s, set[i]) == 0)
-      return true;
-  return false;
-}
-
-/* Figures that must be numbers when present (null allowed). */
-static const char *const num_members[] = { "total_tps", "per_request_tps", "prompt_tps",
-                                           "avg_active", "measured_s" };
-static const char *const int_members[] = { "prompt_tokens", "completed", "output_tokens",
-                                           "requests_started" };
-
-static bool
-check_cell(const json_t *c, size_t i, char **err)
-{
-  if (!json_is_object(c)) {
-    *err = tb_xasprintf("cells[%zu] is not an object", i);
-    return false;
-  }
-  const char *ph = tb_json_str(c, "phase");
-  if (ph == NULL || (strcmp(ph, "prefill") != 0 && strcmp(ph, "decode") != 0)) {
-    *err = tb_xasprintf("cells[%zu].phase must be \"prefill\" or \"decode\"", i);
-    return false;
-  }
-  const json_t *ctx = json_object_get(c, "context");
-  if (!json_is_integer(ctx) || json_integer_value(ctx) < 0 ||
-      json_integer_value(ctx) > AXIS_MAX) {
-    *err = tb_xasprintf("cells[%zu].context must be an integer >= 0", i);
-    return false;
-  }
-  const json_t *conc = json_object_get(c, "concurrency");
-  if (conc == NULL ? strcmp(ph, "decode") == 0
-                   : (!json_is_integer(conc) || json_integer_value(conc) < 1 ||
-                      json_integer_value(conc) > AXIS_MAX)) {
-    *err = tb_xasprintf("cells[%zu].concurrency must be an integer >= 1", i);
-    return false;
-  }
-  if (!one_of(tb_json_str(c, "status"), cell_statuses, TB_ARRAY_LEN(cell_statuses))) {
-    *err = tb_xasprintf("cells[%zu].status must be valid, over_capacity, skipped or error", i);
-    return false;
-  }
-  for (size_t k = 0; k < TB_ARRAY_LEN(num_members); k++) {
-    const json_t *v = json_object_get(c, num_members[k]);
-    if (v != NULL && !json_is_null(v) && !json_is_number(v)) {
-      *err = tb_xasprintf("cells[%zu].%s must be a number", i, num_members[k]);
-      return false;
-    }
-  }
-  for (size_t k = 0; k < TB_ARRAY_LEN(int_members); k++) {
-    const json_t *v = json_object_get(c, int_members[k]);
-    if (v != NULL && !json_is_null(v) && !json_is_integer(v)) {
-      *err = tb_xasprintf("cells[%zu].%s must be an integer", i, int_members[k]);
-      return false;
-    }
-  }
-  static const char *const pct[] = { "ttft_ms", "tbt_ms" };
-  for (size_t k = 0; k < 2; k++) {
-    const json_t *v = json_object_get(c, pct[k]);
-    if (v == NULL || json_is_null(v) || json_is_number(v))
-      continue;
-    if (!json_is_object(v)) {
-      *err = tb_xasprintf("cells[%zu].%s must be a number or {p50, p90, p99}", i, pct[k]);
-      return false;
-    }
-    static const char *const p[] = { "p50", "p90", "p99" };
-    for (size_t j = 0; j < 3; j++) {
-      const json_t *x = json_object_get(v, p[j]);
-      if (x != NULL && !json_is_null(x) && !json_is_number(x)) {
-        *err = tb_xasprintf("cells[%zu].%s.%s must be a number", i, pct[k], p[j]);
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 static json_t *
 import_ours(const json_t *in, char **err)
 {
-  const char *schema = tb_json_str(in, "schema");
-  if (schema == NULL || strcmp(schema, TB_IMPORT_SCHEMA) != 0) {
-    *err = tb_xasprintf("unsupported schema (want %s)", TB_IMPORT_SCHEMA);
+  if (!tb_result_check(in, TB_IMPORT_MAX_CELLS, err))
     return NULL;
-  }
-  const json_t *cells = json_object_get(in, "cells");
-  if (!json_is_array(cells)) {
-    *err = tb_xstrdup("cells must be an array");
-    return NULL;
-  }
-  if (json_array_size(cells) > TB_IMPORT_MAX_CELLS) {
-    *err = tb_xasprintf("too many cells (at most %u)", TB_IMPORT_MAX_CELLS);
-    return NULL;
-  }
-  const json_t *st = json_object_get(in, "status");
-  if (st != NULL && !one_of(json_string_value(st), doc_statuses, TB_ARRAY_LEN(doc_statuses))) {
-    *err = tb_xstrdup("status must be complete, partial, failed, cancelled or running");
-    return NULL;
-  }
-  static const char *const objs[] = { "endpoint", "engine", "hardware", "model",
-                                      "capacity", "settings" };
-  for (size_t k = 0; k < TB_ARRAY_LEN(objs); k++) {
-    const json_t *v = json_object_get(in, objs[k]);
-    if (v != NULL && !json_is_null(v) && !json_is_object(v)) {
-      *err = tb_xasprintf("%s must be an object", objs[k]);
-      return NULL;
-    }
-  }
-  size_t i;
-  const json_t *c;
-  json_array_foreach(cells, i, c) {
-    if (!check_cell(c, i, err))
-      return NULL;
-  }
   json_t *out = json_deep_copy(in);
   if (out == NULL)
     *err = tb_xstrdup("could not copy the document");
@@ -204,25 +86,6 @@ ms_pct(const json_t *r, const char *prefix)
     json_object_set_new(o, p[i], isfinite(s) && s > 0 ? json_real(s * 1e3) : json_null());
   }
   return o;
-}
-
-static void
-label_set(json_t *cell, int64_t ctx)
-{
-  char lab[32];
-  tb_format_tokens(ctx, lab, sizeof lab);
-  json_object_set_new(cell, "context_label", json_string(lab));
-}
-
-static json_t *
-new_cell(const char *phase, int64_t ctx, int64_t conc)
-{
-  json_t *c = json_object();
-  json_object_set_new(c, "phase", json_string(phase));
-  json_object_set_new(c, "context", json_integer(ctx));
-  label_set(c, ctx);
-  json_object_set_new(c, "concurrency", json_integer(conc));
-  return c;
 }
 
 static bool
@@ -258,7 +121,7 @@ result_cell(const json_t *r, int64_t max_output, size_t *skipped)
     (*skipped)++;
     return NULL;
   }
-  json_t *c = new_cell("decode", ctx, conc);
+  json_t *c = tb_result_cell_new("decode", ctx, conc);
   double tps = tb_json_num(r, "aggregate_tps");
   bool cap = json_is_true(json_object_get(r, "capacity_limited"));
   int64_t nerr = 0;
@@ -331,7 +194,7 @@ prefill_cell(const char *key, const json_t *p, size_t *skipped)
     (*skipped)++;
     return NULL;
   }
-  json_t *c = new_cell("prefill", ctx, 1);
+  json_t *c = tb_result_cell_new("prefill", ctx, 1);
   double ttft = tb_json_num(p, "ttft_seconds");
   if (!isfinite(ttft))
     ttft = tb_json_num(p, "client_ttft_seconds");
@@ -406,7 +269,7 @@ import_lib(const json_t *in, char **err)
   size_t skipped = 0;
   int64_t iv;
 
-  json_object_set_new(doc, "schema", json_string(TB_IMPORT_SCHEMA));
+  json_object_set_new(doc, "schema", json_string(TB_RESULT_SCHEMA));
   json_object_set_new(doc, "tokbench_version", json_string(TB_VERSION));
   const char *ts = tb_json_str(md, "timestamp");
   json_object_set_new(doc, "run_id", json_string(ts ? ts : "imported"));
@@ -552,8 +415,8 @@ import_lib(const json_t *in, char **err)
       }
       if (found)
         continue;
-      json_t *c = new_cell("decode", key.ctx, key.conc);
-      if (tb_engine_over_capacity(key.conc, key.ctx, max_output, budget)) {
+      json_t *c = tb_result_cell_new("decode", key.ctx, key.conc);
+      if (tb_result_over_capacity(key.conc, key.ctx, max_output, budget)) {
         char *why = tb_xasprintf("%" PRId64 " x (%" PRId64 " + %" PRId64
                                  ") tokens exceed the KV budget of %" PRId64,
                                  key.conc, key.ctx, max_output, budget);

@@ -56,7 +56,6 @@
 
 #include "tb_util.h"
 
-#define TB_IMPORT_SCHEMA "tokbench.result/v1"
 /* Cells (ours) or results + prefill entries (theirs) in one document. */
 #define TB_IMPORT_MAX_CELLS 20000u
 /* Largest file tb_import_load_file reads. */

@@ -1,0 +1,111 @@
+/*
+ * tb_result: the result document ("tokbench.result/v1",
+ * api/result.schema.json): its header, its cells and its status, as the
+ * engine writes it, import checks and converts it, and reports and
+ * verdicts read it.  It knows no transport and no database.
+ *
+ * A document:
+ *   schema, tokbench_version, run_id, started_at, finished_at,
+ *   endpoint {url, name}, engine {name, version, hint members},
+ *   hardware, model {served, max_model_len}, launch_command (redacted),
+ *   capacity {kv_budget_tokens, source, max_running_requests, metrics},
+ *   settings {contexts, concurrency, prefill_contexts, duration_s,
+ *             max_output, settle_s, decode_test, prefill_mode},
+ *   status (TB_RESULT_DOC_STATUSES), error, cells [].
+ * A cell: phase "prefill"|"decode", context, context_label ("8K"),
+ *   concurrency (1 for prefill), status (TB_RESULT_CELL_STATUSES), reason
+ *   (every status but valid), and the figures of METHOD.md.  Cells are
+ *   identified by (phase, context, concurrency).
+ */
+#ifndef TB_RESULT_H
+#define TB_RESULT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tb_stats.h"
+#include "tb_util.h"
+
+#define TB_RESULT_SCHEMA "tokbench.result/v1"
+/* Largest context or concurrency a cell may name (2^40 tokens is absurd
+ * already). */
+#define TB_RESULT_AXIS_MAX ((int64_t)1 << 40)
+
+/* Over-capacity rule of METHOD.md: C x (context + max_output) > budget.
+ * budget <= 0 means unknown: never over capacity. */
+bool tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output,
+                             int64_t budget);
+
+/* A document's status: one of complete, partial, failed, cancelled,
+ * running, queued.  A cell's: valid, over_capacity, skipped, error. */
+bool tb_result_doc_status_known(const char *s);
+bool tb_result_cell_status_known(const char *s);
+
+/* A new cell holding its key: phase, context, context_label, concurrency. */
+json_t *tb_result_cell_new(const char *phase, int64_t ctx, int64_t conc) TB_MUST_CHECK;
+/* Sets cell's status and (when not NULL) its reason; both copied. */
+void tb_result_cell_set_status(json_t *cell, const char *status,
+                               const char *reason);
+/* The cell of done (array, borrowed; may be NULL) with this key, or NULL.
+ * Borrowed from done. */
+const json_t *tb_result_find_cell(const json_t *done, const char *phase,
+                                  int64_t ctx, int64_t conc);
+
+/* What a measured decode cell says (METHOD.md). */
+struct tb_result_decode {
+  int64_t conc;
+  double measured_s;         /* the window */
+  int64_t output_tokens;     /* in the window */
+  struct tb_stats *ttft, *tbt;  /* ns; sorted in place */
+  double avg_active;
+  bool avg_active_server;    /* from the server's metrics, else the client's */
+  unsigned completed, started;
+  bool chunk_source;         /* counted chunks, not usage */
+  double kernel_stamped;     /* share of reads stamped by the kernel */
+};
+/* Sets a valid decode cell's status and figures. */
+void tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d);
+/* Sets a valid prefill cell's status and figures: prompt_tokens (source
+ * "usage" or "tokenizer"), its time to first token. */
+void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens,
+                                bool from_usage, double ttft_s);
+
+/* What the header says; strings and JSON are borrowed. */
+struct tb_result_header {
+  const char *run_id;
+  int64_t started_us;
+  const char *url;
+  const json_t *endpoint;     /* the spec's endpoint object: name, engine
+                               * hint, hardware (may be NULL) */
+  const char *engine, *engine_version, *model;
+  int64_t max_model_len;      /* <= 0: unknown */
+  const char *launch_command; /* already redacted; may be NULL */
+  int64_t kv_budget;          /* <= 0: unknown */
+  const char *kv_source;
+  int64_t max_running;        /* <= 0: unknown */
+  bool metrics;
+  const int64_t *contexts, *concurrency, *prefill;
+  size_t n_contexts, n_concurrency, n_prefill;
+  double duration_s, settle_s;
+  int64_t max_output;
+};
+/* A new document holding the header. */
+json_t *tb_result_header_new(const struct tb_result_header *h) TB_MUST_CHECK;
+
+/* The status a finished run's cells give: "partial" when any is an error,
+ * else "complete". */
+const char *tb_result_status_of_cells(const json_t *cells);
+/*
+ * Finishes doc (or, when doc is NULL, a bare document for run_id, which may
+ * be NULL, begun at started_us): finished_at now, status, error (may be
+ * NULL) and cells (reference stolen).  Returns doc or the new document.
+ */
+json_t *tb_result_finish(json_t *doc, const char *run_id, int64_t started_us,
+                         const char *status, const char *error, json_t *cells);
+
+/* Checks a document of ours: schema, status, the header's objects, every
+ * cell's key, status and figure types.  false with *err (new string). */
+bool tb_result_check(const json_t *doc, size_t max_cells, char **err);
+
+#endif
