@@ -257,3 +257,23 @@ def test_job_spec_schema_is_the_spec_table(ctx):
     # the one bug this contract fixed: the api's kv_budget is what the engine runs
     kv = next(f for f in table if f["name"] == "kv_budget")
     assert kv["max"] == 1e12
+
+
+def test_run_flags_are_the_spec_table(ctx):
+    """`tokbench run` takes each engine setting of the table as a flag, with the
+    table's ranges: a value the api would refuse is refused before any
+    connection (exit 2, naming the field)."""
+    table = spec_table()
+    p = subprocess.run([harness.bin("tokbench"), "run", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0
+    for f in table:
+        if f["engine"]:
+            assert f["cli"] and (f["cli"] + " ") in p.stdout, f
+    too_big = {"--kv-budget": "2000000000000", "--concurrency": "1,5000", "--duration": "3601",
+               "--max-output": "1048577", "--metrics-interval": "0.001"}
+    for flag, value in too_big.items():
+        name = next(f["name"] for f in table if f["cli"] == flag)
+        p = subprocess.run([harness.bin("tokbench"), "run", "--url", "http://127.0.0.1:9", flag, value],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and name in p.stderr, (flag, p.returncode, p.stderr)
