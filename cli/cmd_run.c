@@ -81,11 +81,18 @@ usage(FILE *f)
   for (size_t i = 0; i < n; i++) {
     if (fields[i].cli == NULL)
       continue;
-    fprintf(f, "  --%-20s  %s", fields[i].cli, fields[i].help);
+    enum tb_spec_type t = fields[i].type;
+    const char *meta = t == TB_SPEC_TOKENS || t == TB_SPEC_INTS ? "LIST"
+                       : t == TB_SPEC_NUMBER                    ? "S"
+                       : t == TB_SPEC_INT                       ? "N"
+                                                                : "NAME";
+    char flag[48];
+    snprintf(flag, sizeof flag, "%s %s", fields[i].cli, meta);
+    fprintf(f, "  --%-21s %s", flag, fields[i].help);
     if (fields[i].def != NULL)
       fprintf(f, " (default %s)", fields[i].def);
-    if (fields[i].type == TB_SPEC_INT || fields[i].type == TB_SPEC_NUMBER)
-      fprintf(f, "; %g to %g", fields[i].min, fields[i].max);
+    if (t == TB_SPEC_INT || t == TB_SPEC_NUMBER)
+      fprintf(f, "; %.15g to %.15g", fields[i].min, fields[i].max);
     fputc('\n', f);
   }
   fputs(usage_tail, f);
