@@ -114,17 +114,21 @@ main(int argc, char **argv)
   struct bench b = {0};
   b.n = (unsigned)atoi(argv[2]);
   b.slots = calloc(b.n, sizeof *b.slots);
-  json_t *spec = json_pack("{s:s, s:[i], s:[i], s:[], s:f, s:i, s:f, s:s}",
-                           "base_url", argv[1], "contexts", 1024,
-                           "concurrency", (int)b.n, "prefill_contexts",
-                           "duration_s", atof(argv[3]), "max_output", 15000,
-                           "settle_s", 0.5, "run_id", "bench");
+  struct tb_spec spec;
+  tb_spec_init(&spec);
+  spec.contexts = (struct tb_spec_list){ .v = { 1024 }, .n = 1, .given = true };
+  spec.concurrency = (struct tb_spec_list){ .v = { (int64_t)b.n }, .n = 1, .given = true };
+  spec.prefill_contexts = (struct tb_spec_list){ .n = 0, .given = true };
+  spec.duration_s = atof(argv[3]);
+  spec.max_output = 15000;
+  spec.settle_s = 0.5;
+  struct tb_engine_target target = { .base_url = argv[1], .run_id = "bench" };
   struct tb_engine_hooks hooks = {.cls = &b, .on_cell = on_cell,
                                   .on_progress = on_progress,
                                   .on_event = on_event};
   json_t *res = NULL;
   char *err = NULL;
-  enum tb_engine_status st = tb_engine_run(spec, NULL, NULL, &hooks, &res,
+  enum tb_engine_status st = tb_engine_run(&spec, &target, NULL, NULL, &hooks, &res,
                                            &err);
   int rc = 1;
   const json_t *cells = json_object_get(res, "cells");
@@ -151,7 +155,7 @@ main(int argc, char **argv)
 out:
   free(err);
   json_decref(res);
-  json_decref(spec);
+  tb_spec_free(&spec);
   tb_stats_free(&b.delay);
   tb_stats_free(&b.gap);
   tb_stats_free(&b.lag);

@@ -1,7 +1,9 @@
 /*
  * tokbench run: the speed test matrix against one endpoint, from a terminal,
- * without the service.  A thin shell around tb_engine_run: flags become the
- * engine spec; cells come back through hooks and are shown as a progress bar
+ * without the service.  A thin shell around tb_engine_run: the settings'
+ * flags are the job spec's fields (tb_spec's table: one flag per field with a
+ * `cli` name, the same ranges and defaults as the api) parsed by
+ * tb_spec_parse; cells come back through hooks and are shown as a progress bar
  * (terminal) or written as JSON lines (otherwise); the finished document is
  * printed as the seed reports' tables and optionally saved with --output.
  *
@@ -22,6 +24,7 @@
 
 #include "cli.h"
 #include "tb_engine.h"
+#include "tb_redact.h"
 #include "tb_util.h"
 
 #define KEY_FILE_MAX 4096
@@ -35,7 +38,7 @@ on_sigint(int sig)
   interrupted = 1;
 }
 
-static const char usage_text[] =
+static const char usage_head[] =
     "usage: tokbench run --url URL [options]\n"
     "\n"
     "Runs the speed test matrix (METHOD.md) against one OpenAI-compatible\n"
@@ -46,26 +49,12 @@ static const char usage_text[] =
     "  --url URL               base URL, e.g. http://127.0.0.1:8000 (no /v1)\n"
     "  --api-key-file F        file holding the endpoint's API key (first line);\n"
     "                          else env TOKBENCH_ENDPOINT_API_KEY; sent as Bearer\n"
-    "  --model M               served model (default: the first of /v1/models)\n"
     "  --name NAME             endpoint name for the report header\n"
     "  --launch-command CMD    server launch command for the report (secrets\n"
     "                          are redacted)\n"
-    "Matrix (K = 1024):\n"
-    "  --contexts LIST         decode contexts, e.g. 8k,16k,251k (default 8K,16K,\n"
-    "                          32K,64K,128K and the top one: the largest multiple\n"
-    "                          of 1K with context + max output + 64 <= max length)\n"
-    "  --concurrency LIST      requests at once (default 1,2,4,8,16,32,64,128)\n"
-    "  --prefill-contexts LIST prefill scouts (default: the contexts + max length,\n"
-    "                          i.e. 256K); 'none' for no prefill rows\n"
-    "  --duration S            measurement window per cell, seconds (default 30)\n"
-    "  --max-output N          max output tokens per request (default 4096)\n"
-    "  --kv-budget N           KV budget in tokens, overriding the server's\n"
-    "Timing:\n"
-    "  --settle S              readiness hold before each window (default 3)\n"
-    "  --stall-timeout S       silent stream = error after S s (default 20)\n"
-    "  --first-token-timeout S no first token after S s = error (default 600)\n"
-    "  --ready-timeout S       cell not ready after S s = error (default 300)\n"
-    "  --drain-timeout S       wait for the server to drain (default 120)\n"
+    "Settings (the job spec's fields, same ranges and defaults; K = 1024):\n";
+
+static const char usage_tail[] =
     "Output:\n"
     "  --output FILE           write the result document (JSON) to FILE\n"
     "  --jsonl                 JSON lines on stdout (a header line, then one\n"
@@ -81,6 +70,33 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 finished (error cells are results), 1 run failed,\n"
     "2 bad usage, 130 interrupted (the partial result is still written).\n";
+
+/* The usage, its settings from tb_spec's table. */
+static void
+usage(FILE *f)
+{
+  fputs(usage_head, f);
+  size_t n;
+  const struct tb_spec_field *fields = tb_spec_fields(&n);
+  for (size_t i = 0; i < n; i++) {
+    if (fields[i].cli == NULL)
+      continue;
+    enum tb_spec_type t = fields[i].type;
+    const char *meta = t == TB_SPEC_TOKENS || t == TB_SPEC_INTS ? "LIST"
+                       : t == TB_SPEC_NUMBER                    ? "S"
+                       : t == TB_SPEC_INT                       ? "N"
+                                                                : "NAME";
+    char flag[48];
+    snprintf(flag, sizeof flag, "%s %s", fields[i].cli, meta);
+    fprintf(f, "  --%-21s %s", flag, fields[i].help);
+    if (fields[i].def != NULL)
+      fprintf(f, " (default %s)", fields[i].def);
+    if (t == TB_SPEC_INT || t == TB_SPEC_NUMBER)
+      fprintf(f, "; %.15g to %.15g", fields[i].min, fields[i].max);
+    fputc('\n', f);
+  }
+  fputs(usage_tail, f);
+}
 
 struct run_ui {
   bool tty_progress;
@@ -186,8 +202,11 @@ tb_cli_print_tables(FILE *f, const json_t *doc)
              " tokens · prefill measured during decode warm-up\n",
           num(set, "duration_s"),
           (int64_t)json_integer_value(json_object_get(set, "max_output")));
-  if (json_is_string(json_object_get(doc, "launch_command")))
-    fprintf(f, "Launch command: %s\n", str(doc, "launch_command"));
+  if (json_is_string(json_object_get(doc, "launch_command"))) {
+    char *red = tb_redact_command(str(doc, "launch_command"));
+    fprintf(f, "Launch command: %s\n", red);
+    free(red);
+  }
 
   size_t i;
   const json_t *c;
@@ -379,66 +398,6 @@ hook_header(void *cls, const json_t *header)
 
 /* ------------------------------------------------------------- flags */
 
-static json_t *
-token_list(const char *arg, bool allow_none)
-{
-  json_t *a = json_array();
-  if (allow_none && strcmp(arg, "none") == 0)
-    return a;
-  char *copy = tb_xstrdup(arg);
-  char *save = NULL;
-  for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    int64_t v;
-    if (!tb_parse_tokens(t, &v) || v < 1 || v > (16 << 20)) {
-      json_decref(a);
-      a = NULL;
-      break;
-    }
-    json_array_append_new(a, json_integer(v));
-  }
-  free(copy);
-  if (a != NULL && json_array_size(a) == 0 && !allow_none) {
-    json_decref(a);
-    a = NULL;
-  }
-  return a;
-}
-
-static json_t *
-int_list(const char *arg)
-{
-  json_t *a = json_array();
-  char *copy = tb_xstrdup(arg);
-  char *save = NULL;
-  for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    int64_t v;
-    if (!tb_parse_i64(t, 1, 65536, &v)) {
-      json_decref(a);
-      a = NULL;
-      break;
-    }
-    json_array_append_new(a, json_integer(v));
-  }
-  free(copy);
-  if (a != NULL && json_array_size(a) == 0) {
-    json_decref(a);
-    a = NULL;
-  }
-  return a;
-}
-
-static bool
-parse_seconds(const char *s, double *out)
-{
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !(v > 0) || v > 86400)
-    return false;
-  *out = v;
-  return true;
-}
-
 /* Reads the key (first line, trimmed).  New string or NULL with *why. */
 static char *
 read_key_file(const char *path, const char **why)
@@ -517,39 +476,38 @@ int
 tb_cli_run(int argc, char **argv)
 {
   enum {
-    O_URL = 256, O_KEYFILE, O_MODEL, O_CONTEXTS, O_CONC, O_PREFILL,
-    O_DURATION, O_MAXOUT, O_KV, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME,
-    O_SETTLE, O_STALL, O_FIRST, O_READY, O_DRAIN, O_NAME, O_LAUNCH, O_RUNID,
+    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID,
+    O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
-  static const struct option opts[] = {
+  static const struct option fixed[] = {
       {"url", required_argument, NULL, O_URL},
       {"api-key-file", required_argument, NULL, O_KEYFILE},
-      {"model", required_argument, NULL, O_MODEL},
-      {"contexts", required_argument, NULL, O_CONTEXTS},
-      {"concurrency", required_argument, NULL, O_CONC},
-      {"prefill-contexts", required_argument, NULL, O_PREFILL},
-      {"duration", required_argument, NULL, O_DURATION},
-      {"max-output", required_argument, NULL, O_MAXOUT},
-      {"kv-budget", required_argument, NULL, O_KV},
       {"output", required_argument, NULL, O_OUTPUT},
       {"jsonl", no_argument, NULL, O_JSONL},
       {"table", no_argument, NULL, O_TABLE},
       {"resume", required_argument, NULL, O_RESUME},
-      {"settle", required_argument, NULL, O_SETTLE},
-      {"stall-timeout", required_argument, NULL, O_STALL},
-      {"first-token-timeout", required_argument, NULL, O_FIRST},
-      {"ready-timeout", required_argument, NULL, O_READY},
-      {"drain-timeout", required_argument, NULL, O_DRAIN},
       {"name", required_argument, NULL, O_NAME},
       {"launch-command", required_argument, NULL, O_LAUNCH},
       {"run-id", required_argument, NULL, O_RUNID},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
   };
+  /* every field of the job spec with a flag is an option */
+  size_t nfields;
+  const struct tb_spec_field *fields = tb_spec_fields(&nfields);
+  struct option *opts = tb_xcalloc(TB_ARRAY_LEN(fixed) + nfields + 1, sizeof *opts);
+  size_t nopts = 0;
+  for (size_t i = 0; i < TB_ARRAY_LEN(fixed); i++)
+    opts[nopts++] = fixed[i];
+  for (size_t i = 0; i < nfields; i++)
+    if (fields[i].cli != NULL)
+      opts[nopts++] = (struct option){ fields[i].cli, required_argument, NULL,
+                                       O_SPEC + (int)i };
   json_t *spec = json_object();
   json_t *endpoint = json_object();
-  const char *key_file = NULL, *output = NULL, *resume = NULL;
+  struct tb_spec settings;
+  tb_spec_init(&settings);
+  const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL;
   bool force_jsonl = false, force_table = false, quiet = false;
   int rc = 2;
   char *key = NULL, *run_id = NULL;
@@ -559,75 +517,20 @@ tb_cli_run(int argc, char **argv)
   optind = 1;
   opterr = 0;
   while ((opt = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
-    json_t *list = NULL;
-    double secs;
-    int64_t n;
-    const char *bad = NULL;
+    if (opt >= O_SPEC && (size_t)(opt - O_SPEC) < nfields) {
+      const struct tb_spec_field *f = &fields[opt - O_SPEC];
+      if (!tb_spec_arg(f, optarg, spec)) {
+        fprintf(stderr, "tokbench run: bad value for --%s: '%s'\n", f->cli, optarg);
+        goto out;
+      }
+      continue;
+    }
     switch (opt) {
     case O_URL:
-      json_object_set_new(spec, "base_url", json_string(optarg));
+      url = optarg;
       break;
     case O_KEYFILE:
       key_file = optarg;
-      break;
-    case O_MODEL:
-      json_object_set_new(spec, "model", json_string(optarg));
-      break;
-    case O_CONTEXTS:
-    case O_PREFILL:
-      list = token_list(optarg, opt == O_PREFILL);
-      if (list == NULL)
-        bad = opt == O_CONTEXTS ? "--contexts" : "--prefill-contexts";
-      else
-        json_object_set_new(spec, opt == O_CONTEXTS ? "contexts"
-                                                    : "prefill_contexts",
-                            list);
-      break;
-    case O_CONC:
-      list = int_list(optarg);
-      if (list == NULL)
-        bad = "--concurrency";
-      else
-        json_object_set_new(spec, "concurrency", list);
-      break;
-    case O_DURATION:
-    case O_SETTLE:
-    case O_STALL:
-    case O_FIRST:
-    case O_READY:
-    case O_DRAIN: {
-      static const char *const keys[] = {"duration_s", "settle_s",
-                                         "stall_timeout_s",
-                                         "first_token_timeout_s",
-                                         "ready_timeout_s", "drain_timeout_s"};
-      static const char *const names[] = {"--duration", "--settle",
-                                          "--stall-timeout",
-                                          "--first-token-timeout",
-                                          "--ready-timeout", "--drain-timeout"};
-      int idx = opt - O_DURATION;
-      if (opt >= O_SETTLE)
-        idx = opt - O_SETTLE + 1;
-      bool zero_ok = opt == O_SETTLE || opt == O_DRAIN;
-      if (zero_ok && strcmp(optarg, "0") == 0)
-        secs = 0;
-      else if (!parse_seconds(optarg, &secs)) {
-        bad = names[idx];
-        break;
-      }
-      json_object_set_new(spec, keys[idx], json_real(secs));
-      break;
-    }
-    case O_MAXOUT:
-      if (!tb_parse_i64(optarg, 1, 1 << 20, &n))
-        bad = "--max-output";
-      else
-        json_object_set_new(spec, "max_output", json_integer(n));
-      break;
-    case O_KV:
-      if (!tb_parse_tokens(optarg, &n) || n < 1)
-        bad = "--kv-budget";
-      else
-        json_object_set_new(spec, "kv_budget", json_integer(n));
       break;
     case O_OUTPUT:
       output = optarg;
@@ -648,13 +551,14 @@ tb_cli_run(int argc, char **argv)
       json_object_set_new(endpoint, "launch_command", json_string(optarg));
       break;
     case O_RUNID:
+      free(run_id);
       run_id = tb_xstrdup(optarg);
       break;
     case 'q':
       quiet = true;
       break;
     case 'h':
-      fputs(usage_text, stdout);
+      usage(stdout);
       rc = 0;
       goto out;
     default:
@@ -663,17 +567,18 @@ tb_cli_run(int argc, char **argv)
               argv[optind - 1]);
       goto out;
     }
-    if (bad != NULL) {
-      fprintf(stderr, "tokbench run: bad value for %s: '%s'\n", bad, optarg);
-      goto out;
-    }
   }
   if (optind < argc) {
     fprintf(stderr, "tokbench run: unexpected argument '%s'\n", argv[optind]);
     goto out;
   }
-  if (json_object_get(spec, "base_url") == NULL) {
+  if (url == NULL) {
     fprintf(stderr, "tokbench run: --url is required (see tokbench run --help)\n");
+    goto out;
+  }
+  /* the flags' values against the job spec's table: the api's ranges */
+  if (!tb_spec_parse(&settings, spec, &err)) {
+    fprintf(stderr, "tokbench run: bad settings: %s\n", err);
     goto out;
   }
   if (key_file != NULL) {
@@ -697,9 +602,7 @@ tb_cli_run(int argc, char **argv)
       goto out;
     }
   }
-  if (run_id != NULL)
-    json_object_set_new(spec, "run_id", json_string(run_id));
-  json_object_set(spec, "endpoint", endpoint);
+  struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint };
 
   struct run_ui ui = {0};
   bool stdout_tty = isatty(STDOUT_FILENO);
@@ -718,7 +621,7 @@ tb_cli_run(int argc, char **argv)
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  enum tb_engine_status st = tb_engine_run(spec, key, done, &hooks, &result,
+  enum tb_engine_status st = tb_engine_run(&settings, &target, key, done, &hooks, &result,
                                            &err);
   if (ui.tty_progress)
     fprintf(stderr, "\r\033[K");
@@ -749,5 +652,7 @@ out:
   json_decref(result);
   json_decref(endpoint);
   json_decref(spec);
+  tb_spec_free(&settings);
+  free(opts);
   return rc;
 }

@@ -26,6 +26,7 @@
 
 #include "cli.h"
 #include "tb_http.h"
+#include "tb_jobdoc.h"
 #include "tb_util.h"
 
 #define SUBMIT_KEY_MAX 4096
@@ -80,13 +81,6 @@ read_key(const char *file)
     return NULL;
   }
   return buf;
-}
-
-static bool
-terminal(const char *s)
-{
-  return s != NULL && (strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
-                       strcmp(s, "cancelled") == 0);
 }
 
 /* The "detail" (or "title") of a problem document, or the body's start. */
@@ -292,7 +286,7 @@ tb_cli_submit(int argc, char **argv)
     }
     snprintf(state, sizeof state, "%s", st);
     since = done;
-    if (terminal(st))
+    if (tb_jobdoc_terminal(st))
       break;
   }
 

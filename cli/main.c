@@ -15,6 +15,8 @@ static const struct tb_cli_cmd commands[] = {
   { "compare", "compare two results cell by cell; exit 1 on regressions", tb_cli_compare },
   { "keys", "create, list and revoke API keys (TOKBENCH_DATABASE_URL)", tb_cli_keys },
   { "submit", "start a job from a preset via the API; exit 1 on regressions", tb_cli_submit },
+  { "spec-table", "print the job spec's fields (ranges, defaults, flags) as JSON",
+    tb_cli_spec_table },
 };
 
 static void

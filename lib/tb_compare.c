@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_redact.h"
+
 static const struct tb_compare_metric metrics[] = {
   { .name = "prompt_tps", .phase = "prefill", .label = "Prompt tok/s", .higher_better = true },
   { .name = "ttft_ms", .phase = "prefill", .label = "TTFT", .higher_better = false },
@@ -212,6 +214,13 @@ side_header(const json_t *doc)
     const json_t *v = json_object_get(doc, keys[i]);
     if (v != NULL)
       json_object_set_new(h, keys[i], json_deep_copy(v));
+  }
+  /* a document written before redaction shows no secret either */
+  const char *lc = json_string_value(json_object_get(h, "launch_command"));
+  if (lc != NULL) {
+    char *red = tb_redact_command(lc);
+    json_object_set_new(h, "launch_command", json_string(red));
+    free(red);
   }
   return h;
 }

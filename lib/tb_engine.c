@@ -72,6 +72,7 @@
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
+#include "tb_redact.h"
 #include "tb_result.h"
 #include "tb_rxts.h"
 #include "tb_sse.h"
@@ -90,53 +91,6 @@
 #define FOREIGN_LOAD_S 20.0
 
 /* ---------------------------------------------------------------- helpers */
-
-char *
-tb_engine_redact(const char *cmd)
-{
-  static const char *const flags[] = {"--api-key", "--hf-token", "--token"};
-  if (cmd == NULL)
-    return NULL;
-  size_t n = strlen(cmd);
-  char *out = tb_xmalloc(n * 2 + 32);
-  size_t o = 0, i = 0;
-  while (i < n) {
-    bool hit = false;
-    for (size_t f = 0; f < TB_ARRAY_LEN(flags) && !hit; f++) {
-      size_t fl = strlen(flags[f]);
-      if (strncmp(cmd + i, flags[f], fl) != 0)
-        continue;
-      if (i > 0 && cmd[i - 1] != ' ' && cmd[i - 1] != '\t')
-        continue;
-      char sep = cmd[i + fl];
-      if (sep != '=' && sep != ' ' && sep != '\t')
-        continue;
-      memcpy(out + o, cmd + i, fl + 1);
-      o += fl + 1;
-      i += fl + 1;
-      while (sep != '=' && i < n && (cmd[i] == ' ' || cmd[i] == '\t'))
-        out[o++] = cmd[i++];
-      /* the value: a quoted string or a word */
-      if (i < n && (cmd[i] == '"' || cmd[i] == '\'')) {
-        char q = cmd[i++];
-        while (i < n && cmd[i] != q)
-          i++;
-        if (i < n)
-          i++;
-      } else {
-        while (i < n && cmd[i] != ' ' && cmd[i] != '\t')
-          i++;
-      }
-      memcpy(out + o, "<redacted>", 10);
-      o += 10;
-      hit = true;
-    }
-    if (!hit)
-      out[o++] = cmd[i++];
-  }
-  out[o] = '\0';
-  return out;
-}
 
 int64_t
 tb_engine_top_context(int64_t max_model_len, int64_t max_output)
@@ -929,26 +883,7 @@ cell_loop(struct cell *c)
   cut_all(c);
 }
 
-/* --------------------------------------------------------- spec parsing */
-
-static bool
-parse_int_list(const json_t *a, int64_t *out, size_t *n, int64_t min,
-               int64_t max)
-{
-  if (!json_is_array(a) || json_array_size(a) == 0 ||
-      json_array_size(a) > MAX_LIST)
-    return false;
-  size_t i;
-  const json_t *v;
-  *n = 0;
-  json_array_foreach(a, i, v) {
-    if (!json_is_integer(v) || json_integer_value(v) < min ||
-        json_integer_value(v) > max)
-      return false;
-    out[(*n)++] = json_integer_value(v);
-  }
-  return true;
-}
+/* ------------------------------------------------------------ settings */
 
 static int
 cmp_i64(const void *a, const void *b)
@@ -968,84 +903,47 @@ sort_unique(int64_t *v, size_t *n)
   *n = o;
 }
 
-static double
-num_member(const json_t *spec, const char *key, double def, double min,
-           double max, bool *ok)
+static void
+copy_list(int64_t *dst, size_t *n, const struct tb_spec_list *l)
 {
-  const json_t *v = json_object_get(spec, key);
-  if (v == NULL || json_is_null(v))
-    return def;
-  if (!json_is_number(v) || json_number_value(v) < min ||
-      json_number_value(v) > max) {
-    *ok = false;
-    return def;
-  }
-  return json_number_value(v);
+  *n = l->n < MAX_LIST ? l->n : MAX_LIST;
+  memcpy(dst, l->v, *n * sizeof *dst);
 }
 
+/* The run's settings from the parsed spec (tb_spec: validated, lists sorted)
+ * and the target; nothing here reads JSON. */
 static int
-parse_spec(struct run *r, const json_t *spec, char **err)
+apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target *t,
+           char **err)
 {
-  if (!json_is_object(spec)) {
-    *err = tb_xstrdup("spec is not a JSON object");
-    return -1;
-  }
-  const char *url = json_string_value(json_object_get(spec, "base_url"));
-  if (url == NULL || url[0] == '\0') {
+  if (t == NULL || t->base_url == NULL || t->base_url[0] == '\0') {
     *err = tb_xstrdup("spec: base_url missing");
     return -1;
   }
-  r->base_url = tb_xstrdup(url);
-  const char *model = json_string_value(json_object_get(spec, "model"));
-  r->model_req = model ? tb_xstrdup(model) : NULL;
-  const char *rid = json_string_value(json_object_get(spec, "run_id"));
-  if (rid != NULL && rid[0] != '\0') {
-    r->run_id = tb_xstrdup(rid);
-  } else {
+  r->base_url = tb_xstrdup(t->base_url);
+  r->model_req = s->model ? tb_xstrdup(s->model) : NULL;
+  if (t->run_id != NULL && t->run_id[0] != '\0')
+    r->run_id = tb_xstrdup(t->run_id);
+  else
     r->run_id = tb_xasprintf("%" PRIx64, (uint64_t)tb_time_real_us());
-  }
-  bool ok = true;
-  const json_t *v;
-  if ((v = json_object_get(spec, "contexts")) != NULL && !json_is_null(v)) {
-    if (!parse_int_list(v, r->contexts, &r->n_contexts, 1, 16 << 20))
-      ok = false;
-    r->contexts_given = true;
-  }
-  if ((v = json_object_get(spec, "prefill_contexts")) != NULL &&
-      !json_is_null(v)) {
-    if (json_is_array(v) && json_array_size(v) == 0)
-      r->n_prefill = 0;
-    else if (!parse_int_list(v, r->prefill, &r->n_prefill, 1, 16 << 20))
-      ok = false;
-    r->prefill_given = true;
-  }
-  if ((v = json_object_get(spec, "concurrency")) != NULL && !json_is_null(v)) {
-    if (!parse_int_list(v, r->conc, &r->n_conc, 1, MAX_CONCURRENCY))
-      ok = false;
-  } else {
-    for (int64_t c = 1; c <= 128; c *= 2)
-      r->conc[r->n_conc++] = c;
-  }
-  r->duration_s = num_member(spec, "duration_s", 30, 0.01, 86400, &ok);
-  r->max_output = (int64_t)num_member(spec, "max_output", 4096, 1, 1 << 20,
-                                      &ok);
-  r->kv_override = (int64_t)num_member(spec, "kv_budget", 0, 1, 1e12, &ok);
-  r->settle_s = num_member(spec, "settle_s", 3, 0, 3600, &ok);
-  r->stall_s = num_member(spec, "stall_timeout_s", 20, 0.01, 86400, &ok);
-  r->first_token_s = num_member(spec, "first_token_timeout_s", 600, 0.01,
-                                86400, &ok);
-  r->ready_s = num_member(spec, "ready_timeout_s", 300, 0.01, 86400, &ok);
-  r->drain_s = num_member(spec, "drain_timeout_s", 120, 0, 86400, &ok);
-  r->metrics_s = num_member(spec, "metrics_interval_s", 0.25, 0.01, 60, &ok);
-  if (!ok) {
-    *err = tb_xstrdup("spec: a setting has the wrong type or range");
+  r->contexts_given = s->contexts.given;
+  copy_list(r->contexts, &r->n_contexts, &s->contexts);
+  r->prefill_given = s->prefill_contexts.given;
+  copy_list(r->prefill, &r->n_prefill, &s->prefill_contexts);
+  copy_list(r->conc, &r->n_conc, &s->concurrency);
+  if (r->n_conc == 0) {
+    *err = tb_xstrdup("spec: concurrency is empty");
     return -1;
   }
-  sort_unique(r->conc, &r->n_conc);
-  if (r->contexts_given)
-    sort_unique(r->contexts, &r->n_contexts);
-  if (r->prefill_given)
-    sort_unique(r->prefill, &r->n_prefill);
+  r->duration_s = s->duration_s;
+  r->max_output = s->max_output;
+  r->kv_override = s->kv_budget;
+  r->settle_s = s->settle_s;
+  r->stall_s = s->stall_timeout_s;
+  r->first_token_s = s->first_token_timeout_s;
+  r->ready_s = s->ready_timeout_s;
+  r->drain_s = s->drain_timeout_s;
+  r->metrics_s = s->metrics_interval_s;
   return 0;
 }
 
@@ -1078,11 +976,10 @@ default_contexts(struct run *r)
 
 /* The result's header (tb_result) from the run's settings and discovery. */
 static json_t *
-build_header(struct run *r, const json_t *spec, int64_t started_us)
+build_header(struct run *r, const json_t *ep, int64_t started_us)
 {
-  const json_t *ep = json_object_get(spec, "endpoint");
   const char *lc = json_string_value(json_object_get(ep, "launch_command"));
-  char *red = tb_engine_redact(lc);
+  char *red = tb_redact_command(lc);
   struct tb_result_header h = {
     .run_id = r->run_id,
     .started_us = started_us,
@@ -1325,7 +1222,8 @@ static_status(struct run *r, int64_t ctx, int64_t conc)
 }
 
 enum tb_engine_status
-tb_engine_run(const json_t *spec, const char *api_key, const json_t *done_cells,
+tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
+              const char *api_key, const json_t *done_cells,
               const struct tb_engine_hooks *hooks, json_t **result, char **err)
 {
   struct run run;
@@ -1351,7 +1249,7 @@ tb_engine_run(const json_t *spec, const char *api_key, const json_t *done_cells,
   int64_t started_us = tb_time_real_us();
   tb_http_global_init();
 
-  if (parse_spec(r, spec, err) != 0)
+  if (apply_spec(r, spec, tgt, err) != 0)
     goto out;
   if (tb_discover_run(r->base_url, api_key, r->model_req, &r->d, err) != 0)
     goto out;
@@ -1368,7 +1266,7 @@ tb_engine_run(const json_t *spec, const char *api_key, const json_t *done_cells,
     r->kv_budget = r->kv_override;
     r->kv_source = "override";
   }
-  header = build_header(r, spec, started_us);
+  header = build_header(r, tgt->endpoint, started_us);
   if (hooks != NULL && hooks->on_header != NULL)
     hooks->on_header(hooks->cls, header);
 

@@ -2,32 +2,11 @@
  * tb_engine: the speed test matrix of METHOD.md against one OpenAI-compatible
  * endpoint.  Used by tokbench-worker (for the service) and by `tokbench run`.
  *
- * Interface in JSON, so that the job spec stored by the service, the result
- * document returned by the API and the CLI's output are one format
- * (api/result.schema.json describes the result document).
- *
- * Engine spec (a JSON object; unknown members are ignored here, the service
- * validates the job spec before it gets here):
- *   base_url          string, e.g. "http://127.0.0.1:8000" (no trailing /v1)
- *   model             string, optional: served model (default: first of /v1/models)
- *   contexts          [int]   decode contexts in tokens (default 8K..256K, top capped)
- *   concurrency       [int]   requests at once (default 1,2,4,...,128)
- *   prefill_contexts  [int]   contexts measured for prefill (default contexts + 256K)
- *   duration_s        number  measurement window per cell (default 30)
- *   max_output        int     max output tokens per request (default 4096)
- *   kv_budget         int     optional KV budget override in tokens
- *   run_id            string  unique per run; part of each prompt's tag
- *   endpoint          object  optional report header: name, hardware, engine hint,
- *                             launch_command (redacted by the engine again)
- *   settle_s          number  readiness: how long "every stream has produced a
- *                             token, running = C, waiting = 0" must hold (default 3)
- *   stall_timeout_s   number  a stream silent this long after its first token
- *                             is an error (default 20)
- *   first_token_timeout_s number  a request with no token after this long is an
- *                             error (default 600: a cold 256K prefill is slow)
- *   ready_timeout_s   number  a cell not ready after this long is an error (300)
- *   drain_timeout_s   number  wait for running = 0 between cells (default 120)
- *   metrics_interval_s number /metrics sampling period in a cell (default 0.25)
+ * Settings come parsed (struct tb_spec, lib/tb_spec.h: the one table of
+ * names, ranges and defaults the api, the worker and `tokbench run` share);
+ * the engine reads no JSON settings.  What it measures comes back in JSON,
+ * so that the result document returned by the API and the CLI's output are
+ * one format (api/result.schema.json describes the result document).
  *
  * A cell (JSON object, built by tb_result) is the unit of progress and of storage:
  *   phase "prefill"|"decode", context (int), context_label ("8K"),
@@ -41,6 +20,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "tb_spec.h"
 #include "tb_util.h"
 
 struct tb_engine_hooks {
@@ -78,8 +58,19 @@ enum tb_engine_status {
   TB_ENGINE_FAILED = 2,    /* the run could not go on: *err says why */
 };
 
+/* Where to run: the endpoint and what the report says about it. */
+struct tb_engine_target {
+  const char *base_url;   /* e.g. "http://127.0.0.1:8000" (no trailing /v1) */
+  const char *run_id;     /* unique per run, part of each prompt's tag; NULL or
+                           * "": a new one */
+  const json_t *endpoint; /* report header, may be NULL: name, hardware,
+                           * engine (hint), launch_command (redacted again:
+                           * tb_redact) */
+};
+
 /*
- * Runs the matrix.  api_key: the endpoint's key (may be NULL), sent as a
+ * Runs the matrix of spec (borrowed; from tb_spec_parse) against target
+ * (borrowed).  api_key: the endpoint's key (may be NULL), sent as a
  * Bearer header on every call and never logged or copied into the result.
  * done_cells: cells already measured (borrowed JSON array, may be NULL); they
  * are not measured again and appear in the result as given.
@@ -87,8 +78,9 @@ enum tb_engine_status {
  * failure: it then holds what was measured, status "failed" and the error),
  * and *err a new string on TB_ENGINE_FAILED (caller frees).
  */
-enum tb_engine_status tb_engine_run(const json_t *spec, const char *api_key,
-                                    const json_t *done_cells,
+enum tb_engine_status tb_engine_run(const struct tb_spec *spec,
+                                    const struct tb_engine_target *target,
+                                    const char *api_key, const json_t *done_cells,
                                     const struct tb_engine_hooks *hooks,
                                     json_t **result, char **err) TB_MUST_CHECK;
 
@@ -99,10 +91,6 @@ enum tb_engine_status tb_engine_run(const json_t *spec, const char *api_key,
  */
 json_t *tb_engine_probe(const char *base_url, const char *api_key,
                         char **err) TB_MUST_CHECK;
-
-/* The launch command with secrets replaced: `--api-key X` and `--api-key=X`
- * (also --hf-token, --token) become `... <redacted>`.  New string. */
-char *tb_engine_redact(const char *launch_command);
 
 /* The top decode context as the seeds choose it: the largest multiple of
  * 1024 with context + max_output + TB_ENGINE_CTX_MARGIN <= max_model_len

@@ -18,6 +18,7 @@
 
 #include "tb_engine.h"
 #include "tb_json.h"
+#include "tb_redact.h"
 #include "tb_result.h"
 
 /* ---------------------------------------------------------------- setters */
@@ -317,7 +318,7 @@ import_lib(const json_t *in, char **err)
   const char *lc = tb_json_str(md, "launch_command");
   if (lc == NULL)
     lc = tb_json_str(md, "server_command");
-  char *red = lc ? tb_engine_redact(lc) : NULL;
+  char *red = lc ? tb_redact_command(lc) : NULL;
   json_object_set_new(doc, "launch_command", red ? json_string(red) : json_null());
   free(red);
 

@@ -22,6 +22,7 @@
 
 #include "tb_compare.h"
 #include "tb_json.h"
+#include "tb_redact.h"
 
 #define DASH "\xe2\x80\x94" /* — */
 #define TIMES "\xc3\x97"    /* × */
@@ -1663,19 +1664,23 @@ tb_report_render(const json_t *doc, enum tb_report_format f, size_t *len, char *
     return NULL;
   }
   struct rb b = { 0 };
+  /* any document, however old or wherever it came from, is shown redacted */
+  json_t *safe = tb_redact_document(doc);
   if (f == TB_REPORT_JSON) {
-    render_json(&b, doc);
+    render_json(&b, safe);
+    json_decref(safe);
     return rb_finish(&b, len, err);
   }
   struct view v;
-  view_build(&v, doc);
+  view_build(&v, safe);
   switch (f) {
   case TB_REPORT_HTML: render_html(&b, &v); break;
   case TB_REPORT_MD: render_md(&b, &v); break;
   case TB_REPORT_CSV: render_csv(&b, &v); break;
-  default: render_json(&b, doc); break;
+  default: render_json(&b, safe); break;
   }
   view_free(&v);
+  json_decref(safe);
   return rb_finish(&b, len, err);
 }
 

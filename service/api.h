@@ -58,7 +58,7 @@ struct tb_api {
   int wait_max_s;         /* longest ?wait= */
   char **cors_origins;    /* NULL-terminated; NULL: CORS off */
   bool cors_any;
-  char *web_dir;          /* TOKBENCH_WEB_DIR resolved (api_report.h) */
+  char *web_dir;          /* TOKBENCH_WEB_DIR resolved (api_web.h) */
   struct tb_api_keycache *keys;
   struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
   struct tb_api_notify *notify;

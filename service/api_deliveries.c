@@ -15,7 +15,8 @@
 
 #include "api_egress.h"
 #include "api_handlers.h"
-#include "api_hooks.h"
+#include "api_ci.h"
+#include "api_deliveries.h"
 #include "api_spec.h"
 #include "tb_deliver.h"
 #include "tb_log.h"
@@ -59,7 +60,7 @@ static const struct tb_db_stmt dl_list = {
 
 
 enum MHD_Result
-tb_api_callbacks_create(struct tb_api_req *r)
+tb_api_deliveries_callback_create(struct tb_api_req *r)
 {
   enum MHD_Result ret;
   json_t *body = tb_api_body_json(r, &ret);
@@ -137,14 +138,14 @@ out:
 }
 
 enum MHD_Result
-tb_api_callbacks_list(struct tb_api_req *r)
+tb_api_deliveries_callback_list(struct tb_api_req *r)
 {
   const char *p[] = { r->project_id };
   return tb_api_reply_query(r, &cb_list, 1, p, MHD_HTTP_OK, "callbacks", NULL);
 }
 
 enum MHD_Result
-tb_api_callbacks_delete(struct tb_api_req *r)
+tb_api_deliveries_callback_delete(struct tb_api_req *r)
 {
   const char *p[] = { r->id, r->project_id };
   return tb_api_reply_delete(r, &cb_delete, 2, p, "no such callback");

@@ -176,7 +176,7 @@ enum MHD_Result
 tb_api_endpoints_create(struct tb_api_req *r)
 {
   json_t *spec = NULL, *errors = NULL;
-  int src = tb_spec_endpoint(r->body ? r->body : "", r->body_len, false, &spec, &errors);
+  int src = tb_api_spec_endpoint(r->body ? r->body : "", r->body_len, false, &spec, &errors);
   if (r->body != NULL) /* the raw body held the endpoint's key: wipe it */
     OPENSSL_cleanse(r->body, r->body_len);
   if (src != TB_SPEC_OK)
@@ -257,7 +257,7 @@ enum MHD_Result
 tb_api_endpoints_patch(struct tb_api_req *r)
 {
   json_t *spec = NULL, *errors = NULL;
-  int src = tb_spec_endpoint(r->body ? r->body : "", r->body_len, true, &spec, &errors);
+  int src = tb_api_spec_endpoint(r->body ? r->body : "", r->body_len, true, &spec, &errors);
   if (r->body != NULL)
     OPENSSL_cleanse(r->body, r->body_len);
   if (src != TB_SPEC_OK)

@@ -20,6 +20,7 @@
 
 #include "api_handlers.h"
 #include "api_notify.h"
+#include "tb_jobdoc.h"
 
 #define TB_SSE_BATCH 200
 #define TB_SSE_BLOCK 16384
@@ -68,13 +69,6 @@ append(struct sse *s, const char *data, size_t n)
   s->len += n;
 }
 
-static bool
-terminal(const char *state)
-{
-  return state != NULL && (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-                           strcmp(state, "cancelled") == 0);
-}
-
 /* Reads the next events into s.  1: something to send, 0: nothing, -1 error. */
 static int
 fill(struct tb_api_req *r, struct sse *s, bool *job_ended)
@@ -91,7 +85,7 @@ fill(struct tb_api_req *r, struct sse *s, bool *job_ended)
     return -1;
   }
   int got = 0;
-  *job_ended = terminal(PQgetvalue(res, 0, 3));
+  *job_ended = tb_jobdoc_terminal(PQgetvalue(res, 0, 3));
   for (int i = 0; i < rc && !s->done; i++) {
     if (PQgetisnull(res, i, 0))
       continue;
@@ -109,7 +103,7 @@ fill(struct tb_api_req *r, struct sse *s, bool *job_ended)
     got = 1;
     if (strcmp(kind, "state") == 0) {
       json_t *d = json_loads(data, 0, NULL);
-      if (terminal(json_string_value(json_object_get(d, "state"))))
+      if (tb_jobdoc_terminal(json_string_value(json_object_get(d, "state"))))
         s->done = true;
       json_decref(d);
     }

@@ -33,13 +33,26 @@ enum MHD_Result tb_api_jobs_submit(struct tb_api_req *r);
 enum MHD_Result tb_api_jobs_list(struct tb_api_req *r);
 enum MHD_Result tb_api_jobs_get(struct tb_api_req *r);
 enum MHD_Result tb_api_jobs_cancel(struct tb_api_req *r);
+
+/* api_result.c */
 enum MHD_Result tb_api_jobs_result(struct tb_api_req *r);
 
 /* api_events.c */
 enum MHD_Result tb_api_jobs_events(struct tb_api_req *r);
 
+/* reports and results (issue 6): api_report.c, api_compare.c, api_import.c,
+ * api_thresholds.c, api_web.c (public); shared helpers in api_report.h */
+enum MHD_Result tb_api_jobs_report(struct tb_api_req *r);
+enum MHD_Result tb_api_compare(struct tb_api_req *r);
+enum MHD_Result tb_api_results_import(struct tb_api_req *r);
+enum MHD_Result tb_api_thresholds_list(struct tb_api_req *r);
+enum MHD_Result tb_api_thresholds_put(struct tb_api_req *r);
+enum MHD_Result tb_api_thresholds_delete(struct tb_api_req *r);
+enum MHD_Result tb_api_web_index(struct tb_api_req *r);
+enum MHD_Result tb_api_web_file(struct tb_api_req *r);
+
 /* CI integration (issue 7): api_presets.c, api_hooks.c, api_deliveries.c,
- * api_metrics.c; shared helpers in api_hooks.h. */
+ * api_metrics.c; shared helpers in api_ci.h. */
 enum MHD_Result tb_api_presets_create(struct tb_api_req *r);
 enum MHD_Result tb_api_presets_list(struct tb_api_req *r);
 enum MHD_Result tb_api_presets_get(struct tb_api_req *r);
@@ -51,9 +64,9 @@ enum MHD_Result tb_api_hooks_list(struct tb_api_req *r);
 enum MHD_Result tb_api_hooks_get(struct tb_api_req *r);
 enum MHD_Result tb_api_hooks_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_hooks_receive(struct tb_api_req *r);
-enum MHD_Result tb_api_callbacks_create(struct tb_api_req *r);
-enum MHD_Result tb_api_callbacks_list(struct tb_api_req *r);
-enum MHD_Result tb_api_callbacks_delete(struct tb_api_req *r);
+enum MHD_Result tb_api_deliveries_callback_create(struct tb_api_req *r);
+enum MHD_Result tb_api_deliveries_callback_list(struct tb_api_req *r);
+enum MHD_Result tb_api_deliveries_callback_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_deliveries_list(struct tb_api_req *r);
 enum MHD_Result tb_api_metrics(struct tb_api_req *r);
 

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "api_handlers.h"
-#include "api_hooks.h"
+#include "api_ci.h"
 #include "api_jobs.h"
 #include "api_spec.h"
 #include "tb_log.h"

@@ -10,7 +10,7 @@
  *                               If-None-Match or ?since=<cells_done>
  *   POST /v1/jobs/{id}/cancel   queued -> cancelled (200); running ->
  *                               cancel_requested (202); finished -> 409
- *   GET  /v1/jobs/{id}/result   the result document (partial while running)
+ *   GET  /v1/jobs/{id}/result   the result document: api_result.c
  *
  * Documents are built by PostgreSQL (json_build_object) in the one query
  * that reads them: one round trip per request, no re-encoding in C.  GET
@@ -25,6 +25,7 @@
 #include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_spec.h"
+#include "tb_jobdoc.h"
 #include "tb_log.h"
 
 #define JOB_MEMBERS                                                                       \
@@ -42,15 +43,23 @@
 
 #define UPDATED_US "(extract(epoch FROM j.updated_at) * 1000000)::bigint"
 
-/* The one job insert (tb_api_job_insert). */
+/* The one job insert: a queued job (tb_api_job_insert) or, with a result
+ * document in $9, a finished one (tb_api_job_insert_finished: an import,
+ * with a busy key of its own so it never holds an endpoint). */
 static const struct tb_db_stmt job_insert = {
   "api_job_insert",
   "WITH e AS (SELECT id, exclusive_group FROM endpoints "
   "  WHERE id = $1::uuid AND project_id = $2 AND deleted_at IS NULL), "
   "j AS (INSERT INTO jobs (project_id, endpoint_id, spec, labels, priority, busy_key, "
-  "    max_attempts, request_id) "
+  "    max_attempts, request_id, state, result, cells_total, cells_done, started_at, "
+  "    finished_at) "
   "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
-  "    coalesce($6, e.exclusive_group, e.id::text), coalesce($7::int, 3), $8 FROM e "
+  "    CASE WHEN $9::jsonb IS NULL THEN coalesce($6, e.exclusive_group, e.id::text) "
+  "      ELSE 'import:' || gen_random_uuid()::text END, "
+  "    coalesce($7::int, 3), $8, CASE WHEN $9::jsonb IS NULL THEN 'queued' ELSE 'succeeded' END, "
+  "    $9::jsonb, $10::int, coalesce($10::int, 0), "
+  "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END, "
+  "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END FROM e "
   "  RETURNING *) "
   "SELECT j.id::text, NULL, "
   "  json_build_object(" JOB_MEMBERS ", 'cells', '[]'::json)::text FROM j",
@@ -105,12 +114,6 @@ static const struct tb_db_stmt job_cancel = {
   "  (SELECT json_build_object(" JOB_MEMBERS ")::text FROM upd j) FROM old",
 };
 
-static const struct tb_db_stmt job_result = {
-  "api_job_result",
-  "SELECT j.state, j.result::text, j.header::text, " JOB_CELLS "::text, j.error "
-  "FROM jobs j WHERE j.id = $1 AND j.project_id = $2",
-};
-
 static const struct tb_db_stmt idem_claim = {
   "api_idem_claim",
   "INSERT INTO idempotency_keys (api_key_id, idem_key, request_hash, status, body) "
@@ -129,14 +132,24 @@ static const struct tb_db_stmt idem_store = {
   "WHERE api_key_id = $1 AND idem_key = $2",
 };
 
-static bool
-terminal(const char *state)
-{
-  return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-         strcmp(state, "cancelled") == 0;
-}
-
 /* ------------------------------------------------------------------ submit */
+
+/* Runs job_insert with its ten parameters (p[8], p[9] NULL for a queued
+ * job); see tb_api_job_insert. */
+static int
+insert_row(struct tb_db *db, const char *const p[10], char job_id[TB_API_ID_LEN + 1],
+           char **doc)
+{
+  PGresult *res = NULL;
+  int rc = tb_db_exec(db, &job_insert, 10, p, &res);
+  if (rc == 1) {
+    snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    if (doc != NULL)
+      *doc = tb_xstrdup(PQgetvalue(res, 0, 2));
+  }
+  PQclear(res);
+  return rc;
+}
 
 int
 tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
@@ -149,21 +162,37 @@ tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_
   json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
   snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
   snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
-  const char *p[] = {
+  const char *p[10] = {
     json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
     labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
     av ? attempts : NULL, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
+    NULL, NULL,
   };
-  PGresult *res = NULL;
-  int rc = spec_text == NULL ? TB_DB_HARD : tb_db_exec(db, &job_insert, 8, p, &res);
-  if (rc == 1) {
-    snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    if (doc != NULL)
-      *doc = tb_xstrdup(PQgetvalue(res, 0, 2));
-  }
-  PQclear(res);
+  int rc = spec_text == NULL ? TB_DB_HARD : insert_row(db, p, job_id, doc);
   free(spec_text);
   free(labels_text);
+  return rc;
+}
+
+int
+tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char *request_id,
+                           const char *endpoint_id, const json_t *spec, const json_t *labels,
+                           const json_t *result, char job_id[TB_API_ID_LEN + 1])
+{
+  char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+  char *labels_text = json_is_object(labels) ? json_dumps(labels, JSON_COMPACT) : NULL;
+  char *result_text = json_dumps(result, JSON_COMPACT);
+  char ncells[24];
+  snprintf(ncells, sizeof ncells, "%zu", json_array_size(json_object_get(result, "cells")));
+  const char *p[10] = {
+    endpoint_id, project_id, spec_text, labels_text, NULL, NULL, NULL,
+    request_id != NULL && request_id[0] != '\0' ? request_id : NULL, result_text, ncells,
+  };
+  int rc = spec_text == NULL || result_text == NULL ? TB_DB_HARD
+                                                     : insert_row(db, p, job_id, NULL);
+  free(spec_text);
+  free(labels_text);
+  free(result_text);
   return rc;
 }
 
@@ -330,8 +359,7 @@ tb_api_jobs_list(struct tb_api_req *r)
   const char *lim = tb_api_arg(r, "limit");
   const char *cur = tb_api_arg(r, "cursor");
   int64_t limit = 20;
-  if (state != NULL && !terminal(state) && strcmp(state, "queued") != 0 &&
-      strcmp(state, "running") != 0)
+  if (state != NULL && !tb_jobdoc_state_ok(state))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
                               "state: queued, running, succeeded, failed or cancelled", NULL);
   if (ep != NULL && !tb_api_is_uuid(ep))
@@ -490,8 +518,8 @@ tb_api_jobs_get(struct tb_api_req *r)
       return tb_api_reply_db(r, rc);
     }
     bool etag_same = inm != NULL && strcmp(inm, d->etag) == 0;
-    bool unchanged = etag_same || (since >= 0 && d->cells_done <= since && !terminal(d->state));
-    if (unchanged && waiting && !terminal(d->state)) {
+    bool unchanged = etag_same || (since >= 0 && d->cells_done <= since && !tb_jobdoc_terminal(d->state));
+    if (unchanged && waiting && !tb_jobdoc_terminal(d->state)) {
       job_doc_release(r, d);
       if (tb_api_notify_suspend(r))
         return MHD_YES; /* called again on resume */
@@ -530,38 +558,4 @@ tb_api_jobs_cancel(struct tb_api_req *r)
   }
   PQclear(res);
   return ret;
-}
-
-/* ------------------------------------------------------------------ result */
-
-enum MHD_Result
-tb_api_jobs_result(struct tb_api_req *r)
-{
-  const char *p[] = { r->id, r->project_id };
-  PGresult *res;
-  enum MHD_Result ret;
-  if (!tb_api_query_row(r, &job_result, 2, p, "no such job", &res, &ret))
-    return ret;
-  const char *state = PQgetvalue(res, 0, 0);
-  if (terminal(state) && !PQgetisnull(res, 0, 1)) {
-    ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", PQgetvalue(res, 0, 1),
-                       (size_t)PQgetlength(res, 0, 1), NULL);
-    PQclear(res);
-    return ret;
-  }
-  /* Not finished (or finished without a document): header + cells so far. */
-  json_t *doc = PQgetisnull(res, 0, 2) ? NULL : json_loads(PQgetvalue(res, 0, 2), 0, NULL);
-  if (!json_is_object(doc)) {
-    json_decref(doc);
-    doc = json_object();
-  }
-  json_t *cells = json_loads(PQgetvalue(res, 0, 3), 0, NULL);
-  json_object_set_new(doc, "job_id", json_string(r->id));
-  json_object_set_new(doc, "state", json_string(state));
-  json_object_set_new(doc, "status", json_string(terminal(state) ? state : "partial"));
-  json_object_set_new(doc, "error", PQgetisnull(res, 0, 4) ? json_null()
-                                                           : json_string(PQgetvalue(res, 0, 4)));
-  json_object_set_new(doc, "cells", cells ? cells : json_array());
-  PQclear(res);
-  return tb_api_reply_json(r, MHD_HTTP_OK, doc, NULL);
 }

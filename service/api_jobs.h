@@ -1,7 +1,8 @@
 /*
  * api_jobs: what other endpoint families share with api_jobs.c.  Every job
  * the api queues (POST /v1/jobs, POST /v1/presets/{name}/jobs, POST
- * /v1/hooks/{id}) is written by the one statement behind tb_api_job_insert:
+ * /v1/hooks/{id}) and every result imported (POST /v1/results) is written by
+ * the one statement behind tb_api_job_insert and tb_api_job_insert_finished:
  * the same row (busy key, defaults), the same NOTIFY to the workers, the same
  * document in the reply.
  */
@@ -24,6 +25,19 @@
 int tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
                       const json_t *spec, char job_id[TB_API_ID_LEN + 1],
                       char **doc) TB_MUST_CHECK;
+
+/*
+ * Writes a finished job (state succeeded, started and finished now) holding
+ * result (borrowed: a document tb_import accepted) for endpoint_id in
+ * project_id, with spec and labels (borrowed; labels may be NULL) and
+ * request_id (may be NULL); its busy key is its own, so it never holds the
+ * endpoint.  Returns 1 with the id in job_id, 0 when the endpoint is not one
+ * of the project's, TB_DB_SOFT / TB_DB_HARD on database errors.
+ */
+int tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char *request_id,
+                               const char *endpoint_id, const json_t *spec, const json_t *labels,
+                               const json_t *result,
+                               char job_id[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
 
 /* NOTIFY tb_jobs_queued '<job_id>' in a transaction of its own (not inside
  * one: see api_jobs.c); a failure is logged, the workers' polling floor

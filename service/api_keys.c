@@ -29,7 +29,7 @@ enum MHD_Result
 tb_api_keys_create(struct tb_api_req *r)
 {
   json_t *spec = NULL, *errors = NULL;
-  enum tb_spec_rc src = tb_spec_key(r->body ? r->body : "", r->body_len, &spec, &errors);
+  enum tb_spec_rc src = tb_api_spec_key(r->body ? r->body : "", r->body_len, &spec, &errors);
   if (src != TB_SPEC_OK)
     return tb_api_reply_spec_errors(r, src, errors);
   unsigned mask = TB_SCOPE_READ | TB_SCOPE_WRITE;

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "api_handlers.h"
-#include "api_hooks.h"
 #include "tb_metrics.h"
 
 static const struct tb_db_stmt metrics_query = {

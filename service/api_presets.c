@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "api_handlers.h"
-#include "api_hooks.h"
+#include "api_ci.h"
 #include "api_jobs.h"
 #include "api_spec.h"
 
@@ -57,86 +57,6 @@ static const struct tb_db_stmt preset_delete = {
   "SELECT (SELECT count(*) FROM del), (SELECT n FROM used), "
   "  (SELECT count(*) FROM presets WHERE project_id = $1 AND name = $2)",
 };
-
-bool
-tb_api_ci_uuid(char out[TB_API_ID_LEN + 1])
-{
-  unsigned char b[16];
-  char hex[33];
-  if (!tb_crypto_random(b, sizeof b))
-    return false;
-  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-  tb_hex_encode(b, sizeof b, hex);
-  snprintf(out, TB_API_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
-           hex + 16, hex + 20);
-  return true;
-}
-
-bool
-tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char *no_master_key,
-                     char id[TB_API_ID_LEN + 1], char **secret, char **sealed,
-                     enum MHD_Result *ret)
-{
-  if (!r->api->has_master_key) {
-    *ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, no_master_key, NULL);
-    return false;
-  }
-  if (!tb_api_ci_uuid(id) || (*secret = make()) == NULL ||
-      (*sealed = tb_crypto_seal(r->api->master_key, *secret, id)) == NULL) {
-    *ret = tb_api_reply_error(r, TB_EC_INTERNAL, "cannot make a secret", NULL);
-    return false;
-  }
-  return true;
-}
-
-const char *
-tb_api_ci_public_url(struct tb_api *api)
-{
-  static __thread char buf[128];
-  const char *u = tb_cfg_get(api->cfg, "TOKBENCH_PUBLIC_URL");
-  if (u != NULL && u[0] != '\0')
-    return u;
-  snprintf(buf, sizeof buf, "http://%s:%s", tb_cfg_get(api->cfg, "TOKBENCH_LISTEN_HOST"),
-           tb_cfg_get(api->cfg, "TOKBENCH_LISTEN_PORT"));
-  return buf;
-}
-
-int
-tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *request_id,
-                    const json_t *preset_spec, const json_t *extra_labels,
-                    char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors)
-{
-  json_t *merged = json_deep_copy(preset_spec), *spec = NULL;
-  char *text = NULL;
-  int rc;
-  *errors = NULL;
-  if (!json_is_object(merged)) {
-    json_decref(merged);
-    merged = json_object();
-  }
-  if (json_is_object(extra_labels) && json_object_size(extra_labels) > 0) {
-    json_t *labels = json_object_get(merged, "labels");
-    if (!json_is_object(labels)) {
-      labels = json_object();
-      json_object_set_new(merged, "labels", labels);
-    }
-    json_object_update(labels, (json_t *)extra_labels);
-  }
-  text = json_dumps(merged, JSON_COMPACT);
-  if (text == NULL || tb_spec_job(text, strlen(text), &spec, errors) != TB_SPEC_OK) {
-    if (*errors == NULL)
-      *errors = json_array();
-    rc = 2;
-    goto out;
-  }
-  rc = tb_api_job_insert(db, project_id, request_id, spec, job_id, doc);
-out:
-  free(text);
-  json_decref(spec);
-  json_decref(merged);
-  return rc;
-}
 
 /* Validates a preset spec (any JSON value) with tb_spec_job; on success
  * *norm is the normalized spec text (new).  Else a reply is queued. */

@@ -1,7 +1,7 @@
 /*
- * api_report: the routes of issue 6 (reports, comparisons, thresholds,
- * import, and the static web frontend).  Handlers in api_report.c; their rows
- * are in api_routes.c.
+ * api_report: what the report family's files share (issue 6: api_report.c,
+ * api_compare.c, api_import.c, api_thresholds.c; the static files are
+ * api_web.h).  Their route handlers are declared in api_handlers.h:
  *
  *   GET    /v1/jobs/{id}/report   report of a job (?format= or Accept: html,
  *                                 md, csv, json); partial while it runs
@@ -10,30 +10,27 @@
  *   GET    /v1/thresholds         the project's thresholds
  *   POST   /v1/thresholds         {labels, tolerance_pct}: create or replace
  *   DELETE /v1/thresholds/{id}
- *   GET    /                      web/index.html (no key)
- *   GET    /web/{name}            web/<name> (no key; one path segment, a
- *                                 known extension, a regular file)
  */
 #ifndef TB_API_REPORT_H
 #define TB_API_REPORT_H
 
 #include "api.h"
+#include "tb_report.h"
 
-#define TB_API_WEB_FILE_MAX (4 * 1024 * 1024)
+/* The format of a rendered answer: ?format=, else the first known media type
+ * of Accept, else dflt.  False (a 400 queued into *ret) on an unknown
+ * ?format=. */
+bool tb_api_report_format(struct tb_api_req *r, enum tb_report_format dflt,
+                          enum tb_report_format *f, enum MHD_Result *ret) TB_MUST_CHECK;
 
-/* The directory the static files are served from (api->web_dir), resolved
- * once at start: configured (TOKBENCH_WEB_DIR) when set and not empty, else
- * <binary>/../web, <binary>/../../web or <binary>/../share/tokbench/web,
- * the first holding index.html, else ./web.  Returns a new string (free). */
-char *tb_api_web_dir_resolve(const char *configured) TB_MUST_CHECK;
+/* Replies 200 with body (borrowed; len bytes) in format f (HTML with a
+ * Content-Security-Policy that allows no script), or 500 with err when body
+ * is NULL. */
+enum MHD_Result tb_api_report_reply(struct tb_api_req *r, enum tb_report_format f, char *body,
+                                    size_t len, const char *err);
 
-enum MHD_Result tb_api_jobs_report(struct tb_api_req *r);
-enum MHD_Result tb_api_compare(struct tb_api_req *r);
-enum MHD_Result tb_api_results_import(struct tb_api_req *r);
-enum MHD_Result tb_api_thresholds_list(struct tb_api_req *r);
-enum MHD_Result tb_api_thresholds_put(struct tb_api_req *r);
-enum MHD_Result tb_api_thresholds_delete(struct tb_api_req *r);
-enum MHD_Result tb_api_web_index(struct tb_api_req *r);
-enum MHD_Result tb_api_web_file(struct tb_api_req *r);
+/* Labels as import and thresholds take them: an object of at most 16 string
+ * values of at most 200 bytes, keys 1 to 64 of [A-Za-z0-9._-]. */
+bool tb_api_labels_ok(const json_t *labels);
 
 #endif

@@ -10,7 +10,6 @@
 
 #include "api.h"
 #include "api_handlers.h"
-#include "api_report.h"
 
 #define R TB_SCOPE_READ
 #define W TB_SCOPE_WRITE
@@ -72,10 +71,10 @@ static const struct tb_api_route routes[] = {
   { .method = "DELETE", .path = "/v1/hooks/{id}", .scope = W, .fn = tb_api_hooks_delete },
   { .method = "POST", .path = "/v1/hooks/{id}", .fn = tb_api_hooks_receive },
   { .method = "POST", .path = "/v1/callbacks", .scope = W, .json_body = true,
-    .fn = tb_api_callbacks_create },
-  { .method = "GET", .path = "/v1/callbacks", .scope = R, .fn = tb_api_callbacks_list },
+    .fn = tb_api_deliveries_callback_create },
+  { .method = "GET", .path = "/v1/callbacks", .scope = R, .fn = tb_api_deliveries_callback_list },
   { .method = "DELETE", .path = "/v1/callbacks/{id}", .scope = W,
-    .fn = tb_api_callbacks_delete },
+    .fn = tb_api_deliveries_callback_delete },
   { .method = "GET", .path = "/v1/deliveries", .scope = R, .fn = tb_api_deliveries_list },
   { .method = "GET", .path = "/metrics", .fn = tb_api_metrics },
 };

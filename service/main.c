@@ -28,12 +28,12 @@
 
 #include "api.h"
 #include "api_auth.h"
+#include "api_deliveries.h"
 #include "api_handlers.h"
-#include "api_hooks.h"
 #include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_probe.h"
-#include "api_report.h"
+#include "api_web.h"
 #include "tb_egress.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
@@ -62,7 +62,7 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
   { "TOKBENCH_WEB_DIR", NULL,
     "static files of the web page (unset: web/ beside the binary, else ./web)", false },
-  /* CI integration (issue 7; api_hooks.h) */
+  /* CI integration (issue 7; api_deliveries.h) */
   { "TOKBENCH_PUBLIC_URL", NULL, "base URL of links in hooks and webhook payloads", false },
   { "TOKBENCH_METRICS_TOKEN", NULL, "bearer token for GET /metrics (unset: /metrics off)", true },
   { "TOKBENCH_DELIVERIES", "1", "1: send outbound webhooks from this process, 0: not", false },

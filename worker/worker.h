@@ -2,7 +2,7 @@
  * tokbench-worker internals, shared by main.c and the worker_*.c modules
  * (linked into build/libworker.a so that unit tests can reach them).
  *
- *   worker_spec.c  the engine spec of a job (pure: job spec + endpoint)
+ *   worker_spec.c  what the worker adds to a job spec: its endpoint, a run id
  *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
  *   worker_job.c   runs one claimed job with the engine, start to finish
  */
@@ -23,13 +23,13 @@
 /* ----------------------------------------------------------- worker_spec */
 
 /*
- * The engine spec (tb_engine.h) for a job: the engine's settings taken from
- * the job spec (borrowed; a few spellings accepted, unknown members
- * dropped), base_url and the report's endpoint block from the endpoint, and
- * run_id.  Returns a new object.
+ * The report header's endpoint block for the engine (struct
+ * tb_engine_target's endpoint): name, hardware, engine (with engine_hint as
+ * "hint" unless the engine object has one) and launch_command.  The job's
+ * settings are not here: the worker parses them with tb_spec_parse, so the
+ * only thing it adds to a job spec is its endpoint.  Returns a new object.
  */
-json_t *worker_engine_spec(const json_t *job_spec, const struct tb_queue_endpoint *ep,
-                           const char *run_id);
+json_t *worker_endpoint_header(const struct tb_queue_endpoint *ep);
 /* A run id unique to this execution of the job: "<job id>.<attempt>.<6 hex>"
  * (prompts of two runs never share a cached prefix).  New string. */
 char *worker_run_id(const char *job_id, int attempt);

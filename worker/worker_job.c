@@ -2,7 +2,7 @@
  * worker_job: one claimed job, from its endpoint to its end state.
  *
  *   load the endpoint, open its API key (wiped after the run), load the
- *   cells stored by earlier attempts, build the engine spec, run the engine
+ *   cells stored by earlier attempts, parse the spec (tb_spec), run the engine
  *   with hooks, then finish (succeeded | failed | cancelled) or release
  *   (the worker is stopping) -- every write fenced by the lease.
  *
@@ -268,9 +268,12 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
 {
   struct job_run jr = { .w = w, .job = job, .lease = &job->lease, .pending = json_array() };
   struct tb_queue_endpoint ep;
-  json_t *done = NULL, *spec = NULL, *result = NULL;
+  json_t *done = NULL, *endpoint = NULL, *result = NULL;
   char *api_key = NULL, *run_id = NULL, *err = NULL;
+  struct tb_spec spec;
   enum worker_job_outcome out;
+
+  tb_spec_init(&spec);
 
   worker_beat_set(w->beat, &job->lease);
   tb_log(TB_LOG_INFO, "job started", "job", TB_LS, job->lease.job_id, "attempt", TB_LI,
@@ -309,8 +312,17 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
                            : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
     goto out;
   }
+  /* the api validated the spec against the same table; a spec stored by a
+   * version with other rules fails here, naming the field */
+  if (!tb_spec_parse(&spec, job->spec, &err)) {
+    out = finish(&jr, "failed", NULL, err);
+    goto out;
+  }
   run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
-  spec = worker_engine_spec(job->spec, &ep, run_id);
+  endpoint = worker_endpoint_header(&ep);
+  struct tb_engine_target target = {
+    .base_url = ep.base_url, .run_id = run_id, .endpoint = endpoint,
+  };
   tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
          "cells_stored", TB_LI, (int64_t)rc, NULL);
 
@@ -321,7 +333,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     .cancelled = hook_cancelled,
     .on_header = hook_header,
   };
-  enum tb_engine_status st = tb_engine_run(spec, api_key, done, &hooks, &result, &err);
+  enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
   if (api_key != NULL) {
     OPENSSL_cleanse(api_key, strlen(api_key));
     free(api_key);
@@ -355,7 +367,8 @@ out:
   tb_queue_endpoint_clear(&ep);
   json_decref(jr.pending);
   json_decref(done);
-  json_decref(spec);
+  json_decref(endpoint);
+  tb_spec_free(&spec);
   json_decref(result);
   free(run_id);
   free(err);

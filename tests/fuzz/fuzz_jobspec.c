@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api_spec.h"
+#include "tb_redact.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -60,9 +61,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_decref(err2);
   }
   one(rc, out, errors);
-  one(tb_spec_endpoint(text, size, false, &out, &errors), out, errors);
-  one(tb_spec_endpoint(text, size, true, &out, &errors), out, errors);
-  one(tb_spec_key(text, size, &out, &errors), out, errors);
+  one(tb_api_spec_endpoint(text, size, false, &out, &errors), out, errors);
+  one(tb_api_spec_endpoint(text, size, true, &out, &errors), out, errors);
+  one(tb_api_spec_key(text, size, &out, &errors), out, errors);
 
   /* redaction: a NUL-terminated copy, and a known secret after the flag */
   char *cmd = malloc(size + 1);
@@ -70,12 +71,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   memcpy(cmd, data, size);
   cmd[size] = '\0';
-  free(tb_spec_redact(cmd));
+  free(tb_redact_command(cmd));
   char *withkey = malloc(size + 64);
   if (withkey != NULL) {
     memcpy(withkey, "serve --api-key SeCrEtXyZ ", 26);
     memcpy(withkey + 26, cmd, strlen(cmd) + 1);
-    char *red = tb_spec_redact(withkey);
+    char *red = tb_redact_command(withkey);
     if (strncmp(red, "serve --api-key <redacted> ", 27) != 0)
       abort();
     free(red);

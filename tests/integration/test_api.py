@@ -227,14 +227,15 @@ def test_jobs_submit_get_list_cancel(ctx):
             "INSERT INTO job_cells (job_id, phase, context, concurrency, cell) VALUES "
             "('%s', 'prefill', 8192, 1, '{\"phase\":\"prefill\",\"context\":8192}')" % (job["id"], job["id"]))
     st, _, res = keep(api.json("GET", "/v1/jobs/%s/result" % job["id"], admin))
-    assert st == 200 and res["status"] == "partial" and res["engine"] == {"name": "vllm"}
+    assert st == 200 and res["status"] == "running" and res["engine"] == {"name": "vllm"}
+    assert res["state"] == "running" and res["job_id"] == job["id"]
     assert res["cells"] == [{"phase": "prefill", "context": 8192}]
     st, _, got = api.json("GET", "/v1/jobs/" + job["id"], admin)
     assert got["cells"] == [{"phase": "prefill", "context": 8192}]
     pg.psql("UPDATE jobs SET state = 'succeeded', result = '{\"status\":\"complete\",\"cells\":[]}' "
             "WHERE id = '%s'" % job["id"])
     st, _, res = api.json("GET", "/v1/jobs/%s/result" % job["id"], admin)
-    assert res == {"status": "complete", "cells": []}
+    assert res == {"status": "complete", "cells": [], "state": "succeeded", "job_id": job["id"]}
     s["job"] = job
 
 
@@ -252,6 +253,11 @@ def test_spec_validation_names_fields(ctx):
     assert "contexts[1]" in p["detail"]
     st, _, p = api.json("POST", "/v1/jobs", admin, {"contexts": [8192]})
     assert st == 422 and p["errors"] == [{"field": "endpoint_id", "detail": "is required"}]
+    # a kv_budget beyond what the engine runs (1e12) is refused now, not at run time
+    st, _, p = api.json("POST", "/v1/jobs", admin, {"endpoint_id": s["ep"]["id"],
+                                                    "kv_budget": 10 ** 13})
+    assert st == 422 and p["errors"] == [{"field": "kv_budget",
+                                          "detail": "must be an integer from 1 to 1000000000000"}]
     # another project's endpoint is "no such endpoint", named by field
     other_ep = new_endpoint(api, s["other"], "beta-ep")
     s["other_ep"] = other_ep

@@ -11,10 +11,13 @@
   every $ref resolves.
 - The running api agrees on the public/keyed split: a keyed route without a
   key answers 401 problem+json; a path the contract lacks answers 404.
+- The JobSpec schema is the job spec's field table (lib/tb_spec.c, printed by
+  `tokbench spec-table`): the same fields both ways, types, bounds, defaults.
 """
 import json
 import os
 import re
+import subprocess
 
 import yaml  # python3-yaml (scripts/deps.sh)
 
@@ -176,3 +179,101 @@ def test_running_api_matches_the_public_split(ctx):
     st, _, _ = http("GET", base + "/v1/not-in-the-contract", timeout=10)
     assert st == 404
     assert proc.stop() == 0, proc.output()
+
+
+def spec_table():
+    """The job spec's field table (lib/tb_spec.c) as `tokbench spec-table` prints it."""
+    p = subprocess.run([harness.bin("tokbench"), "spec-table"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    return json.loads(p.stdout)
+
+
+def schema_problems(field, prop, spec):
+    """What differs between one row of the table and its schema property."""
+    bad = []
+
+    def want(key, value, node=prop):
+        if node.get(key) != value:
+            bad.append("%s: %s is %r, the table says %r" % (field["name"], key, node.get(key), value))
+
+    t = field["type"]
+    lo, hi = field.get("min"), field.get("max")
+    if t == "uuid":
+        want("type", "string")
+        want("format", "uuid")
+    elif t == "string":
+        want("type", "string")
+        want("minLength", int(lo))
+        want("maxLength", int(hi))
+    elif t == "ident":
+        want("type", "string")
+        want("pattern", "^[A-Za-z0-9._-]{%d,%d}$" % (lo, hi))
+    elif t in ("integer", "number"):
+        want("type", t)
+        want("minimum", lo)
+        want("maximum", hi)
+    elif t in ("tokens", "integers"):
+        want("type", "array")
+        want("minItems", field["min_items"])
+        want("maxItems", field["max_items"])
+        want("uniqueItems", True)
+        items = resolve(spec, prop.get("items", {}))
+        if t == "tokens":
+            items = next((o for o in items.get("oneOf", []) if o.get("type") == "integer"), {})
+        want("type", "integer", items)
+        want("minimum", lo, items)
+        want("maximum", hi, items)
+    elif t == "labels":
+        want("type", "object")
+        want("maxProperties", field["max_items"])
+    elif t == "urls":
+        want("type", "array")
+        want("maxItems", field["max_items"])
+    else:
+        bad.append("%s: type %s has no rule here" % (field["name"], t))
+    if prop.get("default") != field["default"]:
+        bad.append("%s: default is %r, the table says %r" % (field["name"], prop.get("default"),
+                                                            field["default"]))
+    return bad
+
+
+def test_job_spec_schema_is_the_spec_table(ctx):
+    """api/openapi.yaml's JobSpec and lib/tb_spec.c's table: the same fields,
+    both ways, with the same types, bounds, defaults and required set."""
+    spec = contract()
+    schema = spec["components"]["schemas"]["JobSpec"]
+    props = schema["properties"]
+    table = spec_table()
+    names = [f["name"] for f in table]
+    assert len(names) >= 19, names
+    assert not set(names) - set(props), "in the table, not in JobSpec: %s" % (set(names) - set(props))
+    assert not set(props) - set(names), "in JobSpec, not in the table: %s" % (set(props) - set(names))
+    assert schema.get("additionalProperties") is False
+    assert sorted(schema.get("required", [])) == sorted(f["name"] for f in table if f["required"])
+    bad = []
+    for f in table:
+        bad += schema_problems(f, props[f["name"]], spec)
+    assert not bad, "\n".join(bad)
+    # the one bug this contract fixed: the api's kv_budget is what the engine runs
+    kv = next(f for f in table if f["name"] == "kv_budget")
+    assert kv["max"] == 1e12
+
+
+def test_run_flags_are_the_spec_table(ctx):
+    """`tokbench run` takes each engine setting of the table as a flag, with the
+    table's ranges: a value the api would refuse is refused before any
+    connection (exit 2, naming the field)."""
+    table = spec_table()
+    p = subprocess.run([harness.bin("tokbench"), "run", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0
+    for f in table:
+        if f["engine"]:
+            assert f["cli"] and (f["cli"] + " ") in p.stdout, f
+    too_big = {"--kv-budget": "2000000000000", "--concurrency": "1,5000", "--duration": "3601",
+               "--max-output": "1048577", "--metrics-interval": "0.001"}
+    for flag, value in too_big.items():
+        name = next(f["name"] for f in table if f["cli"] == flag)
+        p = subprocess.run([harness.bin("tokbench"), "run", "--url", "http://127.0.0.1:9", flag, value],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and name in p.stderr, (flag, p.returncode, p.stderr)

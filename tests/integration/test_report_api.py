@@ -199,6 +199,46 @@ def test_compare(ctx):
     assert st == 404
 
 
+SECRET_LAUNCH = "HF_TOKEN=hf_abc OPENAI_API_KEY=sk-x vllm serve m --api-key sk-y"
+SECRETS = ("hf_abc", "sk-x", "sk-y")
+
+
+def no_secret(what, data):
+    text = data.decode() if isinstance(data, bytes) else json.dumps(data)
+    for s in SECRETS:
+        assert s not in text, (what, s)
+
+
+def test_redacted_everywhere(ctx):
+    """A launch command with secrets, imported or stored before redaction,
+    shows none of them in /result, /report (every format), /compare."""
+    s = setup(ctx)
+    doc = load("result_sglang.json")
+    doc["launch_command"] = SECRET_LAUNCH
+    st, _, r = import_doc(doc)
+    assert st == 201, r
+    imported = r["job_id"]
+    # a row written by an older version, unredacted
+    raw = json.dumps(doc)
+    old = s["pg"].psql(
+        "INSERT INTO jobs (project_id, endpoint_id, spec, busy_key, state, result, cells_total, "
+        "cells_done, started_at, finished_at) SELECT e.project_id, e.id, '{}', 'old-x', "
+        "'succeeded', $r$%s$r$::jsonb, 55, 55, now(), now() FROM endpoints e WHERE e.id = '%s' "
+        "RETURNING id" % (raw, s["endpoint"])).strip().splitlines()[0]
+    for jid in (imported, old):
+        st, _, body = req("GET", "/v1/jobs/%s/result" % jid)
+        assert st == 200
+        no_secret("result", body)
+        assert json.loads(body)["launch_command"].startswith("HF_TOKEN=<redacted>")
+        for fmt in ("md", "csv", "html", "json"):
+            st, _, body = req("GET", "/v1/jobs/%s/report?format=%s" % (jid, fmt))
+            assert st == 200, (fmt, body)
+            no_secret(fmt, body)
+        st, _, body = req("GET", "/v1/compare?base=%s&head=%s&format=json" % (old, jid))
+        assert st == 200, body
+        no_secret("compare", body)
+
+
 def test_partial_report_of_running_job(ctx):
     s = setup(ctx)
     pg = s["pg"]

@@ -13,6 +13,10 @@ FIX = os.path.join(harness.ROOT, "tests", "fixtures")
 SGLANG = os.path.join(FIX, "result_sglang.json")
 VLLM = os.path.join(FIX, "result_vllm.json")
 LIB = os.path.join(FIX, "llm_inference_bench_vllm.json")
+SECRET_LAUNCH = "HF_TOKEN=hf_abc OPENAI_API_KEY=sk-x vllm serve m --api-key sk-y"
+REDACTED_LAUNCH = ("HF_TOKEN=<redacted> OPENAI_API_KEY=<redacted> vllm serve m "
+                   "--api-key <redacted>")
+SECRETS = ("hf_abc", "sk-x", "sk-y")
 
 
 def tokbench(*args, stdin=None):
@@ -45,6 +49,30 @@ def test_report_formats(ctx):
             assert float(r["ttft_p50_ms"]) == c["ttft_ms"]["p50"]
     rc, out, err = tokbench("report", SGLANG, "--format", "json")
     assert rc == 0 and json.loads(out) == doc
+
+
+def test_report_redacts_any_document(ctx):
+    """A result file written before redaction (or by hand) shows no secret of
+    its launch command in any format, nor in a comparison."""
+    doc = json.load(open(SGLANG))
+    doc["launch_command"] = SECRET_LAUNCH
+    path = os.path.join(ctx.tmp, "unredacted.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    for fmt in ("md", "csv", "html", "json"):
+        rc, out, err = tokbench("report", path, "--format", fmt)
+        assert rc == 0, (fmt, err)
+        for s in SECRETS:
+            assert s not in out, (fmt, s)
+        if fmt in ("md", "html", "json"):
+            assert "<redacted>" in out or "&lt;redacted&gt;" in out, fmt
+    assert json.loads(tokbench("report", path, "--format", "json")[1])["launch_command"] \
+        == REDACTED_LAUNCH
+    for fmt in ("md", "csv", "html", "json"):
+        rc, out, err = tokbench("compare", path, path, "--format", fmt)
+        assert rc == 0, (fmt, err)
+        for s in SECRETS:
+            assert s not in out, (fmt, s)
 
 
 def test_report_output_file_and_stdin(ctx):
@@ -115,10 +143,15 @@ def test_report_of_a_run(ctx):
     p = subprocess.run([harness.bin("tokbench"), "run", "--url", sim.url, "--jsonl",
                         "--duration", "1", "--settle", "0.2", "--max-output", "2048",
                         "--contexts", "1k,2k", "--concurrency", "1,2",
-                        "--prefill-contexts", "1k", "--output", res, "-q"],
+                        "--prefill-contexts", "1k", "--output", res, "-q",
+                        "--launch-command", SECRET_LAUNCH],
                        capture_output=True, timeout=300)
     assert p.returncode == 0, p.stderr.decode()
+    for text in (open(res).read(), p.stdout.decode(), p.stderr.decode()):
+        for s in SECRETS:
+            assert s not in text, s
     doc = json.load(open(res))
+    assert doc["launch_command"] == REDACTED_LAUNCH
     rc, html, err = tokbench("report", res)
     assert rc == 0, err
     for c in doc["cells"]:

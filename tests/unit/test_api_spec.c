@@ -1,6 +1,6 @@
-/* Unit tests: the api's body validators, redaction, routing and error
- * registry (service/api_spec.c, api_routes.c, api_error.c) and tb_auth's
- * pure helpers. */
+/* Unit tests: the api's endpoint and key bodies (service/api_spec.c; a
+ * job spec is tests/unit/test_spec.c), routing and the error registry
+ * (api_routes.c, api_error.c) and tb_auth's pure helpers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,123 +15,24 @@
 
 #define EP "0e7e4b2a-4524-4bd4-9cd9-a930e616e5be"
 
-static json_t *
-job_ok(const char *text)
-{
-  json_t *out = NULL, *errors = NULL;
-  assert_int_equal(tb_spec_job(text, strlen(text), &out, &errors), TB_SPEC_OK);
-  assert_null(errors);
-  return out;
-}
-
-/* The fields named by the errors of text, comma-joined, into buf. */
-static const char *
-job_fields(const char *text, char *buf, size_t len)
-{
-  json_t *out = NULL, *errors = NULL;
-  enum tb_spec_rc rc = tb_spec_job(text, strlen(text), &out, &errors);
-  assert_null(out);
-  assert_int_not_equal(rc, TB_SPEC_OK);
-  buf[0] = '\0';
-  size_t i;
-  json_t *e;
-  json_array_foreach(errors, i, e) {
-    if (i > 0)
-      strncat(buf, ",", len - strlen(buf) - 1);
-    strncat(buf, json_string_value(json_object_get(e, "field")), len - strlen(buf) - 1);
-  }
-  json_decref(errors);
-  return buf;
-}
-
-static void
-test_job_normalized(void **state)
-{
-  (void)state;
-  json_t *o = job_ok("{\"endpoint_id\":\"0E7E4B2A-4524-4BD4-9CD9-A930E616E5BE\","
-                     "\"contexts\":[\"8k\",16384,\"251K\"],\"concurrency\":[1,128],"
-                     "\"duration_s\":30,\"labels\":{\"gpu\":\"h200\"},\"priority\":-3}");
-  assert_string_equal(json_string_value(json_object_get(o, "endpoint_id")), EP);
-  json_t *c = json_object_get(o, "contexts");
-  assert_int_equal(json_array_size(c), 3);
-  assert_int_equal(json_integer_value(json_array_get(c, 0)), 8192);
-  assert_int_equal(json_integer_value(json_array_get(c, 2)), 257024);
-  assert_int_equal(json_integer_value(json_object_get(o, "priority")), -3);
-  json_decref(o);
-}
-
-static void
-test_job_errors_name_fields(void **state)
-{
-  (void)state;
-  char buf[512];
-  assert_string_equal(job_fields("{}", buf, sizeof buf), "endpoint_id");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[1,\"x\",1]}", buf,
-                                 sizeof buf), "contexts[1],contexts[2]");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"nope\":1}", buf, sizeof buf),
-                      "nope");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"concurrency\":[1.5]}", buf,
-                                 sizeof buf), "concurrency[0]");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"duration_s\":0}", buf,
-                                 sizeof buf), "duration_s");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"labels\":{\"a b\":\"x\"}}", buf,
-                                 sizeof buf), "labels.a b");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"callbacks\":[\"ftp://x\"]}", buf,
-                                 sizeof buf), "callbacks[0]");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"x\",\"max_attempts\":0}", buf, sizeof buf),
-                      "endpoint_id,max_attempts");
-  /* not JSON, not an object, duplicate keys: bad JSON (400) */
-  json_t *out = NULL, *errors = NULL;
-  assert_int_equal(tb_spec_job("{", 1, &out, &errors), TB_SPEC_BAD_JSON);
-  json_decref(errors);
-  assert_int_equal(tb_spec_job("[]", 2, &out, &errors), TB_SPEC_BAD_JSON);
-  json_decref(errors);
-  const char *dup = "{\"endpoint_id\":\"" EP "\",\"endpoint_id\":\"" EP "\"}";
-  assert_int_equal(tb_spec_job(dup, strlen(dup), &out, &errors), TB_SPEC_BAD_JSON);
-  json_decref(errors);
-}
-
 static void
 test_endpoint_patch_and_redaction(void **state)
 {
   (void)state;
   json_t *out = NULL, *errors = NULL;
   const char *t = "{\"launch_command\":\"vllm serve --api-key sk-1 --port 1\",\"api_key\":null}";
-  assert_int_equal(tb_spec_endpoint(t, strlen(t), true, &out, &errors), TB_SPEC_OK);
+  assert_int_equal(tb_api_spec_endpoint(t, strlen(t), true, &out, &errors), TB_SPEC_OK);
   assert_string_equal(json_string_value(json_object_get(out, "launch_command")),
                       "vllm serve --api-key <redacted> --port 1");
   assert_true(json_is_null(json_object_get(out, "api_key")));
   json_decref(out);
   /* create needs name and base_url; null api_key is a patch-only thing */
-  assert_int_equal(tb_spec_endpoint(t, strlen(t), false, &out, &errors), TB_SPEC_INVALID);
+  assert_int_equal(tb_api_spec_endpoint(t, strlen(t), false, &out, &errors), TB_SPEC_INVALID);
   assert_true(json_array_size(errors) >= 3);
   json_decref(errors);
   const char *u = "{\"name\":\"a\",\"base_url\":\"http://user:pw@host/\"}";
-  assert_int_equal(tb_spec_endpoint(u, strlen(u), false, &out, &errors), TB_SPEC_INVALID);
+  assert_int_equal(tb_api_spec_endpoint(u, strlen(u), false, &out, &errors), TB_SPEC_INVALID);
   json_decref(errors);
-}
-
-static void
-test_redact(void **state)
-{
-  (void)state;
-  static const char *const cases[][2] = {
-    { "serve --api-key X --port 8", "serve --api-key <redacted> --port 8" },
-    { "serve --api-key=X", "serve --api-key=<redacted>" },
-    { "serve --api_key X", "serve --api_key <redacted>" },
-    { "serve --api_key='a b c' --x", "serve --api_key=<redacted> --x" },
-    { "serve --api-key \"a b\" --x", "serve --api-key <redacted> --x" },
-    { "OPENAI_API_KEY=sk python -m x", "OPENAI_API_KEY=<redacted> python -m x" },
-    { "HF_TOKEN=abc vllm --hf-token t", "HF_TOKEN=<redacted> vllm --hf-token <redacted>" },
-    { "serve --api-keys-file f", "serve --api-keys-file f" },
-    { "", "" },
-    { "--api-key", "--api-key" },
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char *r = tb_spec_redact(cases[i][0]);
-    assert_string_equal(r, cases[i][1]);
-    free(r);
-  }
 }
 
 static void
@@ -199,8 +100,7 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_job_normalized), cmocka_unit_test(test_job_errors_name_fields),
-    cmocka_unit_test(test_endpoint_patch_and_redaction), cmocka_unit_test(test_redact),
+    cmocka_unit_test(test_endpoint_patch_and_redaction),
     cmocka_unit_test(test_auth_helpers), cmocka_unit_test(test_routes),
     cmocka_unit_test(test_error_registry),
   };

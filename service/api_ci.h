@@ -1,10 +1,10 @@
 /*
- * api_hooks: what the CI-integration files of the api share (api_presets.c,
- * api_hooks.c, api_deliveries.c, api_metrics.c; issue 7).  Their route
- * handlers are declared in api_handlers.h like every other.
+ * api_ci: what the CI-integration files of the api share (api_presets.c,
+ * api_hooks.c, api_deliveries.c; issue 7): ids and sealed secrets of hooks
+ * and callbacks, the public URL of links, and a job from a preset.
  */
-#ifndef TB_API_HOOKS_H
-#define TB_API_HOOKS_H
+#ifndef TB_API_CI_H
+#define TB_API_CI_H
 
 #include "api.h"
 
@@ -42,11 +42,5 @@ bool tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char 
 /* The public base URL for links (TOKBENCH_PUBLIC_URL, else
  * http://<listen host>:<port>); borrowed from the config or a static. */
 const char *tb_api_ci_public_url(struct tb_api *api);
-
-/* Starts / stops the outbound delivery dispatcher (api_deliveries.c), one
- * per api process; TOKBENCH_DELIVERIES=0 leaves it off.  Start returns
- * false (logged) when it cannot start. */
-bool tb_api_deliveries_start(struct tb_api *api);
-void tb_api_deliveries_stop(void);
 
 #endif

@@ -1,0 +1,685 @@
+/*
+ * tb_spec: see tb_spec.h.
+ *
+ * One walker checks an object against a table of fields, so the rules of a
+ * field sit on one line (one row of job_fields[] for a job spec).  Values
+ * are copied into a new normalized object; nothing of the input is kept.
+ * tb_spec_parse runs the same walker, then stores the engine's settings in
+ * struct tb_spec at each row's offset, by the row's type: there is no
+ * second list of names, ranges or defaults anywhere.
+ */
+#include "tb_spec.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_auth.h"
+
+#define M(x) offsetof(struct tb_spec, x)
+#define NO TB_SPEC_NO_MEMBER
+#define ERR_MAX 1024 /* tb_spec_parse's message */
+
+/* The job spec: the body of POST /v1/jobs.  Keep api/openapi.yaml's JobSpec
+ * in step (tests/integration/test_api_contract.py compares them). */
+static const struct tb_spec_field job_fields[] = {
+  { .name = "endpoint_id", .type = TB_SPEC_UUID, .flags = TB_SPEC_REQUIRED, .member = NO,
+    .help = "the endpoint to measure (one of the project's)" },
+  { .name = "model", .type = TB_SPEC_STRING, .min = 1, .max = 256, .member = M(model),
+    .cli = "model", .help = "served model (default: the first of /v1/models)" },
+  { .name = "contexts", .type = TB_SPEC_TOKENS, .min = 1, .max = (double)TB_SPEC_MAX_CONTEXT,
+    .max_items = TB_SPEC_MAX_LIST, .member = M(contexts), .cli = "contexts",
+    .help = "decode contexts, e.g. 8k,16k,251k (default 8K..128K and the top one)" },
+  { .name = "concurrency", .type = TB_SPEC_INTS, .min = 1, .max = TB_SPEC_MAX_CONCURRENCY,
+    .max_items = TB_SPEC_MAX_LIST, .def = "[1,2,4,8,16,32,64,128]",
+    .member = M(concurrency), .cli = "concurrency", .help = "requests at once" },
+  { .name = "prefill_contexts", .type = TB_SPEC_TOKENS, .flags = TB_SPEC_EMPTY_OK, .min = 1,
+    .max = (double)TB_SPEC_MAX_CONTEXT, .max_items = TB_SPEC_MAX_LIST,
+    .member = M(prefill_contexts), .cli = "prefill-contexts",
+    .help = "prefill scouts (default: the contexts + max length); none: no prefill rows" },
+  { .name = "duration_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 3600, .def = "30",
+    .member = M(duration_s), .cli = "duration", .help = "measurement window per cell, s" },
+  { .name = "max_output", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_OUTPUT,
+    .def = "4096", .member = M(max_output), .cli = "max-output",
+    .help = "max output tokens per request" },
+  { .name = "kv_budget", .type = TB_SPEC_INT, .min = 1, .max = (double)TB_SPEC_MAX_KV_BUDGET,
+    .member = M(kv_budget), .cli = "kv-budget",
+    .help = "KV budget in tokens, overriding the server's" },
+  { .name = "labels", .type = TB_SPEC_LABELS, .flags = TB_SPEC_OVERRIDE,
+    .max_items = TB_SPEC_MAX_LABELS, .member = NO,
+    .help = "string labels (thresholds, regressions, listing)" },
+  { .name = "priority", .type = TB_SPEC_INT, .min = -1000, .max = 1000, .def = "0",
+    .member = NO, .help = "higher runs first" },
+  { .name = "exclusive_group", .type = TB_SPEC_IDENT, .min = 1, .max = 100, .member = NO,
+    .help = "jobs of one group never run at once (default: the endpoint's)" },
+  { .name = "callbacks", .type = TB_SPEC_URLS, .max_items = TB_SPEC_MAX_CALLBACKS,
+    .member = NO, .help = "URLs told when the job ends" },
+  { .name = "max_attempts", .type = TB_SPEC_INT, .min = 1, .max = 20, .def = "3",
+    .member = NO, .help = "runs tried before the job fails" },
+  /* engine tuning */
+  { .name = "settle_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "3",
+    .member = M(settle_s), .cli = "settle", .help = "readiness hold before each window, s" },
+  { .name = "stall_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400, .def = "20",
+    .member = M(stall_timeout_s), .cli = "stall-timeout",
+    .help = "a stream silent this long after its first token is an error, s" },
+  { .name = "first_token_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400,
+    .def = "600", .member = M(first_token_timeout_s), .cli = "first-token-timeout",
+    .help = "a request with no token after this long is an error, s" },
+  { .name = "ready_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400, .def = "300",
+    .member = M(ready_timeout_s), .cli = "ready-timeout",
+    .help = "a cell not ready after this long is an error, s" },
+  { .name = "drain_timeout_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 86400, .def = "120",
+    .member = M(drain_timeout_s), .cli = "drain-timeout",
+    .help = "wait for the server to drain between cells, s" },
+  { .name = "metrics_interval_s", .type = TB_SPEC_NUMBER, .min = 0.01, .max = 60, .def = "0.25",
+    .member = M(metrics_interval_s), .cli = "metrics-interval",
+    .help = "/metrics sampling period in a cell, s" },
+};
+
+const struct tb_spec_field *
+tb_spec_fields(size_t *n)
+{
+  *n = TB_ARRAY_LEN(job_fields);
+  return job_fields;
+}
+
+const struct tb_spec_field *
+tb_spec_field(const char *name)
+{
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++)
+    if (strcmp(job_fields[i].name, name) == 0)
+      return &job_fields[i];
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- walker */
+
+static void
+add_err(json_t *errors, const char *field, const char *fmt, ...) TB_PRINTF(3, 4);
+
+static void
+add_err(json_t *errors, const char *field, const char *fmt, ...)
+{
+  char detail[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  json_t *f = json_string(field);
+  if (f == NULL)
+    f = json_string("(field name not UTF-8)");
+  json_array_append_new(errors, json_pack("{s:o,s:s}", "field", f, "detail", detail));
+}
+
+bool
+tb_spec_url_ok(const char *url)
+{
+  size_t n = strlen(url);
+  if (n > TB_SPEC_MAX_URL)
+    return false;
+  const char *rest;
+  if (strncmp(url, "http://", 7) == 0)
+    rest = url + 7;
+  else if (strncmp(url, "https://", 8) == 0)
+    rest = url + 8;
+  else
+    return false;
+  for (const char *p = url; *p; p++)
+    if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+      return false;
+  size_t host = strcspn(rest, "/?#");
+  if (host == 0)
+    return false;
+  if (memchr(rest, '@', host) != NULL) /* credentials do not belong in a listed URL */
+    return false;
+  if (rest[0] == ':')
+    return false;
+  return true;
+}
+
+static bool
+ident_ok(const char *s)
+{
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '-'))
+      return false;
+  return true;
+}
+
+static bool
+get_int(const json_t *v, double min, double max, int64_t *out)
+{
+  if (!json_is_integer(v))
+    return false;
+  json_int_t i = json_integer_value(v);
+  if ((double)i < min || (double)i > max)
+    return false;
+  *out = (int64_t)i;
+  return true;
+}
+
+/* Checks one value against its field; adds the normalized value to out. */
+static void
+check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const char *path,
+            json_t *out, json_t *errors)
+{
+  char sub[256];
+  if (json_is_null(v) && patch && (f->flags & TB_SPEC_NULLABLE)) {
+    json_object_set_new(out, f->name, json_null());
+    return;
+  }
+  switch (f->type) {
+  case TB_SPEC_UUID: {
+    const char *s = json_string_value(v);
+    bool ok = s != NULL && strlen(s) == 36;
+    for (int i = 0; ok && i < 36; i++) {
+      char c = s[i];
+      ok = (i == 8 || i == 13 || i == 18 || i == 23) ? c == '-' : isxdigit((unsigned char)c) != 0;
+    }
+    if (!ok) {
+      add_err(errors, path, "must be a UUID string");
+      return;
+    }
+    char low[37];
+    for (int i = 0; i < 37; i++)
+      low[i] = (char)tolower((unsigned char)s[i]);
+    json_object_set_new(out, f->name, json_string(low));
+    return;
+  }
+  case TB_SPEC_STRING:
+  case TB_SPEC_IDENT:
+  case TB_SPEC_URL: {
+    const char *s = json_string_value(v);
+    if (s == NULL) {
+      add_err(errors, path, "must be a string");
+      return;
+    }
+    size_t n = json_string_length(v);
+    if (strlen(s) != n) {
+      add_err(errors, path, "must not contain NUL characters");
+      return;
+    }
+    if (f->type == TB_SPEC_URL) {
+      if (!tb_spec_url_ok(s)) {
+        add_err(errors, path, "must be an http:// or https:// URL with a host and no credentials "
+                              "(at most %d bytes)", TB_SPEC_MAX_URL);
+        return;
+      }
+    } else if ((double)n < f->min || (double)n > f->max) {
+      add_err(errors, path, "must be %.0f to %.0f bytes long", f->min, f->max);
+      return;
+    } else if (f->type == TB_SPEC_IDENT && !ident_ok(s)) {
+      add_err(errors, path, "may hold only letters, digits, '.', '_' and '-'");
+      return;
+    }
+    json_object_set_new(out, f->name, json_stringn(s, n));
+    return;
+  }
+  case TB_SPEC_INT: {
+    int64_t i;
+    if (!get_int(v, f->min, f->max, &i)) {
+      add_err(errors, path, "must be an integer from %.0f to %.0f", f->min, f->max);
+      return;
+    }
+    json_object_set_new(out, f->name, json_integer(i));
+    return;
+  }
+  case TB_SPEC_NUMBER: {
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
+        json_number_value(v) < f->min || json_number_value(v) > f->max) {
+      add_err(errors, path, "must be a number from %g to %g", f->min, f->max);
+      return;
+    }
+    json_object_set_new(out, f->name, json_real(json_number_value(v)));
+    return;
+  }
+  case TB_SPEC_TOKENS:
+  case TB_SPEC_INTS: {
+    size_t min_items = (f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1;
+    if (!json_is_array(v) || json_array_size(v) < min_items || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of %zu to %zu items", min_items, f->max_items);
+      return;
+    }
+    json_t *arr = json_array();
+    size_t i;
+    const json_t *e;
+    bool bad = false;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      int64_t t = 0;
+      bool ok;
+      if (f->type == TB_SPEC_TOKENS && json_is_string(e))
+        ok = tb_parse_tokens(json_string_value(e), &t) && t >= f->min && t <= f->max;
+      else
+        ok = get_int(e, f->min, f->max, &t);
+      if (!ok) {
+        if (f->type == TB_SPEC_TOKENS)
+          add_err(errors, sub, "must be a token count from %.0f to %.0f (an integer or a "
+                               "string like \"8k\")", f->min, f->max);
+        else
+          add_err(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
+        bad = true;
+        continue;
+      }
+      for (size_t j = 0; j < json_array_size(arr); j++) {
+        if (json_integer_value(json_array_get(arr, j)) == t) {
+          add_err(errors, sub, "duplicate value %lld", (long long)t);
+          bad = true;
+          ok = false;
+          break;
+        }
+      }
+      if (ok)
+        json_array_append_new(arr, json_integer(t));
+    }
+    if (bad)
+      json_decref(arr);
+    else
+      json_object_set_new(out, f->name, arr);
+    return;
+  }
+  case TB_SPEC_LABELS: {
+    if (!json_is_object(v) || json_object_size(v) > f->max_items) {
+      add_err(errors, path, "must be an object of at most %zu string labels", f->max_items);
+      return;
+    }
+    json_t *o = json_object();
+    const char *k;
+    const json_t *e;
+    json_object_foreach((json_t *)v, k, e) {
+      snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
+      size_t kl = strlen(k);
+      if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
+        add_err(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]", TB_SPEC_MAX_LABEL_KEY);
+        continue;
+      }
+      const char *s = json_string_value(e);
+      if (s == NULL || json_string_length(e) > TB_SPEC_MAX_LABEL_VALUE ||
+          strlen(s) != json_string_length(e)) {
+        add_err(errors, sub, "label values are strings of at most %d bytes",
+                TB_SPEC_MAX_LABEL_VALUE);
+        continue;
+      }
+      json_object_set_new(o, k, json_string(s));
+    }
+    json_object_set_new(out, f->name, o);
+    return;
+  }
+  case TB_SPEC_URLS: {
+    if (!json_is_array(v) || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of at most %zu URLs", f->max_items);
+      return;
+    }
+    json_t *arr = json_array();
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      const char *s = json_string_value(e);
+      if (s == NULL || strlen(s) != json_string_length(e) || !tb_spec_url_ok(s)) {
+        add_err(errors, sub, "must be an http:// or https:// URL");
+        continue;
+      }
+      json_array_append_new(arr, json_string(s));
+    }
+    json_object_set_new(out, f->name, arr);
+    return;
+  }
+  case TB_SPEC_OBJECT: {
+    if (!json_is_object(v)) {
+      add_err(errors, path, "must be an object");
+      return;
+    }
+    json_t *o = json_object();
+    tb_spec_check(v, f->sub, f->nsub, true, path, o, errors);
+    json_object_set_new(out, f->name, o);
+    return;
+  }
+  case TB_SPEC_SCOPES: {
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of 1 to 3 of \"read\", \"write\", \"admin\"");
+      return;
+    }
+    unsigned mask = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      unsigned m;
+      const char *s = json_string_value(e);
+      if (s == NULL || strchr(s, ',') != NULL || !tb_auth_parse_scopes(s, &m)) {
+        add_err(errors, sub, "must be \"read\", \"write\" or \"admin\"");
+        continue;
+      }
+      mask |= m;
+    }
+    json_object_set_new(out, f->name, json_integer(mask));
+    return;
+  }
+  case TB_SPEC_DURATION: {
+    int64_t s = 0;
+    bool ok;
+    if (json_is_string(v))
+      ok = tb_auth_parse_duration(json_string_value(v), &s);
+    else
+      ok = get_int(v, 1, (double)TB_AUTH_MAX_EXPIRY_S, &s);
+    if (!ok) {
+      add_err(errors, path, "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
+      return;
+    }
+    json_object_set_new(out, f->name, json_integer(s));
+    return;
+  }
+  }
+}
+
+void
+tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t nfields, bool patch,
+              const char *prefix, json_t *out, json_t *errors)
+{
+  char path[160];
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)obj, k, v) {
+    const struct tb_spec_field *f = NULL;
+    for (size_t i = 0; i < nfields && f == NULL; i++)
+      if (strcmp(fields[i].name, k) == 0)
+        f = &fields[i];
+    if (prefix != NULL)
+      snprintf(path, sizeof path, "%s.%.100s", prefix, k);
+    else
+      snprintf(path, sizeof path, "%.100s", k);
+    if (f == NULL) {
+      add_err(errors, path, "unknown field");
+      continue;
+    }
+    check_field(f, v, patch, path, out, errors);
+  }
+  if (!patch) {
+    for (size_t i = 0; i < nfields; i++) {
+      if ((fields[i].flags & TB_SPEC_REQUIRED) && json_object_get(obj, fields[i].name) == NULL) {
+        if (prefix != NULL)
+          snprintf(path, sizeof path, "%s.%s", prefix, fields[i].name);
+        else
+          snprintf(path, sizeof path, "%s", fields[i].name);
+        add_err(errors, path, "is required");
+      }
+    }
+  }
+}
+
+enum tb_spec_rc
+tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields, size_t nfields,
+            bool patch, json_t **out, json_t **errors)
+{
+  *out = NULL;
+  *errors = json_array();
+  json_error_t je;
+  json_t *in = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (in == NULL || !json_is_object(in)) {
+    if (in == NULL)
+      add_err(*errors, "", "not JSON: line %d, column %d: %s", je.line, je.column, je.text);
+    else
+      add_err(*errors, "", "the body must be a JSON object");
+    json_decref(in);
+    return TB_SPEC_BAD_JSON;
+  }
+  json_t *o = json_object();
+  tb_spec_check(in, fields, nfields, patch, NULL, o, *errors);
+  json_decref(in);
+  if (json_array_size(*errors) > 0) {
+    /* the api_key may sit in o: wipe what we can before freeing */
+    json_t *k = json_object_get(o, "api_key");
+    if (json_is_string(k))
+      json_string_setn(k, "", 0);
+    json_decref(o);
+    return TB_SPEC_INVALID;
+  }
+  json_decref(*errors);
+  *errors = NULL;
+  *out = o;
+  return TB_SPEC_OK;
+}
+
+enum tb_spec_rc
+tb_spec_job(const char *text, size_t len, json_t **out, json_t **errors)
+{
+  return tb_spec_run(text, len, job_fields, TB_ARRAY_LEN(job_fields), false, out, errors);
+}
+
+json_t *
+tb_spec_override(const json_t *preset_spec, const json_t *extra)
+{
+  json_t *merged = json_is_object(preset_spec) ? json_deep_copy(preset_spec) : json_object();
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
+    const struct tb_spec_field *f = &job_fields[i];
+    const json_t *v = json_object_get(extra, f->name);
+    if (!(f->flags & TB_SPEC_OVERRIDE) || v == NULL)
+      continue;
+    json_t *have = json_object_get(merged, f->name);
+    if (json_is_object(v) && json_is_object(have))
+      json_object_update(have, (json_t *)v);
+    else
+      json_object_set_new(merged, f->name, json_deep_copy(v));
+  }
+  return merged;
+}
+
+/* ---------------------------------------------------------- the struct */
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Stores v (valid for f: normalized by the walker, or a default) at f's
+ * member of s. */
+static void
+store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool given)
+{
+  char *at = (char *)s + f->member;
+  switch (f->type) {
+  case TB_SPEC_STRING: {
+    char **p = (char **)(void *)at;
+    free(*p);
+    *p = tb_xstrdup(json_string_value(v));
+    return;
+  }
+  case TB_SPEC_INT:
+    *(int64_t *)(void *)at = (int64_t)json_integer_value(v);
+    return;
+  case TB_SPEC_NUMBER:
+    *(double *)(void *)at = json_number_value(v);
+    return;
+  case TB_SPEC_TOKENS:
+  case TB_SPEC_INTS: {
+    struct tb_spec_list *l = (struct tb_spec_list *)(void *)at;
+    l->n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      if (l->n < TB_SPEC_MAX_LIST)
+        l->v[l->n++] = (int64_t)json_integer_value(e);
+    }
+    qsort(l->v, l->n, sizeof l->v[0], cmp_i64);
+    size_t o = 0;
+    for (size_t k = 0; k < l->n; k++)
+      if (o == 0 || l->v[o - 1] != l->v[k])
+        l->v[o++] = l->v[k];
+    l->n = o;
+    l->given = given;
+    return;
+  }
+  default:
+    return; /* no engine setting has another type */
+  }
+}
+
+void
+tb_spec_init(struct tb_spec *s)
+{
+  memset(s, 0, sizeof *s);
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
+    const struct tb_spec_field *f = &job_fields[i];
+    if (f->member == NO || f->def == NULL)
+      continue;
+    json_t *v = json_loads(f->def, JSON_DECODE_ANY, NULL);
+    if (v != NULL)
+      store(s, f, v, false);
+    json_decref(v);
+  }
+}
+
+void
+tb_spec_free(struct tb_spec *s)
+{
+  free(s->model);
+  s->model = NULL;
+}
+
+bool
+tb_spec_parse(struct tb_spec *s, const json_t *spec, char **err)
+{
+  tb_spec_init(s);
+  *err = NULL;
+  if (!json_is_object(spec)) {
+    *err = tb_xstrdup("spec: not a JSON object");
+    return false;
+  }
+  json_t *out = json_object(), *errors = json_array();
+  tb_spec_check(spec, job_fields, TB_ARRAY_LEN(job_fields), true, NULL, out, errors);
+  if (json_array_size(errors) > 0) {
+    char msg[ERR_MAX];
+    size_t o = (size_t)snprintf(msg, sizeof msg, "spec:");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(errors, i, e) {
+      if (o >= sizeof msg)
+        break;
+      o += (size_t)snprintf(msg + o, sizeof msg - o, "%s %s %s", i > 0 ? ";" : "",
+                            json_string_value(json_object_get(e, "field")),
+                            json_string_value(json_object_get(e, "detail")));
+    }
+    *err = tb_xstrdup(msg);
+    json_decref(out);
+    json_decref(errors);
+    return false;
+  }
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
+    const json_t *v = json_object_get(out, job_fields[i].name);
+    if (job_fields[i].member != NO && v != NULL)
+      store(s, &job_fields[i], v, true);
+  }
+  json_decref(out);
+  json_decref(errors);
+  return true;
+}
+
+/* ------------------------------------------------------ the command line */
+
+/* One list item: a token count ("8k") or an integer; NULL when neither. */
+static json_t *
+arg_item(const struct tb_spec_field *f, const char *t)
+{
+  int64_t v;
+  if (f->type == TB_SPEC_TOKENS ? tb_parse_tokens(t, &v) : tb_parse_i64(t, INT64_MIN, INT64_MAX, &v))
+    return json_integer(v);
+  return NULL;
+}
+
+bool
+tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
+{
+  json_t *v = NULL;
+  switch (f->type) {
+  case TB_SPEC_TOKENS:
+  case TB_SPEC_INTS: {
+    v = json_array();
+    if ((f->flags & TB_SPEC_EMPTY_OK) && strcmp(text, "none") == 0)
+      break;
+    char *copy = tb_xstrdup(text);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      json_t *e = arg_item(f, t);
+      if (e == NULL) {
+        json_decref(v);
+        v = NULL;
+        break;
+      }
+      json_array_append_new(v, e);
+    }
+    free(copy);
+    if (v != NULL && json_array_size(v) == 0) {
+      json_decref(v);
+      v = NULL;
+    }
+    break;
+  }
+  case TB_SPEC_INT: {
+    int64_t n;
+    if (tb_parse_i64(text, INT64_MIN, INT64_MAX, &n) || tb_parse_tokens(text, &n))
+      v = json_integer(n);
+    break;
+  }
+  case TB_SPEC_NUMBER: {
+    char *end = NULL;
+    double d = strtod(text, &end);
+    if (end != text && *end == '\0' && isfinite(d))
+      v = json_real(d);
+    break;
+  }
+  default:
+    v = json_string(text);
+    break;
+  }
+  if (v == NULL)
+    return false;
+  json_object_set_new(obj, f->name, v);
+  return true;
+}
+
+/* ------------------------------------------------------------- the table */
+
+static const char *const type_names[] = {
+  [TB_SPEC_UUID] = "uuid",         [TB_SPEC_STRING] = "string", [TB_SPEC_IDENT] = "ident",
+  [TB_SPEC_URL] = "url",           [TB_SPEC_INT] = "integer",   [TB_SPEC_NUMBER] = "number",
+  [TB_SPEC_TOKENS] = "tokens",     [TB_SPEC_INTS] = "integers", [TB_SPEC_LABELS] = "labels",
+  [TB_SPEC_URLS] = "urls",         [TB_SPEC_OBJECT] = "object", [TB_SPEC_SCOPES] = "scopes",
+  [TB_SPEC_DURATION] = "duration",
+};
+
+json_t *
+tb_spec_table_json(void)
+{
+  json_t *a = json_array();
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
+    const struct tb_spec_field *f = &job_fields[i];
+    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type",
+                          type_names[f->type], "required", (f->flags & TB_SPEC_REQUIRED) != 0,
+                          "override", (f->flags & TB_SPEC_OVERRIDE) != 0, "engine",
+                          f->member != NO);
+    bool ranged = f->type == TB_SPEC_INT || f->type == TB_SPEC_NUMBER ||
+                  f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS ||
+                  f->type == TB_SPEC_STRING || f->type == TB_SPEC_IDENT;
+    if (ranged) {
+      json_object_set_new(o, "min", json_real(f->min));
+      json_object_set_new(o, "max", json_real(f->max));
+    }
+    if (f->max_items > 0) {
+      json_object_set_new(o, "max_items", json_integer((json_int_t)f->max_items));
+      if (f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS)
+        json_object_set_new(o, "min_items",
+                            json_integer((f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1));
+    }
+    json_object_set_new(o, "default", f->def ? json_loads(f->def, JSON_DECODE_ANY, NULL)
+                                             : json_null());
+    json_object_set_new(o, "cli", f->cli ? json_sprintf("--%s", f->cli) : json_null());
+    json_object_set_new(o, "help", json_string(f->help ? f->help : ""));
+    json_array_append_new(a, o);
+  }
+  return a;
+}

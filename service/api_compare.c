@@ -1,0 +1,81 @@
+/*
+ * api_compare: GET /v1/compare?base=JOB&head=JOB[&tolerance=PCT][&format=]:
+ * two jobs' documents (api_result.c) cell by cell (lib/tb_compare), rendered
+ * as a report is (api_report.h).  Without ?tolerance= the tolerance is the
+ * project's threshold for the head job's labels (lib/tb_regress).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "api_handlers.h"
+#include "api_report.h"
+#include "api_result.h"
+#include "tb_compare.h"
+#include "tb_regress.h"
+
+enum MHD_Result
+tb_api_compare(struct tb_api_req *r)
+{
+  enum tb_report_format f;
+  enum MHD_Result ret;
+  if (!tb_api_report_format(r, TB_REPORT_HTML, &f, &ret))
+    return ret;
+  const char *base_id = tb_api_arg(r, "base"), *head_id = tb_api_arg(r, "head");
+  if (base_id == NULL || head_id == NULL || !tb_api_is_uuid(base_id) ||
+      !tb_api_is_uuid(head_id))
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
+                              "base and head must be job ids (UUIDs)", NULL);
+  double tol = NAN;
+  const char *t = tb_api_arg(r, "tolerance");
+  if (t != NULL) {
+    char *end = NULL;
+    errno = 0;
+    double pct = strtod(t, &end);
+    if (errno != 0 || end == t || *end != '\0' || !(pct >= 0 && pct < 100))
+      return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
+                                "tolerance is a percentage in [0, 100)", NULL);
+    tol = pct / 100.0;
+  }
+  json_t *base = NULL, *head = NULL, *cmp = NULL;
+  char *labels = NULL, *err = NULL, *body = NULL;
+  int rc = tb_api_result_doc(r, base_id, &base, NULL);
+  if (rc > 0)
+    rc = tb_api_result_doc(r, head_id, &head, &labels);
+  if (rc < 0) {
+    ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  if (rc == 0) {
+    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND,
+                             base == NULL ? "no such job: base" : "no such job: head", NULL);
+    goto out;
+  }
+  if (isnan(tol)) {
+    struct tb_db *db = tb_api_db_get(r);
+    tol = tb_regress_tolerance(db, r->project_id, labels, &rc);
+    tb_api_db_put(r, db);
+    if (rc < 0) {
+      ret = tb_api_reply_db(r, rc);
+      goto out;
+    }
+  }
+  cmp = tb_compare(base, head, tol, &err);
+  if (cmp == NULL) {
+    ret = tb_api_reply_error(r, TB_EC_INTERNAL, err, NULL);
+    goto out;
+  }
+  json_object_set_new(json_object_get(cmp, "base"), "job_id", json_string(base_id));
+  json_object_set_new(json_object_get(cmp, "head"), "job_id", json_string(head_id));
+  size_t len = 0;
+  body = tb_report_render_compare(cmp, f, &len, &err);
+  ret = tb_api_report_reply(r, f, body, len, err);
+out:
+  free(body);
+  free(err);
+  free(labels);
+  json_decref(cmp);
+  json_decref(base);
+  json_decref(head);
+  return ret;
+}

@@ -1,0 +1,253 @@
+/* Unit tests for tb_spec: the one job-spec contract (the table, the walker,
+ * the parsed struct the engine gets, the command line's values). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_spec.h"
+
+#define EP "0e7e4b2a-4524-4bd4-9cd9-a930e616e5be"
+
+static json_t *
+job_ok(const char *text)
+{
+  json_t *out = NULL, *errors = NULL;
+  assert_int_equal(tb_spec_job(text, strlen(text), &out, &errors), TB_SPEC_OK);
+  assert_null(errors);
+  return out;
+}
+
+/* The fields named by the errors of text, comma-joined, into buf. */
+static const char *
+job_fields(const char *text, char *buf, size_t len)
+{
+  json_t *out = NULL, *errors = NULL;
+  enum tb_spec_rc rc = tb_spec_job(text, strlen(text), &out, &errors);
+  assert_null(out);
+  assert_int_not_equal(rc, TB_SPEC_OK);
+  buf[0] = '\0';
+  size_t i;
+  json_t *e;
+  json_array_foreach(errors, i, e) {
+    if (i > 0)
+      strncat(buf, ",", len - strlen(buf) - 1);
+    strncat(buf, json_string_value(json_object_get(e, "field")), len - strlen(buf) - 1);
+  }
+  json_decref(errors);
+  return buf;
+}
+
+static void
+test_job_normalized(void **state)
+{
+  (void)state;
+  json_t *o = job_ok("{\"endpoint_id\":\"0E7E4B2A-4524-4BD4-9CD9-A930E616E5BE\","
+                     "\"contexts\":[\"8k\",16384,\"251K\"],\"concurrency\":[1,128],"
+                     "\"duration_s\":30,\"labels\":{\"gpu\":\"h200\"},\"priority\":-3}");
+  assert_string_equal(json_string_value(json_object_get(o, "endpoint_id")), EP);
+  json_t *c = json_object_get(o, "contexts");
+  assert_int_equal(json_array_size(c), 3);
+  assert_int_equal(json_integer_value(json_array_get(c, 0)), 8192);
+  assert_int_equal(json_integer_value(json_array_get(c, 2)), 257024);
+  assert_int_equal(json_integer_value(json_object_get(o, "priority")), -3);
+  json_decref(o);
+}
+
+static void
+test_job_errors_name_fields(void **state)
+{
+  (void)state;
+  char buf[512];
+  assert_string_equal(job_fields("{}", buf, sizeof buf), "endpoint_id");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[1,\"x\",1]}", buf,
+                                 sizeof buf), "contexts[1],contexts[2]");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"nope\":1}", buf, sizeof buf),
+                      "nope");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"concurrency\":[1.5]}", buf,
+                                 sizeof buf), "concurrency[0]");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"duration_s\":0}", buf,
+                                 sizeof buf), "duration_s");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"labels\":{\"a b\":\"x\"}}", buf,
+                                 sizeof buf), "labels.a b");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"callbacks\":[\"ftp://x\"]}", buf,
+                                 sizeof buf), "callbacks[0]");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"x\",\"max_attempts\":0}", buf, sizeof buf),
+                      "endpoint_id,max_attempts");
+  /* not JSON, not an object, duplicate keys: bad JSON (400) */
+  json_t *out = NULL, *errors = NULL;
+  assert_int_equal(tb_spec_job("{", 1, &out, &errors), TB_SPEC_BAD_JSON);
+  json_decref(errors);
+  assert_int_equal(tb_spec_job("[]", 2, &out, &errors), TB_SPEC_BAD_JSON);
+  json_decref(errors);
+  const char *dup = "{\"endpoint_id\":\"" EP "\",\"endpoint_id\":\"" EP "\"}";
+  assert_int_equal(tb_spec_job(dup, strlen(dup), &out, &errors), TB_SPEC_BAD_JSON);
+  json_decref(errors);
+}
+
+static void
+test_kv_budget_is_what_the_engine_runs(void **state)
+{
+  (void)state;
+  char buf[512];
+  /* 1e13 was accepted by the api and refused by the engine at run time */
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"kv_budget\":10000000000000}",
+                                 buf, sizeof buf), "kv_budget");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"kv_budget\":1000000000001}",
+                                 buf, sizeof buf), "kv_budget");
+  json_t *o = job_ok("{\"endpoint_id\":\"" EP "\",\"kv_budget\":1000000000000}");
+  struct tb_spec s;
+  char *err = NULL;
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_true(s.kv_budget == TB_SPEC_MAX_KV_BUDGET);
+  tb_spec_free(&s);
+  json_decref(o);
+}
+
+static void
+test_parse_defaults_and_lists(void **state)
+{
+  (void)state;
+  struct tb_spec s;
+  char *err = NULL;
+  json_t *o = json_object();
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_null(s.model);
+  assert_false(s.contexts.given);
+  assert_false(s.prefill_contexts.given);
+  assert_int_equal(s.concurrency.n, 8);
+  assert_int_equal(s.concurrency.v[7], 128);
+  assert_true(s.duration_s == 30 && s.settle_s == 3 && s.stall_timeout_s == 20);
+  assert_true(s.first_token_timeout_s == 600 && s.ready_timeout_s == 300);
+  assert_true(s.drain_timeout_s == 120 && s.metrics_interval_s == 0.25);
+  assert_int_equal(s.max_output, 4096);
+  assert_int_equal(s.kv_budget, 0);
+  tb_spec_free(&s);
+  json_decref(o);
+  o = json_loads("{\"model\":\"m\",\"contexts\":[\"16k\",8192],\"concurrency\":[4,1],"
+                 "\"prefill_contexts\":[],\"duration_s\":2,\"labels\":{\"a\":\"b\"},"
+                 "\"endpoint_id\":\"" EP "\"}", 0, NULL);
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_string_equal(s.model, "m");
+  assert_true(s.contexts.given);
+  assert_int_equal(s.contexts.n, 2);
+  assert_int_equal(s.contexts.v[0], 8192);  /* sorted */
+  assert_int_equal(s.contexts.v[1], 16384); /* normalised */
+  assert_int_equal(s.concurrency.v[0], 1);
+  assert_true(s.prefill_contexts.given);
+  assert_int_equal(s.prefill_contexts.n, 0); /* no prefill rows */
+  assert_true(s.duration_s == 2);
+  tb_spec_free(&s);
+  json_decref(o);
+  /* bad settings name the fields; the old alternate spellings are unknown */
+  o = json_loads("{\"duration_s\":0,\"concurrencies\":[1],\"contexts\":[]}", 0, NULL);
+  assert_false(tb_spec_parse(&s, o, &err));
+  assert_non_null(strstr(err, "duration_s"));
+  assert_non_null(strstr(err, "concurrencies unknown field"));
+  assert_non_null(strstr(err, "contexts must be an array of 1 to 64 items"));
+  free(err);
+  tb_spec_free(&s);
+  json_decref(o);
+  assert_false(tb_spec_parse(&s, NULL, &err));
+  free(err);
+}
+
+static void
+test_command_line_values(void **state)
+{
+  (void)state;
+  json_t *o = json_object();
+  assert_true(tb_spec_arg(tb_spec_field("contexts"), "1k,4K,8192", o));
+  assert_true(tb_spec_arg(tb_spec_field("prefill_contexts"), "none", o));
+  assert_true(tb_spec_arg(tb_spec_field("concurrency"), "1,2", o));
+  assert_true(tb_spec_arg(tb_spec_field("duration_s"), "0.5", o));
+  assert_true(tb_spec_arg(tb_spec_field("kv_budget"), "8k", o));
+  assert_true(tb_spec_arg(tb_spec_field("max_output"), "16", o));
+  assert_true(tb_spec_arg(tb_spec_field("model"), "m", o));
+  assert_false(tb_spec_arg(tb_spec_field("contexts"), "none", o));
+  assert_false(tb_spec_arg(tb_spec_field("contexts"), "1k,x", o));
+  assert_false(tb_spec_arg(tb_spec_field("concurrency"), "1k", o));
+  assert_false(tb_spec_arg(tb_spec_field("duration_s"), "2s", o));
+  assert_false(tb_spec_arg(tb_spec_field("max_output"), "", o));
+  struct tb_spec s;
+  char *err = NULL;
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_int_equal(s.contexts.v[1], 4096);
+  assert_int_equal(s.kv_budget, 8192);
+  assert_true(s.prefill_contexts.given && s.prefill_contexts.n == 0);
+  tb_spec_free(&s);
+  /* the range is the table's, the same as the api's */
+  assert_true(tb_spec_arg(tb_spec_field("concurrency"), "5000", o));
+  assert_false(tb_spec_parse(&s, o, &err));
+  assert_non_null(strstr(err, "concurrency[0] must be an integer from 1 to 4096"));
+  free(err);
+  tb_spec_free(&s);
+  json_decref(o);
+}
+
+static void
+test_override(void **state)
+{
+  (void)state;
+  json_t *preset = json_loads("{\"endpoint_id\":\"" EP "\",\"duration_s\":5,"
+                              "\"labels\":{\"a\":\"1\",\"b\":\"2\"}}", 0, NULL);
+  json_t *extra = json_loads("{\"labels\":{\"b\":\"3\"},\"duration_s\":99}", 0, NULL);
+  json_t *m = tb_spec_override(preset, extra);
+  /* labels merge; duration_s is not a field a hook may override */
+  assert_string_equal(json_string_value(json_object_get(json_object_get(m, "labels"), "a")), "1");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(m, "labels"), "b")), "3");
+  assert_true(json_number_value(json_object_get(m, "duration_s")) == 5);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(preset, "labels"), "b")),
+                      "2"); /* borrowed, untouched */
+  json_decref(m);
+  m = tb_spec_override(NULL, NULL);
+  assert_int_equal(json_object_size(m), 0);
+  json_decref(m);
+  json_decref(extra);
+  json_decref(preset);
+}
+
+static void
+test_table(void **state)
+{
+  (void)state;
+  size_t n;
+  const struct tb_spec_field *f = tb_spec_fields(&n);
+  json_t *t = tb_spec_table_json();
+  assert_int_equal(json_array_size(t), n);
+  for (size_t i = 0; i < n; i++) {
+    json_t *row = json_array_get(t, i);
+    assert_string_equal(json_string_value(json_object_get(row, "name")), f[i].name);
+    assert_ptr_equal(tb_spec_field(f[i].name), &f[i]);
+    /* every default is valid for its own field */
+    if (f[i].def != NULL) {
+      char *text = tb_xasprintf("{\"endpoint_id\":\"" EP "\",\"%s\":%s}", f[i].name, f[i].def);
+      json_decref(job_ok(text));
+      free(text);
+    }
+  }
+  json_t *kv = json_array_get(t, (size_t)(tb_spec_field("kv_budget") - f));
+  assert_string_equal(json_string_value(json_object_get(kv, "name")), "kv_budget");
+  assert_true(json_number_value(json_object_get(kv, "max")) == 1e12);
+  assert_null(tb_spec_field("nope"));
+  json_decref(t);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_job_normalized),
+    cmocka_unit_test(test_job_errors_name_fields),
+    cmocka_unit_test(test_kv_budget_is_what_the_engine_runs),
+    cmocka_unit_test(test_parse_defaults_and_lists),
+    cmocka_unit_test(test_command_line_values),
+    cmocka_unit_test(test_override),
+    cmocka_unit_test(test_table),
+  };
+  return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
+}
