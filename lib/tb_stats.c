@@ -1,5 +1,18 @@
 /*
- * tb_stats: percentiles.  See tb_stats.h.
+ * tb_stats: percentiles and the uncertainty of figures.  See tb_stats.h.
+ *
+ * Why batch means for a cell's tok/s.  The figure is tokens in the window /
+ * window, i.e. the mean of the per-slice rates.  The slices are not
+ * independent: a server that runs slow for a moment (a longer prefill of a
+ * replacement request, a clock dip) runs slow for a few slices in a row, so
+ * sd(slices) / sqrt(n) would understate the error.  Averaging b consecutive
+ * slices into a batch leaves batch means that are nearly independent once b
+ * exceeds the correlation length, and their spread then estimates the
+ * error of the overall mean.  b = sqrt(n) is the usual consistent choice
+ * (Flegal and Jones, "Batch means and spectral variance estimators in
+ * Markov chain Monte Carlo", Ann. Statist. 38(2), 2010); with 30 one-second
+ * slices that is 6 batches of 5 s.  Few batches give few degrees of
+ * freedom, and Student's t widens the interval for it.
  */
 #include "tb_stats.h"
 
@@ -55,4 +68,117 @@ tb_stats_free(struct tb_stats *s)
   free(s->v);
   s->v = NULL;
   s->n = s->cap = 0;
+}
+
+/* ------------------------------------------------------------ uncertainty */
+
+double
+tb_stats_mean(const double *x, size_t n)
+{
+  if (n == 0)
+    return NAN;
+  double sum = 0;
+  for (size_t i = 0; i < n; i++)
+    sum += x[i];
+  return sum / (double)n;
+}
+
+double
+tb_stats_sd(const double *x, size_t n)
+{
+  if (n < 2)
+    return NAN;
+  double m = tb_stats_mean(x, n), ss = 0;
+  for (size_t i = 0; i < n; i++)
+    ss += (x[i] - m) * (x[i] - m);
+  return sqrt(ss / (double)(n - 1));
+}
+
+double
+tb_stats_t975(unsigned df)
+{
+  /* t_{0.975, df}, df = 1..30 (any statistics table, e.g. the NIST/SEMATECH
+   * e-Handbook 1.3.6.7.2; tests/unit/test_stats.c says how they were
+   * checked). */
+  static const double t[] = {
+    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624,
+    2.306004,  2.262157, 2.228139, 2.200985, 2.178813, 2.160369, 2.144787,
+    2.131450,  2.119905, 2.109816, 2.100922, 2.093024, 2.085963, 2.079614,
+    2.073873,  2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407,
+    2.045230,  2.042272,
+  };
+  if (df == 0)
+    return NAN;
+  if (df <= TB_ARRAY_LEN(t))
+    return t[df - 1];
+  /* Cornish-Fisher expansion of t around the normal quantile
+   * (Abramowitz and Stegun 26.7.5), to the 1/df^3 term. */
+  double z = 1.959963985, z2 = z * z, n = (double)df;
+  double g1 = (z2 + 1) * z / 4;
+  double g2 = ((5 * z2 + 16) * z2 + 3) * z / 96;
+  double g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384;
+  return z + g1 / n + g2 / (n * n) + g3 / (n * n * n);
+}
+
+double
+tb_stats_batch_se(const double *x, size_t n, unsigned *df)
+{
+  if (df != NULL)
+    *df = 0;
+  if (n < 2)
+    return NAN;
+  size_t b = (size_t)floor(sqrt((double)n));
+  while (b * b > n) /* floating point at perfect squares */
+    b--;
+  if (b == 0)
+    b = 1;
+  size_t k = n / b;
+  if (k < 2)
+    return NAN;
+  double *bm = tb_xcalloc(k, sizeof *bm);
+  for (size_t i = 0; i < k; i++)
+    bm[i] = tb_stats_mean(x + i * b, b);
+  double se = tb_stats_sd(bm, k) / sqrt((double)k);
+  free(bm);
+  if (df != NULL)
+    *df = (unsigned)(k - 1);
+  return se;
+}
+
+bool
+tb_stats_ci95(double mean, double se, unsigned df, double *lo, double *hi)
+{
+  *lo = *hi = NAN;
+  if (!isfinite(mean) || !isfinite(se) || se < 0 || df == 0)
+    return false;
+  double h = tb_stats_t975(df) * se;
+  *lo = mean - h;
+  *hi = mean + h;
+  return true;
+}
+
+bool
+tb_stats_median_ci95(struct tb_stats *s, double *lo, double *hi)
+{
+  *lo = *hi = NAN;
+  size_t n = s->n;
+  if (n < 6)
+    return false;
+  qsort(s->v, n, sizeof *s->v, cmp_i64);
+  /* P(B <= i) summed in log space (2^-n underflows past n = 1074). */
+  double ln2n = (double)n * log(2.0), cdf = 0;
+  double lgn = lgamma((double)n + 1);
+  size_t j = 0; /* the largest j with P(B <= j - 1) <= 0.025 */
+  for (size_t i = 0; i < n / 2; i++) {
+    double lp = lgn - lgamma((double)i + 1) - lgamma((double)(n - i) + 1) - ln2n;
+    cdf += exp(lp);
+    if (cdf > 0.025)
+      break;
+    j = i + 1;
+  }
+  if (j == 0)
+    return false;
+  *lo = (double)s->v[j - 1];
+  *hi = (double)s->v[n - j];
+  return true;
 }
