@@ -105,15 +105,75 @@ pct_ms(struct tb_stats *s)
                    "p99", num_or_null(tb_stats_quantile(s, 0.99) / 1e6));
 }
 
+/* [lo, hi], or null when either is not finite. */
+static json_t *
+interval(double lo, double hi)
+{
+  if (!isfinite(lo) || !isfinite(hi))
+    return json_null();
+  return json_pack("[f, f]", lo, hi);
+}
+
+/* The order-statistic interval of a sample's median (ns), in ms. */
+static json_t *
+median_ci_ms(struct tb_stats *s)
+{
+  double lo, hi;
+  if (!tb_stats_median_ci95(s, &lo, &hi))
+    return json_null();
+  return interval(lo / 1e6, hi / 1e6);
+}
+
+/* A sample of ns as ms, at most TB_RESULT_SAMPLES_MAX. */
+static json_t *
+sample_ms(const struct tb_stats *s)
+{
+  json_t *a = json_array();
+  for (size_t i = 0; i < s->n && i < TB_RESULT_SAMPLES_MAX; i++)
+    json_array_append_new(a, json_real((double)s->v[i] / 1e6));
+  return a;
+}
+
+static json_t *
+sample_d(const double *x, size_t n)
+{
+  json_t *a = json_array();
+  for (size_t i = 0; i < n && i < TB_RESULT_SAMPLES_MAX; i++)
+    json_array_append_new(a, num_or_null(x[i]));
+  return a;
+}
+
+/* total_tps_se, its method and total_tps_ci95 of mean with se on df. */
+static void
+set_total_ci(json_t *cell, double mean, double se, unsigned df, const char *method)
+{
+  double lo, hi;
+  bool ok = tb_stats_ci95(mean, se, df, &lo, &hi);
+  json_object_set_new(cell, "total_tps_se", ok ? json_real(se) : json_null());
+  json_object_set_new(cell, "total_tps_se_method", json_string(method));
+  json_object_set_new(cell, "total_tps_ci95", interval(lo, hi));
+}
+
 void
 tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d)
 {
   double total = (double)d->output_tokens / d->measured_s;
   json_object_set_new(cell, "status", json_string("valid"));
   json_object_set_new(cell, "total_tps", json_real(total));
+  unsigned df;
+  double se = tb_stats_batch_se(d->slices, d->n_slices, &df);
+  set_total_ci(cell, total, se, df, "batch_means");
   json_object_set_new(cell, "per_request_tps", json_real(total / (double)d->conc));
+  /* the samples in arrival order, before the percentiles sort them */
+  json_t *samples = json_object();
+  json_object_set_new(samples, "slice_s", num_or_null(d->slice_s));
+  json_object_set_new(samples, "total_tps", sample_d(d->slices, d->n_slices));
+  json_object_set_new(samples, "ttft_ms", sample_ms(d->ttft));
+  json_object_set_new(samples, "tbt_ms", sample_ms(d->tbt));
   json_object_set_new(cell, "ttft_ms", pct_ms(d->ttft));
+  json_object_set_new(cell, "ttft_p50_ci95", median_ci_ms(d->ttft));
   json_object_set_new(cell, "tbt_ms", pct_ms(d->tbt));
+  json_object_set_new(cell, "tbt_p50_ci95", median_ci_ms(d->tbt));
   json_object_set_new(cell, "avg_active", json_real(d->avg_active));
   json_object_set_new(cell, "avg_active_source",
                       json_string(d->avg_active_server ? "server" : "client"));
@@ -124,6 +184,7 @@ tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d)
   json_object_set_new(cell, "token_source",
                       json_string(d->chunk_source ? "chunks" : "usage"));
   json_object_set_new(cell, "kernel_stamped", json_real(d->kernel_stamped));
+  json_object_set_new(cell, "samples", samples);
 }
 
 void
@@ -138,6 +199,192 @@ tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens, bool from_usage,
   json_object_set_new(cell, "prompt_tps",
                       json_real(ttft_s > 0 ? (double)prompt_tokens / ttft_s : 0));
   json_object_set_new(cell, "completed", json_integer(1));
+}
+
+/* ---------------------------------------------------------------- repeats */
+
+static double
+fig(const json_t *cell, const char *k)
+{
+  const json_t *v = json_object_get(cell, k);
+  return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* Appends the ms values of samples[k] of every repeat to s (as ns), at
+ * most TB_RESULT_SAMPLES_MAX in all. */
+static void
+pool_ms(json_t *const *reps, size_t n, const char *k, struct tb_stats *s)
+{
+  for (size_t r = 0; r < n; r++) {
+    const json_t *a = json_object_get(json_object_get(reps[r], "samples"), k);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v) {
+      if (s->n >= TB_RESULT_SAMPLES_MAX)
+        return;
+      if (json_is_number(v) && isfinite(json_number_value(v)))
+        tb_stats_add(s, (int64_t)llround(json_number_value(v) * 1e6));
+    }
+  }
+}
+
+static json_t *
+pool_slices(json_t *const *reps, size_t n)
+{
+  json_t *a = json_array();
+  for (size_t r = 0; r < n; r++) {
+    const json_t *sl = json_object_get(json_object_get(reps[r], "samples"), "total_tps");
+    size_t i;
+    const json_t *v;
+    json_array_foreach(sl, i, v) {
+      if (json_array_size(a) >= TB_RESULT_SAMPLES_MAX)
+        return a;
+      json_array_append(a, (json_t *)v);
+    }
+  }
+  return a;
+}
+
+/* Each repeat's pass, seq and figure (with its interval when it has one). */
+static json_t *
+repeat_runs(json_t *const *reps, size_t n, const char *figure, const char *ci)
+{
+  json_t *a = json_array();
+  for (size_t r = 0; r < n; r++) {
+    json_t *o = json_object();
+    const json_t *pass = json_object_get(reps[r], "repeat");
+    const json_t *seq = json_object_get(reps[r], "seq");
+    json_object_set_new(o, "repeat", json_is_integer(pass) ? json_copy((json_t *)pass)
+                                                           : json_integer((json_int_t)r + 1));
+    if (json_is_integer(seq))
+      json_object_set_new(o, "seq", json_copy((json_t *)seq));
+    json_object_set_new(o, figure, num_or_null(fig(reps[r], figure)));
+    const json_t *iv = ci ? json_object_get(reps[r], ci) : NULL;
+    if (iv != NULL)
+      json_object_set_new(o, ci, json_deep_copy(iv));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
+static json_t *
+combine_decode(json_t *const *reps, size_t n)
+{
+  const json_t *r0 = reps[0];
+  json_t *cell = tb_result_cell_new("decode", json_integer_value(json_object_get(r0, "context")),
+                                    json_integer_value(json_object_get(r0, "concurrency")));
+  double *tps = tb_xcalloc(n, sizeof *tps);
+  double active = 0, kernel = 0, measured = 0;
+  json_int_t completed = 0, started = 0, tokens = 0;
+  bool chunks = false;
+  for (size_t r = 0; r < n; r++) {
+    const json_t *c = reps[r];
+    tps[r] = fig(c, "total_tps");
+    active += fig(c, "avg_active") / (double)n;
+    kernel += fig(c, "kernel_stamped") / (double)n;
+    measured += fig(c, "measured_s");
+    completed += json_integer_value(json_object_get(c, "completed"));
+    started += json_integer_value(json_object_get(c, "requests_started"));
+    tokens += json_integer_value(json_object_get(c, "output_tokens"));
+    const char *ts = json_string_value(json_object_get(c, "token_source"));
+    chunks = chunks || (ts != NULL && strcmp(ts, "chunks") == 0);
+  }
+  double total = tb_stats_mean(tps, n);
+  double se = tb_stats_sd(tps, n) / sqrt((double)n);
+  free(tps);
+  struct tb_stats ttft = {0}, tbt = {0};
+  pool_ms(reps, n, "ttft_ms", &ttft);
+  pool_ms(reps, n, "tbt_ms", &tbt);
+  json_int_t conc = json_integer_value(json_object_get(r0, "concurrency"));
+  json_t *samples = json_object();
+  const json_t *slice_s = json_object_get(json_object_get(r0, "samples"), "slice_s");
+  if (json_is_number(slice_s))
+    json_object_set_new(samples, "slice_s", json_copy((json_t *)slice_s));
+  json_object_set_new(samples, "total_tps", pool_slices(reps, n));
+  json_object_set_new(samples, "ttft_ms", sample_ms(&ttft));
+  json_object_set_new(samples, "tbt_ms", sample_ms(&tbt));
+  json_object_set_new(cell, "status", json_string("valid"));
+  json_object_set_new(cell, "total_tps", num_or_null(total));
+  set_total_ci(cell, total, se, (unsigned)(n - 1), "repeats");
+  json_object_set_new(cell, "per_request_tps", num_or_null(total / (double)(conc > 0 ? conc : 1)));
+  json_object_set_new(cell, "ttft_ms", pct_ms(&ttft));
+  json_object_set_new(cell, "ttft_p50_ci95", median_ci_ms(&ttft));
+  json_object_set_new(cell, "tbt_ms", pct_ms(&tbt));
+  json_object_set_new(cell, "tbt_p50_ci95", median_ci_ms(&tbt));
+  json_object_set_new(cell, "avg_active", num_or_null(active));
+  json_object_set_new(cell, "avg_active_source",
+                      json_copy(json_object_get(r0, "avg_active_source")));
+  json_object_set_new(cell, "completed", json_integer(completed));
+  json_object_set_new(cell, "requests_started", json_integer(started));
+  json_object_set_new(cell, "output_tokens", json_integer(tokens));
+  json_object_set_new(cell, "measured_s", num_or_null(measured));
+  json_object_set_new(cell, "token_source", json_string(chunks ? "chunks" : "usage"));
+  json_object_set_new(cell, "kernel_stamped", num_or_null(kernel));
+  json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
+  json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "total_tps", "total_tps_ci95"));
+  json_object_set_new(cell, "samples", samples);
+  tb_stats_free(&ttft);
+  tb_stats_free(&tbt);
+  return cell;
+}
+
+static json_t *
+combine_prefill(json_t *const *reps, size_t n)
+{
+  const json_t *r0 = reps[0];
+  json_t *cell = tb_result_cell_new("prefill", json_integer_value(json_object_get(r0, "context")), 1);
+  double *tps = tb_xcalloc(n, sizeof *tps), *ttft = tb_xcalloc(n, sizeof *ttft);
+  double mn = INFINITY, mx = -INFINITY;
+  for (size_t r = 0; r < n; r++) {
+    tps[r] = fig(reps[r], "prompt_tps");
+    ttft[r] = fig(reps[r], "ttft_ms");
+    mn = fmin(mn, tps[r]);
+    mx = fmax(mx, tps[r]);
+  }
+  double mean = tb_stats_mean(tps, n);
+  double se = tb_stats_sd(tps, n) / sqrt((double)n), lo, hi;
+  bool ok = tb_stats_ci95(mean, se, (unsigned)(n - 1), &lo, &hi);
+  json_object_set_new(cell, "status", json_string("valid"));
+  json_object_set_new(cell, "prompt_tokens", json_copy(json_object_get(r0, "prompt_tokens")));
+  json_object_set_new(cell, "prompt_tokens_source",
+                      json_copy(json_object_get(r0, "prompt_tokens_source")));
+  json_object_set_new(cell, "ttft_ms", num_or_null(tb_stats_mean(ttft, n)));
+  json_object_set_new(cell, "prompt_tps", num_or_null(mean));
+  json_object_set_new(cell, "prompt_tps_se", ok ? json_real(se) : json_null());
+  json_object_set_new(cell, "prompt_tps_ci95", interval(lo, hi));
+  json_object_set_new(cell, "prompt_tps_min", num_or_null(mn));
+  json_object_set_new(cell, "prompt_tps_max", num_or_null(mx));
+  json_object_set_new(cell, "completed", json_integer((json_int_t)n));
+  json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
+  json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "prompt_tps", NULL));
+  json_object_set_new(cell, "samples", json_pack("{s:o, s:o}", "prompt_tps", sample_d(tps, n),
+                                                 "ttft_ms", sample_d(ttft, n)));
+  free(tps);
+  free(ttft);
+  return cell;
+}
+
+json_t *
+tb_result_combine(json_t *const *reps, size_t n)
+{
+  for (size_t r = 0; r < n; r++) {
+    const char *st = json_string_value(json_object_get(reps[r], "status"));
+    if (st == NULL || strcmp(st, "valid") != 0 || n == 1) {
+      json_t *c = json_deep_copy(reps[r]);
+      json_object_del(c, "repeat");
+      json_object_del(c, "seq");
+      if (n > 1) {
+        const char *why = json_string_value(json_object_get(c, "reason"));
+        char *reason = tb_xasprintf("repeat %zu of %zu: %s", r + 1, n, why ? why : "not valid");
+        json_object_set_new(c, "reason", json_string(reason));
+        free(reason);
+      }
+      return c;
+    }
+  }
+  const char *ph = json_string_value(json_object_get(reps[0], "phase"));
+  return ph != NULL && strcmp(ph, "prefill") == 0 ? combine_prefill(reps, n)
+                                                  : combine_decode(reps, n);
 }
 
 /* ----------------------------------------------------------------- header */
@@ -255,9 +502,46 @@ tb_result_finish(json_t *doc, const char *run_id, int64_t started_us,
 
 /* Figures that must be numbers when present (null allowed). */
 static const char *const num_members[] = { "total_tps", "per_request_tps", "prompt_tps",
-                                           "avg_active", "measured_s" };
+                                           "avg_active", "measured_s", "total_tps_se",
+                                           "prompt_tps_se", "prompt_tps_min",
+                                           "prompt_tps_max" };
 static const char *const int_members[] = { "prompt_tokens", "completed", "output_tokens",
-                                           "requests_started" };
+                                           "requests_started", "repeats" };
+/* 95% intervals: [lo, hi] or null when present. */
+static const char *const ci_members[] = { "total_tps_ci95", "ttft_p50_ci95", "tbt_p50_ci95",
+                                          "prompt_tps_ci95" };
+
+/* samples: an object of number lists (at most TB_RESULT_SAMPLES_MAX) and
+ * slice_s. */
+static bool
+check_samples(const json_t *v, size_t i, char **err)
+{
+  if (v == NULL || json_is_null(v))
+    return true;
+  if (!json_is_object(v)) {
+    *err = tb_xasprintf("cells[%zu].samples must be an object", i);
+    return false;
+  }
+  const char *k;
+  const json_t *a;
+  json_object_foreach((json_t *)v, k, a) {
+    if (strcmp(k, "slice_s") == 0 && (json_is_number(a) || json_is_null(a)))
+      continue;
+    bool ok = json_is_array(a) && json_array_size(a) <= TB_RESULT_SAMPLES_MAX;
+    size_t j;
+    const json_t *x;
+    json_array_foreach(a, j, x) {
+      if (!json_is_number(x) && !json_is_null(x))
+        ok = false;
+    }
+    if (!ok) {
+      *err = tb_xasprintf("cells[%zu].samples.%.40s must be a list of at most %u numbers", i,
+                          k, TB_RESULT_SAMPLES_MAX);
+      return false;
+    }
+  }
+  return true;
+}
 
 static bool
 check_cell(const json_t *c, size_t i, char **err)
@@ -302,6 +586,18 @@ check_cell(const json_t *c, size_t i, char **err)
       return false;
     }
   }
+  for (size_t k = 0; k < TB_ARRAY_LEN(ci_members); k++) {
+    const json_t *v = json_object_get(c, ci_members[k]);
+    if (v == NULL || json_is_null(v))
+      continue;
+    if (!json_is_array(v) || json_array_size(v) != 2 ||
+        !json_is_number(json_array_get(v, 0)) || !json_is_number(json_array_get(v, 1))) {
+      *err = tb_xasprintf("cells[%zu].%s must be [lo, hi] or null", i, ci_members[k]);
+      return false;
+    }
+  }
+  if (!check_samples(json_object_get(c, "samples"), i, err))
+    return false;
   static const char *const pct[] = { "ttft_ms", "tbt_ms" };
   for (size_t k = 0; k < 2; k++) {
     const json_t *v = json_object_get(c, pct[k]);

@@ -14,8 +14,10 @@
  *   status (TB_RESULT_DOC_STATUSES), error, cells [].
  * A cell: phase "prefill"|"decode", context, context_label ("8K"),
  *   concurrency (1 for prefill), status (TB_RESULT_CELL_STATUSES), reason
- *   (every status but valid), and the figures of METHOD.md.  Cells are
- *   identified by (phase, context, concurrency).
+ *   (every status but valid), and the figures of METHOD.md, each valid one
+ *   with its uncertainty (total_tps_se, total_tps_ci95, ttft_p50_ci95,
+ *   tbt_p50_ci95; prompt_tps_ci95 over several scouts) and the samples it
+ *   came from.  Cells are identified by (phase, context, concurrency).
  */
 #ifndef TB_RESULT_H
 #define TB_RESULT_H
@@ -52,6 +54,10 @@ void tb_result_cell_set_status(json_t *cell, const char *status,
 const json_t *tb_result_find_cell(const json_t *done, const char *phase,
                                   int64_t ctx, int64_t conc);
 
+/* Samples a cell keeps (its "samples" member), each list at most this
+ * long: the first ones measured. */
+#define TB_RESULT_SAMPLES_MAX 4096u
+
 /* What a measured decode cell says (METHOD.md). */
 struct tb_result_decode {
   int64_t conc;
@@ -63,13 +69,36 @@ struct tb_result_decode {
   unsigned completed, started;
   bool chunk_source;         /* counted chunks, not usage */
   double kernel_stamped;     /* share of reads stamped by the kernel */
+  const double *slices;      /* tok/s in each slice of the window, in order */
+  size_t n_slices;
+  double slice_s;            /* width of a slice */
 };
-/* Sets a valid decode cell's status and figures. */
+/*
+ * Sets a valid decode cell's status and figures, with their uncertainty
+ * (tb_stats.h): total_tps_se (batch means over the slices; null under two
+ * slices), total_tps_ci95 [lo, hi], ttft_p50_ci95 and tbt_p50_ci95 (ms;
+ * null under 6 requests), and samples {slice_s, total_tps[], ttft_ms[],
+ * tbt_ms[]}.
+ */
 void tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d);
 /* Sets a valid prefill cell's status and figures: prompt_tokens (source
  * "usage" or "tokenizer"), its time to first token. */
 void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens,
                                 bool from_usage, double ttft_s);
+
+/*
+ * One cell from the n >= 2 measurements of it (reps, borrowed: cells of one
+ * key, each with its "repeat" pass number and "seq", the measurement's place
+ * in the run) in a run with repeats.  A valid decode cell: the mean of the
+ * repeats' total_tps with total_tps_se = sd / sqrt(n) and a t interval on
+ * n - 1 degrees of freedom; latency percentiles and their intervals from
+ * the pooled samples; counts summed.  A prefill cell: the mean prompt_tps
+ * and ttft_ms of its scouts, prompt_tps_se, prompt_tps_ci95, prompt_tps_min,
+ * prompt_tps_max.  Both get repeats (n) and repeat_runs (each repeat's
+ * figure, pass and seq).  When a repeat is not valid the cell is that
+ * repeat's, its reason saying which.  New cell.
+ */
+json_t *tb_result_combine(json_t *const *reps, size_t n) TB_MUST_CHECK;
 
 /* What the header says; strings and JSON are borrowed. */
 struct tb_result_header {

@@ -91,6 +91,126 @@ test_decode_figures(void **state)
   tb_stats_free(&tbt);
 }
 
+/* The uncertainty of a decode cell, from data whose answers are known
+ * (tests/unit/test_stats.c documents the reference values). */
+static void
+test_decode_uncertainty(void **state)
+{
+  struct tb_stats ttft = {0}, tbt = {0};
+  for (int i = 10; i >= 1; i--) {
+    tb_stats_add(&ttft, (int64_t)i * 1000000); /* 1..10 ms */
+    tb_stats_add(&tbt, (int64_t)i * 100000);   /* 0.1..1 ms */
+  }
+  /* 9 slices 1..9 tok/s: batches of 3, means 2, 5, 8: SE sqrt(3), df 2 */
+  const double slices[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+  struct tb_result_decode d = {
+    .conc = 1, .measured_s = 9, .output_tokens = 45, .ttft = &ttft, .tbt = &tbt,
+    .slices = slices, .n_slices = 9, .slice_s = 1,
+  };
+  json_t *c = tb_result_cell_new("decode", 8192, 1);
+  tb_result_cell_set_decode(c, &d);
+  assert_true(json_real_value(json_object_get(c, "total_tps")) == 5.0);
+  assert_true(fabs(json_real_value(json_object_get(c, "total_tps_se")) - 1.7320508) < 1e-6);
+  const json_t *ci = json_object_get(c, "total_tps_ci95");
+  assert_true(fabs(json_real_value(json_array_get(ci, 0)) - (5 - 4.302653 * 1.7320508)) < 1e-4);
+  assert_true(fabs(json_real_value(json_array_get(ci, 1)) - (5 + 4.302653 * 1.7320508)) < 1e-4);
+  /* median of 1..10 ms: ranks 2 and 9 */
+  ci = json_object_get(c, "ttft_p50_ci95");
+  assert_true(json_real_value(json_array_get(ci, 0)) == 2.0);
+  assert_true(json_real_value(json_array_get(ci, 1)) == 9.0);
+  ci = json_object_get(c, "tbt_p50_ci95");
+  assert_true(fabs(json_real_value(json_array_get(ci, 1)) - 0.9) < 1e-12);
+  /* the samples in the order measured */
+  const json_t *sm = json_object_get(c, "samples");
+  assert_int_equal(json_array_size(json_object_get(sm, "total_tps")), 9);
+  assert_true(json_real_value(json_array_get(json_object_get(sm, "ttft_ms"), 0)) == 10.0);
+  char *err = NULL;
+  json_t *doc = tb_result_finish(NULL, "r1", 0, "complete", NULL, json_pack("[O]", c));
+  assert_true(tb_result_check(doc, 10, &err));
+  json_decref(doc);
+
+  /* three repeats of it at 100, 110 and 120 tok/s: mean 110, SE 10 /
+   * sqrt(3) = 5.7735, t on 2 df: 110 +- 24.841 */
+  json_t *reps[3];
+  for (int r = 0; r < 3; r++) {
+    reps[r] = json_deep_copy(c);
+    json_object_set_new(reps[r], "total_tps", json_real(100 + 10 * r));
+    json_object_set_new(reps[r], "repeat", json_integer(r + 1));
+    json_object_set_new(reps[r], "seq", json_integer(5 * r + 2));
+  }
+  json_t *m = tb_result_combine(reps, 3);
+  assert_true(fabs(json_real_value(json_object_get(m, "total_tps")) - 110) < 1e-9);
+  assert_true(fabs(json_real_value(json_object_get(m, "total_tps_se")) - 5.7735027) < 1e-6);
+  ci = json_object_get(m, "total_tps_ci95");
+  assert_true(fabs(json_real_value(json_array_get(ci, 0)) - (110 - 4.302653 * 5.7735027)) < 1e-4);
+  assert_string_equal(json_string_value(json_object_get(m, "total_tps_se_method")), "repeats");
+  assert_int_equal(json_integer_value(json_object_get(m, "repeats")), 3);
+  assert_int_equal(json_integer_value(json_object_get(m, "output_tokens")), 135);
+  const json_t *runs = json_object_get(m, "repeat_runs");
+  assert_int_equal(json_array_size(runs), 3);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(runs, 2), "seq")), 12);
+  /* latencies pooled: 30 TTFTs, three of each 1..10 ms; median 5.5 */
+  assert_int_equal(json_array_size(json_object_get(json_object_get(m, "samples"), "ttft_ms")), 30);
+  assert_true(fabs(json_real_value(json_object_get(json_object_get(m, "ttft_ms"), "p50")) - 5.5) <
+              1e-9);
+  assert_non_null(json_object_get(m, "ttft_p50_ci95"));
+  doc = tb_result_finish(NULL, "r1", 0, "complete", NULL, json_pack("[O]", m));
+  assert_true(tb_result_check(doc, 10, &err));
+  json_decref(doc);
+  json_decref(m);
+  /* one repeat in error: the cell is that error, saying which */
+  tb_result_cell_set_status(reps[1], "error", "stream failed: boom");
+  m = tb_result_combine(reps, 3);
+  assert_string_equal(json_string_value(json_object_get(m, "status")), "error");
+  assert_string_equal(json_string_value(json_object_get(m, "reason")),
+                      "repeat 2 of 3: stream failed: boom");
+  assert_null(json_object_get(m, "seq"));
+  json_decref(m);
+  for (int r = 0; r < 3; r++)
+    json_decref(reps[r]);
+  json_decref(c);
+
+  /* too few slices and requests: null intervals, never NaN */
+  struct tb_stats one = {0};
+  tb_stats_add(&one, 5000000);
+  d.ttft = d.tbt = &one;
+  d.n_slices = 1;
+  c = tb_result_cell_new("decode", 8192, 1);
+  tb_result_cell_set_decode(c, &d);
+  assert_true(json_is_null(json_object_get(c, "total_tps_se")));
+  assert_true(json_is_null(json_object_get(c, "total_tps_ci95")));
+  assert_true(json_is_null(json_object_get(c, "ttft_p50_ci95")));
+  json_decref(c);
+  tb_stats_free(&one);
+  tb_stats_free(&ttft);
+  tb_stats_free(&tbt);
+}
+
+/* Prefill over three scouts: 1000, 1200 and 1400 prompt tok/s. */
+static void
+test_prefill_repeats(void **state)
+{
+  json_t *reps[3];
+  for (int r = 0; r < 3; r++) {
+    reps[r] = tb_result_cell_new("prefill", 8192, 1);
+    tb_result_cell_set_prefill(reps[r], 8000, true, 8000.0 / (1000 + 200 * r));
+    json_object_set_new(reps[r], "repeat", json_integer(r + 1));
+  }
+  json_t *m = tb_result_combine(reps, 3);
+  assert_true(fabs(json_real_value(json_object_get(m, "prompt_tps")) - 1200) < 1e-9);
+  /* sd 200, SE 115.47: 1200 +- 4.302653 * 115.47 */
+  assert_true(fabs(json_real_value(json_object_get(m, "prompt_tps_se")) - 115.470054) < 1e-5);
+  const json_t *ci = json_object_get(m, "prompt_tps_ci95");
+  assert_true(fabs(json_real_value(json_array_get(ci, 1)) - (1200 + 4.302653 * 115.470054)) < 1e-3);
+  assert_true(json_real_value(json_object_get(m, "prompt_tps_min")) == 1000);
+  assert_true(json_real_value(json_object_get(m, "prompt_tps_max")) == 1400);
+  assert_int_equal(json_integer_value(json_object_get(m, "prompt_tokens")), 8000);
+  assert_int_equal(json_integer_value(json_object_get(m, "repeats")), 3);
+  json_decref(m);
+  for (int r = 0; r < 3; r++)
+    json_decref(reps[r]);
+}
+
 static void
 test_prefill_figures(void **state)
 {
@@ -166,6 +286,11 @@ test_check_refuses(void **state)
       "\"concurrency\":1,\"status\":\"valid\",\"total_tps\":\"1\"}]}", "total_tps must be a number" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
       "\"concurrency\":1,\"status\":\"valid\",\"ttft_ms\":{\"p50\":\"x\"}}]}", "ttft_ms.p50" },
+    { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
+      "\"concurrency\":1,\"status\":\"valid\",\"total_tps_ci95\":[1]}]}", "total_tps_ci95 must" },
+    { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
+      "\"concurrency\":1,\"status\":\"valid\",\"samples\":{\"ttft_ms\":[\"a\"]}}]}",
+      "samples.ttft_ms must" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[1,2,3]}", "too many cells" },
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -192,6 +317,7 @@ main(void)
       cmocka_unit_test(test_over_capacity),   cmocka_unit_test(test_cell_key_and_find),
       cmocka_unit_test(test_decode_figures),  cmocka_unit_test(test_prefill_figures),
       cmocka_unit_test(test_header),          cmocka_unit_test(test_check_refuses),
+      cmocka_unit_test(test_decode_uncertainty), cmocka_unit_test(test_prefill_repeats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
