@@ -39,6 +39,7 @@
 #define TB_SPEC_MAX_CONTEXT (4LL * 1024 * 1024)
 #define TB_SPEC_MAX_CONCURRENCY 4096
 #define TB_SPEC_MAX_KV_BUDGET 1000000000000LL /* the engine's bound (1e12 tokens) */
+#define TB_SPEC_MAX_REPEATS 10 /* measurements per cell: each one costs a whole matrix pass */
 #define TB_SPEC_MAX_OUTPUT 1048576
 #define TB_SPEC_MAX_LABELS 32
 #define TB_SPEC_MAX_LABEL_KEY 64
@@ -105,6 +106,7 @@ struct tb_spec {
   double duration_s;
   int64_t max_output;
   int64_t kv_budget;                     /* 0: the server's */
+  int64_t repeats;                       /* measurements per cell, 1..TB_SPEC_MAX_REPEATS */
   double settle_s, stall_timeout_s, first_token_timeout_s, ready_timeout_s,
       drain_timeout_s, metrics_interval_s;
 };

@@ -126,11 +126,12 @@ test_parse_defaults_and_lists(void **state)
   assert_true(s.drain_timeout_s == 120 && s.metrics_interval_s == 0.25);
   assert_int_equal(s.max_output, 4096);
   assert_int_equal(s.kv_budget, 0);
+  assert_int_equal(s.repeats, 1);
   tb_spec_free(&s);
   json_decref(o);
   o = json_loads("{\"model\":\"m\",\"contexts\":[\"16k\",8192],\"concurrency\":[4,1],"
                  "\"prefill_contexts\":[],\"duration_s\":2,\"labels\":{\"a\":\"b\"},"
-                 "\"endpoint_id\":\"" EP "\"}", 0, NULL);
+                 "\"repeats\":3,\"endpoint_id\":\"" EP "\"}", 0, NULL);
   assert_true(tb_spec_parse(&s, o, &err));
   assert_string_equal(s.model, "m");
   assert_true(s.contexts.given);
@@ -141,12 +142,15 @@ test_parse_defaults_and_lists(void **state)
   assert_true(s.prefill_contexts.given);
   assert_int_equal(s.prefill_contexts.n, 0); /* no prefill rows */
   assert_true(s.duration_s == 2);
+  assert_int_equal(s.repeats, 3);
   tb_spec_free(&s);
   json_decref(o);
   /* bad settings name the fields; the old alternate spellings are unknown */
-  o = json_loads("{\"duration_s\":0,\"concurrencies\":[1],\"contexts\":[]}", 0, NULL);
+  o = json_loads("{\"duration_s\":0,\"concurrencies\":[1],\"contexts\":[],\"repeats\":11}",
+                 0, NULL);
   assert_false(tb_spec_parse(&s, o, &err));
   assert_non_null(strstr(err, "duration_s"));
+  assert_non_null(strstr(err, "repeats")); /* 1..10 */
   assert_non_null(strstr(err, "concurrencies unknown field"));
   assert_non_null(strstr(err, "contexts must be an array of 1 to 64 items"));
   free(err);
