@@ -146,6 +146,12 @@ struct cell {
   char reason[300];
   struct tb_stats ttft, tbt;
   int64_t win_tokens;
+  int64_t max_chunk;    /* the most tokens one chunk brought in the window */
+  /* tokens by slice of the window (count_tokens), for the SE of total
+   * tok/s: window_slices() of slice_ns each */
+  int64_t *slice_tok;
+  size_t n_slices;
+  int64_t slice_ns;
   unsigned completed, started, active;
   bool chunk_source;
   /* metrics sampling */
@@ -188,6 +194,7 @@ struct run {
       metrics_s;
   int64_t max_output;
   int64_t kv_override;
+  unsigned repeats;     /* measurements per cell (passes over the matrix) */
   /* endpoint */
   struct tb_discover d;
   const char *api_key;
@@ -304,6 +311,12 @@ count_tokens(struct stream *s, int64_t delta)
     s->w_last_t = now;
     s->w_tokens += delta;
     c->win_tokens += delta;
+    if (delta > c->max_chunk)
+      c->max_chunk = delta;
+    if (c->n_slices > 0) {
+      size_t k = (size_t)((now - c->w0) / c->slice_ns);
+      c->slice_tok[k < c->n_slices ? k : c->n_slices - 1] += delta;
+    }
   }
 }
 
@@ -712,6 +725,15 @@ cut_all(struct cell *c)
   }
 }
 
+/* The window cut into slices for the SE of its tok/s (tb_stats.h): one a
+ * second, at least 10 (a 2 s window: 0.2 s slices), so that batch means have
+ * batches to compare. */
+static size_t
+window_slices(double duration_s)
+{
+  return duration_s >= 10 ? (size_t)floor(duration_s) : 10;
+}
+
 static void
 tick(struct cell *c, int64_t now)
 {
@@ -785,6 +807,11 @@ tick(struct cell *c, int64_t now)
       active_change(c, now, 0);
       c->w0 = now;
       c->w1 = now + (int64_t)(r->duration_s * NS_PER_S);
+      c->n_slices = window_slices(r->duration_s);
+      c->slice_ns = (c->w1 - c->w0) / (int64_t)c->n_slices;
+      if (c->slice_ns < 1)
+        c->slice_ns = 1;
+      c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
       c->act_last = now;
       c->phase = PH_WINDOW;
       c->m_next = now; /* a first sample right at the window's start */
@@ -938,6 +965,7 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
   r->duration_s = s->duration_s;
   r->max_output = s->max_output;
   r->kv_override = s->kv_budget;
+  r->repeats = s->repeats >= 1 && s->repeats <= TB_SPEC_MAX_REPEATS ? (unsigned)s->repeats : 1;
   r->settle_s = s->settle_s;
   r->stall_s = s->stall_timeout_s;
   r->first_token_s = s->first_token_timeout_s;
@@ -1003,6 +1031,7 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
     .duration_s = r->duration_s,
     .settle_s = r->settle_s,
     .max_output = r->max_output,
+    .repeats = r->repeats,
   };
   json_t *doc = tb_result_header_new(&h);
   free(red);
@@ -1045,6 +1074,66 @@ progress(struct run *r, const json_t *key, unsigned remaining_cells,
   double eta = per * remaining_cells + 2.0 * remaining_scouts;
   r->hooks->on_progress(r->hooks->cls, key, r->done_count, r->total_cells,
                         eta);
+}
+
+/* A run's repeats (tb_spec repeats): each measurement of a cell is held
+ * until the last pass measures it, then the cell that combines them
+ * (tb_result_combine) is emitted; a measurement in error closes its cell at
+ * once (it is not measured again).  With one repeat a measurement is the
+ * cell, emitted as it comes. */
+struct repeats {
+  unsigned n, pass;
+  unsigned seq;     /* measurements so far: each one's place in the run */
+  json_t *held;     /* "phase/context/concurrency" -> [measurements] */
+  json_t *closed;   /* keys emitted before the last pass */
+};
+
+static void
+repeats_key(char *buf, size_t len, const char *phase, int64_t ctx, int64_t conc)
+{
+  snprintf(buf, len, "%s/%" PRId64 "/%" PRId64, phase, ctx, conc);
+}
+
+static bool
+repeats_closed(const struct repeats *rp, const char *phase, int64_t ctx, int64_t conc)
+{
+  char key[96];
+  repeats_key(key, sizeof key, phase, ctx, conc);
+  return json_object_get(rp->closed, key) != NULL;
+}
+
+/* One measurement of a cell (stolen). */
+static void
+repeats_measured(struct run *r, json_t *cells, struct repeats *rp, json_t *cell)
+{
+  if (rp->n <= 1) {
+    emit(r, cells, cell);
+    return;
+  }
+  char key[96];
+  repeats_key(key, sizeof key, json_string_value(json_object_get(cell, "phase")),
+              json_integer_value(json_object_get(cell, "context")),
+              json_integer_value(json_object_get(cell, "concurrency")));
+  json_object_set_new(cell, "repeat", json_integer(rp->pass));
+  json_object_set_new(cell, "seq", json_integer(rp->seq++));
+  bool valid = strcmp(json_string_value(json_object_get(cell, "status")), "valid") == 0;
+  json_t *held = json_object_get(rp->held, key);
+  if (held == NULL) {
+    held = json_array();
+    json_object_set_new(rp->held, key, held);
+  }
+  json_array_append_new(held, cell);
+  if (valid && rp->pass < rp->n)
+    return;
+  size_t n = json_array_size(held);
+  json_t **reps = tb_xcalloc(n, sizeof *reps);
+  for (size_t i = 0; i < n; i++)
+    reps[i] = json_array_get(held, i);
+  json_t *combined = tb_result_combine(reps, n);
+  free(reps);
+  json_object_del(rp->held, key);
+  json_object_set_new(rp->closed, key, json_true());
+  emit(r, cells, combined);
 }
 
 static void
@@ -1122,6 +1211,7 @@ cell_free(struct cell *c)
   free(c->slots);
   free(c->warmed);
   free(c->m_buf);
+  free(c->slice_tok);
   tb_stats_free(&c->ttft);
   tb_stats_free(&c->tbt);
 }
@@ -1134,6 +1224,10 @@ decode_result(struct cell *c, json_t *cell)
     return cell;
   }
   double win = (double)(c->w1 - c->w0) / 1e9;
+  double slice_s = (double)c->slice_ns / 1e9;
+  double *slices = tb_xcalloc(c->n_slices ? c->n_slices : 1, sizeof *slices);
+  for (size_t i = 0; i < c->n_slices; i++)
+    slices[i] = (double)c->slice_tok[i] / slice_s;
   uint64_t kernel = c->rx_kernel + c->ds.rx_kernel;
   uint64_t reads = kernel + c->rx_user + c->ds.rx_user;
   struct tb_result_decode d = {
@@ -1149,8 +1243,13 @@ decode_result(struct cell *c, json_t *cell)
     .started = c->started,
     .chunk_source = c->chunk_source,
     .kernel_stamped = reads > 0 ? (double)kernel / (double)reads : 0.0,
+    .slices = slices,
+    .n_slices = c->n_slices,
+    .slice_s = slice_s,
+    .resolution_tokens = (int64_t)c->conc * (c->max_chunk > 0 ? c->max_chunk : 1),
   };
   tb_result_cell_set_decode(cell, &d);
+  free(slices);
   return cell;
 }
 
@@ -1324,21 +1423,38 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
       }
     scouts_left += any;
   }
+  /* every pass measures them all again */
+  runnable_left *= r->repeats;
+  scouts_left *= r->repeats;
 
+  /* Repeats: pass 1 over the whole matrix, then pass 2, ...  A pass has
+   * prompts of its own (the run id and the pass in the tag), so each
+   * pass's scouts are cold and its cells warm only on their own scout. */
+  struct repeats rp = { .n = r->repeats, .held = json_object(), .closed = json_object() };
+  for (unsigned pass = 1; pass <= r->repeats && !r->cancelled; pass++) {
+    rp.pass = pass;
+    if (pass > 1) {
+      char *tag = tb_xasprintf("%s-r%u", r->run_id, pass);
+      tb_prompt_ctx_free(pc);
+      pc = tb_prompt_ctx_new(&r->d, api_key, tag);
+      free(tag);
+    }
   for (size_t k = 0; k < n_all && !r->cancelled; k++) {
     int64_t ctx = all[k];
     bool want_prefill = in_list(r->prefill, r->n_prefill, ctx);
     bool want_decode = in_list(r->contexts, r->n_contexts, ctx);
     const json_t *done_pf = tb_result_find_cell(done_cells, "prefill", ctx, 1);
-    bool need_scout = want_prefill && done_pf == NULL;
+    bool open_pf = want_prefill && done_pf == NULL && !repeats_closed(&rp, "prefill", ctx, 1);
+    bool need_scout = open_pf;
     if (want_decode)
       for (size_t j = 0; j < r->n_conc; j++) {
         json_t *sc = static_status(r, ctx, r->conc[j]);
-        if (sc == NULL && !tb_result_find_cell(done_cells, "decode", ctx, r->conc[j]))
+        if (sc == NULL && !tb_result_find_cell(done_cells, "decode", ctx, r->conc[j]) &&
+            !repeats_closed(&rp, "decode", ctx, r->conc[j]))
           need_scout = true;
         json_decref(sc);
       }
-    if (done_pf != NULL)
+    if (done_pf != NULL && pass == 1)
       json_array_append(cells, (json_t *)done_pf);
 
     struct tb_prompt prompt = {0};
@@ -1347,6 +1463,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     char *ctx_err = NULL; /* when set, every runnable cell here is an error */
     if (need_scout) {
       json_t *key = tb_result_cell_new("prefill", ctx, 1);
+      if (r->repeats > 1)
+        json_object_set_new(key, "repeat", json_integer(pass));
       progress(r, key, runnable_left, scouts_left);
       json_decref(key);
       int64_t target = ctx;
@@ -1366,7 +1484,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
           r->cancelled = true;
         if (sc.failed && !sc.cancelled)
           ctx_err = tb_xasprintf("warm-up request: %s", sc.reason);
-        if (want_prefill && done_pf == NULL && !r->cancelled) {
+        if (open_pf && !r->cancelled) {
           json_t *cell = tb_result_cell_new("prefill", ctx, 1);
           if (sc.failed) {
             tb_result_cell_set_status(cell, "error", sc.reason);
@@ -1376,7 +1494,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
                 cell, from_usage ? sc.scout_prompt_tokens : prompt.tokens,
                 from_usage, (double)sc.scout_ttft_ns / 1e9);
           }
-          emit(r, cells, cell);
+          repeats_measured(r, cells, &rp, cell);
         }
         cell_free(&sc);
         if (scouts_left > 0)
@@ -1390,22 +1508,31 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
       int64_t conc = r->conc[j];
       const json_t *done = tb_result_find_cell(done_cells, "decode", ctx, conc);
       if (done != NULL) {
-        json_array_append(cells, (json_t *)done);
+        if (pass == 1)
+          json_array_append(cells, (json_t *)done);
         continue;
       }
       json_t *cell = static_status(r, ctx, conc);
       if (cell != NULL) {
-        emit(r, cells, cell);
+        if (pass == 1)
+          emit(r, cells, cell);
+        else
+          json_decref(cell);
         continue;
       }
+      if (repeats_closed(&rp, "decode", ctx, conc))
+        continue; /* in error at an earlier pass */
       cell = tb_result_cell_new("decode", ctx, conc);
       if (ctx_err != NULL) {
         tb_result_cell_set_status(cell, "error", ctx_err);
-        emit(r, cells, cell);
+        repeats_measured(r, cells, &rp, cell);
         runnable_left--;
         continue;
       }
+      if (r->repeats > 1)
+        json_object_set_new(cell, "repeat", json_integer(pass));
       progress(r, cell, runnable_left, scouts_left);
+      json_object_del(cell, "repeat");
       int64_t t0 = tb_time_mono_ns();
       struct cell dc;
       cell_init(&dc, r, ctx, (unsigned)conc, false, dbody, dlen);
@@ -1416,7 +1543,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         json_decref(cell);
         break;
       }
-      emit(r, cells, decode_result(&dc, cell));
+      repeats_measured(r, cells, &rp, decode_result(&dc, cell));
       cell_free(&dc);
       runnable_left--;
       if (!r->cancelled)
@@ -1431,6 +1558,9 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     free(sbody);
     tb_prompt_free(&prompt);
   }
+  }
+  json_decref(rp.held);
+  json_decref(rp.closed);
   status = r->cancelled ? TB_ENGINE_CANCELLED : TB_ENGINE_OK;
 
 out:

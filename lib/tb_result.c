@@ -149,6 +149,8 @@ set_total_ci(json_t *cell, double mean, double se, unsigned df, const char *meth
 {
   double lo, hi;
   bool ok = tb_stats_ci95(mean, se, df, &lo, &hi);
+  if (ok && lo < 0)
+    lo = 0; /* a rate */
   json_object_set_new(cell, "total_tps_se", ok ? json_real(se) : json_null());
   json_object_set_new(cell, "total_tps_se_method", json_string(method));
   json_object_set_new(cell, "total_tps_ci95", interval(lo, hi));
@@ -162,6 +164,16 @@ tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d)
   json_object_set_new(cell, "total_tps", json_real(total));
   unsigned df;
   double se = tb_stats_batch_se(d->slices, d->n_slices, &df);
+  /* The count's resolution.  The window cuts every stream between two of
+   * its chunks, so its count is off by less than one chunk per stream, at
+   * most resolution_tokens together: a uniform phase error of variance at
+   * most (resolution / 2)^2.  Batch means cannot see it when the slices
+   * happen to fall in step with the server's steps (a steady simulator
+   * gives 24, 24, 24, ... tokens and an SE of 0); a real server's noise
+   * dwarfs it. */
+  double res = (double)d->resolution_tokens / 2 / d->measured_s;
+  if (isfinite(se))
+    se = sqrt(se * se + res * res);
   set_total_ci(cell, total, se, df, "batch_means");
   json_object_set_new(cell, "per_request_tps", json_real(total / (double)d->conc));
   /* the samples in arrival order, before the percentiles sort them */
@@ -291,6 +303,32 @@ combine_decode(json_t *const *reps, size_t n)
   }
   double total = tb_stats_mean(tps, n);
   double se = tb_stats_sd(tps, n) / sqrt((double)n);
+  unsigned df = (unsigned)(n - 1);
+  const char *method = "repeats";
+  /* What the windows themselves say, recomputed from each repeat's slices
+   * (its degrees of freedom are not stored): two repeats can agree by
+   * chance, and the spread of a few is a rough estimate. */
+  double within = 0;
+  unsigned wdf = 0;
+  for (size_t r = 0; r < n; r++) {
+    double se_r = fig(reps[r], "total_tps_se");
+    const json_t *sl = json_object_get(json_object_get(reps[r], "samples"), "total_tps");
+    size_t ns = json_array_size(sl);
+    double *x = tb_xcalloc(ns ? ns : 1, sizeof *x);
+    for (size_t i = 0; i < ns; i++)
+      x[i] = json_number_value(json_array_get(sl, i));
+    unsigned df_r;
+    (void)tb_stats_batch_se(x, ns, &df_r);
+    free(x);
+    within += se_r * se_r;
+    wdf += df_r;
+  }
+  within = sqrt(within) / (double)n;
+  if (isfinite(within) && wdf > 0 && !(se >= within)) {
+    se = within;
+    df = wdf;
+    method = "batch_means";
+  }
   free(tps);
   struct tb_stats ttft = {0}, tbt = {0};
   pool_ms(reps, n, "ttft_ms", &ttft);
@@ -305,7 +343,7 @@ combine_decode(json_t *const *reps, size_t n)
   json_object_set_new(samples, "tbt_ms", sample_ms(&tbt));
   json_object_set_new(cell, "status", json_string("valid"));
   json_object_set_new(cell, "total_tps", num_or_null(total));
-  set_total_ci(cell, total, se, (unsigned)(n - 1), "repeats");
+  set_total_ci(cell, total, se, df, method);
   json_object_set_new(cell, "per_request_tps", num_or_null(total / (double)(conc > 0 ? conc : 1)));
   json_object_set_new(cell, "ttft_ms", pct_ms(&ttft));
   json_object_set_new(cell, "ttft_p50_ci95", median_ci_ms(&ttft));
@@ -344,6 +382,8 @@ combine_prefill(json_t *const *reps, size_t n)
   double mean = tb_stats_mean(tps, n);
   double se = tb_stats_sd(tps, n) / sqrt((double)n), lo, hi;
   bool ok = tb_stats_ci95(mean, se, (unsigned)(n - 1), &lo, &hi);
+  if (ok && lo < 0)
+    lo = 0; /* a rate */
   json_object_set_new(cell, "status", json_string("valid"));
   json_object_set_new(cell, "prompt_tokens", json_copy(json_object_get(r0, "prompt_tokens")));
   json_object_set_new(cell, "prompt_tokens_source",
@@ -373,9 +413,11 @@ tb_result_combine(json_t *const *reps, size_t n)
       json_t *c = json_deep_copy(reps[r]);
       json_object_del(c, "repeat");
       json_object_del(c, "seq");
-      if (n > 1) {
+      const json_t *pass = json_object_get(reps[r], "repeat");
+      if (json_is_integer(pass)) {
         const char *why = json_string_value(json_object_get(c, "reason"));
-        char *reason = tb_xasprintf("repeat %zu of %zu: %s", r + 1, n, why ? why : "not valid");
+        char *reason = tb_xasprintf("repeat %" JSON_INTEGER_FORMAT ": %s",
+                                    json_integer_value(pass), why ? why : "not valid");
         json_object_set_new(c, "reason", json_string(reason));
         free(reason);
       }
@@ -460,6 +502,7 @@ tb_result_header_new(const struct tb_result_header *hd)
   json_object_set_new(st, "duration_s", json_real(hd->duration_s));
   json_object_set_new(st, "max_output", json_integer(hd->max_output));
   json_object_set_new(st, "settle_s", json_real(hd->settle_s));
+  json_object_set_new(st, "repeats", json_integer(hd->repeats > 1 ? hd->repeats : 1));
   json_object_set_new(st, "decode_test", json_string("fixed_duration"));
   json_object_set_new(st, "prefill_mode", json_string("decode_warmup"));
   json_object_set_new(h, "settings", st);

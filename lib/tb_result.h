@@ -72,11 +72,16 @@ struct tb_result_decode {
   const double *slices;      /* tok/s in each slice of the window, in order */
   size_t n_slices;
   double slice_s;            /* width of a slice */
+  int64_t resolution_tokens; /* how far the window's count can be off by
+                              * where it cuts the streams: one chunk per
+                              * stream (conc x the largest chunk seen) */
 };
 /*
  * Sets a valid decode cell's status and figures, with their uncertainty
- * (tb_stats.h): total_tps_se (batch means over the slices; null under two
- * slices), total_tps_ci95 [lo, hi], ttft_p50_ci95 and tbt_p50_ci95 (ms;
+ * (tb_stats.h): total_tps_se (batch means over the slices, plus the count's
+ * resolution: a uniform error of at most resolution_tokens, variance
+ * (resolution / 2)^2; null under two slices), total_tps_ci95 [lo, hi] (a
+ * rate's lower bound clamped at 0), ttft_p50_ci95 and tbt_p50_ci95 (ms;
  * null under 6 requests), and samples {slice_s, total_tps[], ttft_ms[],
  * tbt_ms[]}.
  */
@@ -91,12 +96,14 @@ void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens,
  * key, each with its "repeat" pass number and "seq", the measurement's place
  * in the run) in a run with repeats.  A valid decode cell: the mean of the
  * repeats' total_tps with total_tps_se = sd / sqrt(n) and a t interval on
- * n - 1 degrees of freedom; latency percentiles and their intervals from
+ * n - 1 degrees of freedom, or, when that is smaller, what the windows
+ * themselves say: sqrt(sum of the repeats' se^2) / n on their batches'
+ * degrees of freedom (two repeats can agree by chance); latency percentiles and their intervals from
  * the pooled samples; counts summed.  A prefill cell: the mean prompt_tps
  * and ttft_ms of its scouts, prompt_tps_se, prompt_tps_ci95, prompt_tps_min,
  * prompt_tps_max.  Both get repeats (n) and repeat_runs (each repeat's
  * figure, pass and seq).  When a repeat is not valid the cell is that
- * repeat's, its reason saying which.  New cell.
+ * repeat's, its reason saying which ("repeat 2: ...").  New cell.
  */
 json_t *tb_result_combine(json_t *const *reps, size_t n) TB_MUST_CHECK;
 
@@ -118,6 +125,7 @@ struct tb_result_header {
   size_t n_contexts, n_concurrency, n_prefill;
   double duration_s, settle_s;
   int64_t max_output;
+  unsigned repeats;           /* measurements per cell; 0 is taken as 1 */
 };
 /* A new document holding the header. */
 json_t *tb_result_header_new(const struct tb_result_header *h) TB_MUST_CHECK;

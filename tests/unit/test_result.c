@@ -112,7 +112,8 @@ test_decode_uncertainty(void **state)
   assert_true(json_real_value(json_object_get(c, "total_tps")) == 5.0);
   assert_true(fabs(json_real_value(json_object_get(c, "total_tps_se")) - 1.7320508) < 1e-6);
   const json_t *ci = json_object_get(c, "total_tps_ci95");
-  assert_true(fabs(json_real_value(json_array_get(ci, 0)) - (5 - 4.302653 * 1.7320508)) < 1e-4);
+  /* 5 - 7.452 < 0: a rate's interval starts at 0 */
+  assert_true(json_real_value(json_array_get(ci, 0)) == 0.0);
   assert_true(fabs(json_real_value(json_array_get(ci, 1)) - (5 + 4.302653 * 1.7320508)) < 1e-4);
   /* median of 1..10 ms: ranks 2 and 9 */
   ci = json_object_get(c, "ttft_p50_ci95");
@@ -128,6 +129,13 @@ test_decode_uncertainty(void **state)
   json_t *doc = tb_result_finish(NULL, "r1", 0, "complete", NULL, json_pack("[O]", c));
   assert_true(tb_result_check(doc, 10, &err));
   json_decref(doc);
+  /* the count's resolution: 9 tokens -> (9 / 2 / 9 s)^2 = 0.25 more variance */
+  d.resolution_tokens = 9;
+  json_t *c2 = tb_result_cell_new("decode", 8192, 1);
+  tb_result_cell_set_decode(c2, &d);
+  assert_true(fabs(json_real_value(json_object_get(c2, "total_tps_se")) - sqrt(3.25)) < 1e-9);
+  json_decref(c2);
+  d.resolution_tokens = 0;
 
   /* three repeats of it at 100, 110 and 120 tok/s: mean 110, SE 10 /
    * sqrt(3) = 5.7735, t on 2 df: 110 +- 24.841 */
@@ -158,12 +166,22 @@ test_decode_uncertainty(void **state)
   assert_true(tb_result_check(doc, 10, &err));
   json_decref(doc);
   json_decref(m);
+  /* repeats that agree exactly: the windows' own error, sqrt(3 x 3) / 3
+   * = 1 (each SE sqrt(3)), on their 3 x 2 degrees of freedom (t 2.446912) */
+  for (int r = 0; r < 3; r++)
+    json_object_set_new(reps[r], "total_tps", json_real(100));
+  m = tb_result_combine(reps, 3);
+  assert_true(fabs(json_real_value(json_object_get(m, "total_tps_se")) - 1.0) < 1e-6);
+  assert_string_equal(json_string_value(json_object_get(m, "total_tps_se_method")), "batch_means");
+  ci = json_object_get(m, "total_tps_ci95");
+  assert_true(fabs(json_real_value(json_array_get(ci, 1)) - (100 + 2.446912)) < 1e-4);
+  json_decref(m);
   /* one repeat in error: the cell is that error, saying which */
   tb_result_cell_set_status(reps[1], "error", "stream failed: boom");
   m = tb_result_combine(reps, 3);
   assert_string_equal(json_string_value(json_object_get(m, "status")), "error");
   assert_string_equal(json_string_value(json_object_get(m, "reason")),
-                      "repeat 2 of 3: stream failed: boom");
+                      "repeat 2: stream failed: boom");
   assert_null(json_object_get(m, "seq"));
   json_decref(m);
   for (int r = 0; r < 3; r++)
