@@ -363,10 +363,14 @@ hook_progress(void *cls, const json_t *key, unsigned done, unsigned total,
     bar[i] = i < fill ? '#' : '.';
   bar[width] = '\0';
   int m = (int)(eta_s / 60), s = (int)fmod(eta_s, 60);
+  char pass[32] = "";
+  if (json_is_integer(json_object_get(key, "repeat"))) /* --repeats: the pass */
+    snprintf(pass, sizeof pass, " (repeat %" PRId64 ")",
+             (int64_t)json_integer_value(json_object_get(key, "repeat")));
   fprintf(stderr, "\r\033[K[%s] cell %u of %u · %s %s x%" PRId64
-                  " · about %dm%02ds left",
+                  "%s · about %dm%02ds left",
           bar, done + 1, total, str(key, "phase"), str(key, "context_label"),
-          (int64_t)json_integer_value(json_object_get(key, "concurrency")), m,
+          (int64_t)json_integer_value(json_object_get(key, "concurrency")), pass, m,
           s);
   fflush(stderr);
 }

@@ -173,6 +173,25 @@ test_ours(void **state)
   assert_int_equal(src, TB_IMPORT_TOKBENCH);
   assert_true(json_equal(in, doc));
   json_decref(doc);
+  /* a document with uncertainty (issue 14) keeps it, samples and all */
+  json_t *unc = json_deep_copy(in);
+  json_t *c3 = json_array_get(json_object_get(unc, "cells"), 3);
+  json_object_set_new(c3, "total_tps_se", json_real(1.5));
+  json_object_set_new(c3, "total_tps_ci95", json_pack("[f, f]", 97.0, 103.0));
+  json_object_set_new(c3, "ttft_p50_ci95", json_null());
+  json_object_set_new(c3, "repeats", json_integer(3));
+  json_object_set_new(c3, "samples", json_pack("{s:f, s:[f, f]}", "slice_s", 1.0, "total_tps",
+                                               99.0, 101.0));
+  doc = tb_import(unc, NULL, &err);
+  assert_non_null(doc);
+  assert_true(json_equal(unc, doc));
+  json_decref(doc);
+  json_object_set_new(c3, "tbt_p50_ci95", json_pack("[f]", 1.0));
+  assert_null(tb_import(unc, NULL, &err));
+  assert_non_null(strstr(err, "cells[3].tbt_p50_ci95"));
+  free(err);
+  err = NULL;
+  json_decref(unc);
 
   static const struct {
     const char *path, *member;
