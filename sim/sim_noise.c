@@ -228,6 +228,64 @@ sim_noise_request(struct sim_noise *n, const char *text, size_t len)
   n->run_factor = sim_noise_drift_factor(n->drift, n->seed, run, rl);
 }
 
+/* The request's tag, if any, from one text. */
+static bool
+request_text(struct sim_noise *n, const json_t *v)
+{
+  const char *s = json_string_value(v);
+  const char *run;
+  size_t rl;
+  if (s == NULL || !tag_run(s, json_string_length(v), &run, &rl))
+    return false;
+  if (strlen(n->run) != rl || memcmp(n->run, run, rl) != 0) {
+    memcpy(n->run, run, rl);
+    n->run[rl] = '\0';
+    n->run_factor = sim_noise_drift_factor(n->drift, n->seed, run, rl);
+  }
+  return true;
+}
+
+void
+sim_noise_request_body(struct sim_noise *n, const json_t *body)
+{
+  sim_noise_request(n, NULL, 0); /* counted; the run comes below */
+  if (!(n->drift > 0))
+    return;
+  const json_t *msgs = json_object_get(body, "messages");
+  size_t i, j;
+  const json_t *m, *part;
+  json_array_foreach(msgs, i, m) {
+    const json_t *content = json_object_get(m, "content");
+    if (json_is_string(content) && request_text(n, content))
+      return;
+    json_array_foreach(content, j, part) {
+      if (request_text(n, json_object_get(part, "text")))
+        return;
+    }
+  }
+  (void)request_text(n, json_object_get(body, "prompt"));
+}
+
+json_t *
+sim_noise_json(const struct sim_noise *n)
+{
+  json_t *o = json_object();
+  json_object_set_new(o, "active", json_boolean(sim_noise_active(n)));
+  json_object_set_new(o, "drift", json_real(n->drift));
+  json_object_set_new(o, "jitter", json_real(n->jitter));
+  json_object_set_new(o, "seed", json_integer((json_int_t)(n->seed & INT64_MAX)));
+  json_object_set_new(o, "run", json_string(n->run));
+  json_object_set_new(o, "drift_factor", json_real(n->run_factor));
+  json_object_set_new(o, "slowdown", json_real(n->slowdown));
+  json_object_set_new(o, "slowdown_after_requests",
+                      n->slow_requests > 0 ? json_integer(n->slow_requests) : json_null());
+  json_object_set_new(o, "slowdown_after_s",
+                      n->slow_after_s >= 0 ? json_real(n->slow_after_s) : json_null());
+  json_object_set_new(o, "slowdown_on", json_boolean(n->slow_on));
+  json_object_set_new(o, "requests", json_integer(n->requests));
+  return o;
+}
+
 double
 sim_noise_step_factor(struct sim_noise *n, int64_t now_ns, double time_scale)
 {

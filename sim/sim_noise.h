@@ -33,6 +33,7 @@
 #ifndef SIM_NOISE_H
 #define SIM_NOISE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,16 @@ double sim_noise_drift_factor(double drift, uint64_t seed, const char *run, size
  * counts it (the slowdown's request count) and, when its tag names a run,
  * makes that run's drift the current one. */
 void sim_noise_request(struct sim_noise *n, const char *text, size_t len);
+
+/* sim_noise_request for a request body (borrowed): the text of a chat's
+ * messages (string contents and text parts) or a completion's prompt
+ * string; the first tag found names the run. */
+void sim_noise_request_body(struct sim_noise *n, const json_t *body);
+
+/* GET /sim/noise: {active, drift, jitter, seed, run, drift_factor,
+ * slowdown, slowdown_after_requests, slowdown_after_s, slowdown_on,
+ * requests}.  New reference. */
+json_t *sim_noise_json(const struct sim_noise *n) TB_MUST_CHECK;
 
 /* The factor the next decode step's modelled time is multiplied by: the
  * current run's drift, a fresh jitter draw and the slowdown when on.  1

@@ -125,6 +125,27 @@ test_drift_runs(void **state)
   assert_string_equal(n.run, "abc-r2");
   sim_noise_request(&n, NULL, 0);
   assert_int_equal(n.requests, 4);
+  /* from a request body: chat contents (string or parts) and prompts */
+  json_t *b = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                         "\"text\":\"[BENCH_zz_CTX_8192] filler\"}]}]}", 0, NULL);
+  sim_noise_request_body(&n, b);
+  assert_string_equal(n.run, "zz");
+  json_decref(b);
+  b = json_loads("{\"prompt\":\"[BENCH_yy_CTX_0]\"}", 0, NULL);
+  sim_noise_request_body(&n, b);
+  assert_string_equal(n.run, "yy");
+  json_decref(b);
+  b = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"[BENCH_x]\"}]}", 0, NULL);
+  sim_noise_request_body(&n, b); /* not a tag of ours: the run stays */
+  assert_string_equal(n.run, "yy");
+  json_decref(b);
+  assert_int_equal(n.requests, 7);
+  json_t *j = sim_noise_json(&n);
+  assert_string_equal(json_string_value(json_object_get(j, "run")), "yy");
+  assert_true(json_real_value(json_object_get(j, "drift_factor")) ==
+              sim_noise_drift_factor(0.02, 7, "yy", 2));
+  assert_true(json_is_null(json_object_get(j, "slowdown_after_s")));
+  json_decref(j);
 }
 
 static void
