@@ -112,3 +112,95 @@ def test_repeats_interleaved(ctx):
             # (15.7 ms); test_engine.py holds the cold TTFT to 2%
             for t in c["samples"]["ttft_ms"]:
                 assert t > (e["cached_ttft_ms"] + e["prefill_ttft_ms"]) / 2, c
+
+
+def sim_noise(url):
+    st, _, n = harness.http_json("GET", url + "/sim/noise")
+    assert st == 200, n
+    return n
+
+
+def mean_rel_half_width(cells):
+    v = decode_cells(cells)
+    return sum(half_width(c) / c["total_tps"] for c in v) / len(v)
+
+
+MATRIX = ["--contexts", "1k,4k", "--concurrency", "1,2,4", "--prefill-contexts", "none"]
+
+
+@twice
+def test_noise_widens_intervals(ctx):
+    """Jitter on every decode step (the simulator's noise model) widens each
+    cell's interval, and the noise-free truth stays inside it (jitter has mean
+    1: the long-run rate is the model's)."""
+    quiet = ctx.sim("tiny", "vllm", timing=True)
+    noisy = ctx.sim("tiny", "vllm", args=["--noise", "jitter=30%,seed=7"], timing=True)
+    assert sim_noise(quiet.url)["active"] is False
+    n = sim_noise(noisy.url)
+    assert n["active"] is True and abs(n["jitter"] - 0.3) < 1e-12 and n["seed"] == 7
+    widths = []
+    for sim in (quiet, noisy):
+        rc, _, cells, doc, err = run_cli(sim.url, ARGS + MATRIX)
+        assert rc == 0, err
+        assert len(decode_cells(cells)) == 5, cells
+        for c in decode_cells(cells):
+            e = expected(sim.url, c["context"], c["concurrency"])
+            contains(c["total_tps_ci95"], e["total_tok_s"],
+                     "%s x%d total tok/s (noise %s)" % (c["context_label"], c["concurrency"],
+                                                        sim is noisy))
+        widths.append(mean_rel_half_width(cells))
+    assert widths[1] > 1.5 * widths[0], "intervals: quiet ±%.2f%%, noisy ±%.2f%%" % (
+        100 * widths[0], 100 * widths[1])
+
+
+@twice
+def test_drift_and_slowdown(ctx):
+    """Drift moves a run's true rate by its factor (/sim/noise says which);
+    the interval holds the drifted truth.  A 20% slowdown shows in the
+    measured throughput: the interval holds 0.8 x the model, not the model."""
+    sim = ctx.sim("tiny", "vllm", args=["--noise", "drift=10%,seed=3"], timing=True)
+    rc, header, cells, doc, err = run_cli(sim.url, ARGS + MATRIX)
+    assert rc == 0, err
+    n = sim_noise(sim.url)
+    assert n["run"] == header["run_id"], (n, header["run_id"])
+    f = n["drift_factor"]
+    assert f != 1.0
+    for c in decode_cells(cells):
+        e = expected(sim.url, c["context"], c["concurrency"])
+        contains(c["total_tps_ci95"], e["total_tok_s"] / f,
+                 "%s x%d total tok/s at drift %.4f" % (c["context_label"], c["concurrency"], f))
+
+    slow = ctx.sim("tiny", "vllm", args=["--slowdown", "20%"], timing=True)
+    rc, _, cells, doc, err = run_cli(slow.url, ARGS + MATRIX)
+    assert rc == 0, err
+    assert sim_noise(slow.url)["slowdown_on"] is True
+    for c in decode_cells(cells):
+        e = expected(slow.url, c["context"], c["concurrency"])
+        where = "%s x%d" % (c["context_label"], c["concurrency"])
+        contains(c["total_tps_ci95"], 0.8 * e["total_tok_s"], where + " total tok/s slowed 20%")
+        assert c["total_tps_ci95"][1] < e["total_tok_s"], (where, c["total_tps_ci95"], e)
+
+
+@twice
+def test_slowdown_from_a_request(ctx):
+    """--slowdown 25%@requests=N: the cells measured before the N-th request
+    run at the model's rate, those after at 0.75 of it (repeats make a pass
+    of fresh requests; the step shows between the passes)."""
+    sim = ctx.sim("tiny", "vllm", timing=True, args=["--slowdown", "25%@requests=1000000"])
+    assert sim_noise(sim.url)["slowdown_after_requests"] == 1000000
+    # the first pass: count its requests, then start the slowdown right after
+    rc, _, cells, doc, err = run_cli(sim.url, ARGS + ["--contexts", "1k", "--concurrency", "2",
+                                                      "--prefill-contexts", "none"])
+    assert rc == 0, err
+    per_run = sim_noise(sim.url)["requests"]
+    sim2 = ctx.sim("tiny", "vllm", timing=True,
+                   args=["--slowdown", "25%%@requests=%d" % (per_run + 1)])
+    rc, _, cells, doc, err = run_cli(sim2.url, ARGS + ["--contexts", "1k", "--concurrency", "2",
+                                                       "--prefill-contexts", "none", "--repeats", "2"])
+    assert rc == 0, err
+    e = expected(sim2.url, 1024, 2)
+    c = decode_cells(cells)[0]
+    first, second = [r["total_tps"] for r in c["repeat_runs"]]
+    tol = 0.03 + SLACK_REL
+    assert abs(first - e["total_tok_s"]) <= tol * e["total_tok_s"], (first, e["total_tok_s"])
+    assert abs(second - 0.75 * e["total_tok_s"]) <= tol * e["total_tok_s"], (second, e["total_tok_s"])
