@@ -32,6 +32,8 @@ usage(FILE *f)
     "  --reasoning-tokens N  how many output tokens are reasoning (default 16)\n"
     "  --eos-after N         without ignore_eos, stop after N tokens (default 0: never)\n"
     "  --fault SPEC          fault applied to every generation request (see README)\n"
+    "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
+    "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
     "  --no-stamps           no ': t=<ns>' comment line before SSE events\n"
     "  --model NAME          served model name (default: the profile's)\n"
     "  --max-model-len N     override the profile's max_model_len\n"
@@ -100,6 +102,7 @@ main(int argc, char **argv)
     .spec_k = 1, .reasoning_tokens = 16, .stamps = true, .max_conns = 10000,
   };
   sim_fault_init(&cfg.fault);
+  sim_noise_init(&cfg.noise);
   const char *profile = "tiny", *pdir = NULL, *model = NULL;
   int64_t kv = 0, maxrun = 0, maxlen = 0;
   char err[512];
@@ -157,6 +160,14 @@ main(int argc, char **argv)
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.eos_after);
     } else if (strcmp(a, "--fault") == 0) {
       ok = sim_fault_parse(&cfg.fault, v, err, sizeof(err));
+      if (!ok)
+        fprintf(stderr, "tokbench-sim: %s\n", err);
+    } else if (strcmp(a, "--noise") == 0) {
+      ok = sim_noise_parse(&cfg.noise, v, err, sizeof(err));
+      if (!ok)
+        fprintf(stderr, "tokbench-sim: %s\n", err);
+    } else if (strcmp(a, "--slowdown") == 0) {
+      ok = sim_noise_parse_slowdown(&cfg.noise, v, err, sizeof(err));
       if (!ok)
         fprintf(stderr, "tokbench-sim: %s\n", err);
     } else if (strcmp(a, "--model") == 0) {

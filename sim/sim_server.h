@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "sim_fault.h"
+#include "sim_noise.h"
 #include "sim_profile.h"
 
 enum sim_flavour { SIM_FLAVOUR_VLLM, SIM_FLAVOUR_SGLANG, SIM_FLAVOUR_OPENAI };
@@ -39,6 +40,7 @@ struct sim_config {
   int64_t eos_after;             /* 0: never; else natural end after N tokens */
   bool stamps;                   /* ": t=<ns>" comment lines */
   struct sim_fault fault;        /* applied to every generation request */
+  struct sim_noise noise;        /* settings: drift, jitter, slowdown */
   int max_conns;
   bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
