@@ -212,6 +212,66 @@ tb_render_fmt_int(int64_t v, char *buf, size_t len)
   tb_render_group(tmp, buf, len);
 }
 
+bool
+tb_render_ci(const json_t *cell, const char *ci, double *lo, double *hi)
+{
+  const json_t *a = json_object_get(cell, ci);
+  *lo = *hi = NAN;
+  if (!json_is_array(a) || json_array_size(a) != 2)
+    return false;
+  const json_t *x = json_array_get(a, 0), *y = json_array_get(a, 1);
+  if (!json_is_number(x) || !json_is_number(y))
+    return false;
+  double vx = json_number_value(x), vy = json_number_value(y);
+  if (!isfinite(vx) || !isfinite(vy) || vx > vy)
+    return false;
+  *lo = vx;
+  *hi = vy;
+  return true;
+}
+
+double
+tb_render_ci_half(const json_t *cell, const char *figure, const char *ci)
+{
+  double lo, hi, v = tb_json_num(cell, figure);
+  if (!tb_render_ci(cell, ci, &lo, &hi) || !isfinite(v) || hi < v)
+    return NAN;
+  return hi - v;
+}
+
+void
+tb_render_fmt_pm(double v, double half, void (*fmt)(double, char *, size_t), char *buf,
+                 size_t len)
+{
+  char a[48], h[48];
+  fmt(v, a, sizeof a);
+  if (!isfinite(v) || !isfinite(half)) {
+    snprintf(buf, len, "%s", a);
+    return;
+  }
+  fmt(half, h, sizeof h);
+  snprintf(buf, len, "%s \xc2\xb1 %s", a, h);
+}
+
+void
+tb_render_fmt_range(const json_t *cell, const char *ci, void (*fmt)(double, char *, size_t),
+                    const char *unit, char *buf, size_t len)
+{
+  double lo, hi;
+  char a[48], h[48];
+  if (!tb_render_ci(cell, ci, &lo, &hi)) {
+    snprintf(buf, len, "%s", "");
+    return;
+  }
+  fmt(lo, a, sizeof a);
+  fmt(hi, h, sizeof h);
+  /* one unit for both ends: "1,020 ms" and "1,080 ms" -> "(1,020–1,080 ms)" */
+  const char *ua = strrchr(a, ' '), *uh = strrchr(h, ' ');
+  if (ua != NULL && uh != NULL && strcmp(ua, uh) == 0)
+    a[ua - a] = '\0';
+  snprintf(buf, len, "(%s%s%s%s)", a, TB_RENDER_ENDASH, h, unit);
+}
+
 void
 tb_render_fmt_tps(double v, char *buf, size_t len)
 {
@@ -440,6 +500,7 @@ static const char html_css[] =
     "table.matrix td{min-width:78px;text-align:center}"
     "table.matrix td b{display:block;font-size:15px}"
     "table.matrix td span{display:block;font-size:11px;opacity:.85}"
+    "table.matrix td small.ci{display:block;font-size:11px;opacity:.8}"
     "td.oc{background:#eceff1;color:#78848f;font-size:12px}"
     "td.err{background:#fde7e9;color:#b00020;font-weight:600}"
     "td.sk{background:#f5f5f5;color:#999;font-size:12px}"

@@ -91,6 +91,24 @@ void tb_render_fmt_1(double v, char *buf, size_t len);
 void tb_render_fmt_secs(double v, char *buf, size_t len);
 void tb_render_fmt_pct(double ratio, char *buf, size_t len);
 
+/* Uncertainty (docs/reports.md, "Uncertainty"): a cell's 95% interval
+ * cell[ci] = [lo, hi] of a figure.
+ *   ci         lo, hi when the member is two finite numbers with lo <= hi
+ *   ci_half    hi - figure: the half-width of the interval before a rate's
+ *              lower bound was clamped at 0; NAN without an interval
+ *   fmt_pm     "<figure> ± <half>" with fmt for both ("1,852.4 ± 11.9",
+ *              "15.5K ± 1.2K"); the figure alone without an interval
+ *   fmt_range  "(lo–hi)" with fmt for both, then unit; a unit both ends
+ *              share is written once ("(1,020–1,080 ms)"); "" without an
+ *              interval */
+bool tb_render_ci(const json_t *cell, const char *ci, double *lo, double *hi);
+double tb_render_ci_half(const json_t *cell, const char *figure, const char *ci);
+void tb_render_fmt_pm(double v, double half, void (*fmt)(double, char *, size_t), char *buf,
+                      size_t len);
+void tb_render_fmt_range(const json_t *cell, const char *ci,
+                         void (*fmt)(double, char *, size_t), const char *unit, char *buf,
+                         size_t len);
+
 /* A sorted set of positive integers (at most 2^40), capped at
  * TB_RENDER_MAX_AXIS values.  Zero-initialise to start. */
 struct tb_render_axis {

@@ -173,9 +173,33 @@ status_word(const json_t *c)
 
 /* Figures of a cell as the "All measurements" table shows them. */
 struct figs {
-  char total[48], per[48], ttft[48], tbt[48], active[48], completed[48],
+  char total[96], per[48], ttft[112], tbt[112], active[48], completed[48],
       out[48], measured[48];
 };
+
+/* " ± <half>" of a cell's total tok/s, "" without an interval. */
+static void
+pm_text(const json_t *cell, char *buf, size_t len)
+{
+  char h[48];
+  double half = tb_render_ci_half(cell, "total_tps", "total_tps_ci95");
+  buf[0] = '\0';
+  if (!isfinite(half))
+    return;
+  tb_render_fmt_tps(half, h, sizeof h);
+  snprintf(buf, len, " \xc2\xb1 %s", h);
+}
+
+/* "<median> (<lo>–<hi>)" of a latency with its interval (ci), ms. */
+static void
+latency_fig(const json_t *c, const char *k, const char *ci,
+            void (*fmt)(double, char *, size_t), char *buf, size_t len)
+{
+  char m[48], r[64];
+  fmt(jpct(c, k, "p50"), m, sizeof m);
+  tb_render_fmt_range(c, ci, fmt, "", r, sizeof r);
+  snprintf(buf, len, "%s%s%s", m, r[0] ? " " : "", r);
+}
 
 static void
 cell_figs(const json_t *c, int phase, struct figs *f)
@@ -193,7 +217,9 @@ cell_figs(const json_t *c, int phase, struct figs *f)
   if (!valid)
     return;
   if (phase == 0) {
-    tb_render_fmt_tps_short(tb_json_num(c, "prompt_tps"), f->total, sizeof f->total);
+    tb_render_fmt_pm(tb_json_num(c, "prompt_tps"),
+                     tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
+                     tb_render_fmt_tps_short, f->total, sizeof f->total);
     tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
     if (tb_json_int(c, "completed", &iv))
       tb_render_fmt_int(iv, f->completed, sizeof f->completed);
@@ -201,10 +227,11 @@ cell_figs(const json_t *c, int phase, struct figs *f)
       snprintf(f->completed, sizeof f->completed, "1");
     return;
   }
-  tb_render_fmt_tps(tb_json_num(c, "total_tps"), f->total, sizeof f->total);
+  tb_render_fmt_pm(tb_json_num(c, "total_tps"), tb_render_ci_half(c, "total_tps", "total_tps_ci95"),
+                   tb_render_fmt_tps, f->total, sizeof f->total);
   tb_render_fmt_tps(tb_json_num(c, "per_request_tps"), f->per, sizeof f->per);
-  tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
-  tb_render_fmt_ms1(jpct(c, "tbt_ms", "p50"), f->tbt, sizeof f->tbt);
+  latency_fig(c, "ttft_ms", "ttft_p50_ci95", tb_render_fmt_ms, f->ttft, sizeof f->ttft);
+  latency_fig(c, "tbt_ms", "tbt_p50_ci95", tb_render_fmt_ms1, f->tbt, sizeof f->tbt);
   tb_render_fmt_1(tb_json_num(c, "avg_active"), f->active, sizeof f->active);
   if (tb_json_int(c, "completed", &iv))
     tb_render_fmt_int(iv, f->completed, sizeof f->completed);
@@ -546,8 +573,23 @@ heat(double t, char *style, size_t len)
 struct series {
   char name[32];
   double x[TB_RENDER_MAX_AXIS], y[TB_RENDER_MAX_AXIS];
+  double lo[TB_RENDER_MAX_AXIS], hi[TB_RENDER_MAX_AXIS]; /* 95% interval; NAN: none */
   size_t n;
 };
+
+/* Appends a point with the interval cell[ci] (an error bar) to se. */
+static void
+series_add(struct series *se, double x, double y, const json_t *cell, const char *ci)
+{
+  double lo, hi;
+  if (!tb_render_ci(cell, ci, &lo, &hi) || lo < 0)
+    lo = hi = NAN;
+  se->x[se->n] = x;
+  se->y[se->n] = y;
+  se->lo[se->n] = lo;
+  se->hi[se->n] = hi;
+  se->n++;
+}
 
 static const char *const palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                        "#9467bd", "#8c564b", "#e377c2", "#17becf" };
@@ -574,8 +616,11 @@ svg_chart(struct tb_render_buf *b, const char *caption, const char *xlabel, cons
   double ymax = 0;
   for (size_t i = 0; i < ns; i++)
     for (size_t j = 0; j < s[i].n; j++)
-      if (isfinite(s[i].y[j]) && s[i].y[j] > ymax)
-        ymax = s[i].y[j];
+      for (int k = 0; k < 2; k++) {
+        double y = k ? s[i].hi[j] : s[i].y[j]; /* error bars fit too */
+        if (isfinite(y) && y > ymax)
+          ymax = y;
+      }
   if (ymax <= 0)
     return;
   ymax = nice_ceil(ymax * 1.05);
@@ -631,11 +676,25 @@ svg_chart(struct tb_render_buf *b, const char *caption, const char *xlabel, cons
       tb_render_printf(b, "%s%.1f,%.1f", j ? " " : "", PX(s[i].x[j]), PY(s[i].y[j]));
     tb_render_puts(b, "\"/>");
     for (size_t j = 0; j < s[i].n; j++) {
+      double px = PX(s[i].x[j]);
+      bool bar = isfinite(s[i].lo[j]) && isfinite(s[i].hi[j]);
+      if (bar) /* the 95% interval as an error bar with caps */
+        tb_render_printf(b, "<path class=\"errbar\" d=\"M%.1f,%.1fV%.1fM%.1f,%.1fH%.1fM%.1f,%.1fH%.1f\" "
+                         "stroke=\"%s\" stroke-width=\"1.2\" fill=\"none\"/>",
+                         px, PY(s[i].lo[j]), PY(s[i].hi[j]), px - 4, PY(s[i].lo[j]), px + 4,
+                         px - 4, PY(s[i].hi[j]), px + 4, col);
+      char pm[128] = "";
+      if (bar) {
+        char l[48], h[48];
+        tb_render_fmt_tps(s[i].lo[j], l, sizeof l);
+        tb_render_fmt_tps(s[i].hi[j], h, sizeof h);
+        snprintf(pm, sizeof pm, " (95%%: %s%s%s)", l, TB_RENDER_ENDASH, h);
+      }
       tb_render_fmt_tps(s[i].y[j], lab, sizeof lab);
       tb_render_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>",
-                       PX(s[i].x[j]), PY(s[i].y[j]), col);
+                       px, PY(s[i].y[j]), col);
       tb_render_html(b, s[i].name);
-      tb_render_printf(b, ": %s tok/s</title></circle>", lab);
+      tb_render_printf(b, ": %s tok/s%s</title></circle>", lab, pm);
     }
     if (ns > 1) {
       double ly = CHART_MT + 8 + 16.0 * (double)i;
@@ -663,8 +722,7 @@ html_charts(struct tb_render_buf *b, const struct view *v)
     const json_t *c = v->pcell[i];
     double y = tb_json_num(c, "prompt_tps");
     if (st_is(c, "valid") && isfinite(y) && y >= 0) {
-      s[0].x[s[0].n] = (double)v->pctx.v[i];
-      s[0].y[s[0].n++] = y;
+      series_add(&s[0], (double)v->pctx.v[i], y, c, "prompt_tps_ci95");
       tb_render_axis_add(&px, v->pctx.v[i]);
     }
   }
@@ -684,8 +742,7 @@ html_charts(struct tb_render_buf *b, const struct view *v)
       const json_t *cell = grid_at(v, r, c);
       double y = tb_json_num(cell, "total_tps");
       if (st_is(cell, "valid") && isfinite(y) && y >= 0) {
-        se->x[se->n] = (double)v->conc.v[c];
-        se->y[se->n++] = y;
+        series_add(se, (double)v->conc.v[c], y, cell, "total_tps_ci95");
         tb_render_axis_add(&cx, v->conc.v[c]);
       }
     }
@@ -704,8 +761,8 @@ static void
 html_matrix(struct tb_render_buf *b, const struct view *v)
 {
   bool running = v->status && strcmp(v->status, "running") == 0;
-  tb_render_puts(b, "<h2>Sustained decode</h2><p class=\"muted\">total tok/s " "\xc2\xb7"
-             " rows are context length, columns are simultaneous requests</p>"
+  tb_render_puts(b, "<h2>Sustained decode</h2><p class=\"muted\">total tok/s (\xc2\xb1 its 95% "
+             "interval) \xc2\xb7 rows are context length, columns are simultaneous requests</p>"
              "<div class=\"scroll\">");
   tb_render_html_matrix_head(b, "decode-matrix", &v->conc);
   char lab[32], t[48], ms[48], style[96];
@@ -725,8 +782,11 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
         heat(v->max_tps > 0 ? tps / v->max_tps : 0, style, sizeof style);
         tb_render_fmt_tps(tps, t, sizeof t);
         tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
-        tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b><span>%s TTFT</span></td>",
-                         style, t, ms);
+        char pm[64];
+        pm_text(cell, pm, sizeof pm);
+        tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span></td>",
+                         style, t, pm[0] ? "<small class=\"ci\">" : "", pm,
+                         pm[0] ? "</small>" : "", ms);
       } else if (st_is(cell, "over_capacity")) {
         tb_render_puts(b, " class=\"oc\">Over capacity</td>");
       } else {
@@ -751,7 +811,7 @@ html_prefill(struct tb_render_buf *b, const struct view *v)
              "(one cold request per context: prompt tokens / TTFT)</p>"
              "<table id=\"prefill\"><tr><th class=\"l\">Context</th><th>Prompt tokens</th>"
              "<th>Prompt tok/s</th><th>TTFT</th><th class=\"l\"></th></tr>\n");
-  char lab[32], n1[48], t[48], ms[48];
+  char lab[32], n1[48], t[96], ms[48];
   int64_t pt;
   for (size_t i = 0; i < v->pctx.n; i++) {
     const json_t *c = v->pcell[i];
@@ -773,7 +833,8 @@ html_prefill(struct tb_render_buf *b, const struct view *v)
     else
       snprintf(n1, sizeof n1, TB_RENDER_DASH);
     double tps = tb_json_num(c, "prompt_tps");
-    tb_render_fmt_tps_short(tps, t, sizeof t);
+    tb_render_fmt_pm(tps, tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
+                     tb_render_fmt_tps_short, t, sizeof t);
     tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), ms, sizeof ms);
     double w = v->max_prompt_tps > 0 && isfinite(tps) ? 160.0 * tps / v->max_prompt_tps : 0;
     tb_render_printf(b, "<td>%s</td><td><b>%s</b></td><td>%s TTFT</td>"
@@ -950,7 +1011,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
     md_code(b, lc);
     tb_render_puts(b, "\n</details>\n");
   }
-  char lab[32], n1[48], t[48], ms[48];
+  char lab[32], n1[48], t[96], ms[48];
   int64_t pt;
   if (v->pctx.n > 0) {
     tb_render_puts(b, "\n### Prefill\n\n| Context | Prompt tokens | Prompt tok/s | TTFT |\n"
@@ -967,14 +1028,17 @@ render_md(struct tb_render_buf *b, const struct view *v)
         tb_render_fmt_int(pt, n1, sizeof n1);
       else
         snprintf(n1, sizeof n1, TB_RENDER_DASH);
-      tb_render_fmt_tps_short(tb_json_num(c, "prompt_tps"), t, sizeof t);
+      tb_render_fmt_pm(tb_json_num(c, "prompt_tps"),
+                       tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
+                       tb_render_fmt_tps_short, t, sizeof t);
       tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), ms, sizeof ms);
       tb_render_printf(b, "| %s | %s | %s | %s |\n", lab, n1, t, ms);
     }
   }
   if (v->dctx.n > 0 && v->conc.n > 0) {
-    tb_render_puts(b, "\n### Sustained decode\n\ntotal tok/s \xc2\xb7 median TTFT; rows are "
-               "context length, columns are simultaneous requests\n\n");
+    tb_render_puts(b, "\n### Sustained decode\n\ntotal tok/s (\xc2\xb1 its 95% interval) "
+               "\xc2\xb7 median TTFT; rows are context length, columns are simultaneous "
+               "requests\n\n");
     tb_render_md_matrix_head(b, &v->conc);
     for (size_t r = 0; r < v->dctx.n; r++) {
       tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
@@ -984,7 +1048,9 @@ render_md(struct tb_render_buf *b, const struct view *v)
         if (st_is(cell, "valid")) {
           tb_render_fmt_tps(tb_json_num(cell, "total_tps"), t, sizeof t);
           tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
-          tb_render_printf(b, " **%s**<br>%s TTFT |", t, ms);
+          char pm[64];
+          pm_text(cell, pm, sizeof pm);
+          tb_render_printf(b, " **%s**%s<br>%s TTFT |", t, pm, ms);
         } else if (cell == NULL) {
           tb_render_puts(b, " " TB_RENDER_DASH " |");
         } else {
@@ -1041,7 +1107,9 @@ static const char csv_header[] =
     "phase,context,context_label,concurrency,status,reason,prompt_tokens,prompt_tps,"
     "total_tps,per_request_tps,ttft_p50_ms,ttft_p90_ms,ttft_p99_ms,tbt_p50_ms,"
     "tbt_p90_ms,tbt_p99_ms,avg_active,avg_active_source,completed,output_tokens,"
-    "measured_s,token_source\r\n";
+    "measured_s,token_source,total_tps_se,total_tps_ci95_lo,total_tps_ci95_hi,"
+    "ttft_p50_ci95_lo_ms,ttft_p50_ci95_hi_ms,tbt_p50_ci95_lo_ms,tbt_p50_ci95_hi_ms,"
+    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats\r\n";
 
 static void
 csv_int(struct tb_render_buf *b, const json_t *c, const char *k)
@@ -1091,6 +1159,20 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   tb_render_csv_num(b, tb_json_num(c, "measured_s"));
   tb_render_puts(b, ",");
   tb_render_csv_str(b, tb_json_str(c, "token_source"));
+  tb_render_puts(b, ",");
+  tb_render_csv_num(b, tb_json_num(c, "total_tps_se"));
+  static const char *const cis[] = { "total_tps_ci95", "ttft_p50_ci95", "tbt_p50_ci95",
+                                     "prompt_tps_ci95" };
+  for (size_t i = 0; i < TB_ARRAY_LEN(cis); i++) {
+    double lo, hi;
+    (void)tb_render_ci(c, cis[i], &lo, &hi); /* NAN: an empty field */
+    tb_render_puts(b, ",");
+    tb_render_csv_num(b, lo);
+    tb_render_puts(b, ",");
+    tb_render_csv_num(b, hi);
+  }
+  tb_render_puts(b, ",");
+  csv_int(b, c, "repeats");
   tb_render_puts(b, "\r\n");
 }
 

@@ -44,6 +44,23 @@ fmt_k(double v, char *buf, size_t len)
   }
 }
 
+/* " ± 11.9" (the half-width of cell[ci], as fmt_thousands with decimals,
+ * or fmt_k when decimals < 0); "" without an interval. */
+static void
+pm(const json_t *c, const char *figure, const char *ci, int decimals, char *buf, size_t len)
+{
+  char h[48];
+  double half = tb_render_ci_half(c, figure, ci);
+  buf[0] = '\0';
+  if (!isfinite(half))
+    return;
+  if (decimals < 0)
+    fmt_k(half, h, sizeof h);
+  else
+    fmt_thousands(half, decimals, h, sizeof h);
+  snprintf(buf, len, " \xc2\xb1 %s", h);
+}
+
 static double
 p50(const json_t *o, const char *k)
 {
@@ -112,16 +129,17 @@ tb_table_print(FILE *f, const json_t *doc)
     }
     fmt_thousands(tb_json_num(c, "prompt_tokens"), 0, a, sizeof a);
     fmt_k(tb_json_num(c, "prompt_tps"), b, sizeof b);
-    char t[32];
+    char t[32], e[64];
     fmt_thousands(tb_json_num(c, "ttft_ms"), 0, t, sizeof t);
-    fprintf(f, "| %s | %s | %s | %s ms |\n", str(c, "context_label"), a, b, t);
+    pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
+    fprintf(f, "| %s | %s | %s%s | %s ms |\n", str(c, "context_label"), a, b, e, t);
   }
 
   /* decode matrix */
   const json_t *ctxs = json_object_get(set, "contexts");
   const json_t *concs = json_object_get(set, "concurrency");
-  fprintf(f, "\nSustained decode\ntotal tok/s · rows are context length, "
-             "columns are simultaneous requests\n| Context |");
+  fprintf(f, "\nSustained decode\ntotal tok/s (± its 95%% interval) · rows are context "
+             "length, columns are simultaneous requests\n| Context |");
   size_t j;
   const json_t *cv;
   json_array_foreach(concs, j, cv)
@@ -151,9 +169,11 @@ tb_table_print(FILE *f, const json_t *doc)
       if (hit == NULL) {
         fprintf(f, " — |");
       } else if (strcmp(str(hit, "status"), "valid") == 0) {
+        char e[64];
         fmt_thousands(tb_json_num(hit, "total_tps"), 1, a, sizeof a);
         fmt_thousands(p50(hit, "ttft_ms"), 0, b, sizeof b);
-        fprintf(f, " %s · %s ms TTFT |", a, b);
+        pm(hit, "total_tps", "total_tps_ci95", 1, e, sizeof e);
+        fprintf(f, " %s%s · %s ms TTFT |", a, e, b);
       } else {
         fprintf(f, " %s |", status_word(str(hit, "status")));
       }
@@ -182,21 +202,27 @@ tb_table_print(FILE *f, const json_t *doc)
               str(c, "reason"));
       continue;
     }
+    char e[64];
     if (pf) {
       fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
       fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
-      fprintf(f, " | %s | — | %s ms | — | — | 1 | — | — | — |\n", a, b);
+      pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
+      fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | — |\n", a, e, b,
+              json_is_integer(json_object_get(c, "completed"))
+                  ? (int64_t)json_integer_value(json_object_get(c, "completed"))
+                  : 1);
       continue;
     }
     char t1[32], t2[32], t3[32], t4[32], t5[32];
     fmt_thousands(tb_json_num(c, "total_tps"), 1, t1, sizeof t1);
+    pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
     fmt_thousands(tb_json_num(c, "per_request_tps"), 1, t2, sizeof t2);
     fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
     fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
     snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
-    fprintf(f, " | %s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
+    fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
                " | %s | %.1f s | %s |\n",
-            t1, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
+            t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
             (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
             tb_json_num(c, "measured_s"), str(c, "token_source"));
   }
@@ -210,9 +236,12 @@ tb_table_cell_line(FILE *f, const json_t *cell)
           str(cell, "phase"), str(cell, "context_label"),
           (int64_t)json_integer_value(json_object_get(cell, "concurrency")),
           status_word(st));
-  if (strcmp(st, "valid") == 0 && strcmp(str(cell, "phase"), "decode") == 0)
-    fprintf(f, " %.1f tok/s, TTFT %.0f ms", tb_json_num(cell, "total_tps"),
+  if (strcmp(st, "valid") == 0 && strcmp(str(cell, "phase"), "decode") == 0) {
+    char e[64];
+    pm(cell, "total_tps", "total_tps_ci95", 1, e, sizeof e);
+    fprintf(f, " %.1f%s tok/s, TTFT %.0f ms", tb_json_num(cell, "total_tps"), e,
             p50(cell, "ttft_ms"));
+  }
   else if (strcmp(st, "valid") == 0)
     fprintf(f, " TTFT %.0f ms", tb_json_num(cell, "ttft_ms"));
   else if (strcmp(st, "error") == 0)

@@ -18,6 +18,7 @@
 
 #include "tb_compare.h"
 #include "tb_cmpreport.h"
+#include "tb_render.h"
 #include "tb_report.h"
 
 #define FIXTURE "tests/fixtures/result_sglang.json"
@@ -306,9 +307,9 @@ test_csv_matches_json(void **state)
   json_t *doc = load(FIXTURE);
   char *csv = render(doc, TB_REPORT_CSV);
   const char *p = csv;
-  char hdr[32][128], f[32][128];
-  size_t nh = csv_record(&p, hdr, 32);
-  assert_int_equal(nh, 22);
+  char hdr[40][128], f[40][128];
+  size_t nh = csv_record(&p, hdr, 40);
+  assert_int_equal(nh, 32);
   int c_phase = col(hdr, nh, "phase"), c_ctx = col(hdr, nh, "context"),
       c_conc = col(hdr, nh, "concurrency"), c_st = col(hdr, nh, "status"),
       c_tps = col(hdr, nh, "total_tps"), c_ptps = col(hdr, nh, "prompt_tps"),
@@ -317,7 +318,7 @@ test_csv_matches_json(void **state)
   const json_t *cells = json_object_get(doc, "cells");
   size_t rows = 0;
   while (*p) {
-    size_t n = csv_record(&p, f, 32);
+    size_t n = csv_record(&p, f, 40);
     assert_int_equal(n, nh);
     /* Find the JSON cell of this row. */
     size_t i;
@@ -417,6 +418,78 @@ test_escaping(void **state)
   char *csv = render(doc, TB_REPORT_CSV);
   /* Quoted, formula neutralised, quotes doubled, CRLF kept inside quotes. */
   assert_non_null(strstr(csv, ",error,\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\"),\r\n<b>\","));
+  free(csv);
+  json_decref(doc);
+}
+
+/* Issue 14: every format shows the uncertainty of the cells that carry it:
+ * ± in the tables, intervals of the medians, error bars on the charts, the
+ * bounds in CSV.  Cells without it render as before. */
+static void
+test_uncertainty(void **state)
+{
+  json_t *doc = load(FIXTURE);
+  json_t *cells = json_object_get(doc, "cells");
+  size_t i;
+  json_t *c;
+  json_t *dec = NULL, *pre = NULL;
+  json_array_foreach(cells, i, c) {
+    const char *ph = json_string_value(json_object_get(c, "phase"));
+    const char *st = json_string_value(json_object_get(c, "status"));
+    if (strcmp(st, "valid") != 0)
+      continue;
+    if (dec == NULL && strcmp(ph, "decode") == 0)
+      dec = c;
+    if (pre == NULL && strcmp(ph, "prefill") == 0)
+      pre = c;
+  }
+  assert_non_null(dec);
+  assert_non_null(pre);
+  double tps = json_number_value(json_object_get(dec, "total_tps"));
+  double ttft = json_number_value(json_object_get(json_object_get(dec, "ttft_ms"), "p50"));
+  json_object_set_new(dec, "total_tps_se", json_real(4.63));
+  json_object_set_new(dec, "total_tps_ci95", json_pack("[f, f]", tps - 11.9, tps + 11.9));
+  json_object_set_new(dec, "ttft_p50_ci95", json_pack("[f, f]", ttft - 20.4, ttft + 33.4));
+  json_object_set_new(dec, "repeats", json_integer(3));
+  double ptps = json_number_value(json_object_get(pre, "prompt_tps"));
+  json_object_set_new(pre, "prompt_tps_ci95", json_pack("[f, f]", ptps - 1200, ptps + 1200));
+
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, " \xc2\xb1 11.9")); /* "± 11.9" in the matrix and the table */
+  assert_non_null(strstr(md, " \xc2\xb1 1.2K")); /* prefill */
+  char want[128], lo[48], hi[48];
+  tb_render_fmt_ms(ttft - 20.4, lo, sizeof lo);
+  tb_render_fmt_ms(ttft + 33.4, hi, sizeof hi);
+  *strrchr(lo, ' ') = '\0';
+  snprintf(want, sizeof want, "(%s\xe2\x80\x93%s)", lo, hi);
+  assert_non_null(strstr(md, want)); /* the median's interval */
+  free(md);
+
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "<small class=\"ci\"> \xc2\xb1 11.9</small>"));
+  assert_non_null(strstr(html, "class=\"errbar\""));
+  assert_non_null(strstr(html, "(95%: "));
+  free(html);
+
+  char *csv = render(doc, TB_REPORT_CSV);
+  const char *p = csv;
+  char hdr[40][128], f[40][128];
+  size_t nh = csv_record(&p, hdr, 40);
+  int c_lo = col(hdr, nh, "total_tps_ci95_lo"), c_hi = col(hdr, nh, "total_tps_ci95_hi"),
+      c_se = col(hdr, nh, "total_tps_se"), c_rep = col(hdr, nh, "repeats"),
+      c_phase = col(hdr, nh, "phase"), c_tps = col(hdr, nh, "total_tps");
+  size_t seen = 0;
+  while (*p) {
+    csv_record(&p, f, 40);
+    if (strcmp(f[c_phase], "decode") != 0 || strtod(f[c_tps], NULL) != tps || f[c_lo][0] == 0)
+      continue;
+    assert_true(strtod(f[c_lo], NULL) == tps - 11.9);
+    assert_true(strtod(f[c_hi], NULL) == tps + 11.9);
+    assert_true(strtod(f[c_se], NULL) == 4.63);
+    assert_string_equal(f[c_rep], "3");
+    seen++;
+  }
+  assert_int_equal(seen, 1);
   free(csv);
   json_decref(doc);
 }
@@ -568,6 +641,7 @@ main(void)
     cmocka_unit_test(test_html_matrix_matches_json),
     cmocka_unit_test(test_md_matches_json),
     cmocka_unit_test(test_csv_matches_json),
+    cmocka_unit_test(test_uncertainty),
     cmocka_unit_test(test_json_is_the_document),
     cmocka_unit_test(test_escaping),
     cmocka_unit_test(test_partial_banner),
