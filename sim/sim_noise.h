@@ -9,8 +9,8 @@
  *             names ([BENCH_<run>_CTX_...], METHOD.md; each repeat pass of
  *             `tokbench run` tags its prompts apart, so its passes drift
  *             apart as a server does over time); requests without a tag
- *             share one process-wide factor.  A batch steps at the factor
- *             of the request that joined it last.
+ *             share one process-wide factor.  The batch steps at the
+ *             factor of the latest request's run.
  *     jitter  per-step jitter: each decode step's time times
  *             exp(jitter x z - jitter^2 / 2), a fresh z per step (mean 1:
  *             the long-run rate is unchanged, only its spread grows).

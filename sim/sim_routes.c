@@ -212,6 +212,7 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     goto bad;
   }
   s->st.requests++;
+  sim_noise_request_body(&s->noise, body); /* the slowdown's count, the run's drift */
   if (f.status) {
     snprintf(err, sizeof(err), "simulated fault: status %d", f.status);
     sim_conn_reply_error(s, c, f.status, err, r->keep_alive);
@@ -506,6 +507,13 @@ handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
   sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
 }
 
+/* GET /sim/noise: what the noise model applies (sim_noise.h). */
+static void
+handle_noise(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200, sim_noise_json(&s->noise), r->keep_alive);
+}
+
 static void
 handle_stats(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -583,6 +591,7 @@ static const struct route routes[] = {
   { SIM_HTTP_POST, "/abort_request", F_S, handle_abort },
   { SIM_HTTP_GET, "/sim/expected", F_ALL, handle_expected },
   { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
+  { SIM_HTTP_GET, "/sim/noise", F_ALL, handle_noise },
 };
 
 void

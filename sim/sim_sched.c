@@ -113,7 +113,8 @@ batch_add(struct server *s, struct gen *g, int64_t now)
   if (s->batch_n == 1) {
     /* The step clock starts with the first stream (its first token was
      * emitted now). */
-    double ms = sim_profile_step_ms(s->p, 1, (double)g->prompt);
+    double ms = sim_profile_step_ms(s->p, 1, (double)g->prompt) *
+                sim_noise_step_factor(&s->noise, now, s->cfg->time_scale);
     s->next_step = now + ms_to_ns(s, ms);
   }
 }
@@ -481,7 +482,9 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
   }
   if (s->batch_n > 0) {
     double mean = (double)s->batch_prompt_sum / s->batch_n;
-    int64_t d = ms_to_ns(s, sim_profile_step_ms(s->p, s->batch_n, mean));
+    /* the noise model (sim_noise.h): drift, jitter, slowdown; 1 when off */
+    int64_t d = ms_to_ns(s, sim_profile_step_ms(s->p, s->batch_n, mean) *
+                                sim_noise_step_factor(&s->noise, sched, s->cfg->time_scale));
     s->next_step = sched + d;
     /* A step that ran late (the process was preempted) is made up by the
      * next ones, so that throughput keeps to the model; only when far behind

@@ -260,6 +260,8 @@ sim_server_run(const struct sim_config *cfg)
          cfg->time_scale);
   fflush(stdout);
   s->next_house = now_ns() + 1000000000LL;
+  s->noise = cfg->noise;
+  sim_noise_start(&s->noise, now_ns());
 
   struct epoll_event evs[SIM_MAX_EVENTS];
   while (!s->stop) {

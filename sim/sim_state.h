@@ -150,6 +150,7 @@ struct server {
   uint64_t id_counter;
   char model_json[600];        /* the served model name as a JSON string */
   struct stats st;
+  struct sim_noise noise;      /* cfg's noise settings and their state */
   /* the decode step's send queue (see the design note at the top) */
   bool defer;                  /* prepare phase: conn_flush queues */
   struct conn **fq;
