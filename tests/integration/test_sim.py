@@ -549,3 +549,37 @@ def test_robustness(ctx):
             data += c.recv(65536)
         assert data.count(b"HTTP/1.1 200") == 2
     assert http("GET", sim.url + "/health")[0] == 200
+
+
+def test_noise_model(ctx):
+    """--noise jitter spreads the step times (stamps are the sender's own
+    clock) around the same mean; /sim/expected stays the noise-free model and
+    /sim/noise says what is applied; bad specs are refused at start."""
+    import subprocess
+    for bad in (["--noise", "jitter=200%"], ["--noise", "wobble=1"], ["--slowdown", "5%@soon"]):
+        p = subprocess.run([harness.bin("tokbench-sim"), "--port", "0"] + bad,
+                           capture_output=True, timeout=10)
+        assert p.returncode == 2 and b"tokbench-sim:" in p.stderr, (bad, p.stderr)
+    quiet = ctx.sim(flavour="vllm", timing=True)
+    noisy = ctx.sim(flavour="vllm", args=["--noise", "jitter=30%,seed=5"], timing=True)
+    e0 = http_json("GET", quiet.url + "/sim/expected?context=512&concurrency=1&max_tokens=64")[2]
+    e1 = http_json("GET", noisy.url + "/sim/expected?context=512&concurrency=1&max_tokens=64")[2]
+    assert e0 == e1  # the truth is noise-free
+    st, _, n = http_json("GET", noisy.url + "/sim/noise")
+    assert st == 200 and n["active"] and n["seed"] == 5 and abs(n["jitter"] - 0.3) < 1e-12, n
+    assert http_json("GET", quiet.url + "/sim/noise")[2]["active"] is False
+    spreads, means = [], []
+    for sim in (quiet, noisy):
+        s = Stream(sim.url, "/v1/chat/completions", chat_body("x", 120, True, ignore_eos=True)).read_all()
+        s.close()
+        gaps = [(b - a) / 1e6 for a, b in zip(s.stamps[2:-3], s.stamps[3:-2])]
+        means.append(statistics.mean(gaps))
+        # median absolute deviation: a step the loaded machine delays (and
+        # the next ones catching up) moves a few gaps, not the median
+        med = statistics.median(gaps)
+        spreads.append(statistics.median(abs(g - med) for g in gaps))
+    assert http_json("GET", noisy.url + "/sim/noise")[2]["requests"] == 1
+    # lognormal jitter of 30% on 8 ms steps: a MAD of about 1.6 ms; the quiet
+    # sender keeps to its deadlines within a fraction of that
+    assert spreads[1] > 2 * spreads[0] and spreads[1] > 0.1 * e0["step_ms"], (spreads, e0)
+    assert abs(means[1] - e0["step_ms"]) < 0.15 * e0["step_ms"], (means, e0)
