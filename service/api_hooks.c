@@ -363,12 +363,16 @@ tb_api_hooks_receive(struct tb_api_req *r)
     goto out;
   }
   char job_id[TB_API_ID_LEN + 1];
-  rc = tb_api_ci_start_job(db, project_id, r->request_id, spec, labels, job_id, &doc, &errors);
+  struct tb_tenancy_refusal why;
+  rc = tb_api_ci_start_job(db, &r->api->tenancy, project_id, r->request_id, spec, labels, job_id,
+                           &doc, &errors, &why);
   if (rc != 1) {
     tb_db_rollback(db);
     in_tx = false;
-    count(kind, "error");
-    if (rc == 2)
+    count(kind, rc == TB_API_JOB_REFUSED ? "limit" : "error");
+    if (rc == TB_API_JOB_REFUSED)
+      ret = tb_api_reply_refusal(r, &why);
+    else if (rc == 2)
       ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors), errors = NULL;
     else if (rc == 0)
       ret = tb_api_reply_error(r, TB_EC_INVALID, "the preset's endpoint is gone", NULL);

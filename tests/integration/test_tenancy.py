@@ -1,0 +1,280 @@
+"""One service for many projects (issue 13, findings 4, 5, 6 and 9c):
+exclusive groups scoped to the project, fair share and per-project limits,
+hooks that cannot be replayed, child keys bounded by their parent.  Real
+tokbench-api and tokbench-worker, real PostgreSQL, tokbench-sim, real HTTP.
+"""
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import harness
+from harness import http, wait_until
+
+MASTER = "7e" * 32
+# 2 prefill cells + 2 x 2 decode cells, short
+SHORT = {"contexts": [512, 1024], "concurrency": [1, 2], "prefill_contexts": [512, 1024],
+         "duration_s": 0.3, "settle_s": 0.05, "max_output": 256}
+# 12 cells of about a second: still running when looked at
+LONG = {"contexts": [512, 1024, 2048], "concurrency": [1, 2, 4],
+        "prefill_contexts": [512, 1024, 2048], "duration_s": 0.8, "settle_s": 0.05,
+        "max_output": 256}
+
+
+def make_key(pg, project):
+    env = dict(os.environ, TOKBENCH_DATABASE_URL=pg.url)
+    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", project, "--admin"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+class Api:
+    def __init__(self, ctx, pg, env=None):
+        self.port = harness.free_port()
+        e = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(self.port),
+             "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0",
+             "TOKBENCH_LOG_LEVEL": "debug"}
+        e.update(env or {})
+        self.proc = ctx.process("tokbench-api", [], env=e)
+        self.base = "http://127.0.0.1:%d" % self.port
+        wait_until(lambda: self.proc.alive() and http("GET", self.base + "/readyz", timeout=2)[0] == 200,
+                   20, what="api up")
+
+    def req(self, method, path, key=None, body=None, headers=None):
+        h = dict(headers or {})
+        if key:
+            h["Authorization"] = "Bearer " + key
+        return http(method, self.base + path, body, h)
+
+    def json(self, method, path, key=None, body=None, headers=None):
+        st, hd, data = self.req(method, path, key, body, headers)
+        return st, hd, (json.loads(data) if data else None)
+
+    def stop(self):
+        assert self.proc.stop() == 0, self.proc.output()[-3000:]
+
+
+def worker(ctx, pg, name, **env):
+    e = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_WORKER_ID": name, "TOKBENCH_LEASE_S": "5",
+         "TOKBENCH_HEARTBEAT_S": "1", "TOKBENCH_POLL_S": "1", "TOKBENCH_MASTER_KEY": MASTER}
+    e.update({k: str(v) for k, v in env.items()})
+    p = ctx.process("tokbench-worker", [], env=e)
+    wait_until(lambda: '"msg":"worker ready"' in p.output() or not p.alive(), 20, what="worker ready")
+    assert p.alive(), p.output()
+    return p
+
+
+def stop_all(*procs):
+    for p in procs:
+        rc = p.stop()
+        assert rc == 0, p.output()[-3000:]
+
+
+def project(ctx, api, pg, sim=None):
+    """A new project: (admin key, endpoint id on sim or a dead port)."""
+    key = make_key(pg, "p-" + uuid.uuid4().hex[:10])
+    url = sim.url if sim else "http://127.0.0.1:9"
+    st, _, ep = api.json("POST", "/v1/endpoints", key, {"name": "gpu", "base_url": url})
+    assert st == 201, ep
+    return key, ep["id"]
+
+
+def submit(api, key, ep, spec, **kw):
+    body = dict(spec, endpoint_id=ep)
+    body.update(kw)
+    st, h, doc = api.json("POST", "/v1/jobs", key, body)
+    assert st == 202, (st, doc)
+    return doc["id"]
+
+
+def state(pg, jid):
+    return pg.psql("SELECT state FROM jobs WHERE id = '%s'" % jid).strip()
+
+
+def wait_state(pg, jid, states, timeout=90):
+    if isinstance(states, str):
+        states = (states,)
+    return wait_until(lambda: state(pg, jid) in states, timeout, interval=0.05,
+                      what="job %s in %s (now %s)" % (jid, states, state(pg, jid)))
+
+
+def started(pg, jids):
+    """The jobs in the order they started."""
+    rows = pg.psql("SELECT id FROM jobs WHERE id IN (%s) ORDER BY started_at, id"
+                   % ", ".join("'%s'" % j for j in jids)).split()
+    return rows
+
+
+STATE = {}
+
+
+def setup(ctx):
+    if not STATE:
+        pg = ctx.postgres()
+        subprocess.run([harness.bin("tokbench"), "migrate"], check=True, capture_output=True,
+                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url))
+        STATE.update(pg=pg, sim=ctx.sim("tiny"))
+    return STATE
+
+
+# ------------------------------------------------------- finding 4: groups
+
+def test_exclusive_group_is_the_projects_own(ctx):
+    """A job of project A in group "h100-node1" does not hold back project
+    B's job in a group of the same name (it did: one busy key for both)."""
+    s = setup(ctx)
+    pg, sim = s["pg"], s["sim"]
+    api = Api(ctx, pg)
+    ka, ea = project(ctx, api, pg, sim)
+    kb, eb = project(ctx, api, pg, sim)
+    ja = submit(api, ka, ea, LONG, exclusive_group="h100-node1")
+    jb = submit(api, kb, eb, SHORT, exclusive_group="h100-node1")
+    keys = pg.psql("SELECT busy_key FROM jobs WHERE id IN ('%s', '%s')" % (ja, jb)).split()
+    assert len(set(keys)) == 2, keys
+    w1, w2 = worker(ctx, pg, "w-g1"), worker(ctx, pg, "w-g2")
+    wait_state(pg, ja, "running")
+    # B's job runs to its end while A's still runs
+    wait_state(pg, jb, "succeeded")
+    assert state(pg, ja) == "running", state(pg, ja)
+    assert api.json("POST", "/v1/jobs/%s/cancel" % ja, ka)[0] == 202
+    wait_state(pg, ja, "cancelled")
+    stop_all(w1, w2)
+    api.stop()
+
+
+def test_shared_group_is_one_an_operator_names(ctx):
+    """TOKBENCH_SHARED_GROUPS: the same group name is one busy key for every
+    project; any other name stays the project's."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg, {"TOKBENCH_SHARED_GROUPS": "rack-7, lab.a100"})
+    ka, ea = project(ctx, api, pg)
+    kb, eb = project(ctx, api, pg)
+    ja = submit(api, ka, ea, SHORT, exclusive_group="rack-7")
+    jb = submit(api, kb, eb, SHORT, exclusive_group="rack-7")
+    jc = submit(api, ka, ea, SHORT, exclusive_group="rack-8")
+    jd = submit(api, kb, eb, SHORT, exclusive_group="rack-8")
+    key = lambda j: pg.psql("SELECT busy_key FROM jobs WHERE id = '%s'" % j).strip()
+    assert key(ja) == key(jb) == "shared:rack-7"
+    assert key(jc) != key(jd)
+    # an endpoint's own group follows the same rule
+    st, _, ep = api.json("POST", "/v1/endpoints", ka, {"name": "g", "base_url": "http://127.0.0.1:9",
+                                                        "exclusive_group": "lab.a100"})
+    assert st == 201, ep
+    assert key(submit(api, ka, ep["id"], SHORT)) == "shared:lab.a100"
+    pg.psql("UPDATE jobs SET state = 'cancelled' WHERE state = 'queued'")
+    api.stop()
+    # a bad group name in the setting stops the api at start
+    port = harness.free_port()
+    bad = ctx.process("tokbench-api", [], env={"TOKBENCH_DATABASE_URL": pg.url,
+                                               "TOKBENCH_LISTEN_PORT": str(port),
+                                               "TOKBENCH_SHARED_GROUPS": "ok,not ok"})
+    wait_until(lambda: not bad.alive(), 20, what="api refusing the setting")
+    assert bad.proc.returncode == 2 and "TOKBENCH_SHARED_GROUPS" in bad.output()
+
+
+# ---------------------------------------------------- finding 5: fair share
+
+def test_fair_share_across_projects(ctx):
+    """One worker, project A queues four jobs at priority 1000 before project
+    B queues two at priority 0: the claim alternates projects (A B A B A A),
+    priority orders only A's own jobs (it ran A's four first)."""
+    s = setup(ctx)
+    pg, sim = s["pg"], s["sim"]
+    api = Api(ctx, pg)
+    ka, ea = project(ctx, api, pg, sim)
+    kb, eb = project(ctx, api, pg, sim)
+    a = [submit(api, ka, ea, SHORT, priority=1000 - i) for i in range(4)]
+    b = [submit(api, kb, eb, SHORT) for _ in range(2)]
+    w = worker(ctx, pg, "w-fair")
+    for j in a + b:
+        wait_state(pg, j, "succeeded", 180)
+    order = started(pg, a + b)
+    got = ["A" if j in a else "B" for j in order]
+    assert got == ["A", "B", "A", "B", "A", "A"], got
+    # inside A, priority order
+    assert [j for j in order if j in a] == a
+    stop_all(w)
+    api.stop()
+
+
+def test_running_jobs_per_project(ctx):
+    """TOKBENCH_LIMIT_RUNNING=1: two workers never run two jobs of one
+    project at once (they did, on two endpoints); the second worker takes
+    another project's job meanwhile."""
+    s = setup(ctx)
+    pg, sim = s["pg"], s["sim"]
+    sim2 = ctx.sim("tiny")
+    api = Api(ctx, pg)
+    ka, ea = project(ctx, api, pg, sim)
+    st, _, ep2 = api.json("POST", "/v1/endpoints", ka, {"name": "gpu2", "base_url": sim2.url})
+    assert st == 201
+    kb, eb = project(ctx, api, pg, sim2)
+    a1 = submit(api, ka, ea, LONG)
+    a2 = submit(api, ka, ep2["id"], SHORT)
+    w1 = worker(ctx, pg, "w-r1", TOKBENCH_LIMIT_RUNNING=1)
+    w2 = worker(ctx, pg, "w-r2", TOKBENCH_LIMIT_RUNNING=1)
+    wait_state(pg, a1, "running")
+    pid = pg.psql("SELECT project_id FROM jobs WHERE id = '%s'" % a1).strip()
+    most = 0
+    t_end = time.monotonic() + 3
+    while time.monotonic() < t_end:
+        most = max(most, int(pg.psql("SELECT count(*) FROM jobs WHERE project_id = '%s' "
+                                     "AND state = 'running'" % pid)))
+        time.sleep(0.05)
+    assert most == 1, most
+    assert state(pg, a2) == "queued"
+    # project B's job is not held back by A's limit
+    jb = submit(api, kb, eb, SHORT)
+    wait_state(pg, jb, "succeeded")
+    assert state(pg, a1) == "running" and state(pg, a2) == "queued"
+    wait_state(pg, a2, "succeeded", 120)
+    assert started(pg, [a1, a2]) == [a1, a2]
+    stop_all(w1, w2)
+    api.stop()
+
+
+def test_limits_on_queued_jobs_and_job_size(ctx):
+    """Queued jobs per project: 429 naming the limit, with Retry-After, for
+    POST /v1/jobs and a preset's job alike, while another project still
+    queues; a job over the size or attempts limit: 422 naming it."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg, {"TOKBENCH_LIMIT_QUEUED": "3", "TOKBENCH_LIMIT_JOB_SECONDS": "600",
+                        "TOKBENCH_LIMIT_MAX_ATTEMPTS": "4"})
+    ka, ea = project(ctx, api, pg)
+    kb, eb = project(ctx, api, pg)
+    for _ in range(3):
+        submit(api, ka, ea, SHORT)
+    st, h, p = api.json("POST", "/v1/jobs", ka, dict(SHORT, endpoint_id=ea))
+    assert st == 429, (st, p)
+    assert h["content-type"].startswith("application/problem+json")
+    assert p["type"].endswith("/limit-reached") and p["limit"] == "queued_jobs"
+    assert p["setting"] == "TOKBENCH_LIMIT_QUEUED" and p["max"] == 3 and int(h["retry-after"]) > 0
+    st, _, pr = api.json("PUT", "/v1/presets/nightly", ka, {"spec": dict(SHORT, endpoint_id=ea)})
+    assert st in (200, 201), pr
+    st, _, p = api.json("POST", "/v1/presets/nightly/jobs", ka, {"labels": {"from": "preset"}})
+    assert st == 429 and p["limit"] == "queued_jobs", (st, p)
+    submit(api, kb, eb, SHORT)  # another project is not held back
+    # a cancelled job frees its place
+    jid = pg.psql("SELECT id FROM jobs WHERE project_id = (SELECT project_id FROM jobs "
+                  "WHERE endpoint_id = '%s' LIMIT 1) AND state = 'queued' LIMIT 1" % ea).strip()
+    assert api.json("POST", "/v1/jobs/%s/cancel" % jid, ka)[0] == 200
+    submit(api, ka, ea, SHORT)
+    # size: 10 contexts x 10 concurrencies x (10 + 3) s = far over 600 s
+    big = {"endpoint_id": eb, "contexts": [1024 * (i + 1) for i in range(10)],
+           "concurrency": list(range(1, 11)), "duration_s": 10}
+    st, _, p = api.json("POST", "/v1/jobs", kb, big)
+    assert st == 422 and p["type"].endswith("/job-too-large"), (st, p)
+    assert p["limit"] == "job_seconds" and p["max"] == 600 and p["value"] > 600, p
+    st, _, p = api.json("POST", "/v1/jobs", kb, dict(SHORT, endpoint_id=eb, max_attempts=5))
+    assert st == 422 and p["limit"] == "max_attempts" and p["max"] == 4, (st, p)
+    # defaults the engine picks count at their most: 6 contexts x 8 concurrencies
+    st, _, p = api.json("POST", "/v1/jobs", kb, {"endpoint_id": eb, "duration_s": 30})
+    assert st == 422 and p["limit"] == "job_seconds", (st, p)
+    pg.psql("UPDATE jobs SET state = 'cancelled' WHERE state = 'queued'")
+    api.stop()
