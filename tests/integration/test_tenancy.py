@@ -278,3 +278,110 @@ def test_limits_on_queued_jobs_and_job_size(ctx):
     assert st == 422 and p["limit"] == "job_seconds", (st, p)
     pg.psql("UPDATE jobs SET state = 'cancelled' WHERE state = 'queued'")
     api.stop()
+
+
+# ------------------------------------------------------ finding 6: replays
+
+def sign(secret, msg):
+    return "sha256=" + hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()
+
+
+def hooks_setup(ctx):
+    s = setup(ctx)
+    if "hooks_api" not in s:
+        pg = s["pg"]
+        api = Api(ctx, pg)
+        key, ep = project(ctx, api, pg)
+        st, _, _ = api.json("POST", "/v1/presets", key, {"name": "n", "spec": dict(SHORT, endpoint_id=ep)})
+        assert st == 201
+        s.update(hooks_api=api, hooks_key=key)
+    return s
+
+
+def test_github_payload_under_a_new_delivery_id_is_a_replay(ctx):
+    """The signature covers the payload, not X-GitHub-Delivery: the same
+    signed payload under a new delivery id starts no second job (it did)."""
+    s = hooks_setup(ctx)
+    api, key, pg = s["hooks_api"], s["hooks_key"], s["pg"]
+    st, _, hook = api.json("POST", "/v1/hooks", key, {"preset": "n", "kind": "github"})
+    assert st == 201, hook
+    body = json.dumps({"ref": "refs/heads/main", "after": "a" * 40,
+                       "repository": {"full_name": "acme/x"}}).encode()
+    hd = {"Content-Type": "application/json", "X-GitHub-Event": "push",
+          "X-Hub-Signature-256": sign(hook["secret"], body)}
+    st, _, doc = api.json("POST", "/v1/hooks/" + hook["id"], None, body,
+                          dict(hd, **{"X-GitHub-Delivery": str(uuid.uuid4())}))
+    assert st == 202, doc
+    for _ in range(3):
+        st, _, dup = api.json("POST", "/v1/hooks/" + hook["id"], None, body,
+                              dict(hd, **{"X-GitHub-Delivery": str(uuid.uuid4())}))
+        assert st == 200 and dup["duplicate"] is True and dup["job_id"] == doc["id"], (st, dup)
+    # another payload is another delivery
+    body2 = body.replace(b"a" * 40, b"b" * 40)
+    st, _, doc2 = api.json("POST", "/v1/hooks/" + hook["id"], None, body2,
+                           dict(hd, **{"X-GitHub-Delivery": str(uuid.uuid4()),
+                                       "X-Hub-Signature-256": sign(hook["secret"], body2)}))
+    assert st == 202 and doc2["id"] != doc["id"]
+    n = pg.psql("SELECT count(*) FROM jobs WHERE labels->>'repository' = 'acme/x'").strip()
+    assert n == "2", n
+
+
+def test_generic_signature_covers_the_delivery_id(ctx):
+    """X-Tokbench-Delivery is signed ("<ts>.<delivery>.<body>"): another id
+    under that signature is refused.  The first form ("<ts>.<body>") still
+    works, but a new unsigned delivery id does not make its replay new."""
+    s = hooks_setup(ctx)
+    api, key = s["hooks_api"], s["hooks_key"]
+    st, _, hook = api.json("POST", "/v1/hooks", key, {"preset": "n", "kind": "generic"})
+    assert st == 201, hook
+    sec, url = hook["secret"], "/v1/hooks/" + hook["id"]
+    body = json.dumps({"ref": "refs/tags/v1", "sha": "c" * 40}).encode()
+    ts = str(int(time.time()))
+    h = {"Content-Type": "application/json", "X-Tokbench-Timestamp": ts,
+         "X-Tokbench-Delivery": "pipe-1",
+         "X-Tokbench-Signature": sign(sec, ts.encode() + b".pipe-1." + body)}
+    st, _, doc = api.json("POST", url, None, body, h)
+    assert st == 202, doc
+    st, _, p = api.json("POST", url, None, body, dict(h, **{"X-Tokbench-Delivery": "pipe-2"}))
+    assert st == 401 and p["type"].endswith("/bad-signature"), (st, p)
+    st, _, dup = api.json("POST", url, None, body, h)
+    assert st == 200 and dup["duplicate"] is True and dup["job_id"] == doc["id"]
+    # the first form, with an unsigned delivery id
+    body = json.dumps({"ref": "refs/tags/v2", "sha": "d" * 40}).encode()
+    h1 = {"Content-Type": "application/json", "X-Tokbench-Timestamp": ts,
+          "X-Tokbench-Signature": sign(sec, ts.encode() + b"." + body)}
+    st, _, doc = api.json("POST", url, None, body, dict(h1, **{"X-Tokbench-Delivery": "ci-7"}))
+    assert st == 202, doc
+    for d in ("ci-8", "ci-9", None):
+        hd = dict(h1, **{"X-Tokbench-Delivery": d}) if d else h1
+        st, _, dup = api.json("POST", url, None, body, hd)
+        assert st == 200 and dup["duplicate"] is True and dup["job_id"] == doc["id"], (d, st, dup)
+    # the same body and id signed in the new form is that same request
+    st, _, dup = api.json("POST", url, None, body,
+                          dict(h1, **{"X-Tokbench-Delivery": "ci-7",
+                                      "X-Tokbench-Signature": sign(sec, ts.encode() + b".ci-7." + body)}))
+    assert st == 200 and dup["duplicate"] is True
+
+
+def test_old_deliveries_and_idempotency_keys_are_pruned(ctx):
+    """A worker deletes hook deliveries and Idempotency-Keys older than
+    TOKBENCH_REPLAY_RETENTION_S, every TOKBENCH_PRUNE_INTERVAL_S (they were
+    kept for ever); younger ones stay."""
+    s = hooks_setup(ctx)
+    api, key, pg = s["hooks_api"], s["hooks_key"], s["pg"]
+    st, _, hook = api.json("POST", "/v1/hooks", key, {"preset": "n", "kind": "generic"})
+    assert st == 201
+    pid = pg.psql("SELECT project_id FROM hooks WHERE id = '%s'" % hook["id"]).strip()
+    kid = pg.psql("SELECT id FROM api_keys WHERE project_id = '%s' LIMIT 1" % pid).strip()
+    pg.psql("INSERT INTO hook_deliveries_in (hook_id, delivery_id, received_at) VALUES "
+            "('%s', 'old', now() - interval '2 hours'), ('%s', 'new', now())" % (hook["id"], hook["id"]))
+    pg.psql("INSERT INTO idempotency_keys (api_key_id, idem_key, request_hash, status, body, created_at) "
+            "VALUES ('%s', 'old-k', 'h', 202, '{}', now() - interval '2 hours'), "
+            "('%s', 'new-k', 'h', 202, '{}', now())" % (kid, kid))
+    w = worker(ctx, pg, "w-prune", TOKBENCH_REPLAY_RETENTION_S=3600, TOKBENCH_PRUNE_INTERVAL_S=1)
+    q = ("SELECT string_agg(x, ',' ORDER BY x) FROM (SELECT delivery_id AS x FROM hook_deliveries_in "
+         "WHERE hook_id = '%s' UNION ALL SELECT idem_key FROM idempotency_keys WHERE api_key_id = '%s') t"
+         % (hook["id"], kid))
+    wait_until(lambda: pg.psql(q).strip() == "new,new-k", 20, what="old rows pruned (%s)" % pg.psql(q))
+    assert '"msg":"pruned old hook deliveries and Idempotency-Keys"' in w.output()
+    stop_all(w)
