@@ -385,3 +385,41 @@ def test_old_deliveries_and_idempotency_keys_are_pruned(ctx):
     wait_until(lambda: pg.psql(q).strip() == "new,new-k", 20, what="old rows pruned (%s)" % pg.psql(q))
     assert '"msg":"pruned old hook deliveries and Idempotency-Keys"' in w.output()
     stop_all(w)
+
+
+# --------------------------------------------------- finding 9c: child keys
+
+def test_child_keys_cannot_outlive_their_parent(ctx):
+    """A key made by a temporary key expires no later than it, even when it
+    asks for no expiry (it did: never); revoking the parent revokes its
+    children and theirs (they went on working)."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg)
+    root = make_key(pg, "p-keys-" + uuid.uuid4().hex[:8])
+    st, _, tmp = api.json("POST", "/v1/keys", root, {"name": "tmp", "scopes": ["admin"],
+                                                     "expires_in": "1h"})
+    assert st == 201, tmp
+    st, _, child = api.json("POST", "/v1/keys", tmp["key"], {"name": "child", "scopes": ["admin"]})
+    assert st == 201, child
+    assert child["expires_at"] is not None, child
+    exp = lambda kid: float(pg.psql("SELECT extract(epoch FROM expires_at) FROM api_keys "
+                                    "WHERE id = '%s'" % kid))
+    assert exp(child["id"]) <= exp(tmp["id"])
+    st, _, longer = api.json("POST", "/v1/keys", tmp["key"], {"name": "longer", "expires_in": "30d"})
+    assert st == 201 and exp(longer["id"]) <= exp(tmp["id"]), longer
+    st, _, grand = api.json("POST", "/v1/keys", child["key"], {"name": "grandchild"})
+    assert st == 201, grand
+    # a key made by the operator's key (no expiry) keeps what it asked
+    st, _, free = api.json("POST", "/v1/keys", root, {"name": "free"})
+    assert st == 201 and free["expires_at"] is None, free
+    for k in (child, longer, grand):
+        assert api.req("GET", "/v1/jobs", k["key"])[0] == 200
+    st, _, doc = api.json("DELETE", "/v1/keys/" + tmp["id"], root)
+    assert st == 200 and doc["id"] == tmp["id"] and doc["revoked_at"], doc
+    for k in (tmp, child, longer, grand):
+        st, _, p = api.json("GET", "/v1/jobs", k["key"])
+        assert st == 401 and p["type"].endswith("/key-revoked"), (k["name"], st, p)
+    assert api.req("GET", "/v1/jobs", free["key"])[0] == 200
+    assert api.req("GET", "/v1/jobs", root)[0] == 200
+    api.stop()
