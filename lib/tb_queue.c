@@ -27,6 +27,8 @@
  * (another worker claimed a job of the same key between our snapshot and our
  * update; the retry sees it and skips the key). */
 #define TB_QUEUE_CLAIM_RETRIES 4
+/* Jobs each project offers to one claim (see claim_stmt). */
+#define TB_QUEUE_CLAIM_WIDTH "8"
 /* Caps on what we read back from our own database: a stored cell or spec
  * bigger than this is corrupt, not data. */
 #define TB_QUEUE_JSON_MAX (16u << 20)
@@ -69,38 +71,59 @@ copy_id(char dst[TB_QUEUE_ID_LEN + 1], const char *src)
  * no attempts left), which frees rather than takes the key.
  *
  * Fair share: a queued candidate needs a free run slot of its project (the
- * smallest slot no other running job of the project holds: 1, or one past a
- * held slot, that is not held; at most $3, 0 = no limit).  The unique index
+ * smallest slot no running job of the project holds: 1, or one past a held
+ * slot, that is not held; at most $3, 0 = no limit).  The unique index
  * jobs_project_run_slot makes two claims racing for one slot meet, like
  * busy keys.  Order: the project with the fewest running jobs, then the one
  * whose last job started longest ago (never first), and only then priority
  * and age, which therefore order jobs inside a project only.
+ *
+ * Cost: a project's figures are computed once per claim, for the projects
+ * with candidates (p), and each project offers its first
+ * TB_QUEUE_CLAIM_WIDTH jobs by priority (c, from the index
+ * jobs_project_queue), so a claim never sorts the whole queue.  The rows
+ * are locked only in the last step (FOR UPDATE SKIP LOCKED re-checks the
+ * state of a row another claim changed meanwhile); the width leaves that
+ * many alternatives per project to claims racing for the same jobs.
  */
 static const struct tb_db_stmt claim_stmt = {
   "tb_queue_claim",
-  "WITH cand AS ("
-  "  SELECT j.id, fs.slot FROM jobs j"
-  "  CROSS JOIN LATERAL ("
-  "    SELECT min(c.x) AS slot FROM ("
-  "      SELECT 1 AS x UNION ALL"
-  "      SELECT r.run_slot + 1 FROM jobs r"
-  "       WHERE r.project_id = j.project_id AND r.state = 'running'"
-  "         AND r.run_slot IS NOT NULL AND r.id <> j.id) c"
-  "     WHERE NOT EXISTS (SELECT 1 FROM jobs u"
-  "                        WHERE u.project_id = j.project_id AND u.state = 'running'"
-  "                          AND u.run_slot = c.x AND u.id <> j.id)) fs"
-  "   WHERE (j.state = 'queued'"
-  "          OR (j.state = 'running' AND j.lease_expires_at < now()))"
-  "     AND (j.cancel_requested OR j.attempts >= j.max_attempts"
-  "          OR ((j.state = 'running' OR $3::int = 0 OR fs.slot <= $3::int)"
-  "              AND NOT EXISTS (SELECT 1 FROM jobs r"
-  "                               WHERE r.busy_key = j.busy_key AND r.state = 'running'"
-  "                                 AND r.id <> j.id)))"
-  "   ORDER BY (SELECT count(*) FROM jobs r"
-  "              WHERE r.project_id = j.project_id AND r.state = 'running' AND r.id <> j.id),"
-  "            (SELECT max(r.started_at) FROM jobs r WHERE r.project_id = j.project_id)"
-  "              NULLS FIRST,"
-  "            j.priority DESC, j.created_at, j.id"
+  "WITH p AS MATERIALIZED ("
+  "  SELECT q.project_id,"
+  "    (SELECT count(*) FROM jobs r"
+  "      WHERE r.project_id = q.project_id AND r.state = 'running') AS running,"
+  "    (SELECT max(r.started_at) FROM jobs r WHERE r.project_id = q.project_id) AS served,"
+  "    (SELECT min(c.x) FROM ("
+  "       SELECT 1 AS x UNION ALL"
+  "       SELECT r.run_slot + 1 FROM jobs r"
+  "        WHERE r.project_id = q.project_id AND r.state = 'running'"
+  "          AND r.run_slot IS NOT NULL) c"
+  "      WHERE NOT EXISTS (SELECT 1 FROM jobs u"
+  "                         WHERE u.project_id = q.project_id AND u.state = 'running'"
+  "                           AND u.run_slot = c.x)) AS slot"
+  "    FROM (SELECT DISTINCT project_id FROM jobs"
+  "           WHERE state = 'queued'"
+  "              OR (state = 'running' AND lease_expires_at < now())) q"
+  "), c AS MATERIALIZED ("
+  "  SELECT x.id, p.slot, row_number() OVER (ORDER BY p.running, p.served NULLS FIRST,"
+  "           x.priority DESC, x.created_at, x.id) AS rank"
+  "    FROM p CROSS JOIN LATERAL ("
+  "      (SELECT j.id, j.priority, j.created_at FROM jobs j"
+  "        WHERE j.project_id = p.project_id AND j.state = 'queued'"
+  "          AND (j.cancel_requested OR j.attempts >= j.max_attempts"
+  "               OR (($3::int = 0 OR p.slot <= $3::int)"
+  "                   AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.busy_key = j.busy_key"
+  "                                     AND r.state = 'running')))"
+  "        ORDER BY j.priority DESC, j.created_at, j.id LIMIT " TB_QUEUE_CLAIM_WIDTH ")"
+  "      UNION ALL"
+  "      (SELECT j.id, j.priority, j.created_at FROM jobs j"
+  "        WHERE j.project_id = p.project_id AND j.state = 'running'"
+  "          AND j.lease_expires_at < now()"
+  "        ORDER BY j.priority DESC, j.created_at, j.id LIMIT " TB_QUEUE_CLAIM_WIDTH ")) x"
+  "), cand AS ("
+  "  SELECT j.id, c.slot FROM jobs j JOIN c ON c.id = j.id"
+  "   WHERE j.state = 'queued' OR (j.state = 'running' AND j.lease_expires_at < now())"
+  "   ORDER BY c.rank"
   "   LIMIT 1"
   "   FOR UPDATE OF j SKIP LOCKED"
   "), upd AS ("

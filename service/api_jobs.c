@@ -17,6 +17,7 @@
  * /v1/jobs/{id} goes through the job-document cache (api_jobcache.h),
  * dropped per job by NOTIFY tb_job_changed: polling costs no round trip.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_jobs.h"
@@ -173,11 +174,17 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
   char prio[24], attempts[24];
   json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
   snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
-  snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
+  /* not given: the table's default, within the operator's limit */
+  const struct tb_spec_field *af = tb_spec_field("max_attempts");
+  long long att = av != NULL ? (long long)json_integer_value(av)
+                             : (af != NULL && af->def != NULL ? atoll(af->def) : 3);
+  if (av == NULL && att > ten->max_attempts)
+    att = ten->max_attempts;
+  snprintf(attempts, sizeof attempts, "%lld", att);
   const char *p[11] = {
     json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
     labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
-    av ? attempts : NULL, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
+    attempts, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
     NULL, NULL, ten->shared_groups,
   };
   int rc = spec_text == NULL ? TB_DB_HARD : insert_row(db, p, job_id, doc);

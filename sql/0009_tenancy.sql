@@ -17,8 +17,10 @@ UPDATE jobs SET busy_key = 'group:' || project_id::text || ':' || busy_key
 -- running jobs.
 ALTER TABLE jobs ADD COLUMN run_slot integer CHECK (run_slot IS NULL OR run_slot >= 1);
 CREATE UNIQUE INDEX jobs_project_run_slot ON jobs (project_id, run_slot) WHERE state = 'running';
--- The api's count of a project's queued jobs (TOKBENCH_LIMIT_QUEUED).
-CREATE INDEX jobs_project_queued ON jobs (project_id) WHERE state = 'queued';
+-- A project's queued jobs in the claim's order (and the api's count of
+-- them, TOKBENCH_LIMIT_QUEUED).
+CREATE INDEX jobs_project_queue ON jobs (project_id, priority DESC, created_at, id)
+  WHERE state = 'queued';
 -- The claim's "least recently served project": max(started_at) per project.
 CREATE INDEX jobs_project_started ON jobs (project_id, started_at);
 
