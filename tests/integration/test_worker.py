@@ -208,6 +208,29 @@ def test_job_runs_end_to_end_with_a_sealed_key(t):
 
 
 @isolated
+def test_job_with_repeats(t):
+    """repeats: 2 through the service (issue 14): the spec reaches the
+    engine, the passes show in the progress, and every valid cell stored is
+    the combination of its two measurements, with its interval."""
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    t.worker("w-repeats")
+    spec = dict(SHORT, repeats=2)
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", 90)
+    res = assert_complete(t, jid, spec)
+    assert res["settings"]["repeats"] == 2, res["settings"]
+    for c in res["cells"]:
+        assert c["status"] == "valid" and c["repeats"] == 2, c
+        assert [r["repeat"] for r in c["repeat_runs"]] == [1, 2], c
+        if c["phase"] == "decode":
+            lo, hi = c["total_tps_ci95"]
+            assert lo <= c["total_tps"] <= hi, c
+    passes = {d["current_cell"].get("repeat") for _, d in t.events(jid, "progress")}
+    assert passes == {1, 2}, passes
+
+
+@isolated
 def test_wrong_master_key_fails_the_job_with_the_reason(t):
     sim = t.ctx.sim("tiny", args=["--api-key", "sk-x"])
     ep = t.endpoint(sim)
