@@ -275,7 +275,7 @@ verdict_none(struct tb_verdict *v, enum tb_verdict_outcome o, size_t n_base)
 {
   memset(v, 0, sizeof *v);
   v->outcome = o;
-  v->effect = v->ci_lo = v->ci_hi = v->p = NAN;
+  v->effect = v->ci_lo = v->ci_hi = v->p = v->mean_base = v->mean_new = NAN;
   v->n_base = n_base;
 }
 
@@ -339,6 +339,8 @@ tb_verdict_judge(const struct tb_verdict_point *pts, size_t n, double min_effect
   v->step = step;
   v->p = p;
   v->effect = diff / mb;
+  v->mean_base = mb;
+  v->mean_new = mean_of(y + from, nn);
   double q = sd > 0 ? tb_verdict_t_quantile(0.975, df) : 0;
   v->ci_lo = (diff - q * sd) / mb;
   v->ci_hi = (diff + q * sd) / mb;

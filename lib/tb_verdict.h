@@ -76,6 +76,8 @@ struct tb_verdict_point {
 struct tb_verdict {
   enum tb_verdict_outcome outcome;
   double effect;       /* mean(new) / mean(baseline) - 1; NAN when none */
+  double mean_base;    /* the baseline's mean; NAN when none */
+  double mean_new;     /* the new group's mean; NAN when none */
   double ci_lo, ci_hi; /* 95% CI of effect */
   double p;            /* two-sided p-value of "no change"; NAN when none */
   size_t n_base;       /* earlier points in the baseline */
