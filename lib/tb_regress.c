@@ -371,6 +371,47 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
   return out;
 }
 
+json_t *
+tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json_t *head,
+                      const json_t *cmp, double tolerance, double min_effect)
+{
+  size_t nm, cap = 0, k = 0;
+  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  struct tb_regress_point *p = NULL;
+  for (size_t d = 0; d < n; d++) {
+    json_t *pts = tb_regress_points(earlier[d]);
+    size_t np = json_array_size(pts);
+    if (k + np + 1 > cap) {
+      cap = 2 * (k + np + 1);
+      p = tb_xrealloc(p, cap * sizeof *p);
+    }
+    for (size_t i = 0; i < np; i++) {
+      const json_t *o = json_array_get(pts, i);
+      const char *metric = json_string_value(json_object_get(o, "metric"));
+      const char *ph = json_string_value(json_object_get(o, "phase"));
+      size_t mi = nm;
+      for (size_t t = 0; t < nm && metric != NULL; t++)
+        if (strcmp(m[t].name, metric) == 0)
+          mi = t;
+      if (mi == nm || ph == NULL)
+        continue;
+      p[k++] = (struct tb_regress_point){
+        .job = (long)d,
+        .phase = strcmp(ph, "decode") == 0,
+        .context = json_integer_value(json_object_get(o, "context")),
+        .concurrency = json_integer_value(json_object_get(o, "concurrency")),
+        .metric = mi,
+        .value = num(json_object_get(o, "value")),
+        .se = num(json_object_get(o, "se")),
+      };
+    }
+    json_decref(pts);
+  }
+  json_t *out = tb_regress_judge(head, p, k, cmp, tolerance, min_effect);
+  free(p);
+  return out;
+}
+
 /* ---- reading and telling ------------------------------------------------ */
 
 bool

@@ -94,6 +94,14 @@ struct tb_regress_point {
 json_t *tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
                          const json_t *cmp, double tolerance, double min_effect);
 
+/*
+ * tb_regress_judge over documents (all borrowed): earlier[0..n) oldest
+ * first, then head.  For `tokbench compare`, which has files, not a
+ * database.  Returns a new "regressions" object (no checked_at, no base ids).
+ */
+json_t *tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json_t *head,
+                              const json_t *cmp, double tolerance, double min_effect);
+
 /* The points of head's valid cells for tb_history_record: a new JSON array
  * of { phase, context, concurrency, metric, value, se, ci_lo, ci_hi }. */
 json_t *tb_regress_points(const json_t *head);
