@@ -128,6 +128,33 @@ tb_regress_points(const json_t *head)
   return out;
 }
 
+/* A point of tb_regress_points as a tb_regress_point of job; false when
+ * its metric is not one of tb_compare_metrics(). */
+static bool
+point_of(const json_t *o, long job, struct tb_regress_point *out)
+{
+  size_t nm;
+  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  const char *metric = json_string_value(json_object_get(o, "metric"));
+  const char *ph = json_string_value(json_object_get(o, "phase"));
+  size_t mi = nm;
+  for (size_t t = 0; t < nm && metric != NULL; t++)
+    if (strcmp(m[t].name, metric) == 0)
+      mi = t;
+  if (mi == nm || ph == NULL)
+    return false;
+  *out = (struct tb_regress_point){
+    .job = job,
+    .phase = strcmp(ph, "decode") == 0,
+    .context = json_integer_value(json_object_get(o, "context")),
+    .concurrency = json_integer_value(json_object_get(o, "concurrency")),
+    .metric = mi,
+    .value = num(json_object_get(o, "value")),
+    .se = num(json_object_get(o, "se")),
+  };
+  return true;
+}
+
 /* ---- the verdicts ------------------------------------------------------- */
 
 static int
@@ -224,48 +251,36 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
       head_job = earlier[i].job + 1;
 
   /* the series of every valid head cell and metric */
-  const json_t *cells = json_object_get(head, "cells");
-  size_t nc = json_array_size(cells);
-  if (nc > TB_COMPARE_MAX_CELLS)
-    nc = TB_COMPARE_MAX_CELLS;
-  struct judged *j = tb_xcalloc(nc * nm + 1, sizeof *j);
+  json_t *hp = tb_regress_points(head);
+  size_t nh = json_array_size(hp);
+  struct judged *j = tb_xcalloc(nh + 1, sizeof *j);
   size_t nj = 0;
-  for (size_t i = 0; i < nc; i++) {
-    const json_t *c = json_array_get(cells, i);
-    int ph;
-    int64_t ctx, conc;
-    if (!cell_is_valid(c) || !cell_key(c, &ph, &ctx, &conc))
+  for (size_t i = 0; i < nh; i++) {
+    struct tb_regress_point key;
+    if (!point_of(json_array_get(hp, i), head_job, &key))
       continue;
-    for (size_t k = 0; k < nm; k++) {
-      if (strcmp(m[k].phase, ph ? "decode" : "prefill") != 0)
-        continue;
-      double v = tb_compare_cell_value(c, m[k].name), se, lo, hi;
-      if (!(v > 0))
-        continue;
-      cell_uncertainty(c, m[k].name, &se, &lo, &hi);
-      struct tb_regress_point key = { .phase = ph, .context = ctx, .concurrency = conc,
-                                      .metric = k };
-      size_t f = first_of(earlier, n, &key), e = f;
-      while (e < n && earlier[e].phase == ph && earlier[e].context == ctx &&
-             earlier[e].concurrency == conc && earlier[e].metric == k)
-        e++;
-      /* the newest TB_VERDICT_MAX_POINTS - 1, then the head */
-      if (e - f > TB_VERDICT_MAX_POINTS - 1)
-        f = e - (TB_VERDICT_MAX_POINTS - 1);
-      struct judged *q = &j[nj++];
-      q->phase = ph;
-      q->ctx = ctx;
-      q->conc = conc;
-      q->metric = k;
-      q->n = e - f + 1;
-      q->pts = tb_xcalloc(q->n, sizeof *q->pts);
-      for (size_t t = f; t < e; t++)
-        q->pts[t - f] = (struct tb_verdict_point){ .job = earlier[t].job,
-                                                   .value = earlier[t].value,
-                                                   .se = earlier[t].se };
-      q->pts[q->n - 1] = (struct tb_verdict_point){ .job = head_job, .value = v, .se = se };
-    }
+    size_t f = first_of(earlier, n, &key), e = f;
+    while (e < n && earlier[e].phase == key.phase && earlier[e].context == key.context &&
+           earlier[e].concurrency == key.concurrency && earlier[e].metric == key.metric)
+      e++;
+    /* the newest TB_VERDICT_MAX_POINTS - 1, then the head */
+    if (e - f > TB_VERDICT_MAX_POINTS - 1)
+      f = e - (TB_VERDICT_MAX_POINTS - 1);
+    struct judged *q = &j[nj++];
+    q->phase = key.phase;
+    q->ctx = key.context;
+    q->conc = key.concurrency;
+    q->metric = key.metric;
+    q->n = e - f + 1;
+    q->pts = tb_xcalloc(q->n, sizeof *q->pts);
+    for (size_t t = f; t < e; t++)
+      q->pts[t - f] = (struct tb_verdict_point){ .job = earlier[t].job,
+                                                 .value = earlier[t].value,
+                                                 .se = earlier[t].se };
+    q->pts[q->n - 1] = (struct tb_verdict_point){ .job = head_job, .value = key.value,
+                                                  .se = key.se };
   }
+  json_decref(hp);
 
   /* Bonferroni: the job's alpha over its verdicts, the matrix's over metrics */
   size_t metrics_used = 0;
@@ -375,8 +390,7 @@ json_t *
 tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json_t *head,
                       const json_t *cmp, double tolerance, double min_effect)
 {
-  size_t nm, cap = 0, k = 0;
-  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  size_t cap = 0, k = 0;
   struct tb_regress_point *p = NULL;
   for (size_t d = 0; d < n; d++) {
     json_t *pts = tb_regress_points(earlier[d]);
@@ -385,26 +399,9 @@ tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json_t *head
       cap = 2 * (k + np + 1);
       p = tb_xrealloc(p, cap * sizeof *p);
     }
-    for (size_t i = 0; i < np; i++) {
-      const json_t *o = json_array_get(pts, i);
-      const char *metric = json_string_value(json_object_get(o, "metric"));
-      const char *ph = json_string_value(json_object_get(o, "phase"));
-      size_t mi = nm;
-      for (size_t t = 0; t < nm && metric != NULL; t++)
-        if (strcmp(m[t].name, metric) == 0)
-          mi = t;
-      if (mi == nm || ph == NULL)
-        continue;
-      p[k++] = (struct tb_regress_point){
-        .job = (long)d,
-        .phase = strcmp(ph, "decode") == 0,
-        .context = json_integer_value(json_object_get(o, "context")),
-        .concurrency = json_integer_value(json_object_get(o, "concurrency")),
-        .metric = mi,
-        .value = num(json_object_get(o, "value")),
-        .se = num(json_object_get(o, "se")),
-      };
-    }
+    for (size_t i = 0; i < np; i++)
+      if (point_of(json_array_get(pts, i), (long)d, &p[k]))
+        k++;
     json_decref(pts);
   }
   json_t *out = tb_regress_judge(head, p, k, cmp, tolerance, min_effect);

@@ -39,39 +39,38 @@ tb_verdict_cell_alpha(size_t ncells)
 
 /* ---- distributions ------------------------------------------------------ */
 
+/* One step of the modified Lentz method: folds the term aa into c and d
+ * and returns the factor d * c the fraction is multiplied by. */
+static double
+lentz_step(double aa, double *c, double *d)
+{
+  const double fpmin = 1e-300;
+  *d = 1.0 + aa * *d;
+  if (fabs(*d) < fpmin)
+    *d = fpmin;
+  *c = 1.0 + aa / *c;
+  if (fabs(*c) < fpmin)
+    *c = fpmin;
+  *d = 1.0 / *d;
+  return *d * *c;
+}
+
 /* The continued fraction of I_x(a, b), converging for x < (a+1)/(a+b+2). */
 static double
 betacf(double a, double b, double x)
 {
-  const double eps = 1e-16, fpmin = 1e-300;
   double qab = a + b, qap = a + 1.0, qam = a - 1.0;
-  double c = 1.0, d = 1.0 - qab * x / qap;
-  if (fabs(d) < fpmin)
-    d = fpmin;
-  d = 1.0 / d;
+  /* the first term: d = 1 / (1 - qab x / qap), c = 1, h = d */
+  double c = 1.0, d = 1.0;
+  (void)lentz_step(-qab * x / qap, &c, &d);
+  c = 1.0;
   double h = d;
   for (int m = 1; m <= 1000; m++) {
     int m2 = 2 * m;
-    double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-    d = 1.0 + aa * d;
-    if (fabs(d) < fpmin)
-      d = fpmin;
-    c = 1.0 + aa / c;
-    if (fabs(c) < fpmin)
-      c = fpmin;
-    d = 1.0 / d;
-    h *= d * c;
-    aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-    d = 1.0 + aa * d;
-    if (fabs(d) < fpmin)
-      d = fpmin;
-    c = 1.0 + aa / c;
-    if (fabs(c) < fpmin)
-      c = fpmin;
-    d = 1.0 / d;
-    double del = d * c;
+    h *= lentz_step(m * (b - m) * x / ((qam + m2) * (a + m2)), &c, &d);
+    double del = lentz_step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)), &c, &d);
     h *= del;
-    if (fabs(del - 1.0) < eps)
+    if (fabs(del - 1.0) < 1e-16)
       break;
   }
   return h;
