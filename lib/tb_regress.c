@@ -482,6 +482,45 @@ tb_regress_why(const json_t *g)
                       m, chg, lo, hi, ptxt, (long long)runs, runs == 1 ? "" : "s", newer);
 }
 
+char *
+tb_regress_headline(const json_t *r)
+{
+  if (r == NULL || json_is_null(r))
+    return NULL;
+  const json_t *cells = NULL;
+  bool reg = tb_regress_regressed(r, &cells);
+  size_t n = json_array_size(cells);
+  const char *method = json_string_value(json_object_get(r, "method"));
+  bool history = method != NULL && strcmp(method, "history") == 0;
+  if (!json_is_object(r) || method == NULL) /* a bare array or an older object */
+    return reg ? tb_xasprintf("Regressed: %zu regression%s.", n, n == 1 ? "" : "s")
+               : tb_xstrdup("No regression.");
+  double tol = num(json_object_get(r, history ? "min_effect" : "tolerance"));
+  if (history) {
+    json_int_t runs = json_integer_value(json_object_get(r, "history_runs"));
+    if (!reg)
+      return tb_xasprintf("No significant regression beyond %.1f%% against up to %lld earlier "
+                          "run%s.", tol * 100, (long long)runs, runs == 1 ? "" : "s");
+    if (n == 0)
+      return tb_xasprintf("Regressed: the matrix as a whole is significantly worse, beyond "
+                          "%.1f%%, against up to %lld earlier runs.", tol * 100,
+                          (long long)runs);
+    return tb_xasprintf("Regressed: %zu significant regression%s beyond %.1f%% against up to "
+                        "%lld earlier run%s.", n, n == 1 ? "" : "s", tol * 100,
+                        (long long)runs, runs == 1 ? "" : "s");
+  }
+  if (json_is_null(json_object_get(r, "base_job_id")) && !reg)
+    return tb_xasprintf("Too little history (fewer than %d earlier runs) and no earlier good "
+                        "job to compare with.", TB_VERDICT_MIN_HISTORY);
+  if (!reg)
+    return tb_xasprintf("Too little history (fewer than %d earlier runs): compared with the "
+                        "last good job; no regression beyond %.1f%%.", TB_VERDICT_MIN_HISTORY,
+                        tol * 100);
+  return tb_xasprintf("Regressed (too little history, fewer than %d earlier runs: compared "
+                      "with the last good job): %zu regression%s beyond %.1f%%.",
+                      TB_VERDICT_MIN_HISTORY, n, n == 1 ? "" : "s", tol * 100);
+}
+
 /* ---- the check ---------------------------------------------------------- */
 
 /* The earlier points of the job's series, as tb_regress_point (new array,

@@ -125,6 +125,18 @@ bool tb_regress_regressed(const json_t *regressions, const json_t **cells);
 char *tb_regress_why(const json_t *entry);
 
 /*
+ * The verdict of a "regressions" (either shape; may be NULL) in one
+ * sentence (new string, caller frees), e.g.
+ *   "Regressed: 2 significant regressions beyond 2.0% against up to 12
+ *    earlier runs."
+ *   "No significant regression beyond 2.0% against up to 12 earlier runs."
+ *   "Too little history (fewer than 3 earlier runs): compared with the last
+ *    good job; no regression beyond 5.0%."
+ * NULL when there is no verdict to tell (regressions NULL).
+ */
+char *tb_regress_headline(const json_t *regressions);
+
+/*
  * The tolerated loss (fraction) for a job of project_id carrying labels (a
  * JSON object text, may be NULL = {}): the most specific matching threshold,
  * else TB_REGRESS_DEFAULT_TOLERANCE.  *rc: 0, or TB_DB_SOFT / TB_DB_HARD

@@ -75,6 +75,10 @@ test_history_verdict(void **state)
   assert_non_null(strstr(why, "8K \xc3\x97 1 total_tps: \xe2\x88\x92" "6.0% (CI \xe2\x88\x92"));
   assert_non_null(strstr(why, "%, p < 0.001, 8 earlier runs)"));
   free(why);
+  char *hl = tb_regress_headline(v);
+  assert_string_equal(hl, "Regressed: 2 significant regressions beyond 2.0% against up to 8 "
+                          "earlier runs.");
+  free(hl);
   const json_t *mx = json_object_get(json_object_get(v, "matrix"), "total_tps");
   assert_string_equal(json_string_value(json_object_get(mx, "outcome")), "worse");
   json_decref(v);
@@ -102,6 +106,10 @@ test_two_run_fallback(void **state)
   assert_int_equal(json_array_size(cells), 2);
   const json_t *g = json_array_get(cells, 0);
   assert_true(json_is_true(json_object_get(g, "fallback")));
+  char *hl = tb_regress_headline(v);
+  assert_non_null(strstr(hl, "too little history, fewer than 3 earlier runs"));
+  assert_non_null(strstr(hl, "2 regressions beyond 5.0%"));
+  free(hl);
   char *why = tb_regress_why(g);
   assert_non_null(strstr(why, "too little history"));
   free(why);
