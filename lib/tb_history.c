@@ -86,6 +86,28 @@ static const struct tb_db_stmt st_series = {
   "ORDER BY at, job_id",
 };
 
+static const struct tb_db_stmt st_matrix = {
+  "history_matrix",
+  "WITH key AS (SELECT * FROM series_points "
+  "             WHERE project_id = $1::uuid AND endpoint_id = $2::uuid "
+  "               AND labels = $3::jsonb AND phase = $4 AND metric = $5), "
+  "jobs AS (SELECT job_id, max(at) AS at FROM key GROUP BY job_id "
+  "         ORDER BY max(at) DESC, job_id DESC LIMIT " STR(TB_HISTORY_MATRIX_JOBS) ") "
+  "SELECT k.job_id::text AS job_id, "
+  "  to_char(jobs.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at, "
+  "  k.context, k.concurrency, k.value "
+  "FROM key k JOIN jobs ON jobs.job_id = k.job_id "
+  "ORDER BY jobs.at, k.job_id, k.context, k.concurrency",
+};
+
+int
+tb_history_matrix(struct tb_db *db, const char *project_id, const char *endpoint_id,
+                  const char *labels, const char *phase, const char *metric, PGresult **res)
+{
+  const char *p[] = { project_id, endpoint_id, labels, phase, metric };
+  return tb_db_exec(db, &st_matrix, 5, p, res);
+}
+
 int
 tb_history_job(struct tb_db *db, const char *job_id, PGresult **res)
 {

@@ -15,6 +15,8 @@
 
 /* Earlier jobs whose points tb_history_earlier returns, at most. */
 #define TB_HISTORY_JOBS 100
+/* Jobs of the matrix series GET /v1/series returns, at most (the newest). */
+#define TB_HISTORY_MATRIX_JOBS 200
 /* Points GET /v1/series returns, at most (the newest). */
 #define TB_HISTORY_SERIES_MAX 400
 
@@ -54,6 +56,14 @@ int tb_history_earlier(struct tb_db *db, const char *job_id, PGresult **res) TB_
 int tb_history_series(struct tb_db *db, const char *project_id, const char *endpoint_id,
                       const char *labels, const char *phase, const char *context,
                       const char *concurrency, const char *metric,
+                      PGresult **res) TB_MUST_CHECK;
+
+/* The points of one metric of every cell of a series key (project,
+ * endpoint, labels, phase), of its newest TB_HISTORY_MATRIX_JOBS jobs,
+ * oldest job first: columns job_id, at (RFC 3339), context, concurrency,
+ * value.  For the matrix's geometric mean (GET /v1/series without context). */
+int tb_history_matrix(struct tb_db *db, const char *project_id, const char *endpoint_id,
+                      const char *labels, const char *phase, const char *metric,
                       PGresult **res) TB_MUST_CHECK;
 
 #endif

@@ -244,6 +244,10 @@ async function showRegressions(id) {
       phase: "decode", context: String(pick.context), concurrency: String(pick.concurrency), metric: "total_tps" });
     const series = await apiJson("/v1/series?" + q.toString());
     box.append(historyChart(series, (pick.context_label || pick.context) + " × " + pick.concurrency + ": total tok/s, run by run"));
+    q.delete("context");
+    q.delete("concurrency");
+    const matrix = await apiJson("/v1/series?" + q.toString());
+    box.append(historyChart(matrix, "The matrix: geometric mean of total tok/s over each cell's median, run by run"));
   } catch (e) { /* the chart is a nicety */ }
 }
 

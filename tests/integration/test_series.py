@@ -79,8 +79,10 @@ def submit(*labels):
 
 
 def series(labels, ctx=512, conc=1, metric="total_tps"):
-    q = urllib.parse.urlencode({"endpoint_id": S["ep"], "labels": json.dumps(labels),
-                                "context": ctx, "concurrency": conc, "metric": metric})
+    q = {"endpoint_id": S["ep"], "labels": json.dumps(labels), "metric": metric}
+    if ctx is not None:
+        q.update(context=ctx, concurrency=conc)
+    q = urllib.parse.urlencode(q)
     st, doc = call("GET", "/v1/series?" + q)
     assert st == 200, doc
     return doc
@@ -137,9 +139,6 @@ def test_history_series_and_verdict(ctx):
     assert len(tps) == 2 and all(g["change_pct"] < -30 and g["ci95_pct"][1] < 0 and g["p"] < 0.001
                                  and g["earlier_runs"] == 6 for g in tps), tps
     assert reg["matrix"]["total_tps"]["outcome"] == "worse", reg["matrix"]
-    # the Markdown report says why
-    st, md = call("GET", "/v1/jobs/%s/report?format=md" % third)
-    assert st == 200 and "6 earlier runs" in md and "CI" in md, md
     # 4. Two more slow runs confirm the step: a change point at the first.
     imported(doc3, labels, 1.001)
     r = imported(doc3, labels, 0.999)
@@ -151,3 +150,11 @@ def test_history_series_and_verdict(ctx):
     v = [v for v in r["regressions"]["verdicts"]
          if v["metric"] == "total_tps" and v["context"] == 512 and v["concurrency"] == 1][0]
     assert v["step"] is True and v["new_runs"] == 3 and v["outcome"] == "worse", v
+    # the matrix's series: geometric means of the cells over their medians
+    mx = series(labels, ctx=None)
+    assert mx["scope"] == "matrix" and mx["context"] is None and len(mx["points"]) == 9, mx
+    assert abs(mx["points"][0]["value"] - 1) < 0.01 and mx["points"][-1]["value"] < 0.7, mx
+    assert [c["job_id"] for c in mx["change_points"]] == [third], mx["change_points"]
+    # the Markdown report says why
+    st, md = call("GET", "/v1/jobs/%s/report?format=md" % third)
+    assert st == 200 and "6 earlier runs" in md and "CI" in md, md
