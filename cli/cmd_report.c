@@ -31,6 +31,7 @@
 #include "cli.h"
 #include "tb_compare.h"
 #include "tb_import.h"
+#include "tb_cmpreport.h"
 #include "tb_regress.h"
 #include "tb_report.h"
 #include "tb_util.h"
@@ -237,7 +238,7 @@ tb_cli_compare(int argc, char **argv)
                                   a.tolerance_set ? a.tolerance
                                                   : TB_VERDICT_DEFAULT_MIN_EFFECT);
   json_object_set(cmp, "verdict", verdict);
-  out = tb_report_render_compare(cmp, a.fmt, &len, &err);
+  out = tb_cmpreport_render(cmp, a.fmt, &len, &err);
   if (out == NULL) {
     fprintf(stderr, "tokbench: %s\n", err ? err : "cannot render");
     goto out;
