@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tb_json.h"
+#include "tb_regress.h"
 
 /* ------------------------------------------------------------------ buffer */
 
@@ -501,4 +502,63 @@ tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
   for (size_t c = 0; c < cols->n; c++)
     tb_render_printf(b, "<th>%" PRId64 "</th>", cols->v[c]);
   tb_render_puts(b, "</tr>\n");
+}
+
+/* ---------------------------------------------------------------- verdict */
+
+void
+tb_render_verdict_md(struct tb_render_buf *b, const json_t *r)
+{
+  char *hl = tb_regress_headline(r);
+  if (hl == NULL)
+    return;
+  const json_t *cells = NULL;
+  bool reg = tb_regress_regressed(r, &cells);
+  tb_render_puts(b, "### Verdict\n\n");
+  tb_render_puts(b, reg ? "> **" : "");
+  tb_render_md(b, hl);
+  tb_render_puts(b, reg ? "**\n\n" : "\n\n");
+  size_t n = json_array_size(cells);
+  for (size_t i = 0; i < n && i < TB_RENDER_WHY_MAX; i++) {
+    char *why = tb_regress_why(json_array_get(cells, i));
+    tb_render_puts(b, "- ");
+    tb_render_md(b, why);
+    tb_render_puts(b, "\n");
+    free(why);
+  }
+  if (n > TB_RENDER_WHY_MAX)
+    tb_render_printf(b, "- and %zu more\n", n - TB_RENDER_WHY_MAX);
+  if (n > 0)
+    tb_render_puts(b, "\n");
+  free(hl);
+}
+
+void
+tb_render_verdict_html(struct tb_render_buf *b, const json_t *r)
+{
+  char *hl = tb_regress_headline(r);
+  if (hl == NULL)
+    return;
+  const json_t *cells = NULL;
+  bool reg = tb_regress_regressed(r, &cells);
+  tb_render_puts(b, reg ? "<section class=\"banner\" id=\"verdict\"><h2>Verdict</h2><p><b>"
+                        : "<section id=\"verdict\"><h2>Verdict</h2><p>");
+  tb_render_html(b, hl);
+  tb_render_puts(b, reg ? "</b></p>" : "</p>");
+  size_t n = json_array_size(cells);
+  if (n > 0)
+    tb_render_puts(b, "<ul>");
+  for (size_t i = 0; i < n && i < TB_RENDER_WHY_MAX; i++) {
+    char *why = tb_regress_why(json_array_get(cells, i));
+    tb_render_puts(b, "<li>");
+    tb_render_html(b, why);
+    tb_render_puts(b, "</li>");
+    free(why);
+  }
+  if (n > TB_RENDER_WHY_MAX)
+    tb_render_printf(b, "<li>and %zu more</li>", n - TB_RENDER_WHY_MAX);
+  if (n > 0)
+    tb_render_puts(b, "</ul>");
+  tb_render_puts(b, "</section>\n");
+  free(hl);
 }

@@ -158,3 +158,48 @@ def test_history_series_and_verdict(ctx):
     # the Markdown report says why
     st, md = call("GET", "/v1/jobs/%s/report?format=md" % third)
     assert st == 200 and "6 earlier runs" in md and "CI" in md, md
+
+
+def test_compare_with_history(ctx):
+    """tokbench compare EARLIER... BASE HEAD: HEAD judged against every earlier
+    file; exit 1 only on a significant regression, told on stderr and in the
+    Markdown.  (Eight earlier runs: with four, a 5% loss of one cell among
+    95 judged figures is not significant at 0.001 / 95 on 3 degrees of
+    freedom, rightly.)"""
+    with open(os.path.join(harness.ROOT, "tests", "fixtures", "result_vllm.json")) as f:
+        doc = json.load(f)
+    files = []
+    for i, w in enumerate((1.002, 0.997, 1.003, 0.999, 1.001, 0.998, 1.002, 0.999)):
+        d = json.loads(json.dumps(doc))
+        for c in d["cells"]:
+            if c.get("phase") == "decode" and c.get("status") == "valid":
+                c["total_tps"] *= w
+        files.append(os.path.join(ctx.tmp, "run%d.json" % i))
+        with open(files[-1], "w") as f:
+            json.dump(d, f)
+
+    def compare(head):
+        path = os.path.join(ctx.tmp, "head.json")
+        with open(path, "w") as f:
+            json.dump(head, f)
+        return subprocess.run([harness.bin("tokbench"), "compare"] + files + [path, "--format", "md"],
+                              capture_output=True, text=True, timeout=60)
+
+    same = json.loads(json.dumps(doc))
+    p = compare(same)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr)
+    assert "No significant regression beyond 2.0% against up to 8 earlier runs" in p.stdout
+    slow = json.loads(json.dumps(doc))
+    for c in slow["cells"]:
+        if c["phase"] == "decode" and c["context"] == 8192 and c["concurrency"] == 1:
+            c["total_tps"] *= 0.95
+    p = compare(slow)
+    assert p.returncode == 1, (p.stdout[-2000:], p.stderr)
+    assert "8K \u00d7 1 total_tps: \u22125.0% (CI" in p.stderr and "8 earlier runs" in p.stderr, p.stderr
+    assert "### Verdict" in p.stdout and "8 earlier runs" in p.stdout
+    # two files: the two-run comparison at 5%, flagged (run0 is 0.2% faster:
+    # the loss is 5.2%)
+    p = subprocess.run([harness.bin("tokbench"), "compare", files[0], os.path.join(ctx.tmp, "head.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "5.2% (against the last good run: too little history)" in p.stderr, \
+        p.stderr
