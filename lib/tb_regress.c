@@ -189,6 +189,17 @@ first_of(const struct tb_regress_point *p, size_t n, const struct tb_regress_poi
   return lo;
 }
 
+/* The last TB_REGRESS_HISTORY_SHOWN values of a series (the judged job
+ * last), for the charts of the reports. */
+static json_t *
+history_of(const double *y, size_t n)
+{
+  json_t *a = json_array();
+  for (size_t i = n > TB_REGRESS_HISTORY_SHOWN ? n - TB_REGRESS_HISTORY_SHOWN : 0; i < n; i++)
+    json_array_append_new(a, jnum(y[i]));
+  return a;
+}
+
 static json_t *
 ci_pct(const struct tb_verdict *v)
 {
@@ -332,6 +343,11 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
       json_object_set_new(g, "kind", json_string("worse"));
       json_object_update_missing_new(g, verdict_json(&v));
       json_object_del(g, "outcome");
+      double *y = tb_xcalloc(q->n, sizeof *y);
+      for (size_t t2 = 0; t2 < q->n; t2++)
+        y[t2] = q->pts[t2].value;
+      json_object_set_new(g, "history", history_of(y, q->n));
+      free(y);
       json_array_append_new(regs, g);
       regressed = true;
     }
@@ -357,10 +373,15 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
     if (ns > 0) {
       struct tb_verdict v;
       size_t nout = 0;
-      tb_verdict_matrix(sc, sn, ns, min_effect, m[k].higher_better, matrix_alpha, &v, NULL,
-                        NULL, 0, &nout);
+      double *y = tb_xcalloc(TB_VERDICT_MAX_POINTS + 1, sizeof *y);
+      tb_verdict_matrix(sc, sn, ns, min_effect, m[k].higher_better, matrix_alpha, &v, y, NULL,
+                        TB_VERDICT_MAX_POINTS, &nout);
       json_t *e = verdict_json(&v);
       json_object_set_new(e, "cells", json_integer((json_int_t)ns));
+      json_object_set_new(e, "history",
+                          history_of(y, nout < TB_VERDICT_MAX_POINTS ? nout
+                                                                     : TB_VERDICT_MAX_POINTS));
+      free(y);
       json_object_set_new(matrix, m[k].name, e);
       if (v.outcome == TB_VERDICT_WORSE)
         regressed = true;

@@ -30,13 +30,16 @@
  *     "cells": [ { phase, context, context_label, concurrency, metric,
  *                  base, head, ratio, change_pct, kind, ... } ]
  *              the regressions: kind "worse" with, from the verdict,
- *              ci95_pct [lo, hi], p, earlier_runs, new_runs, step, or
+ *              ci95_pct [lo, hi], p, earlier_runs, new_runs, step and
+ *              history (the series' last TB_REGRESS_HISTORY_SHOWN values,
+ *              this job last), or
  *              "fallback": true from the two-run comparison; kind "lost"
  *     "verdicts": [ { phase, context, context_label, concurrency, metric,
  *                     outcome, change_pct, ci95_pct, p, earlier_runs,
  *                     new_runs, step } ]   every judged cell and metric
  *     "matrix": { metric: { outcome, change_pct, ci95_pct, p,
- *                           earlier_runs, cells } }
+ *                           earlier_runs, cells, history } }  history: the
+ *              matrix series (geometric mean of each cell over its median)
  *     "summary": { metric: { geomean, cells, better } }  (two-run)
  *     "note": "...",                    when there was nothing to compare
  *     "checked_at": "<RFC 3339>"
@@ -60,6 +63,8 @@
 #include "tb_util.h"
 
 #define TB_REGRESS_DEFAULT_TOLERANCE 0.05
+/* Values of a series a regression or the matrix carries for the charts. */
+#define TB_REGRESS_HISTORY_SHOWN 31
 
 enum {
   TB_REGRESS_NONE = 0,  /* checked: no regression (or nothing to compare with) */

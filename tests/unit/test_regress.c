@@ -16,6 +16,7 @@
 #include "tb_compare.h"
 #include "tb_deliver.h"
 #include "tb_regress.h"
+#include "tb_render.h"
 
 /* A result of two decode cells (8K x 1, 8K x 32) at throughput scale f. */
 static json_t *
@@ -79,6 +80,28 @@ test_history_verdict(void **state)
   assert_string_equal(hl, "Regressed: 2 significant regressions beyond 2.0% against up to 8 "
                           "earlier runs.");
   free(hl);
+  /* the reports: the block in Markdown, and in HTML with the charts */
+  struct tb_render_buf b = { 0 };
+  tb_render_verdict_md(&b, v);
+  assert_non_null(strstr(b.p, "### Verdict\n\n> **Regressed: 2 significant"));
+  assert_non_null(strstr(b.p, "- 8K \xc3\x97 1 total\\_tps: \xe2\x88\x92" "6.0% (CI"));
+  free(b.p);
+  b = (struct tb_render_buf){ 0 };
+  tb_render_verdict_html(&b, v);
+  assert_non_null(strstr(b.p, "<section class=\"banner\" id=\"verdict\">"));
+  /* the matrix chart and one per regression: 9 points each (8 + this job) */
+  const char *poly = b.p;
+  int charts = 0;
+  while ((poly = strstr(poly, "points=\"")) != NULL) {
+    poly += 8;
+    int pts = 0;
+    for (const char *q = poly; *q != '"'; q++)
+      pts += *q == ' ';
+    assert_int_equal(pts, 9);
+    charts++;
+  }
+  assert_int_equal(charts, 3);
+  free(b.p);
   const json_t *mx = json_object_get(json_object_get(v, "matrix"), "total_tps");
   assert_string_equal(json_string_value(json_object_get(mx, "outcome")), "worse");
   json_decref(v);
