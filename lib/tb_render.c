@@ -506,33 +506,6 @@ tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
 
 /* ---------------------------------------------------------------- verdict */
 
-void
-tb_render_verdict_md(struct tb_render_buf *b, const json_t *r)
-{
-  char *hl = tb_regress_headline(r);
-  if (hl == NULL)
-    return;
-  const json_t *cells = NULL;
-  bool reg = tb_regress_regressed(r, &cells);
-  tb_render_puts(b, "### Verdict\n\n");
-  tb_render_puts(b, reg ? "> **" : "");
-  tb_render_md(b, hl);
-  tb_render_puts(b, reg ? "**\n\n" : "\n\n");
-  size_t n = json_array_size(cells);
-  for (size_t i = 0; i < n && i < TB_RENDER_WHY_MAX; i++) {
-    char *why = tb_regress_why(json_array_get(cells, i));
-    tb_render_puts(b, "- ");
-    tb_render_md(b, why);
-    tb_render_puts(b, "\n");
-    free(why);
-  }
-  if (n > TB_RENDER_WHY_MAX)
-    tb_render_printf(b, "- and %zu more\n", n - TB_RENDER_WHY_MAX);
-  if (n > 0)
-    tb_render_puts(b, "\n");
-  free(hl);
-}
-
 /* A number (an element of an array), NAN when not a finite number. */
 static double
 elem_num(const json_t *v)
@@ -608,33 +581,71 @@ verdict_charts(struct tb_render_buf *b, const json_t *r, const json_t *cells)
   tb_render_puts(b, "</div>");
 }
 
-void
-tb_render_verdict_html(struct tb_render_buf *b, const json_t *r)
+/* The markup of a verdict block in one format. */
+struct verdict_markup {
+  const char *open_reg, *open_ok;   /* up to the headline */
+  const char *close_reg, *close_ok; /* after it */
+  const char *list_open, *item_open, *item_close, *list_close;
+  void (*esc)(struct tb_render_buf *b, const char *s);
+  bool charts;
+  const char *end;
+};
+
+static const struct verdict_markup verdict_md = {
+  .open_reg = "### Verdict\n\n> **", .open_ok = "### Verdict\n\n",
+  .close_reg = "**\n\n", .close_ok = "\n\n",
+  .list_open = "", .item_open = "- ", .item_close = "\n", .list_close = "\n",
+  .esc = tb_render_md, .charts = false, .end = "",
+};
+
+static const struct verdict_markup verdict_html = {
+  .open_reg = "<section class=\"banner\" id=\"verdict\"><h2>Verdict</h2><p><b>",
+  .open_ok = "<section id=\"verdict\"><h2>Verdict</h2><p>",
+  .close_reg = "</b></p>", .close_ok = "</p>",
+  .list_open = "<ul>", .item_open = "<li>", .item_close = "</li>", .list_close = "</ul>",
+  .esc = tb_render_html, .charts = true, .end = "</section>\n",
+};
+
+static void
+verdict_block(struct tb_render_buf *b, const json_t *r, const struct verdict_markup *mk)
 {
   char *hl = tb_regress_headline(r);
   if (hl == NULL)
     return;
   const json_t *cells = NULL;
   bool reg = tb_regress_regressed(r, &cells);
-  tb_render_puts(b, reg ? "<section class=\"banner\" id=\"verdict\"><h2>Verdict</h2><p><b>"
-                        : "<section id=\"verdict\"><h2>Verdict</h2><p>");
-  tb_render_html(b, hl);
-  tb_render_puts(b, reg ? "</b></p>" : "</p>");
+  tb_render_puts(b, reg ? mk->open_reg : mk->open_ok);
+  mk->esc(b, hl);
+  tb_render_puts(b, reg ? mk->close_reg : mk->close_ok);
   size_t n = json_array_size(cells);
   if (n > 0)
-    tb_render_puts(b, "<ul>");
+    tb_render_puts(b, mk->list_open);
   for (size_t i = 0; i < n && i < TB_RENDER_WHY_MAX; i++) {
     char *why = tb_regress_why(json_array_get(cells, i));
-    tb_render_puts(b, "<li>");
-    tb_render_html(b, why);
-    tb_render_puts(b, "</li>");
+    tb_render_puts(b, mk->item_open);
+    mk->esc(b, why);
+    tb_render_puts(b, mk->item_close);
     free(why);
   }
   if (n > TB_RENDER_WHY_MAX)
-    tb_render_printf(b, "<li>and %zu more</li>", n - TB_RENDER_WHY_MAX);
+    tb_render_printf(b, "%sand %zu more%s", mk->item_open, n - TB_RENDER_WHY_MAX,
+                     mk->item_close);
   if (n > 0)
-    tb_render_puts(b, "</ul>");
-  verdict_charts(b, r, cells);
-  tb_render_puts(b, "</section>\n");
+    tb_render_puts(b, mk->list_close);
+  if (mk->charts)
+    verdict_charts(b, r, cells);
+  tb_render_puts(b, mk->end);
   free(hl);
+}
+
+void
+tb_render_verdict_md(struct tb_render_buf *b, const json_t *r)
+{
+  verdict_block(b, r, &verdict_md);
+}
+
+void
+tb_render_verdict_html(struct tb_render_buf *b, const json_t *r)
+{
+  verdict_block(b, r, &verdict_html);
 }
