@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "tb_util.h"
+#include "tb_verdict.h"
 
 void
 tb_stats_add(struct tb_stats *s, int64_t x)
@@ -97,27 +98,9 @@ tb_stats_sd(const double *x, size_t n)
 double
 tb_stats_t975(unsigned df)
 {
-  /* t_{0.975, df}, df = 1..30 (any statistics table, e.g. the NIST/SEMATECH
-   * e-Handbook 1.3.6.7.2; tests/unit/test_stats.c says how they were
-   * checked). */
-  static const double t[] = {
-    12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624,
-    2.306004,  2.262157, 2.228139, 2.200985, 2.178813, 2.160369, 2.144787,
-    2.131450,  2.119905, 2.109816, 2.100922, 2.093024, 2.085963, 2.079614,
-    2.073873,  2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407,
-    2.045230,  2.042272,
-  };
-  if (df == 0)
-    return NAN;
-  if (df <= TB_ARRAY_LEN(t))
-    return t[df - 1];
-  /* Cornish-Fisher expansion of t around the normal quantile
-   * (Abramowitz and Stegun 26.7.5), to the 1/df^3 term. */
-  double z = 1.959963985, z2 = z * z, n = (double)df;
-  double g1 = (z2 + 1) * z / 4;
-  double g2 = ((5 * z2 + 16) * z2 + 3) * z / 96;
-  double g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384;
-  return z + g1 / n + g2 / (n * n) + g3 / (n * n * n);
+  /* one t quantile in the library: tb_verdict's (the regularized incomplete
+   * beta, inverted); test_stats holds it to the printed tables */
+  return df == 0 ? NAN : tb_verdict_t_quantile(0.975, (double)df);
 }
 
 double

@@ -41,8 +41,7 @@ double tb_stats_mean(const double *x, size_t n);
 /* Sample standard deviation (n - 1 in the denominator); NAN when n < 2. */
 double tb_stats_sd(const double *x, size_t n);
 /* The 0.975 quantile of Student's t with df degrees of freedom (df >= 1;
- * NAN for 0): a table to df 30, then the Cornish-Fisher expansion (error
- * below 1e-5). */
+ * NAN for 0): tb_verdict_t_quantile's. */
 double tb_stats_t975(unsigned df);
 
 /*
