@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tb_cfg.h"
 #include "tb_engine.h"
 #include "tb_redact.h"
 #include "tb_util.h"
@@ -398,37 +399,6 @@ hook_header(void *cls, const json_t *header)
 
 /* ------------------------------------------------------------- flags */
 
-/* Reads the key (first line, trimmed).  New string or NULL with *why. */
-static char *
-read_key_file(const char *path, const char **why)
-{
-  FILE *f = fopen(path, "r");
-  if (f == NULL) {
-    *why = strerror(errno);
-    return NULL;
-  }
-  char *buf = tb_xcalloc(1, KEY_FILE_MAX + 1);
-  size_t n = fread(buf, 1, KEY_FILE_MAX, f);
-  fclose(f);
-  buf[n] = '\0';
-  char *nl = strpbrk(buf, "\r\n");
-  if (nl != NULL)
-    *nl = '\0';
-  size_t len = strlen(buf);
-  while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-    buf[--len] = '\0';
-  if (len == 0) {
-    OPENSSL_cleanse(buf, KEY_FILE_MAX);
-    free(buf);
-    *why = "empty";
-    return NULL;
-  }
-  char *key = tb_xstrdup(buf);
-  OPENSSL_cleanse(buf, KEY_FILE_MAX);
-  free(buf);
-  return key;
-}
-
 /* The cells of a JSON lines file; sets *run_id from its header line. */
 static json_t *
 read_resume(const char *path, char **run_id, const char **why)
@@ -582,11 +552,11 @@ tb_cli_run(int argc, char **argv)
     goto out;
   }
   if (key_file != NULL) {
-    const char *why = NULL;
-    key = read_key_file(key_file, &why);
+    char *why = NULL;
+    key = tb_cfg_read_key_file(key_file, KEY_FILE_MAX, &why);
     if (key == NULL) {
-      fprintf(stderr, "tokbench run: cannot read --api-key-file %s: %s\n",
-              key_file, why);
+      fprintf(stderr, "tokbench run: --api-key-file: %s\n", why);
+      free(why);
       goto out;
     }
   } else if (getenv("TOKBENCH_ENDPOINT_API_KEY") != NULL &&
