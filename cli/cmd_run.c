@@ -66,6 +66,9 @@ static const char usage_tail[] =
     "  --resume FILE           a JSON lines file of an earlier run: its cells are\n"
     "                          kept, not measured again\n"
     "  --run-id ID             run id (part of the prompt tags; default: new)\n"
+    "  --cell-memory-kb N      KiB the endpoint may make one cell buffer (SSE\n"
+    "                          lines and events of all its streams; default\n"
+    "                          262144); over it the cell fails\n"
     "  -q, --quiet             no progress bar\n"
     "  -h, --help              this text\n"
     "\n"
@@ -446,7 +449,7 @@ int
 tb_cli_run(int argc, char **argv)
 {
   enum {
-    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID,
+    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM,
     O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
   static const struct option fixed[] = {
@@ -459,6 +462,7 @@ tb_cli_run(int argc, char **argv)
       {"name", required_argument, NULL, O_NAME},
       {"launch-command", required_argument, NULL, O_LAUNCH},
       {"run-id", required_argument, NULL, O_RUNID},
+      {"cell-memory-kb", required_argument, NULL, O_CELLMEM},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
@@ -478,6 +482,7 @@ tb_cli_run(int argc, char **argv)
   struct tb_spec settings;
   tb_spec_init(&settings);
   const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL;
+  int64_t cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024;
   bool force_jsonl = false, force_table = false, quiet = false;
   int rc = 2;
   char *key = NULL, *run_id = NULL;
@@ -523,6 +528,12 @@ tb_cli_run(int argc, char **argv)
     case O_RUNID:
       free(run_id);
       run_id = tb_xstrdup(optarg);
+      break;
+    case O_CELLMEM:
+      if (!tb_parse_i64(optarg, 1, 64 * 1024 * 1024, &cell_kb)) {
+        fprintf(stderr, "tokbench run: --cell-memory-kb: 1 to 67108864 (KiB)\n");
+        goto out;
+      }
       break;
     case 'q':
       quiet = true;
@@ -572,7 +583,8 @@ tb_cli_run(int argc, char **argv)
       goto out;
     }
   }
-  struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint };
+  struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint,
+                                     .cell_memory_max = (size_t)cell_kb * 1024 };
 
   struct run_ui ui = {0};
   bool stdout_tty = isatty(STDOUT_FILENO);
