@@ -44,6 +44,7 @@ pgport=$(freeport)
 scripts/tb-pg init "$tmp/pg" >/dev/null
 scripts/tb-pg start "$tmp/pg" "$pgport" >/dev/null
 url=$(scripts/tb-pg url "$tmp/pg" "$pgport")
+TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" migrate >/dev/null
 key=$(TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" keys create --admin --project bench)
 port=$(freeport)
 base="http://127.0.0.1:$port"
