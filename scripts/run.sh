@@ -64,6 +64,21 @@ stop_all() {
 trap 'stop_all; exit 0' INT TERM
 trap 'stop_all' EXIT
 
+# spawn LOG CMD ARGS...: CMD in the background, its pid in $pids.  A signal
+# between the fork and the record of the pid would stop everything but it
+# (started with SIGINT ignored, as every background job of a script): it
+# is noted, and acted on once the pid is known.
+interrupted=0
+spawn() {
+  log=$1
+  shift
+  trap 'interrupted=1' INT TERM
+  "$@" >>"$log" 2>&1 &
+  pids="$pids $!"
+  trap 'stop_all; exit 0' INT TERM
+  if [ "$interrupted" = 1 ]; then stop_all; exit 0; fi
+}
+
 if [ -z "${TOKBENCH_DATABASE_URL:-}" ]; then
   scripts/tb-pg init "$var/pg"
   own_pg=1 # from here on: a start cut short may still leave it running
@@ -84,8 +99,7 @@ export TOKBENCH_LISTEN_PORT="$api_port"
 # The egress policy refuses loopback by default (docs/deploy.md); the demo
 # simulator listens on 127.0.0.1, so make run allows it.
 export TOKBENCH_EGRESS_ALLOW="${TOKBENCH_EGRESS_ALLOW:-loopback}"
-"$bindir/tokbench-api" >>"$var/api.log" 2>&1 &
-pids="$pids $!"
+spawn "$var/api.log" "$bindir/tokbench-api"
 # Ready when /readyz answers 200 (the migrations are then applied).
 i=0
 until curl -fs -m 2 "http://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; do
@@ -95,12 +109,10 @@ until curl -fs -m 2 "http://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; do
 done
 
 if [ -x "$bindir/tokbench-sim" ]; then
-  "$bindir/tokbench-sim" --port "$sim_port" --flavour vllm \
-    --profile "sim/profiles/$sim_profile.json" >>"$var/sim.log" 2>&1 &
-  pids="$pids $!"
+  spawn "$var/sim.log" "$bindir/tokbench-sim" --port "$sim_port" --flavour vllm \
+    --profile "sim/profiles/$sim_profile.json"
 fi
-"$bindir/tokbench-worker" >>"$var/worker.log" 2>&1 &
-pids="$pids $!"
+spawn "$var/worker.log" "$bindir/tokbench-worker"
 
 # The demo project, its admin key (kept in var/admin.key, 0600, for this
 # embedded default only) and the simulated endpoint.
