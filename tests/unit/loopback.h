@@ -10,7 +10,7 @@
  * whether the connection stays open.  The server copies the last request's
  * head and counts requests and connections, for the test to check.
  *
- * Header-only (static functions) because only the tests include it.
+ * Header-only (static inline functions) because only the tests include it.
  */
 #ifndef TB_TEST_LOOPBACK_H
 #define TB_TEST_LOOPBACK_H
@@ -66,7 +66,7 @@ struct lb_server {
   struct lb_conn conns[LB_CONNS_MAX];
 };
 
-static void
+static inline void
 lb_write_all(int fd, const char *p, size_t n)
 {
   while (n > 0) {
@@ -81,7 +81,7 @@ lb_write_all(int fd, const char *p, size_t n)
 }
 
 /* A complete answer with Content-Length; keep-alive unless close. */
-static void
+static inline void
 lb_respond(int fd, int status, const char *ctype, const char *body, bool close_conn)
 {
   char head[512];
@@ -94,7 +94,7 @@ lb_respond(int fd, int status, const char *ctype, const char *body, bool close_c
 }
 
 /* The value of header name in head (case-insensitive), copied into out. */
-static bool
+static inline bool
 lb_header(const char *head, const char *name, char *out, size_t len)
 {
   size_t nl = strlen(name);
@@ -113,7 +113,7 @@ lb_header(const char *head, const char *name, char *out, size_t len)
   return false;
 }
 
-static void *
+static inline void *
 lb_conn_main(void *arg)
 {
   struct lb_conn *c = arg;
@@ -174,7 +174,7 @@ out:
   return NULL;
 }
 
-static void *
+static inline void *
 lb_accept_main(void *arg)
 {
   struct lb_server *s = arg;
@@ -209,7 +209,7 @@ lb_accept_main(void *arg)
 }
 
 /* Starts a server answering with h; false if it cannot listen. */
-static bool
+static inline bool
 lb_start(struct lb_server *s, lb_handler h, void *cls)
 {
   memset(s, 0, sizeof *s);
@@ -228,7 +228,7 @@ lb_start(struct lb_server *s, lb_handler h, void *cls)
 }
 
 /* Stops accepting, cuts every connection, joins every thread, frees. */
-static void
+static inline void
 lb_stop(struct lb_server *s)
 {
   pthread_mutex_lock(&s->mu);
@@ -248,7 +248,7 @@ lb_stop(struct lb_server *s)
 }
 
 /* A port on which nothing listens (bound, then closed). */
-static int
+static inline int
 lb_closed_port(void)
 {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
