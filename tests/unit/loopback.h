@@ -8,7 +8,8 @@
  * Content-Length bytes of body) goes to the test's handler, which writes
  * whatever bytes it likes to the connection (well-formed or not) and says
  * whether the connection stays open.  The server copies the last request's
- * head and counts requests and connections, for the test to check.
+ * head and body and counts requests (and those that came on a kept-alive
+ * connection) and connections, for the test to check.
  *
  * Header-only (static inline functions) because only the tests include it.
  */
@@ -61,6 +62,7 @@ struct lb_server {
   pthread_mutex_t mu;
   bool stop;
   unsigned requests, connections;
+  unsigned requests_reused; /* requests on a connection that served one before */
   char last_head[LB_HEAD_COPY];
   char *last_body; /* copy of the last request's body */
   struct lb_conn conns[LB_CONNS_MAX];
@@ -120,6 +122,7 @@ lb_conn_main(void *arg)
   struct lb_server *s = c->s;
   char *buf = malloc(LB_REQ_MAX + 1);
   size_t have = 0;
+  unsigned served = 0;
   for (;;) {
     char *end = NULL;
     size_t head_len = 0, body_len = 0;
@@ -157,6 +160,8 @@ lb_conn_main(void *arg)
     have -= head_len + body_len;
     pthread_mutex_lock(&s->mu);
     s->requests++;
+    if (served++ > 0)
+      s->requests_reused++;
     snprintf(s->last_head, sizeof s->last_head, "%s", head);
     free(s->last_body);
     s->last_body = strdup(body);
