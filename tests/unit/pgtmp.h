@@ -84,4 +84,22 @@ pgtmp_down(struct pgtmp *p)
   p->dir[0] = '\0';
 }
 
+/* The group fixtures of a test binary whose tests share one cluster. */
+static struct pgtmp pgtmp_cluster;
+
+static inline int
+pgtmp_group_setup(void **state)
+{
+  (void)state;
+  return pgtmp_up(&pgtmp_cluster) ? 0 : -1;
+}
+
+static inline int
+pgtmp_group_teardown(void **state)
+{
+  (void)state;
+  pgtmp_down(&pgtmp_cluster);
+  return 0;
+}
+
 #endif

@@ -17,28 +17,12 @@
 #include "pgtmp.h"
 #include "tb_db.h"
 
-static struct pgtmp pg;
-
-static int
-group_setup(void **state)
-{
-  (void)state;
-  return pgtmp_up(&pg) ? 0 : -1;
-}
-
-static int
-group_teardown(void **state)
-{
-  (void)state;
-  pgtmp_down(&pg);
-  return 0;
-}
 
 static struct tb_db *
 db_open(void)
 {
   char *err = NULL;
-  struct tb_db *db = tb_db_connect(pg.url, 5000, &err);
+  struct tb_db *db = tb_db_connect(pgtmp_cluster.url, 5000, &err);
   if (db == NULL)
     fail_msg("connect: %s", err);
   return db;
@@ -49,7 +33,7 @@ test_connect_errors(void **state)
 {
   (void)state;
   char *err = NULL;
-  char *url = tb_xasprintf("postgresql://tb:s3cretpw@/tokbench?host=%s/nowhere&port=1", pg.dir);
+  char *url = tb_xasprintf("postgresql://tb:s3cretpw@/tokbench?host=%s/nowhere&port=1", pgtmp_cluster.dir);
   assert_null(tb_db_connect(url, 0, &err));
   assert_non_null(err);
   assert_true(err[0] != '\0');
@@ -271,7 +255,7 @@ test_pool(void **state)
 {
   (void)state;
   char *err = NULL;
-  struct tb_db_pool *pool = tb_db_pool_new(pg.url, 2, 5000, &err);
+  struct tb_db_pool *pool = tb_db_pool_new(pgtmp_cluster.url, 2, 5000, &err);
   assert_non_null(pool);
   struct tb_db *db = db_open();
   int64_t before = count_rows(db);
@@ -332,5 +316,5 @@ main(void)
       cmocka_unit_test(test_pool),
       cmocka_unit_test(test_many_statements),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, pgtmp_group_setup, pgtmp_group_teardown);
 }

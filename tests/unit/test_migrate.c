@@ -16,22 +16,6 @@
 #include "pgtmp.h"
 #include "tb_migrate.h"
 
-static struct pgtmp pg;
-
-static int
-group_setup(void **state)
-{
-  (void)state;
-  return pgtmp_up(&pg) ? 0 : -1;
-}
-
-static int
-group_teardown(void **state)
-{
-  (void)state;
-  pgtmp_down(&pg);
-  return 0;
-}
 
 static int
 cmp_str(const void *a, const void *b)
@@ -85,16 +69,16 @@ test_table_matches_sql_dir(void **state)
 static char *
 db_url(const char *name)
 {
-  const char *q = strstr(pg.url, "/tokbench?");
+  const char *q = strstr(pgtmp_cluster.url, "/tokbench?");
   assert_non_null(q);
-  return tb_xasprintf("%.*s/%s%s", (int)(q - pg.url), pg.url, name, q + strlen("/tokbench"));
+  return tb_xasprintf("%.*s/%s%s", (int)(q - pgtmp_cluster.url), pgtmp_cluster.url, name, q + strlen("/tokbench"));
 }
 
 static struct tb_db *
 fresh_db(const char *name)
 {
   char *err = NULL;
-  struct tb_db *admin = tb_db_connect(pg.url, 5000, &err);
+  struct tb_db *admin = tb_db_connect(pgtmp_cluster.url, 5000, &err);
   assert_non_null(admin);
   char *sql = tb_xasprintf("CREATE DATABASE %s", name);
   assert_int_equal(tb_db_exec_sql(admin, sql), 0);
@@ -225,5 +209,5 @@ main(void)
       cmocka_unit_test(test_failure_leaves_no_trace),
       cmocka_unit_test(test_concurrent_runs),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, pgtmp_group_setup, pgtmp_group_teardown);
 }

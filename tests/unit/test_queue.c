@@ -18,7 +18,6 @@
 #include "tb_migrate.h"
 #include "tb_queue.h"
 
-static struct pgtmp pg;
 static struct tb_db *db;
 static char project[40], endpoint[40];
 
@@ -46,7 +45,7 @@ group_setup(void **state)
 {
   (void)state;
   char *err = NULL;
-  if (!pgtmp_up(&pg) || (db = tb_db_connect(pg.url, 5000, &err)) == NULL ||
+  if (!pgtmp_up(&pgtmp_cluster) || (db = tb_db_connect(pgtmp_cluster.url, 5000, &err)) == NULL ||
       tb_migrate_run(db, &err) < 0) {
     fprintf(stderr, "# set-up: %s\n", err ? err : "cluster");
     free(err);
@@ -67,7 +66,7 @@ group_teardown(void **state)
 {
   (void)state;
   tb_db_close(db);
-  pgtmp_down(&pg);
+  pgtmp_down(&pgtmp_cluster);
   return 0;
 }
 
@@ -352,7 +351,7 @@ claimer_main(void *arg)
 {
   struct claimer *c = arg;
   char *err = NULL;
-  struct tb_db *mine = tb_db_connect(pg.url, 5000, &err);
+  struct tb_db *mine = tb_db_connect(pgtmp_cluster.url, 5000, &err);
   if (mine == NULL) {
     free(err);
     c->failed = true;
