@@ -47,10 +47,12 @@ pgtmp_run(const struct pgtmp *p, const char *cmd, bool with_port, char *out, siz
   int rc = pclose(f);
   if (rc != 0)
     fprintf(stderr, "# tb-pg %s failed: %s\n", cmd, buf);
-  if (out != NULL) {
+  if (out != NULL && len > 0) {
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
       buf[--n] = '\0';
-    snprintf(out, len, "%s", buf);
+    size_t c = n < len - 1 ? n : len - 1;
+    memcpy(out, buf, c);
+    out[c] = '\0';
   }
   return rc == 0;
 }
