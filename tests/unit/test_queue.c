@@ -81,12 +81,18 @@ clean(void **state)
 }
 
 static void
-job_new(char id[40], int priority, const char *busy_key, int max_attempts)
+job_in(char id[40], const char *proj, int priority, const char *busy_key, int max_attempts)
 {
   q1(id, 40,
      "INSERT INTO jobs (project_id, endpoint_id, spec, priority, busy_key, max_attempts)"
      " VALUES ('%s', '%s', '{\"max_output\":64}', %d, '%s', %d) RETURNING id",
-     project, endpoint, priority, busy_key, max_attempts);
+     proj, endpoint, priority, busy_key, max_attempts);
+}
+
+static void
+job_new(char id[40], int priority, const char *busy_key, int max_attempts)
+{
+  job_in(id, project, priority, busy_key, max_attempts);
 }
 
 static void
@@ -101,12 +107,12 @@ test_claim_order_and_busy_keys(void **state)
   (void)state;
   struct tb_queue_job j;
   char closed[TB_QUEUE_ID_LEN + 1];
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, closed), TB_QUEUE_EMPTY);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, closed), TB_QUEUE_EMPTY);
   char a[40], b[40], c[40];
   job_new(a, 0, "k1", 3);
   job_new(b, 5, "k1", 3);
   job_new(c, 0, "k2", 3);
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, closed), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, closed), TB_QUEUE_CLAIMED);
   assert_string_equal(j.lease.job_id, b); /* the highest priority first */
   assert_string_equal(j.lease.owner, "w1");
   assert_int_equal(j.lease.attempt, 1);
@@ -122,15 +128,52 @@ test_claim_order_and_busy_keys(void **state)
   tb_queue_job_clear(&j);
   assert_null(j.spec);
   /* a is older than c but its key is busy */
-  assert_int_equal(tb_queue_claim(db, "w2", 60, &j, closed), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_claim(db, "w2", 60, 0, &j, closed), TB_QUEUE_CLAIMED);
   assert_string_equal(j.lease.job_id, c);
   tb_queue_job_clear(&j);
-  assert_int_equal(tb_queue_claim(db, "w3", 60, &j, closed), TB_QUEUE_EMPTY);
+  assert_int_equal(tb_queue_claim(db, "w3", 60, 0, &j, closed), TB_QUEUE_EMPTY);
   /* an owner name past its cap is refused before any SQL */
   char longname[TB_QUEUE_OWNER_MAX + 2];
   memset(longname, 'w', sizeof longname - 1);
   longname[sizeof longname - 1] = '\0';
-  assert_int_equal(tb_queue_claim(db, longname, 60, &j, closed), TB_DB_HARD);
+  assert_int_equal(tb_queue_claim(db, longname, 60, 0, &j, closed), TB_DB_HARD);
+}
+
+/* max_running: a project's run slots; the other project goes first */
+static void
+test_project_limit(void **state)
+{
+  (void)state;
+  char p2[40], a1[40], a2[40], b1[40], v[64];
+  q1(p2, sizeof p2, "INSERT INTO projects (name) VALUES ('unit2')"
+                    " ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id");
+  job_new(a1, 0, "pa1", 3);
+  job_new(a2, 9, "pa2", 3);
+  job_in(b1, p2, 0, "pb1", 3);
+  struct tb_queue_job j;
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 1, &j, NULL), TB_QUEUE_CLAIMED);
+  char first[40];
+  snprintf(first, sizeof first, "%s", j.lease.job_id);
+  tb_queue_job_clear(&j);
+  col(v, sizeof v, first, "run_slot");
+  assert_string_equal(v, "1");
+  /* the project that got the first job has no slot left at max_running 1:
+   * the other project's job comes next, then nothing */
+  assert_int_equal(tb_queue_claim(db, "w2", 60, 1, &j, NULL), TB_QUEUE_CLAIMED);
+  if (strcmp(first, b1) == 0)
+    assert_string_equal(j.lease.job_id, a2); /* the higher priority of the two */
+  else
+    assert_string_equal(j.lease.job_id, b1);
+  tb_queue_job_clear(&j);
+  assert_int_equal(tb_queue_claim(db, "w3", 60, 1, &j, NULL), TB_QUEUE_EMPTY);
+  /* no limit: the rest runs */
+  assert_int_equal(tb_queue_claim(db, "w3", 60, 0, &j, NULL), TB_QUEUE_CLAIMED);
+  tb_queue_job_clear(&j);
+  q1(v, sizeof v, "SELECT count(*) FROM jobs WHERE state = 'running'");
+  assert_string_equal(v, "3");
+  q1(v, sizeof v, "SELECT count(DISTINCT run_slot) FROM jobs WHERE project_id = '%s'"
+                  " AND state = 'running'", project);
+  assert_string_equal(v, "2");
 }
 
 static void
@@ -140,7 +183,7 @@ test_fence_cells_and_finish(void **state)
   char id[40];
   job_new(id, 0, "k1", 3);
   struct tb_queue_job j;
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, NULL), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, NULL), TB_QUEUE_CLAIMED);
   struct tb_queue_lease l = j.lease;
   tb_queue_job_clear(&j);
   bool cancel = true;
@@ -247,7 +290,7 @@ test_cancel_release_expiry(void **state)
   char a[40], v[256];
   job_new(a, 0, "k1", 2);
   struct tb_queue_job j;
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, NULL), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, NULL), TB_QUEUE_CLAIMED);
   struct tb_queue_lease l = j.lease;
   tb_queue_job_clear(&j);
   /* a cancel request reaches the worker through heartbeat and check */
@@ -264,7 +307,7 @@ test_cancel_release_expiry(void **state)
   assert_int_equal(tb_queue_release(db, &l, "worker stopping"), 1);
   col(v, sizeof v, a, "state || '/' || attempts || '/' || coalesce(lease_owner, '-')");
   assert_string_equal(v, "queued/0/-");
-  assert_int_equal(tb_queue_claim(db, "w2", 60, &j, NULL), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_claim(db, "w2", 60, 0, &j, NULL), TB_QUEUE_CLAIMED);
   assert_string_equal(j.lease.job_id, a);
   assert_int_equal(j.lease.attempt, 1);
   l = j.lease;
@@ -274,7 +317,7 @@ test_cancel_release_expiry(void **state)
    * worker's writes are refused from then on */
   q1(v, sizeof v, "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = '%s'",
      a);
-  assert_int_equal(tb_queue_claim(db, "w3", 60, &j, NULL), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_claim(db, "w3", 60, 0, &j, NULL), TB_QUEUE_CLAIMED);
   assert_string_equal(j.lease.job_id, a);
   assert_int_equal(j.lease.attempt, 2);
   struct tb_queue_lease l3 = j.lease;
@@ -286,7 +329,7 @@ test_cancel_release_expiry(void **state)
   q1(v, sizeof v, "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = '%s'",
      a);
   char closed[TB_QUEUE_ID_LEN + 1] = "";
-  assert_int_equal(tb_queue_claim(db, "w4", 60, &j, closed), TB_QUEUE_CLOSED);
+  assert_int_equal(tb_queue_claim(db, "w4", 60, 0, &j, closed), TB_QUEUE_CLOSED);
   assert_string_equal(closed, a);
   col(v, sizeof v, a, "state || '/' || coalesce(lease_owner, '-')");
   assert_string_equal(v, "failed/-");
@@ -299,15 +342,15 @@ test_cancel_release_expiry(void **state)
   char b[40];
   job_new(b, 0, "k9", 3);
   q1(v, sizeof v, "UPDATE jobs SET cancel_requested = true WHERE id = '%s'", b);
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, closed), TB_QUEUE_CLOSED);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, closed), TB_QUEUE_CLOSED);
   assert_string_equal(closed, b);
   col(v, sizeof v, b, "state || '/' || attempts");
   assert_string_equal(v, "cancelled/0");
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, NULL), TB_QUEUE_EMPTY);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, NULL), TB_QUEUE_EMPTY);
   /* NULL closed_id is allowed */
   char c[40];
   job_new(c, 0, "k9", 0);
-  assert_int_equal(tb_queue_claim(db, "w1", 60, &j, NULL), TB_QUEUE_CLOSED);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, NULL), TB_QUEUE_CLOSED);
 }
 
 static void
@@ -359,7 +402,7 @@ claimer_main(void *arg)
   }
   for (;;) {
     struct tb_queue_job j;
-    int rc = tb_queue_claim(mine, c->name, 60, &j, NULL);
+    int rc = tb_queue_claim(mine, c->name, 60, 0, &j, NULL);
     if (rc == TB_QUEUE_EMPTY)
       break;
     if (rc == TB_DB_SOFT)
@@ -415,6 +458,7 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_claim_order_and_busy_keys, clean),
+      cmocka_unit_test_setup(test_project_limit, clean),
       cmocka_unit_test_setup(test_fence_cells_and_finish, clean),
       cmocka_unit_test_setup(test_cancel_release_expiry, clean),
       cmocka_unit_test_setup(test_load_endpoint_and_cells, clean),
