@@ -91,7 +91,8 @@ tb_tenancy_job_seconds(const json_t *spec)
   double contexts = s.contexts.given ? (double)s.contexts.n : TB_TENANCY_DEFAULT_CONTEXTS;
   double prefill = s.prefill_contexts.given ? (double)s.prefill_contexts.n : contexts + 1;
   double cells = contexts * (double)s.concurrency.n + prefill;
-  double secs = cells * (s.duration_s + s.settle_s);
+  /* each repeat is a whole pass over the matrix (issue 14) */
+  double secs = cells * (double)s.repeats * (s.duration_s + s.settle_s);
   tb_spec_free(&s);
   return secs;
 }
@@ -123,7 +124,7 @@ tb_tenancy_check_spec(const struct tb_tenancy *t, const json_t *spec,
     double secs = tb_tenancy_job_seconds(spec);
     if (secs > (double)t->job_seconds) {
       refuse(why, "job_seconds", "TOKBENCH_LIMIT_JOB_SECONDS", t->job_seconds, secs, true,
-             "the job would take cells x (duration_s + settle_s) =");
+             "the job would take cells x repeats x (duration_s + settle_s) =");
       return false;
     }
   }

@@ -25,7 +25,7 @@
  *
  * The size of a job is counted before it runs, from its spec: contexts x
  * concurrency decode cells plus the prefill cells, each one window
- * (duration_s) and one settle (settle_s).  Lists the spec leaves to the
+ * (duration_s) and one settle (settle_s) per repeat.  Lists the spec leaves to the
  * engine count as the most the engine picks (TB_TENANCY_DEFAULT_CONTEXTS
  * contexts, and those plus the full length as prefill contexts).
  */
@@ -55,7 +55,7 @@
   { "TOKBENCH_LIMIT_RUNNING", "8",                                                             \
     "running jobs per project (more wait queued; 0: no limit)", false },                     \
   { "TOKBENCH_LIMIT_JOB_SECONDS", "21600",                                                     \
-    "largest job: cells x (duration_s + settle_s) seconds (422 above; 0: no limit)", false }, \
+    "largest job: cells x repeats x (duration_s + settle_s) seconds (422 above; 0: no limit)", false }, \
   { "TOKBENCH_LIMIT_MAX_ATTEMPTS", "5", "largest max_attempts of a job (422 above)", false }, \
   { "TOKBENCH_SHARED_GROUPS", "",                                                              \
     "exclusive groups shared by all projects, comma-separated (others are per project)",      \
@@ -94,7 +94,7 @@ bool tb_tenancy_from_cfg(struct tb_tenancy *t, const struct tb_cfg *cfg,
 void tb_tenancy_clear(struct tb_tenancy *t);
 
 /* The size of a job spec (borrowed: one tb_spec_job accepted) in seconds:
- * cells x (duration_s + settle_s), with the spec table's defaults and the
+ * cells x repeats x (duration_s + settle_s), with the spec table's defaults and the
  * counts above for lists the engine picks.  Negative when spec does not
  * parse. */
 double tb_tenancy_job_seconds(const json_t *spec);

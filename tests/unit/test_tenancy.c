@@ -40,6 +40,12 @@ test_job_seconds(void **state)
               "\"concurrency\":[1,2],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0}");
   assert_float_equal(tb_tenancy_job_seconds(s), 20.0, 1e-9);
   json_decref(s);
+  /* repeats: every pass is the whole matrix again */
+  s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"contexts\":[1024],"
+              "\"concurrency\":[1,2],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0,"
+              "\"repeats\":3}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 60.0, 1e-9);
+  json_decref(s);
   json_t *bad = json_pack("{s:s}", "duration_s", "long");
   assert_true(tb_tenancy_job_seconds(bad) < 0);
   json_decref(bad);
