@@ -87,12 +87,18 @@ int_member(const json_t *o, const char *key)
 #define SG_SI "sglang /get_server_info "
 #define VLLM_CCI "vllm:cache_config_info "
 
-/* The engine that a surface shows, unless one is known already. */
+/* The engine that a surface shows, unless one is known already.  A bare
+ * {"version": ...} at /version is weak evidence of vLLM: another engine's
+ * metrics prefix wins over it. */
 static void
 set_kind(struct tb_discover *d, enum tb_engine_kind k)
 {
-  if (d->kind == TB_KIND_OPENAI)
+  if (d->kind == TB_KIND_OPENAI ||
+      (d->kind == TB_KIND_VLLM && strcmp(d->version_source, "vllm /version") == 0)) {
+    if (d->kind != k && d->kind == TB_KIND_VLLM)
+      d->version_source = "/version";
     d->kind = k;
+  }
 }
 
 static void
