@@ -964,7 +964,8 @@ default_contexts(struct run *r)
   if (!r->prefill_given) {
     r->n_prefill = 0;
     for (size_t i = 0; i < r->n_contexts; i++)
-      r->prefill[r->n_prefill++] = r->contexts[i];
+      if (r->contexts[i] > 0) /* context 0 is a decode row only */
+        r->prefill[r->n_prefill++] = r->contexts[i];
     int64_t full = mml / 1024 * 1024;
     if (full > 0 && r->n_prefill < MAX_LIST)
       r->prefill[r->n_prefill++] = full;

@@ -38,7 +38,8 @@ jpct(const json_t *o, const char *k, const char *p)
 /* ------------------------------------------------------------------- view */
 
 static void
-axis_from(struct tb_render_axis *a, const json_t *arr)
+axis_from(struct tb_render_axis *a, const json_t *arr,
+          void (*add)(struct tb_render_axis *, int64_t))
 {
   size_t i;
   const json_t *v;
@@ -48,7 +49,7 @@ axis_from(struct tb_render_axis *a, const json_t *arr)
     if (i >= 4 * TB_RENDER_MAX_AXIS)
       break;
     if (json_is_integer(v))
-      tb_render_axis_add(a, json_integer_value(v));
+      add(a, json_integer_value(v));
   }
 }
 
@@ -89,9 +90,9 @@ view_build(struct view *v, const json_t *doc)
   if (state != NULL && (strcmp(state, "running") == 0 || strcmp(state, "queued") == 0))
     v->status = "running";
   const json_t *st = json_object_get(doc, "settings");
-  axis_from(&v->dctx, json_object_get(st, "contexts"));
-  axis_from(&v->conc, json_object_get(st, "concurrency"));
-  axis_from(&v->pctx, json_object_get(st, "prefill_contexts"));
+  axis_from(&v->dctx, json_object_get(st, "contexts"), tb_render_axis_add_ctx);
+  axis_from(&v->conc, json_object_get(st, "concurrency"), tb_render_axis_add);
+  axis_from(&v->pctx, json_object_get(st, "prefill_contexts"), tb_render_axis_add);
   const json_t *cells = json_object_get(doc, "cells");
   size_t n = json_is_array(cells) ? json_array_size(cells) : 0;
   if (n > TB_REPORT_MAX_CELLS) {
@@ -108,7 +109,7 @@ view_build(struct view *v, const json_t *doc)
     if (ph == 0)
       tb_render_axis_add(&v->pctx, ctx);
     else if (tb_json_int(c, "concurrency", &conc)) {
-      tb_render_axis_add(&v->dctx, ctx);
+      tb_render_axis_add_ctx(&v->dctx, ctx);
       tb_render_axis_add(&v->conc, conc);
     }
   }
