@@ -410,11 +410,18 @@ section_run(struct tb_render_buf *b, const struct view *v, emit_fn emit)
     emit(b, "KV cache budget", t);
     free(t);
   } else if (json_is_object(cap)) {
-    emit(b, "KV cache budget", "unknown (no capacity information from the server)");
+    /* why, as discovery recorded it (capacity.unknown), when it did */
+    const char *why = tb_json_str(json_object_get(cap, "unknown"), "kv_budget_tokens");
+    char *t = tb_xasprintf("unknown (%s)", why ? why : "no capacity information from the server");
+    emit(b, "KV cache budget", t);
+    free(t);
   }
   if (tb_json_int(cap, "max_running_requests", &iv)) {
     tb_render_fmt_int(iv, n1, sizeof n1);
-    emit(b, "Max running requests", n1);
+    const char *src = tb_json_str(cap, "max_running_source");
+    char *t = tb_xasprintf("%s%s%s%s", n1, src ? " (" : "", src ? src : "", src ? ")" : "");
+    emit(b, "Max running requests", t);
+    free(t);
   }
   if ((s = tb_json_str(ep, "name")) != NULL)
     emit(b, "Endpoint", s);

@@ -86,7 +86,9 @@ tb_table_print(FILE *f, const json_t *doc)
     fmt_thousands((double)json_integer_value(kv), 0, a, sizeof a);
     fprintf(f, "KV budget %s tokens (%s)", a, str(cap, "source"));
   } else {
-    fprintf(f, "KV budget unknown (no capacity interface: every cell run)");
+    const char *why = tb_json_str(json_object_get(cap, "unknown"), "kv_budget_tokens");
+    fprintf(f, "KV budget unknown (%s: every cell run)",
+            why ? why : "no capacity interface");
   }
   fprintf(f, " · decode test: fixed duration %.1f s · max output %" PRId64
              " tokens · prefill measured during decode warm-up\n",

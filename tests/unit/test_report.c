@@ -709,12 +709,40 @@ test_context_zero_import(void **state)
   json_decref(in);
 }
 
+/* The header says where the capacity figures came from, and why one is
+ * unknown, as discovery recorded it. */
+static void
+test_capacity_sources_shown(void **state)
+{
+  (void)state;
+  json_t *doc = load(FIXTURE);
+  json_t *cap = json_object_get(doc, "capacity");
+  json_object_set_new(cap, "kv_budget_tokens", json_null());
+  json_object_set_new(cap, "source", json_string("none"));
+  json_object_set_new(cap, "max_running_requests", json_integer(4));
+  json_object_set_new(cap, "max_running_source", json_string("llama.cpp /props total_slots"));
+  json_object_set_new(cap, "unknown",
+                      json_pack("{s:s}", "kv_budget_tokens", "tgi /info has no batch budget"));
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "unknown (tgi /info has no batch budget)"));
+  assert_non_null(strstr(md, "4 (llama.cpp /props total\\_slots)")); /* md escapes _ */
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "unknown (tgi /info has no batch budget)"));
+  char *tt = table_text(doc);
+  assert_non_null(strstr(tt, "KV budget unknown (tgi /info has no batch budget: every cell run)"));
+  free(tt);
+  free(html);
+  free(md);
+  json_decref(doc);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_all_measurements_rows_fit_the_header),
     cmocka_unit_test(test_context_zero_import),
+    cmocka_unit_test(test_capacity_sources_shown),
     cmocka_unit_test(test_formats),
     cmocka_unit_test(test_html_matrix_matches_json),
     cmocka_unit_test(test_md_matches_json),
