@@ -6,6 +6,7 @@
 #   make valgrind        unit tests and a service smoke test under valgrind
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench           benchmarks, printing figures
+#   make bench-verdicts  the verdict's false alarms and power (in make bench too)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
 
@@ -90,7 +91,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench clean
+.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench bench-verdicts clean
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -147,6 +148,11 @@ fuzz: deps
 bench: deps
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/run.sh
+
+# The verdict's false alarms and power over simulated histories (no service).
+bench-verdicts: deps
+	$(MAKE) MODE=release build-rel/libtokbench.a
+	TB_BIN_DIR=build-rel/bin bench/bench_verdicts.sh
 
 # The README's run command: the service on its embedded default.
 run: deps all
