@@ -8,6 +8,9 @@
 #   make bench           benchmarks, printing figures
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
+#   make docker-test     docker/Dockerfile built with podman from a local
+#                        debootstrap base (no registry) and a job run through
+#                        its containers (make test runs it where it can)
 
 .DEFAULT_GOAL := all
 MODE     ?= debug
@@ -90,7 +93,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench clean
+.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -147,6 +150,12 @@ fuzz: deps
 bench: deps
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/run.sh
+
+# The image built and run for real (scripts/docker-test.sh; installs podman,
+# runc, debootstrap through scripts/deps.sh docker).  make test runs it from
+# tests/integration/test_docker.py, or prints a SKIP line with the reason.
+docker-test:
+	scripts/docker-test.sh
 
 # The README's run command: the service on its embedded default.
 run: deps all

@@ -106,7 +106,7 @@ cleanup() {
     podman system reset -f >/dev/null 2>&1
     # what podman writes outside its configured places whatever the
     # configuration (containers/image's blob cache under /var/lib/containers)
-    find $machine_paths 2>/dev/null | sort >"$tmp/after"
+    { find $machine_paths 2>/dev/null || true; } | sort >"$tmp/after"
     comm -13 "$tmp/before" "$tmp/after" | sort -r | while read -r p; do rm -rf "$p"; done
   fi
   [ -d "$pg_dir" ] && scripts/tb-pg stop "$pg_dir"
@@ -121,6 +121,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+trap 'echo "docker-test: FAIL: status $? at line $LINENO: $BASH_COMMAND" >&2' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -163,7 +164,7 @@ export CONTAINERS_CONF="$tmp/containers.conf" CONTAINERS_STORAGE_CONF="$tmp/stor
 export CONTAINERS_REGISTRIES_CONF="$tmp/registries.conf" TMPDIR="$tmp/tmp"
 # The machine's own podman places: what appears there during the run is removed
 machine_paths="/var/lib/containers /run/containers /run/libpod /etc/containers /etc/cni /var/lib/cni"
-find $machine_paths 2>/dev/null | sort >"$tmp/before"
+{ find $machine_paths 2>/dev/null || true; } | sort >"$tmp/before"
 podman_used=1
 
 # -- 3. the base image, made here ---------------------------------------------
