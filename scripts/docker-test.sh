@@ -96,10 +96,28 @@ chmod 0755 "$tmp"   # the postgres user reaches its cluster below
 pg_dir="$tmp/pg"
 podman_used=0
 verdict=""
+child=""   # the long step running now (bg_wait), ended first on a signal
+# bg_wait CMD...: runs CMD as a child and waits for it, so that a signal
+# reaches the traps at once, not when a long step ends.
+# The child leads a process group of its own, which cleanup ends whole
+# (debootstrap catches TERM and acts on it only when its own child ends).
+bg_wait() {
+  setsid "$@" &
+  child=$!
+  wait "$child"
+  local st=$?
+  child=""
+  return "$st"
+}
 cleanup() {
   local rc=$?
   set +e
-  trap - EXIT INT TERM
+  trap - EXIT INT TERM ERR
+  exec 1>&3 2>&4   # a signal may come inside a step whose output is redirected
+  if [ -n "$child" ]; then
+    kill -TERM -- "-$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+  fi
   if [ "$podman_used" = 1 ]; then
     podman rm -a -f -t 2 >/dev/null 2>&1
     podman rmi -a -f >/dev/null 2>&1
@@ -120,10 +138,11 @@ cleanup() {
   if [ "$rc" = 0 ] && [ -n "$verdict" ]; then say "$verdict"; fi
   exit "$rc"
 }
+exec 3>&1 4>&2
 trap cleanup EXIT
 trap 'echo "docker-test: FAIL: status $? at line $LINENO: $BASH_COMMAND" >&2' ERR
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'echo "docker-test: FAIL: interrupted" >&2; exit 130' INT
+trap 'echo "docker-test: FAIL: terminated" >&2; exit 143' TERM
 
 mkdir -p "$tmp/storage" "$tmp/run" "$tmp/libpod" "$tmp/tmp" "$tmp/net" "$tmp/volumes"
 cat >"$tmp/containers.conf" <<EOF
@@ -170,8 +189,12 @@ podman_used=1
 # -- 3. the base image, made here ---------------------------------------------
 read -r src_file mirror < <(find_mirror)
 t=$(date +%s)
-debootstrap --variant=minbase bookworm "$tmp/rootfs" "$mirror" >"$tmp/debootstrap.log" 2>&1 \
+# dpkg without fsync: a throwaway tree (the file is removed below)
+mkdir -p "$tmp/rootfs/etc/dpkg/dpkg.cfg.d"
+echo force-unsafe-io >"$tmp/rootfs/etc/dpkg/dpkg.cfg.d/tb-unsafe-io"
+bg_wait debootstrap --variant=minbase bookworm "$tmp/rootfs" "$mirror" >"$tmp/debootstrap.log" 2>&1 \
   || { tail -n 20 "$tmp/debootstrap.log" >&2; die "debootstrap failed"; }
+rm -f "$tmp/rootfs/etc/dpkg/dpkg.cfg.d/tb-unsafe-io"
 # apt in the image uses the mirror (and sources) the host's apt uses
 rm -f "$tmp/rootfs/etc/apt/sources.list"
 case "$src_file" in
@@ -191,7 +214,7 @@ say "base image debian:12 from debootstrap (${t_deboot} s, $(podman image inspec
 
 # -- 4. the build, and what the runtime image carries -------------------------
 build() {
-  podman build --pull=never --network host --build-arg JOBS=2 \
+  bg_wait podman build --pull=never --network host --build-arg JOBS=2 \
     --ignorefile docker/Dockerfile.dockerignore -f docker/Dockerfile "$@" . \
     >>"$tmp/build.log" 2>&1 || { tail -n 30 "$tmp/build.log" >&2; die "podman build $* failed"; }
 }
