@@ -21,10 +21,4 @@ int tb_cli_keys(int argc, char **argv);
 int tb_cli_submit(int argc, char **argv);     /* cmd_submit.c */
 int tb_cli_spec_table(int argc, char **argv); /* cmd_spec.c: tb_spec's table as JSON */
 
-#include <jansson.h>
-#include <stdio.h>
-/* Prints a result document (api/result.schema.json) as the seed reports'
- * tables: header, prefill, decode matrix, all measurements. */
-void tb_cli_print_tables(FILE *f, const json_t *doc);
-
 #endif

@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "tb_compare.h"
 #include "tb_import.h"
+#include "tb_cmpreport.h"
 #include "tb_report.h"
 #include "tb_util.h"
 
@@ -214,7 +215,7 @@ tb_cli_compare(int argc, char **argv)
     fprintf(stderr, "tokbench: %s\n", err ? err : "cannot compare");
     goto out;
   }
-  out = tb_report_render_compare(cmp, a.fmt, &len, &err);
+  out = tb_cmpreport_render(cmp, a.fmt, &len, &err);
   if (out == NULL) {
     fprintf(stderr, "tokbench: %s\n", err ? err : "cannot render");
     goto out;

@@ -12,7 +12,7 @@
  * change is seen at once and an idle job costs one request per 30 s.
  * Progress goes to stderr, the report to stdout.  The report comes from
  * GET /v1/jobs/{id}/report?format=md; when the API has none, the result's
- * tables are printed (tb_cli_print_tables).
+ * tables are printed (tb_table_print).
  *
  * The API key: --api-key-file F (first line) or TOKBENCH_API_KEY; never a
  * command-line value (it would show in ps and CI logs); wiped after use.
@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "tb_http.h"
 #include "tb_jobdoc.h"
+#include "tb_table.h"
 #include "tb_util.h"
 
 #define SUBMIT_KEY_MAX 4096
@@ -304,7 +305,7 @@ tb_cli_submit(int argc, char **argv)
     if (resp.len > 0 && resp.body[resp.len - 1] != '\n')
       putchar('\n');
   } else if (json_is_object(result) && json_is_array(json_object_get(result, "cells"))) {
-    tb_cli_print_tables(stdout, result);
+    tb_table_print(stdout, result);
   } else {
     printf("job %s: %s\n", id, state);
   }

@@ -1,7 +1,8 @@
 /*
  * tb_report: pure renderers from a result document (api/result.schema.json,
- * "tokbench.result/v1") or a comparison document (tb_compare,
- * "tokbench.compare/v1") to the formats people read:
+ * "tokbench.result/v1") to the formats people read (a comparison document is
+ * rendered by tb_cmpreport, the terminal tables by tb_table; the pieces they
+ * share are in tb_render):
  *
  *   html  one self-contained page laid out like the seed reports (header:
  *         Hardware / Engine / Run / Launch command; prefill table; decode
@@ -35,14 +36,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tb_render.h"
 #include "tb_util.h"
 
 /* Largest rendered report; past it rendering fails with an error. */
-#define TB_REPORT_MAX (32u * 1024u * 1024u)
+#define TB_REPORT_MAX TB_RENDER_MAX
 /* Cells considered per document; the rest are ignored (and said so). */
 #define TB_REPORT_MAX_CELLS 20000u
 /* Distinct contexts / concurrencies drawn in the matrix and charts. */
-#define TB_REPORT_MAX_AXIS 64u
+#define TB_REPORT_MAX_AXIS TB_RENDER_MAX_AXIS
 
 enum tb_report_format {
   TB_REPORT_HTML = 0,
@@ -68,22 +70,5 @@ const char *tb_report_content_type(enum tb_report_format f);
  */
 char *tb_report_render(const json_t *doc, enum tb_report_format f, size_t *len,
                        char **err) TB_MUST_CHECK;
-
-/* As tb_report_render, for a comparison document made by tb_compare(). */
-char *tb_report_render_compare(const json_t *cmp, enum tb_report_format f,
-                               size_t *len, char **err) TB_MUST_CHECK;
-
-/* Number formats of the seed reports, into buf (at least 32 bytes):
- *   tps_short  prompt tok/s:  14976 -> "15K", 15530 -> "15.5K", 812 -> "812"
- *   tps        decode tok/s:  118.44 -> "118.4", 1310.02 -> "1,310.0"
- *   ms         whole ms:      1047.3 -> "1,047 ms"
- *   ms1        one decimal:   8.43 -> "8.4 ms"
- *   int        4096 -> "4,096"
- * Non-finite values render as "—". */
-void tb_report_fmt_tps_short(double v, char *buf, size_t len);
-void tb_report_fmt_tps(double v, char *buf, size_t len);
-void tb_report_fmt_ms(double v, char *buf, size_t len);
-void tb_report_fmt_ms1(double v, char *buf, size_t len);
-void tb_report_fmt_int(int64_t v, char *buf, size_t len);
 
 #endif

@@ -11,6 +11,7 @@
 #include "api_handlers.h"
 #include "api_report.h"
 #include "api_result.h"
+#include "tb_cmpreport.h"
 #include "tb_compare.h"
 #include "tb_regress.h"
 
@@ -68,7 +69,7 @@ tb_api_compare(struct tb_api_req *r)
   json_object_set_new(json_object_get(cmp, "base"), "job_id", json_string(base_id));
   json_object_set_new(json_object_get(cmp, "head"), "job_id", json_string(head_id));
   size_t len = 0;
-  body = tb_report_render_compare(cmp, f, &len, &err);
+  body = tb_cmpreport_render(cmp, f, &len, &err);
   ret = tb_api_report_reply(r, f, body, len, err);
 out:
   free(body);

@@ -1,5 +1,6 @@
 /*
- * sim_server: the simulator's HTTP server, protocol and scheduler.
+ * sim_server: the simulator's HTTP server, protocol and scheduler (one
+ * module in several files, see Files below).
  *
  * One thread, one epoll loop, one timerfd (absolute CLOCK_MONOTONIC
  * deadlines, timer slack 1 ns) and a signalfd.  Connections speak HTTP/1.1
@@ -8,12 +9,17 @@
  * a comment line ": t=<ns>\n" holding CLOCK_MONOTONIC nanoseconds taken just
  * before the write() that carries it (--no-stamps turns them off).
  *
- * The model (continuous batching) lives here too, see sim/README.md:
+ * The model (continuous batching), see sim/README.md:
  * requests queue FIFO until they fit (KV reservation prompt + max_tokens,
  * and max running requests), then prefill (cold: one at a time through a
  * prefill lane at the profile's speed; prefix-cache hit: cached TTFT), emit
  * their first token, join the decode batch, and get one token per decode
  * step, the step lasting step_ms(batch size, mean prompt tokens) / scale.
+ *
+ * Files: sim_server.c the loop and timers, sim_conn.c connections and
+ * replies, sim_sched.c the scheduler (the model above), sim_stream.c what a
+ * generation writes (SSE, chunks, usage), sim_routes.c the routes and
+ * handlers; their shared state and its lifetimes in sim_state.h (private).
  */
 #ifndef SIM_SERVER_H
 #define SIM_SERVER_H

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "tb_cmpreport.h"
 #include "tb_compare.h"
 #include "tb_import.h"
 #include "tb_report.h"
@@ -39,7 +40,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     err = NULL;
     if (cmp != NULL) {
       for (int f = TB_REPORT_HTML; f <= TB_REPORT_CSV; f++) {
-        char *s = tb_report_render_compare(cmp, (enum tb_report_format)f, NULL, &err);
+        char *s = tb_cmpreport_render(cmp, (enum tb_report_format)f, NULL, &err);
         free(s);
         free(err);
         err = NULL;

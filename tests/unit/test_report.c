@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tb_compare.h"
+#include "tb_cmpreport.h"
 #include "tb_report.h"
 
 #define FIXTURE "tests/fixtures/result_sglang.json"
@@ -47,39 +48,39 @@ static void
 test_formats(void **state)
 {
   char b[64];
-  tb_report_fmt_tps_short(14976, b, sizeof b);
+  tb_render_fmt_tps_short(14976, b, sizeof b);
   assert_string_equal(b, "15K");
-  tb_report_fmt_tps_short(15530, b, sizeof b);
+  tb_render_fmt_tps_short(15530, b, sizeof b);
   assert_string_equal(b, "15.5K");
-  tb_report_fmt_tps_short(812.4, b, sizeof b);
+  tb_render_fmt_tps_short(812.4, b, sizeof b);
   assert_string_equal(b, "812");
-  tb_report_fmt_tps_short(2.5e6, b, sizeof b);
+  tb_render_fmt_tps_short(2.5e6, b, sizeof b);
   assert_string_equal(b, "2.5M");
-  tb_report_fmt_tps(118.44, b, sizeof b);
+  tb_render_fmt_tps(118.44, b, sizeof b);
   assert_string_equal(b, "118.4");
-  tb_report_fmt_tps(1310.02, b, sizeof b);
+  tb_render_fmt_tps(1310.02, b, sizeof b);
   assert_string_equal(b, "1,310.0");
-  tb_report_fmt_tps(1234567.89, b, sizeof b);
+  tb_render_fmt_tps(1234567.89, b, sizeof b);
   assert_string_equal(b, "1,234,567.9");
-  tb_report_fmt_ms(1047.3, b, sizeof b);
+  tb_render_fmt_ms(1047.3, b, sizeof b);
   assert_string_equal(b, "1,047 ms");
-  tb_report_fmt_ms(48, b, sizeof b);
+  tb_render_fmt_ms(48, b, sizeof b);
   assert_string_equal(b, "48 ms");
-  tb_report_fmt_ms1(8.43, b, sizeof b);
+  tb_render_fmt_ms1(8.43, b, sizeof b);
   assert_string_equal(b, "8.4 ms");
-  tb_report_fmt_int(4096, b, sizeof b);
+  tb_render_fmt_int(4096, b, sizeof b);
   assert_string_equal(b, "4,096");
-  tb_report_fmt_int(-1234567, b, sizeof b);
+  tb_render_fmt_int(-1234567, b, sizeof b);
   assert_string_equal(b, "-1,234,567");
-  tb_report_fmt_int(999, b, sizeof b);
+  tb_render_fmt_int(999, b, sizeof b);
   assert_string_equal(b, "999");
-  tb_report_fmt_tps(NAN, b, sizeof b);
+  tb_render_fmt_tps(NAN, b, sizeof b);
   assert_string_equal(b, "\xe2\x80\x94");
-  tb_report_fmt_ms(INFINITY, b, sizeof b);
+  tb_render_fmt_ms(INFINITY, b, sizeof b);
   assert_string_equal(b, "\xe2\x80\x94");
   /* A small buffer truncates, never overflows. */
   char tiny[4];
-  tb_report_fmt_tps(1234567.0, tiny, sizeof tiny);
+  tb_render_fmt_tps(1234567.0, tiny, sizeof tiny);
   assert_true(strlen(tiny) < sizeof tiny);
 
   enum tb_report_format f;
@@ -97,8 +98,8 @@ test_formats(void **state)
 static void
 cell_text(const json_t *c, char *tps, char *ms)
 {
-  tb_report_fmt_tps(json_number_value(json_object_get(c, "total_tps")), tps, 48);
-  tb_report_fmt_ms(json_number_value(json_object_get(json_object_get(c, "ttft_ms"), "p50")),
+  tb_render_fmt_tps(json_number_value(json_object_get(c, "total_tps")), tps, 48);
+  tb_render_fmt_ms(json_number_value(json_object_get(json_object_get(c, "ttft_ms"), "p50")),
                    ms, 48);
 }
 
@@ -126,8 +127,8 @@ test_html_matrix_matches_json(void **state)
     char key[128], want[256], tps[48], ms[48];
     json_int_t ctx = json_integer_value(json_object_get(c, "context"));
     if (strcmp(ph, "prefill") == 0) {
-      tb_report_fmt_tps_short(json_number_value(json_object_get(c, "prompt_tps")), tps, 48);
-      tb_report_fmt_ms(json_number_value(json_object_get(c, "ttft_ms")), ms, 48);
+      tb_render_fmt_tps_short(json_number_value(json_object_get(c, "prompt_tps")), tps, 48);
+      tb_render_fmt_ms(json_number_value(json_object_get(c, "ttft_ms")), ms, 48);
       snprintf(key, sizeof key, "<tr data-context=\"%" JSON_INTEGER_FORMAT "\">", ctx);
       const char *row = strstr(html, key);
       assert_non_null(row);
@@ -532,7 +533,7 @@ test_compare_formats(void **state)
   json_t *cmp = tb_compare(base, head, 0.05, &err);
   assert_non_null(cmp);
   size_t len;
-  char *html = tb_report_render_compare(cmp, TB_REPORT_HTML, &len, &err);
+  char *html = tb_cmpreport_render(cmp, TB_REPORT_HTML, &len, &err);
   assert_non_null(html);
   assert_non_null(strstr(html, "id=\"compare-matrix\""));
   /* 8K x 1: sglang 118.4, vLLM 111.9 (3358/30) -> -5.5%: a regression. */
@@ -540,16 +541,16 @@ test_compare_formats(void **state)
                                "\xe2\x88\x92" "5.5%</span>"));
   assert_non_null(strstr(html, "id=\"regressions\""));
   free(html);
-  char *md = tb_report_render_compare(cmp, TB_REPORT_MD, &len, &err);
+  char *md = tb_cmpreport_render(cmp, TB_REPORT_MD, &len, &err);
   assert_non_null(md);
   assert_non_null(strstr(md, "| 8K | 111.9 (\xe2\x88\x92" "5.5%) |"));
   free(md);
-  char *csv = tb_report_render_compare(cmp, TB_REPORT_CSV, &len, &err);
+  char *csv = tb_cmpreport_render(cmp, TB_REPORT_CSV, &len, &err);
   assert_non_null(csv);
   assert_non_null(strstr(csv, "decode,8192,8K,1,valid,valid,both,"));
   assert_non_null(strstr(csv, "total_tps:-5.5%"));
   free(csv);
-  char *js = tb_report_render_compare(cmp, TB_REPORT_JSON, &len, &err);
+  char *js = tb_cmpreport_render(cmp, TB_REPORT_JSON, &len, &err);
   json_t *back = json_loads(js, 0, NULL);
   assert_true(json_equal(back, cmp));
   json_decref(back);

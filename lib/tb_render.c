@@ -1,0 +1,504 @@
+/*
+ * tb_render: buffer, escapers, number formats, axes, header texts and HTML
+ * scaffolding shared by the report formats.  See tb_render.h for the
+ * contract.
+ */
+#include "tb_render.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_json.h"
+
+/* ------------------------------------------------------------------ buffer */
+
+void
+tb_render_put(struct tb_render_buf *b, const char *s, size_t n)
+{
+  if (b->over)
+    return;
+  if (n > TB_RENDER_MAX - b->len) {
+    b->over = true;
+    return;
+  }
+  if (b->len + n + 1 > b->cap) {
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc < b->len + n + 1)
+      nc *= 2;
+    if (nc > TB_RENDER_MAX + 1)
+      nc = TB_RENDER_MAX + 1;
+    b->p = tb_xrealloc(b->p, nc);
+    b->cap = nc;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+void
+tb_render_puts(struct tb_render_buf *b, const char *s)
+{
+  tb_render_put(b, s, strlen(s));
+}
+
+void
+tb_render_printf(struct tb_render_buf *b, const char *fmt, ...)
+{
+  char small[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  if ((size_t)n < sizeof small) {
+    tb_render_put(b, small, (size_t)n);
+    return;
+  }
+  char *big = tb_xmalloc((size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  tb_render_put(b, big, (size_t)n);
+  free(big);
+}
+
+char *
+tb_render_finish(struct tb_render_buf *b, size_t *len, char **err)
+{
+  if (b->over) {
+    free(b->p);
+    *err = tb_xasprintf("report larger than %u bytes", TB_RENDER_MAX);
+    return NULL;
+  }
+  if (b->p == NULL)
+    tb_render_put(b, "", 0);
+  if (b->p == NULL) { /* tb_render_put of 0 bytes on an empty buffer allocates */
+    *err = tb_xstrdup("empty report");
+    return NULL;
+  }
+  if (len)
+    *len = b->len;
+  return b->p;
+}
+
+/* ---------------------------------------------------------------- escaping */
+
+/* HTML text and attribute values.  Control characters other than tab and
+ * newline are dropped; invalid UTF-8 cannot occur (jansson validates). */
+void
+tb_render_html(struct tb_render_buf *b, const char *s)
+{
+  if (s == NULL)
+    return;
+  const char *run = s;
+  for (const char *c = s; *c; c++) {
+    const char *rep = NULL;
+    switch (*c) {
+    case '&': rep = "&amp;"; break;
+    case '<': rep = "&lt;"; break;
+    case '>': rep = "&gt;"; break;
+    case '"': rep = "&quot;"; break;
+    case '\'': rep = "&#39;"; break;
+    default:
+      if ((unsigned char)*c < 0x20 && *c != '\n' && *c != '\t')
+        rep = "";
+    }
+    if (rep) {
+      tb_render_put(b, run, (size_t)(c - run));
+      tb_render_puts(b, rep);
+      run = c + 1;
+    }
+  }
+  tb_render_puts(b, run);
+}
+
+/* Markdown inline text (a table cell): punctuation that could start markup is
+ * backslash-escaped, HTML metacharacters become entities (GitHub renders
+ * inline HTML), newlines become spaces (they would end the table row). */
+void
+tb_render_md(struct tb_render_buf *b, const char *s)
+{
+  if (s == NULL)
+    return;
+  for (const char *c = s; *c; c++) {
+    switch (*c) {
+    case '<': tb_render_puts(b, "&lt;"); break;
+    case '>': tb_render_puts(b, "&gt;"); break;
+    case '&': tb_render_puts(b, "&amp;"); break;
+    case '\n': case '\r': case '\t': tb_render_puts(b, " "); break;
+    case '\\': case '`': case '*': case '_': case '[': case ']': case '|':
+    case '~': case '@':
+      tb_render_put(b, "\\", 1);
+      tb_render_put(b, c, 1);
+      break;
+    default:
+      if ((unsigned char)*c >= 0x20)
+        tb_render_put(b, c, 1);
+    }
+  }
+}
+
+/* RFC 4180 field.  A text field that a spreadsheet would take for a formula
+ * (= + - @ at the start) gets a leading apostrophe (OWASP CSV injection). */
+void
+tb_render_csv_str(struct tb_render_buf *b, const char *s)
+{
+  if (s == NULL)
+    return;
+  bool quote = strpbrk(s, ",\"\r\n") != NULL;
+  bool formula = strchr("=+-@\t\r", s[0]) != NULL && s[0] != '\0';
+  if (quote || formula)
+    tb_render_put(b, "\"", 1);
+  if (formula)
+    tb_render_put(b, "'", 1);
+  for (const char *c = s; *c; c++) {
+    if (*c == '"')
+      tb_render_put(b, "\"\"", 2);
+    else
+      tb_render_put(b, c, 1);
+  }
+  if (quote || formula)
+    tb_render_put(b, "\"", 1);
+}
+
+/* A number that reads back as the same double (shortest of %.15g, %.17g). */
+void
+tb_render_csv_num(struct tb_render_buf *b, double v)
+{
+  if (!isfinite(v))
+    return;
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v)
+    snprintf(buf, sizeof buf, "%.17g", v);
+  tb_render_puts(b, buf);
+}
+
+/* ----------------------------------------------------------------- numbers */
+
+/* Inserts thousands separators into the integer part of a formatted number. */
+void
+tb_render_group(const char *in, char *out, size_t len)
+{
+  size_t o = 0;
+  const char *p = in;
+  if (*p == '-') {
+    if (o + 1 < len)
+      out[o++] = *p;
+    p++;
+  }
+  size_t digits = strspn(p, "0123456789");
+  for (size_t i = 0; i < digits; i++) {
+    if (i > 0 && (digits - i) % 3 == 0 && o + 1 < len)
+      out[o++] = ',';
+    if (o + 1 < len)
+      out[o++] = p[i];
+  }
+  for (p += digits; *p && o + 1 < len; p++)
+    out[o++] = *p;
+  out[o < len ? o : len - 1] = '\0';
+}
+
+void
+tb_render_fmt_int(int64_t v, char *buf, size_t len)
+{
+  char tmp[32];
+  snprintf(tmp, sizeof tmp, "%" PRId64, v);
+  tb_render_group(tmp, buf, len);
+}
+
+void
+tb_render_fmt_tps(double v, char *buf, size_t len)
+{
+  tb_render_fmt_1(v, buf, len);
+}
+
+void
+tb_render_fmt_tps_short(double v, char *buf, size_t len)
+{
+  if (!isfinite(v) || fabs(v) > 1e15) {
+    snprintf(buf, len, "%s", TB_RENDER_DASH);
+    return;
+  }
+  const char *unit = "";
+  double x = v;
+  if (fabs(v) >= 999.95e3) {
+    x = v / 1e6;
+    unit = "M";
+  } else if (fabs(v) >= 999.95) {
+    x = v / 1e3;
+    unit = "K";
+  }
+  char tmp[48];
+  if (*unit) {
+    snprintf(tmp, sizeof tmp, "%.1f", x);
+    size_t n = strlen(tmp);
+    if (n > 2 && strcmp(tmp + n - 2, ".0") == 0)
+      tmp[n - 2] = '\0';
+    snprintf(buf, len, "%s%s", tmp, unit);
+  } else {
+    snprintf(tmp, sizeof tmp, "%.0f", x);
+    snprintf(buf, len, "%s", tmp);
+  }
+}
+
+/* v ms with the given decimals, grouped: "1,047 ms". */
+static void
+fmt_ms_places(double v, int decimals, char *buf, size_t len)
+{
+  if (!isfinite(v) || fabs(v) > 1e15) {
+    snprintf(buf, len, "%s", TB_RENDER_DASH);
+    return;
+  }
+  char tmp[48], g[64];
+  snprintf(tmp, sizeof tmp, "%.*f", decimals, v);
+  tb_render_group(tmp, g, sizeof g);
+  snprintf(buf, len, "%s ms", g);
+}
+
+void
+tb_render_fmt_ms(double v, char *buf, size_t len)
+{
+  fmt_ms_places(v, fabs(v) < 9.95 ? 1 : 0, buf, len);
+}
+
+void
+tb_render_fmt_ms1(double v, char *buf, size_t len)
+{
+  fmt_ms_places(v, 1, buf, len);
+}
+
+/* "%.1f" (average active requests), "30.0 s", "+3.2%" */
+void
+tb_render_fmt_1(double v, char *buf, size_t len)
+{
+  if (!isfinite(v) || fabs(v) > 1e15)
+    snprintf(buf, len, "%s", TB_RENDER_DASH);
+  else {
+    char tmp[48];
+    snprintf(tmp, sizeof tmp, "%.1f", v);
+    tb_render_group(tmp, buf, len);
+  }
+}
+
+void
+tb_render_fmt_secs(double v, char *buf, size_t len)
+{
+  char t[40];
+  tb_render_fmt_1(v, t, sizeof t);
+  if (isfinite(v) && fabs(v) <= 1e15)
+    snprintf(buf, len, "%s s", t);
+  else
+    snprintf(buf, len, "%s", t);
+}
+
+void
+tb_render_fmt_pct(double ratio, char *buf, size_t len)
+{
+  if (!isfinite(ratio) || fabs(ratio) > 1e9) {
+    snprintf(buf, len, "%s", TB_RENDER_DASH);
+    return;
+  }
+  double p = (ratio - 1.0) * 100.0;
+  if (fabs(p) < 0.05)
+    snprintf(buf, len, "0.0%%");
+  else
+    snprintf(buf, len, "%s%.1f%%", p > 0 ? "+" : TB_RENDER_MINUS, fabs(p));
+}
+/* -------------------------------------------------------------- axes */
+
+void
+tb_render_axis_add(struct tb_render_axis *a, int64_t x)
+{
+  if (x <= 0 || x > ((int64_t)1 << 40))
+    return;
+  size_t i = 0;
+  while (i < a->n && a->v[i] < x)
+    i++;
+  if (i < a->n && a->v[i] == x)
+    return;
+  if (a->n == TB_RENDER_MAX_AXIS) {
+    a->truncated = true;
+    return;
+  }
+  memmove(&a->v[i + 1], &a->v[i], (a->n - i) * sizeof a->v[0]);
+  a->v[i] = x;
+  a->n++;
+}
+
+int
+tb_render_axis_find(const struct tb_render_axis *a, int64_t x)
+{
+  size_t lo = 0, hi = a->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (a->v[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < a->n && a->v[lo] == x ? (int)lo : -1;
+}
+
+/* ------------------------------------------------------ document text */
+
+int
+tb_render_cell_phase(const json_t *c)
+{
+  const char *p = tb_json_str(c, "phase");
+  if (p == NULL)
+    return -1;
+  if (strcmp(p, "prefill") == 0)
+    return 0;
+  if (strcmp(p, "decode") == 0)
+    return 1;
+  return -1;
+}
+
+const char *
+tb_render_status_text(const char *s)
+{
+  if (s == NULL)
+    return "not measured";
+  if (strcmp(s, "valid") == 0)
+    return "Valid";
+  if (strcmp(s, "over_capacity") == 0)
+    return "Over capacity";
+  if (strcmp(s, "error") == 0)
+    return "Error";
+  if (strcmp(s, "skipped") == 0)
+    return "Skipped";
+  return "Unknown";
+}
+
+/* "Step-3.7-Flash-FP8 on H200 NVL ×2" */
+char *
+tb_render_title_line(const json_t *d)
+{
+  const json_t *model = json_object_get(d, "model");
+  const json_t *hw = json_object_get(d, "hardware");
+  const char *m = tb_json_str(model, "name");
+  if (m == NULL)
+    m = tb_json_str(model, "served");
+  const char *g = tb_json_str(hw, "gpu");
+  int64_t n = 0;
+  char cnt[40] = "";
+  if ((tb_json_int(hw, "gpu_count", &n) || tb_json_int(hw, "count", &n)) && n > 0 && n < 100000)
+    snprintf(cnt, sizeof cnt, " " TB_RENDER_TIMES "%" PRId64, n);
+  if (m && g)
+    return tb_xasprintf("%s on %s%s", m, g, cnt);
+  if (m)
+    return tb_xstrdup(m);
+  if (g)
+    return tb_xasprintf("%s%s", g, cnt);
+  return NULL;
+}
+
+/* "sglang · 0.0.0.dev1 · FP8" */
+char *
+tb_render_engine_line(const json_t *d)
+{
+  const json_t *e = json_object_get(d, "engine");
+  const char *parts[3] = { tb_json_str(e, "name"), tb_json_str(e, "version"), tb_json_str(e, "quantization") };
+  char *out = tb_xstrdup("");
+  for (size_t i = 0; i < 3; i++) {
+    if (parts[i] == NULL || !*parts[i])
+      continue;
+    char *t = tb_xasprintf("%s%s%s", out, *out ? " \xc2\xb7 " : "", parts[i]);
+    free(out);
+    out = t;
+  }
+  return out;
+}
+
+/* ------------------------------------------------------------------ HTML */
+
+static const char html_css[] =
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
+    "color:#1b1f24;background:#f6f7f9;margin:0}"
+    "main{max-width:1180px;margin:0 auto;padding:24px}"
+    "h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px}"
+    ".sub{color:#555;margin:2px 0}.muted{color:#666;font-size:12px}"
+    ".banner{background:#fff4ce;border:1px solid #e0b400;border-radius:6px;"
+    "padding:10px 14px;margin:14px 0;font-weight:600}"
+    ".cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:12px;margin-top:16px}"
+    ".card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:12px 14px}"
+    ".card h3{margin:0 0 6px;font-size:15px}"
+    "dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}"
+    "dt{color:#666}dd{margin:0;word-break:break-word}"
+    "pre{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:10px;"
+    "white-space:pre-wrap;word-break:break-all;font-size:12px}"
+    "table{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}"
+    "th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:right;vertical-align:middle}"
+    "td{white-space:nowrap}td.l:last-child{white-space:normal}"
+    "th{background:#eef1f4}td.l,th.l{text-align:left}"
+    "table.matrix td{min-width:78px;text-align:center}"
+    "table.matrix td b{display:block;font-size:15px}"
+    "table.matrix td span{display:block;font-size:11px;opacity:.85}"
+    "td.oc{background:#eceff1;color:#78848f;font-size:12px}"
+    "td.err{background:#fde7e9;color:#b00020;font-weight:600}"
+    "td.sk{background:#f5f5f5;color:#999;font-size:12px}"
+    "td.na{color:#bbb}"
+    ".bar{display:inline-block;height:10px;background:#4caf50;border-radius:2px;vertical-align:middle}"
+    ".charts{display:flex;flex-wrap:wrap;gap:16px}"
+    ".charts figure{margin:0;background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:8px}"
+    "figcaption{font-weight:600;margin:0 0 4px 6px}"
+    ".scroll{overflow-x:auto}"
+    ".up{color:#1b7f2a;font-weight:600}.down{color:#b00020;font-weight:600}"
+    "tr.reg td{background:#fde7e9}";
+
+void
+tb_render_html_head(struct tb_render_buf *b, const char *title)
+{
+  tb_render_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+             "<title>");
+  tb_render_html(b, title);
+  tb_render_puts(b, "</title><style>");
+  tb_render_puts(b, html_css);
+  tb_render_puts(b, "</style></head>\n<body><main>\n");
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+void
+tb_render_json(struct tb_render_buf *b, const json_t *doc)
+{
+  char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (s == NULL) {
+    b->over = true;
+    return;
+  }
+  tb_render_puts(b, s);
+  tb_render_puts(b, "\n");
+  free(s);
+}
+
+void
+tb_render_md_matrix_head(struct tb_render_buf *b, const struct tb_render_axis *cols)
+{
+  tb_render_puts(b, "| Context |");
+  for (size_t c = 0; c < cols->n; c++)
+    tb_render_printf(b, " %" PRId64 " |", cols->v[c]);
+  tb_render_puts(b, "\n|---|");
+  for (size_t c = 0; c < cols->n; c++)
+    tb_render_puts(b, "---:|");
+  tb_render_puts(b, "\n");
+}
+
+void
+tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
+                           const struct tb_render_axis *cols)
+{
+  tb_render_puts(b, "<table class=\"matrix\" id=\"");
+  tb_render_html(b, id);
+  tb_render_puts(b, "\"><tr><th class=\"l\">Context</th>");
+  for (size_t c = 0; c < cols->n; c++)
+    tb_render_printf(b, "<th>%" PRId64 "</th>", cols->v[c]);
+  tb_render_puts(b, "</tr>\n");
+}

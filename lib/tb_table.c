@@ -1,0 +1,221 @@
+/*
+ * tb_table: a result document as the seed reports' plain-text tables, the
+ * way `tokbench run` and `tokbench submit` show a finished job in a
+ * terminal.  See tb_table.h for the contract.
+ *
+ * The numbers are tb_render's grouping; prompt tok/s is shown in truncated
+ * thousands ("24.6K"), as the seeds' terminal tables do (the HTML and
+ * Markdown reports round instead: tb_render_fmt_tps_short).
+ */
+#include "tb_table.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_json.h"
+#include "tb_redact.h"
+#include "tb_render.h"
+#include "tb_util.h"
+
+/* v with the given decimals and thousands separators: "1,310.0". */
+static void
+fmt_thousands(double v, int decimals, char *buf, size_t len)
+{
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.*f", decimals, v);
+  tb_render_group(tmp, buf, len);
+}
+
+/* "24.6K" the way the seeds show prompt tok/s (thousands, truncated). */
+static void
+fmt_k(double v, char *buf, size_t len)
+{
+  if (v >= 1000) {
+    double k = floor(v / 100.0) / 10.0;
+    if (k == floor(k))
+      snprintf(buf, len, "%.0fK", k);
+    else
+      snprintf(buf, len, "%.1fK", k);
+  } else {
+    snprintf(buf, len, "%.0f", v);
+  }
+}
+
+static double
+p50(const json_t *o, const char *k)
+{
+  return tb_json_num(json_object_get(o, k), "p50");
+}
+
+static const char *
+str(const json_t *o, const char *k)
+{
+  const char *s = json_string_value(json_object_get(o, k));
+  return s ? s : "";
+}
+
+/* The word for a cell status; anything not known reads "Error". */
+static const char *
+status_word(const char *st)
+{
+  const char *w = tb_render_status_text(st);
+  return strcmp(w, "Unknown") == 0 ? "Error" : w;
+}
+
+void
+tb_table_print(FILE *f, const json_t *doc)
+{
+  const json_t *cells = json_object_get(doc, "cells");
+  const json_t *eng = json_object_get(doc, "engine");
+  const json_t *model = json_object_get(doc, "model");
+  const json_t *cap = json_object_get(doc, "capacity");
+  const json_t *set = json_object_get(doc, "settings");
+  char a[64], b[64];
+  fprintf(f, "Speed test matrix\n%s · %s · %s\n", str(model, "served"),
+          str(eng, "name"), str(eng, "version"));
+  fprintf(f, "Endpoint %s · run %s · status %s\n",
+          str(json_object_get(doc, "endpoint"), "url"), str(doc, "run_id"),
+          str(doc, "status"));
+  if (json_is_string(json_object_get(doc, "error")))
+    fprintf(f, "Error: %s\n", str(doc, "error"));
+  const json_t *kv = json_object_get(cap, "kv_budget_tokens");
+  if (json_is_integer(kv)) {
+    fmt_thousands((double)json_integer_value(kv), 0, a, sizeof a);
+    fprintf(f, "KV budget %s tokens (%s)", a, str(cap, "source"));
+  } else {
+    fprintf(f, "KV budget unknown (no capacity interface: every cell run)");
+  }
+  fprintf(f, " · decode test: fixed duration %.1f s · max output %" PRId64
+             " tokens · prefill measured during decode warm-up\n",
+          tb_json_num(set, "duration_s"),
+          (int64_t)json_integer_value(json_object_get(set, "max_output")));
+  if (json_is_string(json_object_get(doc, "launch_command"))) {
+    char *red = tb_redact_command(str(doc, "launch_command"));
+    fprintf(f, "Launch command: %s\n", red);
+    free(red);
+  }
+
+  size_t i;
+  const json_t *c;
+  fprintf(f, "\nPrefill\n| Context | Prompt tokens | Prompt tok/s | TTFT |\n"
+             "|---|---|---|---|\n");
+  json_array_foreach(cells, i, c) {
+    if (strcmp(str(c, "phase"), "prefill") != 0)
+      continue;
+    if (strcmp(str(c, "status"), "valid") != 0) {
+      fprintf(f, "| %s | — | %s | — |\n", str(c, "context_label"),
+              status_word(str(c, "status")));
+      continue;
+    }
+    fmt_thousands(tb_json_num(c, "prompt_tokens"), 0, a, sizeof a);
+    fmt_k(tb_json_num(c, "prompt_tps"), b, sizeof b);
+    char t[32];
+    fmt_thousands(tb_json_num(c, "ttft_ms"), 0, t, sizeof t);
+    fprintf(f, "| %s | %s | %s | %s ms |\n", str(c, "context_label"), a, b, t);
+  }
+
+  /* decode matrix */
+  const json_t *ctxs = json_object_get(set, "contexts");
+  const json_t *concs = json_object_get(set, "concurrency");
+  fprintf(f, "\nSustained decode\ntotal tok/s · rows are context length, "
+             "columns are simultaneous requests\n| Context |");
+  size_t j;
+  const json_t *cv;
+  json_array_foreach(concs, j, cv)
+    fprintf(f, " %" PRId64 " |", (int64_t)json_integer_value(cv));
+  fprintf(f, "\n|---|");
+  json_array_foreach(concs, j, cv)
+    fprintf(f, "---|");
+  fprintf(f, "\n");
+  size_t k;
+  const json_t *xv;
+  json_array_foreach(ctxs, k, xv) {
+    char label[32];
+    tb_format_tokens(json_integer_value(xv), label, sizeof label);
+    fprintf(f, "| %s |", label);
+    json_array_foreach(concs, j, cv) {
+      const json_t *hit = NULL;
+      json_array_foreach(cells, i, c) {
+        if (strcmp(str(c, "phase"), "decode") == 0 &&
+            json_integer_value(json_object_get(c, "context")) ==
+                json_integer_value(xv) &&
+            json_integer_value(json_object_get(c, "concurrency")) ==
+                json_integer_value(cv)) {
+          hit = c;
+          break;
+        }
+      }
+      if (hit == NULL) {
+        fprintf(f, " — |");
+      } else if (strcmp(str(hit, "status"), "valid") == 0) {
+        fmt_thousands(tb_json_num(hit, "total_tps"), 1, a, sizeof a);
+        fmt_thousands(p50(hit, "ttft_ms"), 0, b, sizeof b);
+        fprintf(f, " %s · %s ms TTFT |", a, b);
+      } else {
+        fprintf(f, " %s |", status_word(str(hit, "status")));
+      }
+    }
+    fprintf(f, "\n");
+  }
+  fprintf(f, "Over capacity: not run because this many requests at this "
+             "context would exceed the server's KV cache.\n");
+
+  fprintf(f, "\nAll measurements\nLatencies are medians. Total tok/s is "
+             "output across all simultaneous requests.\n"
+             "| Phase | Context | Requests at once | Status | Total tok/s | "
+             "Per request tok/s | TTFT | Time between tokens | Average active "
+             "requests | Completed requests | Output tokens | Measured for | "
+             "Tokens from |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+             "---|\n");
+  json_array_foreach(cells, i, c) {
+    bool pf = strcmp(str(c, "phase"), "prefill") == 0;
+    const char *st = str(c, "status");
+    fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
+            str(c, "context_label"),
+            (int64_t)json_integer_value(json_object_get(c, "concurrency")),
+            status_word(st));
+    if (strcmp(st, "valid") != 0) {
+      fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n",
+              str(c, "reason"));
+      continue;
+    }
+    if (pf) {
+      fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
+      fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
+      fprintf(f, " | %s | — | %s ms | — | — | 1 | — | — | — |\n", a, b);
+      continue;
+    }
+    char t1[32], t2[32], t3[32], t4[32], t5[32];
+    fmt_thousands(tb_json_num(c, "total_tps"), 1, t1, sizeof t1);
+    fmt_thousands(tb_json_num(c, "per_request_tps"), 1, t2, sizeof t2);
+    fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
+    fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
+    snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
+    fprintf(f, " | %s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
+               " | %s | %.1f s | %s |\n",
+            t1, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
+            (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
+            tb_json_num(c, "measured_s"), str(c, "token_source"));
+  }
+}
+
+void
+tb_table_cell_line(FILE *f, const json_t *cell)
+{
+  const char *st = str(cell, "status");
+  fprintf(f, "\r\033[K  %-8s %-5s x%-4" PRId64 " %s",
+          str(cell, "phase"), str(cell, "context_label"),
+          (int64_t)json_integer_value(json_object_get(cell, "concurrency")),
+          status_word(st));
+  if (strcmp(st, "valid") == 0 && strcmp(str(cell, "phase"), "decode") == 0)
+    fprintf(f, " %.1f tok/s, TTFT %.0f ms", tb_json_num(cell, "total_tps"),
+            p50(cell, "ttft_ms"));
+  else if (strcmp(st, "valid") == 0)
+    fprintf(f, " TTFT %.0f ms", tb_json_num(cell, "ttft_ms"));
+  else if (strcmp(st, "error") == 0)
+    fprintf(f, ": %s", str(cell, "reason"));
+  fprintf(f, "\n");
+}

@@ -1,0 +1,611 @@
+/*
+ * sim_routes: see sim_routes.h for what it does and sim_state.h for the
+ * lifetimes and the hot path it keeps to.
+ */
+#include "sim_routes.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sim_conn.h"
+#include "sim_http.h"
+#include "sim_sched.h"
+#include "sim_stream.h"
+#include "sim_tok.h"
+
+/* ------------------------------------------------------------------ */
+/* routes */
+
+static bool
+auth_needed(const struct server *s, const char *path)
+{
+  if (s->cfg->api_key == NULL || strncmp(path, "/sim/", 5) == 0)
+    return false;
+  switch (s->cfg->flavour) {
+  case SIM_FLAVOUR_VLLM:
+    return strncmp(path, "/v1/", 4) == 0;
+  case SIM_FLAVOUR_SGLANG:
+    return strcmp(path, "/health") != 0 && strcmp(path, "/health_generate") != 0;
+  default:
+    return true;
+  }
+}
+
+static bool
+auth_ok(const struct server *s, const struct sim_http_req *r)
+{
+  if (!r->has_auth || strncasecmp(r->auth, "Bearer ", 7) != 0)
+    return false;
+  const char *k = r->auth + 7;
+  while (*k == ' ')
+    k++;
+  size_t kl = strlen(k), want = strlen(s->cfg->api_key);
+  return kl == want && tb_ct_equal(k, s->cfg->api_key, kl);
+}
+
+static json_t *
+parse_body(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_error_t je;
+  json_t *doc = json_loadb(r->body, r->body_len, 0, &je);
+  if (doc == NULL) {
+    char msg[300];
+    snprintf(msg, sizeof(msg), "JSON decode error: %s", je.text);
+    sim_conn_reply_error(s, c, 400, msg, r->keep_alive);
+    return NULL;
+  }
+  if (!json_is_object(doc)) {
+    json_decref(doc);
+    sim_conn_reply_error(s, c, 400, "request body must be a JSON object", r->keep_alive);
+    return NULL;
+  }
+  return doc;
+}
+
+static bool
+model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const json_t *body)
+{
+  const json_t *m = json_object_get(body, "model");
+  if (m == NULL || json_is_null(m)) {
+    if (flav(s, SIM_FLAVOUR_SGLANG))
+      return true; /* SGLang serves its one model whatever is asked */
+    sim_conn_reply_error(s, c, 400, "The 'model' field is required.", r->keep_alive);
+    return false;
+  }
+  if (!json_is_string(m)) {
+    sim_conn_reply_error(s, c, 400, "'model' must be a string", r->keep_alive);
+    return false;
+  }
+  if (flav(s, SIM_FLAVOUR_SGLANG) || strcmp(json_string_value(m), s->p->model) == 0 ||
+      strcmp(json_string_value(m), s->p->model_root) == 0)
+    return true;
+  char msg[700];
+  snprintf(msg, sizeof(msg), "The model `%.500s` does not exist.", json_string_value(m));
+  sim_conn_reply_error(s, c, 404, msg, r->keep_alive);
+  return false;
+}
+
+/* Counts the prompt of a completions request: a string, an array of one
+ * string, or an array of token ids. */
+static int64_t
+completion_prompt(const json_t *prompt, uint64_t *hash, const char **err)
+{
+  if (json_is_string(prompt))
+    return sim_tok_prompt(json_string_value(prompt), json_string_length(prompt), hash, NULL,
+                          NULL, NULL);
+  if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
+      json_is_string(json_array_get(prompt, 0)))
+    return completion_prompt(json_array_get(prompt, 0), hash, err);
+  if (json_is_array(prompt) && json_array_size(prompt) > 0) {
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(prompt, i, v) {
+      if (!json_is_integer(v)) {
+        *err = "prompt must be a string, a list of one string or a list of token ids";
+        return -1;
+      }
+      h = (h ^ (uint64_t)json_integer_value(v)) * 1099511628211ull;
+    }
+    *hash = h;
+    return (int64_t)json_array_size(prompt);
+  }
+  *err = "prompt must be a string, a list of one string or a list of token ids";
+  return -1;
+}
+
+static void
+handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat)
+{
+  json_t *body = parse_body(s, c, r);
+  if (body == NULL)
+    return;
+  char err[400];
+  const char *msg = NULL;
+  struct gen *g = NULL;
+  struct sim_fault f = s->cfg->fault;
+  const json_t *sf = json_object_get(body, "sim_fault");
+  if (json_is_string(sf) && !sim_fault_parse(&f, json_string_value(sf), err, sizeof(err))) {
+    msg = err;
+    goto bad;
+  }
+  if (r->fault[0] && !sim_fault_parse(&f, r->fault, err, sizeof(err))) {
+    msg = err;
+    goto bad;
+  }
+  if (!model_ok(s, c, r, body))
+    goto out;
+  uint64_t hash = 0;
+  int64_t prompt;
+  if (chat) {
+    const json_t *agp = json_object_get(body, "add_generation_prompt");
+    prompt = sim_tok_chat(json_object_get(body, "messages"), agp == NULL || json_is_true(agp),
+                          &hash, NULL, NULL, NULL, &msg);
+  } else {
+    const json_t *pj = json_object_get(body, "prompt");
+    prompt = pj ? completion_prompt(pj, &hash, &msg) : -1;
+    if (pj == NULL)
+      msg = "prompt is required";
+  }
+  if (prompt < 0)
+    goto bad;
+  const json_t *mt = json_object_get(body, "max_completion_tokens");
+  if (mt == NULL || json_is_null(mt))
+    mt = json_object_get(body, "max_tokens");
+  int64_t max_tokens;
+  if (mt == NULL || json_is_null(mt)) {
+    max_tokens = s->p->max_model_len - prompt;
+  } else if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
+    msg = "max_tokens must be an integer >= 1";
+    goto bad;
+  } else {
+    max_tokens = json_integer_value(mt);
+  }
+  /* (compared without adding: max_tokens comes from the client, and
+   * prompt + INT64_MAX would overflow) */
+  if (prompt > s->p->max_model_len ||
+      (mt != NULL && !json_is_null(mt) && max_tokens > s->p->max_model_len - prompt) ||
+      max_tokens < 1) {
+    int64_t mtok = max_tokens > 0 ? max_tokens : 0;
+    snprintf(err, sizeof(err),
+             "This model's maximum context length is %" PRId64 " tokens. However, you "
+             "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
+             " in the completion). Please reduce the length of the messages or completion.",
+             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
+             prompt, mtok);
+    msg = err;
+    goto bad;
+  }
+  const json_t *nj = json_object_get(body, "n");
+  if (nj && !json_is_null(nj) && !(json_is_integer(nj) && json_integer_value(nj) == 1)) {
+    msg = "tokbench-sim supports n = 1 only";
+    goto bad;
+  }
+  const json_t *stream = json_object_get(body, "stream");
+  const json_t *so = json_object_get(body, "stream_options");
+  bool streaming = json_is_true(stream);
+  if (so && !json_is_null(so) && !streaming) {
+    msg = "Stream options can only be defined when `stream=True`.";
+    goto bad;
+  }
+  if (so && !json_is_null(so) && !json_is_object(so)) {
+    msg = "stream_options must be an object";
+    goto bad;
+  }
+  s->st.requests++;
+  if (f.status) {
+    snprintf(err, sizeof(err), "simulated fault: status %d", f.status);
+    sim_conn_reply_error(s, c, f.status, err, r->keep_alive);
+    goto out;
+  }
+  if (f.refuse_ms > 0) {
+    if (s->lfd >= 0) {
+      (void)epoll_ctl(s->ep, EPOLL_CTL_DEL, s->lfd, NULL);
+      close(s->lfd);
+      s->lfd = -1;
+    }
+    s->relisten_at = now_ns() + ms_to_ns(s, f.refuse_ms);
+    struct linger lg = { 1, 0 };
+    (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    sim_conn_kill(s, c);
+    goto out;
+  }
+
+  g = tb_xcalloc(1, sizeof(*g));
+  g->c = c;
+  c->gen = g;
+  g->chat = chat;
+  g->stream = streaming;
+  g->chunked = r->minor >= 1;
+  g->usage = streaming && json_is_true(json_object_get(so, "include_usage"));
+  g->cont_usage = streaming && json_is_true(json_object_get(so, "continuous_usage_stats"));
+  g->prompt = prompt;
+  g->max_tokens = max_tokens;
+  g->limit = max_tokens;
+  g->finish = "length";
+  bool ignore_eos = json_is_true(json_object_get(body, "ignore_eos"));
+  if (!ignore_eos && s->cfg->eos_after > 0 && s->cfg->eos_after < g->limit) {
+    g->limit = s->cfg->eos_after;
+    g->finish = "stop";
+  }
+  g->need_kv = prompt + max_tokens;
+  if (g->need_kv > s->p->kv_budget)
+    g->need_kv = s->p->kv_budget; /* never wait forever: the largest request fits alone */
+  g->hash = hash;
+  g->f = f;
+  g->heap_i = g->batch_i = g->grp_i = -1;
+  g->created = tb_time_real_us() / 1000000;
+  s->id_counter++;
+  if (flav(s, SIM_FLAVOUR_SGLANG))
+    snprintf(g->id, sizeof(g->id), "%016" PRIx64 "%016" PRIx64, (uint64_t)getpid(),
+             s->id_counter);
+  else
+    snprintf(g->id, sizeof(g->id), "%s-%016" PRIx64 "%08" PRIx64, chat ? "chatcmpl" : "cmpl",
+             s->id_counter, (uint64_t)getpid());
+  if (!r->keep_alive)
+    c->close_after = true;
+  int64_t now = now_ns();
+  if (f.first_byte_ms > 0) {
+    g->st = G_FIRSTBYTE;
+    sim_sched_heap_push(s, g, now + ms_to_ns(s, f.first_byte_ms));
+  } else {
+    if (streaming)
+      sim_stream_headers(s, g);
+    sim_sched_queue_push(s, g);
+    /* The model's clock for this request starts when its bytes arrived, so
+     * that our parsing time (a 1 MB prompt) does not add to its TTFT. */
+    int64_t arrival = c->req_start > 0 && c->req_start < now ? c->req_start : now;
+    sim_sched_try_admit(s, arrival);
+  }
+  goto out;
+bad:
+  sim_conn_reply_error(s, c, 400, msg ? msg : "bad request", r->keep_alive);
+out:
+  json_decref(body);
+}
+
+static void
+handle_tokenize(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *body = parse_body(s, c, r);
+  if (body == NULL)
+    return;
+  int32_t *ids = NULL;
+  size_t len = 0, cap = 0;
+  const char *msg = NULL;
+  int64_t count = -1;
+  const json_t *messages = json_object_get(body, "messages");
+  const json_t *prompt = json_object_get(body, "prompt");
+  if (prompt == NULL && flav(s, SIM_FLAVOUR_SGLANG))
+    prompt = json_object_get(body, "text");
+  if (messages && !flav(s, SIM_FLAVOUR_SGLANG)) {
+    const json_t *agp = json_object_get(body, "add_generation_prompt");
+    count = sim_tok_chat(messages, agp == NULL || json_is_true(agp), NULL, &ids, &len, &cap,
+                         &msg);
+  } else if (json_is_string(prompt)) {
+    const json_t *ast = json_object_get(body, "add_special_tokens");
+    bool special = ast == NULL || json_is_true(ast);
+    const char *t = json_string_value(prompt);
+    size_t tn = json_string_length(prompt);
+    if (special) {
+      count = sim_tok_prompt(t, tn, NULL, &ids, &len, &cap);
+    } else {
+      sim_tok_ids(t, tn, &ids, &len, &cap);
+      count = (int64_t)len;
+    }
+  } else {
+    msg = flav(s, SIM_FLAVOUR_SGLANG) ? "prompt (text) is required"
+                                      : "either prompt or messages is required";
+  }
+  if (count < 0) {
+    sim_conn_reply_error(s, c, 400, msg ? msg : "bad request", r->keep_alive);
+    goto out;
+  }
+  json_t *toks = json_array();
+  for (size_t i = 0; i < len; i++)
+    json_array_append_new(toks, json_integer(ids[i]));
+  json_t *doc = json_pack("{s:I, s:I, s:o, s:n}", "count", (json_int_t)count, "max_model_len",
+                          (json_int_t)s->p->max_model_len, "tokens", toks, "token_strs");
+  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+out:
+  free(ids);
+  json_decref(body);
+}
+
+static void
+handle_models(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", s->p->model, "object", "model",
+                        "created", (json_int_t)(tb_time_real_us() / 1000000), "owned_by",
+                        flav(s, SIM_FLAVOUR_SGLANG) ? "sglang"
+                        : flav(s, SIM_FLAVOUR_VLLM) ? "vllm" : "system");
+  if (!flav(s, SIM_FLAVOUR_OPENAI)) {
+    json_object_set_new(m, "root", json_string(s->p->model_root));
+    json_object_set_new(m, "parent", json_null());
+    json_object_set_new(m, "max_model_len", json_integer(s->p->max_model_len));
+  }
+  sim_conn_reply_json(s, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m),
+                      r->keep_alive);
+}
+
+static double
+gen_throughput(const struct server *s)
+{
+  if (s->batch_n == 0)
+    return 0;
+  double mean = (double)s->batch_prompt_sum / s->batch_n;
+  return s->batch_n * 1000.0 * s->cfg->time_scale / sim_profile_step_ms(s->p, s->batch_n, mean);
+}
+
+static int64_t
+kv_in_use(const struct server *s)
+{
+  int64_t t = 0;
+  for (int i = 0; i < s->batch_n; i++)
+    t += s->batch[i]->prompt + s->batch[i]->out;
+  return t;
+}
+
+static void
+handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  struct conn tmp = { 0 };
+  char lab[700];
+  double usage = (double)kv_in_use(s) / (double)s->p->kv_budget;
+  if (flav(s, SIM_FLAVOUR_VLLM)) {
+    snprintf(lab, sizeof(lab), "model_name=%s,engine=\"0\"", s->model_json);
+    int64_t bs = s->p->block_size;
+    sim_conn_out_printf(&tmp,
+                        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+                        "# TYPE vllm:cache_config_info gauge\n"
+                        "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
+                        "enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\","
+                        "kv_cache_size_tokens=\"%" PRId64 "\",num_cpu_blocks=\"0\","
+                        "num_gpu_blocks=\"%" PRId64 "\"} 1.0\n",
+                        bs, s->p->kv_budget, s->p->kv_budget / bs);
+    sim_conn_out_printf(&tmp,
+                        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+                        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{%s} %d.0\n"
+                        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+                        "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{%s} %d.0\n"
+                        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+                        "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{%s} %.6f\n"
+                        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+                        "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{%s} %" PRIu64
+                        ".0\n"
+                        "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+                        "# TYPE vllm:generation_tokens_total counter\n"
+                        "vllm:generation_tokens_total{%s} %" PRIu64 ".0\n"
+                        "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of "
+                        "cached tokens.\n# TYPE vllm:prefix_cache_hits_total counter\n"
+                        "vllm:prefix_cache_hits_total{%s} %" PRIu64 ".0\n",
+                        lab, s->running, lab, s->q_n, lab, usage, lab, s->st.prompt_tokens, lab,
+                        s->st.tokens_generated, lab, s->st.cache_hits);
+  } else {
+    snprintf(lab, sizeof(lab), "model_name=%s", s->model_json);
+    sim_conn_out_printf(&tmp,
+                        "# HELP sglang:num_running_reqs The number of running requests.\n"
+                        "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{%s} %d.0\n"
+                        "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n"
+                        "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{%s} %d.0\n"
+                        "# HELP sglang:gen_throughput The generation throughput (token/s).\n"
+                        "# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{%s} %.3f\n"
+                        "# HELP sglang:token_usage The token usage.\n"
+                        "# TYPE sglang:token_usage gauge\nsglang:token_usage{%s} %.6f\n"
+                        "# HELP sglang:num_used_tokens The number of used tokens.\n"
+                        "# TYPE sglang:num_used_tokens gauge\nsglang:num_used_tokens{%s} %" PRId64
+                        ".0\n"
+                        "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+                        "# TYPE sglang:prompt_tokens_total counter\nsglang:prompt_tokens_total{%s} "
+                        "%" PRIu64 ".0\n"
+                        "# HELP sglang:generation_tokens_total Number of generation tokens processed.\n"
+                        "# TYPE sglang:generation_tokens_total counter\n"
+                        "sglang:generation_tokens_total{%s} %" PRIu64 ".0\n",
+                        lab, s->running, lab, s->q_n, lab, gen_throughput(s), lab, usage, lab,
+                        kv_in_use(s), lab, s->st.prompt_tokens, lab, s->st.tokens_generated);
+  }
+  sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
+                     r->keep_alive);
+  free(tmp.out);
+}
+
+static void
+handle_server_info(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *doc = json_pack(
+    "{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:b, s:s}", "model_path", s->p->model_root,
+    "served_model_name", s->p->model, "context_length", (json_int_t)s->p->max_model_len,
+    "max_total_num_tokens", (json_int_t)s->p->kv_budget, "max_running_requests",
+    (json_int_t)s->p->max_running, "page_size", (json_int_t)s->p->block_size, "version",
+    s->p->engine_version, "tp_size", (json_int_t)json_integer_value(
+      json_object_get(s->p->engine, "gpu_count")),
+    "enable_metrics", 1, "hardware", s->p->hardware);
+  json_object_set_new(doc, "internal_states",
+                      json_pack("[{s:I, s:I}]", "max_total_num_tokens",
+                                (json_int_t)s->p->kv_budget, "max_running_requests",
+                                (json_int_t)s->p->max_running));
+  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+}
+
+static void
+handle_abort(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *body = parse_body(s, c, r);
+  if (body == NULL)
+    return;
+  bool all = json_is_true(json_object_get(body, "abort_all"));
+  const char *rid = json_string_value(json_object_get(body, "rid"));
+  int n = 0;
+  /* Collect first: finishing a request edits the lists we walk. */
+  struct gen **victims = NULL;
+  int nv = 0, cv = 0;
+  for (struct conn *k = s->conns; k; k = k->next) {
+    struct gen *g = k->gen;
+    if (g == NULL || k->dead || k == c)
+      continue;
+    if (all || (rid && strcmp(rid, g->id) == 0)) {
+      if (nv == cv) {
+        cv = cv ? cv * 2 : 16;
+        victims = tb_xrealloc(victims, (size_t)cv * sizeof(*victims));
+      }
+      victims[nv++] = g;
+    }
+  }
+  for (int i = 0; i < nv; i++, n++)
+    sim_sched_gen_abort_api(s, victims[i]);
+  free(victims);
+  json_decref(body);
+  sim_sched_try_admit(s, now_ns());
+  sim_conn_reply_json(s, c, 200, json_pack("{s:i}", "aborted", n), r->keep_alive);
+}
+
+static void
+handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  char v[64];
+  int64_t ctx = 0, conc = 1, mt = 4096;
+  if (!sim_http_query(r->query, "context", v, sizeof(v)) || !tb_parse_tokens(v, &ctx) ||
+      ctx < 1 || ctx > (1LL << 40)) {
+    sim_conn_reply_error(s, c, 400, "context=<tokens> is required (e.g. 8192 or 8K)", r->keep_alive);
+    return;
+  }
+  if (sim_http_query(r->query, "concurrency", v, sizeof(v)) &&
+      !tb_parse_i64(v, 1, 1000000, &conc)) {
+    sim_conn_reply_error(s, c, 400, "concurrency must be an integer >= 1", r->keep_alive);
+    return;
+  }
+  if (sim_http_query(r->query, "max_tokens", v, sizeof(v)) &&
+      !tb_parse_tokens(v, &mt)) {
+    sim_conn_reply_error(s, c, 400, "max_tokens must be a token count", r->keep_alive);
+    return;
+  }
+  json_t *doc = sim_profile_expected(s->p, ctx, conc, mt, s->cfg->time_scale);
+  json_object_set_new(doc, "spec_k", json_integer(s->cfg->spec_k));
+  json_object_set_new(doc, "chunk_interval_ms",
+                      json_real(json_number_value(json_object_get(doc, "tbt_ms")) *
+                                s->cfg->spec_k));
+  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+}
+
+static void
+handle_stats(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *doc = json_pack(
+    "{s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+    "s:I, s:f}",
+    "requests", (json_int_t)s->st.requests, "tokens_generated",
+    (json_int_t)s->st.tokens_generated, "completed", (json_int_t)s->st.completed, "aborted",
+    (json_int_t)s->st.aborted, "tokens_sent", (json_int_t)s->st.tokens_sent, "active",
+    s->running, "running", s->running, "waiting", s->q_n, "batch", s->batch_n,
+    "prompt_tokens", (json_int_t)s->st.prompt_tokens, "cache_hits",
+    (json_int_t)s->st.cache_hits, "cache_misses", (json_int_t)s->st.cache_misses,
+    "kv_reserved_tokens", (json_int_t)s->kv_used, "kv_budget_tokens",
+    (json_int_t)s->p->kv_budget, "steps", (json_int_t)s->st.steps, "late_steps",
+    (json_int_t)s->st.late_steps, "errors", (json_int_t)s->st.errors, "connections",
+    (json_int_t)s->nconns, "connections_total", (json_int_t)s->st.conns_total,
+    "max_late_ms", (double)s->st.max_late_ns / 1e6);
+  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+}
+
+static void
+handle_version(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "version", s->p->engine_version), r->keep_alive);
+}
+
+static void
+handle_health(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
+}
+
+static void
+handle_model_info(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200,
+                      json_pack("{s:s, s:s, s:b}", "model_path", s->p->model_root, "tokenizer_path",
+                                s->p->model_root, "is_generation", 1),
+                      r->keep_alive);
+}
+
+static void
+handle_chat(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  handle_generate(s, c, r, true);
+}
+
+static void
+handle_completions(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  handle_generate(s, c, r, false);
+}
+
+enum { F_V = 1, F_S = 2, F_O = 4, F_ALL = 7 };
+
+struct route {
+  enum sim_http_method method;
+  const char *path;
+  int flavours;
+  void (*fn)(struct server *, struct conn *, const struct sim_http_req *);
+};
+
+static const struct route routes[] = {
+  { SIM_HTTP_POST, "/v1/chat/completions", F_ALL, handle_chat },
+  { SIM_HTTP_POST, "/v1/completions", F_ALL, handle_completions },
+  { SIM_HTTP_GET, "/v1/models", F_ALL, handle_models },
+  { SIM_HTTP_GET, "/health", F_ALL, handle_health },
+  { SIM_HTTP_GET, "/health_generate", F_S, handle_health },
+  { SIM_HTTP_POST, "/tokenize", F_V | F_S, handle_tokenize },
+  { SIM_HTTP_GET, "/version", F_V, handle_version },
+  { SIM_HTTP_GET, "/metrics", F_V | F_S, handle_metrics },
+  { SIM_HTTP_GET, "/get_server_info", F_S, handle_server_info },
+  { SIM_HTTP_GET, "/server_info", F_S, handle_server_info },
+  { SIM_HTTP_GET, "/get_model_info", F_S, handle_model_info },
+  { SIM_HTTP_POST, "/abort_request", F_S, handle_abort },
+  { SIM_HTTP_GET, "/sim/expected", F_ALL, handle_expected },
+  { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
+};
+
+void
+sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  int fbit = flav(s, SIM_FLAVOUR_VLLM) ? F_V : flav(s, SIM_FLAVOUR_SGLANG) ? F_S : F_O;
+  bool path_known = false;
+  if (auth_needed(s, r->path) && !auth_ok(s, r)) {
+    sim_conn_reply_error(s, c, 401, "Unauthorized", r->keep_alive);
+    return;
+  }
+  for (size_t i = 0; i < TB_ARRAY_LEN(routes); i++) {
+    if (!(routes[i].flavours & fbit) || strcmp(routes[i].path, r->path) != 0)
+      continue;
+    path_known = true;
+    if (routes[i].method == r->method) {
+      routes[i].fn(s, c, r);
+      return;
+    }
+  }
+  if (path_known)
+    sim_conn_reply_raw(s, c, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
+                       r->keep_alive);
+  else
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22, r->keep_alive);
+}

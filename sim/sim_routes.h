@@ -1,0 +1,16 @@
+/*
+ * sim_routes: the simulator's HTTP routes: the route table per flavour (vLLM,
+ * SGLang, OpenAI), authentication, request validation, and one handler per
+ * endpoint (generation, tokenize, models, metrics, server info, abort, the
+ * /sim/ introspection endpoints).
+ *
+ * Private to sim/; every function runs on the loop's thread (sim_state.h).
+ */
+#ifndef SIM_ROUTES_H
+#define SIM_ROUTES_H
+
+#include "sim_state.h"
+
+void sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r);
+
+#endif

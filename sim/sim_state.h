@@ -1,0 +1,183 @@
+/*
+ * sim_state: the simulator's shared state, private to sim/ (the server's
+ * files: sim_server.c the loop, sim_conn.c connections, sim_sched.c the
+ * scheduler, sim_stream.c what a generation writes, sim_routes.c the
+ * routes).  Design in sim_server.h, model and protocol in sim/README.md.
+ *
+ * Lifetimes: a connection (struct conn) owns at most one generation request
+ * (struct gen) at a time.  Closing is deferred: sim_conn_kill() only marks the
+ * connection and queues it; sim_conn_reap() at the end of each loop iteration
+ * aborts its request (removing it from the queue, the batch and the timer
+ * heap, releasing its KV reservation) and frees it.  So nothing reachable
+ * from the loop's current iteration is ever freed under its feet.
+ *
+ * Hot path: a decode step runs in two phases.  Prepare formats one chunk per
+ * stream into that stream's output buffer, with a fixed-width placeholder
+ * for the send stamp, and queues the connection instead of sending; it runs
+ * ahead of the step's deadline (the timer fires early by the spin margin plus
+ * the expected prepare time, a robust average per stream times the batch,
+ * capped) whenever the step is the next deadline.  Send,
+ * at the deadline, walks the queue in batch order (stable from step to step),
+ * writes each stream's stamp (the clock read just before its send) into the
+ * placeholder and issues one send() per connection.  So between the deadline
+ * and each send there is nothing but the previous streams' sends.
+ *
+ * One thread owns all of it: no locks.
+ */
+#ifndef SIM_STATE_H
+#define SIM_STATE_H
+
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim_fault.h"
+#include "sim_http.h"
+#include "sim_server.h"
+#include "tb_util.h"
+
+#define SIM_OUT_CAP (16 * 1024 * 1024)   /* unsent bytes per connection */
+#define SIM_IN_CAP (SIM_HTTP_HEAD_CAP + SIM_HTTP_BODY_CAP)
+#define SIM_IN_INIT 4096
+#define SIM_CACHE_ENTRIES 4096           /* prefix cache entries */
+#define SIM_IDLE_NS (300 * 1000000000LL) /* idle keep-alive connection */
+#define SIM_PARTIAL_NS (60 * 1000000000LL) /* incomplete request */
+#define SIM_DRAIN_NS (2 * 1000000000LL)  /* lingering close */
+#define SIM_EVENT_CAP 4096               /* one SSE event payload */
+#define SIM_MAX_EVENTS 256
+/* The timerfd fires this early; the rest is spun on the clock, because a
+ * sleeping thread wakes up tens to hundreds of microseconds late (more in
+ * a VM), which would show as gap jitter. */
+#define SIM_SPIN_NS 300000
+/* Stamps of one connection deferred within one step (token, usage, [DONE],
+ * a malformed event): more are stamped at once. */
+#define SIM_DEFER_STAMPS 6
+#define SIM_PREP_PER_MAX_NS 20000 /* prepare time per stream: at most */
+#define SIM_PREP_MAX_NS 5000000   /* how early a step is prepared: at most */
+#define SIM_STAMP_DIGITS 19 /* ": t=%019lld\n": fixed width, patched in place */
+
+enum { KIND_CONN = 1, KIND_LISTEN, KIND_TIMER, KIND_SIGNAL };
+
+enum gstate { G_FIRSTBYTE, G_QUEUED, G_PREFILL, G_DECODE, G_STALL };
+
+struct conn;
+
+struct gen {
+  struct conn *c;
+  enum gstate st;
+  bool chat, stream, usage, cont_usage, chunked;
+  bool role_sent, stall_done, malformed_done, cache_hit, aborted_by_api;
+  int64_t prompt, max_tokens, limit, out, pending, cached_tokens, need_kv;
+  const char *finish;          /* "length" or "stop" */
+  uint64_t hash;
+  struct sim_fault f;
+  char id[64];
+  int64_t created;
+  int64_t due;                 /* timer deadline (ns) when in the heap */
+  int heap_i;                  /* -1: not in the heap */
+  int batch_i;                 /* -1: not in the batch */
+  int grp_i;                   /* -1: not in the cache-hit prefill group */
+  struct gen *qnext, *qprev;   /* FIFO queue links (G_QUEUED) */
+};
+
+struct conn {
+  int kind;
+  int fd;
+  char *in;
+  size_t in_len, in_cap;
+  char *out;
+  size_t out_len, out_off, out_cap;
+  bool dead, close_after, draining, epollout, sent_continue, resume;
+  int64_t last_active;
+  int64_t req_start;           /* arrival of the first byte of the request */
+  struct gen *gen;
+  bool fq;                     /* in the step's send queue */
+  int nst;                     /* deferred stamps in out */
+  size_t st_rel[SIM_DEFER_STAMPS]; /* their offsets from out_off */
+  struct conn *next, *prev;    /* all connections */
+  struct conn *todo_next;      /* reap / resume list */
+};
+
+struct cache_entry {
+  uint64_t hash;
+  int64_t tokens;
+  int64_t used;                /* LRU clock */
+};
+
+struct stats {
+  uint64_t requests, completed, aborted, tokens_sent, prompt_tokens, cache_hits,
+    cache_misses, steps, late_steps, conns_total, errors, tokens_generated;
+  int64_t max_late_ns;
+};
+
+struct server {
+  const struct sim_config *cfg;
+  const struct sim_profile *p;
+  int ep, lfd, tfd, sfd;
+  struct sockaddr_in addr;
+  int listen_kind, timer_kind, signal_kind;
+  bool stop;
+  struct conn *conns;
+  int nconns;
+  struct conn *todo;
+  int64_t armed;               /* timerfd deadline, 0: disarmed */
+  int64_t relisten_at;         /* 0: listening */
+  int64_t next_house;
+  /* model */
+  struct gen **heap;
+  int heap_n, heap_cap;
+  struct gen **batch;
+  int batch_n, batch_cap;
+  int64_t batch_prompt_sum;
+  int64_t next_step;           /* valid when batch_n > 0 */
+  struct gen *q_head, *q_tail;
+  int q_n;
+  int running;                 /* admitted: prefill + decode + stall */
+  int64_t kv_used;
+  int64_t lane_free;           /* cold prefill lane busy until */
+  /* Prefix-cache hits admitted while a previous hit's prefill is still
+   * pending join its group and get their first token together, as an engine
+   * batches the prefills it schedules in one step: the group's TTFT is
+   * cached_ttft(running after the last join), counted from the first join. */
+  struct gen **grp;
+  int grp_n, grp_cap;
+  int64_t grp_start, grp_due;
+  struct cache_entry cache[SIM_CACHE_ENTRIES];
+  int cache_n;
+  int64_t cache_tokens, cache_clock;
+  uint64_t id_counter;
+  char model_json[600];        /* the served model name as a JSON string */
+  struct stats st;
+  /* the decode step's send queue (see the design note at the top) */
+  bool defer;                  /* prepare phase: conn_flush queues */
+  struct conn **fq;
+  int fq_n, fq_cap;
+  bool prepared;               /* a step is prepared, to send at prep_sched */
+  int64_t prep_sched;
+  int64_t prep_per_ns;         /* prepare time per stream (robust average) */
+  char ev[SIM_EVENT_CAP];
+};
+
+static inline int64_t
+now_ns(void)
+{
+  return tb_time_mono_ns();
+}
+
+static inline int64_t
+ms_to_ns(const struct server *s, double ms)
+{
+  double ns = ms * 1e6 / s->cfg->time_scale;
+  return ns > 3.6e15 ? (int64_t)3.6e15 : (int64_t)ns;
+}
+
+/* Whether the server plays flavour f. */
+static inline bool
+flav(const struct server *s, enum sim_flavour f)
+{
+  return s->cfg->flavour == f;
+}
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * sim_stream: what a generation writes on its connection: stream headers, SSE
+ * events (each preceded by its ": t=<ns>" stamp comment, framed as HTTP
+ * chunks when chunked), the role, token and usage chunks of each flavour, a
+ * malformed event (fault injection), and the non-streaming answer.
+ *
+ * Private to sim/; every function runs on the loop's thread (sim_state.h).
+ */
+#ifndef SIM_STREAM_H
+#define SIM_STREAM_H
+
+#include "sim_state.h"
+
+/* Appends one SSE event (payload = "data: ...\n\n" text) with its stamp,
+ * framed as an HTTP chunk when chunked. */
+void sim_stream_sse_event(struct server *s, struct gen *g, const char *payload, size_t n);
+
+/* Sends the event of len bytes formatted in s->ev, adding its "\n\n". */
+void sim_stream_sse_data(struct server *s, struct gen *g, int len);
+
+/* The usage object of g into buf (snprintf's return); details adds
+ * prompt_tokens_details.cached_tokens. */
+int sim_stream_usage_json(char *buf, size_t cap, const struct gen *g, bool details);
+
+/* Head of a chunk, up to and including "\"choices\":". */
+int sim_stream_chunk_head(struct server *s, const struct gen *g, char *buf, size_t cap);
+
+/* Emits the first chat chunk: the assistant role, empty content. */
+void sim_stream_emit_role(struct server *s, struct gen *g);
+
+/* Emits output tokens [g->out, g->out + k) as one chunk. */
+void sim_stream_emit_tokens(struct server *s, struct gen *g, int64_t k, bool last);
+
+/* Emits a malformed SSE event (fault injection). */
+void sim_stream_emit_malformed(struct server *s, struct gen *g);
+
+/* Writes and sends the headers of an event stream (chunked, or close-
+ * delimited for HTTP/1.0). */
+void sim_stream_headers(struct server *s, struct gen *g);
+
+/* Non-streaming answer, once every token is generated. */
+void sim_stream_reply_complete(struct server *s, struct gen *g);
+
+#endif
