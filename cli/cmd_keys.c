@@ -137,7 +137,7 @@ keys_create(int argc, char **argv)
     fprintf(stderr, "tokbench keys: cannot create project '%s'\n", project);
     goto out;
   }
-  if (tb_auth_key_create(db, pid, name, mask, expires, &key, &doc) != 1) {
+  if (tb_auth_key_create(db, pid, NULL, name, mask, expires, &key, &doc) != 1) {
     fprintf(stderr, "tokbench keys: cannot create the key\n");
     goto out;
   }
@@ -286,7 +286,7 @@ keys_revoke(int argc, char **argv)
   if (db == NULL)
     return 1;
   char *doc = NULL;
-  int rc = tb_auth_key_revoke(db, id, &doc);
+  int rc = tb_auth_key_revoke(db, id, NULL, &doc);
   tb_db_close(db);
   if (rc < 0) {
     fprintf(stderr, "tokbench keys: cannot revoke the key\n");

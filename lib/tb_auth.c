@@ -140,17 +140,24 @@ tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37])
   return 1;
 }
 
+/* With a parent ($7): only while the parent is live, expiring no later than
+ * it (least() skips a NULL: "never" is the other one). */
 static const struct tb_db_stmt key_insert = {
   "auth_key_insert",
-  "INSERT INTO api_keys AS k (project_id, name, prefix, key_hash, scopes, expires_at) "
-  "VALUES ($1, $2, $3, $4, string_to_array($5, ','), "
-  "  CASE WHEN $6::bigint > 0 THEN now() + $6::bigint * interval '1 second' END) "
+  "INSERT INTO api_keys AS k (project_id, name, prefix, key_hash, scopes, expires_at, parent_id) "
+  "SELECT $1::uuid, $2::text, $3::text, $4::text, string_to_array($5, ','), "
+  "  least(CASE WHEN $6::bigint > 0 THEN now() + $6::bigint * interval '1 second' END, "
+  "        p.expires_at), p.id "
+  "FROM (SELECT NULL::uuid AS id, NULL::timestamptz AS expires_at WHERE $7::uuid IS NULL "
+  "      UNION ALL "
+  "      SELECT id, expires_at FROM api_keys WHERE id = $7::uuid AND project_id = $1 "
+  "        AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) p "
   "RETURNING " TB_AUTH_KEY_JSON "::text",
 };
 
 int
-tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
-                   unsigned mask, int64_t expires_in_s, char **key, char **doc)
+tb_auth_key_create(struct tb_db *db, const char *project_id, const char *parent_id,
+                   const char *name, unsigned mask, int64_t expires_in_s, char **key, char **doc)
 {
   char hash[65], scopes[32], prefix[32], exp[24];
   PGresult *r = NULL;
@@ -161,13 +168,13 @@ tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
   tb_auth_scopes_csv(mask, scopes, sizeof scopes);
   snprintf(prefix, sizeof prefix, "%.*s", (int)(sizeof TB_AUTH_KEY_PREFIX - 1 + TB_AUTH_DISPLAY_CHARS), k);
   snprintf(exp, sizeof exp, "%lld", (long long)expires_in_s);
-  const char *p[] = { project_id, name ? name : "", prefix, hash, scopes, exp };
-  int rc = tb_db_exec(db, &key_insert, 6, p, &r);
+  const char *p[] = { project_id, name ? name : "", prefix, hash, scopes, exp, parent_id };
+  int rc = tb_db_exec(db, &key_insert, 7, p, &r);
   if (rc == 1) {
     *key = k;
     *doc = tb_xstrdup(PQgetvalue(r, 0, 0));
     k = NULL;
-  } else if (rc >= 0) {
+  } else if (rc == 0 && parent_id == NULL) {
     rc = TB_DB_HARD;
   }
   PQclear(r);
@@ -200,19 +207,24 @@ tb_auth_keys_list(struct tb_db *db, const char *project, char **json)
   return rc;
 }
 
+/* The key and every key made under it, at any depth. */
 static const struct tb_db_stmt key_revoke = {
   "auth_key_revoke",
-  "WITH k AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
-  "  WHERE id = $1::uuid RETURNING *) "
-  "SELECT " TB_AUTH_KEY_JSON "::text, pg_notify('tb_keys_changed', k.id::text) FROM k",
+  "WITH RECURSIVE d AS ("
+  "  SELECT id FROM api_keys WHERE id = $1::uuid AND ($2::uuid IS NULL OR project_id = $2::uuid)"
+  "  UNION SELECT c.id FROM api_keys c JOIN d ON c.parent_id = d.id), "
+  "u AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
+  "  WHERE id IN (SELECT id FROM d) RETURNING *) "
+  "SELECT " TB_AUTH_KEY_JSON "::text, pg_notify('tb_keys_changed', k.id::text) "
+  "FROM u k WHERE k.id = $1::uuid",
 };
 
 int
-tb_auth_key_revoke(struct tb_db *db, const char *id, char **doc)
+tb_auth_key_revoke(struct tb_db *db, const char *id, const char *project_id, char **doc)
 {
   PGresult *res = NULL;
-  const char *p[] = { id };
-  int rc = tb_db_exec(db, &key_revoke, 1, p, &res);
+  const char *p[] = { id, project_id };
+  int rc = tb_db_exec(db, &key_revoke, 2, p, &res);
   if (rc == 1)
     *doc = tb_xstrdup(PQgetvalue(res, 0, 0));
   PQclear(res);

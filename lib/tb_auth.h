@@ -62,14 +62,18 @@ int tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37]) TB_M
 /*
  * Creates a key in project_id with the scopes of mask (stored as given,
  * implications are applied when checking), expiring expires_in_s seconds
- * from now (0: never).  On success returns 1 with *key (the key itself: the
- * caller shows it once, wipes it with OPENSSL_cleanse and frees it) and
- * *doc (a new JSON text of the key's public record: id, name, prefix,
- * scopes, created_at, expires_at, revoked_at, last_used_at; caller frees).
- * On failure returns TB_DB_SOFT / TB_DB_HARD and sets nothing.
+ * from now (0: never).  parent_id: the key that asks (the api), NULL for
+ * the operator (`tokbench keys`): the new key then expires no later than
+ * its parent and is revoked with it (tb_auth_key_revoke); the caller checks
+ * that mask is within the parent's scopes.  On success returns 1 with *key
+ * (the key itself: the caller shows it once, wipes it with OPENSSL_cleanse
+ * and frees it) and *doc (a new JSON text of the key's public record: id,
+ * name, prefix, scopes, created_at, expires_at, revoked_at, last_used_at;
+ * caller frees).  Returns 0 when the parent is not a live key of the
+ * project, TB_DB_SOFT / TB_DB_HARD on failure, and sets nothing then.
  */
-int tb_auth_key_create(struct tb_db *db, const char *project_id, const char *name,
-                       unsigned mask, int64_t expires_in_s, char **key,
+int tb_auth_key_create(struct tb_db *db, const char *project_id, const char *parent_id,
+                       const char *name, unsigned mask, int64_t expires_in_s, char **key,
                        char **doc) TB_MUST_CHECK;
 
 /*
@@ -81,11 +85,14 @@ int tb_auth_key_create(struct tb_db *db, const char *project_id, const char *nam
  */
 int tb_auth_keys_list(struct tb_db *db, const char *project, char **json) TB_MUST_CHECK;
 /*
- * Revokes key id (a UUID; revoking twice keeps the first time) and sends
- * NOTIFY tb_keys_changed so that every api process drops its cached copy at
- * once.  Returns 1 with *doc (new JSON text of the record, caller frees), 0
- * when no key has this id, or TB_DB_SOFT / TB_DB_HARD.
+ * Revokes key id (a UUID; revoking twice keeps the first time), and every
+ * key made under it at any depth, and sends NOTIFY tb_keys_changed so that
+ * every api process drops its cached copies at once.  project_id: the
+ * project the key must belong to (NULL: any, for the operator).  Returns 1
+ * with *doc (new JSON text of the record of id, caller frees), 0 when no
+ * key has this id (in that project), or TB_DB_SOFT / TB_DB_HARD.
  */
-int tb_auth_key_revoke(struct tb_db *db, const char *id, char **doc) TB_MUST_CHECK;
+int tb_auth_key_revoke(struct tb_db *db, const char *id, const char *project_id,
+                       char **doc) TB_MUST_CHECK;
 
 #endif

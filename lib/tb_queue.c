@@ -27,6 +27,8 @@
  * (another worker claimed a job of the same key between our snapshot and our
  * update; the retry sees it and skips the key). */
 #define TB_QUEUE_CLAIM_RETRIES 4
+/* Jobs each project offers to one claim (see claim_stmt). */
+#define TB_QUEUE_CLAIM_WIDTH "8"
 /* Caps on what we read back from our own database: a stored cell or spec
  * bigger than this is corrupt, not data. */
 #define TB_QUEUE_JSON_MAX (16u << 20)
@@ -67,18 +69,61 @@ copy_id(char dst[TB_QUEUE_ID_LEN + 1], const char *src)
  * to another job meanwhile).  A candidate whose busy key has another running
  * job is skipped, unless it is only going to be closed (cancel requested, or
  * no attempts left), which frees rather than takes the key.
+ *
+ * Fair share: a queued candidate needs a free run slot of its project (the
+ * smallest slot no running job of the project holds: 1, or one past a held
+ * slot, that is not held; at most $3, 0 = no limit).  The unique index
+ * jobs_project_run_slot makes two claims racing for one slot meet, like
+ * busy keys.  Order: the project with the fewest running jobs, then the one
+ * whose last job started longest ago (never first), and only then priority
+ * and age, which therefore order jobs inside a project only.
+ *
+ * Cost: a project's figures are computed once per claim, for the projects
+ * with candidates (p), and each project offers its first
+ * TB_QUEUE_CLAIM_WIDTH jobs by priority (c, from the index
+ * jobs_project_queue), so a claim never sorts the whole queue.  The rows
+ * are locked only in the last step (FOR UPDATE SKIP LOCKED re-checks the
+ * state of a row another claim changed meanwhile); the width leaves that
+ * many alternatives per project to claims racing for the same jobs.
  */
 static const struct tb_db_stmt claim_stmt = {
   "tb_queue_claim",
-  "WITH cand AS ("
-  "  SELECT j.id FROM jobs j"
-  "   WHERE (j.state = 'queued'"
-  "          OR (j.state = 'running' AND j.lease_expires_at < now()))"
-  "     AND (j.cancel_requested OR j.attempts >= j.max_attempts"
-  "          OR NOT EXISTS (SELECT 1 FROM jobs r"
-  "                          WHERE r.busy_key = j.busy_key AND r.state = 'running'"
-  "                            AND r.id <> j.id))"
-  "   ORDER BY j.priority DESC, j.created_at, j.id"
+  "WITH p AS MATERIALIZED ("
+  "  SELECT q.project_id,"
+  "    (SELECT count(*) FROM jobs r"
+  "      WHERE r.project_id = q.project_id AND r.state = 'running') AS running,"
+  "    (SELECT max(r.started_at) FROM jobs r WHERE r.project_id = q.project_id) AS served,"
+  "    (SELECT min(c.x) FROM ("
+  "       SELECT 1 AS x UNION ALL"
+  "       SELECT r.run_slot + 1 FROM jobs r"
+  "        WHERE r.project_id = q.project_id AND r.state = 'running'"
+  "          AND r.run_slot IS NOT NULL) c"
+  "      WHERE NOT EXISTS (SELECT 1 FROM jobs u"
+  "                         WHERE u.project_id = q.project_id AND u.state = 'running'"
+  "                           AND u.run_slot = c.x)) AS slot"
+  "    FROM (SELECT DISTINCT project_id FROM jobs"
+  "           WHERE state = 'queued'"
+  "              OR (state = 'running' AND lease_expires_at < now())) q"
+  "), c AS MATERIALIZED ("
+  "  SELECT x.id, p.slot, row_number() OVER (ORDER BY p.running, p.served NULLS FIRST,"
+  "           x.priority DESC, x.created_at, x.id) AS rank"
+  "    FROM p CROSS JOIN LATERAL ("
+  "      (SELECT j.id, j.priority, j.created_at FROM jobs j"
+  "        WHERE j.project_id = p.project_id AND j.state = 'queued'"
+  "          AND (j.cancel_requested OR j.attempts >= j.max_attempts"
+  "               OR (($3::int = 0 OR p.slot <= $3::int)"
+  "                   AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.busy_key = j.busy_key"
+  "                                     AND r.state = 'running')))"
+  "        ORDER BY j.priority DESC, j.created_at, j.id LIMIT " TB_QUEUE_CLAIM_WIDTH ")"
+  "      UNION ALL"
+  "      (SELECT j.id, j.priority, j.created_at FROM jobs j"
+  "        WHERE j.project_id = p.project_id AND j.state = 'running'"
+  "          AND j.lease_expires_at < now()"
+  "        ORDER BY j.priority DESC, j.created_at, j.id LIMIT " TB_QUEUE_CLAIM_WIDTH ")) x"
+  "), cand AS ("
+  "  SELECT j.id, c.slot FROM jobs j JOIN c ON c.id = j.id"
+  "   WHERE j.state = 'queued' OR (j.state = 'running' AND j.lease_expires_at < now())"
+  "   ORDER BY c.rank"
   "   LIMIT 1"
   "   FOR UPDATE OF j SKIP LOCKED"
   "), upd AS ("
@@ -103,6 +148,8 @@ static const struct tb_db_stmt claim_stmt = {
   "                      THEN jobs.started_at ELSE coalesce(jobs.started_at, now()) END,"
   "    finished_at = CASE WHEN jobs.cancel_requested OR jobs.attempts >= jobs.max_attempts"
   "                       THEN now() ELSE NULL END,"
+  "    run_slot = CASE WHEN jobs.state = 'running' AND jobs.run_slot IS NOT NULL"
+  "                    THEN jobs.run_slot ELSE cand.slot END,"
   "    current_cell = NULL, eta_s = NULL, updated_at = now()"
   "   FROM cand WHERE jobs.id = cand.id"
   "  RETURNING jobs.id, jobs.endpoint_id, jobs.spec, jobs.attempts, jobs.max_attempts,"
@@ -118,23 +165,24 @@ static const struct tb_db_stmt claim_stmt = {
 };
 
 int
-tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, struct tb_queue_job *job,
-               char *closed_id)
+tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, int max_running,
+               struct tb_queue_job *job, char *closed_id)
 {
   memset(job, 0, sizeof *job);
   if (strlen(owner) > TB_QUEUE_OWNER_MAX)
     return TB_DB_HARD;
-  char lease[16];
+  char lease[16], running[16];
   snprintf(lease, sizeof lease, "%d", lease_s);
-  const char *params[] = { owner, lease };
+  snprintf(running, sizeof running, "%d", max_running > 0 ? max_running : 0);
+  const char *params[] = { owner, lease, running };
   PGresult *r = NULL;
   int rc = TB_DB_SOFT;
   for (int i = 0; i < TB_QUEUE_CLAIM_RETRIES; i++) {
     bool uv = false;
-    rc = tb_db_exec_uv(db, &claim_stmt, 2, params, &r, &uv);
+    rc = tb_db_exec_uv(db, &claim_stmt, 3, params, &r, &uv);
     if (!uv)
       break;
-    rc = TB_DB_SOFT; /* lost a race for a busy key: look again */
+    rc = TB_DB_SOFT; /* lost a race for a busy key or a run slot: look again */
   }
   if (rc <= 0) {
     PQclear(r);

@@ -19,7 +19,9 @@
  * One job per busy_key (endpoint or exclusive group) is a database fact: the
  * unique index jobs_one_running_per_busy_key.  The claim skips busy keys; two
  * claims racing for two jobs of one free key make one of them meet the index,
- * and tb_queue_claim retries that.
+ * and tb_queue_claim retries that.  The same goes for a project's run slots
+ * (at most TOKBENCH_LIMIT_RUNNING running jobs per project: the unique index
+ * jobs_project_run_slot; lib/tb_tenancy.h).
  *
  * Events (job_events, streamed by the API) and notifications:
  *   kind 'state'    {"state": "running"|"queued"|"succeeded"|"failed"|"cancelled",
@@ -70,14 +72,17 @@ enum tb_queue_claim_result {
 
 /*
  * Claims the best job: queued or running with an expired lease, whose
- * busy_key has no other running job, by priority desc, created_at, with one
- * UPDATE ... FOR UPDATE SKIP LOCKED.  Sets state running, lease to owner for
- * lease_s seconds, attempts + 1, started_at (first claim), a 'state' event
- * and NOTIFY.  Returns a tb_queue_claim_result, or TB_DB_SOFT / TB_DB_HARD.
- * On TB_QUEUE_CLOSED, closed_id (when not NULL, TB_QUEUE_ID_LEN + 1 bytes)
- * names the job closed.
+ * busy_key has no other running job and whose project runs fewer than
+ * max_running jobs (<= 0: no limit; TOKBENCH_LIMIT_RUNNING), with one UPDATE
+ * ... FOR UPDATE SKIP LOCKED.  Fair share: the project with the fewest
+ * running jobs first, then the one served least recently; priority desc and
+ * created_at order the jobs of a project.  Sets state running, a run slot of
+ * the project, lease to owner for lease_s seconds, attempts + 1, started_at
+ * (first claim), a 'state' event and NOTIFY.  Returns a
+ * tb_queue_claim_result, or TB_DB_SOFT / TB_DB_HARD.  On TB_QUEUE_CLOSED,
+ * closed_id (when not NULL, TB_QUEUE_ID_LEN + 1 bytes) names the job closed.
  */
-int tb_queue_claim(struct tb_db *db, const char *owner, int lease_s,
+int tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, int max_running,
                    struct tb_queue_job *job, char *closed_id) TB_MUST_CHECK;
 
 /*

@@ -125,6 +125,55 @@ tb_webhook_verify_generic(const void *key, size_t key_len, const char *sig_heade
   return TB_WEBHOOK_OK;
 }
 
+enum tb_webhook_verdict
+tb_webhook_verify_generic_id(const void *key, size_t key_len, const char *sig_header,
+                             const char *ts_header, const char *delivery, const void *body,
+                             size_t body_len, int64_t now_s, bool *delivery_signed)
+{
+  *delivery_signed = false;
+  if (delivery != NULL && sig_header != NULL && ts_header != NULL) {
+    unsigned char want[TB_SHA256_LEN], got[TB_SHA256_LEN];
+    int64_t ts;
+    if (parse_sha256_header(sig_header, got) && parse_ts(ts_header, &ts)) {
+      /* the signed text uses the headers exactly as sent */
+      char *prefix = tb_xasprintf("%s.%s", ts_header, delivery);
+      hmac_prefixed(key, key_len, prefix, body, body_len, want);
+      free(prefix);
+      bool ok = tb_ct_equal(want, got, sizeof want);
+      OPENSSL_cleanse(want, sizeof want);
+      if (ok) {
+        *delivery_signed = true;
+        int64_t d = now_s - ts;
+        return d > TB_WEBHOOK_WINDOW_S || d < -TB_WEBHOOK_WINDOW_S ? TB_WEBHOOK_STALE
+                                                                   : TB_WEBHOOK_OK;
+      }
+    }
+  }
+  return tb_webhook_verify_generic(key, key_len, sig_header, ts_header, body, body_len, now_s);
+}
+
+void
+tb_webhook_sign_generic_id(const void *key, size_t key_len, int64_t ts, const char *delivery,
+                           const void *body, size_t body_len, char out[72])
+{
+  unsigned char mac[TB_SHA256_LEN];
+  char *prefix = tb_xasprintf("%lld.%s", (long long)ts, delivery);
+  hmac_prefixed(key, key_len, prefix, body, body_len, mac);
+  free(prefix);
+  memcpy(out, "sha256=", 7);
+  tb_hex_encode(mac, sizeof mac, out + 7);
+}
+
+bool
+tb_webhook_signature_digest(const char *sig_header, char out[65])
+{
+  unsigned char mac[TB_SHA256_LEN];
+  if (sig_header == NULL || !parse_sha256_header(sig_header, mac))
+    return false;
+  tb_crypto_sha256_hex(mac, sizeof mac, out);
+  return true;
+}
+
 bool
 tb_webhook_secret_key(const char *secret, unsigned char key[TB_WEBHOOK_SECRET_MAX],
                       size_t *key_len)

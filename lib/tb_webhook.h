@@ -7,11 +7,14 @@
  *   GitHub's form).  GitHub sends no timestamp: replays are caught by the
  *   `X-GitHub-Delivery` id, stored per hook (hook_deliveries_in).
  * - Generic: `X-Tokbench-Timestamp: <unix seconds>` and
- *   `X-Tokbench-Signature: sha256=<64 hex>`, HMAC-SHA256 over
- *   "<timestamp>.<raw body>" with the same key.  A timestamp more than
- *   TB_WEBHOOK_WINDOW_S away from now (either way) is refused; inside the
- *   window a replay is caught by `X-Tokbench-Delivery` or, when absent, by
- *   the signature itself used as the delivery id.
+ *   `X-Tokbench-Signature: sha256=<64 hex>`, HMAC-SHA256 with the same key
+ *   over "<timestamp>.<delivery id>.<raw body>" when the sender names its
+ *   delivery (`X-Tokbench-Delivery`), else over "<timestamp>.<raw body>"
+ *   (the first form, still accepted; an X-Tokbench-Delivery beside it is
+ *   then not authenticated).  A timestamp more than TB_WEBHOOK_WINDOW_S
+ *   away from now (either way) is refused; inside the window a replay is
+ *   caught by the delivery id or, whatever the unsigned headers say, by the
+ *   signature itself (tb_webhook_signature_digest; issue 13).
  * Signatures are compared as bytes in constant time (tb_ct_equal) after a
  * strict parse of the header; hex digits may be upper or lower case.
  *
@@ -72,6 +75,27 @@ enum tb_webhook_verdict tb_webhook_verify_generic(const void *key, size_t key_le
  * (at least 72 bytes: "sha256=" + 64 hex + NUL).  For clients and tests. */
 void tb_webhook_sign_generic(const void *key, size_t key_len, int64_t ts, const void *body,
                              size_t body_len, char out[72]);
+
+/* Generic form with a delivery id (delivery: X-Tokbench-Delivery, may be
+ * NULL): a signature over "<ts>.<delivery>.<body>" is checked first and,
+ * when it matches, *delivery_signed is set true; else the first form
+ * "<ts>.<body>" (tb_webhook_verify_generic), *delivery_signed false.  The
+ * window is checked as there. */
+enum tb_webhook_verdict tb_webhook_verify_generic_id(const void *key, size_t key_len,
+                                                     const char *sig_header, const char *ts_header,
+                                                     const char *delivery, const void *body,
+                                                     size_t body_len, int64_t now_s,
+                                                     bool *delivery_signed) TB_MUST_CHECK;
+
+/* X-Tokbench-Signature over "<ts>.<delivery>.<body>" into out (72 bytes). */
+void tb_webhook_sign_generic_id(const void *key, size_t key_len, int64_t ts, const char *delivery,
+                                const void *body, size_t body_len, char out[72]);
+
+/* The SHA-256 (64 hex + NUL) of the MAC bytes of a "sha256=<64 hex>"
+ * signature header, whatever the case of its hex digits: one value per
+ * signed request, kept to recognise it again.  False when it does not
+ * parse. */
+bool tb_webhook_signature_digest(const char *sig_header, char out[65]) TB_MUST_CHECK;
 
 /* The HMAC key of an outbound secret: "whsec_<base64>" decodes the base64,
  * anything else is its own bytes.  Returns false when the secret is empty,

@@ -29,6 +29,7 @@
 #include "tb_cfg.h"
 #include "tb_crypto.h"
 #include "tb_db.h"
+#include "tb_tenancy.h"
 
 /* Caps on what a client fills. */
 #define TB_API_BODY_MAX_DEFAULT (1024 * 1024)
@@ -63,6 +64,7 @@ struct tb_api {
   struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
   struct tb_api_notify *notify;
   struct tb_api_probes *probes; /* the probe pool (api_probe.h) */
+  struct tb_tenancy tenancy;    /* per-project limits, shared groups (tb_tenancy.h) */
 };
 
 /* A handler: see the file comment for what it returns. */

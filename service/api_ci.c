@@ -55,9 +55,10 @@ tb_api_ci_public_url(struct tb_api *api)
 }
 
 int
-tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *request_id,
-                    const json_t *preset_spec, const json_t *extra_labels,
-                    char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors)
+tb_api_ci_start_job(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                    const char *request_id, const json_t *preset_spec,
+                    const json_t *extra_labels, char job_id[TB_API_ID_LEN + 1], char **doc,
+                    json_t **errors, struct tb_tenancy_refusal *why)
 {
   /* the members a preset's job may set over the preset: tb_spec's table */
   json_t *extra = json_pack("{s:O?}", "labels", (json_t *)extra_labels);
@@ -73,7 +74,7 @@ tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *reques
     rc = 2;
     goto out;
   }
-  rc = tb_api_job_insert(db, project_id, request_id, spec, job_id, doc);
+  rc = tb_api_job_insert(db, ten, project_id, request_id, spec, job_id, doc, why);
 out:
   free(text);
   json_decref(spec);

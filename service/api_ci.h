@@ -16,17 +16,18 @@ bool tb_api_ci_uuid(char out[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
  * merged over the preset's (borrowed, may be NULL).  The merged spec is
  * validated again with tb_spec_job, so a job made from a preset obeys the
  * same rules as POST /v1/jobs, and written by the same tb_api_job_insert
- * (api_jobs.h), recording request_id.  On success returns 1 and writes the
- * job id into job_id and the job document (new string) into *doc when doc
- * is not NULL.  Returns 0 when the preset's endpoint is gone, TB_DB_SOFT /
- * TB_DB_HARD on database errors, and 2 with *errors (new array) when the
- * merged spec is invalid.  Runs inside the caller's transaction if any; the
+ * (api_jobs.h), recording request_id, within the limits of ten.  On success
+ * returns 1 and writes the job id into job_id and the job document (new
+ * string) into *doc when doc is not NULL.  Returns 0 when the preset's
+ * endpoint is gone, TB_DB_SOFT / TB_DB_HARD on database errors, 2 with
+ * *errors (new array) when the merged spec is invalid, and
+ * TB_API_JOB_REFUSED with *why when a limit refuses the job.  Runs inside the caller's transaction if any; the
  * caller sends tb_api_job_queued once it is committed.
  */
-int tb_api_ci_start_job(struct tb_db *db, const char *project_id, const char *request_id,
-                        const json_t *preset_spec, const json_t *extra_labels,
-                        char job_id[TB_API_ID_LEN + 1], char **doc,
-                        json_t **errors) TB_MUST_CHECK;
+int tb_api_ci_start_job(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                        const char *request_id, const json_t *preset_spec,
+                        const json_t *extra_labels, char job_id[TB_API_ID_LEN + 1], char **doc,
+                        json_t **errors, struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 /*
  * The id and signing secret of a new hook or callback: a random UUID into

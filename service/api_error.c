@@ -42,6 +42,11 @@ static const struct tb_api_error_def defs[TB_EC_COUNT_] = {
   [TB_EC_EGRESS_REFUSED] = { MHD_HTTP_UNPROCESSABLE_CONTENT, "egress-refused",
                              "The URL is refused by the egress policy" },
   [TB_EC_PROBE_BUSY] = { MHD_HTTP_TOO_MANY_REQUESTS, "probes-busy", "Too many probes in flight" },
+  /* issue 13: per-project limits */
+  [TB_EC_LIMIT_REACHED] = { MHD_HTTP_TOO_MANY_REQUESTS, "limit-reached",
+                            "A limit of the project is reached" },
+  [TB_EC_JOB_TOO_LARGE] = { MHD_HTTP_UNPROCESSABLE_CONTENT, "job-too-large",
+                            "The job is over a limit of this service" },
 };
 
 const struct tb_api_error_def *

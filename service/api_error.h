@@ -35,6 +35,9 @@ enum tb_api_ec {
   /* issue 13: egress policy, probe pool */
   TB_EC_EGRESS_REFUSED,       /* 422 the URL is refused by the egress policy (+ rule) */
   TB_EC_PROBE_BUSY,           /* 429 too many probes in flight (+ Retry-After) */
+  /* issue 13: per-project limits (tb_tenancy.h) */
+  TB_EC_LIMIT_REACHED,        /* 429 a count of the project is at its limit (+ limit) */
+  TB_EC_JOB_TOO_LARGE,        /* 422 the job is over a size limit (+ limit) */
   TB_EC_COUNT_,
 };
 

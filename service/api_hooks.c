@@ -13,10 +13,15 @@
  * in constant time against the hook's secret -> 401 (nothing written); for
  * GitHub, "ping" -> 200 {"pong": true}, an event the hook is not configured
  * for -> 202 {"ignored": true}; the delivery id (X-GitHub-Delivery, or
- * X-Tokbench-Delivery, or the signature itself for the generic form) is
+ * X-Tokbench-Delivery, or the signature itself for the generic form) and a
+ * digest (GitHub: SHA-256 of the payload; generic: of the signature) are
  * recorded in hook_deliveries_in in the same transaction that queues the
- * job, so a delivery seen before answers 200 {"duplicate": true, "job_id"}
- * and never starts a second job.  A new job -> 202 + Location.
+ * job, so a delivery seen before, by either, answers 200 {"duplicate":
+ * true, "job_id"} and never starts a second job: a signed payload sent
+ * again under a new delivery id is a replay (issue 13).  Rows are kept
+ * TOKBENCH_REPLAY_RETENTION_S (pruned by the workers).  A job the
+ * project's limits refuse -> 429 / 422 (tb_tenancy.h), nothing recorded.
+ * A new job -> 202 + Location.
  *
  * Labels of the job: the preset's, plus ref, sha, repository, event and
  * delivery taken from the GitHub payload (tb_webhook_github_labels), or the
@@ -75,15 +80,19 @@ static const struct tb_db_stmt hook_load = {
   "WHERE h.id = $1 AND h.deleted_at IS NULL",
 };
 
+/* A conflict on either the delivery id (primary key) or the digest (unique
+ * index hook_deliveries_in_digest) inserts nothing. */
 static const struct tb_db_stmt delivery_claim = {
   "ci_hook_delivery_claim",
-  "INSERT INTO hook_deliveries_in (hook_id, delivery_id, event) VALUES ($1, $2, $3) "
-  "ON CONFLICT DO NOTHING",
+  "INSERT INTO hook_deliveries_in (hook_id, delivery_id, event, digest) "
+  "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
 };
 
 static const struct tb_db_stmt delivery_seen = {
   "ci_hook_delivery_seen",
-  "SELECT job_id::text FROM hook_deliveries_in WHERE hook_id = $1 AND delivery_id = $2",
+  "SELECT job_id::text AS job_id FROM hook_deliveries_in "
+  "WHERE hook_id = $1 AND (delivery_id = $2 OR digest = $3) "
+  "ORDER BY received_at LIMIT 1",
 };
 
 static const struct tb_db_stmt delivery_job = {
@@ -269,14 +278,20 @@ tb_api_hooks_receive(struct tb_api_req *r)
   const char *body = r->body ? r->body : "";
   enum tb_webhook_verdict v;
   const char *sig_header;
+  char digest[65] = "";
+  bool delivery_signed = false;
   if (strcmp(kind, "github") == 0) {
     sig_header = tb_api_header(r, "X-Hub-Signature-256");
     v = tb_webhook_verify_github(secret, strlen(secret), sig_header, body, r->body_len);
+    tb_crypto_sha256_hex(body, r->body_len, digest);
   } else {
     sig_header = tb_api_header(r, "X-Tokbench-Signature");
-    v = tb_webhook_verify_generic(secret, strlen(secret), sig_header,
-                                  tb_api_header(r, "X-Tokbench-Timestamp"), body, r->body_len,
-                                  tb_time_real_us() / 1000000);
+    v = tb_webhook_verify_generic_id(secret, strlen(secret), sig_header,
+                                     tb_api_header(r, "X-Tokbench-Timestamp"),
+                                     tb_api_header(r, "X-Tokbench-Delivery"), body, r->body_len,
+                                     tb_time_real_us() / 1000000, &delivery_signed);
+    if (v == TB_WEBHOOK_OK && !tb_webhook_signature_digest(sig_header, digest))
+      v = TB_WEBHOOK_MALFORMED; /* cannot happen: it verified */
   }
   OPENSSL_cleanse(secret, strlen(secret));
   if (v != TB_WEBHOOK_OK) {
@@ -347,8 +362,8 @@ tb_api_hooks_receive(struct tb_api_req *r)
     goto out;
   }
   in_tx = true;
-  const char *dp[] = { r->id, delivery, event };
-  rc = tb_db_exec(db, &delivery_claim, 3, dp, NULL);
+  const char *dp[] = { r->id, delivery, event, digest };
+  rc = tb_db_exec(db, &delivery_claim, 4, dp, NULL);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
@@ -356,19 +371,24 @@ tb_api_hooks_receive(struct tb_api_req *r)
   if (rc == 0) { /* seen before */
     tb_db_rollback(db);
     in_tx = false;
-    rc = tb_db_exec(db, &delivery_seen, 2, dp, &seen);
-    const char *jid = rc > 0 && !PQgetisnull(seen, 0, 0) ? PQgetvalue(seen, 0, 0) : NULL;
+    const char *sp[] = { r->id, delivery, digest };
+    rc = tb_db_exec(db, &delivery_seen, 3, sp, &seen);
+    const char *jid = rc > 0 ? tb_db_str(seen, 0, "job_id") : NULL;
     count(kind, "duplicate");
     ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s?}", "duplicate", 1, "job_id", jid));
     goto out;
   }
   char job_id[TB_API_ID_LEN + 1];
-  rc = tb_api_ci_start_job(db, project_id, r->request_id, spec, labels, job_id, &doc, &errors);
+  struct tb_tenancy_refusal why;
+  rc = tb_api_ci_start_job(db, &r->api->tenancy, project_id, r->request_id, spec, labels, job_id,
+                           &doc, &errors, &why);
   if (rc != 1) {
     tb_db_rollback(db);
     in_tx = false;
-    count(kind, "error");
-    if (rc == 2)
+    count(kind, rc == TB_API_JOB_REFUSED ? "limit" : "error");
+    if (rc == TB_API_JOB_REFUSED)
+      ret = tb_api_reply_refusal(r, &why);
+    else if (rc == 2)
       ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors), errors = NULL;
     else if (rc == 0)
       ret = tb_api_reply_error(r, TB_EC_INVALID, "the preset's endpoint is gone", NULL);
@@ -388,7 +408,8 @@ tb_api_hooks_receive(struct tb_api_req *r)
   tb_api_job_queued(db, job_id);
   count(kind, "job");
   tb_log(TB_LOG_INFO, "hook started a job", "hook", TB_LS, r->id, "job", TB_LS, job_id, "event",
-         TB_LS, event, "request_id", TB_LS, r->request_id, NULL);
+         TB_LS, event, "delivery_signed", TB_LI, (int64_t)delivery_signed, "request_id", TB_LS,
+         r->request_id, NULL);
   char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
   const char *h[] = { "Location", loc, NULL };
   ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);

@@ -17,6 +17,7 @@
  * /v1/jobs/{id} goes through the job-document cache (api_jobcache.h),
  * dropped per job by NOTIFY tb_job_changed: polling costs no round trip.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_jobs.h"
@@ -45,7 +46,10 @@
 
 /* The one job insert: a queued job (tb_api_job_insert) or, with a result
  * document in $9, a finished one (tb_api_job_insert_finished: an import,
- * with a busy key of its own so it never holds an endpoint). */
+ * with a busy key of its own so it never holds an endpoint).  The busy key
+ * of a queued job (one running job per key): its exclusive group (the
+ * spec's, else the endpoint's) scoped to the project, 'shared:<name>' for a
+ * group of TOKBENCH_SHARED_GROUPS ($11, comma list), else the endpoint. */
 static const struct tb_db_stmt job_insert = {
   "api_job_insert",
   "WITH e AS (SELECT id, exclusive_group FROM endpoints "
@@ -54,8 +58,11 @@ static const struct tb_db_stmt job_insert = {
   "    max_attempts, request_id, state, result, cells_total, cells_done, started_at, "
   "    finished_at) "
   "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
-  "    CASE WHEN $9::jsonb IS NULL THEN coalesce($6, e.exclusive_group, e.id::text) "
-  "      ELSE 'import:' || gen_random_uuid()::text END, "
+  "    CASE WHEN $9::jsonb IS NOT NULL THEN 'import:' || gen_random_uuid()::text "
+  "      WHEN coalesce($6, e.exclusive_group) IS NULL THEN e.id::text "
+  "      WHEN coalesce($6, e.exclusive_group) = ANY (string_to_array($11, ',')) "
+  "        THEN 'shared:' || coalesce($6, e.exclusive_group) "
+  "      ELSE 'group:' || $2::text || ':' || coalesce($6, e.exclusive_group) END, "
   "    coalesce($7::int, 3), $8, CASE WHEN $9::jsonb IS NULL THEN 'queued' ELSE 'succeeded' END, "
   "    $9::jsonb, $10::int, coalesce($10::int, 0), "
   "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END, "
@@ -134,14 +141,14 @@ static const struct tb_db_stmt idem_store = {
 
 /* ------------------------------------------------------------------ submit */
 
-/* Runs job_insert with its ten parameters (p[8], p[9] NULL for a queued
- * job); see tb_api_job_insert. */
+/* Runs job_insert with its eleven parameters (p[8], p[9] NULL for a
+ * queued job); see tb_api_job_insert. */
 static int
-insert_row(struct tb_db *db, const char *const p[10], char job_id[TB_API_ID_LEN + 1],
+insert_row(struct tb_db *db, const char *const p[11], char job_id[TB_API_ID_LEN + 1],
            char **doc)
 {
   PGresult *res = NULL;
-  int rc = tb_db_exec(db, &job_insert, 10, p, &res);
+  int rc = tb_db_exec(db, &job_insert, 11, p, &res);
   if (rc == 1) {
     snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
     if (doc != NULL)
@@ -152,21 +159,33 @@ insert_row(struct tb_db *db, const char *const p[10], char job_id[TB_API_ID_LEN 
 }
 
 int
-tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
-                  const json_t *spec, char job_id[TB_API_ID_LEN + 1], char **doc)
+tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                  const char *request_id, const json_t *spec, char job_id[TB_API_ID_LEN + 1],
+                  char **doc, struct tb_tenancy_refusal *why)
 {
+  if (!tb_tenancy_check_spec(ten, spec, why))
+    return TB_API_JOB_REFUSED;
+  int lrc = tb_tenancy_check_queued(db, ten, project_id, why);
+  if (lrc <= 0)
+    return lrc == 0 ? TB_API_JOB_REFUSED : lrc;
   char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
   json_t *labels = json_object_get(spec, "labels");
   char *labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
   char prio[24], attempts[24];
   json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
   snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
-  snprintf(attempts, sizeof attempts, "%lld", (long long)json_integer_value(av));
-  const char *p[10] = {
+  /* not given: the table's default, within the operator's limit */
+  const struct tb_spec_field *af = tb_spec_field("max_attempts");
+  long long att = av != NULL ? (long long)json_integer_value(av)
+                             : (af != NULL && af->def != NULL ? atoll(af->def) : 3);
+  if (av == NULL && att > ten->max_attempts)
+    att = ten->max_attempts;
+  snprintf(attempts, sizeof attempts, "%lld", att);
+  const char *p[11] = {
     json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
     labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
-    av ? attempts : NULL, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
-    NULL, NULL,
+    attempts, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
+    NULL, NULL, ten->shared_groups,
   };
   int rc = spec_text == NULL ? TB_DB_HARD : insert_row(db, p, job_id, doc);
   free(spec_text);
@@ -184,9 +203,9 @@ tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char 
   char *result_text = json_dumps(result, JSON_COMPACT);
   char ncells[24];
   snprintf(ncells, sizeof ncells, "%zu", json_array_size(json_object_get(result, "cells")));
-  const char *p[10] = {
+  const char *p[11] = {
     endpoint_id, project_id, spec_text, labels_text, NULL, NULL, NULL,
-    request_id != NULL && request_id[0] != '\0' ? request_id : NULL, result_text, ncells,
+    request_id != NULL && request_id[0] != '\0' ? request_id : NULL, result_text, ncells, NULL,
   };
   int rc = spec_text == NULL || result_text == NULL ? TB_DB_HARD
                                                      : insert_row(db, p, job_id, NULL);
@@ -210,6 +229,17 @@ replay(struct tb_api_req *r, PGresult *res, const char *hash)
   const char *loc = PQgetisnull(res, 0, 2) ? NULL : PQgetvalue(res, 0, 2);
   const char *h[] = { "Location", loc, "Idempotent-Replayed", "true", NULL };
   return tb_api_reply_text(r, (unsigned)st, PQgetvalue(res, 0, 3), h);
+}
+
+enum MHD_Result
+tb_api_reply_refusal(struct tb_api_req *r, const struct tb_tenancy_refusal *why)
+{
+  json_t *extra = json_pack("{s:s,s:s,s:I,s:f}", "limit", why->limit, "setting", why->setting,
+                            "max", (json_int_t)why->max, "value", why->value);
+  if (why->too_large)
+    return tb_api_reply_error(r, TB_EC_JOB_TOO_LARGE, why->detail, extra);
+  r->retry_after_s = TB_API_LIMIT_RETRY_S;
+  return tb_api_reply_error(r, TB_EC_LIMIT_REACHED, why->detail, extra);
 }
 
 void
@@ -275,9 +305,15 @@ tb_api_jobs_submit(struct tb_api_req *r)
     }
   }
   char job_id[TB_API_ID_LEN + 1];
-  rc = tb_api_job_insert(db, r->project_id, r->request_id, spec, job_id, &body);
+  struct tb_tenancy_refusal why;
+  rc = tb_api_job_insert(db, &r->api->tenancy, r->project_id, r->request_id, spec, job_id, &body,
+                         &why);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
+    goto out;
+  }
+  if (rc == TB_API_JOB_REFUSED) { /* nothing stored: the Idempotency-Key is rolled back too */
+    ret = tb_api_reply_refusal(r, &why);
     goto out;
   }
   if (rc == 0) {

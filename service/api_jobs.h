@@ -11,20 +11,35 @@
 
 #include "api.h"
 
+/* tb_api_job_insert's answer when a limit of ten refuses the job. */
+#define TB_API_JOB_REFUSED 3
+/* Retry-After of a 429 for the project's queued jobs: they drain at the
+ * pace of jobs, not of requests. */
+#define TB_API_LIMIT_RETRY_S 60
+
 /*
  * Queues the job of spec (borrowed; a spec tb_spec_job accepted, so its
  * members have the types it checks) in project_id, recording request_id
- * (the X-Request-Id of the request that asked; may be NULL).  Runs inside
- * the caller's transaction if any; once that is committed (at once without
- * one), the caller wakes the workers with tb_api_job_queued.  Returns 1 and writes the job id into
- * job_id and the job document (as GET /v1/jobs/{id} returns it, new string:
- * free) into *doc when doc is not NULL; 0 when the spec's endpoint is not
- * one of the project's (or was deleted); TB_DB_SOFT / TB_DB_HARD on database
- * errors.
+ * (the X-Request-Id of the request that asked; may be NULL), within the
+ * limits of ten (borrowed: the api's tb_tenancy; its shared groups make the
+ * busy key).  Runs inside the caller's transaction if any; once that is
+ * committed (at once without one), the caller wakes the workers with
+ * tb_api_job_queued.  Returns 1 and writes the job id into job_id and the
+ * job document (as GET /v1/jobs/{id} returns it, new string: free) into
+ * *doc when doc is not NULL; 0 when the spec's endpoint is not one of the
+ * project's (or was deleted); TB_API_JOB_REFUSED with *why filled when a
+ * limit refuses it (nothing written; reply with tb_api_reply_refusal);
+ * TB_DB_SOFT / TB_DB_HARD on database errors.
  */
-int tb_api_job_insert(struct tb_db *db, const char *project_id, const char *request_id,
-                      const json_t *spec, char job_id[TB_API_ID_LEN + 1],
-                      char **doc) TB_MUST_CHECK;
+int tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                      const char *request_id, const json_t *spec,
+                      char job_id[TB_API_ID_LEN + 1], char **doc,
+                      struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+
+/* The problem+json of a refusal: 422 job-too-large for the job's own size
+ * or attempts, 429 limit-reached (Retry-After) for the project's count; both
+ * name the limit ("limit", "setting", "max", "value"). */
+enum MHD_Result tb_api_reply_refusal(struct tb_api_req *r, const struct tb_tenancy_refusal *why);
 
 /*
  * Writes a finished job (state succeeded, started and finished now) holding

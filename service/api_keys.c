@@ -4,6 +4,11 @@
  *   GET    /v1/keys        the project's keys (no hashes, no keys)
  *   DELETE /v1/keys/{id}   revoke (NOTIFY tb_keys_changed: every api process
  *                          forgets its cached copy at once)
+ *
+ * A key made here is the child of the key that asked (issue 13): its
+ * scopes are within the parent's (403 otherwise), it expires no later than
+ * the parent (an expiry asked beyond it, or none, is the parent's), and
+ * revoking the parent revokes it (tb_auth.h).
  */
 #include <openssl/crypto.h>
 #include <string.h>
@@ -18,13 +23,6 @@ static const struct tb_db_stmt keys_list = {
   "FROM api_keys k WHERE k.project_id = $1",
 };
 
-static const struct tb_db_stmt keys_revoke = {
-  "api_keys_revoke",
-  "WITH k AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) "
-  "  WHERE id = $1 AND project_id = $2 RETURNING *) "
-  "SELECT " TB_AUTH_KEY_JSON "::text, pg_notify('tb_keys_changed', k.id::text) FROM k",
-};
-
 enum MHD_Result
 tb_api_keys_create(struct tb_api_req *r)
 {
@@ -37,11 +35,19 @@ tb_api_keys_create(struct tb_api_req *r)
     mask = (unsigned)json_integer_value(json_object_get(spec, "scopes"));
   int64_t exp = json_integer_value(json_object_get(spec, "expires_in"));
   const char *name = json_string_value(json_object_get(spec, "name"));
+  if ((tb_auth_effective(mask) & ~r->scopes) != 0) {
+    json_decref(spec);
+    return tb_api_reply_error(r, TB_EC_FORBIDDEN,
+                              "a key cannot make a key with a scope it does not hold", NULL);
+  }
   char *key = NULL, *doc = NULL;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_auth_key_create(db, r->project_id, name ? name : "", mask, exp, &key, &doc);
+  int rc = tb_auth_key_create(db, r->project_id, r->key_id, name ? name : "", mask, exp, &key,
+                              &doc);
   tb_api_db_put(r, db);
   json_decref(spec);
+  if (rc == 0) /* revoked or expired since it was checked */
+    return tb_api_reply_error(r, TB_EC_KEY_REVOKED, "this API key is no longer valid", NULL);
   if (rc != 1)
     return tb_api_reply_db(r, rc);
   json_t *o = json_loads(doc, 0, NULL);
@@ -77,19 +83,16 @@ tb_api_keys_list(struct tb_api_req *r)
 enum MHD_Result
 tb_api_keys_revoke(struct tb_api_req *r)
 {
-  PGresult *res = NULL;
-  const char *p[] = { r->id, r->project_id };
+  char *doc = NULL;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &keys_revoke, 2, p, &res);
+  int rc = tb_auth_key_revoke(db, r->id, r->project_id, &doc);
   tb_api_db_put(r, db);
   if (rc < 0)
     return tb_api_reply_db(r, rc);
-  if (rc == 0) {
-    PQclear(res);
+  if (rc == 0)
     return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such key", NULL);
-  }
   tb_api_keycache_flush(r->api->keys);
-  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, PQgetvalue(res, 0, 0), NULL);
-  PQclear(res);
+  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_OK, doc, NULL);
+  free(doc);
   return ret;
 }

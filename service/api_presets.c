@@ -228,9 +228,12 @@ tb_api_presets_run(struct tb_api_req *r)
   json_error_t jerr;
   spec = json_loads(PQgetvalue(res, 0, 1), 0, &jerr);
   char job_id[TB_API_ID_LEN + 1];
-  rc = tb_api_ci_start_job(db, r->project_id, r->request_id, spec,
-                           json_object_get(body, "labels"), job_id, &doc, &errors);
-  if (rc == 2) {
+  struct tb_tenancy_refusal why;
+  rc = tb_api_ci_start_job(db, &r->api->tenancy, r->project_id, r->request_id, spec,
+                           json_object_get(body, "labels"), job_id, &doc, &errors, &why);
+  if (rc == TB_API_JOB_REFUSED) {
+    ret = tb_api_reply_refusal(r, &why);
+  } else if (rc == 2) {
     ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors);
     errors = NULL;
   } else if (rc < 0) {

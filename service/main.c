@@ -76,6 +76,8 @@ static const struct tb_cfg_key api_keys[] = {
     false },
   { "TOKBENCH_PROBE_QUEUE", "64", "probes queued or running in all (429 above)", false },
   { "TOKBENCH_PROBE_DEADLINE_MS", "10000", "total time of one probe (all its calls)", false },
+  /* issue 13: per-project limits, shared exclusive groups, replay retention */
+  TB_TENANCY_CFG_KEYS,
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -382,7 +384,7 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  if (!tb_egress_install_cfg(api.cfg, &err)) {
+  if (!tb_egress_install_cfg(api.cfg, &err) || !tb_tenancy_from_cfg(&api.tenancy, api.cfg, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     rc = 2;
@@ -478,6 +480,7 @@ out:
   free(api.web_dir);
   OPENSSL_cleanse(api.master_key, sizeof api.master_key);
   tb_cfg_free(api.cfg);
+  tb_tenancy_clear(&api.tenancy);
   tb_egress_install(NULL);
   return rc;
 }

@@ -7,9 +7,13 @@
  * (under the migration lock: harmless beside the api), LISTEN
  * tb_jobs_queued, and the heartbeat thread with its own connection.
  *
- * Loop: claim; when there is nothing, wait for a tb_jobs_queued notification
- * or the polling floor (TOKBENCH_POLL_S: expired leases notify nobody), then
- * claim again.  SIGTERM/SIGINT: stop claiming, abort the current cell, hand
+ * Loop: claim (at most TOKBENCH_LIMIT_RUNNING running jobs per project,
+ * fair share across projects: tb_queue.h); when there is nothing, wait for a
+ * tb_jobs_queued notification or the polling floor (TOKBENCH_POLL_S: expired
+ * leases notify nobody), then claim again.  Every TOKBENCH_PRUNE_INTERVAL_S,
+ * between jobs, hook deliveries and Idempotency-Keys older than
+ * TOKBENCH_REPLAY_RETENTION_S are deleted (tb_tenancy_prune; several
+ * workers doing it is harmless).  SIGTERM/SIGINT: stop claiming, abort the current cell, hand
  * the job back to the queue, exit 0.
  */
 #include <openssl/crypto.h>
@@ -24,6 +28,7 @@
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_migrate.h"
+#include "tb_tenancy.h"
 #include "worker.h"
 
 static const struct tb_cfg_key worker_keys[] = {
@@ -39,6 +44,9 @@ static const struct tb_cfg_key worker_keys[] = {
   { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
   TB_EGRESS_CFG_KEYS,
+  /* issue 13: TOKBENCH_LIMIT_RUNNING for the claim, the replay retention
+   * for the prune; the rest so that api and worker read one config file */
+  TB_TENANCY_CFG_KEYS,
 };
 
 /* The slice of an idle wait: bounds how late a signal is noticed. */
@@ -94,6 +102,7 @@ main(int argc, char **argv)
   struct worker_beat beat;
   bool beat_running = false;
   struct worker_ctx w = { .beat = &beat, .stopping = &stopping };
+  struct tb_tenancy ten = { 0 };
   struct tb_cfg *cfg = tb_cfg_load(worker_keys, TB_ARRAY_LEN(worker_keys), config, &err);
   if (cfg == NULL) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
@@ -131,7 +140,7 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  if (!tb_egress_install_cfg(cfg, &err)) {
+  if (!tb_egress_install_cfg(cfg, &err) || !tb_tenancy_from_cfg(&ten, cfg, &err)) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
     rc = 2;
@@ -191,10 +200,18 @@ main(int argc, char **argv)
          "heartbeat_s", TB_LI, beat_s, "poll_s", TB_LI, poll_s, "migrations_applied", TB_LI,
          (int64_t)applied, NULL);
 
+  int64_t next_prune_ns = tb_time_mono_ns();
   while (!stopping) {
+    if (tb_time_mono_ns() >= next_prune_ns) {
+      int pruned = tb_tenancy_prune(db, ten.retention_s);
+      if (pruned > 0)
+        tb_log(TB_LOG_INFO, "pruned old hook deliveries and Idempotency-Keys", "rows", TB_LI,
+               (int64_t)pruned, NULL);
+      next_prune_ns = tb_time_mono_ns() + ten.prune_interval_s * 1000000000LL;
+    }
     struct tb_queue_job job;
     char closed[TB_QUEUE_ID_LEN + 1] = "";
-    int c = tb_queue_claim(db, worker_id, (int)lease_s, &job, closed);
+    int c = tb_queue_claim(db, worker_id, (int)lease_s, (int)ten.running, &job, closed);
     if (c == TB_QUEUE_CLAIMED) {
       enum worker_job_outcome jo = worker_run_job(&w, &job);
       tb_queue_job_clear(&job);
@@ -218,6 +235,7 @@ out:
   OPENSSL_cleanse(w.master_key, sizeof w.master_key);
   free(worker_id);
   tb_cfg_free(cfg);
+  tb_tenancy_clear(&ten);
   tb_egress_install(NULL);
   return rc;
 }

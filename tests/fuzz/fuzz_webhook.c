@@ -41,6 +41,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (tb_webhook_verify_generic(key, sizeof key - 1, sig, ts, body, blen, 1700000000) ==
       TB_WEBHOOK_OK)
     abort();
+  bool signed_id;
+  if (tb_webhook_verify_generic_id(key, sizeof key - 1, sig, ts, ts, body, blen, 1700000000,
+                                   &signed_id) == TB_WEBHOOK_OK)
+    abort();
+  char digest[65];
+  (void)tb_webhook_signature_digest(sig, digest);
   if (tb_webhook_verify_standard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_1", ts, sig, body,
                                  blen, 1700000000) == TB_WEBHOOK_OK)
     abort();

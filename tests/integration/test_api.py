@@ -184,7 +184,9 @@ def test_jobs_submit_get_list_cancel(ctx):
     row = pg.psql("SELECT busy_key, priority, max_attempts FROM jobs WHERE id = '%s'" % job["id"]).strip()
     assert row == "%s|5|2" % ep["id"]  # no exclusive group (cleared by PATCH): the endpoint
     job2 = submit(api, admin, ep["id"], exclusive_group="grp-x", labels={"gpu": "h100", "run": "b"})
-    assert pg.psql("SELECT busy_key FROM jobs WHERE id = '%s'" % job2["id"]).strip() == "grp-x"
+    # an exclusive group is the project's own (issue 13; test_tenancy.py)
+    assert pg.psql("SELECT busy_key FROM jobs WHERE id = '%s'" % job2["id"]).strip() == \
+        "group:%s:grp-x" % pg.psql("SELECT project_id FROM jobs WHERE id = '%s'" % job2["id"]).strip()
     st, h, got = keep(api.json("GET", "/v1/jobs/" + job["id"], admin))
     assert st == 200 and got["progress"] == {"cells_done": 0, "cells_total": None,
                                              "current_cell": None, "eta_s": None}

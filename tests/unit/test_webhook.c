@@ -120,6 +120,57 @@ test_generic_window(void **state)
                    TB_WEBHOOK_MALFORMED);
 }
 
+/* Issue 13: the delivery id under the signature, and one digest per signed
+ * request whatever its unsigned headers or the case of its hex. */
+static void
+test_generic_delivery_signed(void **state)
+{
+  (void)state;
+  const char *key = "tbh_secret";
+  const char *body = "{}";
+  size_t kl = strlen(key);
+  char sig[72], sig1[72];
+  bool signed_id = false;
+  tb_webhook_sign_generic_id(key, kl, 1700000000, "pipeline-42", body, 2, sig);
+  /* python3: hmac.new(b"tbh_secret", b"1700000000.pipeline-42.{}", sha256) */
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-42", body,
+                                                2, 1700000000, &signed_id),
+                   TB_WEBHOOK_OK);
+  assert_true(signed_id);
+  /* another delivery id under the same signature: refused */
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-43", body,
+                                                2, 1700000000, &signed_id),
+                   TB_WEBHOOK_BAD_SIGNATURE);
+  assert_false(signed_id);
+  /* stale is stale in this form too */
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-42", body,
+                                                2, 1700000301, &signed_id),
+                   TB_WEBHOOK_STALE);
+  /* the first form still verifies, its delivery id not authenticated */
+  tb_webhook_sign_generic(key, kl, 1700000000, body, 2, sig1);
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig1, "1700000000", "anything", body, 2,
+                                                1700000000, &signed_id),
+                   TB_WEBHOOK_OK);
+  assert_false(signed_id);
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig1, "1700000000", NULL, body, 2,
+                                                1700000000, &signed_id),
+                   TB_WEBHOOK_OK);
+  /* "<ts>.<d>.<b>" of one form is "<ts>.<body>" of the other: one digest */
+  char d1[65], d2[65], d3[65];
+  assert_true(tb_webhook_signature_digest(sig, d1));
+  char upper[72];
+  strcpy(upper, sig);
+  for (char *p = upper + 7; *p; p++)
+    if (*p >= 'a' && *p <= 'f')
+      *p = (char)(*p - 'a' + 'A');
+  assert_true(tb_webhook_signature_digest(upper, d2));
+  assert_string_equal(d1, d2);
+  assert_true(tb_webhook_signature_digest(sig1, d3));
+  assert_string_not_equal(d1, d3);
+  assert_false(tb_webhook_signature_digest("sha256=xyz", d3));
+  assert_false(tb_webhook_signature_digest(NULL, d3));
+}
+
 /* The Standard Webhooks reference libraries' test vector. */
 static const char sw_secret[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 static const char sw_id[] = "msg_p5jXN8AQM9LWM0D4loKWxJek";
@@ -272,6 +323,7 @@ main(void)
     cmocka_unit_test(test_github_rejects),
     cmocka_unit_test(test_generic_sign_verify_window),
     cmocka_unit_test(test_generic_window),
+    cmocka_unit_test(test_generic_delivery_signed),
     cmocka_unit_test(test_standard_known_vector),
     cmocka_unit_test(test_secrets),
     cmocka_unit_test(test_backoff),

@@ -1,0 +1,112 @@
+/* Unit tests: tb_tenancy (issue 13): a job's size from its spec, the limits
+ * of a spec, the settings (shared groups normalised, bad ones refused). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_spec.h"
+#include "tb_tenancy.h"
+
+static const struct tb_cfg_key keys[] = { TB_TENANCY_CFG_KEYS };
+
+static json_t *
+spec_of(const char *text)
+{
+  json_t *spec = NULL, *errors = NULL;
+  assert_int_equal(tb_spec_job(text, strlen(text), &spec, &errors), TB_SPEC_OK);
+  return spec;
+}
+
+static void
+test_job_seconds(void **state)
+{
+  (void)state;
+  /* README's quick start: 2 x 3 decode + 3 prefill (2 + full length) cells,
+   * each 2 s + the default 3 s settle */
+  json_t *s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\","
+                      "\"contexts\":[\"1k\",\"4k\"],\"concurrency\":[1,2,4],\"duration_s\":2}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 9 * 5.0, 1e-9);
+  json_decref(s);
+  /* all defaults: 6 contexts x 8 concurrencies + 7 prefill, 30 + 3 s */
+  s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\"}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 55 * 33.0, 1e-9);
+  json_decref(s);
+  /* no prefill rows */
+  s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"contexts\":[1024],"
+              "\"concurrency\":[1,2],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 20.0, 1e-9);
+  json_decref(s);
+  json_t *bad = json_pack("{s:s}", "duration_s", "long");
+  assert_true(tb_tenancy_job_seconds(bad) < 0);
+  json_decref(bad);
+}
+
+static void
+test_check_spec(void **state)
+{
+  (void)state;
+  struct tb_tenancy t = { .job_seconds = 100, .max_attempts = 3 };
+  struct tb_tenancy_refusal why;
+  json_t *s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\","
+                      "\"contexts\":[1024],\"concurrency\":[1],\"prefill_contexts\":[],"
+                      "\"duration_s\":100,\"settle_s\":0}");
+  assert_true(tb_tenancy_check_spec(&t, s, &why));
+  json_object_set_new(s, "settle_s", json_real(0.5));
+  assert_false(tb_tenancy_check_spec(&t, s, &why));
+  assert_string_equal(why.limit, "job_seconds");
+  assert_true(why.too_large);
+  assert_int_equal(why.max, 100);
+  t.job_seconds = 0; /* no limit */
+  assert_true(tb_tenancy_check_spec(&t, s, &why));
+  json_object_set_new(s, "max_attempts", json_integer(4));
+  assert_false(tb_tenancy_check_spec(&t, s, &why));
+  assert_string_equal(why.limit, "max_attempts");
+  assert_string_equal(why.setting, "TOKBENCH_LIMIT_MAX_ATTEMPTS");
+  json_decref(s);
+}
+
+static void
+test_cfg(void **state)
+{
+  (void)state;
+  struct tb_cfg *cfg = tb_cfg_new(keys, TB_ARRAY_LEN(keys));
+  struct tb_tenancy t;
+  char *err = NULL;
+  assert_true(tb_tenancy_from_cfg(&t, cfg, &err));
+  assert_int_equal(t.queued, 100);
+  assert_int_equal(t.running, 8);
+  assert_int_equal(t.job_seconds, 21600);
+  assert_int_equal(t.max_attempts, 5);
+  assert_int_equal(t.retention_s, 604800);
+  assert_string_equal(t.shared_groups, "");
+  tb_tenancy_clear(&t);
+  tb_cfg_set(cfg, "TOKBENCH_SHARED_GROUPS", " rack-7 , lab.a100,,h100_1 ");
+  assert_true(tb_tenancy_from_cfg(&t, cfg, &err));
+  assert_string_equal(t.shared_groups, "rack-7,lab.a100,h100_1");
+  tb_tenancy_clear(&t);
+  tb_cfg_set(cfg, "TOKBENCH_SHARED_GROUPS", "ok,not ok");
+  assert_false(tb_tenancy_from_cfg(&t, cfg, &err));
+  assert_non_null(strstr(err, "TOKBENCH_SHARED_GROUPS"));
+  free(err);
+  err = NULL;
+  tb_cfg_set(cfg, "TOKBENCH_SHARED_GROUPS", "");
+  tb_cfg_set(cfg, "TOKBENCH_LIMIT_MAX_ATTEMPTS", "21");
+  assert_false(tb_tenancy_from_cfg(&t, cfg, &err));
+  free(err);
+  tb_cfg_free(cfg);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_job_seconds),
+    cmocka_unit_test(test_check_spec),
+    cmocka_unit_test(test_cfg),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
