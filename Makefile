@@ -6,6 +6,7 @@
 #   make valgrind        unit tests and a service smoke test under valgrind
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench           benchmarks, printing figures
+#   make bench-verdicts  the verdict's false alarms and power (in make bench too)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
 #   make docker-test     docker/Dockerfile built with podman from a local
@@ -93,7 +94,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench clean docker-test
+.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -150,6 +151,11 @@ fuzz: deps
 bench: deps
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/run.sh
+
+# The verdict's false alarms and power over simulated histories (no service).
+bench-verdicts: deps
+	$(MAKE) MODE=release build-rel/libtokbench.a
+	TB_BIN_DIR=build-rel/bin bench/bench_verdicts.sh
 
 # The image built and run for real (scripts/docker-test.sh; installs podman,
 # runc, debootstrap through scripts/deps.sh docker).  make test runs it from

@@ -3,17 +3,23 @@
  * files, without the service.
  *
  *   tokbench report RESULT.json [--format html|md|csv|json] [--output F]
- *   tokbench compare BASE.json HEAD.json [--format ...] [--tolerance PCT]
- *                    [--output F]
+ *   tokbench compare [EARLIER.json ...] BASE.json HEAD.json [--format ...]
+ *                    [--tolerance PCT] [--output F]
  *
  * Inputs go through tb_import, so a file of `tokbench run --output`, a job's
  * result from the API, or llm-inference-bench's benchmark_results.json are
  * all accepted.  Output goes to standard output, or to F (written to F.tmp,
  * then renamed, so a reader never sees half a report).
  *
+ * compare renders BASE against HEAD cell by cell; the verdict (exit status,
+ * and the reasons on stderr) judges HEAD against every earlier file, oldest
+ * first (lib/tb_regress, lib/tb_verdict): with TB_VERDICT_MIN_HISTORY
+ * earlier files or more, statistically; with fewer, by the two-run
+ * comparison at the tolerance, flagged.
+ *
  * Exit status: report 0 ok, 2 usage or unreadable input; compare 0 no
- * regression, 1 regressions beyond the tolerance (CI acts on it), 2 usage or
- * unreadable input.
+ * regression, 1 a regression (significant, or beyond the tolerance with too
+ * little history; CI acts on it), 2 usage or unreadable input.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -26,8 +32,13 @@
 #include "tb_compare.h"
 #include "tb_import.h"
 #include "tb_cmpreport.h"
+#include "tb_regress.h"
 #include "tb_report.h"
 #include "tb_util.h"
+#include "tb_verdict.h"
+
+/* Files `tokbench compare` reads, at most (the history and the head). */
+#define COMPARE_FILES_MAX 200
 
 static const char report_usage[] =
     "usage: tokbench report RESULT.json [--format html|md|csv|json] [--output FILE]\n"
@@ -46,17 +57,21 @@ static const char report_usage[] =
     "  -h, --help       this text\n";
 
 static const char compare_usage[] =
-    "usage: tokbench compare BASE.json HEAD.json [--format html|md|csv|json]\n"
-    "                        [--tolerance PCT] [--output FILE]\n"
+    "usage: tokbench compare [EARLIER.json ...] BASE.json HEAD.json\n"
+    "                        [--format html|md|csv|json] [--tolerance PCT]\n"
+    "                        [--output FILE]\n"
     "\n"
     "Compares two result documents cell by cell: base and head figures and the\n"
     "ratio head/base for total tok/s, TTFT and time between tokens (prefill:\n"
     "prompt tok/s and TTFT), cells valid in only one of them, the geometric mean\n"
-    "of the ratios per metric, and the regressions: cells whose throughput fell\n"
-    "or latency rose by more than the tolerance.\n"
+    "of the ratios per metric.  The verdict judges HEAD against all earlier\n"
+    "files (oldest first, BASE the newest): with 3 or more, a t-test against\n"
+    "their spread, the tolerance being the smallest change that matters (default\n"
+    "2%); with fewer, cells whose throughput fell or latency rose by more than\n"
+    "the tolerance (default 5%).  Each regression is told on stderr.\n"
     "\n"
     "  -f, --format F      output format (default md)\n"
-    "  -t, --tolerance P   tolerated loss in percent (default 5)\n"
+    "  -t, --tolerance P   the tolerance in percent (defaults above)\n"
     "  -o, --output F      write to F instead of standard output\n"
     "  -h, --help          this text\n"
     "\n"
@@ -117,6 +132,7 @@ struct args {
   enum tb_report_format fmt;
   const char *output;
   double tolerance;
+  bool tolerance_set;
   int nfiles;
   char **files;
 };
@@ -129,6 +145,7 @@ parse(int argc, char **argv, bool compare, struct args *a)
   a->fmt = compare ? TB_REPORT_MD : TB_REPORT_HTML;
   a->output = NULL;
   a->tolerance = TB_COMPARE_DEFAULT_TOLERANCE;
+  a->tolerance_set = false;
   optind = 1;
   opterr = 0;
   int c;
@@ -152,6 +169,7 @@ parse(int argc, char **argv, bool compare, struct args *a)
         return 2;
       }
       a->tolerance = p / 100.0;
+      a->tolerance_set = true;
       break;
     }
     case 'h':
@@ -164,7 +182,7 @@ parse(int argc, char **argv, bool compare, struct args *a)
   }
   a->nfiles = argc - optind;
   a->files = argv + optind;
-  if (a->nfiles != (compare ? 2 : 1)) {
+  if (compare ? (a->nfiles < 2 || a->nfiles > COMPARE_FILES_MAX) : a->nfiles != 1) {
     fputs(usage, stderr);
     return 2;
   }
@@ -202,32 +220,47 @@ tb_cli_compare(int argc, char **argv)
   int rc = parse(argc, argv, true, &a);
   if (rc >= 0)
     return rc;
-  json_t *base = load(a.files[0]);
-  json_t *head = base ? load(a.files[1]) : NULL;
-  json_t *cmp = NULL;
+  json_t *docs[COMPARE_FILES_MAX] = { 0 };
+  json_t *cmp = NULL, *verdict = NULL;
   char *err = NULL, *out = NULL;
-  size_t len = 0;
+  size_t len = 0, nd = (size_t)a.nfiles;
   rc = 2;
-  if (base == NULL || head == NULL)
-    goto out;
+  for (size_t i = 0; i < nd; i++)
+    if ((docs[i] = load(a.files[i])) == NULL)
+      goto out;
+  json_t *base = docs[nd - 2], *head = docs[nd - 1];
   cmp = tb_compare(base, head, a.tolerance, &err);
   if (cmp == NULL) {
     fprintf(stderr, "tokbench: %s\n", err ? err : "cannot compare");
     goto out;
   }
+  verdict = tb_regress_judge_docs((const json_t *const *)docs, nd - 1, head, cmp, a.tolerance,
+                                  a.tolerance_set ? a.tolerance
+                                                  : TB_VERDICT_DEFAULT_MIN_EFFECT);
+  json_object_set(cmp, "verdict", verdict);
   out = tb_cmpreport_render(cmp, a.fmt, &len, &err);
   if (out == NULL) {
     fprintf(stderr, "tokbench: %s\n", err ? err : "cannot render");
     goto out;
   }
   rc = write_out(a.output, out, len);
-  if (rc == 0 && json_is_true(json_object_get(cmp, "regressed")))
+  const json_t *cells = NULL;
+  if (rc == 0 && tb_regress_regressed(verdict, &cells)) {
     rc = 1;
+    for (size_t i = 0; i < json_array_size(cells); i++) {
+      char *why = tb_regress_why(json_array_get(cells, i));
+      fprintf(stderr, "tokbench: regression: %s\n", why);
+      free(why);
+    }
+    if (json_array_size(cells) == 0)
+      fprintf(stderr, "tokbench: regression: the matrix as a whole (geometric mean)\n");
+  }
 out:
   free(out);
   free(err);
+  json_decref(verdict);
   json_decref(cmp);
-  json_decref(head);
-  json_decref(base);
+  for (size_t i = 0; i < nd; i++)
+    json_decref(docs[i]);
   return rc;
 }

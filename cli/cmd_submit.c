@@ -4,7 +4,9 @@
  * exits with a status a pipeline can fail on:
  *   0  the job succeeded and the result names no regression (or no --wait:
  *      the job was queued)
- *   1  the job succeeded and its result's "regressions" is not empty
+ *   1  the job succeeded and its verdict (lib/tb_regress: judged against
+ *      its history, lib/tb_verdict) is a significant regression; each one
+ *      is told on stderr with its effect, CI and p-value
  *   2  anything else: usage, the API unreachable or refusing, the job failed
  *      or was cancelled, the wait timed out
  *
@@ -27,6 +29,7 @@
 #include "cli.h"
 #include "tb_http.h"
 #include "tb_jobdoc.h"
+#include "tb_regress.h"
 #include "tb_table.h"
 #include "tb_util.h"
 
@@ -35,6 +38,7 @@
 #define SUBMIT_WAIT_S 30
 #define SUBMIT_DOWN_MAX_S 120 /* consecutive seconds the API may be unreachable */
 #define SUBMIT_REPORT_MAX (32u * 1024u * 1024u)
+#define SUBMIT_WHY_MAX 20 /* regressions told on stderr, at most */
 
 enum { EXIT_OK = 0, EXIT_REGRESSION = 1, EXIT_ERROR = 2 };
 
@@ -310,16 +314,24 @@ tb_cli_submit(int argc, char **argv)
     printf("job %s: %s\n", id, state);
   }
   tb_http_resp_free(&resp);
-  json_t *regs = json_object_get(result, "regressions");
-  size_t nregs = json_is_array(regs) ? json_array_size(regs) : 0;
+  const json_t *rcells = NULL;
+  bool regressed = tb_regress_regressed(json_object_get(result, "regressions"), &rcells);
+  size_t nregs = json_array_size(rcells);
   const char *err = json_string_value(json_object_get(job, "error"));
   if (strcmp(state, "succeeded") != 0) {
     fprintf(stderr, "tokbench submit: job %s %s%s%s\n", id, state, err ? ": " : "",
             err ? err : "");
     rc = EXIT_ERROR;
-  } else if (nregs > 0) {
+  } else if (regressed) {
     fprintf(stderr, "tokbench submit: job %s: %zu regression%s\n", id, nregs,
             nregs == 1 ? "" : "s");
+    for (size_t i = 0; i < nregs && i < SUBMIT_WHY_MAX; i++) {
+      char *why = tb_regress_why(json_array_get(rcells, i));
+      fprintf(stderr, "  %s\n", why);
+      free(why);
+    }
+    if (nregs == 0)
+      fprintf(stderr, "  the matrix as a whole (geometric mean) is significantly worse\n");
     rc = EXIT_REGRESSION;
   } else {
     if (!quiet)

@@ -183,18 +183,24 @@ static int
 exec_once(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
           const char *const *params, PGresult **res, bool *uv)
 {
+  const char *name = stmt->name;
   if (!is_prepared(db, stmt)) {
-    PGresult *p = PQprepare(db->conn, stmt->name, stmt->sql, 0, NULL);
+    /* With the table full, the unnamed statement, prepared on each use (a
+     * named one would be "already prepared" on its next use). */
+    bool keep = db->n_prepared < TB_DB_MAX_PREPARED;
+    if (!keep)
+      name = "";
+    PGresult *p = PQprepare(db->conn, name, stmt->sql, 0, NULL);
     if (PQresultStatus(p) != PGRES_COMMAND_OK) {
       int rc = classify(db, p, stmt->name, NULL);
       PQclear(p);
       return rc;
     }
     PQclear(p);
-    if (db->n_prepared < TB_DB_MAX_PREPARED)
+    if (keep)
       db->prepared[db->n_prepared++] = stmt;
   }
-  PGresult *r = PQexecPrepared(db->conn, stmt->name, nparams, params, NULL, NULL, 0);
+  PGresult *r = PQexecPrepared(db->conn, name, nparams, params, NULL, NULL, 0);
   ExecStatusType st = PQresultStatus(r);
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
     int rc = classify(db, r, stmt->name, uv);
@@ -233,11 +239,9 @@ tb_db_exec(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
   return tb_db_exec_uv(db, stmt, nparams, params, res, NULL);
 }
 
-int
-tb_db_exec_sql(struct tb_db *db, const char *sql)
+static int
+exec_sql_once(struct tb_db *db, const char *sql)
 {
-  if (!db->in_tx && !ensure_connected(db))
-    return TB_DB_SOFT;
   PGresult *r = PQexec(db->conn, sql);
   ExecStatusType st = PQresultStatus(r);
   int rc;
@@ -246,6 +250,20 @@ tb_db_exec_sql(struct tb_db *db, const char *sql)
   else
     rc = st == PGRES_TUPLES_OK ? PQntuples(r) : 0;
   PQclear(r);
+  return rc;
+}
+
+int
+tb_db_exec_sql(struct tb_db *db, const char *sql)
+{
+  if (!db->in_tx && !ensure_connected(db))
+    return TB_DB_SOFT;
+  int rc = exec_sql_once(db, sql);
+  /* as tb_db_exec: a connection found broken is retried once, outside a
+   * transaction */
+  if (rc == TB_DB_SOFT && !db->in_tx && PQstatus(db->conn) != CONNECTION_OK &&
+      ensure_connected(db))
+    rc = exec_sql_once(db, sql);
   return rc;
 }
 
@@ -261,8 +279,15 @@ tb_db_begin(struct tb_db *db)
 int
 tb_db_commit(struct tb_db *db)
 {
+  /* COMMIT of a transaction a statement failed in rolls it back, without
+   * an error: that is no success */
+  bool failed = PQtransactionStatus(db->conn) == PQTRANS_INERROR;
   int rc = tb_db_exec_sql(db, "COMMIT");
   db->in_tx = false;
+  if (rc >= 0 && failed) {
+    tb_log(TB_LOG_ERROR, "commit of a failed transaction: rolled back", NULL);
+    return TB_DB_HARD;
+  }
   return rc;
 }
 

@@ -54,11 +54,13 @@ int tb_db_exec(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
 /* As tb_db_exec, reporting unique violations (SQLSTATE 23505) separately. */
 int tb_db_exec_uv(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
                   const char *const *params, PGresult **res, bool *unique_violation) TB_MUST_CHECK;
-/* Runs SQL text without parameters (DDL, BEGIN, COMMIT, LISTEN). */
+/* Runs SQL text without parameters (DDL, BEGIN, COMMIT, LISTEN); returns
+ * the row count or TB_DB_SOFT / TB_DB_HARD, retrying as tb_db_exec does. */
 int tb_db_exec_sql(struct tb_db *db, const char *sql) TB_MUST_CHECK;
 
 /* Transactions: begin/commit/rollback.  commit returns TB_DB_SOFT when the
- * caller should retry the whole transaction. */
+ * caller should retry the whole transaction, TB_DB_HARD when a statement
+ * failed in it (the server rolled it back). */
 int tb_db_begin(struct tb_db *db) TB_MUST_CHECK;
 int tb_db_commit(struct tb_db *db) TB_MUST_CHECK;
 void tb_db_rollback(struct tb_db *db);

@@ -7,6 +7,7 @@
  * the row over.
  */
 #include "tb_deliver.h"
+#include "tb_regress.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -113,14 +114,21 @@ tb_deliver_payload(const char *event, const json_t *job, const json_t *result,
   }
   json_object_set_new(data, "figures", tb_deliver_figures(result));
   /* regressions: set on the result by the regression check (tb_regress) */
-  const json_t *regs = json_object_get(result, "regressions");
+  const json_t *regs = NULL;
+  bool regressed = tb_regress_regressed(json_object_get(result, "regressions"), &regs);
   json_t *rcopy = json_array();
-  size_t nregs = json_is_array(regs) ? json_array_size(regs) : 0;
-  for (size_t i = 0; i < nregs && i < TB_DELIVER_REGRESSIONS_MAX; i++)
-    json_array_append(rcopy, json_array_get(regs, i));
+  size_t nregs = json_array_size(regs);
+  for (size_t i = 0; i < nregs && i < TB_DELIVER_REGRESSIONS_MAX; i++) {
+    json_t *g = json_deep_copy(json_array_get(regs, i));
+    char *why = json_is_object(g) ? tb_regress_why(g) : NULL;
+    if (why != NULL)
+      json_object_set_new(g, "why", json_string(why));
+    free(why);
+    json_array_append_new(rcopy, g);
+  }
   json_object_set_new(data, "regressions", rcopy);
   json_object_set_new(data, "regressions_total", json_integer((json_int_t)nregs));
-  json_object_set_new(data, "regressed", json_boolean(nregs > 0));
+  json_object_set_new(data, "regressed", json_boolean(regressed));
   if (id != NULL) {
     const char *base = public_url != NULL ? public_url : "";
     size_t bl = strlen(base);
@@ -147,7 +155,7 @@ tb_deliver_payload(const char *event, const json_t *job, const json_t *result,
     json_t *small = json_pack("{s:s,s:s,s:{s:s?,s:O?,s:b,s:I}}", "type",
                               event != NULL ? event : "job.ended", "timestamp", ts, "data",
                               "job_id", id, "state", json_object_get(job, "state"), "regressed",
-                              nregs > 0, "regressions_total", (json_int_t)nregs);
+                              regressed, "regressions_total", (json_int_t)nregs);
     text = json_dumps(small, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(small);
   }

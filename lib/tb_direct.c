@@ -136,6 +136,8 @@ tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
   curl_url_cleanup(u);
   if (ok)
     d->rbuf = tb_xmalloc(TB_DIRECT_RBUF_SIZE);
+  else
+    tb_direct_free(d); /* the contract: nothing to free after false */
   return ok;
 }
 

@@ -1178,7 +1178,7 @@ run_free(struct run *r)
     close(r->epfd);
   if (r->stamp_hold >= 0)
     close(r->stamp_hold);
-  curl_slist_free_all(r->hdrs);
+  tb_http_headers_free(r->hdrs);
   tb_http_secret_free(r->auth);
   free(r->chat_url);
   free(r->metrics_url);

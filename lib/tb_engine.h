@@ -94,7 +94,9 @@ json_t *tb_engine_probe(const char *base_url, const char *api_key,
 
 /* The top decode context as the seeds choose it: the largest multiple of
  * 1024 with context + max_output + TB_ENGINE_CTX_MARGIN <= max_model_len
- * (262144, 4096 -> 257024 = "251K").  <= 0 when none fits. */
+ * (262144, 4096 -> 257024 = "251K").  With less than 1024 tokens of room,
+ * the room itself (a small model still gets one context); <= 0 when no
+ * room is left. */
 #define TB_ENGINE_CTX_MARGIN 64
 int64_t tb_engine_top_context(int64_t max_model_len, int64_t max_output);
 

@@ -51,6 +51,15 @@ tb_http_secret_free(char *s)
   free(s);
 }
 
+void
+tb_http_headers_free(struct curl_slist *h)
+{
+  for (struct curl_slist *i = h; i != NULL; i = i->next)
+    if (i->data != NULL)
+      OPENSSL_cleanse(i->data, strlen(i->data));
+  curl_slist_free_all(h);
+}
+
 struct sink {
   char *buf;
   size_t len, cap, max;
@@ -157,7 +166,7 @@ out:
   free(s.buf);
   if (e != NULL)
     curl_easy_cleanup(e);
-  curl_slist_free_all(hdrs); /* holds a copy of the key */
+  tb_http_headers_free(hdrs); /* holds a copy of the key */
   tb_http_secret_free(auth);
   return rc;
 }

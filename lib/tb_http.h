@@ -41,6 +41,11 @@ void tb_http_resp_free(struct tb_http_resp *resp);
  * caller wipes and frees with tb_http_secret_free). NULL when key is NULL/"". */
 char *tb_http_auth_header(const char *api_key);
 void tb_http_secret_free(char *s);
+/* Frees a libcurl header list after wiping every header's text (one may be
+ * the Authorization header; curl_slist_free_all alone leaves it in freed
+ * memory).  NULL is fine. */
+struct curl_slist;
+void tb_http_headers_free(struct curl_slist *h);
 
 /* A deadline (CLOCK_MONOTONIC ns; 0: none) for every call this thread makes
  * from now on: each call's timeout is cut to what is left, and a call after

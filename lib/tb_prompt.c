@@ -19,6 +19,11 @@
 #define TOKENIZE_TIMEOUT_MS 60000L
 #define CALIB_TIMEOUT_MS 120000L
 #define MAX_PROBES 40
+/* Caps on what a server's counts may say, so that junk cannot overflow the
+ * arithmetic or size a giant prompt: a count beyond any context window, or
+ * fewer tokens per filler word than this, is refused as an answer. */
+#define COUNT_MAX (1LL << 32)
+#define SLOPE_MIN (1.0 / 16.0)
 
 /* Common short words: one token each on usual BPE vocabularies. */
 /* Common words of at most four bytes: one token each on usual BPE
@@ -156,6 +161,10 @@ tokenize(struct tb_prompt_ctx *c, const char *text, bool chat, char **err)
     n = (int64_t)json_array_size(toks);
   else
     *err = tb_xasprintf("POST /tokenize: no count in the answer");
+  if (n < -1 || n > COUNT_MAX) {
+    *err = tb_xasprintf("POST /tokenize: implausible count %lld", (long long)n);
+    n = -1;
+  }
 out:
   json_decref(ans);
   json_decref(body);
@@ -176,7 +185,8 @@ chat_prompt_tokens(struct tb_prompt_ctx *c, const char *text, char **err)
     goto out;
   const json_t *pt = json_object_get(json_object_get(ans, "usage"),
                                      "prompt_tokens");
-  if (json_is_integer(pt) && json_integer_value(pt) > 0)
+  if (json_is_integer(pt) && json_integer_value(pt) > 0 &&
+      json_integer_value(pt) <= COUNT_MAX)
     n = json_integer_value(pt);
   else
     *err = tb_xasprintf("calibration request: no usage.prompt_tokens");
@@ -233,6 +243,10 @@ calibrate_linear(struct tb_prompt_ctx *c, int64_t ctx, char **err)
   }
   c->b = (double)(n2 - n1) / 1000.0;
   c->a = (double)n1 - c->b * 200.0;
+  if (c->b < SLOPE_MIN) {
+    *err = tb_xasprintf("calibration: implausible %.4f tokens per word", c->b);
+    return -1;
+  }
   return 0;
 }
 
@@ -303,6 +317,10 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
     goto out;
   }
   double slope = (double)(n2 - n1) / (double)(w2 - w1);
+  if (slope < SLOPE_MIN) {
+    *err = tb_xasprintf("tokenizer counts an implausible %.4f tokens per word", slope);
+    goto out;
+  }
   int64_t lo = 0, lo_n = -1;          /* known: count(lo) <= target */
   int64_t hi = -1;                    /* known: count(hi) > target */
   int64_t w = w1 + (int64_t)((double)(target - n1) / slope);
@@ -370,6 +388,8 @@ done:
   out->tokens = lo_n;
   out->exact = exact;
 out:
+  if (rc != 0 && *err == NULL)
+    *err = tb_xasprintf("cannot size a prompt of %lld tokens", (long long)target);
   free(tag);
   return rc;
 }

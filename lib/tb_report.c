@@ -849,6 +849,7 @@ render_html(struct tb_render_buf *b, const struct view *v)
     tb_render_html(b, ban);
     tb_render_puts(b, "</div>\n");
   }
+  tb_render_verdict_html(b, json_object_get(d, "regressions"));
   tb_render_puts(b, "<div class=\"cards\">");
   html_card(b, "Hardware", json_object_get(d, "hardware"), hw_fields,
             TB_ARRAY_LEN(hw_fields));
@@ -936,6 +937,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
     tb_render_md(b, ban);
     tb_render_puts(b, "\n\n");
   }
+  tb_render_verdict_md(b, json_object_get(d, "regressions"));
   tb_render_puts(b, "| | |\n|---|---|\n| **Hardware** | |\n");
   section_fields(b, json_object_get(d, "hardware"), hw_fields, TB_ARRAY_LEN(hw_fields),
                  emit_md);

@@ -209,30 +209,109 @@ async function showRegressions(id) {
   if (!reg || !box) return;
   box.hidden = false;
   box.replaceChildren();
-  if (!reg.base_job_id) {
+  const history = reg.method === "history";
+  const pct = ((history ? reg.min_effect : reg.tolerance) * 100).toFixed(1) + "%";
+  const link = el("a", String(reg.base_job_id || "").slice(0, 8));
+  link.href = "#/compare?base=" + encodeURIComponent(reg.base_job_id || "") + "&head=" + encodeURIComponent(id);
+  const against = history
+    ? [el("span", " (judged against up to " + reg.history_runs + " earlier runs; last good job "), link, el("span", ")")]
+    : reg.base_job_id ? [el("span", " against job "), link, el("span", " (too little history: two runs compared)")] : [];
+  if (!history && !reg.base_job_id) {
     box.className = "ok";
     box.append(el("span", "No earlier good job of this endpoint with the same labels to compare with."));
     return;
   }
-  const pct = (reg.tolerance * 100).toFixed(1) + "%";
-  const link = el("a", String(reg.base_job_id).slice(0, 8));
-  link.href = "#/compare?base=" + encodeURIComponent(reg.base_job_id) + "&head=" + encodeURIComponent(id);
   if (!reg.regressed) {
     box.className = "ok";
-    box.append(el("span", "No regression beyond " + pct + " against job "), link);
-    return;
+    box.append(el("span", history ? "No significant regression beyond " + pct : "No regression beyond " + pct), ...against);
+  } else {
+    box.className = "";
+    box.append(el("b", (reg.cells || []).length + " regression(s)" + (history ? ", significant and beyond " : " beyond ") + pct), ...against);
+    const ul = el("ul");
+    for (const c of (reg.cells || []).slice(0, 50)) ul.append(el("li", why(c)));
+    const mx = reg.matrix && reg.matrix.total_tps;
+    if (mx && mx.outcome === "worse") ul.append(el("li", "the whole matrix (geometric mean of total tok/s): " + signed(mx.change_pct) + "%"));
+    box.append(ul);
   }
-  box.className = "";
-  box.append(el("b", (reg.cells || []).length + " regression(s) beyond " + pct + " against job "), link);
-  const ul = el("ul");
-  for (const c of (reg.cells || []).slice(0, 50)) {
-    const where = (c.phase === "prefill" ? "prefill " : "decode ") + (c.context_label || c.context) +
-      (c.phase === "decode" ? " × " + c.concurrency : "");
-    const what = c.kind === "lost" ? "no longer valid (" + c.head + ")"
-      : c.metric + " " + (c.change_pct > 0 ? "+" : "") + Number(c.change_pct).toFixed(1) + "%";
-    ul.append(el("li", where + ": " + what));
-  }
-  box.append(ul);
+  if (!history) return;
+  /* the history of the first regressed decode cell, else of the first judged one */
+  const judged = (reg.verdicts || []).filter(v => v.phase === "decode" && v.metric === "total_tps" && v.outcome !== "too_little_history");
+  const pick = (reg.cells || []).find(c => c.phase === "decode" && c.metric === "total_tps") || judged[0];
+  if (!pick) return;
+  try {
+    const job = await apiJson("/v1/jobs/" + encodeURIComponent(id));
+    const q = new URLSearchParams({ endpoint_id: job.endpoint_id, labels: JSON.stringify(job.labels || {}),
+      phase: "decode", context: String(pick.context), concurrency: String(pick.concurrency), metric: "total_tps" });
+    const series = await apiJson("/v1/series?" + q.toString());
+    box.append(historyChart(series, (pick.context_label || pick.context) + " × " + pick.concurrency + ": total tok/s, run by run"));
+    q.delete("context");
+    q.delete("concurrency");
+    const matrix = await apiJson("/v1/series?" + q.toString());
+    box.append(historyChart(matrix, "The matrix: geometric mean of total tok/s over each cell's median, run by run"));
+  } catch (e) { /* the chart is a nicety */ }
+}
+
+function signed(x) {
+  const n = Number(x);
+  return (n > 0 ? "+" : n < 0 ? "\u2212" : "") + Math.abs(n).toFixed(1);
+}
+
+/* One regression in words, as tb_regress_why writes it. */
+function why(c) {
+  const where = c.phase === "prefill" ? (c.context_label || c.context) + " prefill"
+    : (c.context_label || c.context) + " × " + c.concurrency;
+  if (c.kind === "lost") return where + ": lost (valid before, " + c.head + " now)";
+  if (c.fallback || !c.ci95_pct) return where + " " + c.metric + ": " + signed(c.change_pct) + "% (against the last good run: too little history)";
+  const p = c.p < 0.001 ? "p < 0.001" : "p = " + Number(c.p).toFixed(3);
+  return where + " " + c.metric + ": " + signed(c.change_pct) + "% (CI " + signed(c.ci95_pct[0]) + "\u2026" +
+    signed(c.ci95_pct[1]) + "%, " + p + ", " + c.earlier_runs + " earlier runs)";
+}
+
+/* A series as an SVG line: points with their 95% intervals as error bars,
+ * change points as dashed verticals. */
+function historyChart(series, title) {
+  const NS = "http://www.w3.org/2000/svg";
+  const pts = series.points || [];
+  const fig = el("figure");
+  fig.append(el("figcaption", title));
+  if (pts.length < 2) return fig;
+  const W = 640, H = 180, L = 56, R = 8, T = 8, B = 20;
+  const lo = Math.min(...pts.map(p => p.ci95 ? p.ci95[0] : p.value));
+  const hi = Math.max(...pts.map(p => p.ci95 ? p.ci95[1] : p.value));
+  const pad = (hi - lo) * 0.1 || Math.abs(hi) * 0.05 || 1;
+  const y = v => T + (H - T - B) * (1 - (v - (lo - pad)) / ((hi + pad) - (lo - pad)));
+  const x = i => L + (W - L - R) * i / (pts.length - 1);
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  svg.setAttribute("width", "100%");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", title);
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  add("text", { x: 2, y: y(hi) + 4, "font-size": 11 }, Math.round(hi));
+  add("text", { x: 2, y: y(lo) + 4, "font-size": 11 }, Math.round(lo));
+  for (const c of series.change_points || [])
+    add("line", { x1: x(c.index) - 0.5 * (W - L - R) / (pts.length - 1), x2: x(c.index) - 0.5 * (W - L - R) / (pts.length - 1),
+                  y1: T, y2: H - B, stroke: "#d32f2f", "stroke-dasharray": "4 3" });
+  pts.forEach((p, i) => {
+    if (p.ci95) add("line", { x1: x(i), x2: x(i), y1: y(p.ci95[0]), y2: y(p.ci95[1]), stroke: "#90a4ae" });
+  });
+  add("polyline", { points: pts.map((p, i) => x(i) + "," + y(p.value)).join(" "), fill: "none", stroke: "#1565c0", "stroke-width": 1.5 });
+  pts.forEach((p, i) => {
+    const dot = add("circle", { cx: x(i), cy: y(p.value), r: 3, fill: i === pts.length - 1 ? "#d32f2f" : "#1565c0" });
+    const tip = document.createElementNS(NS, "title");
+    tip.textContent = fmtTime(p.at) + ": " + Number(p.value).toFixed(1) + (p.ci95 ? " (" + p.ci95[0].toFixed(1) + "\u2026" + p.ci95[1].toFixed(1) + ")" : "");
+    dot.append(tip);
+  });
+  add("text", { x: L, y: H - 4, "font-size": 11 }, "oldest");
+  add("text", { x: W - R - 40, y: H - 4, "font-size": 11 }, "newest");
+  fig.append(svg);
+  return fig;
 }
 
 /* Server-Sent Events over fetch: "id:", "event:", "data:" lines, events
