@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tb_cfg.h"
 #include "tb_engine.h"
 #include "tb_table.h"
 #include "tb_util.h"
@@ -65,6 +66,9 @@ static const char usage_tail[] =
     "  --resume FILE           a JSON lines file of an earlier run: its cells are\n"
     "                          kept, not measured again\n"
     "  --run-id ID             run id (part of the prompt tags; default: new)\n"
+    "  --cell-memory-kb N      KiB the endpoint may make one cell buffer (SSE\n"
+    "                          lines and events of all its streams; default\n"
+    "                          262144); over it the cell fails\n"
     "  -q, --quiet             no progress bar\n"
     "  -h, --help              this text\n"
     "\n"
@@ -186,37 +190,6 @@ hook_header(void *cls, const json_t *header)
 
 /* ------------------------------------------------------------- flags */
 
-/* Reads the key (first line, trimmed).  New string or NULL with *why. */
-static char *
-read_key_file(const char *path, const char **why)
-{
-  FILE *f = fopen(path, "r");
-  if (f == NULL) {
-    *why = strerror(errno);
-    return NULL;
-  }
-  char *buf = tb_xcalloc(1, KEY_FILE_MAX + 1);
-  size_t n = fread(buf, 1, KEY_FILE_MAX, f);
-  fclose(f);
-  buf[n] = '\0';
-  char *nl = strpbrk(buf, "\r\n");
-  if (nl != NULL)
-    *nl = '\0';
-  size_t len = strlen(buf);
-  while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-    buf[--len] = '\0';
-  if (len == 0) {
-    OPENSSL_cleanse(buf, KEY_FILE_MAX);
-    free(buf);
-    *why = "empty";
-    return NULL;
-  }
-  char *key = tb_xstrdup(buf);
-  OPENSSL_cleanse(buf, KEY_FILE_MAX);
-  free(buf);
-  return key;
-}
-
 /* The cells of a JSON lines file; sets *run_id from its header line. */
 static json_t *
 read_resume(const char *path, char **run_id, const char **why)
@@ -264,7 +237,7 @@ int
 tb_cli_run(int argc, char **argv)
 {
   enum {
-    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID,
+    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM,
     O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
   static const struct option fixed[] = {
@@ -277,6 +250,7 @@ tb_cli_run(int argc, char **argv)
       {"name", required_argument, NULL, O_NAME},
       {"launch-command", required_argument, NULL, O_LAUNCH},
       {"run-id", required_argument, NULL, O_RUNID},
+      {"cell-memory-kb", required_argument, NULL, O_CELLMEM},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
@@ -296,6 +270,7 @@ tb_cli_run(int argc, char **argv)
   struct tb_spec settings;
   tb_spec_init(&settings);
   const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL;
+  int64_t cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024;
   bool force_jsonl = false, force_table = false, quiet = false;
   int rc = 2;
   char *key = NULL, *run_id = NULL;
@@ -342,6 +317,12 @@ tb_cli_run(int argc, char **argv)
       free(run_id);
       run_id = tb_xstrdup(optarg);
       break;
+    case O_CELLMEM:
+      if (!tb_parse_i64(optarg, 1, 64 * 1024 * 1024, &cell_kb)) {
+        fprintf(stderr, "tokbench run: --cell-memory-kb: 1 to 67108864 (KiB)\n");
+        goto out;
+      }
+      break;
     case 'q':
       quiet = true;
       break;
@@ -370,11 +351,11 @@ tb_cli_run(int argc, char **argv)
     goto out;
   }
   if (key_file != NULL) {
-    const char *why = NULL;
-    key = read_key_file(key_file, &why);
+    char *why = NULL;
+    key = tb_cfg_read_key_file(key_file, KEY_FILE_MAX, &why);
     if (key == NULL) {
-      fprintf(stderr, "tokbench run: cannot read --api-key-file %s: %s\n",
-              key_file, why);
+      fprintf(stderr, "tokbench run: --api-key-file: %s\n", why);
+      free(why);
       goto out;
     }
   } else if (getenv("TOKBENCH_ENDPOINT_API_KEY") != NULL &&
@@ -390,7 +371,8 @@ tb_cli_run(int argc, char **argv)
       goto out;
     }
   }
-  struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint };
+  struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint,
+                                     .cell_memory_max = (size_t)cell_kb * 1024 };
 
   struct run_ui ui = {0};
   bool stdout_tty = isatty(STDOUT_FILENO);

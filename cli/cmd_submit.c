@@ -16,17 +16,22 @@
  * GET /v1/jobs/{id}/report?format=md; when the API has none, the result's
  * tables are printed (tb_table_print).
  *
- * The API key: --api-key-file F (first line) or TOKBENCH_API_KEY; never a
- * command-line value (it would show in ps and CI logs); wiped after use.
+ * The API key: --api-key-file F (first line; refused when group or others
+ * may read F) or TOKBENCH_API_KEY; never a command-line value (it would
+ * show in ps and CI logs); wiped after use.  Sending it over plain http://
+ * to a host that is not loopback prints a warning on stderr.
  */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli.h"
+#include "tb_cfg.h"
 #include "tb_http.h"
 #include "tb_jobdoc.h"
 #include "tb_regress.h"
@@ -64,28 +69,51 @@ usage(FILE *out)
           "  --quiet              no progress lines on stderr\n");
 }
 
-/* The key from a file's first line, or from the environment; new string. */
+/* The key from a file's first line (refused when group or others may read
+ * the file), or from the environment; new string, or NULL with *err (a new
+ * string) when a file was given and refused. */
 static char *
-read_key(const char *file)
+read_key(const char *file, char **err)
 {
   if (file == NULL) {
     const char *env = getenv("TOKBENCH_API_KEY");
     return env != NULL && env[0] != '\0' ? tb_xstrdup(env) : NULL;
   }
-  FILE *f = fopen(file, "r");
-  if (f == NULL)
-    return NULL;
-  char *buf = tb_xmalloc(SUBMIT_KEY_MAX + 2);
-  size_t n = fread(buf, 1, SUBMIT_KEY_MAX + 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  buf[strcspn(buf, "\r\n")] = '\0';
-  if (n > SUBMIT_KEY_MAX || buf[0] == '\0') {
-    OPENSSL_cleanse(buf, SUBMIT_KEY_MAX + 2);
-    free(buf);
-    return NULL;
+  return tb_cfg_read_key_file(file, SUBMIT_KEY_MAX, err);
+}
+
+/* True when the URL's host is a loopback name or address (the key never
+ * leaves the machine). */
+static bool
+host_is_loopback(const char *url)
+{
+  const char *h = strstr(url, "://");
+  h = h != NULL ? h + 3 : url;
+  const char *at = h + strcspn(h, "/?#");
+  for (const char *p = h; p < at; p++) /* user:pass@host */
+    if (*p == '@')
+      h = p + 1;
+  char host[256];
+  size_t n;
+  if (*h == '[') {
+    n = strcspn(h + 1, "]");
+    h++;
+  } else {
+    n = strcspn(h, ":/?#");
   }
-  return buf;
+  if (n == 0 || n >= sizeof host)
+    return false;
+  memcpy(host, h, n);
+  host[n] = '\0';
+  for (char *p = host; *p; p++)
+    if (*p >= 'A' && *p <= 'Z')
+      *p = (char)(*p + 32);
+  size_t hl = strlen(host);
+  if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
+      (hl > 10 && strcmp(host + hl - 10, ".localhost") == 0))
+    return true;
+  struct in_addr a4;
+  return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
 }
 
 /* The "detail" (or "title") of a problem document, or the body's start. */
@@ -217,11 +245,19 @@ tb_cli_submit(int argc, char **argv)
   size_t al = strlen(api);
   while (al > 0 && api[al - 1] == '/')
     al--;
-  key = read_key(key_file);
+  char *kerr = NULL;
+  key = read_key(key_file, &kerr);
   if (key == NULL) {
-    fprintf(stderr, "tokbench submit: no API key (--api-key-file FILE or TOKBENCH_API_KEY)\n");
+    if (kerr != NULL)
+      fprintf(stderr, "tokbench submit: --api-key-file: %s\n", kerr);
+    else
+      fprintf(stderr, "tokbench submit: no API key (--api-key-file FILE or TOKBENCH_API_KEY)\n");
+    free(kerr);
     goto out;
   }
+  if (strncasecmp(api, "http://", 7) == 0 && !host_is_loopback(api))
+    fprintf(stderr, "tokbench submit: warning: the API key goes over plain http:// to %.*s, "
+            "readable on the way; use https://\n", (int)al, api);
   tb_http_global_init();
 
   /* 1. submit */

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define TB_CFG_MAX_FILE (1024 * 1024) /* a config file is small */
 #define TB_CFG_MAX_LINE 4096
@@ -108,14 +109,18 @@ tb_cfg_parse_text(struct tb_cfg *cfg, const char *text, char **err)
   return true;
 }
 
+/* *exposed: the file may be read by group or others (or is not a regular
+ * file we can stat). */
 static char *
-read_file(const char *path, char **err)
+read_file(const char *path, bool *exposed, char **err)
 {
   FILE *f = fopen(path, "rb");
   if (f == NULL) {
     *err = tb_xasprintf("%s: %s", path, strerror(errno));
     return NULL;
   }
+  struct stat st;
+  *exposed = fstat(fileno(f), &st) != 0 || (S_ISREG(st.st_mode) && (st.st_mode & 077) != 0);
   char *buf = tb_xmalloc(TB_CFG_MAX_FILE + 1);
   size_t n = fread(buf, 1, TB_CFG_MAX_FILE + 1, f);
   int bad = ferror(f);
@@ -139,7 +144,8 @@ tb_cfg_load(const struct tb_cfg_key *keys, size_t n_keys, const char *file, char
 {
   struct tb_cfg *cfg = tb_cfg_new(keys, n_keys);
   if (file != NULL && *file != '\0') {
-    char *text = read_file(file, err);
+    bool exposed = false;
+    char *text = read_file(file, &exposed, err);
     if (text == NULL) {
       tb_cfg_free(cfg);
       return NULL;
@@ -153,6 +159,16 @@ tb_cfg_load(const struct tb_cfg_key *keys, size_t n_keys, const char *file, char
       free(perr);
       tb_cfg_free(cfg);
       return NULL;
+    }
+    /* a file that holds a secret must be its owner's alone (issue 13) */
+    for (size_t i = 0; exposed && i < n_keys; i++) {
+      const char *v = cfg->values[i];
+      if (keys[i].secret && v != NULL && (keys[i].def == NULL || strcmp(v, keys[i].def) != 0)) {
+        *err = tb_xasprintf("%s sets %s, a secret, and is readable by group or others: "
+                            "chmod 600 %s", file, keys[i].name, file);
+        tb_cfg_free(cfg);
+        return NULL;
+      }
     }
   }
   for (size_t i = 0; i < n_keys; i++) {
@@ -261,4 +277,43 @@ tb_cfg_daemon_args(int argc, char **argv, const char *prog, const char *about,
     return 2;
   }
   return -1;
+}
+
+char *
+tb_cfg_read_key_file(const char *path, size_t max, char **err)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    *err = tb_xasprintf("%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fclose(f);
+    *err = tb_xasprintf("%s is not a regular file", path);
+    return NULL;
+  }
+  if ((st.st_mode & 077) != 0) {
+    fclose(f);
+    *err = tb_xasprintf("%s holds a key and is readable by group or others: chmod 600 %s",
+                        path, path);
+    return NULL;
+  }
+  char *buf = tb_xcalloc(1, max + 2);
+  size_t n = fread(buf, 1, max + 1, f);
+  fclose(f);
+  buf[strcspn(buf, "\r\n")] = '\0';
+  size_t len = strlen(buf);
+  while (len > 0 && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+    buf[--len] = '\0';
+  char *key = NULL;
+  if (n > max && len == n)
+    *err = tb_xasprintf("%s: the key is longer than %zu bytes", path, max);
+  else if (len == 0)
+    *err = tb_xasprintf("%s: empty", path);
+  else
+    key = tb_xstrdup(buf);
+  OPENSSL_cleanse(buf, max + 2);
+  free(buf);
+  return key;
 }

@@ -27,7 +27,8 @@ struct tb_cfg;
 
 /* Loads the keys from file (may be NULL: none) and the environment.
  * Returns a new config (free with tb_cfg_free) or NULL with *err set (caller
- * frees). */
+ * frees).  A file that sets a secret key (tb_cfg_key.secret) away from its
+ * default is refused when group or others may read it. */
 struct tb_cfg *tb_cfg_load(const struct tb_cfg_key *keys, size_t n_keys,
                            const char *file, char **err) TB_MUST_CHECK;
 /* Parses the text of a config file into cfg (used by tb_cfg_load; exported
@@ -46,6 +47,15 @@ void tb_cfg_set(struct tb_cfg *cfg, const char *name, const char *value);
 /* Prints the keys, defaults and help. */
 void tb_cfg_help(const struct tb_cfg_key *keys, size_t n_keys, FILE *out);
 void tb_cfg_free(struct tb_cfg *cfg);
+
+/*
+ * The key a file holds (--api-key-file): its first line, without the line
+ * end and trailing blanks.  Refused (NULL with *err, a new string naming the
+ * fix) when the file is not a regular file, when group or others may read
+ * it, when it is empty or when its first line is longer than max bytes.
+ * Returns a new string; the caller wipes (OPENSSL_cleanse) and frees it.
+ */
+char *tb_cfg_read_key_file(const char *path, size_t max, char **err) TB_MUST_CHECK;
 
 /*
  * The command line of a daemon: [--config FILE] [--help] [--version].

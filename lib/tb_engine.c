@@ -167,6 +167,9 @@ struct cell {
   uint64_t rx_kernel, rx_user;
   /* direct transport: a connection per slot (ds.c NULL: libcurl streams) */
   struct tb_direct_set ds;
+  /* what the endpoint makes the streams' SSE parsers buffer, all streams
+   * together (run->cell_memory_max; issue 13, finding 8) */
+  struct tb_sse_budget mem;
 };
 
 struct run {
@@ -188,6 +191,7 @@ struct run {
       metrics_s;
   int64_t max_output;
   int64_t kv_override;
+  size_t cell_memory_max; /* the budget of each cell's SSE buffers */
   /* endpoint */
   struct tb_discover d;
   const char *api_key;
@@ -389,6 +393,12 @@ stream_body(struct stream *s, const char *ptr, size_t n)
     stream_fail(s, "SSE line or event over its cap");
     return false;
   }
+  if (st == TB_SSE_OVER_BUDGET) {
+    struct cell *c = s->cell;
+    stream_fail(s, "the endpoint's SSE lines and events (all streams of the cell) went over "
+                "the cell's memory budget of %zu KiB", c->mem.max / 1024);
+    return false;
+  }
   return st == TB_SSE_OK;
 }
 
@@ -522,6 +532,7 @@ stream_start(struct cell *c, unsigned slot)
   s->slot = slot;
   s->prompt_tokens = -1;
   tb_sse_init(&s->sse, on_sse_event, on_sse_comment, s);
+  tb_sse_set_budget(&s->sse, &c->mem);
   s->t_start = tb_time_mono_ns();
   s->t_last_byte = s->t_start;
   if (r->direct) {
@@ -921,6 +932,8 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
     return -1;
   }
   r->base_url = tb_xstrdup(t->base_url);
+  r->cell_memory_max = t->cell_memory_max != 0 ? t->cell_memory_max
+                                               : (size_t)TB_ENGINE_CELL_MEMORY_DEFAULT;
   r->model_req = s->model ? tb_xstrdup(s->model) : NULL;
   if (t->run_id != NULL && t->run_id[0] != '\0')
     r->run_id = tb_xstrdup(t->run_id);
@@ -1108,6 +1121,7 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->warmed = tb_xcalloc(conc, sizeof *c->warmed);
   c->scout_prompt_tokens = -1;
   c->m_running = c->m_waiting = -1;
+  c->mem.max = r->cell_memory_max;
   if (r->direct) {
     const struct tb_direct_ops ops = { c, direct_body, direct_end };
     tb_direct_set_init(&c->ds, &r->dt, conc, r->auth, body, body_len, &ops);

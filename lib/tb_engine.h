@@ -66,7 +66,18 @@ struct tb_engine_target {
   const json_t *endpoint; /* report header, may be NULL: name, hardware,
                            * engine (hint), launch_command (redacted again:
                            * tb_redact) */
+  /* The most the endpoint may make one cell buffer, in bytes: the SSE line
+   * and event buffers of all its streams together (0: the default).  Over
+   * it the cell fails with that reason (issue 13: without it, 4,096 streams
+   * of 256 KiB lines and 1 MiB events would be 5 GiB).  The operator's
+   * setting (TOKBENCH_CELL_MEMORY_KB, tokbench run --cell-memory-kb), never
+   * the job's. */
+  size_t cell_memory_max;
 };
+
+/* 256 MiB: a normal stream holds well under 4 KiB (a line cut by a read
+ * and one chunk's event), so 4,096 streams need about 16 MiB. */
+#define TB_ENGINE_CELL_MEMORY_DEFAULT (256u * 1024u * 1024u)
 
 /*
  * Runs the matrix of spec (borrowed; from tb_spec_parse) against target

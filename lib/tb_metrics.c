@@ -492,13 +492,25 @@ request_init(void)
     TB_ARRAY_LEN(request_buckets));
 }
 
+const char *
+tb_metrics_method_label(const char *method)
+{
+  static const char *const known[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
+                                       "OPTIONS" };
+  for (size_t i = 0; method != NULL && i < TB_ARRAY_LEN(known); i++)
+    if (strcmp(method, known[i]) == 0)
+      return known[i];
+  return "other";
+}
+
 void
 tb_metrics_request(const char *route, const char *method, unsigned status, double seconds)
 {
   pthread_once(&request_once, request_init);
   char st[16];
-  snprintf(st, sizeof st, "%u", status);
-  const char *rv[] = { route != NULL ? route : "unmatched", method != NULL ? method : "", st };
+  /* a status outside HTTP's range is ours to fix, not a new series */
+  snprintf(st, sizeof st, "%u", status >= 100 && status <= 599 ? status : 0u);
+  const char *rv[] = { route != NULL ? route : "unmatched", tb_metrics_method_label(method), st };
   tb_metric_add(req_family, rv, 1);
   const char *lv[] = { rv[0] };
   tb_metric_observe(lat_family, lv, seconds);

@@ -69,7 +69,12 @@ char *tb_metrics_render(struct tb_metrics *m);
 /* The api's per-request call, on the global registry:
  * tokbench_http_requests_total{route,method,status} and
  * tokbench_http_request_duration_seconds{route} (histogram).  route is the
- * pattern of the routing table ("/v1/jobs/{id}"), never the raw path. */
+ * pattern of the routing table ("/v1/jobs/{id}"), never the raw path;
+ * method goes through tb_metrics_method_label: a client choosing methods or
+ * paths at will adds at most one series per status (issue 13). */
+/* method as a label: one of GET HEAD POST PUT PATCH DELETE OPTIONS, else
+ * "other" (static string). */
+const char *tb_metrics_method_label(const char *method);
 void tb_metrics_request(const char *route, const char *method, unsigned status,
                         double seconds);
 

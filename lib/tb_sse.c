@@ -21,8 +21,18 @@ tb_sse_init(struct tb_sse *p, tb_sse_event_fn on_event,
 }
 
 void
+tb_sse_set_budget(struct tb_sse *p, struct tb_sse_budget *budget)
+{
+  p->budget = budget;
+}
+
+void
 tb_sse_free(struct tb_sse *p)
 {
+  if (p->budget != NULL) {
+    size_t held = p->line_cap + p->data_cap;
+    p->budget->used -= held < p->budget->used ? held : p->budget->used;
+  }
   free(p->line);
   free(p->data);
   p->line = p->data = NULL;
@@ -35,26 +45,34 @@ tb_sse_idle(const struct tb_sse *p)
   return !p->failed && p->line_len == 0 && !p->has_data;
 }
 
-/* Appends to a capped buffer; false over the cap. */
-static bool
-buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n,
+/* Appends to a capped buffer of p; TB_SSE_TOO_LONG over the cap,
+ * TB_SSE_OVER_BUDGET when growing it would overdraw p's budget. */
+static enum tb_sse_status
+buf_append(struct tb_sse *p, char **buf, size_t *len, size_t *cap, const char *s, size_t n,
            size_t max)
 {
   if (n > max || *len > max - n)
-    return false;
+    return TB_SSE_TOO_LONG;
   if (*len + n + 1 > *cap) {
     size_t ncap = *cap ? *cap : 256;
     while (ncap < *len + n + 1)
       ncap *= 2;
     if (ncap > max + 1)
       ncap = max + 1;
+    struct tb_sse_budget *b = p->budget;
+    if (b != NULL) {
+      size_t more = ncap - *cap;
+      if (b->used > b->max || more > b->max - b->used)
+        return TB_SSE_OVER_BUDGET;
+      b->used += more;
+    }
     *buf = tb_xrealloc(*buf, ncap);
     *cap = ncap;
   }
   memcpy(*buf + *len, s, n);
   *len += n;
   (*buf)[*len] = '\0';
-  return true;
+  return TB_SSE_OK;
 }
 
 /* Dispatches the pending event, if any. */
@@ -94,22 +112,31 @@ process_line(struct tb_sse *p, const char *line, size_t n)
     vlen--;
   }
   if (p->has_data) {
-    if (!buf_append(&p->data, &p->data_len, &p->data_cap, "\n", 1,
-                    TB_SSE_EVENT_MAX))
-      return TB_SSE_TOO_LONG;
+    enum tb_sse_status st = buf_append(p, &p->data, &p->data_len, &p->data_cap, "\n", 1,
+                                       TB_SSE_EVENT_MAX);
+    if (st != TB_SSE_OK)
+      return st;
   }
   p->has_data = true;
-  if (!buf_append(&p->data, &p->data_len, &p->data_cap, val, vlen,
-                  TB_SSE_EVENT_MAX))
-    return TB_SSE_TOO_LONG;
-  return TB_SSE_OK;
+  return buf_append(p, &p->data, &p->data_len, &p->data_cap, val, vlen, TB_SSE_EVENT_MAX);
+}
+
+/* st, made sticky when it is a failure. */
+static enum tb_sse_status
+failing(struct tb_sse *p, enum tb_sse_status st)
+{
+  if (st == TB_SSE_TOO_LONG || st == TB_SSE_OVER_BUDGET) {
+    p->failed = true;
+    p->fail_status = st;
+  }
+  return st;
 }
 
 enum tb_sse_status
 tb_sse_feed(struct tb_sse *p, const char *buf, size_t n)
 {
   if (p->failed)
-    return TB_SSE_TOO_LONG;
+    return p->fail_status;
   size_t i = 0;
   if (p->skip_lf && n > 0) {
     if (buf[0] == '\n')
@@ -124,14 +151,9 @@ tb_sse_feed(struct tb_sse *p, const char *buf, size_t n)
     size_t scan = lf ? (size_t)(lf - start) : rem;
     const char *cr = memchr(start, '\r', scan);
     const char *eol = cr ? cr : lf;
-    if (eol == NULL) {
-      if (!buf_append(&p->line, &p->line_len, &p->line_cap, start, rem,
-                      TB_SSE_LINE_MAX)) {
-        p->failed = true;
-        return TB_SSE_TOO_LONG;
-      }
-      return TB_SSE_OK;
-    }
+    if (eol == NULL)
+      return failing(p, buf_append(p, &p->line, &p->line_len, &p->line_cap, start, rem,
+                                   TB_SSE_LINE_MAX));
     size_t llen = (size_t)(eol - start);
     size_t adv = llen + 1;
     if (*eol == '\r') {
@@ -144,25 +166,19 @@ tb_sse_feed(struct tb_sse *p, const char *buf, size_t n)
     }
     enum tb_sse_status st;
     if (p->line_len > 0) {
-      if (!buf_append(&p->line, &p->line_len, &p->line_cap, start, llen,
-                      TB_SSE_LINE_MAX)) {
-        p->failed = true;
-        return TB_SSE_TOO_LONG;
-      }
+      st = buf_append(p, &p->line, &p->line_len, &p->line_cap, start, llen, TB_SSE_LINE_MAX);
+      if (st != TB_SSE_OK)
+        return failing(p, st);
       size_t ll = p->line_len;
       p->line_len = 0;
       st = process_line(p, p->line, ll);
     } else {
-      if (llen > TB_SSE_LINE_MAX) {
-        p->failed = true;
-        return TB_SSE_TOO_LONG;
-      }
+      if (llen > TB_SSE_LINE_MAX)
+        return failing(p, TB_SSE_TOO_LONG);
       st = process_line(p, start, llen);
     }
-    if (st == TB_SSE_TOO_LONG) {
-      p->failed = true;
-      return st;
-    }
+    if (st == TB_SSE_TOO_LONG || st == TB_SSE_OVER_BUDGET)
+      return failing(p, st);
     if (st != TB_SSE_OK) {
       /* Keep the rest for a later feed is not supported after STOP: the
        * caller is ending the stream. */

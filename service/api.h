@@ -42,6 +42,7 @@ struct tb_api_keycache;
 struct tb_api_jobcache;
 struct tb_api_notify;
 struct tb_api_probes;
+struct tb_api_streams;
 struct tb_api_req;
 
 struct tb_api {
@@ -53,6 +54,9 @@ struct tb_api {
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   bool has_master_key;
   size_t body_max;        /* TOKBENCH_MAX_BODY */
+  size_t preauth_body_max; /* TOKBENCH_PREAUTH_BODY: body read before the key is checked */
+  unsigned header_timeout_s; /* TOKBENCH_HEADER_TIMEOUT_S: silence before a request's head */
+  unsigned idle_timeout_s;   /* TOKBENCH_IDLE_TIMEOUT_S: silence inside a request */
   double rate_per_s;      /* TOKBENCH_RATE_LIMIT, 0 = off */
   double rate_burst;      /* TOKBENCH_RATE_BURST */
   int sse_ping_s;         /* TOKBENCH_SSE_PING_S */
@@ -64,6 +68,7 @@ struct tb_api {
   struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
   struct tb_api_notify *notify;
   struct tb_api_probes *probes; /* the probe pool (api_probe.h) */
+  struct tb_api_streams *streams; /* SSE streams and long-polls per key (api_streams.h) */
   struct tb_tenancy tenancy;    /* per-project limits, shared groups (tb_tenancy.h) */
 };
 
@@ -77,6 +82,10 @@ struct tb_api_route {
   const char *path;
   /* Scope the key needs; TB_SCOPE_NONE: no key asked (public route). */
   unsigned scope;
+  /* A public route whose body is authenticated otherwise (a signature over
+   * it): when admit(r) says so on the request's head, the body may be read
+   * up to TOKBENCH_MAX_BODY instead of TOKBENCH_PREAUTH_BODY.  May be NULL. */
+  bool (*admit)(struct tb_api_req *r);
   /* The body must be application/json (415 otherwise). */
   bool json_body;
   tb_api_handler fn;
@@ -103,11 +112,13 @@ struct tb_api_req {
   char param[TB_API_PARAM_MAX + 1];
   char request_id[TB_API_REQUEST_ID_MAX + 1];
   char allow[64];      /* for 405: the methods the path allows */
-  /* Body, at most api->body_max bytes; over that too_big is set and the rest
-   * is discarded. */
+  /* Body, at most body_limit bytes (api->preauth_body_max until the key is
+   * checked on the request's head, then api->body_max); over that too_big
+   * is set and the rest is discarded. */
   char *body;
   size_t body_len;
   size_t body_cap;
+  size_t body_limit;
   bool too_big;
   bool replied;
   bool early;          /* a reply was queued on the first call */
@@ -122,6 +133,7 @@ struct tb_api_req {
   /* Long-poll and SSE. */
   struct tb_api_waiter waiter;
   int64_t wait_deadline_ns;
+  int stream_held;              /* a per-key slot held (api_streams.h), 0: none */
   void *state;                  /* a handler's own state */
   void (*state_free)(void *state);
 };

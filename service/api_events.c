@@ -12,6 +12,8 @@
  * once when the job has ended and nothing is left to send).  ": ping" comes
  * every TOKBENCH_SSE_PING_S seconds of silence.
  *
+ * A key holds at most TOKBENCH_SSE_PER_KEY streams at once (api_streams.h).
+ *
  * The response is a content-reader callback.  With nothing to send it arms a
  * waiter on the job (api_notify.c) with the next ping as deadline, looks once
  * more, and suspends the connection: no thread is held while waiting.
@@ -20,6 +22,7 @@
 
 #include "api_handlers.h"
 #include "api_notify.h"
+#include "api_streams.h"
 #include "tb_jobdoc.h"
 
 #define TB_SSE_BATCH 200
@@ -172,6 +175,9 @@ tb_api_jobs_events(struct tb_api_req *r)
     return tb_api_reply_db(r, rc);
   if (rc == 0)
     return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such job", NULL);
+  enum MHD_Result busy;
+  if (!tb_api_streams_take(r, TB_API_STREAM_SSE, &busy)) /* TOKBENCH_SSE_PER_KEY */
+    return busy;
   struct sse *s = tb_xcalloc(1, sizeof *s);
   s->last_id = last;
   s->last_send_ns = tb_time_mono_ns();

@@ -66,6 +66,10 @@ enum MHD_Result tb_api_hooks_list(struct tb_api_req *r);
 enum MHD_Result tb_api_hooks_get(struct tb_api_req *r);
 enum MHD_Result tb_api_hooks_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_hooks_receive(struct tb_api_req *r);
+/* The admit of POST /v1/hooks/{id} (api.h): true when the hook exists, so
+ * a body larger than TOKBENCH_PREAUTH_BODY is read only for a real hook
+ * (its signature is checked on the whole body). */
+bool tb_api_hooks_admit(struct tb_api_req *r);
 enum MHD_Result tb_api_deliveries_callback_create(struct tb_api_req *r);
 enum MHD_Result tb_api_deliveries_callback_list(struct tb_api_req *r);
 enum MHD_Result tb_api_deliveries_callback_delete(struct tb_api_req *r);

@@ -432,3 +432,20 @@ out:
   json_decref(errors);
   return ret;
 }
+
+/* ------------------------------------------------------------------ admit */
+
+static const struct tb_db_stmt hook_exists = {
+  "ci_hook_exists",
+  "SELECT 1 FROM hooks WHERE id = $1 AND deleted_at IS NULL",
+};
+
+bool
+tb_api_hooks_admit(struct tb_api_req *r)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  const char *p[] = { r->id };
+  int rc = tb_db_exec(db, &hook_exists, 1, p, NULL);
+  tb_api_db_put(r, db);
+  return rc > 0;
+}

@@ -26,6 +26,7 @@
 #include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_spec.h"
+#include "api_streams.h"
 #include "tb_jobdoc.h"
 #include "tb_log.h"
 
@@ -539,8 +540,12 @@ tb_api_jobs_get(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "wait must be 0 to 60 (seconds)", NULL);
   if (since_s != NULL && !tb_parse_i64(since_s, 0, INT32_MAX, &since))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "since must be a cell count", NULL);
-  if (wait > 0 && r->wait_deadline_ns == 0)
+  if (wait > 0 && r->wait_deadline_ns == 0) {
+    enum MHD_Result busy; /* TOKBENCH_WAIT_PER_KEY long-polls at once */
+    if (!tb_api_streams_take(r, TB_API_STREAM_WAIT, &busy))
+      return busy;
     r->wait_deadline_ns = tb_time_mono_ns() + wait * 1000000000LL;
+  }
   for (;;) {
     bool waiting = wait > 0 && tb_time_mono_ns() < r->wait_deadline_ns && !r->api->stopping;
     if (waiting) /* before the query: a NOTIFY after it is not lost */

@@ -8,12 +8,24 @@
  * routing table (api_routes.c).  SIGTERM/SIGINT stop it cleanly.
  *
  * A request's life (handle): on the first call its context (struct
- * tb_api_req) is made and a Content-Length over the cap is refused at once
- * (413); upload calls append to the body up to the cap; the last call routes
- * it (404, 405, OPTIONS preflight), checks the media type (415), the key
- * (401/403/429) and runs the handler.  A suspended handler (long-poll, SSE)
- * is called again on resume.  The context is freed in completed(), which
- * also writes the request's log line.
+ * tb_api_req) is made; a request that carries a body is routed and its key
+ * checked at once (admit), so that only TOKBENCH_PREAUTH_BODY bytes are ever
+ * read for a caller without a valid key, and a Content-Length over the cap
+ * that applies is refused before any byte of the body (413); upload calls
+ * append to the body up to that cap; the last call routes it (404, 405,
+ * OPTIONS preflight), checks the media type (415), the key (401/403/429)
+ * when not done yet, and runs the handler.  A suspended handler (long-poll,
+ * SSE) is called again on resume.  The context is freed in completed(),
+ * which also writes the request's log line.
+ *
+ * Connection limits (issue 13, finding 7; docs/deploy.md "Connection
+ * limits"): TOKBENCH_MAX_CONNECTIONS in all and TOKBENCH_MAX_CONNECTIONS_PER_IP
+ * from one address (libmicrohttpd refuses the connection over either); a
+ * connection silent for TOKBENCH_HEADER_TIMEOUT_S before a request's head
+ * has come (a new connection, or a kept-alive one between requests) is
+ * closed, and TOKBENCH_IDLE_TIMEOUT_S applies inside a request (suspended
+ * long-polls and SSE streams are not timed out by libmicrohttpd; the streams
+ * send a ping every TOKBENCH_SSE_PING_S).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -33,6 +45,7 @@
 #include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_probe.h"
+#include "api_streams.h"
 #include "api_web.h"
 #include "tb_egress.h"
 #include "tb_log.h"
@@ -60,6 +73,18 @@ static const struct tb_cfg_key api_keys[] = {
     false },
   { "TOKBENCH_SSE_PING_S", "15", "seconds between SSE heartbeats", false },
   { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
+  /* issue 13, finding 7: connection limits (docs/deploy.md) */
+  { "TOKBENCH_MAX_CONNECTIONS_PER_IP", "256",
+    "simultaneous connections from one client address (0: no cap)", false },
+  { "TOKBENCH_HEADER_TIMEOUT_S", "10",
+    "seconds a connection may stay silent before its request's head is in", false },
+  { "TOKBENCH_IDLE_TIMEOUT_S", "120", "seconds a request may stay silent once it has begun",
+    false },
+  { "TOKBENCH_PREAUTH_BODY", "4096",
+    "request body bytes read before the API key is checked (TOKBENCH_MAX_BODY after)", false },
+  { "TOKBENCH_SSE_PER_KEY", "16", "event streams one API key may hold open (0: no cap)", false },
+  { "TOKBENCH_WAIT_PER_KEY", "64", "long-polls (?wait=) one API key may hold open (0: no cap)",
+    false },
   { "TOKBENCH_WEB_DIR", NULL,
     "static files of the web page (unset: web/ beside the binary, else ./web)", false },
   /* CI integration (issue 7; api_deliveries.h) */
@@ -161,14 +186,67 @@ preflight(struct tb_api_req *r)
   return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, h);
 }
 
+/* 413 naming the cap that applied to r. */
+static enum MHD_Result
+reply_too_big(struct tb_api_req *r)
+{
+  char d[120];
+  if (r->body_limit < r->api->body_max)
+    snprintf(d, sizeof d,
+             "the body is larger than %zu bytes, the most read before a valid API key "
+             "(TOKBENCH_PREAUTH_BODY)", r->body_limit);
+  else
+    snprintf(d, sizeof d, "the body is larger than %zu bytes (TOKBENCH_MAX_BODY)",
+             r->body_limit);
+  return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
+}
+
+/* The first call, on the request's head.  A request with a body is routed
+ * and its key checked now, before any byte of the body is read: the full
+ * body cap is for authenticated callers (and for public routes whose admit
+ * says so), TOKBENCH_PREAUTH_BODY for everyone else.  MHD_YES to go on
+ * (upload calls follow), or the result of an error reply queued now
+ * (r->early: the body is then discarded unread). */
+static enum MHD_Result
+admit(struct tb_api_req *r)
+{
+  struct tb_api *api = r->api;
+  struct MHD_Connection *c = r->conn;
+  r->body_limit = api->preauth_body_max;
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                               MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                               MHD_HTTP_HEADER_TRANSFER_ENCODING);
+  int64_t len = 0;
+  if (cl != NULL && !tb_parse_i64(cl, 0, INT64_MAX, &len))
+    len = INT64_MAX;
+  if ((cl == NULL || len == 0) && te == NULL)
+    return MHD_YES; /* no body: everything is checked in dispatch */
+  if (!api->stopping && tb_api_route_find(r, r->method, r->url) == TB_API_MATCH_OK) {
+    const struct tb_api_route *route = r->route;
+    if (route->scope != TB_SCOPE_NONE) {
+      enum MHD_Result ret;
+      if (!tb_api_authenticate(r, route->scope, &ret)) {
+        r->early = true;
+        return ret;
+      }
+      r->body_limit = api->body_max;
+    } else if (route->admit != NULL && route->admit(r)) {
+      r->body_limit = api->body_max;
+    }
+  }
+  if ((uint64_t)len > r->body_limit) {
+    r->early = true;
+    return reply_too_big(r);
+  }
+  return MHD_YES;
+}
+
 static enum MHD_Result
 dispatch(struct tb_api_req *r)
 {
-  if (r->too_big) {
-    char d[80];
-    snprintf(d, sizeof d, "the body is larger than %zu bytes", r->api->body_max);
-    return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
-  }
+  if (r->too_big)
+    return reply_too_big(r);
   enum tb_api_match m = tb_api_route_find(r, r->method, r->url);
   if (strcmp(r->method, "OPTIONS") == 0 && m != TB_API_MATCH_NO_PATH) {
     if (m == TB_API_MATCH_OK) /* allow holds every method of the path */
@@ -203,23 +281,16 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
   if (r == NULL) {
     r = req_new(api, c, url, method);
     *req_cls = r;
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
-    int64_t len;
-    if (cl != NULL && (!tb_parse_i64(cl, 0, INT64_MAX, &len) || (uint64_t)len > api->body_max)) {
-      char d[80];
-      snprintf(d, sizeof d, "the body is larger than %zu bytes", api->body_max);
-      r->early = true;
-      return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
-    }
-    return MHD_YES;
+    /* the head is in: from now on the request's own silence limit */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, api->idle_timeout_s);
+    return admit(r);
   }
   if (*upload_size != 0) {
     size_t n = *upload_size;
     *upload_size = 0;
     if (r->early || r->too_big)
       return MHD_YES;
-    if (n > api->body_max - r->body_len) {
+    if (n > r->body_limit - r->body_len) {
       r->too_big = true;
       free(r->body);
       r->body = NULL;
@@ -249,12 +320,16 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls,
           enum MHD_RequestTerminationCode toe)
 {
   (void)cls;
-  (void)c;
   struct tb_api_req *r = *req_cls;
   if (r == NULL)
     return;
   *req_cls = NULL;
   tb_api_notify_disarm(r);
+  tb_api_streams_release(r);
+  /* a kept-alive connection waits for its next request's head: the short
+   * limit again (not on the other ends: libmicrohttpd is closing it) */
+  if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, r->api->header_timeout_s);
   int64_t us = (tb_time_mono_ns() - r->t0_ns) / 1000;
   tb_metrics_request(r->route != NULL ? r->route->path : "unmatched", r->method, r->status,
                      (double)us / 1e6);
@@ -353,6 +428,7 @@ main(int argc, char **argv)
   int level = tb_log_level_parse(tb_cfg_get(api.cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("api", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
   int64_t port, threads, pool, wait_ms, body_max, rate, burst, cache_ms, ping_s, max_conn, jc_ms;
+  int64_t per_ip, header_s, idle_s, preauth, sse_per_key, wait_per_key;
   if (!tb_cfg_get_int(api.cfg, "TOKBENCH_LISTEN_PORT", 0, 65535, &port, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_THREADS", 1, 256, &threads, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_POOL", 1, 256, &pool, &err) ||
@@ -363,13 +439,23 @@ main(int argc, char **argv)
       !tb_cfg_get_int(api.cfg, "TOKBENCH_KEY_CACHE_MS", 0, 3600000, &cache_ms, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_JOB_CACHE_MS", 0, 3600000, &jc_ms, &err) ||
       !tb_cfg_get_int(api.cfg, "TOKBENCH_SSE_PING_S", 1, 3600, &ping_s, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &max_conn, &err)) {
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &max_conn, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS_PER_IP", 0, 1000000, &per_ip, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_HEADER_TIMEOUT_S", 1, 3600, &header_s, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_IDLE_TIMEOUT_S", 1, 86400, &idle_s, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_PREAUTH_BODY", 0, 64 * 1024 * 1024, &preauth, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_SSE_PER_KEY", 0, 1000000, &sse_per_key, &err) ||
+      !tb_cfg_get_int(api.cfg, "TOKBENCH_WAIT_PER_KEY", 0, 1000000, &wait_per_key, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     rc = 2;
     goto out;
   }
   api.body_max = (size_t)body_max;
+  api.preauth_body_max = (size_t)(preauth < body_max ? preauth : body_max);
+  api.header_timeout_s = (unsigned)header_s;
+  api.idle_timeout_s = (unsigned)idle_s;
+  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key);
   api.rate_per_s = (double)rate;
   api.rate_burst = (double)(burst < rate ? rate : burst);
   api.sse_ping_s = (int)ping_s;
@@ -444,8 +530,9 @@ main(int argc, char **argv)
     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
       MHD_USE_ERROR_LOG,
     0, NULL, NULL, handle, &api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-    MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT,
+    api.header_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
+    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TB_API_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
     completed, &api, MHD_OPTION_END);
   if (api.daemon == NULL) {
@@ -474,6 +561,7 @@ out:
   tb_db_pool_free(api.pool);
   tb_api_keycache_free(api.keys);
   tb_api_jobcache_free(api.jobs_cache);
+  tb_api_streams_free(api.streams);
   for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
     free(*p);
   free(api.cors_origins);

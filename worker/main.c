@@ -43,6 +43,9 @@ static const struct tb_cfg_key worker_keys[] = {
   { "TOKBENCH_POLL_S", "5", "polling floor in seconds, besides LISTEN tb_jobs_queued", false },
   { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
+  { "TOKBENCH_CELL_MEMORY_KB", "262144",
+    "KiB the endpoint may make one cell buffer (SSE lines and events of all its streams); "
+    "over it the cell fails", false },
   TB_EGRESS_CFG_KEYS,
   /* issue 13: TOKBENCH_LIMIT_RUNNING for the claim, the replay retention
    * for the prune; the rest so that api and worker read one config file */
@@ -111,8 +114,9 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t lease_s, beat_s, poll_s, wait_ms;
+  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb;
   if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_HEARTBEAT_S", 1, 3600, &beat_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &poll_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err)) {
@@ -121,6 +125,7 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
+  w.cell_memory_max = (size_t)cell_kb * 1024;
   if (beat_s >= lease_s) {
     fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
     rc = 2;

@@ -75,6 +75,7 @@ struct worker_ctx {
   const char *worker_id;
   int lease_s;
   bool have_master_key;
+  size_t cell_memory_max; /* TOKBENCH_CELL_MEMORY_KB in bytes (tb_engine_target) */
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */
 };

@@ -322,6 +322,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
   endpoint = worker_endpoint_header(&ep);
   struct tb_engine_target target = {
     .base_url = ep.base_url, .run_id = run_id, .endpoint = endpoint,
+    .cell_memory_max = w->cell_memory_max,
   };
   tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
          "cells_stored", TB_LI, (int64_t)rc, NULL);

@@ -201,6 +201,7 @@ def test_kv_budget_override_and_api_key(ctx):
     keyfile = os.path.join(ctx.tmp, "key")
     with open(keyfile, "w") as f:
         f.write("sekrit-123\n")
+    os.chmod(keyfile, 0o600)  # a key file others may read is refused (test_secret_files)
     rc, header, cells, doc, err = run_cli(sim.url, RUN_ARGS + [
         "--contexts", "1k", "--concurrency", "1,2", "--prefill-contexts", "none",
         "--kv-budget", "4000", "--api-key-file", keyfile, "--duration", "0.5",

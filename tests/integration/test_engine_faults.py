@@ -268,3 +268,20 @@ def test_early_refusal_of_a_large_request(ctx):
         assert fe.refused >= 2
     finally:
         fe.close()
+
+
+def test_cell_memory_budget(ctx):
+    """Issue 13, finding 8: what the endpoint makes a cell buffer (the SSE
+    line and event buffers of all its streams) has a budget; over it the
+    cell is an error naming it, and the run goes on.  1 KiB is less than
+    what 8 streams hold for their events."""
+    sim = ctx.sim("tiny", "vllm")
+    for env in TRANSPORTS:
+        rc, cells, doc, err = run(sim.url, ["--concurrency", "8", "--prefill-contexts", "none",
+                                            "--cell-memory-kb", "1"], env=env)
+        assert rc == 0, (env, err)
+        assert_all_errors(cells, doc, ["memory budget of 1 KiB"])
+        # the default budget holds the same cells many times over
+        rc, cells, doc, err = run(sim.url, ["--concurrency", "8", "--prefill-contexts", "none"],
+                                  env=env)
+        assert rc == 0 and all(c["status"] == "valid" for c in cells), (env, cells)

@@ -138,13 +138,59 @@ test_stop(void **state)
   tb_sse_free(&p);
 }
 
+/* Parsers sharing a budget: the buffers of all count; over it the feed is
+ * TB_SSE_OVER_BUDGET (sticky), below the caps; freeing gives room back. */
+static void
+test_budget(void **state)
+{
+  struct rec r = {0};
+  struct tb_sse_budget b = {.max = 64 * 1024};
+  struct tb_sse p[4];
+  char *chunk = malloc(20000);
+  memset(chunk, 'x', 20000);
+  memcpy(chunk, "data: ", 6);
+  enum tb_sse_status st[4];
+  for (int i = 0; i < 4; i++) {
+    tb_sse_init(&p[i], on_ev, NULL, &r);
+    tb_sse_set_budget(&p[i], &b);
+    /* a line cut by the read: copied, 32 KiB of buffer each */
+    st[i] = tb_sse_feed(&p[i], chunk, 20000);
+  }
+  assert_int_equal(st[0], TB_SSE_OK);
+  assert_int_equal(st[1], TB_SSE_OK);
+  assert_int_equal(st[2], TB_SSE_OVER_BUDGET); /* 3 x 32 KiB > 64 KiB */
+  assert_true(b.used <= b.max);
+  assert_int_equal(tb_sse_feed(&p[2], "\n\n", 2), TB_SSE_OVER_BUDGET); /* sticky */
+  /* one parser alone stays under its own caps, not the budget's */
+  tb_sse_free(&p[0]);
+  tb_sse_free(&p[1]);
+  size_t held = b.used;
+  tb_sse_init(&p[0], on_ev, NULL, &r);
+  tb_sse_set_budget(&p[0], &b);
+  assert_int_equal(tb_sse_feed(&p[0], chunk, 20000), TB_SSE_OK);
+  assert_int_equal(tb_sse_feed(&p[0], "\n\n", 2), TB_SSE_OK);
+  assert_int_equal(r.n, 1);
+  for (int i = 0; i < 4; i++)
+    tb_sse_free(&p[i]);
+  assert_true(held <= b.max);
+  assert_int_equal(b.used, 0);
+  /* without a budget, the same feeds pass */
+  for (int i = 0; i < 4; i++) {
+    tb_sse_init(&p[i], on_ev, NULL, &r);
+    assert_int_equal(tb_sse_feed(&p[i], chunk, 20000), TB_SSE_OK);
+  }
+  for (int i = 0; i < 4; i++)
+    tb_sse_free(&p[i]);
+  free(chunk);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_basic), cmocka_unit_test(test_line_endings),
       cmocka_unit_test(test_partial_not_idle), cmocka_unit_test(test_caps),
-      cmocka_unit_test(test_stop),
+      cmocka_unit_test(test_stop), cmocka_unit_test(test_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
