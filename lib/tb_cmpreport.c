@@ -116,7 +116,7 @@ cview_build(struct cview *v, const json_t *cmp)
   struct ccell cc;
   for (size_t i = 0; i < n; i++)
     if (ccell_get(json_array_get(cells, i), &cc) && cc.phase == 1) {
-      tb_render_axis_add(&v->dctx, cc.ctx);
+      tb_render_axis_add_ctx(&v->dctx, cc.ctx);
       tb_render_axis_add(&v->conc, cc.conc);
     }
   v->grid = tb_xcalloc(v->dctx.n * v->conc.n + 1, sizeof *v->grid);

@@ -977,7 +977,8 @@ default_contexts(struct run *r)
   if (!r->prefill_given) {
     r->n_prefill = 0;
     for (size_t i = 0; i < r->n_contexts; i++)
-      r->prefill[r->n_prefill++] = r->contexts[i];
+      if (r->contexts[i] > 0) /* context 0 is a decode row only */
+        r->prefill[r->n_prefill++] = r->contexts[i];
     int64_t full = mml / 1024 * 1024;
     if (full > 0 && r->n_prefill < MAX_LIST)
       r->prefill[r->n_prefill++] = full;
@@ -993,6 +994,7 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
 {
   const char *lc = json_string_value(json_object_get(ep, "launch_command"));
   char *red = tb_redact_command(lc);
+  json_t *prov = tb_discover_provenance(&r->d);
   struct tb_result_header h = {
     .run_id = r->run_id,
     .started_us = started_us,
@@ -1006,6 +1008,7 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
     .kv_budget = r->kv_budget,
     .kv_source = r->kv_source,
     .max_running = r->d.max_running,
+    .provenance = prov,
     .metrics = r->d.has_metrics,
     .contexts = r->contexts,
     .n_contexts = r->n_contexts,
@@ -1018,6 +1021,7 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
     .max_output = r->max_output,
   };
   json_t *doc = tb_result_header_new(&h);
+  json_decref(prov);
   free(red);
   return doc;
 }

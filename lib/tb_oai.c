@@ -95,7 +95,7 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
       if (!json_is_object(ch))
         goto out;
       out->n_choices++;
-      size_t text = 0, reasoning = 0;
+      size_t text = 0, reasoning = 0, reasoning_content = 0;
       const json_t *delta = json_object_get(ch, "delta");
       bool role = false;
       if (delta != NULL && !json_is_null(delta)) {
@@ -103,10 +103,13 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
           goto out;
         if (!text_member(delta, "content", &text) ||
             !text_member(delta, "reasoning", &reasoning) ||
-            !text_member(delta, "reasoning_content", &reasoning))
+            !text_member(delta, "reasoning_content", &reasoning_content))
           goto out;
         role = json_object_get(delta, "role") != NULL;
       }
+      /* vLLM 0.10-0.16 send the same text in both fields: count it once */
+      if (reasoning_content > reasoning)
+        reasoning = reasoning_content;
       if (!text_member(ch, "text", &text))
         goto out;
       text += reasoning;
@@ -531,6 +534,8 @@ sc_text(struct scan *sc, size_t *bytes)
 static bool
 sc_delta(struct scan *sc, size_t *text, size_t *reasoning, bool *role)
 {
+  size_t r1 = 0, r2 = 0; /* reasoning, reasoning_content: the same text
+                          * when both are sent (vLLM 0.10-0.16) */
   if (!sc_enter(sc))
     return false;
   struct keyset ks;
@@ -542,8 +547,10 @@ sc_delta(struct scan *sc, size_t *text, size_t *reasoning, bool *role)
     bool ok;
     if (key_is(k, kl, "content"))
       ok = sc_text(sc, text);
-    else if (key_is(k, kl, "reasoning") || key_is(k, kl, "reasoning_content"))
-      ok = sc_text(sc, reasoning);
+    else if (key_is(k, kl, "reasoning"))
+      ok = sc_text(sc, &r1);
+    else if (key_is(k, kl, "reasoning_content"))
+      ok = sc_text(sc, &r2);
     else {
       if (key_is(k, kl, "role"))
         *role = true; /* present, whatever its value */
@@ -553,6 +560,7 @@ sc_delta(struct scan *sc, size_t *text, size_t *reasoning, bool *role)
       return false;
   }
   sc->depth--;
+  *reasoning += r1 > r2 ? r1 : r2;
   return r == 0;
 }
 

@@ -35,7 +35,9 @@ struct tb_oai_chunk {
   unsigned n_choices;
   unsigned text_choices;     /* choices whose delta carries output text */
   size_t text_bytes;         /* bytes of output text (all kinds) */
-  size_t reasoning_bytes;    /* of which reasoning / reasoning_content */
+  size_t reasoning_bytes;    /* of which reasoning / reasoning_content (a
+                              * delta with both holds the same text twice:
+                              * counted once) */
   bool role_only;            /* a delta with a role and no text */
   bool finished;             /* some choice has a non-null finish_reason */
   bool is_error;             /* the chunk is an error object */

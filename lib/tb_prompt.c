@@ -306,6 +306,18 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
   char *tag = tb_xasprintf("[BENCH_%s_CTX_%lld]", c->run_id, (long long)ctx);
   bool exact = c->mode != MODE_LINEAR;
   int rc = -1;
+  if (target <= 0) {
+    /* Context 0 (llm-inference-bench's first decode row): no prompt
+     * context, the run's tag alone; its size is what the template makes. */
+    int64_t n0 = count_words(c, tag, 0, err);
+    if (n0 < 0)
+      goto out;
+    out->text = tb_prompt_text(tag, 0);
+    out->tokens = n0;
+    out->exact = exact;
+    rc = 0;
+    goto out;
+  }
   /* Two points for a line. */
   int64_t w1 = 256, n1 = count_words(c, tag, w1, err);
   if (n1 < 0)

@@ -35,7 +35,8 @@ struct tb_prompt_ctx *tb_prompt_ctx_new(const struct tb_discover *d,
 void tb_prompt_ctx_free(struct tb_prompt_ctx *c);
 
 /* Builds the prompt for context label ctx with `target` tokens (the largest
- * prompt of at most target tokens).  Returns 0, or -1 with *err (caller frees). */
+ * prompt of at most target tokens; target 0: the run's tag alone, context
+ * 0).  Returns 0, or -1 with *err (caller frees). */
 int tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
                     struct tb_prompt *out, char **err) TB_MUST_CHECK;
 void tb_prompt_free(struct tb_prompt *p);

@@ -313,11 +313,9 @@ tb_render_fmt_pct(double ratio, char *buf, size_t len)
 }
 /* -------------------------------------------------------------- axes */
 
-void
-tb_render_axis_add(struct tb_render_axis *a, int64_t x)
+static void
+axis_insert(struct tb_render_axis *a, int64_t x)
 {
-  if (x <= 0 || x > ((int64_t)1 << 40))
-    return;
   size_t i = 0;
   while (i < a->n && a->v[i] < x)
     i++;
@@ -330,6 +328,20 @@ tb_render_axis_add(struct tb_render_axis *a, int64_t x)
   memmove(&a->v[i + 1], &a->v[i], (a->n - i) * sizeof a->v[0]);
   a->v[i] = x;
   a->n++;
+}
+
+void
+tb_render_axis_add(struct tb_render_axis *a, int64_t x)
+{
+  if (x > 0 && x <= ((int64_t)1 << 40))
+    axis_insert(a, x);
+}
+
+void
+tb_render_axis_add_ctx(struct tb_render_axis *a, int64_t x)
+{
+  if (x >= 0 && x <= ((int64_t)1 << 40))
+    axis_insert(a, x);
 }
 
 int

@@ -93,8 +93,9 @@ void tb_render_fmt_1(double v, char *buf, size_t len);
 void tb_render_fmt_secs(double v, char *buf, size_t len);
 void tb_render_fmt_pct(double ratio, char *buf, size_t len);
 
-/* A sorted set of positive integers (at most 2^40), capped at
- * TB_RENDER_MAX_AXIS values.  Zero-initialise to start. */
+/* A sorted set of positive integers (at most 2^40; decode contexts may
+ * also be 0: decode with no prompt context), capped at TB_RENDER_MAX_AXIS
+ * values.  Zero-initialise to start. */
 struct tb_render_axis {
   int64_t v[TB_RENDER_MAX_AXIS];
   size_t n;
@@ -103,6 +104,9 @@ struct tb_render_axis {
 
 /* Adds x (ignored if out of range or present). */
 void tb_render_axis_add(struct tb_render_axis *a, int64_t x);
+/* The same for a decode context, where 0 is a value (llm-inference-bench's
+ * first row, decode with no prompt context). */
+void tb_render_axis_add_ctx(struct tb_render_axis *a, int64_t x);
 /* The index of x, or -1. */
 int tb_render_axis_find(const struct tb_render_axis *a, int64_t x);
 

@@ -38,7 +38,8 @@ jpct(const json_t *o, const char *k, const char *p)
 /* ------------------------------------------------------------------- view */
 
 static void
-axis_from(struct tb_render_axis *a, const json_t *arr)
+axis_from(struct tb_render_axis *a, const json_t *arr,
+          void (*add)(struct tb_render_axis *, int64_t))
 {
   size_t i;
   const json_t *v;
@@ -48,7 +49,7 @@ axis_from(struct tb_render_axis *a, const json_t *arr)
     if (i >= 4 * TB_RENDER_MAX_AXIS)
       break;
     if (json_is_integer(v))
-      tb_render_axis_add(a, json_integer_value(v));
+      add(a, json_integer_value(v));
   }
 }
 
@@ -89,9 +90,9 @@ view_build(struct view *v, const json_t *doc)
   if (state != NULL && (strcmp(state, "running") == 0 || strcmp(state, "queued") == 0))
     v->status = "running";
   const json_t *st = json_object_get(doc, "settings");
-  axis_from(&v->dctx, json_object_get(st, "contexts"));
-  axis_from(&v->conc, json_object_get(st, "concurrency"));
-  axis_from(&v->pctx, json_object_get(st, "prefill_contexts"));
+  axis_from(&v->dctx, json_object_get(st, "contexts"), tb_render_axis_add_ctx);
+  axis_from(&v->conc, json_object_get(st, "concurrency"), tb_render_axis_add);
+  axis_from(&v->pctx, json_object_get(st, "prefill_contexts"), tb_render_axis_add);
   const json_t *cells = json_object_get(doc, "cells");
   size_t n = json_is_array(cells) ? json_array_size(cells) : 0;
   if (n > TB_REPORT_MAX_CELLS) {
@@ -108,7 +109,7 @@ view_build(struct view *v, const json_t *doc)
     if (ph == 0)
       tb_render_axis_add(&v->pctx, ctx);
     else if (tb_json_int(c, "concurrency", &conc)) {
-      tb_render_axis_add(&v->dctx, ctx);
+      tb_render_axis_add_ctx(&v->dctx, ctx);
       tb_render_axis_add(&v->conc, conc);
     }
   }
@@ -409,11 +410,18 @@ section_run(struct tb_render_buf *b, const struct view *v, emit_fn emit)
     emit(b, "KV cache budget", t);
     free(t);
   } else if (json_is_object(cap)) {
-    emit(b, "KV cache budget", "unknown (no capacity information from the server)");
+    /* why, as discovery recorded it (capacity.unknown), when it did */
+    const char *why = tb_json_str(json_object_get(cap, "unknown"), "kv_budget_tokens");
+    char *t = tb_xasprintf("unknown (%s)", why ? why : "no capacity information from the server");
+    emit(b, "KV cache budget", t);
+    free(t);
   }
   if (tb_json_int(cap, "max_running_requests", &iv)) {
     tb_render_fmt_int(iv, n1, sizeof n1);
-    emit(b, "Max running requests", n1);
+    const char *src = tb_json_str(cap, "max_running_source");
+    char *t = tb_xasprintf("%s%s%s%s", n1, src ? " (" : "", src ? src : "", src ? ")" : "");
+    emit(b, "Max running requests", t);
+    free(t);
   }
   if ((s = tb_json_str(ep, "name")) != NULL)
     emit(b, "Endpoint", s);

@@ -204,6 +204,13 @@ tb_result_header_new(const struct tb_result_header *hd)
                       hd->max_running > 0 ? json_integer(hd->max_running)
                                           : json_null());
   json_object_set_new(cap, "metrics", json_boolean(hd->metrics));
+  if (json_is_object(hd->provenance)) {
+    json_t *pv = json_deep_copy(hd->provenance);
+    if (hd->kv_budget > 0) /* the job's override */
+      json_object_del(json_object_get(pv, "unknown"), "kv_budget_tokens");
+    json_object_update(cap, pv);
+    json_decref(pv);
+  }
   json_object_set_new(h, "capacity", cap);
   json_t *st = json_object();
   json_object_set_new(st, "contexts", int_list(hd->contexts, hd->n_contexts));

@@ -84,6 +84,9 @@ struct tb_result_header {
   int64_t kv_budget;          /* <= 0: unknown */
   const char *kv_source;
   int64_t max_running;        /* <= 0: unknown */
+  const json_t *provenance;   /* members merged into capacity: where each
+                               * figure came from, why one is unknown
+                               * (tb_discover_provenance); may be NULL */
   bool metrics;
   const int64_t *contexts, *concurrency, *prefill;
   size_t n_contexts, n_concurrency, n_prefill;

@@ -29,9 +29,10 @@ static const struct tb_spec_field job_fields[] = {
     .help = "the endpoint to measure (one of the project's)" },
   { .name = "model", .type = TB_SPEC_STRING, .min = 1, .max = 256, .member = M(model),
     .cli = "model", .help = "served model (default: the first of /v1/models)" },
-  { .name = "contexts", .type = TB_SPEC_TOKENS, .min = 1, .max = (double)TB_SPEC_MAX_CONTEXT,
+  { .name = "contexts", .type = TB_SPEC_TOKENS, .min = 0, .max = (double)TB_SPEC_MAX_CONTEXT,
     .max_items = TB_SPEC_MAX_LIST, .member = M(contexts), .cli = "contexts",
-    .help = "decode contexts, e.g. 8k,16k,251k (default 8K..128K and the top one)" },
+    .help = "decode contexts, e.g. 0,8k,16k,251k (0: no prompt context; default 8K..128K "
+            "and the top one)" },
   { .name = "concurrency", .type = TB_SPEC_INTS, .min = 1, .max = TB_SPEC_MAX_CONCURRENCY,
     .max_items = TB_SPEC_MAX_LIST, .def = "[1,2,4,8,16,32,64,128]",
     .member = M(concurrency), .cli = "concurrency", .help = "requests at once" },

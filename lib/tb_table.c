@@ -86,7 +86,9 @@ tb_table_print(FILE *f, const json_t *doc)
     fmt_thousands((double)json_integer_value(kv), 0, a, sizeof a);
     fprintf(f, "KV budget %s tokens (%s)", a, str(cap, "source"));
   } else {
-    fprintf(f, "KV budget unknown (no capacity interface: every cell run)");
+    const char *why = tb_json_str(json_object_get(cap, "unknown"), "kv_budget_tokens");
+    fprintf(f, "KV budget unknown (%s: every cell run)",
+            why ? why : "no capacity interface");
   }
   fprintf(f, " · decode test: fixed duration %.1f s · max output %" PRId64
              " tokens · prefill measured during decode warm-up\n",
@@ -168,8 +170,8 @@ tb_table_print(FILE *f, const json_t *doc)
              "| Phase | Context | Requests at once | Status | Total tok/s | "
              "Per request tok/s | TTFT | Time between tokens | Average active "
              "requests | Completed requests | Output tokens | Measured for | "
-             "Tokens from |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
-             "---|\n");
+             "Tokens from | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+             "---|---|\n");
   json_array_foreach(cells, i, c) {
     bool pf = strcmp(str(c, "phase"), "prefill") == 0;
     const char *st = str(c, "status");
@@ -177,15 +179,17 @@ tb_table_print(FILE *f, const json_t *doc)
             str(c, "context_label"),
             (int64_t)json_integer_value(json_object_get(c, "concurrency")),
             status_word(st));
+    /* Every row has the header's 14 cells; the reason of a cell not
+     * measured goes in the Note column, never in a column of its own. */
     if (strcmp(st, "valid") != 0) {
-      fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n",
-              str(c, "reason"));
+      fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n", str(c, "reason"));
       continue;
     }
     if (pf) {
       fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
       fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
-      fprintf(f, " | %s | — | %s ms | — | — | 1 | — | — | — |\n", a, b);
+      fprintf(f, " | %s | — | %s ms | — | — | 1 | — | — | %s | |\n", a, b,
+              str(c, "prompt_tokens_source"));
       continue;
     }
     char t1[32], t2[32], t3[32], t4[32], t5[32];
@@ -195,7 +199,7 @@ tb_table_print(FILE *f, const json_t *doc)
     fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
     snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
     fprintf(f, " | %s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
-               " | %s | %.1f s | %s |\n",
+               " | %s | %.1f s | %s | |\n",
             t1, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
             (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
             tb_json_num(c, "measured_s"), str(c, "token_source"));

@@ -151,7 +151,7 @@ tb_parse_tokens(const char *s, int64_t *out)
   memcpy(num, s, nlen);
   num[nlen] = '\0';
   int64_t v;
-  if (!tb_parse_i64(num, 1, INT64_MAX / (1024 * 1024), &v))
+  if (!tb_parse_i64(num, 0, INT64_MAX / (1024 * 1024), &v))
     return false;
   *out = v * mult;
   return true;

@@ -40,7 +40,7 @@ int tb_hex_digit(int c);
 
 /* Parses a decimal integer in [min, max]; false on junk or range error. */
 bool tb_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) TB_MUST_CHECK;
-/* Parses "8192", "8k", "8K" (K = 1024), "251K", "1M"; false on junk. */
+/* Parses "0", "8192", "8k", "8K" (K = 1024), "251K", "1M" (>= 0); false on junk. */
 bool tb_parse_tokens(const char *s, int64_t *out) TB_MUST_CHECK;
 /* Formats a token count the way the seed reports do: 8192 -> "8K",
  * 257024 -> "251K", 1000 -> "1000". */

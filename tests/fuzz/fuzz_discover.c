@@ -1,5 +1,6 @@
-/* libFuzzer target: every discovery parser (models, server info, version,
- * metrics) on the same arbitrary bytes, as an endpoint could send them. */
+/* libFuzzer target: every discovery parser (models, server info, props,
+ * info, version, metrics) on the same arbitrary bytes, as an endpoint could
+ * send them.  Corpus seeded from tests/fixtures/servers/. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,8 +22,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (!tb_discover_parse_models(&d, text, size, NULL, &err))
     free(err);
   (void)tb_discover_parse_server_info(&d, text, size);
+  (void)tb_discover_parse_props(&d, text, size);
+  (void)tb_discover_parse_info(&d, text, size);
   (void)tb_discover_parse_version(&d, text, size);
   tb_discover_parse_metrics(&d, text, size);
+  tb_discover_finish(&d);
   json_t *probe = tb_discover_to_json(&d);
   json_decref(probe);
   tb_discover_free(&d);

@@ -20,5 +20,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   (void)tb_prom_label(t, size, "vllm:cache_config_info", "block_size", buf, 1);
   (void)tb_discover_parse_load(TB_KIND_SGLANG, t, size, &v, &w);
   (void)tb_discover_parse_load(TB_KIND_VLLM, t, size, &v, &w);
+  (void)tb_discover_parse_load(TB_KIND_LLAMACPP, t, size, &v, &w);
+  (void)tb_discover_parse_load(TB_KIND_TGI, t, size, &v, &w);
   return 0;
 }

@@ -244,7 +244,7 @@ def test_jobs_submit_get_list_cancel(ctx):
 def test_spec_validation_names_fields(ctx):
     s = setup(ctx)
     api, admin = s["api"], s["admin"]
-    bad = {"endpoint_id": s["ep"]["id"], "contexts": [8192, "8k", "zz", 0], "concurrency": [1, 2.5],
+    bad = {"endpoint_id": s["ep"]["id"], "contexts": [8192, "8k", "zz", -1], "concurrency": [1, 2.5],
            "duration_s": "long", "labels": {"ok": "x", "bad": 3}, "priority": 10 ** 6,
            "surprise": True, "callbacks": ["ftp://x"]}
     st, h, p = api.json("POST", "/v1/jobs", admin, bad)

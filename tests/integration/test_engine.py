@@ -172,7 +172,8 @@ def test_tiny_sglang(ctx):
         "--contexts", "2k", "--concurrency", "1,4,8,32", "--prefill-contexts", "2k"])
     assert rc == 0, err
     assert header["engine"]["name"] == "sglang"
-    assert header["capacity"]["source"] == "server_info"
+    assert header["capacity"]["source"] == "sglang /get_server_info max_total_num_tokens"
+    assert header["capacity"]["max_running_source"] == "sglang /get_server_info max_running_requests"
     assert header["capacity"]["max_running_requests"] == 16
     st = {c["concurrency"]: c["status"] for c in cells if c["phase"] == "decode"}
     assert st == {1: "valid", 4: "valid", 8: "over_capacity", 32: "skipped"}, st
@@ -188,6 +189,7 @@ def test_tiny_openai_calibration(ctx):
     assert header["engine"]["name"] == "openai"
     assert header["capacity"]["source"] == "none"
     assert header["capacity"]["kv_budget_tokens"] is None
+    assert header["capacity"]["unknown"]["kv_budget_tokens"].startswith("no capacity interface")
     pf = [c for c in cells if c["phase"] == "prefill"][0]
     assert pf["prompt_tokens"] == 1024, pf  # sized by calibration, exact on a linear tokenizer
     check_against_expected(sim.url, cells)

@@ -54,7 +54,9 @@ test_sglang_server_info(void **state)
   assert_int_equal(d.kind, TB_KIND_SGLANG);
   assert_string_equal(d.version, "0.0.0.dev1+gf92199b56");
   assert_int_equal(d.kv_budget, 622592);
-  assert_string_equal(d.kv_source, "server_info");
+  assert_string_equal(d.kv_source, "sglang /get_server_info max_total_num_tokens");
+  assert_string_equal(d.max_running_source, "sglang /get_server_info max_running_requests");
+  assert_string_equal(d.version_source, "sglang /get_server_info version");
   assert_int_equal(d.max_running, 128);
   assert_int_equal(d.max_model_len, 262144);
   assert_true(d.tokenize_text_only);
@@ -93,7 +95,7 @@ test_vllm_version_and_metrics(void **state)
   tb_discover_parse_metrics(&d, m, strlen(m));
   assert_true(d.has_metrics);
   assert_int_equal(d.kv_budget, 983040);
-  assert_string_equal(d.kv_source, "metrics");
+  assert_string_equal(d.kv_source, "vllm:cache_config_info kv_cache_size_tokens");
   assert_int_equal(d.max_running, 128);
   tb_discover_free(&d);
 
@@ -111,7 +113,9 @@ test_vllm_version_and_metrics(void **state)
   tb_discover_parse_metrics(&d, m3, strlen(m3));
   assert_int_equal(d.kv_budget, -1);
   assert_int_equal(d.max_running, -1);
-  assert_true(d.has_metrics);
+  assert_false(d.has_metrics); /* no running gauge: readiness is the client's */
+  assert_string_equal(d.kv_unknown,
+                      "vllm:cache_config_info has no kv_cache_size_tokens nor num_gpu_blocks");
   tb_discover_free(&d);
 
   /* "vllm:" in a comment only is not a vLLM server */

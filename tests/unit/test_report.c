@@ -18,7 +18,9 @@
 
 #include "tb_compare.h"
 #include "tb_cmpreport.h"
+#include "tb_import.h"
 #include "tb_report.h"
+#include "tb_table.h"
 
 #define FIXTURE "tests/fixtures/result_sglang.json"
 
@@ -560,10 +562,187 @@ test_compare_formats(void **state)
   json_decref(head);
 }
 
+
+/* Cells of a Markdown-style table row: the pipes that are not escaped,
+ * minus one. */
+static int
+row_cells(const char *line, size_t len)
+{
+  int pipes = 0;
+  for (size_t i = 0; i < len; i++)
+    if (line[i] == '|' && (i == 0 || line[i - 1] != '\\'))
+      pipes++;
+  return pipes - 1;
+}
+
+/* Checks that every row of the table whose header line starts with
+ * `head` (inside text) has as many cells as the header; returns the number
+ * of body rows. */
+static int
+table_rows_match_header(const char *text, const char *head)
+{
+  const char *h = strstr(text, head);
+  assert_non_null(h);
+  const char *eol = strchr(h, '\n');
+  assert_non_null(eol);
+  int want = row_cells(h, (size_t)(eol - h));
+  int rows = 0;
+  const char *p = eol + 1;
+  while (*p == '|') {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (row_cells(p, n) != want)
+      fail_msg("%d cells, the header has %d: %.*s", row_cells(p, n), want, (int)n, p);
+    rows++;
+    if (e == NULL)
+      break;
+    p = e + 1;
+  }
+  return rows - 1; /* the alignment row */
+}
+
+/* The terminal tables of `tokbench run` (tb_table) as a string. */
+static char *
+table_text(const json_t *doc)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  tb_table_print(f, doc);
+  fclose(f);
+  return buf;
+}
+
+/* Issue 12 item 9: error rows had one cell more than the header (the
+ * reason spilled into a column of its own). */
+static void
+test_all_measurements_rows_fit_the_header(void **state)
+{
+  (void)state;
+  json_t *doc = load(FIXTURE);
+  json_t *cells = json_object_get(doc, "cells");
+  size_t i;
+  json_t *c;
+  int decode = 0;
+  json_array_foreach(cells, i, c) {
+    const char *ph = json_string_value(json_object_get(c, "phase"));
+    if (ph == NULL || strcmp(ph, "decode") != 0 ||
+        strcmp(json_string_value(json_object_get(c, "status")), "valid") != 0)
+      continue;
+    if (decode == 0) {
+      json_object_set_new(c, "status", json_string("error"));
+      json_object_set_new(c, "reason", json_string("stream cut after 12 tokens"));
+    } else if (decode == 1) {
+      json_object_set_new(c, "status", json_string("skipped"));
+      json_object_set_new(c, "reason", json_string("context + max output over max_model_len"));
+    } else if (decode == 2) {
+      json_object_set_new(c, "token_source", json_string("chunks"));
+    }
+    decode++;
+  }
+  json_array_foreach(cells, i, c) {
+    const char *ph = json_string_value(json_object_get(c, "phase"));
+    if (ph != NULL && strcmp(ph, "prefill") == 0) {
+      json_object_set_new(c, "status", json_string("error"));
+      json_object_set_new(c, "reason", json_string("warm-up request: HTTP 500"));
+      break;
+    }
+  }
+  char *md = render(doc, TB_REPORT_MD);
+  int n_md = table_rows_match_header(md, "| Phase | Context | Requests at once |");
+  assert_true(n_md > 10);
+  assert_non_null(strstr(md, "stream cut after 12 tokens |"));
+  char *tt = table_text(doc);
+  int n_tt = table_rows_match_header(tt, "| Phase | Context | Requests at once |");
+  assert_int_equal(n_tt, (int)json_array_size(cells));
+  assert_non_null(strstr(tt, "| stream cut after 12 tokens |\n"));
+  free(tt);
+  free(md);
+  json_decref(doc);
+}
+
+/* llm-inference-bench 0.7.x runs decode at context 0 first: the imported
+ * row shows as 0 in md, csv and html, as in the JSON. */
+static void
+test_context_zero_import(void **state)
+{
+  (void)state;
+  json_t *in = load("tests/fixtures/llm_inference_bench_vllm.json");
+  json_t *md = json_object_get(in, "metadata");
+  json_object_set_new(md, "version", json_string("0.7.2"));
+  json_array_insert_new(json_object_get(md, "context_lengths"), 0, json_integer(0));
+  json_t *res = json_object_get(in, "results");
+  for (int conc = 1; conc <= 2; conc++) {
+    json_t *r = json_deep_copy(json_array_get(res, 0));
+    json_object_set_new(r, "context_tokens", json_integer(0));
+    json_object_set_new(r, "concurrency", json_integer(conc));
+    json_object_set_new(r, "aggregate_tps", json_real(conc == 1 ? 123.25 : 240.5));
+    json_array_append_new(res, r);
+  }
+  char *err = NULL;
+  enum tb_import_source src;
+  json_t *doc = tb_import(in, &src, &err);
+  assert_non_null(doc);
+  assert_int_equal(json_integer_value(json_array_get(
+                       json_object_get(json_object_get(doc, "settings"), "contexts"), 0)),
+                   0);
+  char *m = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(m, "\n| 0 | **123.2**")); /* the decode matrix's first row */
+  assert_non_null(strstr(m, "| Sustained decode | 0 | 1 | Valid |"));
+  assert_non_null(strstr(m, "| Sustained decode | 0 | 2 | Valid |"));
+  char *csv = render(doc, TB_REPORT_CSV);
+  assert_non_null(strstr(csv, "\ndecode,0,0,1,valid,"));
+  assert_non_null(strstr(csv, "\ndecode,0,0,2,valid,"));
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "<th class=\"l\">0</th><td data-context=\"0\" "
+                                "data-concurrency=\"1\""));
+  assert_non_null(strstr(html, ">Sustained decode</td><td>0</td><td>2</td>"));
+  char *tt = table_text(doc);
+  assert_non_null(strstr(tt, "\n| 0 | 123.2"));
+  assert_non_null(strstr(tt, "| Sustained decode | 0 | 1 | Valid |"));
+  free(tt);
+  free(html);
+  free(csv);
+  free(m);
+  json_decref(doc);
+  json_decref(in);
+}
+
+/* The header says where the capacity figures came from, and why one is
+ * unknown, as discovery recorded it. */
+static void
+test_capacity_sources_shown(void **state)
+{
+  (void)state;
+  json_t *doc = load(FIXTURE);
+  json_t *cap = json_object_get(doc, "capacity");
+  json_object_set_new(cap, "kv_budget_tokens", json_null());
+  json_object_set_new(cap, "source", json_string("none"));
+  json_object_set_new(cap, "max_running_requests", json_integer(4));
+  json_object_set_new(cap, "max_running_source", json_string("llama.cpp /props total_slots"));
+  json_object_set_new(cap, "unknown",
+                      json_pack("{s:s}", "kv_budget_tokens", "tgi /info has no batch budget"));
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "unknown (tgi /info has no batch budget)"));
+  assert_non_null(strstr(md, "4 (llama.cpp /props total\\_slots)")); /* md escapes _ */
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "unknown (tgi /info has no batch budget)"));
+  char *tt = table_text(doc);
+  assert_non_null(strstr(tt, "KV budget unknown (tgi /info has no batch budget: every cell run)"));
+  free(tt);
+  free(html);
+  free(md);
+  json_decref(doc);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_all_measurements_rows_fit_the_header),
+    cmocka_unit_test(test_context_zero_import),
+    cmocka_unit_test(test_capacity_sources_shown),
     cmocka_unit_test(test_formats),
     cmocka_unit_test(test_html_matrix_matches_json),
     cmocka_unit_test(test_md_matches_json),

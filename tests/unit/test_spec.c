@@ -56,6 +56,12 @@ test_job_normalized(void **state)
   assert_int_equal(json_integer_value(json_array_get(c, 2)), 257024);
   assert_int_equal(json_integer_value(json_object_get(o, "priority")), -3);
   json_decref(o);
+  /* context 0 (decode with no prompt context) is a decode row, not a
+   * prefill one */
+  o = job_ok("{\"endpoint_id\":\"" EP "\",\"contexts\":[\"0\",\"1k\"]}");
+  c = json_object_get(o, "contexts");
+  assert_int_equal(json_integer_value(json_array_get(c, 0)), 0);
+  json_decref(o);
 }
 
 static void
@@ -72,6 +78,11 @@ test_job_errors_name_fields(void **state)
                                  sizeof buf), "concurrency[0]");
   assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"duration_s\":0}", buf,
                                  sizeof buf), "duration_s");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[-1,0],"
+                                 "\"prefill_contexts\":[0]}", buf, sizeof buf),
+                      "contexts[0],prefill_contexts[0]");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[0,\"0k\"]}", buf,
+                                 sizeof buf), "contexts[1]"); /* the same context twice */
   assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"labels\":{\"a b\":\"x\"}}", buf,
                                  sizeof buf), "labels.a b");
   assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"callbacks\":[\"ftp://x\"]}", buf,

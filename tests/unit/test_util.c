@@ -26,7 +26,10 @@ test_parse_tokens(void **state)
   assert_false(tb_parse_tokens("k", &v));
   assert_false(tb_parse_tokens("8kk", &v));
   assert_false(tb_parse_tokens("-8k", &v));
-  assert_false(tb_parse_tokens("0", &v));
+  assert_true(tb_parse_tokens("0", &v)); /* context 0: decode with no prompt context */
+  assert_int_equal(v, 0);
+  assert_true(tb_parse_tokens("0k", &v));
+  assert_int_equal(v, 0);
   assert_false(tb_parse_tokens("99999999999999999999k", &v));
   assert_false(tb_parse_tokens(" 8k", &v));
 }
