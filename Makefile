@@ -9,6 +9,9 @@
 #   make bench-verdicts  the verdict's false alarms and power (in make bench too)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
+#   make docker-test     docker/Dockerfile built with podman from a local
+#                        debootstrap base (no registry) and a job run through
+#                        its containers (make test runs it where it can)
 
 .DEFAULT_GOAL := all
 MODE     ?= debug
@@ -91,7 +94,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench bench-verdicts clean
+.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -153,6 +156,12 @@ bench: deps
 bench-verdicts: deps
 	$(MAKE) MODE=release build-rel/libtokbench.a
 	TB_BIN_DIR=build-rel/bin bench/bench_verdicts.sh
+
+# The image built and run for real (scripts/docker-test.sh; installs podman,
+# runc, debootstrap through scripts/deps.sh docker).  make test runs it from
+# tests/integration/test_docker.py, or prints a SKIP line with the reason.
+docker-test:
+	scripts/docker-test.sh
 
 # The README's run command: the service on its embedded default.
 run: deps all

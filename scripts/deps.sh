@@ -1,25 +1,58 @@
 #!/bin/sh
-# Installs the Debian packages tokbench needs, only those that are missing.
-# Safe to run any number of times; does nothing when everything is there.
-# Extra groups: "deps.sh fuzz" (clang), "deps.sh bench" (wrk), "deps.sh browser"
-# (chromium).  Without arguments: build, run and test dependencies.
+# The one list of the Debian packages tokbench needs, in groups, and their
+# installer: installs only those that are missing, so it is safe to run any
+# number of times and does nothing when everything is there.
+#
+#   deps.sh                 build + dev: everything a developer needs (make deps)
+#   deps.sh GROUP...        only those groups
+#   deps.sh --list GROUP... print the groups' packages, one a line; install nothing
+#
+# Groups:
+#   build    what compiling the binaries needs (docker/Dockerfile's build stage)
+#   runtime  the shared libraries the binaries link against, and CA
+#            certificates (docker/Dockerfile's runtime stage; a package per
+#            NEEDED library: tests/integration/test_docker.py checks it)
+#   dev      tests, tools and benchmarks: cmocka, a PostgreSQL server, python3,
+#            curl, jq, valgrind, clang (fuzzing), wrk, chromium, python3-yaml
+#   docker   building and running the image without a registry (make
+#            docker-test): podman, buildah, runc, debootstrap, podman-compose,
+#            and the host PostgreSQL server the test's containers use
+# ("fuzz", "bench" and "browser" are older names, all within dev.)
 set -eu
-base="build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-      libjansson-dev libpq-dev libssl-dev libcmocka-dev postgresql python3
-      curl jq openssl valgrind clang libclang-rt-14-dev wrk chromium python3-yaml"
-pkgs="$base"
-for group in "$@"; do
-  case "$group" in
-    browser) pkgs="$pkgs chromium" ;;
-    *) ;;
+
+group() {
+  case "$1" in
+    build)   echo "build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
+                   libjansson-dev libpq-dev libssl-dev" ;;
+    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 ca-certificates" ;;
+    dev)     echo "libcmocka-dev postgresql python3 curl jq openssl valgrind clang
+                   libclang-rt-14-dev wrk chromium python3-yaml" ;;
+    docker)  echo "podman buildah runc debootstrap podman-compose postgresql curl jq
+                   openssl ca-certificates" ;;
+    fuzz|bench|browser) group dev ;;
+    *) echo "deps: unknown group $1 (build, runtime, dev, docker)" >&2; return 2 ;;
   esac
+}
+
+list=0
+if [ "${1:-}" = "--list" ]; then list=1; shift; fi
+[ $# -gt 0 ] || set -- build dev
+pkgs=""
+for g in "$@"; do
+  words=$(group "$g") || exit 2
+  pkgs="$pkgs $words"
 done
+if [ "$list" = 1 ]; then
+  for p in $pkgs; do echo "$p"; done | awk '!seen[$0]++'
+  exit 0
+fi
+
 missing=""
 for p in $pkgs; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   case "$st" in
     *"install ok installed"*) ;;
-    *) missing="$missing $p" ;;
+    *) case " $missing " in *" $p "*) ;; *) missing="$missing $p" ;; esac ;;
   esac
 done
 [ -z "$missing" ] && exit 0
@@ -33,7 +66,7 @@ else
   SUDO=""
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# A fresh postgresql install must not start the system cluster for us: tokbench
-# runs its own private cluster.  policy-rc.d keeps apt from starting services.
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+# Another apt may hold the lock (a second make, unattended upgrades): wait.
+lock="-o DPkg::Lock::Timeout=600"
+$SUDO apt-get $lock update -qq
+$SUDO apt-get $lock install -y -qq --no-install-recommends $missing

@@ -30,6 +30,12 @@ INSTRUMENTED = "san" in BIN_DIR or VALGRIND
 TIMING_EXACT = bool(REL_BIN_DIR) or not INSTRUMENTED
 
 
+class Skip(Exception):
+    """Raised by a test that cannot run on this machine; runner.py prints it
+    as TAP "ok N - name # SKIP reason" and scripts/run-tests.sh counts it as
+    skipped, not passed."""
+
+
 def bin(name):
     """Path of one of our binaries (honours TB_BIN_DIR)."""
     return os.path.join(BIN_DIR, name)

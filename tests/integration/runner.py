@@ -38,6 +38,8 @@ def main():
             try:
                 fn(ctx)
                 print("ok %d - %s.%s (%.1fs)" % (i, name, tname, time.monotonic() - t0), flush=True)
+            except harness.Skip as e:
+                print("ok %d - %s.%s # SKIP %s" % (i, name, tname, e), flush=True)
             except Exception:  # noqa: BLE001 - reported as a failed test
                 failed += 1
                 keep = os.environ.get("TB_KEEP_TMP") == "1"

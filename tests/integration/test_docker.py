@@ -1,9 +1,18 @@
-"""docker/: what can be checked without a Docker engine.
+"""docker/: the image built and run for real, and what can be checked
+without building it.
 
-- The Dockerfile's build stage runs the Makefile's own commands (make deps,
-  make MODE=release), and copies exactly the binaries that build makes.
-- The runtime stage installs the package of every shared library the
-  binaries are linked against, and runs as a non-root user.
+- test_image_built_and_run: scripts/docker-test.sh (make docker-test) builds
+  docker/Dockerfile with podman from a local debootstrap base (no registry),
+  checks with ldd that the runtime image carries every library the binaries
+  link against, and runs the README's quick-start job to succeeded through
+  api, worker and sim containers; SKIP where the machine cannot run
+  containers (TB_DOCKER_TEST=0 skips it too).
+- scripts/deps.sh is the one list: its build group is what the build stage
+  installs (enough to compile: the owner of every .pc file the Makefile
+  asks for), its runtime group what the runtime stage installs (the owner of
+  every library the binaries link against); make deps installs build + dev.
+- The build stage runs the Makefile's release build and the runtime stage
+  copies exactly the binaries that build makes, and runs as a non-root user.
 - compose.yaml parses as YAML and wires postgres, api, a scalable worker and
   a sim; the variables and options it passes are ones the binaries know.
 - docker/entrypoint.sh migrates a real (throwaway) PostgreSQL and then execs
@@ -60,22 +69,66 @@ def makefile_targets():
         return set(re.findall(r"^([a-zA-Z][\w-]*):", f.read(), re.M))
 
 
-def test_build_stage_runs_the_makefile_commands(ctx):
+def deps_list(*groups):
+    """The packages of scripts/deps.sh's groups (its --list)."""
+    out = subprocess.check_output([os.path.join(harness.ROOT, "scripts", "deps.sh"), "--list"]
+                                  + list(groups), text=True)
+    return out.split()
+
+
+def package_of(path):
+    """The Debian package that owns a file (merged /usr: either spelling)."""
+    for p in (path, os.path.realpath(path)):
+        r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
+        if r.returncode == 0:
+            return r.stdout.split(":")[0]
+    raise AssertionError("no package owns " + path)
+
+
+def deps_runs(stage, group):
+    """The stage's RUN lines that install scripts/deps.sh's GROUP."""
+    return [a for i, a in stage if i == "RUN" and re.search(r"deps\.sh %s(\s|$)" % group, a)]
+
+
+def test_deps_groups_are_one_list(ctx):
+    """make deps installs build + dev; the build group holds what compiling
+    needs (make, the compiler, pkg-config and the package of every .pc file
+    the Makefile asks pkg-config for), and no test tool."""
+    default = deps_list()
+    assert set(deps_list("build", "dev")) == set(default), default
+    build = set(deps_list("build"))
+    assert {"build-essential", "pkg-config"} <= build, build
+    assert not build & {"postgresql", "valgrind", "chromium", "clang", "wrk", "libcmocka-dev"}, build
+    with open(os.path.join(harness.ROOT, "Makefile")) as f:
+        mk = f.read()
+    pkgs = re.search(r"^PKGS\s*:=\s*(.*)$", mk, re.M).group(1).split()
+    for pc in pkgs:
+        path = subprocess.check_output(["pkg-config", "--variable=pcfiledir", pc], text=True).strip()
+        owner = package_of(os.path.join(path, pc + ".pc"))
+        assert owner in build, "%s.pc comes from %s, not in deps.sh build" % (pc, owner)
+    assert "@scripts/deps.sh\n" in mk, "make deps runs scripts/deps.sh with no group"
+    assert {"podman", "runc", "debootstrap", "buildah", "podman-compose"} <= set(deps_list("docker"))
+    r = subprocess.run([os.path.join(harness.ROOT, "scripts", "deps.sh"), "--list", "nosuch"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown group" in r.stderr, r
+
+
+def test_build_stage_installs_the_build_group_and_runs_make(ctx):
     stages = dockerfile_stages()
     assert len(stages) >= 2, "multi-stage build"
     build_name, build = stages[0]
     assert build[0][1] in ("debian:12", "debian:bookworm"), build[0]
     runs = [a for i, a in build if i == "RUN"]
+    assert deps_runs(build, "build"), "the build stage installs deps.sh's build group: %s" % runs
+    assert not deps_runs(build, "dev") and not any("make deps" in r for r in runs), runs
+    makes = [shlex.split(r.replace('"$JOBS"', "2")) for r in runs if r.startswith("make ")]
+    assert makes, "the build stage runs make"
     targets = makefile_targets()
-    for cmd in runs:
-        argv = shlex.split(cmd)
-        assert argv[0] == "make", "build step is not a make command: %s" % cmd
+    for argv in makes:
         for a in argv[1:]:
-            assert a in targets or re.match(r"^(MODE|SANITIZE)=\w+$", a), \
+            assert a in targets or re.match(r"^(MODE|SANITIZE)=\w+$|^-j\d*$", a), \
                 "make %s: not a Makefile target or knob" % a
-    assert "make deps" in runs
-    assert "make MODE=release" in runs
-    assert runs.index("make deps") < runs.index("make MODE=release")
+    assert any("MODE=release" in argv for argv in makes), makes
     # What the release build makes is what the runtime stage copies.
     plan = subprocess.run(["make", "-n", "-B", "MODE=release", "all"], cwd=harness.ROOT,
                           capture_output=True, text=True, check=True).stdout
@@ -88,16 +141,25 @@ def test_build_stage_runs_the_makefile_commands(ctx):
         if instr == "COPY" and arg.startswith("--from=%s " % build_name):
             copied |= set(re.findall(r"/src/build-rel/bin/(\S+)", arg))
     assert copied == built, (copied, built)
+    # Every source directory the release build reads is copied into the stage.
+    copied_dirs = set()
+    for instr, arg in build:
+        if instr == "COPY":
+            copied_dirs |= {w.rstrip("/") for w in shlex.split(arg)[:-1]}
+    read = set(re.findall(r"^\S*?(?:gcc|cc)\b.*?-c -o \S+ (\w+)/", plan, re.M))
+    read |= {"scripts", "sql", "Makefile", "VERSION"}
+    assert read <= copied_dirs, "the build stage does not copy %s" % (read - copied_dirs)
 
 
 def test_runtime_stage_has_the_libraries_and_a_user(ctx):
+    """Every library the binaries link against comes from a package of
+    deps.sh's runtime group, which the runtime stage installs.  (The image
+    itself is checked with ldd by make docker-test: test_image_built_and_run.)"""
     stages = dockerfile_stages()
     runtime = stages[-1][1]
     assert runtime[0][1] in ("debian:12-slim", "debian:bookworm-slim"), runtime[0]
-    text = " ".join(a for i, a in runtime if i == "RUN")
-    m = re.search(r"apt-get install ([^&]*)", text)
-    assert m, "runtime stage installs packages"
-    pkgs = {w for w in m.group(1).split() if not w.startswith("-")}
+    assert deps_runs(runtime, "runtime"), "the runtime stage installs deps.sh's runtime group"
+    pkgs = set(deps_list("runtime"))
     # every direct NEEDED library of every binary comes from one of them
     needed = {}  # soname -> path the loader finds
     for b in APPS.values():
@@ -115,12 +177,9 @@ def test_runtime_stage_has_the_libraries_and_a_user(ctx):
     assert needed, "no binaries to inspect"
     base = {"libc6", "libgcc-s1"}  # in debian:12-slim already
     for lib, path in sorted(needed.items()):
-        r = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
-        if r.returncode != 0:  # merged /usr: dpkg may know the other spelling
-            r = subprocess.run(["dpkg", "-S", os.path.realpath(path)], capture_output=True, text=True)
-        assert r.returncode == 0, "no package owns " + path
-        owner = r.stdout.split(":")[0]
-        assert owner in pkgs or owner in base, "%s (package %s) not installed in the runtime stage" % (lib, owner)
+        owner = package_of(path)
+        assert owner in pkgs or owner in base, \
+            "%s (package %s) is not in deps.sh's runtime group" % (lib, owner)
     users = [a for i, a in runtime if i == "USER"]
     assert users and not users[-1].split(":")[0] in ("root", "0"), users
     entry = [a for i, a in runtime if i == "ENTRYPOINT"]
@@ -154,8 +213,10 @@ def test_runtime_stage_serves_the_web_page(ctx):
     web_dir = env.get("TOKBENCH_WEB_DIR")
     assert web_dir and web_dir.startswith("/"), env
     copies = [shlex.split(a) for i, a in runtime if i == "COPY"]
+    # from the build context (web/ needs no build) or from the build stage
     dests = [c[-1].rstrip("/") for c in copies
-             if c[0] == "--from=%s" % build_name and "/src/web/" in c[1:-1]]
+             if (c[0] == "--from=%s" % build_name and "/src/web/" in c[1:-1])
+             or (not c[0].startswith("--") and "web/" in c[:-1])]
     assert dests == [web_dir.rstrip("/")], (copies, web_dir)
     assert os.path.exists(os.path.join(harness.ROOT, "web", "index.html"))
     h = help_text("tokbench-api")
@@ -307,3 +368,28 @@ def test_healthcheck_sees_the_sim(ctx):
     sim = ctx.sim()
     hc = os.path.join(DOCKER, "healthcheck.sh")
     assert subprocess.run([hc, str(sim.port), "/health"]).returncode == 0
+
+
+def test_image_built_and_run(ctx):
+    """make docker-test, where this machine can run containers."""
+    if os.environ.get("TB_DOCKER_TEST") == "0":
+        raise harness.Skip("docker-test: TB_DOCKER_TEST=0")
+    if harness.VALGRIND:
+        raise harness.Skip("docker-test: not under valgrind (the image holds its own build)")
+    script = os.path.join(harness.ROOT, "scripts", "docker-test.sh")
+    probe = subprocess.run([script, "--probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise harness.Skip("docker-test: this machine cannot run containers: %s"
+                           % probe.stdout.strip())
+    log = os.path.join(ctx.tmp, "docker-test.log")
+    with open(log, "w") as f:
+        r = subprocess.run([script], stdout=f, stderr=subprocess.STDOUT, timeout=1800)
+    with open(log) as f:
+        out = f.read()
+    for line in out.splitlines():
+        if line.startswith("docker-test:"):
+            print("# " + line, flush=True)
+    assert r.returncode == 0, out[-6000:]
+    assert "every library found (ldd)" in out, out[-3000:]
+    last = out.strip().splitlines()[-1]
+    assert re.match(r"docker-test: job \S+ succeeded", last), last
