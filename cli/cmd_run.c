@@ -86,7 +86,9 @@ usage(FILE *f)
     if (fields[i].cli == NULL)
       continue;
     enum tb_spec_type t = fields[i].type;
-    const char *meta = t == TB_SPEC_TOKENS || t == TB_SPEC_INTS ? "LIST"
+    const char *meta = t == TB_SPEC_TOKENS || t == TB_SPEC_INTS || t == TB_SPEC_NUMBERS
+                           ? "LIST"
+                       : t == TB_SPEC_OBJECT                    ? "K=V,.."
                        : t == TB_SPEC_NUMBER                    ? "S"
                        : t == TB_SPEC_INT                       ? "N"
                                                                 : "NAME";

@@ -16,11 +16,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_arrival.h"
 #include "tb_auth.h"
 
 #define M(x) offsetof(struct tb_spec, x)
 #define NO TB_SPEC_NO_MEMBER
 #define ERR_MAX 1024 /* tb_spec_parse's message */
+
+static const char *
+check_input(const char *t)
+{
+  return tb_length_parse(t, 1, TB_SPEC_MAX_CONTEXT, NULL);
+}
+
+static const char *
+check_output(const char *t)
+{
+  return tb_length_parse(t, 1, TB_SPEC_MAX_OUTPUT, NULL);
+}
+
+/* The "slo" object: a rate cell's request meets them all (0 or absent: not
+ * an objective). */
+static const struct tb_spec_field slo_fields[] = {
+  { .name = "ttft_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.ttft_ms),
+    .help = "time to first token, ms" },
+  { .name = "tpot_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.tpot_ms),
+    .help = "time per output token after the first, ms" },
+  { .name = "tbt_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.tbt_ms),
+    .help = "largest time between two tokens of the request, ms" },
+  { .name = "e2e_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.e2e_ms),
+    .help = "end-to-end latency, ms" },
+};
+
+/* The "sweep" object: the highest rate at which attainment_pct of the
+ * requests meet the SLOs, found by probes (rate cells). */
+static const struct tb_spec_field sweep_fields[] = {
+  { .name = "attainment_pct", .type = TB_SPEC_NUMBER, .min = 1, .max = 100,
+    .member = M(sweep.attainment_pct),
+    .help = "share of requests that must meet every SLO, %; setting it runs the sweep" },
+  { .name = "min_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "1",
+    .member = M(sweep.min_rps), .help = "lowest rate probed, requests/s" },
+  { .name = "max_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "100",
+    .member = M(sweep.max_rps), .help = "highest rate probed, requests/s" },
+  { .name = "step_rps", .type = TB_SPEC_NUMBER, .min = 0.001, .max = TB_SPEC_MAX_RATE, .def = "1",
+    .member = M(sweep.step_rps), .help = "resolution of the answer, requests/s" },
+  { .name = "max_probes", .type = TB_SPEC_INT, .min = 2, .max = 64, .def = "16",
+    .member = M(sweep.max_probes), .help = "most probes (rate cells) the sweep runs" },
+};
 
 /* The job spec: the body of POST /v1/jobs.  Keep api/openapi.yaml's JobSpec
  * in step (tests/integration/test_api_contract.py compares them). */
@@ -80,6 +122,34 @@ static const struct tb_spec_field job_fields[] = {
   { .name = "metrics_interval_s", .type = TB_SPEC_NUMBER, .min = 0.01, .max = 60, .def = "0.25",
     .member = M(metrics_interval_s), .cli = "metrics-interval",
     .help = "/metrics sampling period in a cell, s" },
+  /* rate cells (lib/tb_rate.h) */
+  { .name = "rates", .type = TB_SPEC_NUMBERS, .min = 0.01, .max = TB_SPEC_MAX_RATE,
+    .max_items = TB_SPEC_MAX_LIST, .member = M(rates), .cli = "rates",
+    .help = "rate cells: requests arriving per second, e.g. 1,3,10 (with no contexts or "
+            "concurrency given, only rate cells run)" },
+  { .name = "rate_duration_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 3600, .def = "60",
+    .member = M(rate_duration_s), .cli = "rate-duration",
+    .help = "a rate cell's arrivals last this long, s" },
+  { .name = "rate_requests", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_RATE_REQUESTS,
+    .member = M(rate_requests), .cli = "rate-requests",
+    .help = "a rate cell sends this many requests instead (over rate_duration_s)" },
+  { .name = "arrival", .type = TB_SPEC_STRING, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
+    .def = "\"poisson\"", .member = M(arrival), .cli = "arrival", .check = tb_arrival_check,
+    .help = "arrivals: poisson, constant or gamma:B (B the burstiness; 1 is poisson)" },
+  { .name = "seed", .type = TB_SPEC_INT, .min = 0, .max = 9007199254740991.0, .def = "1",
+    .member = M(seed), .cli = "seed", .help = "seed of arrivals and lengths" },
+  { .name = "input_tokens", .type = TB_SPEC_STRING, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
+    .def = "\"1024\"", .member = M(input_tokens), .cli = "input-tokens", .check = check_input,
+    .help = "rate cells' prompt tokens: N or uniform:A-B" },
+  { .name = "output_tokens", .type = TB_SPEC_STRING, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
+    .def = "\"128\"", .member = M(output_tokens), .cli = "output-tokens", .check = check_output,
+    .help = "rate cells' output tokens: N or uniform:A-B" },
+  { .name = "slo", .type = TB_SPEC_OBJECT, .sub = slo_fields, .nsub = TB_ARRAY_LEN(slo_fields),
+    .member = M(slo), .cli = "slo",
+    .help = "objectives of goodput, e.g. ttft_ms=500,tpot_ms=50 (also tbt_ms, e2e_ms)" },
+  { .name = "sweep", .type = TB_SPEC_OBJECT, .sub = sweep_fields,
+    .nsub = TB_ARRAY_LEN(sweep_fields), .member = M(sweep), .cli = "sweep",
+    .help = "find the highest rate meeting the SLOs, e.g. attainment_pct=90,max_rps=50" },
 };
 
 const struct tb_spec_field *
@@ -217,6 +287,9 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     } else if (f->type == TB_SPEC_IDENT && !ident_ok(s)) {
       add_err(errors, path, "may hold only letters, digits, '.', '_' and '-'");
       return;
+    } else if (f->check != NULL && f->check(s) != NULL) {
+      add_err(errors, path, "%s", f->check(s));
+      return;
     }
     json_object_set_new(out, f->name, json_stringn(s, n));
     return;
@@ -277,6 +350,39 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
       }
       if (ok)
         json_array_append_new(arr, json_integer(t));
+    }
+    if (bad)
+      json_decref(arr);
+    else
+      json_object_set_new(out, f->name, arr);
+    return;
+  }
+  case TB_SPEC_NUMBERS: {
+    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of 1 to %zu numbers", f->max_items);
+      return;
+    }
+    json_t *arr = json_array();
+    size_t i, j;
+    const json_t *e;
+    bool bad = false;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      double x = json_number_value(e);
+      if (!json_is_number(e) || !isfinite(x) || x < f->min || x > f->max) {
+        add_err(errors, sub, "must be a number from %g to %g", f->min, f->max);
+        bad = true;
+        continue;
+      }
+      for (j = 0; j < json_array_size(arr); j++)
+        if (json_number_value(json_array_get(arr, j)) == x)
+          break;
+      if (j < json_array_size(arr)) {
+        add_err(errors, sub, "duplicate value %g", x);
+        bad = true;
+        continue;
+      }
+      json_array_append_new(arr, json_real(x));
     }
     if (bad)
       json_decref(arr);
@@ -480,6 +586,13 @@ cmp_i64(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 /* Stores v (valid for f: normalized by the walker, or a default) at f's
  * member of s. */
 static void
@@ -518,18 +631,42 @@ store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool gi
     l->given = given;
     return;
   }
+  case TB_SPEC_NUMBERS: {
+    struct tb_spec_dlist *l = (struct tb_spec_dlist *)(void *)at;
+    l->n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      if (l->n < TB_SPEC_MAX_LIST)
+        l->v[l->n++] = json_number_value(e);
+    }
+    qsort(l->v, l->n, sizeof l->v[0], cmp_double);
+    l->given = given;
+    return;
+  }
+  case TB_SPEC_OBJECT: /* its rows' members are struct tb_spec's own */
+    for (size_t i = 0; i < f->nsub; i++) {
+      const json_t *m = json_object_get(v, f->sub[i].name);
+      if (m != NULL && f->sub[i].member != TB_SPEC_NO_MEMBER)
+        store(s, &f->sub[i], m, given);
+    }
+    return;
   default:
     return; /* no engine setting has another type */
   }
 }
 
-void
-tb_spec_init(struct tb_spec *s)
+/* The defaults of fields[0..n) (and of their objects' rows) into s. */
+static void
+init_defaults(struct tb_spec *s, const struct tb_spec_field *fields, size_t n)
 {
-  memset(s, 0, sizeof *s);
-  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
-    const struct tb_spec_field *f = &job_fields[i];
-    if (f->member == NO || f->def == NULL)
+  for (size_t i = 0; i < n; i++) {
+    const struct tb_spec_field *f = &fields[i];
+    if (f->member == NO)
+      continue;
+    if (f->type == TB_SPEC_OBJECT)
+      init_defaults(s, f->sub, f->nsub);
+    if (f->def == NULL)
       continue;
     json_t *v = json_loads(f->def, JSON_DECODE_ANY, NULL);
     if (v != NULL)
@@ -539,10 +676,20 @@ tb_spec_init(struct tb_spec *s)
 }
 
 void
+tb_spec_init(struct tb_spec *s)
+{
+  memset(s, 0, sizeof *s);
+  init_defaults(s, job_fields, TB_ARRAY_LEN(job_fields));
+}
+
+void
 tb_spec_free(struct tb_spec *s)
 {
   free(s->model);
-  s->model = NULL;
+  free(s->arrival);
+  free(s->input_tokens);
+  free(s->output_tokens);
+  s->model = s->arrival = s->input_tokens = s->output_tokens = NULL;
 }
 
 bool
@@ -636,6 +783,53 @@ tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
       v = json_real(d);
     break;
   }
+  case TB_SPEC_NUMBERS: {
+    /* each item as a TB_SPEC_NUMBER of the same field */
+    struct tb_spec_field item = *f;
+    item.type = TB_SPEC_NUMBER;
+    json_t *one = json_object();
+    v = json_array();
+    char *copy = tb_xstrdup(text);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      if (!tb_spec_arg(&item, t, one)) {
+        json_decref(v);
+        v = NULL;
+        break;
+      }
+      json_array_append(v, json_object_get(one, f->name));
+    }
+    free(copy);
+    json_decref(one);
+    if (v != NULL && json_array_size(v) == 0) {
+      json_decref(v);
+      v = NULL;
+    }
+    break;
+  }
+  case TB_SPEC_OBJECT: {
+    /* "k=v,k=v": each value as its row says */
+    v = json_object();
+    char *copy = tb_xstrdup(text);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(t, '=');
+      const struct tb_spec_field *sub = NULL;
+      if (eq != NULL) {
+        *eq = '\0';
+        for (size_t i = 0; i < f->nsub && sub == NULL; i++)
+          if (strcmp(f->sub[i].name, t) == 0)
+            sub = &f->sub[i];
+      }
+      if (sub == NULL || !tb_spec_arg(sub, eq + 1, v)) {
+        json_decref(v);
+        v = NULL;
+        break;
+      }
+    }
+    free(copy);
+    break;
+  }
   default:
     v = json_string(text);
     break;
@@ -653,21 +847,22 @@ static const char *const type_names[] = {
   [TB_SPEC_URL] = "url",           [TB_SPEC_INT] = "integer",   [TB_SPEC_NUMBER] = "number",
   [TB_SPEC_TOKENS] = "tokens",     [TB_SPEC_INTS] = "integers", [TB_SPEC_LABELS] = "labels",
   [TB_SPEC_URLS] = "urls",         [TB_SPEC_OBJECT] = "object", [TB_SPEC_SCOPES] = "scopes",
-  [TB_SPEC_DURATION] = "duration",
+  [TB_SPEC_DURATION] = "duration", [TB_SPEC_NUMBERS] = "numbers",
 };
 
-json_t *
-tb_spec_table_json(void)
+static json_t *
+table_json(const struct tb_spec_field *fields, size_t n)
 {
   json_t *a = json_array();
-  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
-    const struct tb_spec_field *f = &job_fields[i];
+  for (size_t i = 0; i < n; i++) {
+    const struct tb_spec_field *f = &fields[i];
     json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type",
                           type_names[f->type], "required", (f->flags & TB_SPEC_REQUIRED) != 0,
                           "override", (f->flags & TB_SPEC_OVERRIDE) != 0, "engine",
                           f->member != NO);
     bool ranged = f->type == TB_SPEC_INT || f->type == TB_SPEC_NUMBER ||
                   f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS ||
+                  f->type == TB_SPEC_NUMBERS ||
                   f->type == TB_SPEC_STRING || f->type == TB_SPEC_IDENT;
     if (ranged) {
       json_object_set_new(o, "min", json_real(f->min));
@@ -675,7 +870,7 @@ tb_spec_table_json(void)
     }
     if (f->max_items > 0) {
       json_object_set_new(o, "max_items", json_integer((json_int_t)f->max_items));
-      if (f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS)
+      if (f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS || f->type == TB_SPEC_NUMBERS)
         json_object_set_new(o, "min_items",
                             json_integer((f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1));
     }
@@ -683,7 +878,15 @@ tb_spec_table_json(void)
                                              : json_null());
     json_object_set_new(o, "cli", f->cli ? json_sprintf("--%s", f->cli) : json_null());
     json_object_set_new(o, "help", json_string(f->help ? f->help : ""));
+    if (f->type == TB_SPEC_OBJECT)
+      json_object_set_new(o, "fields", table_json(f->sub, f->nsub));
     json_array_append_new(a, o);
   }
   return a;
+}
+
+json_t *
+tb_spec_table_json(void)
+{
+  return table_json(job_fields, TB_ARRAY_LEN(job_fields));
 }

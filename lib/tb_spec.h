@@ -46,6 +46,8 @@
 #define TB_SPEC_MAX_LABEL_VALUE 256
 #define TB_SPEC_MAX_CALLBACKS 8
 #define TB_SPEC_MAX_URL 2048
+#define TB_SPEC_MAX_RATE 100000.0 /* requests per second */
+#define TB_SPEC_MAX_RATE_REQUESTS 1000000
 
 enum tb_spec_type {
   TB_SPEC_UUID,     /* string, a UUID (lower-cased) */
@@ -61,6 +63,7 @@ enum tb_spec_type {
   TB_SPEC_OBJECT,   /* object checked against sub[] (every member optional) */
   TB_SPEC_SCOPES,   /* array of scope names -> mask (tb_auth) */
   TB_SPEC_DURATION, /* "30d" or seconds (tb_auth) */
+  TB_SPEC_NUMBERS,  /* array of numbers in [min, max], no repeats */
 };
 
 enum {
@@ -87,6 +90,9 @@ struct tb_spec_field {
   size_t member;          /* offsetof in struct tb_spec; TB_SPEC_NO_MEMBER: not an
                            * engine setting (the service's own) */
   const char *help;       /* one line: --help and the table dump */
+  /* TB_SPEC_STRING only, may be NULL: NULL when the text is good, else why
+   * not (a static one-liner), e.g. tb_arrival_check */
+  const char *(*check)(const char *text);
 };
 
 /* A list setting.  given: the spec named it (an empty prefill list is
@@ -95,6 +101,27 @@ struct tb_spec_list {
   int64_t v[TB_SPEC_MAX_LIST];
   size_t n;
   bool given;
+};
+
+/* A list of numbers (rates), as struct tb_spec_list. */
+struct tb_spec_dlist {
+  double v[TB_SPEC_MAX_LIST];
+  size_t n;
+  bool given;
+};
+
+/* Service-level objectives of rate cells, each 0 when not set (the spec's
+ * "slo" object; docs/engine.md, "Goodput"). */
+struct tb_spec_slo {
+  double ttft_ms, tpot_ms, tbt_ms, e2e_ms;
+};
+
+/* A sweep (the spec's "sweep" object): on when attainment_pct > 0. */
+struct tb_spec_sweep {
+  double attainment_pct;     /* share of requests that must meet the SLOs */
+  double min_rps, max_rps;   /* the search's bounds */
+  double step_rps;           /* its resolution */
+  int64_t max_probes;        /* rate cells it may run */
 };
 
 /* The engine's settings, parsed.  Lists are sorted, without repeats. */
@@ -109,6 +136,15 @@ struct tb_spec {
   int64_t repeats;                       /* measurements per cell, 1..TB_SPEC_MAX_REPEATS */
   double settle_s, stall_timeout_s, first_token_timeout_s, ready_timeout_s,
       drain_timeout_s, metrics_interval_s;
+  /* rate cells (lib/tb_rate.h): no rates and no sweep, none run */
+  struct tb_spec_dlist rates;            /* requests per second */
+  double rate_duration_s;                /* arrivals for this long ... */
+  int64_t rate_requests;                 /* ... or this many (0: the window) */
+  char *arrival;                         /* tb_arrival_check's syntax */
+  int64_t seed;
+  char *input_tokens, *output_tokens;    /* tb_length_parse's syntax */
+  struct tb_spec_slo slo;
+  struct tb_spec_sweep sweep;
 };
 
 enum tb_spec_rc {

@@ -223,6 +223,25 @@ def schema_problems(field, prop, spec):
         want("type", "integer", items)
         want("minimum", lo, items)
         want("maximum", hi, items)
+    elif t == "numbers":
+        want("type", "array")
+        want("minItems", field["min_items"])
+        want("maxItems", field["max_items"])
+        want("uniqueItems", True)
+        items = resolve(spec, prop.get("items", {}))
+        want("type", "number", items)
+        want("minimum", lo, items)
+        want("maximum", hi, items)
+    elif t == "object":
+        want("type", "object")
+        want("additionalProperties", False)
+        subs = prop.get("properties", {})
+        names = [f["name"] for f in field["fields"]]
+        if sorted(names) != sorted(subs):
+            bad.append("%s: members %s, the table says %s" % (field["name"], sorted(subs), sorted(names)))
+        for f in field["fields"]:
+            if f["name"] in subs:
+                bad += schema_problems(f, subs[f["name"]], spec)
     elif t == "labels":
         want("type", "object")
         want("maxProperties", field["max_items"])
