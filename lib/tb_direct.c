@@ -164,14 +164,19 @@ tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d, unsigned n,
   set->body = body;
   set->body_len = body_len;
   set->ops = *ops;
-  set->head = tb_xasprintf("POST %s HTTP/1.1\r\nHost: %s\r\n"
-                           "User-Agent: tokbench/" TB_VERSION "\r\n%s%s"
-                           "Content-Type: application/json\r\n"
-                           "Accept: text/event-stream\r\n"
-                           "Content-Length: %zu\r\n\r\n",
-                           d->path, d->host, auth ? auth : "",
-                           auth ? "\r\n" : "", body_len);
+  set->head = tb_direct_head_new(d, auth, body_len);
   set->head_len = strlen(set->head);
+}
+
+char *
+tb_direct_head_new(const struct tb_direct *d, const char *auth, size_t body_len)
+{
+  return tb_xasprintf("POST %s HTTP/1.1\r\nHost: %s\r\n"
+                      "User-Agent: tokbench/" TB_VERSION "\r\n%s%s"
+                      "Content-Type: application/json\r\n"
+                      "Accept: text/event-stream\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      d->path, d->host, auth ? auth : "", auth ? "\r\n" : "", body_len);
 }
 
 /* ------------------------------------------------------------ connections */
@@ -219,16 +224,16 @@ static bool
 conn_send(struct tb_direct_set *set, unsigned slot)
 {
   struct tb_direct_conn *k = &set->c[slot];
-  size_t total = set->head_len + set->body_len;
+  size_t total = k->rq_head_len + k->rq_body_len;
   while (k->wr_off < total) {
     struct iovec iov[2];
     int n_iov = 0;
-    if (k->wr_off < set->head_len) {
-      iov[n_iov++] = (struct iovec){ set->head + k->wr_off, set->head_len - k->wr_off };
-      iov[n_iov++] = (struct iovec){ (char *)set->body, set->body_len };
+    if (k->wr_off < k->rq_head_len) {
+      iov[n_iov++] = (struct iovec){ (char *)k->rq_head + k->wr_off, k->rq_head_len - k->wr_off };
+      iov[n_iov++] = (struct iovec){ (char *)k->rq_body, k->rq_body_len };
     } else {
-      size_t off = k->wr_off - set->head_len;
-      iov[n_iov++] = (struct iovec){ (char *)set->body + off, set->body_len - off };
+      size_t off = k->wr_off - k->rq_head_len;
+      iov[n_iov++] = (struct iovec){ (char *)k->rq_body + off, k->rq_body_len - off };
     }
     struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
     ssize_t n = sendmsg(k->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -291,7 +296,18 @@ conn_open(struct tb_direct_set *set, unsigned slot)
 bool
 tb_direct_start(struct tb_direct_set *set, unsigned slot)
 {
+  return tb_direct_start_req(set, slot, set->head, set->head_len, set->body, set->body_len);
+}
+
+bool
+tb_direct_start_req(struct tb_direct_set *set, unsigned slot, const char *head,
+                    size_t head_len, const char *body, size_t body_len)
+{
   struct tb_direct_conn *k = &set->c[slot];
+  k->rq_head = head;
+  k->rq_head_len = head_len;
+  k->rq_body = body;
+  k->rq_body_len = body_len;
   k->busy = true;
   k->got_bytes = k->keep = false;
   k->wr_off = 0;
@@ -471,7 +487,7 @@ tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events,
     return;
   }
   if (k->busy && (events & EPOLLOUT) &&
-      k->wr_off < set->head_len + set->body_len && !conn_send(set, slot)) {
+      k->wr_off < k->rq_head_len + k->rq_body_len && !conn_send(set, slot)) {
     end(set, slot, k->err);
     return;
   }

@@ -73,6 +73,8 @@ struct tb_direct_conn {
   size_t wr_off;     /* request bytes written */
   int send_errno;    /* the server stopped taking the request (EPIPE...) */
   char err[160];     /* why the last start or send failed */
+  const char *rq_head, *rq_body; /* this request's (borrowed until release) */
+  size_t rq_head_len, rq_body_len;
   struct tb_h1 h1;
 };
 
@@ -115,6 +117,15 @@ void tb_direct_close_all(struct tb_direct_set *set);
  * on a new one.  false after an error, with the reason in set->c[slot].err
  * (no callback is made then). */
 bool tb_direct_start(struct tb_direct_set *set, unsigned slot);
+/* tb_direct_start with a request of its own: head (from tb_direct_head_new,
+ * for body_len) and body, both borrowed until tb_direct_release (rate
+ * cells: every request a prompt of its own). */
+bool tb_direct_start_req(struct tb_direct_set *set, unsigned slot, const char *head,
+                         size_t head_len, const char *body, size_t body_len);
+/* A new request head for d with the auth header line auth (may be NULL)
+ * and a body of body_len bytes.  It holds the key: free with
+ * tb_http_secret_free. */
+char *tb_direct_head_new(const struct tb_direct *d, const char *auth, size_t body_len);
 /* The engine is done with slot's request: a connection that ended cleanly
  * stays for the next request, any other is closed (mid-response, closing
  * aborts the request). */

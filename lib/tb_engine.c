@@ -72,6 +72,7 @@
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
+#include "tb_rate.h"
 #include "tb_redact.h"
 #include "tb_result.h"
 #include "tb_rxts.h"
@@ -193,6 +194,7 @@ struct run {
   int64_t conc[MAX_LIST];
   size_t n_conc;
   bool contexts_given, prefill_given;
+  bool matrix;          /* false: rate cells alone (tb_rate) */
   double duration_s, settle_s, stall_s, first_token_s, ready_s, drain_s,
       metrics_s;
   int64_t max_output;
@@ -971,7 +973,12 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
   r->prefill_given = s->prefill_contexts.given;
   copy_list(r->prefill, &r->n_prefill, &s->prefill_contexts);
   copy_list(r->conc, &r->n_conc, &s->concurrency);
-  if (r->n_conc == 0) {
+  /* rate cells alone unless the matrix is asked for too */
+  r->matrix = !tb_rate_wanted(s) || s->contexts.given || s->concurrency.given ||
+              s->prefill_contexts.given;
+  if (!r->matrix)
+    r->n_conc = 0;
+  if (r->n_conc == 0 && r->matrix) {
     *err = tb_xstrdup("spec: concurrency is empty");
     return -1;
   }
@@ -1338,6 +1345,67 @@ static_status(struct run *r, int64_t ctx, int64_t conc)
   return cell;
 }
 
+/* ------------------------------------------------------ rate cells */
+
+/* tb_rate_env's callbacks over the run (cls). */
+struct rate_ctx {
+  struct run *r;
+  json_t *cells;
+};
+
+static bool
+rate_emit(void *cls, json_t *cell)
+{
+  struct rate_ctx *x = cls;
+  return emit(x->r, x->cells, cell);
+}
+
+static void
+rate_keep(void *cls, const json_t *cell)
+{
+  struct rate_ctx *x = cls;
+  json_array_append(x->cells, (json_t *)cell);
+}
+
+static void
+rate_progress(void *cls, const json_t *key)
+{
+  struct rate_ctx *x = cls;
+  progress(x->r, key, 0, 0);
+}
+
+static bool
+rate_cancelled(void *cls)
+{
+  struct rate_ctx *x = cls;
+  const struct tb_engine_hooks *h = x->r->hooks;
+  return h != NULL && h->cancelled != NULL && h->cancelled(h->cls);
+}
+
+/* The spec's rate cells and sweep (tb_rate), after the matrix. */
+static void
+run_rate_cells(struct run *r, const struct tb_spec *spec, const json_t *done_cells,
+               json_t *cells, json_t **sweep)
+{
+  struct rate_ctx x = { r, cells };
+  const struct tb_rate_env env = {
+    .d = &r->d,
+    .api_key = r->api_key,
+    .run_id = r->run_id,
+    .cell_memory_max = r->cell_memory_max,
+    .kernel_stamps = r->kernel_stamps,
+    .error_bodies = r->hooks != NULL && r->hooks->error_bodies,
+    .done_cells = done_cells,
+    .cls = &x,
+    .emit = rate_emit,
+    .keep = rate_keep,
+    .progress = rate_progress,
+    .cancelled = rate_cancelled,
+  };
+  if (tb_rate_run(spec, &env, sweep) == TB_RATE_CANCELLED)
+    r->cancelled = true;
+}
+
 enum tb_engine_status
 tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
               const char *api_key, const json_t *done_cells,
@@ -1360,7 +1428,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   *err = NULL;
   *result = NULL;
   enum tb_engine_status status = TB_ENGINE_FAILED;
-  json_t *header = NULL;
+  json_t *header = NULL, *sweep = NULL;
   json_t *cells = json_array();
   struct tb_prompt_ctx *pc = NULL;
   int64_t started_us = tb_time_real_us();
@@ -1370,8 +1438,9 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     goto out;
   if (tb_discover_run(r->base_url, api_key, r->model_req, &r->d, err) != 0)
     goto out;
-  default_contexts(r);
-  if (r->n_contexts == 0 && r->n_prefill == 0) {
+  if (r->matrix)
+    default_contexts(r);
+  if (r->n_contexts == 0 && r->n_prefill == 0 && r->matrix) {
     *err = tb_xasprintf("no context fits max_model_len %" PRId64
                         " with max output %" PRId64,
                         r->d.max_model_len, r->max_output);
@@ -1384,6 +1453,9 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     r->kv_source = "override";
   }
   header = build_header(r, tgt->endpoint, started_us);
+  if (tb_rate_wanted(spec))
+    json_object_set_new(json_object_get(header, "settings"), "rate",
+                        tb_rate_settings_json(spec));
   if (hooks != NULL && hooks->on_header != NULL)
     hooks->on_header(hooks->cls, header);
 
@@ -1423,7 +1495,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   for (size_t i = 0; i < r->n_prefill; i++)
     all[n_all++] = r->prefill[i];
   sort_unique(all, &n_all);
-  r->total_cells = (unsigned)(r->n_prefill + r->n_contexts * r->n_conc);
+  r->total_cells = (unsigned)(r->n_prefill + r->n_contexts * r->n_conc) + tb_rate_planned(spec);
   unsigned runnable_left = 0, scouts_left = 0;
   for (size_t k = 0; k < n_all; k++) {
     bool any = false;
@@ -1579,6 +1651,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   }
   json_decref(rp.held);
   json_decref(rp.closed);
+  if (tb_rate_wanted(spec) && !r->cancelled)
+    run_rate_cells(r, spec, done_cells, cells, &sweep);
   status = r->cancelled ? TB_ENGINE_CANCELLED : TB_ENGINE_OK;
 
 out:
@@ -1587,6 +1661,8 @@ out:
                    : status == TB_ENGINE_CANCELLED ? "cancelled"
                                                    : tb_result_status_of_cells(cells);
   *result = tb_result_finish(header, r->run_id, started_us, st, *err, cells);
+  if (sweep != NULL)
+    json_object_set_new(*result, "sweep", sweep);
   run_free(r);
   return status;
 }

@@ -554,9 +554,12 @@ tb_result_finish(json_t *doc, const char *run_id, int64_t started_us,
 static const char *const num_members[] = { "total_tps", "per_request_tps", "prompt_tps",
                                            "avg_active", "measured_s", "total_tps_se",
                                            "prompt_tps_se", "prompt_tps_min",
-                                           "prompt_tps_max" };
+                                           "prompt_tps_max", "rate_rps", "achieved_rps",
+                                           "goodput_rps", "offered_rps", "attainment",
+                                           "error_share", "interarrival_cv" };
 static const char *const int_members[] = { "prompt_tokens", "completed", "output_tokens",
-                                           "requests_started", "repeats" };
+                                           "requests_started", "repeats", "requests",
+                                           "errors", "good" };
 /* 95% intervals: [lo, hi] or null when present. */
 static const char *const ci_members[] = { "total_tps_ci95", "ttft_p50_ci95", "tbt_p50_ci95",
                                           "prompt_tps_ci95" };
@@ -601,8 +604,9 @@ check_cell(const json_t *c, size_t i, char **err)
     return false;
   }
   const char *ph = tb_json_str(c, "phase");
-  if (ph == NULL || (strcmp(ph, "prefill") != 0 && strcmp(ph, "decode") != 0)) {
-    *err = tb_xasprintf("cells[%zu].phase must be \"prefill\" or \"decode\"", i);
+  if (ph == NULL || (strcmp(ph, "prefill") != 0 && strcmp(ph, "decode") != 0 &&
+                     strcmp(ph, "rate") != 0)) {
+    *err = tb_xasprintf("cells[%zu].phase must be \"prefill\", \"decode\" or \"rate\"", i);
     return false;
   }
   const json_t *ctx = json_object_get(c, "context");
@@ -612,7 +616,7 @@ check_cell(const json_t *c, size_t i, char **err)
     return false;
   }
   const json_t *conc = json_object_get(c, "concurrency");
-  if (conc == NULL ? strcmp(ph, "decode") == 0
+  if (conc == NULL ? strcmp(ph, "prefill") != 0
                    : (!json_is_integer(conc) || json_integer_value(conc) < 1 ||
                       json_integer_value(conc) > TB_RESULT_AXIS_MAX)) {
     *err = tb_xasprintf("cells[%zu].concurrency must be an integer >= 1", i);
@@ -648,8 +652,9 @@ check_cell(const json_t *c, size_t i, char **err)
   }
   if (!check_samples(json_object_get(c, "samples"), i, err))
     return false;
-  static const char *const pct[] = { "ttft_ms", "tbt_ms" };
-  for (size_t k = 0; k < 2; k++) {
+  static const char *const pct[] = { "ttft_ms", "tbt_ms", "tpot_ms", "e2e_ms",
+                                      "schedule_lag_ms" };
+  for (size_t k = 0; k < TB_ARRAY_LEN(pct); k++) {
     const json_t *v = json_object_get(c, pct[k]);
     if (v == NULL || json_is_null(v) || json_is_number(v))
       continue;
@@ -657,8 +662,8 @@ check_cell(const json_t *c, size_t i, char **err)
       *err = tb_xasprintf("cells[%zu].%s must be a number or {p50, p90, p99}", i, pct[k]);
       return false;
     }
-    static const char *const p[] = { "p50", "p90", "p99" };
-    for (size_t j = 0; j < 3; j++) {
+    static const char *const p[] = { "p50", "p90", "p99", "max" };
+    for (size_t j = 0; j < TB_ARRAY_LEN(p); j++) {
       const json_t *x = json_object_get(v, p[j]);
       if (x != NULL && !json_is_null(x) && !json_is_number(x)) {
         *err = tb_xasprintf("cells[%zu].%s.%s must be a number", i, pct[k], p[j]);

@@ -12,7 +12,7 @@
  *   settings {contexts, concurrency, prefill_contexts, duration_s,
  *             max_output, settle_s, decode_test, prefill_mode},
  *   status (TB_RESULT_DOC_STATUSES), error, cells [].
- * A cell: phase "prefill"|"decode", context, context_label ("8K"),
+ * A cell: phase "prefill"|"decode"|"rate" (tb_rate.h), context, context_label ("8K"),
  *   concurrency (1 for prefill), status (TB_RESULT_CELL_STATUSES), reason
  *   (every status but valid), and the figures of METHOD.md, each valid one
  *   with its uncertainty (total_tps_se, total_tps_ci95, ttft_p50_ci95,

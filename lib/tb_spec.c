@@ -133,15 +133,15 @@ static const struct tb_spec_field job_fields[] = {
   { .name = "rate_requests", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_RATE_REQUESTS,
     .member = M(rate_requests), .cli = "rate-requests",
     .help = "a rate cell sends this many requests instead (over rate_duration_s)" },
-  { .name = "arrival", .type = TB_SPEC_STRING, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
+  { .name = "arrival", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
     .def = "\"poisson\"", .member = M(arrival), .cli = "arrival", .check = tb_arrival_check,
     .help = "arrivals: poisson, constant or gamma:B (B the burstiness; 1 is poisson)" },
   { .name = "seed", .type = TB_SPEC_INT, .min = 0, .max = 9007199254740991.0, .def = "1",
     .member = M(seed), .cli = "seed", .help = "seed of arrivals and lengths" },
-  { .name = "input_tokens", .type = TB_SPEC_STRING, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
+  { .name = "input_tokens", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
     .def = "\"1024\"", .member = M(input_tokens), .cli = "input-tokens", .check = check_input,
     .help = "rate cells' prompt tokens: N or uniform:A-B" },
-  { .name = "output_tokens", .type = TB_SPEC_STRING, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
+  { .name = "output_tokens", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = TB_ARRIVAL_TEXT_MAX - 1,
     .def = "\"128\"", .member = M(output_tokens), .cli = "output-tokens", .check = check_output,
     .help = "rate cells' output tokens: N or uniform:A-B" },
   { .name = "slo", .type = TB_SPEC_OBJECT, .sub = slo_fields, .nsub = TB_ARRAY_LEN(slo_fields),
@@ -601,6 +601,10 @@ store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool gi
   char *at = (char *)s + f->member;
   switch (f->type) {
   case TB_SPEC_STRING: {
+    if (f->flags & TB_SPEC_INLINE) {
+      snprintf(at, TB_SPEC_INLINE_MAX, "%s", json_string_value(v));
+      return;
+    }
     char **p = (char **)(void *)at;
     free(*p);
     *p = tb_xstrdup(json_string_value(v));
@@ -686,10 +690,7 @@ void
 tb_spec_free(struct tb_spec *s)
 {
   free(s->model);
-  free(s->arrival);
-  free(s->input_tokens);
-  free(s->output_tokens);
-  s->model = s->arrival = s->input_tokens = s->output_tokens = NULL;
+  s->model = NULL;
 }
 
 bool

@@ -71,7 +71,11 @@ enum {
   TB_SPEC_NULLABLE = 1u << 1, /* null allowed on patch (clears) */
   TB_SPEC_OVERRIDE = 1u << 2, /* a hook / a preset's job may set it over the preset */
   TB_SPEC_EMPTY_OK = 1u << 3, /* a list may be empty */
+  TB_SPEC_INLINE = 1u << 4,   /* a string stored in a char[TB_SPEC_INLINE_MAX]
+                               * member (nothing to free; max below it) */
 };
+
+#define TB_SPEC_INLINE_MAX 32
 
 #define TB_SPEC_NO_MEMBER ((size_t)-1)
 
@@ -140,9 +144,10 @@ struct tb_spec {
   struct tb_spec_dlist rates;            /* requests per second */
   double rate_duration_s;                /* arrivals for this long ... */
   int64_t rate_requests;                 /* ... or this many (0: the window) */
-  char *arrival;                         /* tb_arrival_check's syntax */
+  char arrival[TB_SPEC_INLINE_MAX];      /* tb_arrival_check's syntax */
   int64_t seed;
-  char *input_tokens, *output_tokens;    /* tb_length_parse's syntax */
+  char input_tokens[TB_SPEC_INLINE_MAX]; /* tb_length_parse's syntax */
+  char output_tokens[TB_SPEC_INLINE_MAX];
   struct tb_spec_slo slo;
   struct tb_spec_sweep sweep;
 };

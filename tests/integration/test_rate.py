@@ -1,0 +1,106 @@
+"""Rate cells and sweeps (issue 15, lib/tb_rate) against tokbench-sim's
+`tiny` profile, through `tokbench run`.
+
+- At a low rate (constant arrivals, no two requests in flight at once) each
+  request is cold: its TTFT is the simulator's cold prefill time and its time
+  between tokens the step time of a batch of one, both within 5%.
+- Goodput: the simulator's prefill lane serves cold prompts one after
+  another, P ms each, so constant arrivals faster than 1/P queue and request
+  k (0-based) waits k x (P - 1/rate) more.  With a TTFT objective of 1.5 P
+  the count meeting it is known from that model; the cell's goodput is
+  checked exactly against its own per-request samples and within one
+  request of the model.
+- The sweep finds the highest rate at which all N requests meet the
+  objective: 1 / (P (1 - 0.5 / (N - 1))), within one probe step.
+"""
+import math
+
+import harness
+import test_engine
+
+N = 20
+
+
+def rate_cells(cells):
+    return [c for c in cells if c["phase"] == "rate"]
+
+
+def prefill_ms(url, ctx, max_tokens):
+    return test_engine.expected(url, ctx, 1, max_tokens)["prefill_ttft_ms"]
+
+
+@test_engine.twice
+def test_low_rate_matches_sim(ctx):
+    sim = ctx.sim("tiny", "vllm", timing=True)
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", "2", "--rate-requests", "12", "--arrival", "constant",
+        "--input-tokens", "1k", "--output-tokens", "16", "--seed", "5"])
+    assert rc == 0, err
+    assert doc["status"] == "complete", doc
+    assert header["settings"]["rate"]["arrival"] == "constant"
+    rc_ = rate_cells(cells)
+    assert len(rc_) == 1 and not [c for c in cells if c["phase"] != "rate"], cells
+    c = rc_[0]
+    assert c["status"] == "valid", c
+    assert c["requests"] == 12 and c["completed"] == 12 and c["errors"] == 0, c
+    assert c["max_in_flight"] == 1, c
+    e = test_engine.expected(sim.url, round(c["prompt_tokens_mean"]), 1, 16)
+    for what, got, want in (("TTFT", c["ttft_ms"]["p50"], e["prefill_ttft_ms"]),
+                            ("TBT", c["tbt_ms"]["p50"], e["tbt_ms"]),
+                            ("TPOT", c["tpot_ms"]["p50"], e["tbt_ms"])):
+        assert abs(got - want) <= 0.05 * want, (what, got, want)
+    assert c["kernel_stamped"] > 0.9, c
+    assert len(c["samples"]["ttft_ms"]) == 12
+
+
+def test_goodput_and_sweep(ctx):
+    sim = ctx.sim("tiny", "vllm", timing=True)
+    out = 16
+    p = prefill_ms(sim.url, 1024, out)
+    slo = 1.5 * p
+    rate = 25.0
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", str(rate), "--rate-requests", str(N), "--arrival", "constant",
+        "--input-tokens", "1k", "--output-tokens", str(out),
+        "--slo", "ttft_ms=%.3f" % slo,
+        "--sweep", "attainment_pct=100,min_rps=8,max_rps=40,step_rps=1,max_probes=12"])
+    assert rc == 0, err
+    assert doc["status"] == "complete", doc
+    cells = rate_cells(cells)
+    fixed = [c for c in cells if c["role"] == "rate"]
+    assert len(fixed) == 1
+    c = fixed[0]
+    assert c["status"] == "valid" and c["completed"] == N, c
+    s = c["samples"]
+    # goodput from the engine's own per-request record, exactly
+    good = sum(1 for t in s["ttft_ms"] if t is not None and t <= slo)
+    assert good == c["good"] == sum(s["good"]), (good, c["good"])
+    assert math.isclose(c["goodput_rps"], good / c["measured_s"], rel_tol=1e-9), c
+    assert math.isclose(c["attainment"], good / N, rel_tol=1e-9), c
+    # and from the simulator's model: request k's TTFT is p + k (p - 1000/rate)
+    d = p - 1000.0 / rate
+    model = sum(1 for k in range(N) if p + k * d <= slo)
+    assert abs(good - model) <= 1, (good, model, s["ttft_ms"])
+    assert 0 < good < N, good
+    # the sweep
+    sw = doc["sweep"]
+    want = 1000.0 / (p * (1 - 0.5 / (N - 1)))
+    assert sw["outcome"] == "converged", sw
+    assert sw["found_rps"] is not None and abs(sw["found_rps"] - want) <= 1.0, (sw, want)
+    assert sw["fails_at_rps"] - sw["found_rps"] <= 1.0 + 1e-9, sw
+    probes = [c for c in cells if c["role"] == "sweep"]
+    assert len(probes) == len(sw["probes"]) <= 12, (probes, sw)
+    for pr, cell in zip(sw["probes"], probes):
+        assert cell["concurrency"] == pr["cell"] and cell["rate_rps"] == pr["rate_rps"]
+        assert pr["pass"] == (cell["good"] == N), (pr, cell["good"])
+
+
+def test_spec_errors(ctx):
+    """Bad rate settings are refused before anything runs, naming the field."""
+    sim = ctx.sim("tiny", "vllm")
+    for args, field in ((["--rates", "2", "--arrival", "gamma:0"], "arrival"),
+                        (["--rates", "2", "--input-tokens", "uniform:9-3"], "input_tokens"),
+                        (["--rates", "0"], "rates")):
+        rc, _, _, _, err = test_engine.run_cli(sim.url, args)
+        assert rc == 2, (args, rc, err)
+        assert field in err, (args, err)
