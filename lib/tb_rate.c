@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -183,6 +184,7 @@ struct rrun {
   char *setup_err;     /* every cell is an error with this */
   bool cancelled;
   unsigned index;      /* cells so far */
+  int slack;           /* the thread's timer slack before (ns; 0: unchanged) */
 };
 
 struct rcell {
@@ -608,6 +610,39 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "samples", smp);
 }
 
+/* A cell's schedule: a function of the seed, the cell's rate and nothing
+ * else (never of what the server answered). */
+struct sched {
+  struct tb_arrival arr;
+  struct tb_rng lens;
+  uint64_t k, total;
+  int64_t next_t, window;
+  bool by_count, done;
+};
+
+/* Launches every arrival due by now, in order; re-arms the timer. */
+static void
+launch_due(struct rcell *c, struct sched *sc)
+{
+  int64_t now = tb_time_mono_ns();
+  bool launched = false;
+  while (!sc->done && sc->next_t <= now) {
+    launch(c, sc->k, sc->next_t, &sc->lens);
+    launched = true;
+    sc->k++;
+    int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
+    sc->next_t += gap > 0 ? gap : 1;
+    if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
+        sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
+      sc->done = true;
+      c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+    }
+    now = tb_time_mono_ns();
+  }
+  if (launched && !sc->done)
+    arm(c->r->tfd, sc->next_t);
+}
+
 /* Runs one rate cell at rate into cell (its key set); false: cancelled. */
 static bool
 cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
@@ -635,37 +670,23 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
   c->s_tokens = json_array();
   c->s_good = json_array();
 
-  /* the schedule: a function of the seed, the cell's rate and nothing else */
-  struct tb_arrival arr;
-  struct tb_rng lens;
-  bool ok = tb_arrival_init(&arr, s->arrival, rate, (uint64_t)s->seed);
-  tb_rng_seed(&lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
-  uint64_t total = s->rate_requests > 0 ? (uint64_t)s->rate_requests : UINT64_MAX;
-  int64_t window = (int64_t)(s->rate_duration_s * NS_PER_S);
+  struct sched sc;
+  memset(&sc, 0, sizeof sc);
+  bool ok = tb_arrival_init(&sc.arr, s->arrival, rate, (uint64_t)s->seed);
+  tb_rng_seed(&sc.lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
+  sc.by_count = s->rate_requests > 0;
+  sc.total = sc.by_count ? (uint64_t)s->rate_requests : UINT64_MAX;
+  sc.window = (int64_t)(s->rate_duration_s * NS_PER_S);
+  sc.done = !ok;
   bool cancelled = false;
   c->t0 = tb_time_mono_ns() + LEAD_NS;
-  int64_t next_t = c->t0;
-  uint64_t k = 0;
-  bool arrivals_done = !ok;
+  sc.next_t = c->t0;
   int64_t next_scan = 0, next_cancel = 0;
-  arm(r->tfd, next_t);
+  arm(r->tfd, sc.next_t);
   struct epoll_event evs[256];
-  while (!arrivals_done || c->inflight > 0) {
+  while (!sc.done || c->inflight > 0) {
+    launch_due(c, &sc);
     int64_t now = tb_time_mono_ns();
-    while (!arrivals_done && next_t <= now) {
-      launch(c, k, next_t, &lens);
-      k++;
-      int64_t gap = (int64_t)llround(tb_arrival_gap_s(&arr) * NS_PER_S);
-      next_t += gap > 0 ? gap : 1;
-      if (k >= total || (s->rate_requests == 0 && next_t - c->t0 >= window) ||
-          k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
-        arrivals_done = true;
-        c->t_end_arrivals = s->rate_requests > 0 ? next_t : c->t0 + window;
-      } else {
-        arm(r->tfd, next_t);
-      }
-      now = tb_time_mono_ns();
-    }
     if (now >= next_scan) {
       scan(c, now);
       next_scan = now + SCAN_NS;
@@ -677,7 +698,7 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
         break;
       }
     }
-    if (arrivals_done && c->inflight == 0)
+    if (sc.done && c->inflight == 0)
       break;
     int wait_ms = 10; /* the scan's pace; arrivals come by the timerfd */
     int nev = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
@@ -690,6 +711,10 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
       }
       if (evs[i].data.u64 & TB_DIRECT_TAG)
         tb_direct_event(&c->ds, evs[i].data.u64, evs[i].events, rt_off);
+      /* an arrival falling due while reads are handled goes out now, not
+       * after the rest of the batch */
+      if (!sc.done && tb_time_mono_ns() >= sc.next_t)
+        launch_due(c, &sc);
     }
   }
   if (!ok)
@@ -804,6 +829,10 @@ setup(struct rrun *r)
     return;
   }
   raise_nofile(TB_RATE_MAX_INFLIGHT);
+  /* the timerfd's wake-ups: 1 us of slack instead of the default 50 us
+   * (the thread's own setting comes back in teardown) */
+  r->slack = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   r->auth = tb_http_auth_header(env->api_key);
   /* the prompts: one per length of the pool, tagged with the marker */
   char *tag = tb_xasprintf("%s-" MARKER, env->run_id);
@@ -839,6 +868,8 @@ teardown(struct rrun *r)
       tb_http_secret_free(r->pool[i].head);
   }
   tb_http_secret_free(r->auth);
+  if (r->slack > 0)
+    (void)prctl(PR_SET_TIMERSLACK, (unsigned long)r->slack, 0UL, 0UL, 0UL);
   if (r->direct)
     tb_direct_free(&r->dt);
   if (r->tfd >= 0)

@@ -20,6 +20,7 @@
 #include <strings.h>
 
 #include "tb_json.h"
+#include "tb_ratereport.h"
 #include "tb_redact.h"
 #include "tb_render.h"
 
@@ -116,6 +117,8 @@ view_build(struct view *v, const json_t *doc)
   v->grid = tb_xcalloc(v->dctx.n * v->conc.n + 1, sizeof *v->grid);
   for (size_t i = 0; i < n; i++) {
     const json_t *c = json_array_get(cells, i);
+    if (tb_ratereport_is_rate(c))
+      continue; /* tb_ratereport's */
     int64_t ctx, conc = 1;
     int ph = tb_render_cell_phase(c);
     int a = -1, b = 0;
@@ -936,6 +939,7 @@ render_html(struct tb_render_buf *b, const struct view *v)
     html_matrix(b, v);
   html_charts(b, v);
   html_all(b, v);
+  tb_ratereport_html(b, d);
   if (v->ndropped > 0)
     tb_render_printf(b, "<p class=\"muted\">%zu malformed or duplicate cells were left out.</p>\n",
                      v->ndropped);
@@ -1105,6 +1109,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
       tb_render_puts(b, " |\n");
     }
   tb_render_puts(b, "\n</details>\n");
+  tb_ratereport_md(b, d);
   free(title);
   free(eng);
   free(mx);
@@ -1119,7 +1124,7 @@ static const char csv_header[] =
     "tbt_p90_ms,tbt_p99_ms,avg_active,avg_active_source,completed,output_tokens,"
     "measured_s,token_source,total_tps_se,total_tps_ci95_lo,total_tps_ci95_hi,"
     "ttft_p50_ci95_lo_ms,ttft_p50_ci95_hi_ms,tbt_p50_ci95_lo_ms,tbt_p50_ci95_hi_ms,"
-    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats\r\n";
+    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats" TB_RATEREPORT_CSV_COLUMNS "\r\n";
 
 static void
 csv_int(struct tb_render_buf *b, const json_t *c, const char *k)
@@ -1135,8 +1140,8 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   char lab[32];
   tb_format_tokens(ctx, lab, sizeof lab);
   const char *st = tb_json_str(c, "status");
-  tb_render_printf(b, "%s,%" PRId64 ",%s,%" PRId64 ",", phase ? "decode" : "prefill", ctx, lab,
-                   conc);
+  tb_render_printf(b, "%s,%" PRId64 ",%s,%" PRId64 ",",
+                   phase == 2 ? "rate" : phase ? "decode" : "prefill", ctx, lab, conc);
   tb_render_csv_str(b, st ? st : "");
   tb_render_puts(b, ",");
   tb_render_csv_str(b, tb_json_str(c, "reason"));
@@ -1183,6 +1188,7 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   }
   tb_render_puts(b, ",");
   csv_int(b, c, "repeats");
+  tb_ratereport_csv_tail(b, c);
   tb_render_puts(b, "\r\n");
 }
 
@@ -1197,6 +1203,14 @@ render_csv(struct tb_render_buf *b, const struct view *v)
     for (size_t k = 0; k < v->conc.n; k++)
       if (grid_at(v, r, k))
         csv_row(b, grid_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k]);
+  const json_t *cells = json_object_get(v->doc, "cells");
+  for (size_t i = 0; i < v->ncells; i++) {
+    const json_t *c = json_array_get(cells, i);
+    int64_t ctx, conc;
+    if (tb_ratereport_is_rate(c) && tb_json_int(c, "context", &ctx) &&
+        tb_json_int(c, "concurrency", &conc))
+      csv_row(b, c, 2, ctx, conc); /* a rate cell: its number as concurrency */
+  }
 }
 
 /* ------------------------------------------------------------ formats */

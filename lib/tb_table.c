@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "tb_json.h"
+#include "tb_ratereport.h"
 #include "tb_redact.h"
 #include "tb_render.h"
 #include "tb_util.h"
@@ -193,6 +194,8 @@ tb_table_print(FILE *f, const json_t *doc)
              "Tokens from | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
              "---|---|\n");
   json_array_foreach(cells, i, c) {
+    if (tb_ratereport_is_rate(c))
+      continue; /* below */
     bool pf = strcmp(str(c, "phase"), "prefill") == 0;
     const char *st = str(c, "status");
     fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
@@ -230,6 +233,7 @@ tb_table_print(FILE *f, const json_t *doc)
             (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
             tb_json_num(c, "measured_s"), str(c, "token_source"));
   }
+  tb_ratereport_print(f, doc);
 }
 
 void
@@ -246,6 +250,8 @@ tb_table_cell_line(FILE *f, const json_t *cell)
     fprintf(f, " %.1f%s tok/s, TTFT %.0f ms", tb_json_num(cell, "total_tps"), e,
             p50(cell, "ttft_ms"));
   }
+  else if (strcmp(st, "valid") == 0 && tb_ratereport_is_rate(cell))
+    tb_ratereport_cell_line(f, cell);
   else if (strcmp(st, "valid") == 0)
     fprintf(f, " TTFT %.0f ms", tb_json_num(cell, "ttft_ms"));
   else if (strcmp(st, "error") == 0)
