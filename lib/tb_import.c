@@ -243,13 +243,8 @@ static int
 pcell_cmp(const void *a, const void *b)
 {
   const struct pcell *x = a, *y = b;
-  if (x->phase != y->phase)
-    return x->phase < y->phase ? -1 : 1;
-  if (x->ctx != y->ctx)
-    return x->ctx < y->ctx ? -1 : 1;
-  if (x->conc != y->conc)
-    return x->conc < y->conc ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
+  int c = tb_result_key_cmp(x->phase, x->ctx, x->conc, y->phase, y->ctx, y->conc);
+  return c != 0 ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static void

@@ -311,7 +311,7 @@ test_csv_matches_json(void **state)
   const char *p = csv;
   char hdr[40][128], f[40][128];
   size_t nh = csv_record(&p, hdr, 40);
-  assert_int_equal(nh, 32);
+  assert_int_equal(nh, 33);
   int c_phase = col(hdr, nh, "phase"), c_ctx = col(hdr, nh, "context"),
       c_conc = col(hdr, nh, "concurrency"), c_st = col(hdr, nh, "status"),
       c_tps = col(hdr, nh, "total_tps"), c_ptps = col(hdr, nh, "prompt_tps"),
