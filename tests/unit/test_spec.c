@@ -252,6 +252,60 @@ test_table(void **state)
   json_decref(t);
 }
 
+
+/* Rate cells' fields (issue 15): defaults from the table (objects' rows
+ * included), number lists sorted, checked strings, objects from the command
+ * line's "k=v,k=v". */
+static void
+test_rate_fields(void **state)
+{
+  (void)state;
+  char buf[512];
+  struct tb_spec s;
+  char *err = NULL;
+  json_t *o = json_object();
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_string_equal(s.arrival, "poisson");
+  assert_string_equal(s.input_tokens, "1024");
+  assert_string_equal(s.output_tokens, "128");
+  assert_true(s.rate_duration_s == 60 && s.rate_requests == 0 && s.seed == 1);
+  assert_true(s.sweep.attainment_pct == 0 && s.sweep.min_rps == 1 && s.sweep.max_rps == 100);
+  assert_true(s.sweep.step_rps == 1 && s.sweep.max_probes == 16);
+  assert_true(s.slo.ttft_ms == 0 && s.slo.tpot_ms == 0 && s.rates.n == 0);
+  tb_spec_free(&s);
+  json_decref(o);
+  /* the command line builds what a job body says */
+  const struct tb_spec_field *rates = tb_spec_field("rates"), *slo = tb_spec_field("slo");
+  o = json_object();
+  assert_true(tb_spec_arg(rates, "10,1,2.5", o));
+  assert_true(tb_spec_arg(slo, "ttft_ms=500,tpot_ms=50", o));
+  assert_true(tb_spec_arg(tb_spec_field("arrival"), "gamma:2", o));
+  assert_false(tb_spec_arg(slo, "ttft=5", o));      /* no such member */
+  assert_false(tb_spec_arg(slo, "ttft_ms=x", o));   /* not a number */
+  assert_false(tb_spec_arg(rates, "1,x", o));
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_int_equal(s.rates.n, 3);
+  assert_true(s.rates.v[0] == 1 && s.rates.v[1] == 2.5 && s.rates.v[2] == 10); /* sorted */
+  assert_true(s.slo.ttft_ms == 500 && s.slo.tpot_ms == 50 && s.slo.e2e_ms == 0);
+  assert_string_equal(s.arrival, "gamma:2");
+  tb_spec_free(&s);
+  json_decref(o);
+  /* the api refuses what the engine could not run */
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"arrival\":\"gamma:0\"}",
+                                 buf, sizeof buf), "arrival");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"rates\":[1,1]}",
+                                 buf, sizeof buf), "rates[1]");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"input_tokens\":\"uniform:9-3\"}",
+                                 buf, sizeof buf), "input_tokens");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"slo\":{\"ttft\":1}}",
+                                 buf, sizeof buf), "slo.ttft");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"sweep\":{\"max_probes\":1}}",
+                                 buf, sizeof buf), "sweep.max_probes");
+  json_decref(job_ok("{\"endpoint_id\":\"" EP "\",\"rates\":[0.5,3],\"arrival\":\"constant\","
+                     "\"input_tokens\":\"uniform:1k-2k\",\"slo\":{\"e2e_ms\":900},"
+                     "\"sweep\":{\"attainment_pct\":90}}"));
+}
+
 int
 main(void)
 {
@@ -263,6 +317,7 @@ main(void)
     cmocka_unit_test(test_command_line_values),
     cmocka_unit_test(test_override),
     cmocka_unit_test(test_table),
+    cmocka_unit_test(test_rate_fields),
   };
   return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
 }

@@ -1,0 +1,122 @@
+/* Unit tests: tb_ratereport through tb_report_render.  A document with rate
+ * cells and a sweep shows them in every format with the document's figures
+ * (CSV: one row per rate cell, the header's columns, values reading back as
+ * the JSON's); names from the peer are escaped; a document without them
+ * shows no rate section. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_report.h"
+#include "tb_ratereport.h"
+
+static const char doc_text[] =
+    "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
+    "\"cells\":[{\"phase\":\"rate\",\"context\":1024,\"context_label\":\"1K\","
+    "\"concurrency\":1,\"rate_rps\":4,\"arrival\":\"poisson\",\"role\":\"rate\","
+    "\"status\":\"valid\",\"requests\":40,\"completed\":40,\"good\":30,"
+    "\"achieved_rps\":3.9,\"goodput_rps\":2.925,\"offered_rps\":4.1,\"attainment\":0.75,"
+    "\"error_share\":0,\"first_error\":\"<b>x</b>\","
+    "\"ttft_ms\":{\"p50\":52.5,\"p90\":60,\"p99\":70},\"tpot_ms\":{\"p50\":8.25,\"p90\":9,"
+    "\"p99\":10},\"tbt_ms\":{\"p50\":8.3},\"e2e_ms\":{\"p50\":180,\"p90\":190,\"p99\":200},"
+    "\"schedule_lag_ms\":{\"p50\":0.125,\"p99\":0.75,\"max\":2},\"total_tps\":62.4},"
+    "{\"phase\":\"rate\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":2,"
+    "\"rate_rps\":8,\"role\":\"sweep\",\"status\":\"valid\",\"attainment\":1,"
+    "\"goodput_rps\":7.5}],"
+    "\"sweep\":{\"attainment_pct\":90,\"slo\":{\"ttft_ms\":60},\"step_rps\":1,"
+    "\"min_rps\":8,\"found_rps\":8,\"fails_at_rps\":null,\"outcome\":\"at_max_rps\","
+    "\"probes\":[{\"cell\":2,\"rate_rps\":8,\"attainment\":1,\"pass\":true}]}}";
+
+static char *
+render(const json_t *doc, enum tb_report_format f)
+{
+  char *err = NULL;
+  char *out = tb_report_render(doc, f, NULL, &err);
+  assert_non_null(out);
+  return out;
+}
+
+/* Splits one CSV record (no quoted commas in this fixture). */
+static size_t
+fields(const char *line, char f[][64], size_t max)
+{
+  size_t n = 0, o = 0;
+  for (const char *p = line; *p && *p != '\r' && n < max; p++) {
+    if (*p == ',') {
+      f[n++][o] = '\0';
+      o = 0;
+    } else if (o < 63) {
+      f[n][o++] = *p;
+    }
+  }
+  f[n++][o] = '\0';
+  return n;
+}
+
+static void
+test_formats(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads(doc_text, 0, NULL);
+  assert_non_null(doc);
+  assert_true(tb_ratereport_any(doc));
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "## Rate cells"));
+  assert_non_null(strstr(md, "| 1 | rate | 4.00 | poisson | Valid | 3.90 | 2.92 | 75.0% | 40 |"));
+  assert_non_null(strstr(md, "## Sweep"));
+  assert_non_null(strstr(md, "ttft\\_ms ≤ 60: 8 req/s"));
+  assert_null(strstr(md, "<b>x</b>")); /* escaped */
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "<section id=\"rate\">"));
+  assert_non_null(strstr(html, "<polyline"));
+  assert_non_null(strstr(html, "&lt;b&gt;x&lt;/b&gt;"));
+  assert_null(strstr(html, "<b>x</b>"));
+  char *csv = render(doc, TB_REPORT_CSV);
+  char hdr[80][64], row[80][64];
+  size_t nh = fields(csv, hdr, 80);
+  const char *l = strstr(csv, "\r\nrate,");
+  assert_non_null(l);
+  size_t nr = fields(l + 2, row, 80);
+  assert_int_equal(nr, nh);
+  for (size_t i = 0; i < nh; i++) {
+    if (strcmp(hdr[i], "goodput_rps") == 0)
+      assert_true(strtod(row[i], NULL) == 2.925);
+    if (strcmp(hdr[i], "schedule_lag_p99_ms") == 0)
+      assert_true(strtod(row[i], NULL) == 0.75);
+    if (strcmp(hdr[i], "concurrency") == 0)
+      assert_string_equal(row[i], "1");
+  }
+  free(md);
+  free(html);
+  free(csv);
+  json_decref(doc);
+}
+
+static void
+test_nothing_without_rate_cells(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads("{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":"
+                           "\"decode\",\"context\":1024,\"concurrency\":1,\"status\":\"valid\"}]}",
+                           0, NULL);
+  assert_false(tb_ratereport_any(doc));
+  char *md = render(doc, TB_REPORT_MD);
+  assert_null(strstr(md, "Rate cells"));
+  free(md);
+  json_decref(doc);
+}
+
+int
+main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_formats),
+    cmocka_unit_test(test_nothing_without_rate_cells),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
