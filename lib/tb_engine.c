@@ -114,12 +114,11 @@ struct stream {
   unsigned slot;
   int64_t now;          /* arrival stamp of the read being parsed */
   int64_t t_start, t_first, t_last_byte;
-  int64_t cum;          /* last cumulative completion_tokens */
+  struct tb_oai_count count; /* usage or chunks (tb_oai) */
   int64_t counted;
-  int64_t prompt_tokens;
   int64_t w_first_t, w_last_t, w_tokens, w_first_tokens;
   long http_status;
-  bool http_checked, saw_usage, saw_final_usage, chunk_mode, got_done;
+  bool http_checked, got_done;
   bool failed;
   char reason[200];
   char errbody[ERRBODY_MAX];
@@ -344,31 +343,16 @@ on_sse_event(void *cls, const char *data, size_t len)
     stream_fail(s, "error in stream: %s", ch.error);
     return false;
   }
-  int64_t delta = 0;
-  if (ch.has_usage) {
-    if (ch.completion_tokens < s->cum) {
-      stream_fail(s, "usage.completion_tokens went backwards (%" PRId64
-                     " after %" PRId64 ")",
-                  ch.completion_tokens, s->cum);
-      return false;
-    }
-    if (!s->chunk_mode)
-      delta = ch.completion_tokens - s->cum;
-    s->cum = ch.completion_tokens;
-    s->saw_usage = true;
-    if (ch.n_choices == 0)
-      s->saw_final_usage = true;
-    if (ch.prompt_tokens >= 0)
-      s->prompt_tokens = ch.prompt_tokens;
-  } else if (ch.text_choices > 0) {
-    if (!s->chunk_mode) {
-      s->chunk_mode = true;
-      s->cell->chunk_source = true;
-    }
-    delta = ch.text_choices;
-  } else if (s->chunk_mode) {
-    delta = 0;
+  int64_t before = s->count.cum;
+  int64_t delta = tb_oai_count_chunk(&s->count, &ch);
+  if (delta < 0) {
+    stream_fail(s, "usage.completion_tokens went backwards (%" PRId64
+                   " after %" PRId64 ")",
+                ch.completion_tokens, before);
+    return false;
   }
+  if (s->count.chunk_mode)
+    s->cell->chunk_source = true;
   if (delta > 0)
     count_tokens(s, delta);
   const struct tb_engine_hooks *h = s->cell->run->hooks;
@@ -545,7 +529,7 @@ stream_start(struct cell *c, unsigned slot)
   struct stream *s = tb_xcalloc(1, sizeof *s);
   s->cell = c;
   s->slot = slot;
-  s->prompt_tokens = -1;
+  s->count.prompt_tokens = -1;
   tb_sse_init(&s->sse, on_sse_event, on_sse_comment, s);
   tb_sse_set_budget(&s->sse, &c->mem);
   s->t_start = tb_time_mono_ns();
@@ -587,7 +571,7 @@ stream_end(struct stream *s, const char *transport_err)
     /* The first scout tells whether this server sends usage at all; from
      * then on a stream without its usage chunk is a fault. */
     r->usage_known = true;
-    r->usage_supported = s->saw_usage;
+    r->usage_supported = s->count.saw_usage;
   }
   if (!s->failed) {
     if (!s->http_checked && s->easy != NULL)
@@ -604,7 +588,7 @@ stream_end(struct stream *s, const char *transport_err)
       stream_fail(s, "stream ended inside an SSE event");
     else if (!s->got_done)
       stream_fail(s, "stream ended before [DONE] (cut)");
-    else if (r->usage_known && r->usage_supported && !s->saw_final_usage)
+    else if (r->usage_known && r->usage_supported && !s->count.saw_final_usage)
       stream_fail(s, "stream ended without its usage chunk");
   }
   unsigned slot = s->slot;
@@ -616,7 +600,7 @@ stream_end(struct stream *s, const char *transport_err)
     return;
   }
   if (c->scout) {
-    c->scout_prompt_tokens = s->prompt_tokens;
+    c->scout_prompt_tokens = s->count.prompt_tokens;
     if (s->t_first == 0)
       cell_fail(c, "warm-up request produced no token");
     else

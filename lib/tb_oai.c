@@ -723,3 +723,25 @@ tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
     return TB_OAI_OK;
   return tb_oai_parse_chunk_json(data, len, out);
 }
+
+int64_t
+tb_oai_count_chunk(struct tb_oai_count *st, const struct tb_oai_chunk *ch)
+{
+  int64_t delta = 0;
+  if (ch->has_usage) {
+    if (ch->completion_tokens < st->cum)
+      return -1;
+    if (!st->chunk_mode)
+      delta = ch->completion_tokens - st->cum;
+    st->cum = ch->completion_tokens;
+    st->saw_usage = true;
+    if (ch->n_choices == 0)
+      st->saw_final_usage = true;
+    if (ch->prompt_tokens >= 0)
+      st->prompt_tokens = ch->prompt_tokens;
+  } else if (ch->text_choices > 0) {
+    st->chunk_mode = true;
+    delta = ch->text_choices;
+  }
+  return delta;
+}

@@ -150,10 +150,11 @@ struct rq {
   unsigned slot;
   unsigned pool;
   int64_t t_sched, t_start, t_first, t_prev, t_last, t_byte, now;
-  int64_t cum, tokens, prompt_tokens, want;
+  struct tb_oai_count count;
+  int64_t tokens, want;
   int64_t max_gap;
   int http_status;
-  bool http_checked, saw_usage, saw_final_usage, got_done, chunk_mode, failed;
+  bool http_checked, got_done, failed;
   char reason[160];
   char errbody[ERRBODY_MAX];
   size_t errlen;
@@ -263,23 +264,10 @@ rq_event(void *cls, const char *data, size_t len)
     rq_fail(q, "error in stream: %s", ch.error);
     return false;
   }
-  int64_t delta = 0;
-  if (ch.has_usage) {
-    if (ch.completion_tokens < q->cum) {
-      rq_fail(q, "usage.completion_tokens went backwards");
-      return false;
-    }
-    if (!q->chunk_mode)
-      delta = ch.completion_tokens - q->cum;
-    q->cum = ch.completion_tokens;
-    q->saw_usage = true;
-    if (ch.n_choices == 0)
-      q->saw_final_usage = true;
-    if (ch.prompt_tokens >= 0)
-      q->prompt_tokens = ch.prompt_tokens;
-  } else if (ch.text_choices > 0) {
-    q->chunk_mode = true;
-    delta = ch.text_choices;
+  int64_t delta = tb_oai_count_chunk(&q->count, &ch);
+  if (delta < 0) {
+    rq_fail(q, "usage.completion_tokens went backwards");
+    return false;
   }
   if (delta > 0)
     rq_tokens(q, delta);
@@ -394,8 +382,8 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
     if (have_tpot)
       tb_stats_add(&c->tpot, tpot);
     c->out_tokens += q->tokens;
-    if (q->prompt_tokens >= 0) {
-      c->prompt_tokens_sum += q->prompt_tokens;
+    if (q->count.prompt_tokens >= 0) {
+      c->prompt_tokens_sum += q->count.prompt_tokens;
       c->prompt_n++;
     }
     good = meets_slo(&r->s->slo, ttft, tpot, have_tpot, q->max_gap, e2e);
@@ -468,7 +456,7 @@ launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
   q->c = c;
   q->pool = pi;
   q->want = want;
-  q->prompt_tokens = -1;
+  q->count.prompt_tokens = -1;
   q->body = tb_xmalloc(pe->len + 1);
   memcpy(q->body, pe->tmpl, pe->len + 1);
   patch_hex(q->body + pe->marker_at, ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(k & 0xffffff));

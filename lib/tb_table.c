@@ -120,6 +120,15 @@ tb_table_print(FILE *f, const json_t *doc)
 
   size_t i;
   const json_t *c;
+  bool matrix = false;
+  json_array_foreach(cells, i, c) {
+    if (!tb_ratereport_is_rate(c))
+      matrix = true;
+  }
+  if (!matrix && tb_ratereport_any(doc)) { /* rate cells alone */
+    tb_ratereport_print(f, doc);
+    return;
+  }
   fprintf(f, "\nPrefill\n| Context | Prompt tokens | Prompt tok/s | TTFT |\n"
              "|---|---|---|---|\n");
   json_array_foreach(cells, i, c) {
