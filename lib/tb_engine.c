@@ -958,8 +958,7 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
   copy_list(r->prefill, &r->n_prefill, &s->prefill_contexts);
   copy_list(r->conc, &r->n_conc, &s->concurrency);
   /* rate cells alone unless the matrix is asked for too */
-  r->matrix = !tb_rate_wanted(s) || s->contexts.given || s->concurrency.given ||
-              s->prefill_contexts.given;
+  r->matrix = !tb_rate_only(s);
   if (!r->matrix)
     r->n_conc = 0;
   if (r->n_conc == 0 && r->matrix) {

@@ -69,6 +69,31 @@ tb_rate_wanted(const struct tb_spec *s)
   return s->rates.n > 0 || s->sweep.attainment_pct > 0;
 }
 
+bool
+tb_rate_only(const struct tb_spec *s)
+{
+  return tb_rate_wanted(s) && !s->contexts.given && !s->concurrency.given &&
+         !s->prefill_contexts.given;
+}
+
+/* How long one cell's arrivals last at rate. */
+static double
+cell_seconds(const struct tb_spec *s, double rate)
+{
+  return s->rate_requests > 0 ? (double)s->rate_requests / rate : s->rate_duration_s;
+}
+
+double
+tb_rate_seconds(const struct tb_spec *s)
+{
+  double secs = 0;
+  for (size_t i = 0; i < s->rates.n; i++)
+    secs += cell_seconds(s, s->rates.v[i]);
+  if (s->sweep.attainment_pct > 0)
+    secs += (double)s->sweep.max_probes * cell_seconds(s, s->sweep.min_rps);
+  return secs;
+}
+
 unsigned
 tb_rate_planned(const struct tb_spec *s)
 {

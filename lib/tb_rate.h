@@ -67,6 +67,13 @@ enum tb_rate_status { TB_RATE_OK = 0, TB_RATE_CANCELLED = 1 };
 
 /* True when s asks for rate cells or a sweep. */
 bool tb_rate_wanted(const struct tb_spec *s);
+/* True when s runs rate cells alone: rates or a sweep, and none of
+ * contexts, concurrency, prefill_contexts given (then no matrix). */
+bool tb_rate_only(const struct tb_spec *s);
+/* The longest the arrivals of s's rate cells and sweep last, in seconds
+ * (a sweep counted at max_probes; rate_requests at the lowest rate): what
+ * the service's job-size limit counts. */
+double tb_rate_seconds(const struct tb_spec *s);
 /* The rate cells s plans: its rates, plus the sweep's max_probes. */
 unsigned tb_rate_planned(const struct tb_spec *s);
 /* The settings of rate cells for the result header's settings.rate (new). */

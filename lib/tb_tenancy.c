@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_rate.h"
 #include "tb_spec.h"
 
 /* TOKBENCH_SHARED_GROUPS into a normalised "a,b" (spaces dropped), or NULL
@@ -90,9 +91,10 @@ tb_tenancy_job_seconds(const json_t *spec)
   }
   double contexts = s.contexts.given ? (double)s.contexts.n : TB_TENANCY_DEFAULT_CONTEXTS;
   double prefill = s.prefill_contexts.given ? (double)s.prefill_contexts.n : contexts + 1;
-  double cells = contexts * (double)s.concurrency.n + prefill;
-  /* each repeat is a whole pass over the matrix (issue 14) */
-  double secs = cells * (double)s.repeats * (s.duration_s + s.settle_s);
+  double cells = tb_rate_only(&s) ? 0 : contexts * (double)s.concurrency.n + prefill;
+  /* each repeat is a whole pass over the matrix (issue 14); rate cells
+   * (tb_rate) run once, after it */
+  double secs = cells * (double)s.repeats * (s.duration_s + s.settle_s) + tb_rate_seconds(&s);
   tb_spec_free(&s);
   return secs;
 }
