@@ -46,6 +46,23 @@ test_job_seconds(void **state)
               "\"repeats\":3}");
   assert_float_equal(tb_tenancy_job_seconds(s), 60.0, 1e-9);
   json_decref(s);
+  /* rate cells alone: each rate's arrivals (rate_requests / rate when
+   * given), a sweep at max_probes probes of its lowest rate */
+  s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"rates\":[1,4],"
+              "\"rate_duration_s\":30}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 60.0, 1e-9);
+  json_decref(s);
+  s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"rates\":[4],"
+              "\"rate_requests\":100,\"sweep\":{\"attainment_pct\":90,\"min_rps\":2,"
+              "\"max_probes\":5}}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 25 + 5 * 50.0, 1e-9);
+  json_decref(s);
+  /* with the matrix asked for too, both count */
+  s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"contexts\":[1024],"
+              "\"concurrency\":[1],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0,"
+              "\"rates\":[2],\"rate_duration_s\":5}");
+  assert_float_equal(tb_tenancy_job_seconds(s), 15.0, 1e-9);
+  json_decref(s);
   json_t *bad = json_pack("{s:s}", "duration_s", "long");
   assert_true(tb_tenancy_job_seconds(bad) < 0);
   json_decref(bad);
