@@ -118,7 +118,7 @@ struct stream {
   int64_t counted;
   int64_t w_first_t, w_last_t, w_tokens, w_first_tokens;
   long http_status;
-  bool http_checked, got_done;
+  bool http_checked;
   bool failed;
   char reason[200];
   char errbody[ERRBODY_MAX];
@@ -329,28 +329,14 @@ static bool
 on_sse_event(void *cls, const char *data, size_t len)
 {
   struct stream *s = cls;
-  struct tb_oai_chunk ch;
-  enum tb_oai_status st = tb_oai_parse_chunk(data, len, &ch);
-  if (st == TB_OAI_DONE) {
-    s->got_done = true;
-    return true;
-  }
-  if (st != TB_OAI_OK) {
-    stream_fail(s, "malformed chunk: %.80s", data);
+  int64_t delta;
+  char why[200];
+  if (!tb_oai_count_event(&s->count, data, len, &delta, why, sizeof why)) {
+    stream_fail(s, "%s", why);
     return false;
   }
-  if (ch.is_error) {
-    stream_fail(s, "error in stream: %s", ch.error);
-    return false;
-  }
-  int64_t before = s->count.cum;
-  int64_t delta = tb_oai_count_chunk(&s->count, &ch);
-  if (delta < 0) {
-    stream_fail(s, "usage.completion_tokens went backwards (%" PRId64
-                   " after %" PRId64 ")",
-                ch.completion_tokens, before);
-    return false;
-  }
+  if (s->count.done)
+    return true; /* [DONE] */
   if (s->count.chunk_mode)
     s->cell->chunk_source = true;
   if (delta > 0)
@@ -586,7 +572,7 @@ stream_end(struct stream *s, const char *transport_err)
       stream_fail(s, "HTTP %ld", s->http_status);
     else if (!tb_sse_idle(&s->sse))
       stream_fail(s, "stream ended inside an SSE event");
-    else if (!s->got_done)
+    else if (!s->count.done)
       stream_fail(s, "stream ended before [DONE] (cut)");
     else if (r->usage_known && r->usage_supported && !s->count.saw_final_usage)
       stream_fail(s, "stream ended without its usage chunk");

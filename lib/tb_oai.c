@@ -21,6 +21,7 @@
  */
 #include "tb_oai.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -724,24 +725,42 @@ tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
   return tb_oai_parse_chunk_json(data, len, out);
 }
 
-int64_t
-tb_oai_count_chunk(struct tb_oai_count *st, const struct tb_oai_chunk *ch)
+bool
+tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_t *delta,
+                   char *why, size_t why_len)
 {
-  int64_t delta = 0;
-  if (ch->has_usage) {
-    if (ch->completion_tokens < st->cum)
-      return -1;
-    if (!st->chunk_mode)
-      delta = ch->completion_tokens - st->cum;
-    st->cum = ch->completion_tokens;
-    st->saw_usage = true;
-    if (ch->n_choices == 0)
-      st->saw_final_usage = true;
-    if (ch->prompt_tokens >= 0)
-      st->prompt_tokens = ch->prompt_tokens;
-  } else if (ch->text_choices > 0) {
-    st->chunk_mode = true;
-    delta = ch->text_choices;
+  struct tb_oai_chunk ch;
+  *delta = 0;
+  enum tb_oai_status rc = tb_oai_parse_chunk(data, len, &ch);
+  if (rc == TB_OAI_DONE) {
+    st->done = true;
+    return true;
   }
-  return delta;
+  if (rc != TB_OAI_OK) {
+    snprintf(why, why_len, "malformed chunk: %.80s", data);
+    return false;
+  }
+  if (ch.is_error) {
+    snprintf(why, why_len, "error in stream: %s", ch.error);
+    return false;
+  }
+  if (ch.has_usage) {
+    if (ch.completion_tokens < st->cum) {
+      snprintf(why, why_len, "usage.completion_tokens went backwards (%" PRId64 " after %" PRId64
+               ")", ch.completion_tokens, st->cum);
+      return false;
+    }
+    if (!st->chunk_mode)
+      *delta = ch.completion_tokens - st->cum;
+    st->cum = ch.completion_tokens;
+    st->saw_usage = true;
+    if (ch.n_choices == 0)
+      st->saw_final_usage = true;
+    if (ch.prompt_tokens >= 0)
+      st->prompt_tokens = ch.prompt_tokens;
+  } else if (ch.text_choices > 0) {
+    st->chunk_mode = true;
+    *delta = ch.text_choices;
+  }
+  return true;
 }

@@ -54,7 +54,7 @@ enum tb_oai_status {
 enum tb_oai_status tb_oai_parse_chunk(const char *data, size_t len,
                                       struct tb_oai_chunk *out) TB_MUST_CHECK;
 
-/* A stream's count of output tokens, chunk after chunk (zero-initialise
+/* A stream's count of output tokens, event after event (zero-initialise
  * with prompt_tokens = -1).  Output tokens are the deltas of the cumulative
  * usage.completion_tokens; a chunk with output text and no usage switches
  * the stream to counting chunks (one per choice with text): chunk_mode, a
@@ -63,11 +63,16 @@ struct tb_oai_count {
   int64_t cum;            /* last cumulative completion_tokens */
   int64_t prompt_tokens;  /* the last usage's, -1 before */
   bool saw_usage, saw_final_usage, chunk_mode;
+  bool done;              /* [DONE] came */
 };
 
-/* The output tokens chunk ch (parsed, not [DONE], not an error) adds to the
- * stream counted by st; -1 when its usage went backwards (a fault). */
-int64_t tb_oai_count_chunk(struct tb_oai_count *st, const struct tb_oai_chunk *ch);
+/* One SSE event's data (len bytes) of the stream counted by st: true with
+ * *delta, the output tokens it adds (0 for [DONE], a role-only or a usage
+ * chunk without new tokens); false on a fault (a malformed chunk, an error
+ * in the stream, usage going backwards) with why (NUL-terminated, at most
+ * why_len bytes). */
+bool tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_t *delta,
+                        char *why, size_t why_len) TB_MUST_CHECK;
 
 /* The reference reader alone (jansson, strict); same contract as above. */
 enum tb_oai_status tb_oai_parse_chunk_json(const char *data, size_t len,

@@ -179,7 +179,7 @@ struct rq {
   int64_t tokens, want;
   int64_t max_gap;
   int http_status;
-  bool http_checked, got_done, failed;
+  bool http_checked, failed;
   char reason[160];
   char errbody[ERRBODY_MAX];
   size_t errlen;
@@ -275,25 +275,14 @@ static bool
 rq_event(void *cls, const char *data, size_t len)
 {
   struct rq *q = cls;
-  struct tb_oai_chunk ch;
-  enum tb_oai_status st = tb_oai_parse_chunk(data, len, &ch);
-  if (st == TB_OAI_DONE) {
-    q->got_done = true;
-    return true;
-  }
-  if (st != TB_OAI_OK) {
-    rq_fail(q, "malformed chunk: %.80s", data);
+  int64_t delta;
+  char why[200];
+  if (!tb_oai_count_event(&q->count, data, len, &delta, why, sizeof why)) {
+    rq_fail(q, "%s", why);
     return false;
   }
-  if (ch.is_error) {
-    rq_fail(q, "error in stream: %s", ch.error);
-    return false;
-  }
-  int64_t delta = tb_oai_count_chunk(&q->count, &ch);
-  if (delta < 0) {
-    rq_fail(q, "usage.completion_tokens went backwards");
-    return false;
-  }
+  if (q->count.done)
+    return true; /* [DONE] */
   if (delta > 0)
     rq_tokens(q, delta);
   return true;
@@ -388,7 +377,7 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
       rq_fail(q, "HTTP %d", q->http_status);
     else if (!tb_sse_idle(&q->sse))
       rq_fail(q, "stream ended inside an SSE event");
-    else if (!q->got_done)
+    else if (!q->count.done)
       rq_fail(q, "stream ended before [DONE] (cut)");
     else if (q->t_first == 0)
       rq_fail(q, "no output token");
