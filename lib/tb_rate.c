@@ -455,7 +455,7 @@ launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
   c->scheduled++;
   if (c->n_free == 0) {
     c->dropped++;
-    note_error(c, "dropped: every connection slot busy (" "more than 2048 requests in flight)");
+    note_error(c, "dropped: every connection slot busy (2048 requests in flight)");
     sample(c->s_lag, json_null());
     sample(c->s_ttft, json_null());
     sample(c->s_tpot, json_null());
@@ -473,7 +473,8 @@ launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
   q->count.prompt_tokens = -1;
   q->body = tb_xmalloc(pe->len + 1);
   memcpy(q->body, pe->tmpl, pe->len + 1);
-  patch_hex(q->body + pe->marker_at, ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(k & 0xffffff));
+  patch_hex(q->body + pe->marker_at,
+            ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(k & 0xffffff));
   patch_maxtok(q->body + pe->maxtok_at, want);
   tb_sse_init(&q->sse, rq_event, NULL, q);
   tb_sse_set_budget(&q->sse, &c->mem);
