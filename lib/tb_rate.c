@@ -174,6 +174,7 @@ struct rq {
   struct rcell *c;
   unsigned slot;
   unsigned pool;
+  uint64_t k;           /* its number in the cell's schedule */
   int64_t t_sched, t_start, t_first, t_prev, t_last, t_byte, now;
   struct tb_oai_count count;
   int64_t tokens, want;
@@ -324,11 +325,13 @@ ms_or_null(int64_t ns, bool have)
   return have ? json_real((double)ns / 1e6) : json_null();
 }
 
+/* Request k's sample in a (its place made at launch; past
+ * TB_RESULT_SAMPLES_MAX requests there is none). */
 static void
-sample(json_t *a, json_t *v)
+put(json_t *a, uint64_t k, json_t *v)
 {
-  if (json_array_size(a) < TB_RESULT_SAMPLES_MAX)
-    json_array_append_new(a, v);
+  if (k < json_array_size(a))
+    json_array_set_new(a, (size_t)k, v);
   else
     json_decref(v);
 }
@@ -405,12 +408,12 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
     if (end > c->t_last_end)
       c->t_last_end = end;
   }
-  sample(c->s_ttft, ms_or_null(ttft, !q->failed));
-  sample(c->s_tpot, ms_or_null(tpot, !q->failed && have_tpot));
-  sample(c->s_e2e, ms_or_null(e2e, !q->failed));
-  sample(c->s_maxtbt, ms_or_null(q->max_gap, !q->failed && q->tokens > 1));
-  sample(c->s_tokens, json_integer(q->tokens));
-  sample(c->s_good, json_integer(good));
+  put(c->s_ttft, q->k, ms_or_null(ttft, !q->failed));
+  put(c->s_tpot, q->k, ms_or_null(tpot, !q->failed && have_tpot));
+  put(c->s_e2e, q->k, ms_or_null(e2e, !q->failed));
+  put(c->s_maxtbt, q->k, ms_or_null(q->max_gap, !q->failed && q->tokens > 1));
+  put(c->s_tokens, q->k, json_integer(q->tokens));
+  put(c->s_good, q->k, json_integer(good));
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
   c->free_slots[c->n_free++] = slot;
@@ -453,21 +456,22 @@ launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
   unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(lens) % r->n_pool) : 0;
   int64_t want = tb_length_draw(&r->out, lens);
   c->scheduled++;
+  if (k < TB_RESULT_SAMPLES_MAX) { /* request k's place in the samples */
+    json_t *const lat[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e, c->s_maxtbt };
+    for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
+      json_array_append_new(lat[i], json_null());
+    json_array_append_new(c->s_tokens, json_integer(0));
+    json_array_append_new(c->s_good, json_integer(0));
+  }
   if (c->n_free == 0) {
     c->dropped++;
     note_error(c, "dropped: every connection slot busy (2048 requests in flight)");
-    sample(c->s_lag, json_null());
-    sample(c->s_ttft, json_null());
-    sample(c->s_tpot, json_null());
-    sample(c->s_e2e, json_null());
-    sample(c->s_maxtbt, json_null());
-    sample(c->s_tokens, json_integer(0));
-    sample(c->s_good, json_integer(0));
     return;
   }
   const struct pool_entry *pe = &r->pool[pi];
   struct rq *q = tb_xcalloc(1, sizeof *q);
   q->c = c;
+  q->k = k;
   q->pool = pi;
   q->want = want;
   q->count.prompt_tokens = -1;
@@ -489,7 +493,7 @@ launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
   c->started++;
   int64_t lag = q->t_start - t_sched;
   tb_stats_add(&c->lag, lag);
-  sample(c->s_lag, json_real((double)lag / 1e6));
+  put(c->s_lag, k, json_real((double)lag / 1e6));
   if (c->prev_start != 0) {
     double g = (double)(q->t_start - c->prev_start);
     c->gap_sum += g;

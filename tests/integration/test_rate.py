@@ -115,3 +115,25 @@ def test_spec_errors(ctx):
         rc, _, _, _, err = test_engine.run_cli(sim.url, args)
         assert rc == 2, (args, rc, err)
         assert field in err, (args, err)
+
+
+def test_seeded_lengths(ctx):
+    """Lengths drawn from the seed: the same seed gives each request the same
+    output length run after run (a request produces exactly its max_tokens),
+    another seed other lengths; all within their range."""
+    sim = ctx.sim("tiny", "vllm")
+
+    def lengths(seed):
+        rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+            "--rates", "20", "--rate-requests", "16", "--arrival", "gamma:2", "--seed", str(seed),
+            "--input-tokens", "uniform:256-1k", "--output-tokens", "uniform:4-12"])
+        assert rc == 0, err
+        c = rate_cells(cells)[0]
+        assert c["status"] == "valid" and c["completed"] == 16, c
+        assert 256 <= c["prompt_tokens_mean"] <= 1024, c
+        return c["samples"]["output_tokens"]
+
+    a, b, other = lengths(7), lengths(7), lengths(8)
+    assert a == b, (a, b)
+    assert all(4 <= n <= 12 for n in a) and len(set(a)) > 1, a
+    assert a != other, (a, other)
