@@ -20,7 +20,7 @@
  * A cell's key: phase "rate", context = the mean prompt tokens asked,
  * concurrency = the cell's number in the run (1, 2, ...: the spec's rates
  * in order, then the sweep's probes), rate_rps.  Its figures: see
- * tb_rate_cell_json in tb_rate.c and docs/engine.md.
+ * cell_figures in tb_rate.c and docs/engine.md.
  *
  * The module owns its loop (an epoll set, a timerfd, a tb_direct of its
  * own); the engine calls tb_rate_run after the matrix, on its thread.
