@@ -190,7 +190,8 @@ chat_prompt_tokens(struct tb_prompt_ctx *c, const char *text, char **err)
       json_integer_value(pt) <= COUNT_MAX)
     n = json_integer_value(pt);
   else {
-    c->no_usage = true;
+    /* absent (not merely implausible): a server that gives no usage */
+    c->no_usage = !json_is_integer(pt);
     *err = tb_xasprintf("calibration request: no usage.prompt_tokens");
   }
 out:
