@@ -149,6 +149,7 @@ struct cell {
   struct stream **slots;
   bool *warmed;         /* slot's first stream produced a token */
   unsigned n_warmed;    /* slots warmed */
+  int64_t all_warmed;   /* when the last slot warmed; 0 before */
   int64_t next_scan;    /* next per-stream first-token / stall scan */
   enum phase phase;
   int64_t t_begin, w0, w1, ready_since, next_cancel_poll;
@@ -181,6 +182,7 @@ struct cell {
   size_t m_len;
   bool m_over;
   int64_t m_next;
+  int64_t m_t0;         /* when the sample in flight was asked for */
   bool m_cond;
   double m_running, m_waiting; /* last sample; -1 before the first */
   int64_t foreign_since;       /* all ours producing, yet running > C: since */
@@ -330,6 +332,8 @@ count_tokens(struct stream *s, int64_t delta)
     if (!c->warmed[s->slot]) {
       c->warmed[s->slot] = true;
       c->n_warmed++;
+      if (c->n_warmed == c->conc)
+        c->all_warmed = now;
     }
     if (c->scout) {
       c->scout_ttft_ns = now - s->t_start;
@@ -758,6 +762,7 @@ metrics_start(struct cell *c)
   }
   c->m_len = 0;
   c->m_over = false;
+  c->m_t0 = tb_time_mono_ns();
   curl_easy_setopt(e, CURLOPT_URL, r->metrics_url);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, metrics_write);
@@ -809,7 +814,11 @@ metrics_done(struct cell *c, CURLcode rc)
   }
   c->m_running = running;
   c->m_waiting = waiting;
-  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5;
+  /* Only a sample asked for once every stream of ours produced tells that
+   * the C running are ours: an earlier one may count one of ours still
+   * starting plus another client's. */
+  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5 &&
+              c->all_warmed != 0 && c->m_t0 >= c->all_warmed;
   if (c->phase == PH_WINDOW && now < c->w1) {
     c->run_sum += running;
     c->run_n++;
