@@ -93,6 +93,37 @@ def test_gateway_metrics_ready_by_the_client(ctx):
     assert "ready by the client" not in report(save(ctx, doc, "engine.json"), "md")
 
 
+def test_metrics_gone_mid_run_ready_by_the_client(ctx):
+    """Discovery sees the engine's gauges, then /metrics answers 503 (an
+    exporter restarting, a gateway in front): the cells do not wait for
+    them, readiness is the client's, with the failed sample as the reason."""
+    from test_engine_faults import RefusingFrontEnd
+    seen = {"metrics": 0}
+
+    def answer(line):
+        if line.startswith("GET /metrics "):
+            seen["metrics"] += 1
+            if seen["metrics"] > 1:  # the first is discovery's
+                return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                        b"Connection: close\r\n\r\n")
+        return None
+    sim = ctx.sim("tiny", "vllm")
+    fe = RefusingFrontEnd(sim.port, limit=1 << 30, answer=answer)
+    try:
+        rc, cells, doc, err = run(ctx, fe.url, BASE)
+    finally:
+        fe.close()
+    assert rc == 0, err
+    assert doc["capacity"]["metrics"] is True, doc["capacity"]
+    assert seen["metrics"] >= 2, seen
+    dec = decode_cells(cells)
+    assert len(dec) == 2, cells
+    for c in dec:
+        assert c["status"] == "valid", c
+        assert c["readiness"] == "client", c
+        assert "a /metrics sample failed (HTTP 503)" in c["readiness_reason"], c
+
+
 def test_terminal_table_shows_the_flags(ctx):
     sim = ctx.sim("tiny", "openai", args=["--metrics", "foreign", "--no-usage",
                                           "--no-tokenize"])
