@@ -35,7 +35,12 @@
  * (discovery, /metrics, aborts) is libcurl.
  *
  * A cell: C streams start at once; readiness = every stream has produced a
- * token and (where metrics exist) running = C, waiting = 0, held for settle_s;
+ * token and (where the engine's running/waiting gauges answer) running = C,
+ * waiting = 0, held for settle_s; without usable gauges readiness is the
+ * client's at once, and the cell says why (readiness_reason).  Gauges that
+ * hold R < C running and the rest of ours waiting for SCHED_CAP_S make the
+ * cell over capacity with that measured cap, and every cell above it at this
+ * context or a larger one is over capacity without running;
  * then the window [w0, w0 + duration); at its end every stream is cut (its
  * connection closed, which aborts the request on vLLM; SGLang also gets
  * /abort_request) and the loop waits for the server to drain.
@@ -50,7 +55,11 @@
  *
  * Faults: any stream error (transport, HTTP status, malformed SSE or JSON, a
  * stream cut before [DONE], a stall, a missing usage chunk where the server
- * gives usage) makes the cell an error with the first reason; the run goes on.
+ * gives usage, a stream ended before max_tokens) makes the cell an error
+ * with the first reason; the run goes on, unless the failure would be the
+ * same in every cell (HTTP 401/403/404 on the chat route, streams ended
+ * early before any cell was measured): then the run stops there, failed,
+ * with one line naming the cause and the setting that would help.
  */
 #include "tb_engine.h"
 
