@@ -230,3 +230,34 @@ def test_refused_requests_stop_the_run_in_one_line(ctx):
         assert len(cells) == 1 and cells[0]["status"] == "error", cells
         assert "HTTP %d" % status in cells[0]["reason"], cells
         assert doc["status"] == "failed", doc
+
+
+# ------------------------------------------------- the simulator's switches
+
+def test_sim_switches(ctx):
+    """tokbench-sim's --metrics, --no-usage, --no-tokenize and --early-stop
+    each do one thing, as documented in sim/README.md."""
+    sim = ctx.sim("tiny", "vllm", args=["--metrics", "foreign", "--no-usage", "--no-tokenize",
+                                        "--early-stop", "5"])
+    st, _, text = harness.http("GET", sim.url + "/metrics")
+    assert st == 200 and b"gateway_upstream_up" in text and b"vllm:" not in text, text
+    st, _, _ = harness.http("POST", sim.url + "/tokenize", b'{"prompt": "hi"}')
+    assert st == 404
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 50,
+            "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    st, _, raw = harness.http("POST", sim.url + "/v1/chat/completions",
+                              json.dumps(body).encode())
+    assert st == 200, raw
+    events = [l[6:] for l in raw.decode().splitlines() if l.startswith("data: ")]
+    assert events[-1] == "[DONE]", events
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all("usage" not in c for c in chunks), chunks
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop", chunks[-1]
+    assert sum(1 for c in chunks if c["choices"][0]["delta"].get("content")) == 5, chunks
+    del body["stream"], body["stream_options"]
+    st, _, ans = harness.http_json("POST", sim.url + "/v1/chat/completions", body)
+    assert st == 200 and "usage" not in ans, ans
+    sim = ctx.sim("tiny", "sglang", args=["--metrics", "none"])
+    st, _, _ = harness.http("GET", sim.url + "/metrics")
+    assert st == 404
