@@ -690,11 +690,11 @@ global_http(struct cell *c, long status)
   if (status == 401 || status == 403)
     snprintf(c->global, sizeof c->global,
              "the endpoint refused the API key (HTTP %ld on /v1/chat/completions): "
-             "give its key (tokbench run --api-key-file)", status);
+             "give its key (tokbench run --api-key-file; a service endpoint's api_key)", status);
   else if (status == 404)
     snprintf(c->global, sizeof c->global,
              "HTTP 404 on /v1/chat/completions: model '%.100s' not found or no chat "
-             "route (tokbench run --model names the model)", r->d.model ? r->d.model : "");
+             "route (name the model: tokbench run --model, a job's model)", r->d.model ? r->d.model : "");
 }
 
 /* A stream the server ended ([DONE]) before max_tokens: it ignores
@@ -721,7 +721,7 @@ check_early_end(struct stream *s)
       snprintf(c->global, sizeof c->global,
                "the server ends streams early (asked %" PRId64 " tokens, got %" PRId64
                "): it ignores max_tokens and ignore_eos, so no sustained decode can be "
-               "measured; try --max-output %" PRId64 " or less",
+               "measured; try --max-output %" PRId64 " or less (a job's max_output)",
                r->max_output, got, got);
     else
       snprintf(c->global, sizeof c->global,
