@@ -366,6 +366,37 @@ kv_in_use(const struct server *s)
   return t;
 }
 
+/* What tokbench samples of a cell's server view (lib/tb_sampler.c) beyond
+ * the gauges above, in the flavour's names: the preemption counter (the
+ * simulator admits only what its KV budget holds, so it never preempts:
+ * always 0) and the prefix cache (its hits and lookups are whole prompts,
+ * so vLLM's hits/queries counters count prompts here, not tokens, and
+ * SGLang's cache_hit_rate gauge is their ratio). */
+static void
+metrics_sampled_extra(const struct server *s, struct conn *tmp, const char *lab)
+{
+  uint64_t hits = s->st.cache_hits, queries = s->st.cache_hits + s->st.cache_misses;
+  if (flav(s, SIM_FLAVOUR_VLLM)) {
+    sim_conn_out_printf(tmp,
+                        "# HELP vllm:prefix_cache_queries_total Prefix cache queries.\n"
+                        "# TYPE vllm:prefix_cache_queries_total counter\n"
+                        "vllm:prefix_cache_queries_total{%s} %" PRIu64 ".0\n"
+                        "# HELP vllm:num_preemptions_total Cumulative number of preemption "
+                        "from the engine.\n"
+                        "# TYPE vllm:num_preemptions_total counter\n"
+                        "vllm:num_preemptions_total{%s} 0.0\n",
+                        lab, queries, lab);
+    return;
+  }
+  sim_conn_out_printf(tmp,
+                      "# HELP sglang:cache_hit_rate The prefix cache hit rate.\n"
+                      "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate{%s} %.6f\n"
+                      "# HELP sglang:num_retracted_requests_total Retracted requests.\n"
+                      "# TYPE sglang:num_retracted_requests_total counter\n"
+                      "sglang:num_retracted_requests_total{%s} 0.0\n",
+                      lab, queries > 0 ? (double)hits / (double)queries : 0.0, lab);
+}
+
 static void
 handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -401,6 +432,7 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
                         "vllm:prefix_cache_hits_total{%s} %" PRIu64 ".0\n",
                         lab, s->running, lab, s->q_n, lab, usage, lab, s->st.prompt_tokens, lab,
                         s->st.tokens_generated, lab, s->st.cache_hits);
+    metrics_sampled_extra(s, &tmp, lab);
   } else {
     snprintf(lab, sizeof(lab), "model_name=%s", s->model_json);
     sim_conn_out_printf(&tmp,
@@ -423,6 +455,7 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
                         "sglang:generation_tokens_total{%s} %" PRIu64 ".0\n",
                         lab, s->running, lab, s->q_n, lab, gen_throughput(s), lab, usage, lab,
                         kv_in_use(s), lab, s->st.prompt_tokens, lab, s->st.tokens_generated);
+    metrics_sampled_extra(s, &tmp, lab);
   }
   sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
                      r->keep_alive);
