@@ -446,3 +446,61 @@ tb_sampler_failed_text(const json_t *cell, char *buf, size_t len)
   }
   return buf;
 }
+
+/* ------------------------------------------------------------ repeats */
+
+json_t *
+tb_sampler_combine_checks(json_t *const *reps, size_t n)
+{
+  json_t *o = NULL, *failed = NULL;
+  double ach = 0, cpu = NAN, kern = NAN;
+  size_t n_ach = 0;
+  int before = 1, after = 1;
+  for (size_t r = 0; r < n; r++) {
+    const json_t *ch = json_object_get(reps[r], "checks");
+    if (!json_is_object(ch))
+      continue;
+    if (o == NULL) {
+      o = json_object();
+      failed = json_array();
+      json_object_set(o, "requested_concurrency", json_object_get(ch, "requested_concurrency"));
+      json_object_set(o, "achieved_source", json_object_get(ch, "achieved_source"));
+    }
+    json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(ch, "failed"), i, v) {
+      char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
+                               json_string_value(v) ? json_string_value(v) : "");
+      json_array_append_new(failed, json_string(why));
+      free(why);
+    }
+    double a = tb_json_num(ch, "achieved_concurrency");
+    if (isfinite(a)) {
+      ach += a;
+      n_ach++;
+    }
+    double c = tb_json_num(ch, "client_cpu_share"), k = tb_json_num(ch, "kernel_stamped");
+    if (isfinite(c) && !(c <= cpu))
+      cpu = c;
+    if (isfinite(k) && !(k >= kern))
+      kern = k;
+    const json_t *b = json_object_get(ch, "drained_before"), *f = json_object_get(ch, "drained_after");
+    before = !json_is_boolean(b) ? -1 : before < 0 ? -1 : before && json_is_true(b);
+    after = !json_is_boolean(f) ? -1 : after < 0 ? -1 : after && json_is_true(f);
+  }
+  if (o == NULL)
+    return NULL;
+  if (n_ach > 0)
+    json_object_set_new(o, "achieved_concurrency",
+                        json_real(round(ach / (double)n_ach * 1000.0) / 1000.0));
+  if (isfinite(cpu))
+    json_object_set_new(o, "client_cpu_share", json_real(cpu));
+  if (isfinite(kern))
+    json_object_set_new(o, "kernel_stamped", json_real(kern));
+  json_object_set_new(o, "drained_before", tri(before));
+  json_object_set_new(o, "drained_after", tri(after));
+  json_object_set_new(o, "ok", json_boolean(json_array_size(failed) == 0));
+  json_object_set_new(o, "failed", failed);
+  return o;
+}

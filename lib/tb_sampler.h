@@ -126,6 +126,13 @@ struct tb_sampler_checks_in {
  */
 json_t *tb_sampler_checks(const struct tb_sampler_checks_in *in) TB_MUST_CHECK;
 
+/* The checks of a cell combined from its repeats (tb_result_combine):
+ * ok when every repeat's were, each failed reason prefixed "repeat N: ",
+ * achieved concurrency the mean, CPU share the largest, kernel-stamped share
+ * the smallest, drained the conjunction (null when one is unknown).  NULL
+ * when no repeat has checks.  New reference. */
+json_t *tb_sampler_combine_checks(json_t *const *reps, size_t n) TB_MUST_CHECK;
+
 /* "reason; reason" of a cell's failed checks into buf, "" when none (or no
  * checks).  Returns buf. */
 const char *tb_sampler_failed_text(const json_t *cell, char *buf, size_t len);

@@ -343,6 +343,38 @@ test_checks_thresholds(void **state)
   json_decref(cell);
 }
 
+/* Repeats: the combined cell's checks fail when one repeat's did, with the
+ * pass named; figures combine as documented. */
+static void
+test_combine_checks(void **state)
+{
+  (void)state;
+  json_t *r1 = json_pack("{s:i, s:o}", "repeat", 1, "checks", checks(4, 4.0, 0.2, 1.0, 1, 1));
+  json_t *r2 = json_pack("{s:i, s:o}", "repeat", 2, "checks", checks(4, 6.0, 0.4, 0.8, 1, -1));
+  json_t *reps[] = { r1, r2 };
+  json_t *c = tb_sampler_combine_checks(reps, 2);
+  assert_non_null(c);
+  assert_false(json_is_true(json_object_get(c, "ok")));
+  /* repeat 2: concurrency and stamps */
+  assert_int_equal(n_failed(c), 2);
+  assert_non_null(strstr(json_string_value(json_array_get(json_object_get(c, "failed"), 0)),
+                         "repeat 2: achieved concurrency 6.00"));
+  assert_true(fabs(tb_json_num(c, "achieved_concurrency") - 5.0) < 1e-9);
+  assert_true(fabs(tb_json_num(c, "client_cpu_share") - 0.4) < 1e-9);
+  assert_true(fabs(tb_json_num(c, "kernel_stamped") - 0.8) < 1e-9);
+  assert_true(json_is_true(json_object_get(c, "drained_before")));
+  assert_true(json_is_null(json_object_get(c, "drained_after")));
+  json_decref(c);
+  c = tb_sampler_combine_checks(reps, 1);
+  assert_true(json_is_true(json_object_get(c, "ok")));
+  json_decref(c);
+  json_t *bare = json_object();
+  assert_null(tb_sampler_combine_checks(&bare, 1));
+  json_decref(bare);
+  json_decref(r1);
+  json_decref(r2);
+}
+
 int
 main(void)
 {
@@ -353,6 +385,7 @@ main(void)
     cmocka_unit_test(test_counter_reset_and_absent),
     cmocka_unit_test(test_grid_and_caps),
     cmocka_unit_test(test_checks_thresholds),
+    cmocka_unit_test(test_combine_checks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
