@@ -115,5 +115,6 @@ mon, moff = statistics.median(on), statistics.median(off)
 print("server series on/off, 128 streams, gap99 (ms) per run:")
 print("  on : " + " ".join("%.3f" % x for x in on) + "   (samples a cell: %s)" % " ".join("%d" % x for x in samples))
 print("  off: " + " ".join("%.3f" % x for x in off))
-print("  median on %.3f ms, off %.3f ms, ratio on/off %.2f" % (mon, moff, mon / moff if moff > 0 else float("nan")))
+print("  median on %.3f ms, off %.3f ms, ratio on/off %.2f; range on %.3f-%.3f, off %.3f-%.3f"
+      % (mon, moff, mon / moff if moff > 0 else float("nan"), min(on), max(on), min(off), max(off)))
 PY
