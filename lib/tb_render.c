@@ -540,6 +540,7 @@ static const char html_css[] =
     "td{white-space:nowrap}td.l:last-child{white-space:normal}"
     "th{background:#eef1f4}td.l,th.l{text-align:left}"
     "tr.flagged td{background:#fff4ce}svg.spark{display:block}"
+    "table.matrix td span.flag{color:#8a5a00;font-weight:600}"
     "table.matrix td{min-width:78px;text-align:center}"
     "table.matrix td b{display:block;font-size:15px}"
     "table.matrix td span{display:block;font-size:11px;opacity:.85}"

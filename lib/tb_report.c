@@ -23,6 +23,7 @@
 #include "tb_json.h"
 #include "tb_redact.h"
 #include "tb_render.h"
+#include "tb_sampler.h"
 
 /* ------------------------------------------------------------ JSON access */
 
@@ -262,6 +263,13 @@ static const char *
 cell_note_full(const json_t *c, char *buf, size_t len)
 {
   return tb_cellview_note(c, cell_note(c), buf, len);
+}
+
+/* True when the cell's self-checks failed; why: their reasons. */
+static bool
+cell_flagged(const json_t *c, char *why, size_t len)
+{
+  return tb_sampler_failed_text(c, why, len)[0] != '\0';
 }
 
 /* True when some decode cell has a server view or checks to show. */
@@ -813,9 +821,16 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
         tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
         char pm[64];
         pm_text(cell, pm, sizeof pm);
-        tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span></td>",
+        tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span>",
                          style, t, pm[0] ? "<small class=\"ci\">" : "", pm,
                          pm[0] ? "</small>" : "", ms);
+        char why[NOTE_MAX];
+        if (cell_flagged(cell, why, sizeof why)) {
+          tb_render_puts(b, "<span class=\"flag\" title=\"");
+          tb_render_html(b, why);
+          tb_render_puts(b, "\">\xe2\x9a\xa0 checks failed</span>");
+        }
+        tb_render_puts(b, "</td>");
       } else if (tb_render_cell_caplimited(cell)) {
         any_cl = true;
         tb_render_puts(b, " class=\"oc\" title=\"");
@@ -1099,7 +1114,9 @@ render_md(struct tb_render_buf *b, const struct view *v)
           tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
           char pm[64];
           pm_text(cell, pm, sizeof pm);
-          tb_render_printf(b, " **%s**%s<br>%s TTFT |", t, pm, ms);
+          char why[NOTE_MAX];
+          tb_render_printf(b, " **%s**%s<br>%s TTFT%s |", t, pm, ms,
+                           cell_flagged(cell, why, sizeof why) ? "<br>\xe2\x9a\xa0 checks failed" : "");
         } else if (cell == NULL) {
           tb_render_puts(b, " " TB_RENDER_DASH " |");
         } else {

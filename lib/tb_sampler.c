@@ -169,13 +169,17 @@ tb_sampler_add(struct tb_sampler *s, int64_t now, const struct tb_sampler_point 
     s->truncated = true;
     return;
   }
-  if (s->t == NULL) {
-    /* one allocation per array, at the cap's size: a cell's series never
-     * reallocates on the loop */
+  if (s->n == s->cap) {
+    /* 64 points (a minute) first, then doubling up to the cap: small
+     * allocations from the heap, a handful a cell */
+    size_t cap = s->cap == 0 ? 64 : s->cap * 2;
+    if (cap > TB_SAMPLER_MAX_POINTS)
+      cap = TB_SAMPLER_MAX_POINTS;
     double **arrs[] = { &s->t, &s->running, &s->waiting, &s->kv, &s->preempt,
                         &s->hits, &s->queries, &s->rate, &s->gen };
     for (size_t i = 0; i < TB_ARRAY_LEN(arrs); i++)
-      *arrs[i] = tb_xcalloc(TB_SAMPLER_MAX_POINTS, sizeof(double));
+      *arrs[i] = tb_xrealloc(*arrs[i], cap * sizeof(double));
+    s->cap = cap;
   }
   size_t i = s->n++;
   s->t[i] = (double)(now - s->t0) / 1e9;

@@ -75,7 +75,7 @@ bool tb_sampler_parse(enum tb_engine_kind kind, const char *text, size_t len,
 
 struct tb_sampler {
   int64_t t0, next;           /* window start, next sample due (ns) */
-  size_t n;
+  size_t n, cap;
   double *t, *running, *waiting, *kv, *preempt, *hits, *queries, *rate, *gen;
   unsigned skipped;           /* bodies unread: over the cap or unparseable */
   bool truncated;

@@ -344,11 +344,14 @@ test_server_view_and_checks(void **state)
   assert_non_null(strstr(md, why));
   assert_non_null(strstr(md, "| 37.5% | 2.0 | "));
   assert_non_null(strstr(md, "| yes / no |"));
+  /* and the matrix marks the cell */
+  assert_non_null(strstr(md, "TTFT<br>\xe2\x9a\xa0 checks failed |"));
   char *html = render(doc, TB_REPORT_HTML);
   assert_non_null(strstr(html, "id=\"server-view\""));
   assert_non_null(strstr(html, "<svg class=\"spark\""));
   assert_non_null(strstr(html, "<polyline"));
   assert_non_null(strstr(html, "class=\"flagged\""));
+  assert_non_null(strstr(html, "<span class=\"flag\" title=\"achieved concurrency 5.00"));
   assert_non_null(strstr(html, why));
   assert_null(strstr(html, "<script"));
   char *csv = render(doc, TB_REPORT_CSV);
