@@ -8,7 +8,8 @@
  *                               first: ?job_id= &status= &limit= (<= 200)
  *
  * The dispatcher that sends them (lib/tb_deliver.c) runs as a thread of this
- * process: tb_api_deliveries_start / _stop, called by main.c.
+ * process: tb_api_deliveries_start / _stop, called by main.c.  The
+ * statements of the routes: service/q_deliveries.c.
  */
 #include <openssl/crypto.h>
 #include <string.h>
@@ -18,46 +19,10 @@
 #include "api_ci.h"
 #include "api_deliveries.h"
 #include "api_spec.h"
+#include "q_deliveries.h"
 #include "tb_deliver.h"
 #include "tb_log.h"
 #include "tb_webhook.h"
-
-#define CALLBACK_JSON                                                                      \
-  "json_build_object('id', c.id, 'url', c.url, 'scope', c.scope, 'events', c.events, "     \
-  "'created_at', c.created_at)"
-
-static const struct tb_db_stmt cb_insert = {
-  "ci_cb_insert",
-  "INSERT INTO callbacks AS c (id, project_id, url, scope, events, secret_sealed) "
-  "VALUES ($1, $2, $3, $4, ARRAY(SELECT json_array_elements_text($5::json)), $6) "
-  "RETURNING " CALLBACK_JSON "::text",
-};
-
-static const struct tb_db_stmt cb_list = {
-  "ci_cb_list",
-  "SELECT coalesce(json_agg(" CALLBACK_JSON " ORDER BY c.created_at), '[]')::text "
-  "FROM callbacks c WHERE c.project_id = $1 AND c.deleted_at IS NULL",
-};
-
-static const struct tb_db_stmt cb_delete = {
-  "ci_cb_delete",
-  "UPDATE callbacks SET deleted_at = now() WHERE id = $1 AND project_id = $2 "
-  "AND deleted_at IS NULL",
-};
-
-static const struct tb_db_stmt dl_list = {
-  "ci_dl_list",
-  "SELECT coalesce(json_agg(json_build_object('id', d.id, 'job_id', d.job_id, "
-  "  'callback_id', d.callback_id, 'url', d.url, 'event', d.event, 'status', d.status, "
-  "  'attempts', d.attempts, 'next_attempt_at', CASE WHEN d.status IN ('pending', 'sending') "
-  "  THEN d.next_attempt_at END, 'response_code', d.response_code, "
-  "  'last_error', d.last_error, 'created_at', d.created_at, 'updated_at', d.updated_at, "
-  "  'delivered_at', d.delivered_at) ORDER BY d.created_at DESC, d.id DESC), '[]')::text "
-  "FROM (SELECT * FROM webhook_deliveries WHERE project_id = $1 "
-  "  AND ($2::uuid IS NULL OR job_id = $2::uuid) AND ($3::text IS NULL OR status = $3) "
-  "  ORDER BY created_at DESC, id DESC LIMIT $4::int) d",
-};
-
 
 enum MHD_Result
 tb_api_deliveries_callback_create(struct tb_api_req *r)
@@ -111,21 +76,21 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
                             &sealed, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  const char *p[] = { id, r->project_id, url, scope, events_text, sealed };
-  int rc = tb_db_exec(db, &cb_insert, 6, p, &res);
+  char *text = NULL;
+  int rc = tb_q_deliveries_callback_insert(db, id, r->project_id, url, scope, events_text,
+                                           sealed, &text);
   tb_api_db_put(r, db);
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
+  if (rc <= 0 || text == NULL) {
+    ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
   } else {
     json_error_t jerr;
-    json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+    json_t *doc = json_loads(text, 0, &jerr);
     json_object_set_new(doc, "secret", json_string(secret));
     char *loc = tb_xasprintf("/v1/callbacks/%s", id);
     ret = tb_api_reply_secret_created(r, doc, loc);
     free(loc);
   }
-  PQclear(res);
+  free(text);
 out:
   if (secret != NULL) {
     OPENSSL_cleanse(secret, strlen(secret));
@@ -140,15 +105,20 @@ out:
 enum MHD_Result
 tb_api_deliveries_callback_list(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id };
-  return tb_api_reply_query(r, &cb_list, 1, p, MHD_HTTP_OK, "callbacks", NULL);
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_deliveries_callback_list(db, r->project_id, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "callbacks", NULL);
 }
 
 enum MHD_Result
 tb_api_deliveries_callback_delete(struct tb_api_req *r)
 {
-  const char *p[] = { r->id, r->project_id };
-  return tb_api_reply_delete(r, &cb_delete, 2, p, "no such callback");
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_deliveries_callback_delete(db, r->id, r->project_id);
+  tb_api_db_put(r, db);
+  return tb_api_reply_deleted(r, rc, "no such callback");
 }
 
 enum MHD_Result
@@ -165,10 +135,11 @@ tb_api_deliveries_list(struct tb_api_req *r)
                               "status: pending, sending, succeeded or failed", NULL);
   if (limit_s != NULL && !tb_parse_i64(limit_s, 1, 200, &limit))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "limit: 1 to 200", NULL);
-  char lim[24];
-  snprintf(lim, sizeof lim, "%lld", (long long)limit);
-  const char *p[] = { r->project_id, job, status, lim };
-  return tb_api_reply_query(r, &dl_list, 4, p, MHD_HTTP_OK, "deliveries", NULL);
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_deliveries_list(db, r->project_id, job, status, (int)limit, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "deliveries", NULL);
 }
 
 /* ---- the dispatcher thread ------------------------------------------- */
