@@ -10,6 +10,7 @@
 #include "tb_db.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,6 +453,13 @@ tb_db_i64(const PGresult *r, int row, const char *col)
 {
   const char *s = tb_db_str(r, row, col);
   return s ? strtoll(s, NULL, 10) : 0;
+}
+
+void
+tb_db_copy(const PGresult *r, int row, const char *col, char *dst, size_t cap)
+{
+  const char *s = tb_db_str(r, row, col);
+  snprintf(dst, cap, "%s", s != NULL ? s : "");
 }
 
 char *

@@ -233,13 +233,8 @@ static int
 pcell_cmp(const void *a, const void *b)
 {
   const struct pcell *x = a, *y = b;
-  if (x->phase != y->phase)
-    return x->phase < y->phase ? -1 : 1;
-  if (x->ctx != y->ctx)
-    return x->ctx < y->ctx ? -1 : 1;
-  if (x->conc != y->conc)
-    return x->conc < y->conc ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
+  int k = tb_result_key_cmp(x->phase, x->ctx, x->conc, y->phase, y->ctx, y->conc);
+  return k != 0 ? k : x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static void

@@ -54,6 +54,11 @@ void tb_result_cell_set_status(json_t *cell, const char *status,
 const json_t *tb_result_find_cell(const json_t *done, const char *phase,
                                   int64_t ctx, int64_t conc);
 
+/* The order of cells by key: prefill (phase 0) before decode (1), then
+ * context, then concurrency.  Negative, 0 or positive, as for qsort. */
+int tb_result_key_cmp(int phase_a, int64_t ctx_a, int64_t conc_a, int phase_b, int64_t ctx_b,
+                      int64_t conc_b);
+
 /* Samples a cell keeps (its "samples" member), each list at most this
  * long: the first ones measured. */
 #define TB_RESULT_SAMPLES_MAX 4096u

@@ -19,17 +19,11 @@ parse_groups(const char *v, char **err)
   size_t n = v != NULL ? strlen(v) : 0;
   char *out = tb_xmalloc(n + 1);
   size_t o = 0, names = 0;
-  const char *p = v != NULL ? v : "";
-  while (*p != '\0') {
-    size_t l = strcspn(p, ",");
-    const char *s = p, *e = p + l;
-    while (s < e && *s == ' ')
-      s++;
-    while (e > s && e[-1] == ' ')
-      e--;
-    size_t len = (size_t)(e - s);
+  const char *p = v, *s;
+  size_t len;
+  while (tb_list_next(&p, &s, &len)) {
     bool ok = len <= TB_TENANCY_GROUP_MAX;
-    for (const char *c = s; ok && c < e; c++)
+    for (const char *c = s; ok && c < s + len; c++)
       ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
            *c == '.' || *c == '_' || *c == '-';
     if (!ok || (len > 0 && ++names > TB_TENANCY_SHARED_MAX)) {
@@ -45,9 +39,6 @@ parse_groups(const char *v, char **err)
       memcpy(out + o, s, len);
       o += len;
     }
-    p += l;
-    if (*p == ',')
-      p++;
   }
   out[o] = '\0';
   return out;

@@ -3,6 +3,7 @@
  */
 #include "tb_util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -74,6 +75,40 @@ tb_xasprintf(const char *fmt, ...)
   vsnprintf(p, (size_t)n + 1, fmt, ap);
   va_end(ap);
   return p;
+}
+
+bool
+tb_list_next(const char **p, const char **item, size_t *len)
+{
+  const char *s = *p;
+  if (s == NULL || *s == '\0')
+    return false;
+  size_t l = strcspn(s, ",");
+  const char *a = s, *b = s + l;
+  while (a < b && isspace((unsigned char)*a))
+    a++;
+  while (b > a && isspace((unsigned char)b[-1]))
+    b--;
+  *item = a;
+  *len = (size_t)(b - a);
+  *p = s[l] == ',' ? s + l + 1 : s + l;
+  return true;
+}
+
+void
+tb_xappend(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+  if (*len + n + 1 > *cap) {
+    size_t ncap = *cap ? *cap : 4096;
+    while (ncap < *len + n + 1)
+      ncap *= 2;
+    *buf = tb_xrealloc(*buf, ncap);
+    *cap = ncap;
+  }
+  if (n > 0)
+    memcpy(*buf + *len, data, n);
+  *len += n;
+  (*buf)[*len] = '\0';
 }
 
 int64_t

@@ -28,6 +28,18 @@ char *tb_xstrndup(const char *s, size_t n);
 /* New string formatted like printf; caller frees. */
 char *tb_xasprintf(const char *fmt, ...) TB_PRINTF(1, 2);
 
+/* Appends n bytes of data to the growable buffer *buf of *len bytes in
+ * *cap allocated (all 0/NULL at first), keeping it NUL-terminated; the
+ * allocation doubles from 4096.  A buffer a peer fills is checked against
+ * its cap by the caller first. */
+void tb_xappend(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
+
+/* The next item of a comma-separated list (a setting such as
+ * TOKBENCH_SHARED_GROUPS): from *p, with white space around it trimmed,
+ * into *item and *len (0 for an empty item, "a,,b"); *p moves past its
+ * comma.  False when *p is at the end (or NULL). */
+bool tb_list_next(const char **p, const char **item, size_t *len);
+
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 int64_t tb_time_mono_ns(void);
 /* Wall clock in microseconds since the epoch. */

@@ -199,6 +199,17 @@ bool tb_api_found(struct tb_api_req *r, int rc, const char *not_found,
 enum MHD_Result tb_api_reply_doc(struct tb_api_req *r, int rc, char *doc, unsigned status,
                                  const char *wrap, const char *not_found);
 enum MHD_Result tb_api_reply_deleted(struct tb_api_req *r, int rc, const char *not_found);
+/* The three routes of most families, query function included (on a pooled
+ * connection): a list of the project's rows (200 {"<wrap>": [...]}), one
+ * row by r->id (200, or 404 not_found), a delete by r->id (204, or 404). */
+typedef int (*tb_api_list_fn)(struct tb_db *db, const char *project_id, char **doc);
+typedef int (*tb_api_get_fn)(struct tb_db *db, const char *id, const char *project_id,
+                             char **doc);
+typedef int (*tb_api_delete_fn)(struct tb_db *db, const char *id, const char *project_id);
+enum MHD_Result tb_api_reply_list(struct tb_api_req *r, tb_api_list_fn q, const char *wrap);
+enum MHD_Result tb_api_reply_get(struct tb_api_req *r, tb_api_get_fn q, const char *not_found);
+enum MHD_Result tb_api_reply_delete(struct tb_api_req *r, tb_api_delete_fn q,
+                                    const char *not_found);
 /* 201 with doc (stolen), which holds a new secret under "secret" shown this
  * once: jansson's copy and the encoded text are wiped before they are freed.
  * loc: the Location header. */

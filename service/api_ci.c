@@ -3,7 +3,9 @@
  */
 #include "api_ci.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_jobs.h"
@@ -40,6 +42,36 @@ tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char *no_m
     return false;
   }
   return true;
+}
+
+void
+tb_api_ci_secret_free(char *secret, char *sealed)
+{
+  if (secret != NULL) {
+    OPENSSL_cleanse(secret, strlen(secret));
+    free(secret);
+  }
+  free(sealed);
+}
+
+enum MHD_Result
+tb_api_ci_reply_created(struct tb_api_req *r, const char *doc_text, const char *id,
+                        const char *secret, const char *base, bool with_url)
+{
+  json_error_t jerr;
+  json_t *doc = json_loads(doc_text != NULL ? doc_text : "", 0, &jerr);
+  if (doc == NULL)
+    return tb_api_reply_error(r, TB_EC_INTERNAL, "cannot read the new document", NULL);
+  char *loc = tb_xasprintf("%s%s", base, id);
+  if (with_url) {
+    char *url = tb_xasprintf("%s%s", tb_api_ci_public_url(r->api), loc);
+    json_object_set_new(doc, "url", json_string(url));
+    free(url);
+  }
+  json_object_set_new(doc, "secret", json_string(secret));
+  enum MHD_Result ret = tb_api_reply_secret_created(r, doc, loc);
+  free(loc);
+  return ret;
 }
 
 const char *

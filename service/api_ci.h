@@ -40,6 +40,18 @@ bool tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char 
                           char id[TB_API_ID_LEN + 1], char **secret, char **sealed,
                           enum MHD_Result *ret) TB_MUST_CHECK;
 
+/* Wipes and frees a secret made by tb_api_ci_new_secret, and frees its
+ * sealed copy (either may be NULL). */
+void tb_api_ci_secret_free(char *secret, char *sealed);
+
+/* 201 for a new hook or callback id: doc_text (its document as the insert
+ * returned it) with "secret" (shown this once: tb_api_reply_secret_created)
+ * and, when with_url, "url" (the public URL of the Location); Location:
+ * base followed by id. */
+enum MHD_Result tb_api_ci_reply_created(struct tb_api_req *r, const char *doc_text,
+                                        const char *id, const char *secret, const char *base,
+                                        bool with_url);
+
 /* The public base URL for links (TOKBENCH_PUBLIC_URL, else
  * http://<listen host>:<port>); borrowed from the config or a static. */
 const char *tb_api_ci_public_url(struct tb_api *api);

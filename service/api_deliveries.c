@@ -80,23 +80,13 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
   int rc = tb_q_deliveries_callback_insert(db, id, r->project_id, url, scope, events_text,
                                            sealed, &text);
   tb_api_db_put(r, db);
-  if (rc <= 0 || text == NULL) {
+  if (rc <= 0 || text == NULL)
     ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
-  } else {
-    json_error_t jerr;
-    json_t *doc = json_loads(text, 0, &jerr);
-    json_object_set_new(doc, "secret", json_string(secret));
-    char *loc = tb_xasprintf("/v1/callbacks/%s", id);
-    ret = tb_api_reply_secret_created(r, doc, loc);
-    free(loc);
-  }
+  else
+    ret = tb_api_ci_reply_created(r, text, id, secret, "/v1/callbacks/", false);
   free(text);
 out:
-  if (secret != NULL) {
-    OPENSSL_cleanse(secret, strlen(secret));
-    free(secret);
-  }
-  free(sealed);
+  tb_api_ci_secret_free(secret, sealed);
   free(events_text);
   json_decref(body);
   return ret;
@@ -105,20 +95,13 @@ out:
 enum MHD_Result
 tb_api_deliveries_callback_list(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_deliveries_callback_list(db, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "callbacks", NULL);
+  return tb_api_reply_list(r, tb_q_deliveries_callback_list, "callbacks");
 }
 
 enum MHD_Result
 tb_api_deliveries_callback_delete(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_deliveries_callback_delete(db, r->id, r->project_id);
-  tb_api_db_put(r, db);
-  return tb_api_reply_deleted(r, rc, "no such callback");
+  return tb_api_reply_delete(r, tb_q_deliveries_callback_delete, "no such callback");
 }
 
 enum MHD_Result

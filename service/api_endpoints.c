@@ -83,24 +83,41 @@ dump_or_null(const json_t *v)
   return v ? json_dumps(v, JSON_COMPACT) : NULL;
 }
 
+/* The endpoint body of r, checked (patch: the members given), the raw body
+ * wiped (it held the endpoint's key), its base_url (*base, borrowed from
+ * the result; NULL when absent) through the egress policy.  NULL with a
+ * reply queued into *ret. */
+static json_t *
+endpoint_body(struct tb_api_req *r, bool patch, const char **base, enum MHD_Result *ret)
+{
+  json_t *spec = NULL, *errors = NULL;
+  int src = tb_api_spec_endpoint(r->body ? r->body : "", r->body_len, patch, &spec, &errors);
+  if (r->body != NULL)
+    OPENSSL_cleanse(r->body, r->body_len);
+  if (src != TB_SPEC_OK) {
+    *ret = tb_api_reply_spec_errors(r, src, errors);
+    return NULL;
+  }
+  *base = json_string_value(json_object_get(spec, "base_url"));
+  if (!tb_api_egress_check(r, "base_url", *base, ret)) {
+    wipe_spec_key(spec);
+    json_decref(spec);
+    return NULL;
+  }
+  return spec;
+}
+
 enum MHD_Result
 tb_api_endpoints_create(struct tb_api_req *r)
 {
-  json_t *spec = NULL, *errors = NULL;
-  int src = tb_api_spec_endpoint(r->body ? r->body : "", r->body_len, false, &spec, &errors);
-  if (r->body != NULL) /* the raw body held the endpoint's key: wipe it */
-    OPENSSL_cleanse(r->body, r->body_len);
-  if (src != TB_SPEC_OK)
-    return tb_api_reply_spec_errors(r, src, errors);
+  enum MHD_Result ret;
+  const char *base;
+  json_t *spec = endpoint_body(r, false, &base, &ret);
+  if (spec == NULL)
+    return ret;
   char id[37];
   char *sealed = NULL, *origin = NULL, *hw = NULL, *eng = NULL;
-  enum MHD_Result ret;
   enum tb_api_ec ec = TB_EC_INTERNAL;
-  const char *base = json_string_value(json_object_get(spec, "base_url"));
-  if (!tb_api_egress_check(r, "base_url", base, &ret)) {
-    wipe_spec_key(spec);
-    goto out;
-  }
   if (!tb_api_ci_uuid(id)) {
     ret = tb_api_reply_error(r, TB_EC_INTERNAL, NULL, NULL);
     goto out;
@@ -153,40 +170,25 @@ out:
 enum MHD_Result
 tb_api_endpoints_list(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_endpoints_list(db, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "endpoints", NULL);
+  return tb_api_reply_list(r, tb_q_endpoints_list, "endpoints");
 }
 
 enum MHD_Result
 tb_api_endpoints_get(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_endpoints_get(db, r->id, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, NULL, "no such endpoint");
+  return tb_api_reply_get(r, tb_q_endpoints_get, "no such endpoint");
 }
 
 enum MHD_Result
 tb_api_endpoints_patch(struct tb_api_req *r)
 {
-  json_t *spec = NULL, *errors = NULL;
-  int src = tb_api_spec_endpoint(r->body ? r->body : "", r->body_len, true, &spec, &errors);
-  if (r->body != NULL)
-    OPENSSL_cleanse(r->body, r->body_len);
-  if (src != TB_SPEC_OK)
-    return tb_api_reply_spec_errors(r, src, errors);
-  char *sealed = NULL, *key_origin = NULL, *new_origin = NULL, *cur_base = NULL, *patch = NULL;
   enum MHD_Result ret;
+  const char *base;
+  json_t *spec = endpoint_body(r, true, &base, &ret);
+  if (spec == NULL)
+    return ret;
+  char *sealed = NULL, *key_origin = NULL, *new_origin = NULL, *cur_base = NULL, *patch = NULL;
   enum tb_api_ec ec = TB_EC_INTERNAL;
-  const char *base = json_string_value(json_object_get(spec, "base_url"));
-  if (!tb_api_egress_check(r, "base_url", base, &ret)) {
-    wipe_spec_key(spec);
-    goto out;
-  }
   if (base != NULL)
     new_origin = tb_egress_origin(base);
   if (base == NULL && json_is_string(json_object_get(spec, "api_key"))) {
@@ -236,10 +238,7 @@ out:
 enum MHD_Result
 tb_api_endpoints_delete(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_endpoints_delete(db, r->id, r->project_id);
-  tb_api_db_put(r, db);
-  return tb_api_reply_deleted(r, rc, "no such endpoint");
+  return tb_api_reply_delete(r, tb_q_endpoints_delete, "no such endpoint");
 }
 
 enum MHD_Result

@@ -51,15 +51,7 @@ sse_free(void *p)
 static void
 append(struct sse *s, const char *data, size_t n)
 {
-  if (s->len + n > s->cap) {
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap < s->len + n)
-      cap *= 2;
-    s->buf = tb_xrealloc(s->buf, cap);
-    s->cap = cap;
-  }
-  memcpy(s->buf + s->len, data, n);
-  s->len += n;
+  tb_xappend(&s->buf, &s->len, &s->cap, data, n);
 }
 
 /* One event into s (tb_q_events_fn); false once the job's last came. */

@@ -124,23 +124,11 @@ tb_api_hooks_create(struct tb_api_req *r)
   } else if (rc == 0) {
     ret = tb_api_reply_invalid(r, "preset", "no preset of this name in this project");
   } else {
-    json_error_t jerr;
-    json_t *doc = json_loads(text != NULL ? text : "", 0, &jerr);
-    char *url = tb_xasprintf("%s/v1/hooks/%s", tb_api_ci_public_url(r->api), id);
-    json_object_set_new(doc, "url", json_string(url));
-    json_object_set_new(doc, "secret", json_string(secret));
-    char *loc = tb_xasprintf("/v1/hooks/%s", id);
-    ret = tb_api_reply_secret_created(r, doc, loc);
-    free(loc);
-    free(url);
+    ret = tb_api_ci_reply_created(r, text, id, secret, "/v1/hooks/", true);
   }
   free(text);
 out:
-  if (secret != NULL) {
-    OPENSSL_cleanse(secret, strlen(secret));
-    free(secret);
-  }
-  free(sealed);
+  tb_api_ci_secret_free(secret, sealed);
   free(events_text);
   json_decref(body);
   return ret;
@@ -149,30 +137,19 @@ out:
 enum MHD_Result
 tb_api_hooks_list(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_hooks_list(db, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "hooks", NULL);
+  return tb_api_reply_list(r, tb_q_hooks_list, "hooks");
 }
 
 enum MHD_Result
 tb_api_hooks_get(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_hooks_get(db, r->id, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, NULL, "no such hook");
+  return tb_api_reply_get(r, tb_q_hooks_get, "no such hook");
 }
 
 enum MHD_Result
 tb_api_hooks_delete(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_hooks_delete(db, r->id, r->project_id);
-  tb_api_db_put(r, db);
-  return tb_api_reply_deleted(r, rc, "no such hook");
+  return tb_api_reply_delete(r, tb_q_hooks_delete, "no such hook");
 }
 
 /* A header value usable as a delivery id: 1..DELIVERY_ID_MAX printable ASCII. */

@@ -287,16 +287,7 @@ struct list_body {
 static void
 list_add(struct list_body *b, const char *s, size_t n)
 {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    b->buf = tb_xrealloc(b->buf, cap);
-    b->cap = cap;
-  }
-  memcpy(b->buf + b->len, s, n);
-  b->len += n;
-  b->buf[b->len] = '\0';
+  tb_xappend(&b->buf, &b->len, &b->cap, s, n);
 }
 
 static void

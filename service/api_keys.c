@@ -72,11 +72,7 @@ tb_api_keys_create(struct tb_api_req *r)
 enum MHD_Result
 tb_api_keys_list(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_keys_list(db, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "keys", NULL);
+  return tb_api_reply_list(r, tb_q_keys_list, "keys");
 }
 
 enum MHD_Result

@@ -125,11 +125,7 @@ tb_api_presets_put(struct tb_api_req *r)
 enum MHD_Result
 tb_api_presets_list(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_presets_list(db, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "presets", NULL);
+  return tb_api_reply_list(r, tb_q_presets_list, "presets");
 }
 
 enum MHD_Result

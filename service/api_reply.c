@@ -265,6 +265,35 @@ tb_api_reply_deleted(struct tb_api_req *r, int rc, const char *not_found)
 }
 
 enum MHD_Result
+tb_api_reply_list(struct tb_api_req *r, tb_api_list_fn q, const char *wrap)
+{
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = q(db, r->project_id, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, wrap, NULL);
+}
+
+enum MHD_Result
+tb_api_reply_get(struct tb_api_req *r, tb_api_get_fn q, const char *not_found)
+{
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = q(db, r->id, r->project_id, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, NULL, not_found);
+}
+
+enum MHD_Result
+tb_api_reply_delete(struct tb_api_req *r, tb_api_delete_fn q, const char *not_found)
+{
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = q(db, r->id, r->project_id);
+  tb_api_db_put(r, db);
+  return tb_api_reply_deleted(r, rc, not_found);
+}
+
+enum MHD_Result
 tb_api_reply_secret_created(struct tb_api_req *r, json_t *doc, const char *loc)
 {
   char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);

@@ -41,11 +41,7 @@ tb_api_labels_ok(const json_t *l)
 enum MHD_Result
 tb_api_thresholds_list(struct tb_api_req *r)
 {
-  char *doc = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_thresholds_list(db, r->project_id, &doc);
-  tb_api_db_put(r, db);
-  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "thresholds", NULL);
+  return tb_api_reply_list(r, tb_q_thresholds_list, "thresholds");
 }
 
 enum MHD_Result
@@ -87,8 +83,5 @@ tb_api_thresholds_put(struct tb_api_req *r)
 enum MHD_Result
 tb_api_thresholds_delete(struct tb_api_req *r)
 {
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_thresholds_delete(db, r->id, r->project_id);
-  tb_api_db_put(r, db);
-  return tb_api_reply_deleted(r, rc, "no such threshold");
+  return tb_api_reply_delete(r, tb_q_thresholds_delete, "no such threshold");
 }

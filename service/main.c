@@ -298,16 +298,7 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
       r->body_cap = 0;
       return MHD_YES;
     }
-    if (r->body_len + n + 1 > r->body_cap) {
-      size_t cap = r->body_cap ? r->body_cap : 4096;
-      while (cap < r->body_len + n + 1)
-        cap *= 2;
-      r->body = tb_xrealloc(r->body, cap);
-      r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, upload, n);
-    r->body_len += n;
-    r->body[r->body_len] = '\0';
+    tb_xappend(&r->body, &r->body_len, &r->body_cap, upload, n);
     return MHD_YES;
   }
   if (r->early || r->replied)
@@ -381,21 +372,11 @@ parse_cors(struct tb_api *api, const char *v)
   for (const char *p = v; *p; p++)
     n += *p == ',';
   api->cors_origins = tb_xcalloc(n + 1, sizeof(char *));
-  size_t k = 0;
-  const char *p = v;
-  while (*p != '\0' && k < n) {
-    size_t l = strcspn(p, ",");
-    const char *s = p, *e = p + l;
-    while (s < e && *s == ' ')
-      s++;
-    while (e > s && e[-1] == ' ')
-      e--;
-    if (e > s)
-      api->cors_origins[k++] = tb_xstrndup(s, (size_t)(e - s));
-    p += l;
-    if (*p == ',')
-      p++;
-  }
+  size_t k = 0, len;
+  const char *p = v, *s;
+  while (k < n && tb_list_next(&p, &s, &len))
+    if (len > 0)
+      api->cors_origins[k++] = tb_xstrndup(s, len);
 }
 
 int

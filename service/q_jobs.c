@@ -23,12 +23,6 @@
 
 #define UPDATED_US "(extract(epoch FROM j.updated_at) * 1000000)::bigint"
 
-static void
-copy(char *dst, size_t cap, const char *src)
-{
-  snprintf(dst, cap, "%s", src != NULL ? src : "");
-}
-
 /* ------------------------------------------------------------------ insert */
 
 /* The project's row lock that orders its submits (see q_jobs.h).  NO KEY
@@ -90,7 +84,7 @@ insert_once(struct tb_db *db, const struct tb_q_jobs_row *w, bool limit, char *j
   if (rc == 1) {
     const char *id = tb_db_str(res, 0, "id");
     if (id != NULL) {
-      copy(job_id, TB_Q_JOBS_ID_LEN + 1, id);
+      tb_db_copy(res, 0, "id", job_id, TB_Q_JOBS_ID_LEN + 1);
       if (doc != NULL)
         *doc = tb_db_dup(res, 0, "doc");
     } else if (tb_db_i64(res, 0, "endpoint") == 0) {
@@ -174,9 +168,9 @@ tb_q_jobs_get(struct tb_db *db, const char *id, const char *project_id,
   PGresult *res = NULL;
   int rc = tb_db_exec(db, &job_get, 2, p, &res);
   if (rc > 0) {
-    copy(out->state, sizeof out->state, tb_db_str(res, 0, "state"));
-    copy(out->cells_done, sizeof out->cells_done, tb_db_str(res, 0, "cells_done"));
-    copy(out->updated_us, sizeof out->updated_us, tb_db_str(res, 0, "updated_us"));
+    tb_db_copy(res, 0, "state", out->state, sizeof out->state);
+    tb_db_copy(res, 0, "cells_done", out->cells_done, sizeof out->cells_done);
+    tb_db_copy(res, 0, "updated_us", out->updated_us, sizeof out->updated_us);
     int c = PQfnumber(res, "doc");
     out->len = (size_t)PQgetlength(res, 0, c);
     out->doc = tb_xmalloc(out->len + 1);
@@ -252,7 +246,7 @@ tb_q_jobs_cancel(struct tb_db *db, const char *id, const char *project_id, char 
   PGresult *res = NULL;
   int rc = tb_db_exec(db, &job_cancel, 2, p, &res);
   if (rc > 0) {
-    copy(old_state, 16, tb_db_str(res, 0, "old_state"));
+    tb_db_copy(res, 0, "old_state", old_state, 16);
     *doc = tb_db_dup(res, 0, "doc");
   }
   PQclear(res);
@@ -292,7 +286,7 @@ tb_q_jobs_idem_get(struct tb_db *db, const char *api_key_id, const char *key,
     out->request_hash = tb_db_dup(res, 0, "request_hash");
     out->location = tb_db_dup(res, 0, "location");
     out->body = tb_db_dup(res, 0, "body");
-    copy(out->status, sizeof out->status, tb_db_str(res, 0, "status"));
+    tb_db_copy(res, 0, "status", out->status, sizeof out->status);
   }
   PQclear(res);
   return rc;

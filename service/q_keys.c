@@ -30,12 +30,6 @@ static const struct tb_db_stmt key_lookup = {
   "  revoked_at IS NOT NULL AS revoked, key_hash",
 };
 
-static void
-copy(char *dst, size_t cap, const char *src)
-{
-  snprintf(dst, cap, "%s", src != NULL ? src : "");
-}
-
 int
 tb_q_keys_lookup(struct tb_db *db, const char *key_hash, struct tb_q_keys_record *out)
 {
@@ -44,13 +38,13 @@ tb_q_keys_lookup(struct tb_db *db, const char *key_hash, struct tb_q_keys_record
   PGresult *res = NULL;
   int rc = tb_db_exec(db, &key_lookup, 1, p, &res);
   if (rc > 0) {
-    copy(out->id, sizeof out->id, tb_db_str(res, 0, "id"));
-    copy(out->project_id, sizeof out->project_id, tb_db_str(res, 0, "project_id"));
-    copy(out->scopes, sizeof out->scopes, tb_db_str(res, 0, "scopes"));
-    copy(out->expires_us, sizeof out->expires_us, tb_db_str(res, 0, "expires_us"));
+    tb_db_copy(res, 0, "id", out->id, sizeof out->id);
+    tb_db_copy(res, 0, "project_id", out->project_id, sizeof out->project_id);
+    tb_db_copy(res, 0, "scopes", out->scopes, sizeof out->scopes);
+    tb_db_copy(res, 0, "expires_us", out->expires_us, sizeof out->expires_us);
     const char *rv = tb_db_str(res, 0, "revoked");
     out->revoked = rv != NULL && rv[0] == 't';
-    copy(out->key_hash, sizeof out->key_hash, tb_db_str(res, 0, "key_hash"));
+    tb_db_copy(res, 0, "key_hash", out->key_hash, sizeof out->key_hash);
   }
   PQclear(res);
   return rc;

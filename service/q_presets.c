@@ -10,18 +10,38 @@
   "json_build_object('id', p.id, 'name', p.name, 'spec', p.spec, "                         \
   "'created_at', p.created_at, 'updated_at', p.updated_at)"
 
+/* Runs one of the two saves below: the document and whether the row is
+ * new. */
+static int
+save(struct tb_db *db, const struct tb_db_stmt *st, const char *project_id, const char *name,
+     const char *spec, char **doc, bool *created, bool *name_taken)
+{
+  const char *p[] = { project_id, name, spec };
+  PGresult *res = NULL;
+  *doc = NULL;
+  *created = false;
+  int rc = tb_db_exec_uv(db, st, 3, p, &res, name_taken);
+  if (rc > 0) {
+    *doc = tb_db_dup(res, 0, "doc");
+    const char *c = tb_db_str(res, 0, "created");
+    *created = c != NULL && c[0] == 't';
+  }
+  PQclear(res);
+  return rc;
+}
+
 static const struct tb_db_stmt preset_insert = {
   "ci_preset_insert",
   "INSERT INTO presets AS p (project_id, name, spec) VALUES ($1, $2, $3::jsonb) "
-  "RETURNING " PRESET_JSON "::text AS doc",
+  "RETURNING " PRESET_JSON "::text AS doc, true AS created",
 };
 
 int
 tb_q_presets_insert(struct tb_db *db, const char *project_id, const char *name, const char *spec,
                     char **doc, bool *name_taken)
 {
-  const char *p[] = { project_id, name, spec };
-  return tb_db_exec_str(db, &preset_insert, 3, p, "doc", doc, name_taken);
+  bool created;
+  return save(db, &preset_insert, project_id, name, spec, doc, &created, name_taken);
 }
 
 static const struct tb_db_stmt preset_upsert = {
@@ -35,18 +55,7 @@ int
 tb_q_presets_put(struct tb_db *db, const char *project_id, const char *name, const char *spec,
                  char **doc, bool *created)
 {
-  const char *p[] = { project_id, name, spec };
-  PGresult *res = NULL;
-  *doc = NULL;
-  *created = false;
-  int rc = tb_db_exec(db, &preset_upsert, 3, p, &res);
-  if (rc > 0) {
-    *doc = tb_db_dup(res, 0, "doc");
-    const char *c = tb_db_str(res, 0, "created");
-    *created = c != NULL && c[0] == 't';
-  }
-  PQclear(res);
-  return rc;
+  return save(db, &preset_upsert, project_id, name, spec, doc, created, NULL);
 }
 
 static const struct tb_db_stmt preset_list = {
