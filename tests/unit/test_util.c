@@ -99,6 +99,36 @@ test_asprintf_and_clock(void **state)
   assert_string_equal(ts, "1970-01-01T00:00:00.000Z");
 }
 
+static void
+test_append_and_lists(void **state)
+{
+  (void)state;
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  tb_xappend(&buf, &len, &cap, "", 0);
+  assert_string_equal(buf, "");
+  for (int i = 0; i < 2000; i++) /* past the first allocation */
+    tb_xappend(&buf, &len, &cap, "abc", 3);
+  assert_int_equal(len, 6000);
+  assert_true(cap > len && buf[len] == '\0');
+  assert_memory_equal(buf + 5997, "abc", 4);
+  free(buf);
+  const char *want[] = { "a", "b c", "", "d", "" };
+  const char *p = " a ,\tb c ,,d,", *s;
+  size_t n, k = 0;
+  while (tb_list_next(&p, &s, &n)) {
+    assert_true(k < TB_ARRAY_LEN(want));
+    assert_int_equal(n, strlen(want[k]));
+    assert_memory_equal(s, want[k], n);
+    k++;
+  }
+  assert_int_equal(k, 4); /* a trailing comma ends the list */
+  p = NULL;
+  assert_false(tb_list_next(&p, &s, &n));
+  p = "";
+  assert_false(tb_list_next(&p, &s, &n));
+}
+
 int
 main(void)
 {
@@ -106,7 +136,7 @@ main(void)
     cmocka_unit_test(test_parse_tokens), cmocka_unit_test(test_format_tokens),
     cmocka_unit_test(test_hex_digit),
     cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
-    cmocka_unit_test(test_asprintf_and_clock),
+    cmocka_unit_test(test_asprintf_and_clock), cmocka_unit_test(test_append_and_lists),
   };
   return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
