@@ -455,6 +455,13 @@ tb_db_i64(const PGresult *r, int row, const char *col)
   return s ? strtoll(s, NULL, 10) : 0;
 }
 
+bool
+tb_db_bool(const PGresult *r, int row, const char *col)
+{
+  const char *s = tb_db_str(r, row, col);
+  return s != NULL && s[0] == 't';
+}
+
 void
 tb_db_copy(const PGresult *r, int row, const char *col, char *dst, size_t cap)
 {

@@ -93,6 +93,8 @@ void tb_db_pool_free(struct tb_db_pool *pool);
 const char *tb_db_str(const PGresult *r, int row, const char *col); /* NULL if NULL */
 int64_t tb_db_i64(const PGresult *r, int row, const char *col);     /* 0 if NULL */
 bool tb_db_isnull(const PGresult *r, int row, const char *col);
+/* Column col of row is boolean true ('t'); false when false or NULL. */
+bool tb_db_bool(const PGresult *r, int row, const char *col);
 /* Column col of row copied into dst (cap bytes, truncated); "" if NULL. */
 void tb_db_copy(const PGresult *r, int row, const char *col, char *dst, size_t cap);
 /* Column col of row as a new string (caller frees); NULL if NULL. */

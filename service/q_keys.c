@@ -42,8 +42,7 @@ tb_q_keys_lookup(struct tb_db *db, const char *key_hash, struct tb_q_keys_record
     tb_db_copy(res, 0, "project_id", out->project_id, sizeof out->project_id);
     tb_db_copy(res, 0, "scopes", out->scopes, sizeof out->scopes);
     tb_db_copy(res, 0, "expires_us", out->expires_us, sizeof out->expires_us);
-    const char *rv = tb_db_str(res, 0, "revoked");
-    out->revoked = rv != NULL && rv[0] == 't';
+    out->revoked = tb_db_bool(res, 0, "revoked");
     tb_db_copy(res, 0, "key_hash", out->key_hash, sizeof out->key_hash);
   }
   PQclear(res);

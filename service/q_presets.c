@@ -23,8 +23,7 @@ save(struct tb_db *db, const struct tb_db_stmt *st, const char *project_id, cons
   int rc = tb_db_exec_uv(db, st, 3, p, &res, name_taken);
   if (rc > 0) {
     *doc = tb_db_dup(res, 0, "doc");
-    const char *c = tb_db_str(res, 0, "created");
-    *created = c != NULL && c[0] == 't';
+    *created = tb_db_bool(res, 0, "created");
   }
   PQclear(res);
   return rc;

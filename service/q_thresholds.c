@@ -40,8 +40,7 @@ tb_q_thresholds_put(struct tb_db *db, const char *project_id, const char *labels
   int rc = tb_db_exec(db, &st_thr_put, 3, p, &res);
   if (rc > 0) {
     *doc = tb_db_dup(res, 0, "doc");
-    const char *c = tb_db_str(res, 0, "created");
-    *created = c != NULL && c[0] == 't';
+    *created = tb_db_bool(res, 0, "created");
   }
   PQclear(res);
   return rc;

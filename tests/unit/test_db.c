@@ -55,6 +55,11 @@ test_connect_errors(void **state)
 static const struct tb_db_stmt st_insert = {
   "t_insert", "INSERT INTO t (id, name, n) VALUES ($1::int, $2, $3::bigint)"
 };
+static const struct tb_db_stmt st_bools = {
+  "test_bools",
+  "SELECT true AS yes, false AS no, NULL::bool AS none",
+};
+
 static const struct tb_db_stmt st_select = {
   "t_select", "SELECT id, name, n FROM t WHERE id = $1::int"
 };
@@ -153,6 +158,11 @@ test_exec_and_read(void **state)
   assert_int_equal(tb_db_exec_str(db, &st_insert, 3, p3, "name", &s, &uv), TB_DB_HARD);
   assert_true(uv);
   assert_null(s);
+  assert_int_equal(tb_db_exec(db, &st_bools, 0, NULL, &r), 1);
+  assert_true(tb_db_bool(r, 0, "yes"));
+  assert_false(tb_db_bool(r, 0, "no"));
+  assert_false(tb_db_bool(r, 0, "none"));
+  PQclear(r);
   tb_db_close(db);
 }
 
