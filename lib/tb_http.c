@@ -75,7 +75,10 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
     s->over = true;
     return 0; /* aborts the transfer */
   }
-  tb_xappend(&s->buf, &s->len, &s->cap, ptr, n);
+  tb_xgrow(&s->buf, &s->cap, s->len + n + 1, 4096);
+  memcpy(s->buf + s->len, ptr, n);
+  s->len += n;
+  s->buf[s->len] = '\0';
   return n;
 }
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +44,18 @@ tb_xrealloc(void *p, size_t n)
   if (q == NULL)
     oom(n);
   return q;
+}
+
+void
+tb_xgrow(char **buf, size_t *cap, size_t need, size_t first)
+{
+  if (need <= *cap)
+    return;
+  size_t ncap = *cap ? *cap : first ? first : 1;
+  while (ncap < need)
+    ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+  *buf = tb_xrealloc(*buf, ncap);
+  *cap = ncap;
 }
 
 char *
@@ -93,22 +106,6 @@ tb_list_next(const char **p, const char **item, size_t *len)
   *len = (size_t)(b - a);
   *p = s[l] == ',' ? s + l + 1 : s + l;
   return true;
-}
-
-void
-tb_xappend(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
-{
-  if (*len + n + 1 > *cap) {
-    size_t ncap = *cap ? *cap : 4096;
-    while (ncap < *len + n + 1)
-      ncap *= 2;
-    *buf = tb_xrealloc(*buf, ncap);
-    *cap = ncap;
-  }
-  if (n > 0)
-    memcpy(*buf + *len, data, n);
-  *len += n;
-  (*buf)[*len] = '\0';
 }
 
 int64_t

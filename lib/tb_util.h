@@ -23,16 +23,14 @@
 void *tb_xmalloc(size_t n);
 void *tb_xcalloc(size_t count, size_t size);
 void *tb_xrealloc(void *p, size_t n);
+/* Grows *buf (capacity *cap bytes) to hold at least need bytes, doubling
+ * from first (or from *cap when larger); keeps the contents.  The caller
+ * caps need: this only allocates. */
+void tb_xgrow(char **buf, size_t *cap, size_t need, size_t first);
 char *tb_xstrdup(const char *s);
 char *tb_xstrndup(const char *s, size_t n);
 /* New string formatted like printf; caller frees. */
 char *tb_xasprintf(const char *fmt, ...) TB_PRINTF(1, 2);
-
-/* Appends n bytes of data to the growable buffer *buf of *len bytes in
- * *cap allocated (all 0/NULL at first), keeping it NUL-terminated; the
- * allocation doubles from 4096.  A buffer a peer fills is checked against
- * its cap by the caller first. */
-void tb_xappend(char **buf, size_t *len, size_t *cap, const void *data, size_t n);
 
 /* The next item of a comma-separated list (a setting such as
  * TOKBENCH_SHARED_GROUPS): from *p, with white space around it trimmed,

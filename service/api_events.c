@@ -51,7 +51,9 @@ sse_free(void *p)
 static void
 append(struct sse *s, const char *data, size_t n)
 {
-  tb_xappend(&s->buf, &s->len, &s->cap, data, n);
+  tb_xgrow(&s->buf, &s->cap, s->len + n, 4096);
+  memcpy(s->buf + s->len, data, n);
+  s->len += n;
 }
 
 /* One event into s (tb_q_events_fn); false once the job's last came. */

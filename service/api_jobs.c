@@ -287,7 +287,10 @@ struct list_body {
 static void
 list_add(struct list_body *b, const char *s, size_t n)
 {
-  tb_xappend(&b->buf, &b->len, &b->cap, s, n);
+  tb_xgrow(&b->buf, &b->cap, b->len + n + 1, 4096);
+  memcpy(b->buf + b->len, s, n);
+  b->len += n;
+  b->buf[b->len] = '\0';
 }
 
 static void

@@ -298,7 +298,10 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
       r->body_cap = 0;
       return MHD_YES;
     }
-    tb_xappend(&r->body, &r->body_len, &r->body_cap, upload, n);
+    tb_xgrow(&r->body, &r->body_cap, r->body_len + n + 1, 4096);
+    memcpy(r->body + r->body_len, upload, n);
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
     return MHD_YES;
   }
   if (r->early || r->replied)

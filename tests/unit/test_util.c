@@ -99,20 +99,11 @@ test_asprintf_and_clock(void **state)
   assert_string_equal(ts, "1970-01-01T00:00:00.000Z");
 }
 
+/* tb_list_next: items trimmed, empty ones given, a trailing comma ends. */
 static void
-test_append_and_lists(void **state)
+test_lists(void **state)
 {
   (void)state;
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  tb_xappend(&buf, &len, &cap, "", 0);
-  assert_string_equal(buf, "");
-  for (int i = 0; i < 2000; i++) /* past the first allocation */
-    tb_xappend(&buf, &len, &cap, "abc", 3);
-  assert_int_equal(len, 6000);
-  assert_true(cap > len && buf[len] == '\0');
-  assert_memory_equal(buf + 5997, "abc", 4);
-  free(buf);
   const char *want[] = { "a", "b c", "", "d", "" };
   const char *p = " a ,\tb c ,,d,", *s;
   size_t n, k = 0;
@@ -129,6 +120,31 @@ test_append_and_lists(void **state)
   assert_false(tb_list_next(&p, &s, &n));
 }
 
+/* tb_xgrow: doubles from the first size, keeps the bytes, never shrinks. */
+static void
+test_xgrow(void **state)
+{
+  (void)state;
+  char *b = NULL;
+  size_t cap = 0;
+  tb_xgrow(&b, &cap, 10, 16);
+  assert_int_equal(cap, 16);
+  memcpy(b, "0123456789", 10);
+  tb_xgrow(&b, &cap, 16, 16); /* fits: unchanged */
+  assert_int_equal(cap, 16);
+  tb_xgrow(&b, &cap, 100, 16);
+  assert_int_equal(cap, 128);
+  assert_memory_equal(b, "0123456789", 10);
+  tb_xgrow(&b, &cap, 5, 16);
+  assert_int_equal(cap, 128);
+  free(b);
+  b = NULL;
+  cap = 0;
+  tb_xgrow(&b, &cap, 3, 0); /* no first size: from 1 */
+  assert_int_equal(cap, 4);
+  free(b);
+}
+
 int
 main(void)
 {
@@ -136,7 +152,8 @@ main(void)
     cmocka_unit_test(test_parse_tokens), cmocka_unit_test(test_format_tokens),
     cmocka_unit_test(test_hex_digit),
     cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
-    cmocka_unit_test(test_asprintf_and_clock), cmocka_unit_test(test_append_and_lists),
+    cmocka_unit_test(test_asprintf_and_clock), cmocka_unit_test(test_xgrow),
+    cmocka_unit_test(test_lists),
   };
   return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
