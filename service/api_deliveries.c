@@ -24,20 +24,23 @@
 #include "tb_log.h"
 #include "tb_webhook.h"
 
+/* An event a callback may be sent for. */
+static bool
+callback_event_ok(const char *s)
+{
+  return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0;
+}
+
 enum MHD_Result
 tb_api_deliveries_callback_create(struct tb_api_req *r)
 {
   enum MHD_Result ret;
-  json_t *body = tb_api_body_json(r, &ret);
-  if (body == NULL)
-    return ret;
-  char *secret = NULL, *sealed = NULL, *events_text = NULL;
+  struct tb_api_ci_new n = { 0 };
   static const char *const allowed[] = { "url", "scope", "events", NULL };
-  if (!tb_api_only_members(r, body, allowed, &ret))
+  if (!tb_api_ci_new_body(r, allowed, &n, &ret))
     goto out;
-  const char *url = json_string_value(json_object_get(body, "url"));
-  const char *scope = json_string_value(json_object_get(body, "scope"));
-  json_t *events = json_object_get(body, "events");
+  const char *url = json_string_value(json_object_get(n.body, "url"));
+  const char *scope = json_string_value(json_object_get(n.body, "scope"));
   if (url == NULL || !tb_spec_url_ok(url)) {
     ret = tb_api_reply_invalid(r, "url", "an http:// or https:// URL without credentials");
     goto out;
@@ -51,44 +54,23 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
                               "the URL in callbacks)");
     goto out;
   }
-  if (events == NULL) {
-    events_text = tb_xstrdup("[\"succeeded\",\"failed\",\"cancelled\"]");
-  } else {
-    size_t i;
-    json_t *e;
-    if (!json_is_array(events) || json_array_size(events) == 0 || json_array_size(events) > 3) {
-      ret = tb_api_reply_invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
-      goto out;
-    }
-    json_array_foreach(events, i, e) {
-      const char *s = json_string_value(e);
-      if (s == NULL || (strcmp(s, "succeeded") != 0 && strcmp(s, "failed") != 0 &&
-                        strcmp(s, "cancelled") != 0)) {
-        ret = tb_api_reply_invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
-        goto out;
-      }
-    }
-    events_text = json_dumps(events, JSON_COMPACT);
-  }
-  char id[TB_API_ID_LEN + 1];
-  if (!tb_api_ci_new_secret(r, tb_webhook_secret_new_outbound,
-                            "callback secrets are sealed with the master key", id, &secret,
-                            &sealed, &ret))
+  static const char *const bad = "a non-empty array of succeeded, failed, cancelled";
+  if (!tb_api_ci_new_events(r, &n, "[\"succeeded\",\"failed\",\"cancelled\"]", 1, 3,
+                            callback_event_ok, bad, bad, &ret) ||
+      !tb_api_ci_new_secret(r, tb_webhook_secret_new_outbound,
+                            "callback secrets are sealed with the master key", n.id, &n.secret,
+                            &n.sealed, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  char *text = NULL;
-  int rc = tb_q_deliveries_callback_insert(db, id, r->project_id, url, scope, events_text,
-                                           sealed, &text);
+  int rc = tb_q_deliveries_callback_insert(db, n.id, r->project_id, url, scope, n.events,
+                                           n.sealed, &n.doc);
   tb_api_db_put(r, db);
-  if (rc <= 0 || text == NULL)
+  if (rc <= 0 || n.doc == NULL)
     ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
   else
-    ret = tb_api_ci_reply_created(r, text, id, secret, "/v1/callbacks/", false);
-  free(text);
+    ret = tb_api_ci_reply_created(r, &n, "/v1/callbacks/", false);
 out:
-  tb_api_ci_secret_free(secret, sealed);
-  free(events_text);
-  json_decref(body);
+  tb_api_ci_new_clear(&n);
   return ret;
 }
 

@@ -59,21 +59,27 @@ count(const char *kind, const char *outcome)
 }
 
 
+/* A GitHub event name a hook may take ("*": all). */
+static bool
+hook_event_ok(const char *s)
+{
+  bool ok = s[0] != '\0' && strlen(s) <= 64;
+  for (const char *c = s; ok && *c; c++)
+    ok = (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '*' || *c == '.';
+  return ok;
+}
+
 enum MHD_Result
 tb_api_hooks_create(struct tb_api_req *r)
 {
   enum MHD_Result ret;
-  json_t *body = tb_api_body_json(r, &ret);
-  if (body == NULL)
-    return ret;
-  char *secret = NULL, *sealed = NULL, *events_text = NULL;
+  struct tb_api_ci_new n = { 0 };
   static const char *const allowed[] = { "preset", "kind", "events", "name", NULL };
-  if (!tb_api_only_members(r, body, allowed, &ret))
+  if (!tb_api_ci_new_body(r, allowed, &n, &ret))
     goto out;
-  const char *preset = json_string_value(json_object_get(body, "preset"));
-  const char *kind = json_string_value(json_object_get(body, "kind"));
-  const char *name = json_string_value(json_object_get(body, "name"));
-  json_t *events = json_object_get(body, "events");
+  const char *preset = json_string_value(json_object_get(n.body, "preset"));
+  const char *kind = json_string_value(json_object_get(n.body, "kind"));
+  const char *name = json_string_value(json_object_get(n.body, "name"));
   if (preset == NULL || preset[0] == '\0' || strlen(preset) > 100) {
     ret = tb_api_reply_invalid(r, "preset", "the name of a preset of this project");
     goto out;
@@ -84,53 +90,29 @@ tb_api_hooks_create(struct tb_api_req *r)
     ret = tb_api_reply_invalid(r, "kind", "github or generic");
     goto out;
   }
-  if (json_object_get(body, "name") != NULL && (name == NULL || strlen(name) > 200)) {
+  if (json_object_get(n.body, "name") != NULL && (name == NULL || strlen(name) > 200)) {
     ret = tb_api_reply_invalid(r, "name", "a string of at most 200 characters");
     goto out;
   }
-  if (events == NULL) {
-    events_text = tb_xstrdup("[\"push\",\"workflow_run\"]");
-  } else {
-    size_t i;
-    json_t *e;
-    if (!json_is_array(events) || json_array_size(events) > 32) {
-      ret = tb_api_reply_invalid(r, "events", "an array of at most 32 GitHub event names");
-      goto out;
-    }
-    json_array_foreach(events, i, e) {
-      const char *s = json_string_value(e);
-      bool ok = s != NULL && s[0] != '\0' && strlen(s) <= 64;
-      for (const char *c = s; ok && *c; c++)
-        ok = (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '*' || *c == '.';
-      if (!ok) {
-        ret = tb_api_reply_invalid(r, "events", "event names are 1 to 64 of [a-z_.] or \"*\"");
-        goto out;
-      }
-    }
-    events_text = json_dumps(events, JSON_COMPACT);
-  }
-  char id[TB_API_ID_LEN + 1];
-  if (!tb_api_ci_new_secret(r, tb_webhook_secret_new_inbound,
-                            "hook secrets are sealed with the master key", id, &secret, &sealed,
-                            &ret))
+  if (!tb_api_ci_new_events(r, &n, "[\"push\",\"workflow_run\"]", 0, 32, hook_event_ok,
+                            "an array of at most 32 GitHub event names",
+                            "event names are 1 to 64 of [a-z_.] or \"*\"", &ret) ||
+      !tb_api_ci_new_secret(r, tb_webhook_secret_new_inbound,
+                            "hook secrets are sealed with the master key", n.id, &n.secret,
+                            &n.sealed, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  char *text = NULL;
-  int rc = tb_q_hooks_insert(db, id, r->project_id, preset, name ? name : "", kind, events_text,
-                             sealed, &text);
+  int rc = tb_q_hooks_insert(db, n.id, r->project_id, preset, name ? name : "", kind, n.events,
+                             n.sealed, &n.doc);
   tb_api_db_put(r, db);
-  if (rc < 0) {
+  if (rc < 0)
     ret = tb_api_reply_db(r, rc);
-  } else if (rc == 0) {
+  else if (rc == 0)
     ret = tb_api_reply_invalid(r, "preset", "no preset of this name in this project");
-  } else {
-    ret = tb_api_ci_reply_created(r, text, id, secret, "/v1/hooks/", true);
-  }
-  free(text);
+  else
+    ret = tb_api_ci_reply_created(r, &n, "/v1/hooks/", true);
 out:
-  tb_api_ci_secret_free(secret, sealed);
-  free(events_text);
-  json_decref(body);
+  tb_api_ci_new_clear(&n);
   return ret;
 }
 
