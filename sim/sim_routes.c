@@ -243,8 +243,11 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   g->chat = chat;
   g->stream = streaming;
   g->chunked = r->minor >= 1;
-  g->usage = streaming && json_is_true(json_object_get(so, "include_usage"));
-  g->cont_usage = streaming && json_is_true(json_object_get(so, "continuous_usage_stats"));
+  /* --no-usage: usage neither on the chunks nor at the end, whatever is asked */
+  g->usage = streaming && !s->cfg->no_usage &&
+             json_is_true(json_object_get(so, "include_usage"));
+  g->cont_usage = streaming && !s->cfg->no_usage &&
+                  json_is_true(json_object_get(so, "continuous_usage_stats"));
   g->prompt = prompt;
   g->max_tokens = max_tokens;
   g->limit = max_tokens;
@@ -252,6 +255,11 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   bool ignore_eos = json_is_true(json_object_get(body, "ignore_eos"));
   if (!ignore_eos && s->cfg->eos_after > 0 && s->cfg->eos_after < g->limit) {
     g->limit = s->cfg->eos_after;
+    g->finish = "stop";
+  }
+  if (s->cfg->early_stop > 0 && s->cfg->early_stop < g->limit) {
+    /* --early-stop: a server that ignores max_tokens and ignore_eos */
+    g->limit = s->cfg->early_stop;
     g->finish = "stop";
   }
   g->need_kv = prompt + max_tokens;
@@ -378,13 +386,39 @@ kv_in_use(const struct server *s)
   return t;
 }
 
+bool
+sim_metrics_parse(const char *str, enum sim_metrics *out)
+{
+  if (strcmp(str, "engine") == 0)
+    *out = SIM_METRICS_ENGINE;
+  else if (strcmp(str, "none") == 0)
+    *out = SIM_METRICS_NONE;
+  else if (strcmp(str, "foreign") == 0)
+    *out = SIM_METRICS_FOREIGN;
+  else
+    return false;
+  return true;
+}
+
 static void
 handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   struct conn tmp = { 0 };
   char lab[700];
   double usage = (double)kv_in_use(s) / (double)s->p->kv_budget;
-  if (flav(s, SIM_FLAVOUR_VLLM)) {
+  if (s->cfg->metrics == SIM_METRICS_FOREIGN) {
+    /* --metrics foreign: a gateway's (or a trimmed exporter's) own /metrics,
+     * no engine gauge of running or waiting requests */
+    sim_conn_out_printf(&tmp,
+                        "# HELP http_requests_total Requests the gateway served.\n"
+                        "# TYPE http_requests_total counter\n"
+                        "http_requests_total{route=\"/v1/chat/completions\"} %" PRIu64 ".0\n"
+                        "# HELP process_open_fds Open file descriptors.\n"
+                        "# TYPE process_open_fds gauge\nprocess_open_fds %d.0\n"
+                        "# HELP gateway_upstream_up Whether the upstream answers.\n"
+                        "# TYPE gateway_upstream_up gauge\ngateway_upstream_up 1.0\n",
+                        s->st.requests, s->nconns);
+  } else if (flav(s, SIM_FLAVOUR_VLLM)) {
     snprintf(lab, sizeof(lab), "model_name=%s,engine=\"0\"", s->model_json);
     int64_t bs = s->p->block_size;
     sim_conn_out_printf(&tmp,
@@ -670,6 +704,18 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
 {
   int fbit = flav(s, SIM_FLAVOUR_VLLM) ? F_V : flav(s, SIM_FLAVOUR_SGLANG) ? F_S : F_O;
   bool path_known = false;
+  if ((s->cfg->no_tokenize && strcmp(r->path, "/tokenize") == 0) ||
+      (s->cfg->metrics == SIM_METRICS_NONE && strcmp(r->path, "/metrics") == 0)) {
+    /* --no-tokenize, --metrics none: as a server without them answers */
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                       r->keep_alive);
+    return;
+  }
+  if (s->cfg->metrics == SIM_METRICS_FOREIGN && strcmp(r->path, "/metrics") == 0 &&
+      r->method == SIM_HTTP_GET) {
+    handle_metrics(s, c, r); /* every flavour: the gateway's own, unguarded */
+    return;
+  }
   if (auth_needed(s, r->path) && !auth_ok(s, r)) {
     sim_conn_reply_error(s, c, 401, "Unauthorized", r->keep_alive);
     return;
