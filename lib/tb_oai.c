@@ -65,6 +65,7 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
   memset(out, 0, sizeof *out);
   out->prompt_tokens = -1;
   out->completion_tokens = -1;
+  out->cached_tokens = -1;
   if (is_done(data, len))
     return TB_OAI_DONE;
   if (len > TB_OAI_CHUNK_MAX)
@@ -136,6 +137,11 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
         !usage_int(usage, "completion_tokens", &out->completion_tokens))
       goto out;
     out->has_usage = out->completion_tokens >= 0;
+    /* an optional detail: a shape we do not know is not a fault */
+    const json_t *ct = json_object_get(json_object_get(usage, "prompt_tokens_details"),
+                                       "cached_tokens");
+    if (json_is_integer(ct) && json_integer_value(ct) >= 0)
+      out->cached_tokens = json_integer_value(ct);
   }
   st = TB_OAI_OK;
 out:
@@ -636,6 +642,31 @@ sc_count(struct scan *sc, int64_t *out)
   return true;
 }
 
+/* usage.prompt_tokens_details: null, or an object whose cached_tokens is
+ * null or a count; anything else goes to the reference reader (which
+ * ignores it). */
+static bool
+sc_details(struct scan *sc, struct tb_oai_chunk *out)
+{
+  int c = sc_peek(sc);
+  if (c == 'n')
+    return sc_lit(sc, "null", 4);
+  if (c != '{' || !sc_enter(sc))
+    return false;
+  struct keyset ks;
+  ks.n = 0;
+  const unsigned char *k;
+  size_t kl;
+  int r;
+  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
+    if (!(key_is(k, kl, "cached_tokens") ? sc_count(sc, &out->cached_tokens)
+                                         : sc_skip_value(sc)))
+      return false;
+  }
+  sc->depth--;
+  return r == 0;
+}
+
 static bool
 sc_usage(struct scan *sc, struct tb_oai_chunk *out)
 {
@@ -652,6 +683,8 @@ sc_usage(struct scan *sc, struct tb_oai_chunk *out)
       ok = sc_count(sc, &out->prompt_tokens);
     else if (key_is(k, kl, "completion_tokens"))
       ok = sc_count(sc, &out->completion_tokens);
+    else if (key_is(k, kl, "prompt_tokens_details"))
+      ok = sc_details(sc, out);
     else
       ok = sc_skip_value(sc);
     if (!ok)
@@ -670,6 +703,7 @@ tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
   memset(out, 0, sizeof *out);
   out->prompt_tokens = -1;
   out->completion_tokens = -1;
+  out->cached_tokens = -1;
   if (len > TB_OAI_CHUNK_MAX)
     return false;
   struct scan sc = {(const unsigned char *)data,
@@ -718,6 +752,7 @@ tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
     memset(out, 0, sizeof *out);
     out->prompt_tokens = -1;
     out->completion_tokens = -1;
+    out->cached_tokens = -1;
     return TB_OAI_DONE;
   }
   if (tb_oai_scan_chunk(data, len, out))
@@ -758,6 +793,10 @@ tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_
       st->saw_final_usage = true;
     if (ch.prompt_tokens >= 0)
       st->prompt_tokens = ch.prompt_tokens;
+    if (ch.cached_tokens >= 0) {
+      st->cached_tokens = ch.cached_tokens;
+      st->saw_cached = true;
+    }
   } else if (ch.text_choices > 0) {
     st->chunk_mode = true;
     *delta = ch.text_choices;

@@ -5,7 +5,8 @@
  * What the engine needs from a chunk: does it carry output (text in
  * choices[].delta.content, .reasoning, .reasoning_content, or choices[].text
  * for completions), is it role-only, did a choice finish, and the cumulative
- * usage (prompt_tokens, completion_tokens) when the server sends it
+ * usage (prompt_tokens, completion_tokens, and prompt_tokens_details.
+ * cached_tokens where the server tells it) when the server sends it
  * (continuous usage stats, or the final usage-only chunk with choices: []).
  * An `error` object (some servers stream one mid-stream) is reported as such.
  *
@@ -32,6 +33,9 @@ struct tb_oai_chunk {
   bool has_usage;            /* usage object with completion_tokens */
   int64_t prompt_tokens;     /* -1 when absent */
   int64_t completion_tokens; /* cumulative; -1 when absent */
+  int64_t cached_tokens;     /* usage.prompt_tokens_details.cached_tokens (the
+                              * prompt's tokens the server's prefix cache held);
+                              * -1 when absent, null or not a count */
   unsigned n_choices;
   unsigned text_choices;     /* choices whose delta carries output text */
   size_t text_bytes;         /* bytes of output text (all kinds) */
@@ -62,6 +66,8 @@ enum tb_oai_status tb_oai_parse_chunk(const char *data, size_t len,
 struct tb_oai_count {
   int64_t cum;            /* last cumulative completion_tokens */
   int64_t prompt_tokens;  /* the last usage's, -1 before */
+  int64_t cached_tokens;  /* the last usage's cached_tokens (saw_cached) */
+  bool saw_cached;
   bool saw_usage, saw_final_usage, chunk_mode;
   bool done;              /* [DONE] came */
 };

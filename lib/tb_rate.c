@@ -14,7 +14,9 @@
  * (sized once on the server's tokenizer, tb_prompt) whose tag carries a
  * marker, "RQ" and eight hex digits, replaced in a copy of the request body
  * by the request's own number: every prompt differs from the first bytes
- * on, so no request finds another's prefix in the server's cache.  The
+ * on, so no request finds another's prefix in the server's cache (with a
+ * shared prefix, the system prompt before it is the same for all, and the
+ * marker carries k mod prefix.suffixes).  The
  * body's max_tokens is rendered space-padded to a fixed width so that each
  * request's own output length is patched in place, and one request head
  * (Content-Length) serves every body of a pool entry.
@@ -127,6 +129,14 @@ tb_rate_settings_json(const struct tb_spec *s)
                         "arrival", s->arrival, "seed",
                         (json_int_t)s->seed, "input_tokens", s->input_tokens,
                         "output_tokens", s->output_tokens, "slo", slo_json(&s->slo));
+  /* the workload: cold prompts, or a shared system prompt (seeded like the
+   * rest, so a run can be repeated exactly) */
+  json_object_set_new(o, "workload",
+                      s->prefix.tokens > 0
+                          ? json_pack("{s:s, s:I, s:I}", "kind", "shared_prefix",
+                                      "prefix_tokens", (json_int_t)s->prefix.tokens, "suffixes",
+                                      (json_int_t)s->prefix.suffixes)
+                          : json_pack("{s:s}", "kind", "cold"));
   return o;
 }
 
@@ -208,6 +218,8 @@ struct rrun {
   struct pool_entry pool[TB_RATE_INPUT_POOL];
   unsigned n_pool;
   double in_mean;
+  char *sys;           /* the shared system prompt (spec prefix), or NULL */
+  int64_t sys_tokens;  /* as the server counts it alone (-1 unknown) */
   char *setup_err;     /* every cell is an error with this */
   bool cancelled;
   unsigned index;      /* cells so far */
@@ -228,6 +240,9 @@ struct rcell {
   uint64_t scheduled, started, ok, errors, dropped, good;
   int64_t out_tokens, prompt_tokens_sum;
   uint64_t prompt_n;
+  /* the server's prefix cache, from usage.prompt_tokens_details */
+  int64_t cached_sum, cached_prompt_sum;
+  uint64_t cached_n;
   char first_error[200];
   /* times */
   int64_t t0, t_end_arrivals, t_last_end;
@@ -402,6 +417,11 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
     if (q->count.prompt_tokens >= 0) {
       c->prompt_tokens_sum += q->count.prompt_tokens;
       c->prompt_n++;
+      if (q->count.saw_cached) {
+        c->cached_sum += q->count.cached_tokens;
+        c->cached_prompt_sum += q->count.prompt_tokens;
+        c->cached_n++;
+      }
     }
     good = meets_slo(&r->s->slo, ttft, tpot, have_tpot, q->max_gap, e2e);
     c->good += good;
@@ -477,8 +497,12 @@ launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
   q->count.prompt_tokens = -1;
   q->body = tb_xmalloc(pe->len + 1);
   memcpy(q->body, pe->tmpl, pe->len + 1);
+  /* a shared prefix's suffixes repeat every prefix.suffixes requests */
+  uint64_t sk = r->s->prefix.tokens > 0 && r->s->prefix.suffixes > 0
+                    ? k % (uint64_t)r->s->prefix.suffixes
+                    : k;
   patch_hex(q->body + pe->marker_at,
-            ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(k & 0xffffff));
+            ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(sk & 0xffffff));
   patch_maxtok(q->body + pe->maxtok_at, want);
   tb_sse_init(&q->sse, rq_event, NULL, q);
   tb_sse_set_budget(&q->sse, &c->mem);
@@ -583,6 +607,15 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "prompt_tokens_mean",
                       c->prompt_n ? json_real((double)c->prompt_tokens_sum / (double)c->prompt_n)
                                   : json_null());
+  if (c->cached_n > 0) { /* the server said how much of the prompts its cache held */
+    json_t *pc = json_pack("{s:I, s:I, s:I, s:f}", "requests", (json_int_t)c->cached_n,
+                           "prompt_tokens", (json_int_t)c->cached_prompt_sum, "cached_tokens",
+                           (json_int_t)c->cached_sum, "hit_pct",
+                           c->cached_prompt_sum > 0
+                               ? 100.0 * (double)c->cached_sum / (double)c->cached_prompt_sum
+                               : 0.0);
+    json_object_set_new(cell, "prefix_cache", pc);
+  }
   json_object_set_new(cell, "measured_s", json_real(dur));
   json_object_set_new(cell, "arrivals_s", json_real(arr));
   json_object_set_new(cell, "ttft_ms", pct(&c->ttft));
@@ -769,6 +802,9 @@ make_entry(struct rrun *r, const struct tb_prompt *p, struct pool_entry *pe)
                         r->env->d->model, "messages", "role", "user", "content", p->text,
                         "max_tokens", (json_int_t)MAXTOK_PLACEHOLDER, "stream", 1, "ignore_eos",
                         1, "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
+  if (r->sys != NULL) /* the shared system prompt goes first */
+    json_array_insert_new(json_object_get(b, "messages"), 0,
+                          json_pack("{s:s, s:s}", "role", "system", "content", r->sys));
   char *text = json_dumps(b, JSON_COMPACT);
   json_decref(b);
   if (text == NULL)
@@ -841,6 +877,29 @@ setup(struct rrun *r)
   r->slack = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   r->auth = tb_http_auth_header(env->api_key);
+  /* a shared prefix: one system prompt for every request, tagged with the
+   * run only (the same in every cell; never the marker) */
+  r->sys_tokens = -1;
+  if (s->prefix.tokens > 0) {
+    char *stag = tb_xasprintf("%s-SYSTEM", env->run_id);
+    struct tb_prompt_ctx *sc = tb_prompt_ctx_new(env->d, env->api_key, stag);
+    free(stag);
+    struct tb_prompt p = { 0 };
+    char *perr = NULL;
+    if (tb_prompt_build(sc, s->prefix.tokens, s->prefix.tokens, &p, &perr) != 0) {
+      r->setup_err = tb_xasprintf("shared prefix of %" PRId64 " tokens: %s", s->prefix.tokens,
+                                  perr ? perr : "failed");
+      free(perr);
+    } else {
+      r->sys = p.text;
+      r->sys_tokens = p.tokens;
+      p.text = NULL;
+    }
+    tb_prompt_free(&p);
+    tb_prompt_ctx_free(sc);
+    if (r->setup_err != NULL)
+      return;
+  }
   /* the prompts: one per length of the pool, tagged with the marker */
   char *tag = tb_xasprintf("%s-" MARKER, env->run_id);
   struct tb_prompt_ctx *pc = tb_prompt_ctx_new(env->d, env->api_key, tag);
@@ -875,6 +934,7 @@ teardown(struct rrun *r)
       tb_http_secret_free(r->pool[i].head);
   }
   tb_http_secret_free(r->auth);
+  free(r->sys);
   if (r->slack > 0)
     (void)prctl(PR_SET_TIMERSLACK, (unsigned long)r->slack, 0UL, 0UL, 0UL);
   if (r->direct)

@@ -4,8 +4,9 @@
  * A rate cell (phase "rate") sends requests that arrive at a given rate,
  * on a seeded schedule (tb_arrival: Poisson, gamma with a burstiness
  * factor, or constant), for rate_duration_s or rate_requests requests, each
- * with a prompt of its own (cold: no prefix shared with another request)
- * and its own output length.  It is an open-loop generator: a request
+ * with a prompt of its own (cold: no prefix shared with another request;
+ * or, with the spec's prefix, a system prompt shared by all and one of
+ * prefix.suffixes user messages) and its own output length.  It is an open-loop generator: a request
  * starts at its scheduled time however many are in flight, on its own
  * connection slot, from a timerfd deadline on the cell's epoll loop; what
  * is late is measured (schedule_lag_ms = actual start - scheduled start),

@@ -64,6 +64,16 @@ static const struct tb_spec_field sweep_fields[] = {
     .member = M(sweep.max_probes), .help = "most probes (rate cells) the sweep runs" },
 };
 
+/* The "prefix" object: a system prompt shared by every request of a rate
+ * cell, and how many distinct user messages follow it. */
+static const struct tb_spec_field prefix_fields[] = {
+  { .name = "tokens", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_CONTEXT,
+    .member = M(prefix.tokens), .help = "the shared system prompt's tokens; setting it shares it" },
+  { .name = "suffixes", .type = TB_SPEC_INT, .min = 0, .max = 1000000, .def = "0",
+    .member = M(prefix.suffixes),
+    .help = "distinct user messages after it, request k taking k mod suffixes (0: each its own)" },
+};
+
 /* The job spec: the body of POST /v1/jobs.  Keep api/openapi.yaml's JobSpec
  * in step (tests/integration/test_api_contract.py compares them). */
 static const struct tb_spec_field job_fields[] = {
@@ -153,6 +163,9 @@ static const struct tb_spec_field job_fields[] = {
   { .name = "sweep", .type = TB_SPEC_OBJECT, .sub = sweep_fields,
     .nsub = TB_ARRAY_LEN(sweep_fields), .member = M(sweep), .cli = "sweep",
     .help = "find the highest rate meeting the SLOs, e.g. attainment_pct=90,max_rps=50" },
+  { .name = "prefix", .type = TB_SPEC_OBJECT, .sub = prefix_fields,
+    .nsub = TB_ARRAY_LEN(prefix_fields), .member = M(prefix), .cli = "prefix",
+    .help = "rate cells share a system prompt, e.g. tokens=2000,suffixes=8" },
 };
 
 const struct tb_spec_field *

@@ -120,6 +120,15 @@ struct tb_spec_slo {
   double ttft_ms, tpot_ms, tbt_ms, e2e_ms;
 };
 
+/* A shared-prefix workload of rate cells (the spec's "prefix" object): on
+ * when tokens > 0.  Every request's chat starts with the same system prompt
+ * of about `tokens` tokens; its user message is one of `suffixes` distinct
+ * ones (request k takes suffix k mod suffixes; 0: each its own). */
+struct tb_spec_prefix {
+  int64_t tokens;
+  int64_t suffixes;
+};
+
 /* A sweep (the spec's "sweep" object): on when attainment_pct > 0. */
 struct tb_spec_sweep {
   double attainment_pct;     /* share of requests that must meet the SLOs */
@@ -150,6 +159,7 @@ struct tb_spec {
   char output_tokens[TB_SPEC_INLINE_MAX];
   struct tb_spec_slo slo;
   struct tb_spec_sweep sweep;
+  struct tb_spec_prefix prefix;
 };
 
 enum tb_spec_rc {

@@ -137,3 +137,41 @@ def test_seeded_lengths(ctx):
     assert a == b, (a, b)
     assert all(4 <= n <= 12 for n in a) and len(set(a)) > 1, a
     assert a != other, (a, other)
+
+
+def test_shared_prefix_hit_rate(ctx):
+    """A shared-prefix workload: every request's chat starts with the same
+    system prompt, followed by one of 4 user messages.  The hit rate the cell
+    reports (from each answer's usage.prompt_tokens_details.cached_tokens)
+    equals the simulator's own counters over the run, token for token."""
+    sim = ctx.sim("tiny", "vllm")
+    st, _, before = harness.http_json("GET", sim.url + "/sim/stats")
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", "10", "--rate-requests", "16", "--arrival", "constant",
+        "--input-tokens", "200", "--output-tokens", "4", "--seed", "3",
+        "--prefix", "tokens=2000,suffixes=4"])
+    assert rc == 0, err
+    st, _, after = harness.http_json("GET", sim.url + "/sim/stats")
+    assert header["settings"]["rate"]["workload"] == {
+        "kind": "shared_prefix", "prefix_tokens": 2000, "suffixes": 4}
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid" and c["completed"] == 16, c
+    pc = c["prefix_cache"]
+    queried = after["prefix_query_tokens"] - before["prefix_query_tokens"]
+    hit = after["prefix_hit_tokens"] - before["prefix_hit_tokens"]
+    assert (pc["requests"], pc["prompt_tokens"], pc["cached_tokens"]) == (16, queried, hit), (pc, before, after)
+    assert abs(pc["hit_pct"] - 100.0 * hit / queried) < 1e-9
+    # the 4 distinct prompts miss (the first cold, and a later one cold too
+    # when it arrives before the first one's prefill has filled the cache;
+    # the others find the system prompt: partial hits), the 12 repeats hit
+    assert after["cache_misses"] - before["cache_misses"] == 4, after
+    assert after["cache_partial_hits"] - before["cache_partial_hits"] >= 1, after
+    assert after["cache_hits"] - before["cache_hits"] == 12, after
+    assert 2000 * 13 <= hit < queried, pc
+    # cold prompts (the default) share nothing
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", "10", "--rate-requests", "4", "--input-tokens", "200",
+        "--output-tokens", "4"])
+    assert rc == 0, err
+    assert header["settings"]["rate"]["workload"] == {"kind": "cold"}
+    assert rate_cells(cells)[0]["prefix_cache"]["cached_tokens"] == 0

@@ -231,6 +231,27 @@ def test_job_with_repeats(t):
 
 
 @isolated
+def test_rate_job_with_a_shared_prefix(t):
+    """A job of rate cells only (issue 15), with a shared-prefix workload:
+    the worker stores its cells (phase rate, sql/0011), the result says how
+    much of the prompts the server's cache held, and the report renders."""
+    sim = t.ctx.sim("tiny")
+    ep = t.endpoint(sim)
+    t.worker("w-rate")
+    spec = {"rates": [10], "rate_requests": 8, "arrival": "constant", "input_tokens": "200",
+            "output_tokens": "4", "prefix": {"tokens": 1000, "suffixes": 2}}
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", 90)
+    assert t.cells(jid) == [("rate", t.cells(jid)[0][1], 1)], t.cells(jid)
+    res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+    (c,) = res["cells"]
+    assert c["phase"] == "rate" and c["status"] == "valid" and c["completed"] == 8, c
+    assert c["prefix_cache"]["requests"] == 8 and c["prefix_cache"]["cached_tokens"] >= 6 * 992, c
+    assert res["settings"]["rate"]["workload"] == {"kind": "shared_prefix", "prefix_tokens": 1000,
+                                                   "suffixes": 2}, res["settings"]
+
+
+@isolated
 def test_wrong_master_key_fails_the_job_with_the_reason(t):
     sim = t.ctx.sim("tiny", args=["--api-key", "sk-x"])
     ep = t.endpoint(sim)

@@ -23,6 +23,7 @@ same(const struct tb_oai_chunk *a, const struct tb_oai_chunk *b)
   assert_int_equal(a->has_usage, b->has_usage);
   assert_int_equal(a->prompt_tokens, b->prompt_tokens);
   assert_int_equal(a->completion_tokens, b->completion_tokens);
+  assert_int_equal(a->cached_tokens, b->cached_tokens);
   assert_int_equal(a->n_choices, b->n_choices);
   assert_int_equal(a->text_choices, b->text_choices);
   assert_int_equal(a->text_bytes, b->text_bytes);
@@ -90,6 +91,10 @@ static const char *const fast[] = {
     "{\"usage\":{\"completion_tokens\":-0,\"prompt_tokens\":123456789012345678}}",
     "{}",
     "{\"choices\":[{\"delta\":{}}],\"x\":\"\\u0041\"}",
+    "{\"choices\":[],\"usage\":{\"prompt_tokens\":2512,\"completion_tokens\":2,"
+    "\"prompt_tokens_details\":{\"cached_tokens\":2000,\"audio_tokens\":null}}}",
+    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":null}}",
+    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":null}}}",
 };
 
 /* Inputs anything may happen to (scanner or fallback); results checked. */
@@ -110,6 +115,11 @@ static const char *const other[] = {
     "{\"usage\":{\"completion_tokens\":-1}}", "{\"usage\":{\"completion_tokens\":\"3\"}}",
     "{\"usage\":{\"completion_tokens\":3.0}}", "{\"usage\":{\"completion_tokens\":3e0}}",
     "{\"usage\":{\"prompt_tokens\":true}}", "{\"usage\":[]}", "{\"usage\":5}",
+    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":5}}",
+    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":-3}}}",
+    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":\"7\"}}}",
+    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":1,"
+    "\"cached_tokens\":2}}}",
     "{\"error\":{\"message\":\"boom\"}}", "{\"error\":\"plain\"}", "{\"error\":5}",
     "{\"error\":{\"message\":\"\\u00e9 long\"},\"choices\":7}",
     "{\"choices\":[{\"delta\":{\"content\":\"\\u0000\"}}]}",
@@ -155,6 +165,11 @@ test_fast_path(void **state)
   assert_int_equal(c.text_choices, 2);
   assert_false(c.role_only);
   assert_true(c.finished);
+  /* the prefix cache's share of the prompt (vLLM, SGLang, the sim) */
+  const char *cached = fast[sizeof fast / sizeof *fast - 3];
+  assert_true(tb_oai_scan_chunk(cached, strlen(cached), &c));
+  assert_int_equal(c.cached_tokens, 2000);
+  assert_int_equal(c.prompt_tokens, 2512);
 }
 
 static void
