@@ -354,7 +354,9 @@ on_sse_event(void *cls, const char *data, size_t len)
       delta = ch.completion_tokens - s->cum;
     s->cum = ch.completion_tokens;
     s->saw_usage = true;
-    if (ch.n_choices == 0)
+    /* the usage chunk (choices: []), or usage on the finish chunk
+     * (llama.cpp, TGI before 3.x) */
+    if (ch.n_choices == 0 || ch.finished)
       s->saw_final_usage = true;
     if (ch.prompt_tokens >= 0)
       s->prompt_tokens = ch.prompt_tokens;
