@@ -403,12 +403,17 @@ llamacpp_metrics(const struct server *s, struct conn *o)
   double tps = gen_throughput(s);
   family(o, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.");
   sim_conn_out_printf(o, "llamacpp:prompt_tokens_total %" PRIu64 "\n", s->st.prompt_tokens);
+  family(o, "llamacpp:prompt_seconds_total", "counter", "Prompt process time");
+  sim_conn_out_printf(o, "llamacpp:prompt_seconds_total %.3f\n",
+                      (double)s->st.prompt_tokens / 20000.0);
   family(o, "llamacpp:tokens_predicted_total", "counter",
          "Number of generation tokens processed.");
   sim_conn_out_printf(o, "llamacpp:tokens_predicted_total %" PRIu64 "\n",
                       s->st.tokens_generated);
   family(o, "llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls");
   sim_conn_out_printf(o, "llamacpp:n_decode_total %" PRIu64 "\n", s->st.steps);
+  family(o, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.");
+  sim_conn_out_printf(o, "llamacpp:prompt_tokens_seconds 20000\n");
   family(o, "llamacpp:predicted_tokens_seconds", "gauge",
          "Average generation throughput in tokens/s.");
   sim_conn_out_printf(o, "llamacpp:predicted_tokens_seconds %.1f\n", tps);
@@ -476,9 +481,9 @@ sim_flavour_server_info(const struct server *s)
 {
   int dp = rev(s) == 5 ? sim_flavour_dp(s) : 1;
   json_int_t tp = (json_int_t)json_integer_value(json_object_get(s->p->engine, "gpu_count"));
-  json_t *doc = json_pack("{s:s, s:s, s:n, s:s, s:I, s:i}", "model_path", s->p->model_root,
-                          "tokenizer_path", s->p->model_root, "context_length", "dtype", "auto",
-                          "tp_size", tp > 0 ? tp : 1, "dp_size", dp);
+  json_t *doc = json_pack("{s:s, s:s, s:n, s:I, s:i}", "model_path", s->p->model_root,
+                          "tokenizer_path", s->p->model_root, "context_length", "tp_size",
+                          tp > 0 ? tp : 1, "dp_size", dp);
   json_t *states = json_array();
   if (rev(s) == 5) {
     /* the top-level argument is null (not given); the effective limit is per
@@ -487,6 +492,7 @@ sim_flavour_server_info(const struct server *s)
     json_object_set_new(doc, "max_running_requests", json_null());
     json_object_set_new(doc, "max_queued_requests", json_null());
     json_object_set_new(doc, "max_total_tokens", json_null());
+    json_object_set_new(doc, "enable_dp_attention", json_false());
     for (int k = 0; k < dp; k++)
       json_array_append_new(
         states, json_pack("{s:s, s:n, s:s, s:i, s:f, s:{s:f, s:f, s:I, s:i}, s:I}",
@@ -497,6 +503,7 @@ sim_flavour_server_info(const struct server *s)
                           "effective_max_running_requests_per_dp",
                           (json_int_t)(s->p->max_running / dp)));
   } else {
+    json_object_set_new(doc, "dtype", json_string("auto"));
     json_object_set_new(doc, "max_running_requests", json_integer(s->p->max_running));
     json_object_set_new(doc, "max_total_num_tokens_override", json_null());
     json_object_set_new(doc, "schedule_policy", json_string("fcfs"));
@@ -552,7 +559,9 @@ sim_flavour_info(const struct server *s)
   json_object_set_new(in, "max_client_batch_size", json_integer(4));
   json_object_set_new(in, "router", json_string("text-generation-router"));
   json_object_set_new(in, "version", json_string(s->version ? s->version : "unknown"));
-  json_object_set_new(in, "sha", json_null());
-  json_object_set_new(in, "docker_label", json_null());
+  /* a release image names its commit; 3.3.6 here is a native build */
+  json_object_set_new(in, "sha", rev(s) < 23 ? json_string("db7e043ded45e14ed24188d5a963911c96049618")
+                                             : json_null());
+  json_object_set_new(in, "docker_label", rev(s) < 23 ? json_string("sha-db7e043") : json_null());
   return in;
 }

@@ -274,8 +274,12 @@ chat_choice(struct server *s, char *b, size_t cap, const char *d, const char *fi
     return snprintf(b, cap, "[{\"finish_reason\":%s,\"index\":0,\"delta\":%s}]", fin, d);
   if (flav(s, SIM_FLAVOUR_GATEWAY))
     return snprintf(b, cap, "[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]", d, fin);
+  /* SGLang adds matched_stop; vLLM V0 stop_reason on the finish */
+  bool v0_fin = flav(s, SIM_FLAVOUR_VLLM) && s->cfg->dialect->rev == 7 && fin[0] == '"';
   return snprintf(b, cap, "[{\"index\":0,\"delta\":%s,\"logprobs\":null,\"finish_reason\":%s%s}]",
-                  d, fin, flav(s, SIM_FLAVOUR_SGLANG) ? ",\"matched_stop\":null" : "");
+                  d, fin, flav(s, SIM_FLAVOUR_SGLANG) ? ",\"matched_stop\":null"
+                          : v0_fin                    ? ",\"stop_reason\":null"
+                                                      : "");
 }
 
 /* Emits output tokens [g->out, g->out + k) as one chunk; with last, the
