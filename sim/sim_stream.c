@@ -239,29 +239,31 @@ chat_delta(struct server *s, char *b, size_t cap, int64_t from, int64_t to)
   const char *field = s->cfg->reasoning_field;
   int64_t rn = field ? s->cfg->reasoning_tokens : 0;
   int64_t split = from < rn ? (to < rn ? to : rn) : from;
+  const char *sep = "";
   int n = snprintf(b, cap, "{");
-  if (flav(s, SIM_FLAVOUR_TGI))
-    n += snprintf(b + n, cap - (size_t)n, "\"role\":\"assistant\",");
-  else if (flav(s, SIM_FLAVOUR_SGLANG))
-    n += snprintf(b + n, cap - (size_t)n, "\"role\":null,");
+  if (flav(s, SIM_FLAVOUR_TGI)) {
+    n += snprintf(b + n, cap - (size_t)n, "\"role\":\"assistant\"");
+    sep = ",";
+  } else if (flav(s, SIM_FLAVOUR_SGLANG)) {
+    n += snprintf(b + n, cap - (size_t)n, "\"role\":null");
+    sep = ",";
+  }
   if (split > from) {
     words(t1, sizeof(t1), from, split);
     if (strcmp(field, "both") == 0) /* vLLM 0.10 and 0.11 send it twice */
-      n += snprintf(b + n, cap - (size_t)n, "\"reasoning\":\"%s\",\"reasoning_content\":\"%s\"",
-                    t1, t1);
+      n += snprintf(b + n, cap - (size_t)n, "%s\"reasoning\":\"%s\",\"reasoning_content\":\"%s\"",
+                    sep, t1, t1);
     else
-      n += snprintf(b + n, cap - (size_t)n, "\"%s\":\"%s\"", field, t1);
-    if (split < to)
-      n += snprintf(b + n, cap - (size_t)n, ",");
+      n += snprintf(b + n, cap - (size_t)n, "%s\"%s\":\"%s\"", sep, field, t1);
+    sep = ",";
   }
   if (split < to) {
     words(t2, sizeof(t2), split, to);
-    n += snprintf(b + n, cap - (size_t)n, "\"content\":\"%s\"", t2);
+    n += snprintf(b + n, cap - (size_t)n, "%s\"content\":\"%s\"", sep, t2);
+    sep = ",";
   }
   if (flav(s, SIM_FLAVOUR_SGLANG) && s->cfg->dialect->rev == 4 && split == from)
-    n += snprintf(b + n, cap - (size_t)n, ",\"reasoning_content\":null");
-  if (n > 1 && b[n - 1] == ',')
-    n--;
+    n += snprintf(b + n, cap - (size_t)n, "%s\"reasoning_content\":null", sep);
   n += snprintf(b + n, cap - (size_t)n, "}");
   return n;
 }
