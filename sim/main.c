@@ -32,6 +32,12 @@ usage(FILE *f)
     "                        the first tokens go to delta.FIELD\n"
     "  --reasoning-tokens N  how many output tokens are reasoning (default 16)\n"
     "  --eos-after N         without ignore_eos, stop after N tokens (default 0: never)\n"
+    "  --early-stop N        every request ends (\"stop\") after N tokens, even with\n"
+    "                        ignore_eos and a larger max_tokens (default 0: never)\n"
+    "  --metrics M           engine (default) | none (404) | foreign (a gateway's own\n"
+    "                        /metrics: no running/waiting gauges)\n"
+    "  --no-usage            no usage in any answer, whatever stream_options ask\n"
+    "  --no-tokenize         POST /tokenize answers 404\n"
     "  --fault SPEC          fault applied to every generation request (see README)\n"
     "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
     "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
@@ -108,6 +114,7 @@ main(int argc, char **argv)
   cfg.dialect = sim_flavour_find("vllm", &cfg.profile_version);
   cfg.flavour = cfg.dialect->family;
   const char *reasoning = NULL;
+  bool metrics_set = false;
   sim_fault_init(&cfg.fault);
   sim_noise_init(&cfg.noise);
   const char *profile = "tiny", *pdir = NULL, *model = NULL;
@@ -125,6 +132,12 @@ main(int argc, char **argv)
       continue;
     } else if (strcmp(a, "--no-stamps") == 0) {
       cfg.stamps = false;
+      continue;
+    } else if (strcmp(a, "--no-usage") == 0) {
+      cfg.no_usage = true;
+      continue;
+    } else if (strcmp(a, "--no-tokenize") == 0) {
+      cfg.no_tokenize = true;
       continue;
     } else if (strcmp(a, "--realtime") == 0) {
       cfg.realtime = true;
@@ -173,6 +186,11 @@ main(int argc, char **argv)
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.reasoning_tokens);
     } else if (strcmp(a, "--eos-after") == 0) {
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.eos_after);
+    } else if (strcmp(a, "--early-stop") == 0) {
+      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.early_stop);
+    } else if (strcmp(a, "--metrics") == 0) {
+      ok = sim_metrics_parse(v, &cfg.metrics);
+      metrics_set = true;
     } else if (strcmp(a, "--fault") == 0) {
       ok = sim_fault_parse(&cfg.fault, v, err, sizeof(err));
       if (!ok)
@@ -205,6 +223,12 @@ main(int argc, char **argv)
       fprintf(stderr, "tokbench-sim: bad value for %s: %s\n", a, v);
       return 2;
     }
+  }
+  if (cfg.flavour == SIM_FLAVOUR_GATEWAY) {
+    /* a bare gateway: the switches for servers that give less */
+    cfg.no_usage = true;
+    if (!metrics_set)
+      cfg.metrics = SIM_METRICS_FOREIGN;
   }
   if (reasoning != NULL && strcmp(reasoning, "none") != 0)
     cfg.reasoning_field = strcmp(reasoning, "auto") == 0 ? cfg.dialect->reasoning : reasoning;

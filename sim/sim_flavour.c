@@ -18,13 +18,13 @@
 
 #define VLLM(n, r, v, rsn)                                                                  \
   { .name = n, .family = SIM_FLAVOUR_VLLM, .rev = r, .version = v, .reasoning = rsn,       \
-    .cont_usage = true, .usage = true, .role_chunk = true }
+    .cont_usage = true, .role_chunk = true }
 #define SGLANG(n, r, v, cont)                                                               \
   { .name = n, .family = SIM_FLAVOUR_SGLANG, .rev = r, .version = v,                       \
-    .reasoning = "reasoning_content", .cont_usage = cont, .usage = true, .role_chunk = true }
+    .reasoning = "reasoning_content", .cont_usage = cont, .role_chunk = true }
 #define TGI(n, r, v)                                                                        \
   { .name = n, .family = SIM_FLAVOUR_TGI, .rev = r, .version = v,                          \
-    .reasoning = "reasoning_content", .usage = true, .data_nospace = true }
+    .reasoning = "reasoning_content", .data_nospace = true }
 
 static const struct sim_dialect dialects[] = {
   VLLM("vllm-0.7", 7, "0.7.3", "reasoning_content"),
@@ -36,13 +36,13 @@ static const struct sim_dialect dialects[] = {
   SGLANG("sglang-0.4", 4, "0.4.6.post5", true),
   SGLANG("sglang-0.5", 5, "0.5.4.post1", true),
   { .name = "llamacpp", .family = SIM_FLAVOUR_LLAMACPP, .version = "b6915-2a2bd1f0",
-    .reasoning = "reasoning_content", .usage = true, .role_chunk = true, .finish_chunk = true },
+    .reasoning = "reasoning_content", .role_chunk = true, .finish_chunk = true },
   TGI("tgi-2.2", 22, "2.2.0"),
   TGI("tgi-3.3", 33, "3.3.6"),
   { .name = "gateway", .family = SIM_FLAVOUR_GATEWAY, .reasoning = "reasoning_content",
     .crlf = true, .pings = true, .role_chunk = true, .finish_chunk = true },
   { .name = "openai", .family = SIM_FLAVOUR_OPENAI, .reasoning = "reasoning_content",
-    .cont_usage = true, .usage = true, .role_chunk = true },
+    .cont_usage = true, .role_chunk = true },
 };
 
 /* Names kept from before the versioned flavours; vllm and sglang report the
@@ -453,6 +453,10 @@ gateway_metrics(const struct server *s, struct conn *o)
 bool
 sim_flavour_metrics(const struct server *s, struct conn *o)
 {
+  if (s->cfg->metrics == SIM_METRICS_FOREIGN) {
+    gateway_metrics(s, o); /* --metrics foreign: in every flavour */
+    return true;
+  }
   switch (s->cfg->flavour) {
   case SIM_FLAVOUR_VLLM:
     vllm_metrics(s, o);
@@ -465,9 +469,6 @@ sim_flavour_metrics(const struct server *s, struct conn *o)
     return true;
   case SIM_FLAVOUR_TGI:
     tgi_metrics(s, o);
-    return true;
-  case SIM_FLAVOUR_GATEWAY:
-    gateway_metrics(s, o);
     return true;
   default:
     return false;

@@ -21,7 +21,8 @@
 json_t *sim_flavour_model_card(const struct server *s);
 
 /* Appends the flavour's /metrics text to out (a scratch connection's
- * buffer); false when the flavour has no /metrics. */
+ * buffer), or with --metrics foreign (the gateway flavour's default) a
+ * gateway's own families; false when there is no /metrics. */
 bool sim_flavour_metrics(const struct server *s, struct conn *out);
 
 /* SGLang's GET /get_server_info (new reference). */

@@ -249,10 +249,10 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   g->chunked = r->minor >= 1;
   const struct sim_dialect *d = s->cfg->dialect;
   /* the usage chunk at the end; llama.cpp and TGI 2.2 put usage on their
-   * last chunk instead, a gateway gives none */
-  g->usage = streaming && d->usage && json_is_true(json_object_get(so, "include_usage")) &&
+   * last chunk instead; --no-usage (a gateway): none at all */
+  g->usage = streaming && !s->cfg->no_usage && json_is_true(json_object_get(so, "include_usage")) &&
              !flav(s, SIM_FLAVOUR_LLAMACPP) && !(flav(s, SIM_FLAVOUR_TGI) && d->rev < 23);
-  g->cont_usage = streaming && d->cont_usage &&
+  g->cont_usage = streaming && d->cont_usage && !s->cfg->no_usage &&
                   json_is_true(json_object_get(so, "continuous_usage_stats"));
   g->stamps = s->cfg->stamps || r->stamps;
   g->prompt = prompt;
@@ -262,6 +262,11 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   bool ignore_eos = json_is_true(json_object_get(body, "ignore_eos"));
   if (!ignore_eos && s->cfg->eos_after > 0 && s->cfg->eos_after < g->limit) {
     g->limit = s->cfg->eos_after;
+    g->finish = "stop";
+  }
+  if (s->cfg->early_stop > 0 && s->cfg->early_stop < g->limit) {
+    /* --early-stop: a server that ignores max_tokens and ignore_eos */
+    g->limit = s->cfg->early_stop;
     g->finish = "stop";
   }
   g->need_kv = prompt + max_tokens;
@@ -354,6 +359,20 @@ handle_models(struct server *s, struct conn *c, const struct sim_http_req *r)
   sim_conn_reply_json(s, c, 200,
                       json_pack("{s:s, s:[o]}", "object", "list", "data", sim_flavour_model_card(s)),
                       r->keep_alive);
+}
+
+bool
+sim_metrics_parse(const char *str, enum sim_metrics *out)
+{
+  if (strcmp(str, "engine") == 0)
+    *out = SIM_METRICS_ENGINE;
+  else if (strcmp(str, "none") == 0)
+    *out = SIM_METRICS_NONE;
+  else if (strcmp(str, "foreign") == 0)
+    *out = SIM_METRICS_FOREIGN;
+  else
+    return false;
+  return true;
 }
 
 static void
@@ -557,6 +576,18 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
   if (s->cfg->dialect->rev == 3 && flav(s, SIM_FLAVOUR_SGLANG) &&
       (strcmp(r->path, "/get_server_info") == 0 || strcmp(r->path, "/server_info") == 0))
     fbit = 0; /* SGLang 0.3 had no server info: its capacity is in /metrics */
+  if ((s->cfg->no_tokenize && strcmp(r->path, "/tokenize") == 0) ||
+      (s->cfg->metrics == SIM_METRICS_NONE && strcmp(r->path, "/metrics") == 0)) {
+    /* --no-tokenize, --metrics none: as a server without them answers */
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                       r->keep_alive);
+    return;
+  }
+  if (s->cfg->metrics == SIM_METRICS_FOREIGN && strcmp(r->path, "/metrics") == 0 &&
+      r->method == SIM_HTTP_GET) {
+    handle_metrics(s, c, r); /* every flavour: the gateway's own, unguarded */
+    return;
+  }
   if (auth_needed(s, r->path) && !auth_ok(s, r)) {
     sim_conn_reply_error(s, c, 401, "Unauthorized", r->keep_alive);
     return;

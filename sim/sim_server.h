@@ -49,13 +49,16 @@ struct sim_dialect {
   const char *reasoning;         /* --reasoning auto: "reasoning_content",
                                   * "reasoning" or "both" */
   bool cont_usage;               /* honours continuous_usage_stats */
-  bool usage;                    /* false: no usage anywhere (a gateway) */
   bool data_nospace;             /* "data:{" (TGI) */
   bool crlf;                     /* CRLF line ends in streams */
   bool pings;                    /* ": ping" and bare ":" comment lines */
   bool role_chunk;               /* a role-only first chunk (all but TGI) */
   bool finish_chunk;             /* the finish on an empty-delta chunk of its own */
 };
+
+/* What GET /metrics answers (--metrics): the flavour's engine gauges, 404,
+ * or a gateway's own families with no engine gauge at all. */
+enum sim_metrics { SIM_METRICS_ENGINE = 0, SIM_METRICS_NONE, SIM_METRICS_FOREIGN };
 
 struct sim_config {
   const char *host;              /* listen address, default 127.0.0.1 */
@@ -75,6 +78,14 @@ struct sim_config {
                                   * X-Tokbench-Stamps: 1) */
   struct sim_fault fault;        /* applied to every generation request */
   struct sim_noise noise;        /* settings: drift, jitter, slowdown */
+  /* A server that gives less (gateways, mocks): low-level switches that
+   * flavours may combine. */
+  enum sim_metrics metrics;      /* --metrics engine|none|foreign */
+  bool no_usage;                 /* --no-usage: no usage anywhere */
+  bool no_tokenize;              /* --no-tokenize: POST /tokenize is 404 */
+  int64_t early_stop;            /* --early-stop N: every request ends ("stop")
+                                  * after N tokens, whatever max_tokens and
+                                  * ignore_eos say; 0: never */
   int max_conns;
   bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
@@ -86,6 +97,9 @@ const struct sim_dialect *sim_flavour_find(const char *s, bool *profile_version)
 
 /* Every flavour name, comma-separated (for --help and errors). */
 const char *sim_flavour_names(void);
+
+/* Parses "engine", "none", "foreign"; false otherwise. */
+bool sim_metrics_parse(const char *s, enum sim_metrics *out) TB_MUST_CHECK;
 
 /* Runs the server until SIGTERM or SIGINT (which it blocks and reads
  * through a signalfd).  Prints "listening on HOST:PORT" to stdout once it

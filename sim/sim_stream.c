@@ -163,7 +163,7 @@ chunk_tail(struct server *s, const struct gen *g, char *buf, size_t cap, bool la
     n += snprintf(buf + n, cap - (size_t)n, ",\"system_fingerprint\":\"%s\"",
                   s->version ? s->version : "");
   bool usage_here = g->cont_usage ||
-                    (last && s->cfg->dialect->usage &&
+                    (last && !s->cfg->no_usage &&
                      (flav(s, SIM_FLAVOUR_LLAMACPP) ||
                       (flav(s, SIM_FLAVOUR_TGI) && s->cfg->dialect->rev < 23)));
   if (usage_here) {
@@ -391,8 +391,8 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
                           g->chat ? "chat.completion" : "text_completion", "created",
                           (json_int_t)g->created, "model", s->p->model, "choices", choice,
                           "usage", usage);
-  if (!s->cfg->dialect->usage)
-    json_object_del(doc, "usage"); /* a gateway that gives none */
+  if (s->cfg->no_usage)
+    json_object_del(doc, "usage"); /* --no-usage: a gateway that gives none */
   free(reason);
   free(content);
   struct conn *c = g->c;
