@@ -379,8 +379,12 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
   json_t *choice;
   if (g->chat) {
     json_t *msg = json_pack("{s:s, s:s}", "role", "assistant", "content", content);
-    if (rn > 0)
+    if (rn > 0 && strcmp(s->cfg->reasoning_field, "both") == 0) {
+      json_object_set_new(msg, "reasoning", json_string(reason));
+      json_object_set_new(msg, "reasoning_content", json_string(reason));
+    } else if (rn > 0) {
       json_object_set_new(msg, s->cfg->reasoning_field, json_string(reason));
+    }
     choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs",
                        "finish_reason", g->finish);
   } else {
