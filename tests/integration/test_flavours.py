@@ -227,11 +227,13 @@ def free_port():
 
 def run_one(ctx, flavour):
     """tokbench run against one flavour: 4K context at 1 and 8 at once, 256
-    tokens out: C = 8 needs 8 x 4352 > 24,576 tokens of KV, so it is Over
+    tokens out, reasoning first: C = 8 needs 8 x 4352 > 24,576 tokens of KV, so it is Over
     capacity where the budget is known (and not run where it is not: the
     server would only queue it).  Returns (flavour, rc, header, cells, err)."""
     kv_known = EXPECT[flavour][2] is not None
-    sim = harness.Sim(ctx, "tiny", flavour, args=["--time-scale", "20"])
+    # the first 8 tokens of each answer in the flavour's reasoning field(s)
+    sim = harness.Sim(ctx, "tiny", flavour, args=["--time-scale", "20", "--reasoning", "auto",
+                                                  "--reasoning-tokens", "8"])
     argv = [harness.bin("tokbench"), "run", "--url", sim.url, "--jsonl",
             "--contexts", "4k", "--concurrency", "1,8" if kv_known else "1,2",
             "--prefill-contexts", "4k", "--duration", "0.4", "--settle", "0.1",
