@@ -304,10 +304,12 @@ vllm_metrics(const struct server *s, struct conn *o)
     { "prompt_tokens", "Number of prefill tokens processed." },
     { "generation_tokens", "Number of generation tokens processed." },
     { "prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens." },
+    { "prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens." },
   };
-  uint64_t vals[] = { s->st.prompt_tokens, s->st.tokens_generated, s->st.cache_hits };
+  uint64_t vals[] = { s->st.prompt_tokens, s->st.tokens_generated, s->st.prefix_hit_tokens,
+                      s->st.prefix_query_tokens };
   for (size_t i = 0; i < TB_ARRAY_LEN(counters); i++) {
-    if (i == 2 && r < 10)
+    if (i >= 2 && r < 10) /* V1's prefix-cache counters, in tokens */
       break;
     char n[64], v[64];
     snprintf(n, sizeof(n), "vllm:%s_total", counters[i].name);
@@ -366,6 +368,7 @@ sglang_metrics(const struct server *s, struct conn *o)
     { "num_used_tokens", "gauge", "The number of used tokens." },
     { "prompt_tokens_total", "counter", "Number of prefill tokens processed." },
     { "generation_tokens_total", "counter", "Number of generation tokens processed." },
+    { "cache_hit_rate", "gauge", "The cache hit rate" },
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(f); i++) {
     char n[64];
@@ -386,9 +389,14 @@ sglang_metrics(const struct server *s, struct conn *o)
       case 3: v = kv_usage(s); break;
       case 4: v = kv_usage(s) * (double)s->p->kv_budget / dp; break;
       case 5: v = (double)share((int64_t)s->st.prompt_tokens, k, dp); break;
-      default: v = (double)share((int64_t)s->st.tokens_generated, k, dp); break;
+      case 6: v = (double)share((int64_t)s->st.tokens_generated, k, dp); break;
+      default: /* cached / queried prompt tokens since start */
+        v = s->st.prefix_query_tokens
+              ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
+              : 0.0;
+        break;
       }
-      if (i == 2 || i == 3)
+      if (i == 2 || i == 3 || i == 7)
         sim_conn_out_printf(o, "%s{%s} %.6g\n", n, lab, v);
       else
         sim_conn_out_printf(o, "%s{%s} %.1f\n", n, lab, v);

@@ -200,6 +200,10 @@ sim_server_run(const struct sim_config *cfg)
                       : s->p->engine_version)
                  : cfg->dialect->version;
   s->started_real_s = (double)tb_time_real_us() / 1e6;
+  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
+  int64_t nb = s->p->kv_budget / bs;
+  s->blocks = sim_cache_new(nb < SIM_CACHE_MAX_BLOCKS ? nb : SIM_CACHE_MAX_BLOCKS);
+  s->log = tb_xcalloc(SIM_REQLOG, sizeof(*s->log));
 
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   if (cfg->realtime) {
@@ -312,6 +316,9 @@ out:
   free(s->fq);
   free(s->batch);
   free(s->grp);
+  sim_cache_free(s->blocks);
+  free(s->ids);
+  free(s->log);
   free(s);
   return rc;
 }
