@@ -456,6 +456,8 @@ gateway_metrics(const struct server *s, struct conn *o)
   sim_conn_out_printf(o, "process_resident_memory_bytes 8.1e+07\n");
   family(o, "upstream_inflight_requests", "gauge", "Requests in flight to upstreams.");
   sim_conn_out_printf(o, "upstream_inflight_requests %d\n", s->running + s->q_n);
+  family(o, "gateway_upstream_up", "gauge", "Whether the upstream answers.");
+  sim_conn_out_printf(o, "gateway_upstream_up 1\n");
 }
 
 bool
