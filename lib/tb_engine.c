@@ -394,11 +394,12 @@ on_sse_event(void *cls, const char *data, size_t len)
     if (!s->chunk_mode)
       delta = ch.completion_tokens - s->cum;
     s->cum = ch.completion_tokens;
-    s->saw_usage = true;
-    /* the usage chunk (choices: []), or usage on the finish chunk
-     * (llama.cpp, TGI before 3.x) */
-    if (ch.n_choices == 0 || ch.finished)
+    /* the usage chunk (choices: []), or, on a stream whose chunks carried
+     * no usage before, usage on the finish chunk (llama.cpp, TGI before
+     * 3.x); with usage on every chunk the usage chunk is still owed */
+    if (ch.n_choices == 0 || (ch.finished && !s->saw_usage))
       s->saw_final_usage = true;
+    s->saw_usage = true;
     if (ch.prompt_tokens >= 0)
       s->prompt_tokens = ch.prompt_tokens;
   } else if (ch.text_choices > 0) {
