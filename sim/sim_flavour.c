@@ -325,6 +325,9 @@ vllm_metrics(const struct server *s, struct conn *o)
       sim_conn_out_printf(o, "%s{%s} %.13e\n", n, lab, s->started_real_s);
     }
   }
+  /* admission reserves a request's whole KV need: nothing is ever preempted */
+  family(o, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
+  sim_conn_out_printf(o, "vllm:num_preemptions_total{%s} 0.0\n", lab);
   if (r != 7)
     vllm_cache_config(s, o);
 }
@@ -369,6 +372,7 @@ sglang_metrics(const struct server *s, struct conn *o)
     { "prompt_tokens_total", "counter", "Number of prefill tokens processed." },
     { "generation_tokens_total", "counter", "Number of generation tokens processed." },
     { "cache_hit_rate", "gauge", "The cache hit rate" },
+    { "num_retracted_requests_total", "counter", "Retracted requests." }, /* never: 0 */
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(f); i++) {
     char n[64];
@@ -390,6 +394,7 @@ sglang_metrics(const struct server *s, struct conn *o)
       case 4: v = kv_usage(s) * (double)s->p->kv_budget / dp; break;
       case 5: v = (double)share((int64_t)s->st.prompt_tokens, k, dp); break;
       case 6: v = (double)share((int64_t)s->st.tokens_generated, k, dp); break;
+      case 8: v = 0; break;
       default: /* cached / queried prompt tokens since start */
         v = s->st.prefix_query_tokens
               ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
