@@ -325,6 +325,13 @@ vllm_metrics(const struct server *s, struct conn *o)
       sim_conn_out_printf(o, "%s{%s} %.13e\n", n, lab, s->started_real_s);
     }
   }
+  if (r == 7) { /* V0: a hit-rate gauge instead of the token counters */
+    family(o, "vllm:gpu_prefix_cache_hit_rate", "gauge", "GPU prefix cache block hit rate.");
+    sim_conn_out_printf(o, "vllm:gpu_prefix_cache_hit_rate{%s} %.6f\n", lab,
+                        s->st.prefix_query_tokens ? (double)s->st.prefix_hit_tokens /
+                                                      (double)s->st.prefix_query_tokens
+                                                  : 0.0);
+  }
   /* admission reserves a request's whole KV need: nothing is ever preempted */
   family(o, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
   sim_conn_out_printf(o, "vllm:num_preemptions_total{%s} 0.0\n", lab);
