@@ -36,7 +36,7 @@ sim_pid=""
 start_sim() { # $1 = time scale
   [ -n "$sim_pid" ] && { kill "$sim_pid" 2>/dev/null || true; wait "$sim_pid" 2>/dev/null || true; }
   $PIN1 "$BIN/tokbench-sim" --profile bench --port "$port" --time-scale "$1" \
-    --max-conns 20000 $RT_SIM >"$OUT/sim.log" 2>&1 &
+    --stamps --max-conns 20000 $RT_SIM >"$OUT/sim.log" 2>&1 &
   sim_pid=$!
   for _ in $(seq 50); do
     curl -s -o /dev/null "http://127.0.0.1:$port/v1/models" && return 0

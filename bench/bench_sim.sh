@@ -93,7 +93,7 @@ for sc in $scenarios; do
     fi
     port=$(free_port)
     $pin_srv "$sim" --profile bench --port "$port" --time-scale "$scale" --max-conns 20000 \
-      --realtime >"$tmp/sim.log" 2>&1 &
+      --stamps --realtime >"$tmp/sim.log" 2>&1 &
     srvpid=$!
     wait_listening "$tmp/sim.log"
     echo "## tokbench-sim: $n streams, step $step ms, ${secs}s window, $place CPUs"

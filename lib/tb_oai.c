@@ -788,9 +788,12 @@ tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_
     if (!st->chunk_mode)
       *delta = ch.completion_tokens - st->cum;
     st->cum = ch.completion_tokens;
-    st->saw_usage = true;
-    if (ch.n_choices == 0)
+    /* the usage chunk (choices: []), or, on a stream whose chunks carried
+     * no usage before, usage on the finish chunk (llama.cpp, TGI before
+     * 3.x); with usage on every chunk the usage chunk is still owed */
+    if (ch.n_choices == 0 || (ch.finished && !st->saw_usage))
       st->saw_final_usage = true;
+    st->saw_usage = true;
     if (ch.prompt_tokens >= 0)
       st->prompt_tokens = ch.prompt_tokens;
     if (ch.cached_tokens >= 0) {

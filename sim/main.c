@@ -22,13 +22,15 @@ usage(FILE *f)
     "  --profile NAME|FILE   tiny (default), vllm-h200x2-step3p7, sglang-rtxpro6000x4-step3p7,\n"
     "                        bench, or a path to a profile JSON file\n"
     "  --profiles-dir DIR    where profile names are looked up first\n"
-    "  --flavour F           vllm (default) | sglang | openai\n"
+    "  --flavour F           the server imitated (default vllm = vllm-2026):\n"
+    "                        %s\n"
     "  --host ADDR           listen address (default 127.0.0.1)\n"
     "  --port N              listen port (default 8000; 0 = any free port)\n"
     "  --api-key KEY         require 'Authorization: Bearer KEY' where the flavour does\n"
     "  --time-scale S        divide every modelled duration by S (default 1)\n"
     "  --spec-k K            speculative mode: K tokens per chunk (default 1)\n"
-    "  --reasoning FIELD     reasoning_content | reasoning: first tokens go to delta.FIELD\n"
+    "  --reasoning FIELD     reasoning_content | reasoning | both | auto (the flavour's):\n"
+    "                        the first tokens go to delta.FIELD\n"
     "  --reasoning-tokens N  how many output tokens are reasoning (default 16)\n"
     "  --eos-after N         without ignore_eos, stop after N tokens (default 0: never)\n"
     "  --early-stop N        every request ends (\"stop\") after N tokens, even with\n"
@@ -40,13 +42,16 @@ usage(FILE *f)
     "  --fault SPEC          fault applied to every generation request (see README)\n"
     "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
     "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
-    "  --no-stamps           no ': t=<ns>' comment line before SSE events\n"
+    "  --stamps              a ': t=<ns>' comment line before every SSE event (else only\n"
+    "                        on requests with 'X-Tokbench-Stamps: 1')\n"
+    "  --no-stamps           none unless a request asks (the default)\n"
     "  --model NAME          served model name (default: the profile's)\n"
     "  --max-model-len N     override the profile's max_model_len\n"
     "  --kv-tokens N         override the profile's KV budget (tokens)\n"
     "  --max-running N       override the profile's max running requests\n"
     "  --max-conns N         connection cap (default 10000)\n"
-    "  --realtime            SCHED_FIFO priority and locked memory (best effort; root)\n");
+    "  --realtime            SCHED_FIFO priority and locked memory (best effort; root)\n",
+    sim_flavour_names());
 }
 
 static bool
@@ -104,9 +109,13 @@ int
 main(int argc, char **argv)
 {
   struct sim_config cfg = {
-    .host = "127.0.0.1", .port = 8000, .flavour = SIM_FLAVOUR_VLLM, .time_scale = 1,
-    .spec_k = 1, .reasoning_tokens = 16, .stamps = true, .max_conns = 10000,
+    .host = "127.0.0.1", .port = 8000, .time_scale = 1, .spec_k = 1,
+    .reasoning_tokens = 16, .max_conns = 10000,
   };
+  cfg.dialect = sim_flavour_find("vllm", &cfg.profile_version);
+  cfg.flavour = cfg.dialect->family;
+  const char *reasoning = NULL;
+  bool metrics_set = false;
   sim_fault_init(&cfg.fault);
   sim_noise_init(&cfg.noise);
   const char *profile = "tiny", *pdir = NULL, *model = NULL;
@@ -119,6 +128,9 @@ main(int argc, char **argv)
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
+    } else if (strcmp(a, "--stamps") == 0) {
+      cfg.stamps = true;
+      continue;
     } else if (strcmp(a, "--no-stamps") == 0) {
       cfg.stamps = false;
       continue;
@@ -147,7 +159,12 @@ main(int argc, char **argv)
     } else if (strcmp(a, "--profiles-dir") == 0) {
       pdir = v;
     } else if (strcmp(a, "--flavour") == 0 || strcmp(a, "--flavor") == 0) {
-      ok = sim_flavour_parse(v, &cfg.flavour);
+      cfg.dialect = sim_flavour_find(v, &cfg.profile_version);
+      ok = cfg.dialect != NULL;
+      if (ok)
+        cfg.flavour = cfg.dialect->family;
+      else
+        fprintf(stderr, "tokbench-sim: flavours: %s\n", sim_flavour_names());
     } else if (strcmp(a, "--host") == 0) {
       cfg.host = v;
     } else if (strcmp(a, "--port") == 0) {
@@ -164,8 +181,8 @@ main(int argc, char **argv)
       cfg.spec_k = (int)x;
     } else if (strcmp(a, "--reasoning") == 0) {
       ok = strcmp(v, "reasoning_content") == 0 || strcmp(v, "reasoning") == 0 ||
-           strcmp(v, "none") == 0;
-      cfg.reasoning_field = strcmp(v, "none") == 0 ? NULL : v;
+           strcmp(v, "both") == 0 || strcmp(v, "auto") == 0 || strcmp(v, "none") == 0;
+      reasoning = v;
     } else if (strcmp(a, "--reasoning-tokens") == 0) {
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.reasoning_tokens);
     } else if (strcmp(a, "--eos-after") == 0) {
@@ -174,6 +191,7 @@ main(int argc, char **argv)
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.early_stop);
     } else if (strcmp(a, "--metrics") == 0) {
       ok = sim_metrics_parse(v, &cfg.metrics);
+      metrics_set = true;
     } else if (strcmp(a, "--fault") == 0) {
       ok = sim_fault_parse(&cfg.fault, v, err, sizeof(err));
       if (!ok)
@@ -207,6 +225,14 @@ main(int argc, char **argv)
       return 2;
     }
   }
+  if (cfg.flavour == SIM_FLAVOUR_GATEWAY) {
+    /* a bare gateway: the switches for servers that give less */
+    cfg.no_usage = true;
+    if (!metrics_set)
+      cfg.metrics = SIM_METRICS_FOREIGN;
+  }
+  if (reasoning != NULL && strcmp(reasoning, "none") != 0)
+    cfg.reasoning_field = strcmp(reasoning, "auto") == 0 ? cfg.dialect->reasoning : reasoning;
   struct sim_profile p;
   if (!find_profile(&p, profile, pdir, err, sizeof(err))) {
     fprintf(stderr, "tokbench-sim: %s\n", err);

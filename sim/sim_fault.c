@@ -14,6 +14,7 @@ sim_fault_init(struct sim_fault *f)
   f->cut_after = -1;
   f->stall_after = -1;
   f->malformed_after = -1;
+  f->error_after = -1;
 }
 
 static bool
@@ -67,6 +68,10 @@ sim_fault_parse(struct sim_fault *f, const char *spec, char *err, size_t errlen)
       ok = val && num(val, 0, 1e9, &a);
       if (ok)
         f->malformed_after = (int64_t)a;
+    } else if (strcmp(item, "error") == 0) {
+      ok = val && num(val, 0, 1e9, &a);
+      if (ok)
+        f->error_after = (int64_t)a;
     } else if (strcmp(item, "first_byte") == 0) {
       ok = val && num(val, 0, 3.6e6, &a);
       if (ok)

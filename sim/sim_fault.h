@@ -13,6 +13,8 @@
  *                   ("data: {\"malformed" + no closing brace) is sent, then the
  *                   stream goes on normally
  *   first_byte=MS   nothing at all is sent for MS ms after the request
+ *   error=N         after N output tokens an in-band error event in the
+ *                   flavour's shape, then the end of the stream (no [DONE])
  *   no_usage        the final usage chunk never comes ([DONE] still does)
  *   refuse=MS       the server closes its listening socket for MS ms (new
  *                   connections are refused) and resets this connection
@@ -37,6 +39,7 @@ struct sim_fault {
   int64_t stall_after;     /* -1: none */
   double stall_ms;
   int64_t malformed_after; /* -1: none */
+  int64_t error_after;     /* -1: none; else an in-band error event, then the end */
   double first_byte_ms;    /* 0: none */
   bool no_usage;
   double refuse_ms;        /* 0: none */

@@ -35,6 +35,7 @@ struct sim_http_req {
   bool has_auth;
   char auth[SIM_HTTP_VALUE_CAP];  /* Authorization value, if has_auth */
   char fault[SIM_HTTP_VALUE_CAP]; /* X-Sim-Fault value, or "" */
+  bool stamps;                    /* X-Tokbench-Stamps: 1 (or true, yes) */
   bool expect_continue;            /* "Expect: 100-continue" was sent */
   size_t head_len;                /* also set on NEED_MORE once the head is in */
   const char *body;               /* into the caller's buffer */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "sim_conn.h"
+#include "sim_flavour.h"
 #include "sim_http.h"
 #include "sim_sched.h"
 #include "sim_stream.h"
@@ -45,6 +46,9 @@ auth_needed(const struct server *s, const char *path)
     return strncmp(path, "/v1/", 4) == 0;
   case SIM_FLAVOUR_SGLANG:
     return strcmp(path, "/health") != 0 && strcmp(path, "/health_generate") != 0;
+  case SIM_FLAVOUR_LLAMACPP:
+  case SIM_FLAVOUR_TGI:
+    return strcmp(path, "/health") != 0;
   default:
     return true;
   }
@@ -82,12 +86,18 @@ parse_body(struct server *s, struct conn *c, const struct sim_http_req *r)
 }
 
 static bool
+any_model(const struct server *s)
+{
+  return flav(s, SIM_FLAVOUR_SGLANG) || flav(s, SIM_FLAVOUR_LLAMACPP) || flav(s, SIM_FLAVOUR_TGI);
+}
+
+static bool
 model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const json_t *body)
 {
   const json_t *m = json_object_get(body, "model");
   if (m == NULL || json_is_null(m)) {
-    if (flav(s, SIM_FLAVOUR_SGLANG))
-      return true; /* SGLang serves its one model whatever is asked */
+    if (any_model(s))
+      return true; /* SGLang, llama.cpp, TGI serve their one model whatever is asked */
     sim_conn_reply_error(s, c, 400, "The 'model' field is required.", r->keep_alive);
     return false;
   }
@@ -95,7 +105,7 @@ model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const j
     sim_conn_reply_error(s, c, 400, "'model' must be a string", r->keep_alive);
     return false;
   }
-  if (flav(s, SIM_FLAVOUR_SGLANG) || strcmp(json_string_value(m), s->p->model) == 0 ||
+  if (any_model(s) || strcmp(json_string_value(m), s->p->model) == 0 ||
       strcmp(json_string_value(m), s->p->model_root) == 0)
     return true;
   char msg[700];
@@ -243,11 +253,14 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   g->chat = chat;
   g->stream = streaming;
   g->chunked = r->minor >= 1;
-  /* --no-usage: usage neither on the chunks nor at the end, whatever is asked */
-  g->usage = streaming && !s->cfg->no_usage &&
-             json_is_true(json_object_get(so, "include_usage"));
-  g->cont_usage = streaming && !s->cfg->no_usage &&
+  const struct sim_dialect *d = s->cfg->dialect;
+  /* the usage chunk at the end; llama.cpp and TGI 2.2 put usage on their
+   * last chunk instead; --no-usage (a gateway): none at all */
+  g->usage = streaming && !s->cfg->no_usage && json_is_true(json_object_get(so, "include_usage")) &&
+             !flav(s, SIM_FLAVOUR_LLAMACPP) && !(flav(s, SIM_FLAVOUR_TGI) && d->rev < 23);
+  g->cont_usage = streaming && d->cont_usage && !s->cfg->no_usage &&
                   json_is_true(json_object_get(so, "continuous_usage_stats"));
+  g->stamps = s->cfg->stamps || r->stamps;
   g->prompt = prompt;
   g->max_tokens = max_tokens;
   g->limit = max_tokens;
@@ -355,35 +368,9 @@ out:
 static void
 handle_models(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", s->p->model, "object", "model",
-                        "created", (json_int_t)(tb_time_real_us() / 1000000), "owned_by",
-                        flav(s, SIM_FLAVOUR_SGLANG) ? "sglang"
-                        : flav(s, SIM_FLAVOUR_VLLM) ? "vllm" : "system");
-  if (!flav(s, SIM_FLAVOUR_OPENAI)) {
-    json_object_set_new(m, "root", json_string(s->p->model_root));
-    json_object_set_new(m, "parent", json_null());
-    json_object_set_new(m, "max_model_len", json_integer(s->p->max_model_len));
-  }
-  sim_conn_reply_json(s, c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m),
+  sim_conn_reply_json(s, c, 200,
+                      json_pack("{s:s, s:[o]}", "object", "list", "data", sim_flavour_model_card(s)),
                       r->keep_alive);
-}
-
-static double
-gen_throughput(const struct server *s)
-{
-  if (s->batch_n == 0)
-    return 0;
-  double mean = (double)s->batch_prompt_sum / s->batch_n;
-  return s->batch_n * 1000.0 * s->cfg->time_scale / sim_profile_step_ms(s->p, s->batch_n, mean);
-}
-
-static int64_t
-kv_in_use(const struct server *s)
-{
-  int64_t t = 0;
-  for (int i = 0; i < s->batch_n; i++)
-    t += s->batch[i]->prompt + s->batch[i]->out;
-  return t;
 }
 
 bool
@@ -400,130 +387,35 @@ sim_metrics_parse(const char *str, enum sim_metrics *out)
   return true;
 }
 
-/* What tokbench samples of a cell's server view (lib/tb_sampler.c) beyond
- * the gauges and counters above, in the flavour's names: the preemption
- * counter (admission reserves a request's whole KV need, so the simulator
- * never preempts: always 0). */
-static void
-metrics_sampled_extra(const struct server *s, struct conn *tmp, const char *lab)
-{
-  if (flav(s, SIM_FLAVOUR_VLLM))
-    sim_conn_out_printf(tmp,
-                        "# HELP vllm:num_preemptions_total Cumulative number of preemption "
-                        "from the engine.\n"
-                        "# TYPE vllm:num_preemptions_total counter\n"
-                        "vllm:num_preemptions_total{%s} 0.0\n",
-                        lab);
-  else
-    sim_conn_out_printf(tmp,
-                        "# HELP sglang:num_retracted_requests_total Retracted requests.\n"
-                        "# TYPE sglang:num_retracted_requests_total counter\n"
-                        "sglang:num_retracted_requests_total{%s} 0.0\n",
-                        lab);
-}
-
 static void
 handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   struct conn tmp = { 0 };
-  char lab[700];
-  double usage = (double)kv_in_use(s) / (double)s->p->kv_budget;
-  if (s->cfg->metrics == SIM_METRICS_FOREIGN) {
-    /* --metrics foreign: a gateway's (or a trimmed exporter's) own /metrics,
-     * no engine gauge of running or waiting requests */
-    sim_conn_out_printf(&tmp,
-                        "# HELP http_requests_total Requests the gateway served.\n"
-                        "# TYPE http_requests_total counter\n"
-                        "http_requests_total{route=\"/v1/chat/completions\"} %" PRIu64 ".0\n"
-                        "# HELP process_open_fds Open file descriptors.\n"
-                        "# TYPE process_open_fds gauge\nprocess_open_fds %d.0\n"
-                        "# HELP gateway_upstream_up Whether the upstream answers.\n"
-                        "# TYPE gateway_upstream_up gauge\ngateway_upstream_up 1.0\n",
-                        s->st.requests, s->nconns);
-  } else if (flav(s, SIM_FLAVOUR_VLLM)) {
-    snprintf(lab, sizeof(lab), "model_name=%s,engine=\"0\"", s->model_json);
-    int64_t bs = s->p->block_size;
-    sim_conn_out_printf(&tmp,
-                        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-                        "# TYPE vllm:cache_config_info gauge\n"
-                        "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
-                        "enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\","
-                        "kv_cache_size_tokens=\"%" PRId64 "\",num_cpu_blocks=\"0\","
-                        "num_gpu_blocks=\"%" PRId64 "\"} 1.0\n",
-                        bs, s->p->kv_budget, s->p->kv_budget / bs);
-    sim_conn_out_printf(&tmp,
-                        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
-                        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{%s} %d.0\n"
-                        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
-                        "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{%s} %d.0\n"
-                        "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
-                        "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{%s} %.6f\n"
-                        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
-                        "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{%s} %" PRIu64
-                        ".0\n"
-                        "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
-                        "# TYPE vllm:generation_tokens_total counter\n"
-                        "vllm:generation_tokens_total{%s} %" PRIu64 ".0\n"
-                        "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of "
-                        "cached tokens.\n# TYPE vllm:prefix_cache_hits_total counter\n"
-                        "vllm:prefix_cache_hits_total{%s} %" PRIu64 ".0\n"
-                        "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of "
-                        "number of queried tokens.\n# TYPE vllm:prefix_cache_queries_total counter\n"
-                        "vllm:prefix_cache_queries_total{%s} %" PRIu64 ".0\n",
-                        lab, s->running, lab, s->q_n, lab, usage, lab, s->st.prompt_tokens, lab,
-                        s->st.tokens_generated, lab, s->st.prefix_hit_tokens, lab,
-                        s->st.prefix_query_tokens);
-    metrics_sampled_extra(s, &tmp, lab);
-  } else {
-    snprintf(lab, sizeof(lab), "model_name=%s", s->model_json);
-    sim_conn_out_printf(&tmp,
-                        "# HELP sglang:num_running_reqs The number of running requests.\n"
-                        "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{%s} %d.0\n"
-                        "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n"
-                        "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs{%s} %d.0\n"
-                        "# HELP sglang:gen_throughput The generation throughput (token/s).\n"
-                        "# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput{%s} %.3f\n"
-                        "# HELP sglang:token_usage The token usage.\n"
-                        "# TYPE sglang:token_usage gauge\nsglang:token_usage{%s} %.6f\n"
-                        "# HELP sglang:num_used_tokens The number of used tokens.\n"
-                        "# TYPE sglang:num_used_tokens gauge\nsglang:num_used_tokens{%s} %" PRId64
-                        ".0\n"
-                        "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
-                        "# TYPE sglang:prompt_tokens_total counter\nsglang:prompt_tokens_total{%s} "
-                        "%" PRIu64 ".0\n"
-                        "# HELP sglang:generation_tokens_total Number of generation tokens processed.\n"
-                        "# TYPE sglang:generation_tokens_total counter\n"
-                        "sglang:generation_tokens_total{%s} %" PRIu64 ".0\n"
-                        "# HELP sglang:cache_hit_rate The cache hit rate\n"
-                        "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate{%s} %.6f\n",
-                        lab, s->running, lab, s->q_n, lab, gen_throughput(s), lab, usage, lab,
-                        kv_in_use(s), lab, s->st.prompt_tokens, lab, s->st.tokens_generated, lab,
-                        s->st.prefix_query_tokens
-                            ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
-                            : 0.0);
-    metrics_sampled_extra(s, &tmp, lab);
-  }
-  sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
-                     r->keep_alive);
+  if (!sim_flavour_metrics(s, &tmp))
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                       r->keep_alive);
+  else
+    sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out,
+                       tmp.out_len, r->keep_alive);
   free(tmp.out);
 }
 
 static void
 handle_server_info(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  json_t *doc = json_pack(
-    "{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:I, s:b, s:s}", "model_path", s->p->model_root,
-    "served_model_name", s->p->model, "context_length", (json_int_t)s->p->max_model_len,
-    "max_total_num_tokens", (json_int_t)s->p->kv_budget, "max_running_requests",
-    (json_int_t)s->p->max_running, "page_size", (json_int_t)s->p->block_size, "version",
-    s->p->engine_version, "tp_size", (json_int_t)json_integer_value(
-      json_object_get(s->p->engine, "gpu_count")),
-    "enable_metrics", 1, "hardware", s->p->hardware);
-  json_object_set_new(doc, "internal_states",
-                      json_pack("[{s:I, s:I}]", "max_total_num_tokens",
-                                (json_int_t)s->p->kv_budget, "max_running_requests",
-                                (json_int_t)s->p->max_running));
-  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+  sim_conn_reply_json(s, c, 200, sim_flavour_server_info(s), r->keep_alive);
+}
+
+static void
+handle_props(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200, sim_flavour_props(s), r->keep_alive);
+}
+
+static void
+handle_info(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200, sim_flavour_info(s), r->keep_alive);
 }
 
 static void
@@ -665,13 +557,18 @@ handle_requests(struct server *s, struct conn *c, const struct sim_http_req *r)
 static void
 handle_version(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "version", s->p->engine_version), r->keep_alive);
+  sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "version", s->version ? s->version : ""),
+                      r->keep_alive);
 }
 
 static void
 handle_health(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
+  if (flav(s, SIM_FLAVOUR_LLAMACPP))
+    sim_conn_reply_raw(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15,
+                       r->keep_alive);
+  else
+    sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
 }
 
 static void
@@ -695,7 +592,11 @@ handle_completions(struct server *s, struct conn *c, const struct sim_http_req *
   handle_generate(s, c, r, false);
 }
 
-enum { F_V = 1, F_S = 2, F_O = 4, F_ALL = 7 };
+/* Families (enum sim_flavour) as bits (SGLang 0.3 had no server info: see
+ * sim_routes_dispatch). */
+enum {
+  F_V = 1, F_S = 2, F_O = 4, F_L = 8, F_T = 16, F_G = 32, F_ALL = 63,
+};
 
 struct route {
   enum sim_http_method method;
@@ -712,11 +613,13 @@ static const struct route routes[] = {
   { SIM_HTTP_GET, "/health_generate", F_S, handle_health },
   { SIM_HTTP_POST, "/tokenize", F_V | F_S, handle_tokenize },
   { SIM_HTTP_GET, "/version", F_V, handle_version },
-  { SIM_HTTP_GET, "/metrics", F_V | F_S, handle_metrics },
+  { SIM_HTTP_GET, "/metrics", F_V | F_S | F_L | F_T | F_G, handle_metrics },
   { SIM_HTTP_GET, "/get_server_info", F_S, handle_server_info },
   { SIM_HTTP_GET, "/server_info", F_S, handle_server_info },
   { SIM_HTTP_GET, "/get_model_info", F_S, handle_model_info },
   { SIM_HTTP_POST, "/abort_request", F_S, handle_abort },
+  { SIM_HTTP_GET, "/props", F_L, handle_props },
+  { SIM_HTTP_GET, "/info", F_T, handle_info },
   { SIM_HTTP_GET, "/sim/expected", F_ALL, handle_expected },
   { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
   { SIM_HTTP_GET, "/sim/requests", F_ALL, handle_requests },
@@ -726,8 +629,15 @@ static const struct route routes[] = {
 void
 sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  int fbit = flav(s, SIM_FLAVOUR_VLLM) ? F_V : flav(s, SIM_FLAVOUR_SGLANG) ? F_S : F_O;
+  static const int bits[] = {
+    [SIM_FLAVOUR_VLLM] = F_V, [SIM_FLAVOUR_SGLANG] = F_S, [SIM_FLAVOUR_OPENAI] = F_O,
+    [SIM_FLAVOUR_LLAMACPP] = F_L, [SIM_FLAVOUR_TGI] = F_T, [SIM_FLAVOUR_GATEWAY] = F_G,
+  };
+  int fbit = bits[s->cfg->flavour];
   bool path_known = false;
+  if (s->cfg->dialect->rev == 3 && flav(s, SIM_FLAVOUR_SGLANG) &&
+      (strcmp(r->path, "/get_server_info") == 0 || strcmp(r->path, "/server_info") == 0))
+    fbit = 0; /* SGLang 0.3 had no server info: its capacity is in /metrics */
   if ((s->cfg->no_tokenize && strcmp(r->path, "/tokenize") == 0) ||
       (s->cfg->metrics == SIM_METRICS_NONE && strcmp(r->path, "/metrics") == 0)) {
     /* --no-tokenize, --metrics none: as a server without them answers */

@@ -1,8 +1,10 @@
 /*
- * sim_routes: the simulator's HTTP routes: the route table per flavour (vLLM,
- * SGLang, OpenAI), authentication, request validation, and one handler per
- * endpoint (generation, tokenize, models, metrics, server info, abort, the
- * /sim/ introspection endpoints).
+ * sim_routes: the simulator's HTTP routes: the route table per flavour
+ * family (vLLM, SGLang, llama.cpp, TGI, gateway, OpenAI), authentication,
+ * request validation, and one handler per endpoint (generation, tokenize,
+ * models, metrics, server info, props, info, abort, the /sim/ introspection
+ * endpoints); the documents whose shape depends on the flavour's version are
+ * sim_flavour.c's.
  *
  * Private to sim/; every function runs on the loop's thread (sim_state.h).
  */

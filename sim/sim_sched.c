@@ -323,6 +323,25 @@ gen_finish(struct server *s, struct gen *g)
   sim_conn_flush(s, c);
 }
 
+/* An in-band error event (fault error=N), then the end of the stream
+ * without [DONE], as TGI ends one that failed during generation. */
+static void
+gen_fail(struct server *s, struct gen *g)
+{
+  struct conn *c = g->c;
+  sim_conn_flush_stamped(s, c); /* what came before goes out first */
+  sim_stream_emit_error(s, g);
+  if (g->chunked)
+    sim_conn_out_append(c, "0\r\n\r\n", 5);
+  else
+    c->close_after = true;
+  s->st.errors++;
+  sim_sched_gen_free(s, g);
+  c->resume = true;
+  sim_conn_todo_push(s, c);
+  sim_conn_flush(s, c);
+}
+
 /* Sends an API abort (SGLang /abort_request) to the client. */
 void
 sim_sched_gen_abort_api(struct server *s, struct gen *g)
@@ -342,13 +361,17 @@ sim_sched_gen_abort_api(struct server *s, struct gen *g)
 
 /* Token bookkeeping after tokens were written: faults that trigger at a
  * token count.  Returns false when the stream left the batch or the
- * connection. */
+ * connection (g may then be freed). */
 static bool
 after_tokens(struct server *s, struct gen *g, int64_t now)
 {
   if (g->f.malformed_after >= 0 && !g->malformed_done && g->out >= g->f.malformed_after) {
     g->malformed_done = true;
     sim_stream_emit_malformed(s, g);
+  }
+  if (g->f.error_after >= 0 && g->out >= g->f.error_after && g->out < g->limit) {
+    gen_fail(s, g);
+    return false;
   }
   if (g->f.cut_after >= 0 && g->out >= g->f.cut_after) {
     sim_conn_flush_stamped(s, g->c); /* what came before the cut goes out first */
@@ -391,8 +414,9 @@ first_token(struct server *s, struct gen *g, int64_t now)
     gen_finish(s, g);
     return;
   }
+  struct conn *c = g->c;
   if (g->stream && !after_tokens(s, g, now)) {
-    sim_conn_flush(s, g->c);
+    sim_conn_flush(s, c);
     return;
   }
   batch_add(s, g, now);
@@ -515,8 +539,9 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
       gen_finish(s, g);
       continue;
     }
+    struct conn *c = g->c;
     after_tokens(s, g, now);
-    sim_conn_flush(s, g->c);
+    sim_conn_flush(s, c);
   }
   if (s->batch_n > 0) {
     double mean = (double)s->batch_prompt_sum / s->batch_n;

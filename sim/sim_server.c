@@ -177,20 +177,6 @@ arm_timer(struct server *s)
   s->armed = next;
 }
 
-bool
-sim_flavour_parse(const char *str, enum sim_flavour *out)
-{
-  if (strcmp(str, "vllm") == 0)
-    *out = SIM_FLAVOUR_VLLM;
-  else if (strcmp(str, "sglang") == 0)
-    *out = SIM_FLAVOUR_SGLANG;
-  else if (strcmp(str, "openai") == 0)
-    *out = SIM_FLAVOUR_OPENAI;
-  else
-    return false;
-  return true;
-}
-
 int
 sim_server_run(const struct sim_config *cfg)
 {
@@ -207,6 +193,13 @@ sim_server_run(const struct sim_config *cfg)
   json_decref(ms);
   snprintf(s->model_json, sizeof(s->model_json), "%s", mj ? mj : "\"model\"");
   free(mj);
+  s->version = cfg->profile_version || cfg->dialect->version == NULL
+                 ? (cfg->dialect->family == SIM_FLAVOUR_GATEWAY ||
+                        cfg->dialect->family == SIM_FLAVOUR_OPENAI || cfg->dialect->rev == 3
+                      ? NULL
+                      : s->p->engine_version)
+                 : cfg->dialect->version;
+  s->started_real_s = (double)tb_time_real_us() / 1e6;
   int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
   int64_t nb = s->p->kv_budget / bs;
   s->blocks = sim_cache_new(nb < SIM_CACHE_MAX_BLOCKS ? nb : SIM_CACHE_MAX_BLOCKS);
@@ -260,7 +253,7 @@ sim_server_run(const struct sim_config *cfg)
   getsockname(s->lfd, (struct sockaddr *)&s->addr, &al);
   printf("tokbench-sim: listening on %s:%d (profile %s, flavour %s, time scale %g)\n",
          cfg->host ? cfg->host : "127.0.0.1", ntohs(s->addr.sin_port), s->p->name,
-         flav(s, SIM_FLAVOUR_VLLM) ? "vllm" : flav(s, SIM_FLAVOUR_SGLANG) ? "sglang" : "openai",
+         cfg->dialect->name,
          cfg->time_scale);
   fflush(stdout);
   s->next_house = now_ns() + 1000000000LL;

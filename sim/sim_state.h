@@ -71,6 +71,9 @@ struct gen {
   struct conn *c;
   enum gstate st;
   bool chat, stream, usage, cont_usage, chunked;
+  bool stamps;                 /* ": t=<ns>" before each event (--stamps or
+                                * X-Tokbench-Stamps: 1) */
+  int nev;                     /* events written (a gateway's pings) */
   bool role_sent, stall_done, malformed_done, cache_hit, aborted_by_api;
   int64_t prompt, max_tokens, limit, out, pending, cached_tokens, need_kv;
   const char *finish;          /* "length" or "stop" */
@@ -173,6 +176,8 @@ struct server {
   uint64_t log_seq;
   uint64_t id_counter;
   char model_json[600];        /* the served model name as a JSON string */
+  const char *version;         /* the engine version it reports, or NULL */
+  double started_real_s;       /* Unix time at start (vLLM 0.10's *_created) */
   struct stats st;
   struct sim_noise noise;      /* cfg's noise settings and their state */
   /* the decode step's send queue (see the design note at the top) */
@@ -198,7 +203,7 @@ ms_to_ns(const struct server *s, double ms)
   return ns > 3.6e15 ? (int64_t)3.6e15 : (int64_t)ns;
 }
 
-/* Whether the server plays flavour f. */
+/* Whether the server plays a flavour of family f. */
 static inline bool
 flav(const struct server *s, enum sim_flavour f)
 {

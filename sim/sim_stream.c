@@ -32,23 +32,76 @@
 /* ------------------------------------------------------------------ */
 /* SSE output */
 
+/* A flavour's framing of an event: "data:" without its space (TGI), CRLF
+ * line ends (a gateway).  Returns the new length in out (cap bytes). */
+static size_t
+reframe(const struct sim_dialect *d, const char *in, size_t n, char *out, size_t cap)
+{
+  size_t o = 0;
+  bool bol = true;
+  for (size_t i = 0; i < n && o + 2 < cap; i++) {
+    if (bol && d->data_nospace && n - i >= 6 && memcmp(in + i, "data: ", 6) == 0) {
+      memcpy(out + o, "data:", 5);
+      o += 5;
+      i += 5; /* the loop steps over the space */
+      bol = false;
+      continue;
+    }
+    if (in[i] == '\n' && d->crlf)
+      out[o++] = '\r';
+    out[o++] = in[i];
+    bol = in[i] == '\n';
+  }
+  return o;
+}
+
+/* A gateway's keep-alives: ": ping" before the first event, then a bare
+ * ":" before every 4th and a dated ping before every 16th.  Returns the
+ * length written into out. */
+static size_t
+pings(const struct gen *g, char *out, size_t cap)
+{
+  if (g->nev == 0)
+    return (size_t)snprintf(out, cap, ": ping\r\n\r\n");
+  if (g->nev % 16 == 0) {
+    time_t t = (time_t)(tb_time_real_us() / 1000000);
+    struct tm tm;
+    char when[32] = "";
+    if (gmtime_r(&t, &tm))
+      strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+    return (size_t)snprintf(out, cap, ": ping - %s\r\n\r\n", when);
+  }
+  if (g->nev % 4 == 0)
+    return (size_t)snprintf(out, cap, ":\r\n\r\n");
+  return 0;
+}
+
 /* Appends one SSE event (payload = "data: ...\n\n" text) with its stamp,
  * framed as an HTTP chunk when chunked. */
 void
 sim_stream_sse_event(struct server *s, struct gen *g, const char *payload, size_t n)
 {
   struct conn *c = g->c;
-  char stamp[48];
-  size_t sl = 0;
+  const struct sim_dialect *d = s->cfg->dialect;
+  char stamp[48], pre[64], tx[2 * SIM_EVENT_CAP + 16];
+  size_t sl = 0, pl = 0;
   bool deferred = false;
-  if (s->cfg->stamps) {
+  if (g->stamps) {
     deferred = s->defer && c->nst < SIM_DEFER_STAMPS;
     int k = snprintf(stamp, sizeof(stamp), ": t=%0*" PRId64 "\n", SIM_STAMP_DIGITS,
                      deferred ? (int64_t)0 : now_ns());
     sl = k > 0 ? (size_t)k : 0;
   }
+  if (d->data_nospace || d->crlf) {
+    n = reframe(d, payload, n, tx, sizeof(tx));
+    payload = tx;
+  }
+  if (d->pings)
+    pl = pings(g, pre, sizeof(pre));
+  g->nev++;
   if (g->chunked)
-    sim_conn_out_printf(c, "%zx\r\n", sl + n);
+    sim_conn_out_printf(c, "%zx\r\n", pl + sl + n);
+  sim_conn_out_append(c, pre, pl);
   if (deferred)
     c->st_rel[c->nst++] = c->out_len - c->out_off + 4; /* after ": t=" */
   sim_conn_out_append(c, stamp, sl);
@@ -86,6 +139,12 @@ sim_stream_usage_json(char *buf, size_t cap, const struct gen *g, bool details)
 int
 sim_stream_chunk_head(struct server *s, const struct gen *g, char *buf, size_t cap)
 {
+  if (flav(s, SIM_FLAVOUR_TGI))
+    return snprintf(buf, cap,
+                    "data: {\"object\":\"%s\",\"id\":\"\",\"created\":%" PRId64
+                    ",\"model\":%s,\"system_fingerprint\":\"%s-sim\",\"choices\":",
+                    g->chat ? "chat.completion.chunk" : "text_completion", g->created,
+                    s->model_json, s->version ? s->version : "");
   return snprintf(buf, cap,
                   "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64
                   ",\"model\":%s,\"choices\":",
@@ -93,30 +152,65 @@ sim_stream_chunk_head(struct server *s, const struct gen *g, char *buf, size_t c
                   s->model_json);
 }
 
-/* Tail after the choices array: usage for continuous stats, then "}". */
+/* Tail after the choices array: usage for continuous stats (or where the
+ * flavour puts it on this chunk: TGI 2.2's last, llama.cpp's finish chunk
+ * with its timings), then "}". */
 static int
-chunk_tail(struct server *s, const struct gen *g, char *buf, size_t cap)
+chunk_tail(struct server *s, const struct gen *g, char *buf, size_t cap, bool last)
 {
-  if (g->cont_usage) {
+  int n = 0;
+  if (flav(s, SIM_FLAVOUR_LLAMACPP))
+    n += snprintf(buf + n, cap - (size_t)n, ",\"system_fingerprint\":\"%s\"",
+                  s->version ? s->version : "");
+  bool usage_here = g->cont_usage ||
+                    (last && !s->cfg->no_usage &&
+                     (flav(s, SIM_FLAVOUR_LLAMACPP) ||
+                      (flav(s, SIM_FLAVOUR_TGI) && s->cfg->dialect->rev < 23)));
+  if (usage_here) {
     char u[256];
     sim_stream_usage_json(u, sizeof(u), g, false);
-    return snprintf(buf, cap, ",\"usage\":%s}", u);
+    n += snprintf(buf + n, cap - (size_t)n, ",\"usage\":%s", u);
+  } else if (flav(s, SIM_FLAVOUR_SGLANG) ||
+             (flav(s, SIM_FLAVOUR_TGI) && s->cfg->dialect->rev >= 23)) {
+    n += snprintf(buf + n, cap - (size_t)n, ",\"usage\":null");
   }
-  if (s->cfg->flavour == SIM_FLAVOUR_SGLANG)
-    return snprintf(buf, cap, ",\"usage\":null}");
-  return snprintf(buf, cap, "}");
+  if (last && flav(s, SIM_FLAVOUR_LLAMACPP)) {
+    /* llama.cpp's timings: prompt and predicted counts and speeds */
+    double tbt = 1000.0 / 85.0; /* what it reports, not what the model keeps */
+    n += snprintf(buf + n, cap - (size_t)n,
+                  ",\"timings\":{\"prompt_n\":%" PRId64 ",\"prompt_ms\":%.1f,"
+                  "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.1f,"
+                  "\"predicted_n\":%" PRId64 ",\"predicted_ms\":%.1f,"
+                  "\"predicted_per_token_ms\":%.3f,\"predicted_per_second\":%.1f}",
+                  g->prompt - g->cached_tokens,
+                  (double)(g->prompt - g->cached_tokens) * 0.05, 0.05, 20000.0, g->out,
+                  (double)g->out * tbt, tbt, 1000.0 / tbt);
+  }
+  n += snprintf(buf + n, cap - (size_t)n, "}");
+  return n;
 }
 
 void
 sim_stream_emit_role(struct server *s, struct gen *g)
 {
+  if (!s->cfg->dialect->role_chunk)
+    return; /* TGI: every delta carries the role */
   char *b = s->ev;
   size_t cap = sizeof(s->ev) - 2;
   int n = sim_stream_chunk_head(s, g, b, cap);
-  n += snprintf(b + n, cap - (size_t)n,
-                "[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                "\"logprobs\":null,\"finish_reason\":null}]");
-  n += chunk_tail(s, g, b + n, cap - (size_t)n);
+  if (flav(s, SIM_FLAVOUR_LLAMACPP))
+    n += snprintf(b + n, cap - (size_t)n,
+                  "[{\"finish_reason\":null,\"index\":0,"
+                  "\"delta\":{\"role\":\"assistant\",\"content\":null}}]");
+  else if (flav(s, SIM_FLAVOUR_GATEWAY))
+    n += snprintf(b + n, cap - (size_t)n,
+                  "[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null}]");
+  else
+    n += snprintf(b + n, cap - (size_t)n,
+                  "[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                  "\"logprobs\":null,\"finish_reason\":null%s}]",
+                  flav(s, SIM_FLAVOUR_SGLANG) ? ",\"matched_stop\":null" : "");
+  n += chunk_tail(s, g, b + n, cap - (size_t)n, false);
   sim_stream_sse_data(s, g, n);
 }
 
@@ -137,7 +231,62 @@ words(char *buf, size_t cap, int64_t from, int64_t to)
   return n;
 }
 
-/* Emits output tokens [g->out, g->out + k) as one chunk. */
+/* The delta of output tokens [from, to) of a chat stream into b. */
+static int
+chat_delta(struct server *s, char *b, size_t cap, int64_t from, int64_t to)
+{
+  char t1[1024], t2[1024];
+  const char *field = s->cfg->reasoning_field;
+  int64_t rn = field ? s->cfg->reasoning_tokens : 0;
+  int64_t split = from < rn ? (to < rn ? to : rn) : from;
+  const char *sep = "";
+  int n = snprintf(b, cap, "{");
+  if (flav(s, SIM_FLAVOUR_TGI)) {
+    n += snprintf(b + n, cap - (size_t)n, "\"role\":\"assistant\"");
+    sep = ",";
+  } else if (flav(s, SIM_FLAVOUR_SGLANG)) {
+    n += snprintf(b + n, cap - (size_t)n, "\"role\":null");
+    sep = ",";
+  }
+  if (split > from) {
+    words(t1, sizeof(t1), from, split);
+    if (strcmp(field, "both") == 0) /* vLLM 0.10 and 0.11 send it twice */
+      n += snprintf(b + n, cap - (size_t)n, "%s\"reasoning\":\"%s\",\"reasoning_content\":\"%s\"",
+                    sep, t1, t1);
+    else
+      n += snprintf(b + n, cap - (size_t)n, "%s\"%s\":\"%s\"", sep, field, t1);
+    sep = ",";
+  }
+  if (split < to) {
+    words(t2, sizeof(t2), split, to);
+    n += snprintf(b + n, cap - (size_t)n, "%s\"content\":\"%s\"", sep, t2);
+    sep = ",";
+  }
+  if (flav(s, SIM_FLAVOUR_SGLANG) && s->cfg->dialect->rev == 4 && split == from)
+    n += snprintf(b + n, cap - (size_t)n, "%s\"reasoning_content\":null", sep);
+  n += snprintf(b + n, cap - (size_t)n, "}");
+  return n;
+}
+
+/* One chat choice: delta d, finish fin ("null" or a quoted reason). */
+static int
+chat_choice(struct server *s, char *b, size_t cap, const char *d, const char *fin)
+{
+  if (flav(s, SIM_FLAVOUR_LLAMACPP))
+    return snprintf(b, cap, "[{\"finish_reason\":%s,\"index\":0,\"delta\":%s}]", fin, d);
+  if (flav(s, SIM_FLAVOUR_GATEWAY))
+    return snprintf(b, cap, "[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]", d, fin);
+  /* SGLang adds matched_stop; vLLM V0 stop_reason on the finish */
+  bool v0_fin = flav(s, SIM_FLAVOUR_VLLM) && s->cfg->dialect->rev == 7 && fin[0] == '"';
+  return snprintf(b, cap, "[{\"index\":0,\"delta\":%s,\"logprobs\":null,\"finish_reason\":%s%s}]",
+                  d, fin, flav(s, SIM_FLAVOUR_SGLANG) ? ",\"matched_stop\":null"
+                          : v0_fin                    ? ",\"stop_reason\":null"
+                                                      : "");
+}
+
+/* Emits output tokens [g->out, g->out + k) as one chunk; with last, the
+ * finish on it, or on a chunk of its own with an empty delta (llama.cpp, a
+ * gateway). */
 void
 sim_stream_emit_tokens(struct server *s, struct gen *g, int64_t k, bool last)
 {
@@ -146,36 +295,52 @@ sim_stream_emit_tokens(struct server *s, struct gen *g, int64_t k, bool last)
   int64_t from = g->out, to = g->out + k;
   g->out = to;
   char fin[32];
-  if (last)
-    snprintf(fin, sizeof(fin), "\"%s\"", g->finish);
-  else
-    snprintf(fin, sizeof(fin), "null");
-  int n = sim_stream_chunk_head(s, g, b, cap);
-  char t1[1024], t2[1024];
-  if (g->chat) {
-    int64_t rn = s->cfg->reasoning_field ? s->cfg->reasoning_tokens : 0;
-    int64_t split = from < rn ? (to < rn ? to : rn) : from;
-    n += snprintf(b + n, cap - (size_t)n, "[{\"index\":0,\"delta\":{");
-    if (split > from) {
-      words(t1, sizeof(t1), from, split);
-      n += snprintf(b + n, cap - (size_t)n, "\"%s\":\"%s\"%s", s->cfg->reasoning_field, t1,
-                    split < to ? "," : "");
+  snprintf(fin, sizeof(fin), "\"%s\"", g->finish);
+  bool own = last && g->chat && s->cfg->dialect->finish_chunk;
+  if (k > 0 || !own) {
+    int n = sim_stream_chunk_head(s, g, b, cap);
+    if (g->chat) {
+      char d[2400];
+      chat_delta(s, d, sizeof(d), from, to);
+      n += chat_choice(s, b + n, cap - (size_t)n, d, last && !own ? fin : "null");
+    } else {
+      char t1[1024];
+      words(t1, sizeof(t1), from, to);
+      n += snprintf(b + n, cap - (size_t)n,
+                    "[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,\"finish_reason\":%s,"
+                    "\"stop_reason\":null}]",
+                    t1, last ? fin : "null");
     }
-    if (split < to) {
-      words(t2, sizeof(t2), split, to);
-      n += snprintf(b + n, cap - (size_t)n, "\"content\":\"%s\"", t2);
-    }
-    n += snprintf(b + n, cap - (size_t)n, "},\"logprobs\":null,\"finish_reason\":%s}]", fin);
-  } else {
-    words(t1, sizeof(t1), from, to);
-    n += snprintf(b + n, cap - (size_t)n,
-                  "[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,\"finish_reason\":%s,"
-                  "\"stop_reason\":null}]",
-                  t1, fin);
+    n += chunk_tail(s, g, b + n, cap - (size_t)n, last && !own);
+    sim_stream_sse_data(s, g, n);
   }
-  n += chunk_tail(s, g, b + n, cap - (size_t)n);
-  sim_stream_sse_data(s, g, n);
+  if (own) {
+    int n = sim_stream_chunk_head(s, g, b, cap);
+    n += chat_choice(s, b + n, cap - (size_t)n, "{}", fin);
+    n += chunk_tail(s, g, b + n, cap - (size_t)n, true);
+    sim_stream_sse_data(s, g, n);
+  }
   s->st.tokens_sent += (uint64_t)k;
+}
+
+/* Emits the flavour's in-band error event (fault error=N): TGI's two
+ * shapes, else an OpenAI error object. */
+void
+sim_stream_emit_error(struct server *s, struct gen *g)
+{
+  static const char what[] = "Request failed during generation: simulated fault";
+  int n;
+  if (flav(s, SIM_FLAVOUR_TGI) && s->cfg->dialect->rev < 23)
+    n = snprintf(s->ev, sizeof(s->ev) - 2, "data: {\"error\":\"%s\",\"error_type\":\"generation\"}",
+                 what);
+  else if (flav(s, SIM_FLAVOUR_TGI))
+    n = snprintf(s->ev, sizeof(s->ev) - 2,
+                 "data: {\"error\":{\"message\":\"%s\",\"http_status_code\":422}}", what);
+  else
+    n = snprintf(s->ev, sizeof(s->ev) - 2,
+                 "data: {\"error\":{\"message\":\"%s\",\"type\":\"InternalServerError\","
+                 "\"param\":null,\"code\":500}}", what);
+  sim_stream_sse_data(s, g, n);
 }
 
 void
@@ -214,8 +379,12 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
   json_t *choice;
   if (g->chat) {
     json_t *msg = json_pack("{s:s, s:s}", "role", "assistant", "content", content);
-    if (rn > 0)
+    if (rn > 0 && strcmp(s->cfg->reasoning_field, "both") == 0) {
+      json_object_set_new(msg, "reasoning", json_string(reason));
+      json_object_set_new(msg, "reasoning_content", json_string(reason));
+    } else if (rn > 0) {
       json_object_set_new(msg, s->cfg->reasoning_field, json_string(reason));
+    }
     choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs",
                        "finish_reason", g->finish);
   } else {

@@ -1,8 +1,10 @@
 /*
  * sim_stream: what a generation writes on its connection: stream headers, SSE
- * events (each preceded by its ": t=<ns>" stamp comment, framed as HTTP
- * chunks when chunked), the role, token and usage chunks of each flavour, a
- * malformed event (fault injection), and the non-streaming answer.
+ * events (each preceded by its ": t=<ns>" stamp comment when asked, framed
+ * as HTTP chunks when chunked; "data:" without a space for TGI, CRLF line
+ * ends and ": ping" keep-alives for a gateway), the role, token, finish and
+ * usage chunks of each flavour, in-band error and malformed events (fault
+ * injection), and the non-streaming answer.
  *
  * Private to sim/; every function runs on the loop's thread (sim_state.h).
  */
@@ -30,6 +32,9 @@ void sim_stream_emit_role(struct server *s, struct gen *g);
 
 /* Emits output tokens [g->out, g->out + k) as one chunk. */
 void sim_stream_emit_tokens(struct server *s, struct gen *g, int64_t k, bool last);
+
+/* Emits the flavour's in-band error event (fault error=N). */
+void sim_stream_emit_error(struct server *s, struct gen *g);
 
 /* Emits a malformed SSE event (fault injection). */
 void sim_stream_emit_malformed(struct server *s, struct gen *g);

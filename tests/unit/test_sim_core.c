@@ -13,6 +13,7 @@
 #include "sim_fault.h"
 #include "sim_http.h"
 #include "sim_profile.h"
+#include "sim_server.h"
 #include "sim_tok.h"
 
 static void
@@ -98,6 +99,7 @@ test_http_parse(void **state)
   assert_true(r.keep_alive && r.has_auth);
   assert_string_equal(r.auth, "Bearer k");
   assert_string_equal(r.fault, "cut=3");
+  assert_false(r.stamps); /* stamps only when asked */
   assert_int_equal(r.body_len, 5);
   assert_memory_equal(r.body, "hello", 5);
   assert_int_equal(r.total_len, strlen(ok) - 3);
@@ -141,6 +143,12 @@ test_http_parse(void **state)
   assert_int_equal(sim_http_parse(b, big, &r, &st), SIM_HTTP_ERROR);
   assert_int_equal(st, 431);
   free(b);
+  assert_int_equal(parse("GET /x HTTP/1.1\r\nX-Tokbench-Stamps: 1\r\n\r\n", &r, &st),
+                   SIM_HTTP_DONE);
+  assert_true(r.stamps);
+  assert_int_equal(parse("GET /x HTTP/1.1\r\nX-Tokbench-Stamps: 0\r\n\r\n", &r, &st),
+                   SIM_HTTP_DONE);
+  assert_false(r.stamps);
 }
 
 static void
@@ -158,6 +166,9 @@ test_fault(void **state)
   assert_true(fabs(f.stall_ms - 150.5) < 1e-9);
   assert_int_equal(f.malformed_after, 1);
   assert_true(f.first_byte_ms == 20 && f.no_usage && f.refuse_ms == 300);
+  assert_int_equal(f.error_after, -1);
+  assert_true(sim_fault_parse(&f, "error=7", err, sizeof(err)));
+  assert_int_equal(f.error_after, 7);
   assert_true(sim_fault_parse(&f, "none,cut=1", err, sizeof(err)));
   assert_int_equal(f.status, 0);
   assert_int_equal(f.cut_after, 1);
@@ -241,6 +252,46 @@ test_shipped_profiles(void **state)
   sim_profile_free(&s);
 }
 
+/* Every flavour the help lists resolves; the aliases name the right ones. */
+static void
+test_flavours(void **state)
+{
+  (void)state;
+  bool pv;
+  const struct sim_dialect *d = sim_flavour_find("vllm", &pv);
+  assert_non_null(d);
+  assert_string_equal(d->name, "vllm-2026");
+  assert_true(pv);
+  d = sim_flavour_find("sglang", &pv);
+  assert_string_equal(d->name, "sglang-0.4");
+  assert_true(pv && d->family == SIM_FLAVOUR_SGLANG && d->rev == 4);
+  d = sim_flavour_find("tgi", &pv);
+  assert_string_equal(d->name, "tgi-3.3");
+  assert_false(pv);
+  d = sim_flavour_find("vllm-0.8", &pv);
+  assert_true(d->family == SIM_FLAVOUR_VLLM && d->rev == 8 && !pv);
+  assert_string_equal(d->version, "0.8.5.post1");
+  assert_null(sim_flavour_find("vllm-0.9", &pv));
+  assert_null(sim_flavour_find("", &pv));
+  char names[1024];
+  snprintf(names, sizeof(names), "%s", sim_flavour_names());
+  char *semi = strchr(names, ';');
+  assert_non_null(semi);
+  *semi = '\0';
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(names, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+    d = sim_flavour_find(t, &pv);
+    assert_non_null(d);
+    assert_string_equal(d->name, t);
+    n++;
+  }
+  assert_int_equal(n, 13);
+  /* the framing flags of the two odd streams */
+  assert_true(sim_flavour_find("gateway", &pv)->crlf);
+  assert_true(sim_flavour_find("tgi-2.2", &pv)->data_nospace);
+  assert_false(sim_flavour_find("tgi-2.2", &pv)->role_chunk);
+}
+
 int
 main(void)
 {
@@ -248,6 +299,7 @@ main(void)
     cmocka_unit_test(test_tok_count),  cmocka_unit_test(test_tok_chat),
     cmocka_unit_test(test_http_parse), cmocka_unit_test(test_fault),
     cmocka_unit_test(test_profile),    cmocka_unit_test(test_shipped_profiles),
+    cmocka_unit_test(test_flavours),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
