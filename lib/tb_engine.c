@@ -526,6 +526,7 @@ curl_start(struct cell *c, struct stream *s)
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  tb_http_tls_setopt(e);
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
   curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
@@ -678,6 +679,7 @@ metrics_start(struct cell *c)
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  tb_http_tls_setopt(e);
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
   curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {

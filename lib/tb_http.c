@@ -28,6 +28,25 @@ tb_http_set_deadline(int64_t mono_ns)
   thread_deadline_ns = mono_ns;
 }
 
+static char *ca_file; /* NULL: the system's CAs */
+
+void
+tb_http_set_ca_file(const char *path)
+{
+  free(ca_file);
+  ca_file = path != NULL && path[0] != '\0' ? tb_xstrdup(path) : NULL;
+}
+
+void
+tb_http_tls_setopt(void *easy)
+{
+  CURL *e = easy;
+  if (ca_file != NULL) {
+    curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(e, CURLOPT_CAPATH, NULL); /* the file alone */
+  }
+}
+
 void
 tb_http_global_init(void)
 {
@@ -138,6 +157,7 @@ tb_http_call(const char *method, const char *url, const char *api_key,
                    timeout_ms < 10000 ? timeout_ms : 10000L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  tb_http_tls_setopt(e);
   char ebuf[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
   CURLcode cc = curl_easy_perform(e);

@@ -53,6 +53,17 @@ void tb_http_headers_free(struct curl_slist *h);
  * probe's discovery). */
 void tb_http_set_deadline(int64_t mono_ns);
 
+/* Process-wide: the PEM file of certificate authorities that every HTTPS
+ * connection to an endpoint trusts (discovery, streams, metrics polls),
+ * instead of the system's list (NULL: the system's).  For an endpoint with
+ * a self-signed or private-CA certificate (`tokbench run --cacert FILE`,
+ * TOKBENCH_CA_FILE).  path is copied.  Call before threads start. */
+void tb_http_set_ca_file(const char *path);
+
+/* Applies the process's TLS trust (tb_http_set_ca_file) to a libcurl easy
+ * handle (a CURL *); every handle that talks to an endpoint goes through it. */
+void tb_http_tls_setopt(void *easy);
+
 /* Process-wide libcurl setup; idempotent, call before threads start. */
 void tb_http_global_init(void);
 

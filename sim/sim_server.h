@@ -34,7 +34,7 @@
 enum sim_flavour { SIM_FLAVOUR_VLLM, SIM_FLAVOUR_SGLANG, SIM_FLAVOUR_OPENAI };
 
 struct sim_config {
-  const char *host;              /* listen address, default 127.0.0.1 */
+  const char *host;              /* listen address (IPv4 or IPv6), default 127.0.0.1 */
   int port;                      /* 0: any; the chosen port is printed */
   enum sim_flavour flavour;
   const struct sim_profile *profile; /* borrowed */
@@ -48,6 +48,7 @@ struct sim_config {
   struct sim_fault fault;        /* applied to every generation request */
   struct sim_noise noise;        /* settings: drift, jitter, slowdown */
   int max_conns;
+  const char *tls_cert, *tls_key; /* PEM files: HTTPS; NULL: plain HTTP */
   bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
 };
