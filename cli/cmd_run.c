@@ -374,15 +374,9 @@ tb_cli_run(int argc, char **argv)
              getenv("TOKBENCH_ENDPOINT_API_KEY")[0] != '\0') {
     key = tb_xstrdup(getenv("TOKBENCH_ENDPOINT_API_KEY"));
   }
-  if (cacert != NULL) {
-    /* said here, not as a TLS error in every cell */
-    FILE *cf = fopen(cacert, "r");
-    if (cf == NULL) {
-      fprintf(stderr, "tokbench run: --cacert %s: %s\n", cacert, strerror(errno));
-      goto out;
-    }
-    fclose(cf);
-    tb_http_set_ca_file(cacert);
+  if (cacert != NULL && !tb_http_set_ca_file(cacert, &err)) {
+    fprintf(stderr, "tokbench run: --cacert: %s\n", err);
+    goto out;
   }
   if (resume != NULL) {
     const char *why = NULL;

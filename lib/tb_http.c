@@ -4,6 +4,7 @@
 #include "tb_http.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,11 +31,21 @@ tb_http_set_deadline(int64_t mono_ns)
 
 static char *ca_file; /* NULL: the system's CAs */
 
-void
-tb_http_set_ca_file(const char *path)
+bool
+tb_http_set_ca_file(const char *path, char **err)
 {
+  if (path != NULL && path[0] != '\0') {
+    /* said once here, not as a TLS error on every connection */
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+      *err = tb_xasprintf("CA file %s: %s", path, strerror(errno));
+      return false;
+    }
+    fclose(f);
+  }
   free(ca_file);
   ca_file = path != NULL && path[0] != '\0' ? tb_xstrdup(path) : NULL;
+  return true;
 }
 
 void
