@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tb_redact.h"
+#include "tb_result.h"
 
 static const struct tb_compare_metric metrics[] = {
   { .name = "prompt_tps", .phase = "prefill", .label = "Prompt tok/s", .higher_better = true },
@@ -44,13 +45,7 @@ static int
 key_cmp(const void *a, const void *b)
 {
   const struct key *x = a, *y = b;
-  if (x->phase != y->phase)
-    return x->phase < y->phase ? -1 : 1;
-  if (x->ctx != y->ctx)
-    return x->ctx < y->ctx ? -1 : 1;
-  if (x->conc != y->conc)
-    return x->conc < y->conc ? -1 : 1;
-  return 0;
+  return tb_result_key_cmp(x->phase, x->ctx, x->conc, y->phase, y->ctx, y->conc);
 }
 
 static bool

@@ -105,13 +105,7 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
     s->over = true;
     return 0; /* aborts the transfer */
   }
-  if (s->len + n + 1 > s->cap) {
-    size_t ncap = s->cap ? s->cap : 4096;
-    while (ncap < s->len + n + 1)
-      ncap *= 2;
-    s->buf = tb_xrealloc(s->buf, ncap);
-    s->cap = ncap;
-  }
+  tb_xgrow(&s->buf, &s->cap, s->len + n + 1, 4096);
   memcpy(s->buf + s->len, ptr, n);
   s->len += n;
   s->buf[s->len] = '\0';

@@ -37,7 +37,11 @@
  *      metadata.model_revision.
  *    Conversion: seconds become milliseconds; prompt tok/s is
  *    prompt_tokens / TTFT; a result with aggregate_tps < 0 or
- *    capacity_limited is Over capacity when capacity_limited, else Skipped;
+ *    capacity_limited is Over capacity when capacity_limited, else Skipped
+ *    (a capacity-limited result that was measured keeps its tok/s as
+ *    total_tps_capacity_limited and its avg_running_reqs as avg_active; the
+ *    renderers mark it "Over capacity*", as the tool prints such cells as a
+ *    mark, not a figure, unless asked);
  *    a (context, concurrency) of the matrix absent from results is Over
  *    capacity when C x (context + max_tokens) > KV budget (budget known),
  *    else Skipped; zero throughput with errors is Error; a prefill entry

@@ -449,6 +449,35 @@ tb_render_status_text(const char *s)
   return "Unknown";
 }
 
+bool
+tb_render_cell_caplimited(const json_t *c)
+{
+  const char *st = json_string_value(json_object_get(c, "status"));
+  return st != NULL && strcmp(st, "over_capacity") == 0 &&
+         json_is_number(json_object_get(c, "total_tps_capacity_limited"));
+}
+
+const char *
+tb_render_cell_word(const json_t *c)
+{
+  if (tb_render_cell_caplimited(c))
+    return "Over capacity*";
+  return tb_render_status_text(json_string_value(json_object_get(c, "status")));
+}
+
+const char *
+tb_render_oc_footnote(bool any_caplimited)
+{
+  if (!any_caplimited)
+    return "Over capacity: not run because this many requests at this context would "
+           "exceed the server's KV cache.";
+  return "Over capacity: not run because this many requests at this context would "
+         "exceed the server's KV cache. Over capacity*: run, but capacity-limited: "
+         "fewer requests ran at once than asked and the rest queued, so its tok/s "
+         "(kept as total_tps_capacity_limited in JSON and CSV) is not a figure for "
+         "this many requests.";
+}
+
 /* "Step-3.7-Flash-FP8 on H200 NVL ×2" */
 char *
 tb_render_title_line(const json_t *d)

@@ -142,6 +142,16 @@ int tb_render_cell_phase(const json_t *c);
  * "Over capacity", ...; NULL -> "not measured"; unknown -> "Unknown").
  * Static strings. */
 const char *tb_render_status_text(const char *s);
+/* The matrix word of a cell: tb_render_status_text of its status, and
+ * "Over capacity*" for an Over capacity cell that was measured anyway
+ * (capacity-limited: fewer of its requests ran at once than asked; its
+ * tok/s is in total_tps_capacity_limited).  Static strings. */
+const char *tb_render_cell_word(const json_t *c);
+/* true when the cell is Over capacity but was measured anyway (above). */
+bool tb_render_cell_caplimited(const json_t *c);
+/* The footnote under a decode matrix: what Over capacity means and, when
+ * any_caplimited, what the "*" means.  Static string, no trailing newline. */
+const char *tb_render_oc_footnote(bool any_caplimited);
 /* "Step-3.7-Flash-FP8 on H200 NVL ×2" from a document's model and hardware:
  * new string (caller frees) or NULL when neither is recorded. */
 char *tb_render_title_line(const json_t *d);

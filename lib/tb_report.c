@@ -774,6 +774,7 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
              "<div class=\"scroll\">");
   tb_render_html_matrix_head(b, "decode-matrix", &v->conc);
   char lab[32], t[48], ms[48], style[96];
+  bool any_cl = false;
   for (size_t r = 0; r < v->dctx.n; r++) {
     tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
     tb_render_printf(b, "<tr><th class=\"l\">%s</th>", lab);
@@ -795,6 +796,11 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
         tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span></td>",
                          style, t, pm[0] ? "<small class=\"ci\">" : "", pm,
                          pm[0] ? "</small>" : "", ms);
+      } else if (tb_render_cell_caplimited(cell)) {
+        any_cl = true;
+        tb_render_puts(b, " class=\"oc\" title=\"");
+        tb_render_html(b, tb_json_str(cell, "reason"));
+        tb_render_puts(b, "\">Over capacity*</td>");
       } else if (st_is(cell, "over_capacity")) {
         tb_render_puts(b, " class=\"oc\">Over capacity</td>");
       } else {
@@ -806,9 +812,9 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
     }
     tb_render_puts(b, "</tr>\n");
   }
-  tb_render_puts(b, "</table></div>\n<p class=\"muted\">Over capacity: not run because this "
-             "many requests at this context would exceed the server's KV cache.<br>"
-             "TTFT is measured after the benchmark warms the server's prompt cache, "
+  tb_render_puts(b, "</table></div>\n<p class=\"muted\">");
+  tb_render_html(b, tb_render_oc_footnote(any_cl));
+  tb_render_puts(b, "<br>TTFT is measured after the benchmark warms the server's prompt cache, "
              "so it mostly excludes prefill.</p>\n");
 }
 
@@ -1050,6 +1056,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
                "\xc2\xb7 median TTFT; rows are context length, columns are simultaneous "
                "requests\n\n");
     tb_render_md_matrix_head(b, &v->conc);
+    bool any_cl = false;
     for (size_t r = 0; r < v->dctx.n; r++) {
       tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
       tb_render_printf(b, "| %s |", lab);
@@ -1064,13 +1071,13 @@ render_md(struct tb_render_buf *b, const struct view *v)
         } else if (cell == NULL) {
           tb_render_puts(b, " " TB_RENDER_DASH " |");
         } else {
-          tb_render_printf(b, " %s |", status_word(cell));
+          any_cl = any_cl || tb_render_cell_caplimited(cell);
+          tb_render_printf(b, " %s |", tb_render_cell_word(cell));
         }
       }
       tb_render_puts(b, "\n");
     }
-    tb_render_puts(b, "\nOver capacity: not run because this many requests at this context "
-               "would exceed the server's KV cache.\n");
+    tb_render_printf(b, "\n%s\n", tb_render_oc_footnote(any_cl));
   }
   tb_render_puts(b, "\n<details><summary>All measurements</summary>\n\n"
              "| Phase | Context | Requests at once | Status | Total tok/s | Per request "
@@ -1119,7 +1126,7 @@ static const char csv_header[] =
     "tbt_p90_ms,tbt_p99_ms,avg_active,avg_active_source,completed,output_tokens,"
     "measured_s,token_source,total_tps_se,total_tps_ci95_lo,total_tps_ci95_hi,"
     "ttft_p50_ci95_lo_ms,ttft_p50_ci95_hi_ms,tbt_p50_ci95_lo_ms,tbt_p50_ci95_hi_ms,"
-    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats\r\n";
+    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats,total_tps_capacity_limited\r\n";
 
 static void
 csv_int(struct tb_render_buf *b, const json_t *c, const char *k)
@@ -1183,6 +1190,8 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   }
   tb_render_puts(b, ",");
   csv_int(b, c, "repeats");
+  tb_render_puts(b, ",");
+  tb_render_csv_num(b, tb_json_num(c, "total_tps_capacity_limited"));
   tb_render_puts(b, "\r\n");
 }
 

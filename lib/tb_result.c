@@ -73,6 +73,19 @@ tb_result_cell_set_status(json_t *cell, const char *status, const char *reason)
     json_object_set_new(cell, "reason", json_string(reason));
 }
 
+int
+tb_result_key_cmp(int phase_a, int64_t ctx_a, int64_t conc_a, int phase_b, int64_t ctx_b,
+                  int64_t conc_b)
+{
+  if (phase_a != phase_b)
+    return phase_a < phase_b ? -1 : 1;
+  if (ctx_a != ctx_b)
+    return ctx_a < ctx_b ? -1 : 1;
+  if (conc_a != conc_b)
+    return conc_a < conc_b ? -1 : 1;
+  return 0;
+}
+
 const json_t *
 tb_result_find_cell(const json_t *done, const char *phase, int64_t ctx,
                     int64_t conc)

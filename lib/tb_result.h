@@ -49,6 +49,10 @@ json_t *tb_result_cell_new(const char *phase, int64_t ctx, int64_t conc) TB_MUST
 /* Sets cell's status and (when not NULL) its reason; both copied. */
 void tb_result_cell_set_status(json_t *cell, const char *status,
                                const char *reason);
+/* The documents' cell order: phase (0 prefill before 1 decode), then
+ * context, then concurrency, ascending; <0, 0 or >0 as for qsort. */
+int tb_result_key_cmp(int phase_a, int64_t ctx_a, int64_t conc_a, int phase_b,
+                      int64_t ctx_b, int64_t conc_b);
 /* The cell of done (array, borrowed; may be NULL) with this key, or NULL.
  * Borrowed from done. */
 const json_t *tb_result_find_cell(const json_t *done, const char *phase,

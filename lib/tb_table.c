@@ -152,6 +152,7 @@ tb_table_print(FILE *f, const json_t *doc)
   fprintf(f, "\n");
   size_t k;
   const json_t *xv;
+  bool any_cl = false;
   json_array_foreach(ctxs, k, xv) {
     char label[32];
     tb_format_tokens(json_integer_value(xv), label, sizeof label);
@@ -177,13 +178,13 @@ tb_table_print(FILE *f, const json_t *doc)
         pm(hit, "total_tps", "total_tps_ci95", 1, e, sizeof e);
         fprintf(f, " %s%s · %s ms TTFT |", a, e, b);
       } else {
-        fprintf(f, " %s |", status_word(str(hit, "status")));
+        any_cl = any_cl || tb_render_cell_caplimited(hit);
+        fprintf(f, " %s |", tb_render_cell_word(hit));
       }
     }
     fprintf(f, "\n");
   }
-  fprintf(f, "Over capacity: not run because this many requests at this "
-             "context would exceed the server's KV cache.\n");
+  fprintf(f, "%s\n", tb_render_oc_footnote(any_cl));
 
   fprintf(f, "\nAll measurements\nLatencies are medians. Total tok/s is "
              "output across all simultaneous requests.\n"

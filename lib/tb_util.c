@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +43,18 @@ tb_xrealloc(void *p, size_t n)
   if (q == NULL)
     oom(n);
   return q;
+}
+
+void
+tb_xgrow(char **buf, size_t *cap, size_t need, size_t first)
+{
+  if (need <= *cap)
+    return;
+  size_t ncap = *cap ? *cap : first ? first : 1;
+  while (ncap < need)
+    ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+  *buf = tb_xrealloc(*buf, ncap);
+  *cap = ncap;
 }
 
 char *

@@ -23,6 +23,10 @@
 void *tb_xmalloc(size_t n);
 void *tb_xcalloc(size_t count, size_t size);
 void *tb_xrealloc(void *p, size_t n);
+/* Grows *buf (capacity *cap bytes) to hold at least need bytes, doubling
+ * from first (or from *cap when larger); keeps the contents.  The caller
+ * caps need: this only allocates. */
+void tb_xgrow(char **buf, size_t *cap, size_t need, size_t first);
 char *tb_xstrdup(const char *s);
 char *tb_xstrndup(const char *s, size_t n);
 /* New string formatted like printf; caller frees. */

@@ -61,13 +61,7 @@ sse_free(void *p)
 static void
 append(struct sse *s, const char *data, size_t n)
 {
-  if (s->len + n > s->cap) {
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap < s->len + n)
-      cap *= 2;
-    s->buf = tb_xrealloc(s->buf, cap);
-    s->cap = cap;
-  }
+  tb_xgrow(&s->buf, &s->cap, s->len + n, 4096);
   memcpy(s->buf + s->len, data, n);
   s->len += n;
 }

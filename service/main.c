@@ -300,13 +300,7 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
       r->body_cap = 0;
       return MHD_YES;
     }
-    if (r->body_len + n + 1 > r->body_cap) {
-      size_t cap = r->body_cap ? r->body_cap : 4096;
-      while (cap < r->body_len + n + 1)
-        cap *= 2;
-      r->body = tb_xrealloc(r->body, cap);
-      r->body_cap = cap;
-    }
+    tb_xgrow(&r->body, &r->body_cap, r->body_len + n + 1, 4096);
     memcpy(r->body + r->body_len, upload, n);
     r->body_len += n;
     r->body[r->body_len] = '\0';

@@ -122,6 +122,17 @@ from_json(struct sim_profile *p, json_t *root, char *err, size_t errlen)
   return true;
 }
 
+/* Fills p from root (consumed); on failure frees what was filled. */
+static bool
+from_root(struct sim_profile *p, json_t *root, char *err, size_t errlen)
+{
+  bool ok = from_json(p, root, err, errlen);
+  json_decref(root);
+  if (!ok)
+    sim_profile_free(p);
+  return ok;
+}
+
 bool
 sim_profile_parse(struct sim_profile *p, const char *text, char *err, size_t errlen)
 {
@@ -132,11 +143,7 @@ sim_profile_parse(struct sim_profile *p, const char *text, char *err, size_t err
     snprintf(err, errlen, "profile: %s (line %d)", je.text, je.line);
     return false;
   }
-  bool ok = from_json(p, root, err, errlen);
-  json_decref(root);
-  if (!ok)
-    sim_profile_free(p);
-  return ok;
+  return from_root(p, root, err, errlen);
 }
 
 bool
@@ -149,11 +156,7 @@ sim_profile_load(struct sim_profile *p, const char *path, char *err, size_t errl
     snprintf(err, errlen, "profile %s: %s (line %d)", path, je.text, je.line);
     return false;
   }
-  bool ok = from_json(p, root, err, errlen);
-  json_decref(root);
-  if (!ok)
-    sim_profile_free(p);
-  return ok;
+  return from_root(p, root, err, errlen);
 }
 
 void

@@ -150,6 +150,10 @@ test_lib_cell_kinds(void **state)
   c = find(doc, "decode", 1024, 2);
   assert_string_equal(json_string_value(json_object_get(c, "status")), "over_capacity");
   assert_non_null(strstr(json_string_value(json_object_get(c, "reason")), "1.4 of 2"));
+  /* measured anyway: the figures stay in the document, as the tool keeps them */
+  assert_true(json_number_value(json_object_get(c, "total_tps_capacity_limited")) == 80);
+  assert_true(json_number_value(json_object_get(c, "avg_active")) == 1.4);
+  assert_null(json_object_get(c, "total_tps"));
   c = find(doc, "prefill", 1024, 1);
   assert_true(json_number_value(json_object_get(c, "prompt_tps")) == 2000);
   assert_null(find(doc, "prefill", 2048, 1));

@@ -311,7 +311,7 @@ test_csv_matches_json(void **state)
   const char *p = csv;
   char hdr[40][128], f[40][128];
   size_t nh = csv_record(&p, hdr, 40);
-  assert_int_equal(nh, 32);
+  assert_int_equal(nh, 33);
   int c_phase = col(hdr, nh, "phase"), c_ctx = col(hdr, nh, "context"),
       c_conc = col(hdr, nh, "concurrency"), c_st = col(hdr, nh, "status"),
       c_tps = col(hdr, nh, "total_tps"), c_ptps = col(hdr, nh, "prompt_tps"),
@@ -782,6 +782,64 @@ test_context_zero_import(void **state)
   json_decref(in);
 }
 
+/* A cell llm-inference-bench measured while capacity-limited (fewer of its
+ * requests ran at once than asked) is shown as the tool shows it: marked in
+ * every matrix ("Over capacity*", explained under it), never as a figure for
+ * C requests; its raw tok/s stays in the JSON and a CSV column of its own. */
+static void
+test_capacity_limited_cells(void **state)
+{
+  (void)state;
+  json_t *doc = load(FIXTURE);
+  char *md = render(doc, TB_REPORT_MD);
+  assert_null(strstr(md, "Over capacity*")); /* none in the seed */
+  free(md);
+  json_t *cells = json_object_get(doc, "cells"), *c, *oc = NULL;
+  size_t i;
+  json_array_foreach(cells, i, c) {
+    if (oc == NULL &&
+        strcmp(json_string_value(json_object_get(c, "status")), "over_capacity") == 0)
+      oc = c;
+  }
+  assert_non_null(oc);
+  json_object_set_new(oc, "total_tps_capacity_limited", json_real(123.25));
+  json_object_set_new(oc, "reason", json_string("capacity-limited: the server ran 3.5 of 8"));
+
+  md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "| Over capacity* |"));
+  assert_non_null(strstr(md, "Over capacity*: run, but capacity-limited"));
+  free(md);
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "title=\"capacity-limited: the server ran 3.5 of 8\">"
+                               "Over capacity*</td>"));
+  assert_non_null(strstr(html, "Over capacity*: run, but capacity-limited"));
+  free(html);
+
+  char *csv = render(doc, TB_REPORT_CSV);
+  const char *p = csv;
+  char hdr[40][128], f[40][128];
+  size_t nh = csv_record(&p, hdr, 40);
+  int c_cl = col(hdr, nh, "total_tps_capacity_limited"), c_st = col(hdr, nh, "status");
+  size_t seen = 0;
+  while (*p) {
+    size_t n = csv_record(&p, f, 40);
+    assert_int_equal(n, nh); /* every row has the header's columns */
+    if (f[c_cl][0] != '\0') {
+      assert_string_equal(f[c_st], "over_capacity");
+      assert_true(strtod(f[c_cl], NULL) == 123.25);
+      seen++;
+    }
+  }
+  assert_int_equal(seen, 1);
+  free(csv);
+
+  char *txt = table_text(doc);
+  assert_non_null(strstr(txt, " Over capacity* |"));
+  assert_non_null(strstr(txt, "Over capacity*: run, but capacity-limited"));
+  free(txt);
+  json_decref(doc);
+}
+
 /* The header says where the capacity figures came from, and why one is
  * unknown, as discovery recorded it. */
 static void
@@ -816,6 +874,7 @@ main(void)
     cmocka_unit_test(test_all_measurements_rows_fit_the_header),
     cmocka_unit_test(test_context_zero_import),
     cmocka_unit_test(test_capacity_sources_shown),
+    cmocka_unit_test(test_capacity_limited_cells),
     cmocka_unit_test(test_formats),
     cmocka_unit_test(test_html_matrix_matches_json),
     cmocka_unit_test(test_md_matches_json),

@@ -99,6 +99,31 @@ test_asprintf_and_clock(void **state)
   assert_string_equal(ts, "1970-01-01T00:00:00.000Z");
 }
 
+/* tb_xgrow: doubles from the first size, keeps the bytes, never shrinks. */
+static void
+test_xgrow(void **state)
+{
+  (void)state;
+  char *b = NULL;
+  size_t cap = 0;
+  tb_xgrow(&b, &cap, 10, 16);
+  assert_int_equal(cap, 16);
+  memcpy(b, "0123456789", 10);
+  tb_xgrow(&b, &cap, 16, 16); /* fits: unchanged */
+  assert_int_equal(cap, 16);
+  tb_xgrow(&b, &cap, 100, 16);
+  assert_int_equal(cap, 128);
+  assert_memory_equal(b, "0123456789", 10);
+  tb_xgrow(&b, &cap, 5, 16);
+  assert_int_equal(cap, 128);
+  free(b);
+  b = NULL;
+  cap = 0;
+  tb_xgrow(&b, &cap, 3, 0); /* no first size: from 1 */
+  assert_int_equal(cap, 4);
+  free(b);
+}
+
 int
 main(void)
 {
@@ -106,7 +131,7 @@ main(void)
     cmocka_unit_test(test_parse_tokens), cmocka_unit_test(test_format_tokens),
     cmocka_unit_test(test_hex_digit),
     cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
-    cmocka_unit_test(test_asprintf_and_clock),
+    cmocka_unit_test(test_asprintf_and_clock), cmocka_unit_test(test_xgrow),
   };
   return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
