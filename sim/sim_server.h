@@ -17,7 +17,7 @@
  * step, the step lasting step_ms(batch size, mean prompt tokens) / scale.
  *
  * Files: sim_server.c the loop and timers, sim_conn.c connections and
- * replies, sim_sched.c the scheduler (the model above), sim_stream.c what a
+ * replies (over TCP, or TLS through sim_tls.c), sim_sched.c the scheduler (the model above), sim_stream.c what a
  * generation writes (SSE, chunks, usage), sim_routes.c the routes and
  * handlers; their shared state and its lifetimes in sim_state.h (private).
  */

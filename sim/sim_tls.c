@@ -143,13 +143,7 @@ pull(struct sim_tls *t)
         t->len -= t->off;
         t->off = 0;
       }
-      size_t cap = t->cap ? t->cap : 4096;
-      while (cap < t->len + p)
-        cap *= 2;
-      if (cap != t->cap) {
-        t->out = tb_xrealloc(t->out, cap);
-        t->cap = cap;
-      }
+      tb_xgrow(&t->out, &t->cap, t->len + p, 4096);
     }
     int n = BIO_read(t->wb, t->out + t->len, (int)p);
     if (n <= 0)
