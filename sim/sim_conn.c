@@ -103,25 +103,37 @@ sim_conn_kill(struct server *s, struct conn *c)
   sim_conn_todo_push(s, c);
 }
 
-/* Sends c's output over plain TCP.  1: all sent; 0: the socket is full;
- * -1: the connection failed. */
+/* Sends n bytes of buf to fd, *sent of them (also on a short write).
+ * 1: all sent; 0: the socket is full; -1: the connection failed. */
 static int
-flush_plain(struct conn *c)
+send_some(int fd, const char *buf, size_t n, size_t *sent)
 {
-  while (c->out_off < c->out_len) {
-    ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-    if (n > 0) {
-      c->out_off += (size_t)n;
+  *sent = 0;
+  while (*sent < n) {
+    ssize_t k = send(fd, buf + *sent, n - *sent, MSG_NOSIGNAL);
+    if (k > 0) {
+      *sent += (size_t)k;
       continue;
     }
-    if (n < 0 && errno == EINTR)
+    if (k < 0 && errno == EINTR)
       continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
     return -1;
   }
-  c->out_off = c->out_len = 0;
   return 1;
+}
+
+/* Sends c's output over plain TCP (send_some's results). */
+static int
+flush_plain(struct conn *c)
+{
+  size_t sent;
+  int r = send_some(c->fd, c->out + c->out_off, c->out_len - c->out_off, &sent);
+  c->out_off += sent;
+  if (r == 1)
+    c->out_off = c->out_len = 0;
+  return r;
 }
 
 /* The same over TLS: the plaintext is encrypted at once, all of it (so the
@@ -137,7 +149,11 @@ flush_tls(struct conn *c)
   c->out_off = c->out_len = 0;
   if (c->close_after && c->gen == NULL)
     sim_tls_close_notify(c->tls);
-  return sim_tls_send(c->tls, c->fd);
+  const char *p;
+  size_t sent, n = sim_tls_pending(c->tls, &p);
+  int r = send_some(c->fd, p, n, &sent);
+  sim_tls_sent(c->tls, sent);
+  return r;
 }
 
 /* Sends what is buffered; arms EPOLLOUT on a short write. */

@@ -222,23 +222,19 @@ sim_tls_close_notify(struct sim_tls *t)
   pull(t);
 }
 
-int
-sim_tls_send(struct sim_tls *t, int fd)
+size_t
+sim_tls_pending(const struct sim_tls *t, const char **buf)
 {
-  while (t->off < t->len) {
-    ssize_t k = send(fd, t->out + t->off, t->len - t->off, MSG_NOSIGNAL);
-    if (k > 0) {
-      t->off += (size_t)k;
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 0;
-    return -1;
-  }
-  t->off = t->len = 0;
-  return 1;
+  *buf = t->out + t->off;
+  return t->len - t->off;
+}
+
+void
+sim_tls_sent(struct sim_tls *t, size_t n)
+{
+  t->off += n;
+  if (t->off >= t->len)
+    t->off = t->len = 0;
 }
 
 size_t

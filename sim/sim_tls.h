@@ -3,8 +3,9 @@
  * the server's one epoll loop.
  *
  * Design: OpenSSL never touches a socket.  Each connection's SSL reads from
- * and writes to memory BIOs; this module moves the ciphertext between them
- * and the non-blocking socket.  So:
+ * and writes to memory BIOs; this module fills the input BIO from the
+ * non-blocking socket and keeps what the SSL writes in a ciphertext buffer,
+ * which the connection (sim_conn.c) sends as it sends plain output.  So:
  * - SSL_write never blocks and never writes part of its input (the output
  *   BIO grows), and the plaintext moves to ciphertext at once: a decode
  *   step's stamps (sim_state.h) are written into plaintext that has not yet
@@ -68,9 +69,11 @@ bool sim_tls_write(struct sim_tls *t, const void *buf, size_t n) TB_MUST_CHECK;
 /* Queues a close_notify alert (once) into the ciphertext buffer. */
 void sim_tls_close_notify(struct sim_tls *t);
 
-/* Sends pending ciphertext to fd.  1: all sent; 0: the socket is full
- * (the rest waits); -1: send failed. */
-int sim_tls_send(struct sim_tls *t, int fd);
+/* The ciphertext waiting to be sent: *buf (valid until the next call on
+ * t) and its length; the caller sends it and says how much went with
+ * sim_tls_sent. */
+size_t sim_tls_pending(const struct sim_tls *t, const char **buf);
+void sim_tls_sent(struct sim_tls *t, size_t n);
 
 /* Ciphertext bytes waiting to be sent. */
 size_t sim_tls_unsent(const struct sim_tls *t);
