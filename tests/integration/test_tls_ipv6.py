@@ -4,7 +4,9 @@ tokbench-sim serves HTTPS with a certificate this module makes at run time
 (the openssl command line, into the module's temporary directory: no key
 material in the repository), and `tokbench run` measures it through libcurl
 streams over real TLS, trusting the certificate with --cacert; without it
-the run is refused in one line that names the flag.  The simulator stays
+the run is refused in one line that names the flag; a worker given
+TOKBENCH_CA_FILE runs a job on it (and one without fails the job with the
+certificate in the reason).  The simulator stays
 whole under broken handshakes, pipelining over TLS (plaintext held inside
 OpenSSL, SSL_pending) and a reader slower than a large answer.  Then the
 simulator listens on ::1 and the engine's own transport (tb_direct) measures
@@ -293,3 +295,32 @@ def test_ipv6_https(ctx):
         c.sendall(stream_request(3, host="[::1]"))
         data = read_until(c, lambda d: b"data: [DONE]" in d)
     assert data.startswith(b"HTTP/1.1 200") and data.count(b'"content":" ') == 3, data[:300]
+
+
+def test_worker_https_with_ca_file(ctx):
+    """The service's side: a worker given TOKBENCH_CA_FILE runs a job on an
+    https endpoint with a self-signed certificate to the end; a worker
+    without it fails the job with the certificate in the reason."""
+    from test_worker import SHORT, T, assert_complete
+    cert, key = make_cert(ctx, "worker")
+    sim = TlsSim(ctx, cert=cert, key=key)
+    t = T(ctx)
+    ok = False
+    try:
+        ep = t.endpoint(sim)
+        t.worker("w-tls", TOKBENCH_CA_FILE=cert)
+        jid = t.submit(ep, SHORT)
+        t.wait_state(jid, "succeeded", 90)
+        res = assert_complete(t, jid, SHORT)
+        assert res["status"] == "complete", res
+        assert all(c["status"] == "valid" for c in res["cells"]), res["cells"]
+        t.close(check=True)
+        t.procs = []
+        t.worker("w-notrust")
+        jid = t.submit(ep, SHORT, max_attempts=1)
+        t.wait_state(jid, "failed", 60)
+        err = t.job(jid)["error"]
+        assert "certificate" in err, err
+        ok = True
+    finally:
+        t.close(check=ok)
