@@ -407,6 +407,9 @@ tb_discover_parse_metrics(struct tb_discover *d, const char *text, size_t len)
   }
   /* Anything else is a gateway's or an exporter's own /metrics: no engine
    * gauges, so has_metrics stays false and readiness is the client's. */
+  if (!d->has_metrics)
+    d->metrics_unknown = "/metrics has no running/waiting gauges of an engine (a gateway's "
+                         "or an exporter's own)";
 }
 
 void
@@ -469,6 +472,7 @@ tb_discover_init(struct tb_discover *d, const char *base_url)
   d->kv_source = d->max_running_source = d->max_model_len_source = SRC_NONE;
   d->version_source = SRC_NONE;
   d->kv_unknown = d->max_running_unknown = "";
+  d->metrics_unknown = "no /metrics";
 }
 
 int
@@ -517,6 +521,8 @@ tb_discover_run(const char *base_url, const char *api_key, const char *model,
   body = get_body(d, "/metrics", api_key, TB_PROM_BODY_MAX, &st, &len, eb, sizeof eb);
   if (body != NULL)
     tb_discover_parse_metrics(d, body, len);
+  else if (st == 401 || st == 403)
+    d->metrics_unknown = "/metrics refused the API key";
   free(body);
   tb_discover_finish(d);
   return 0;

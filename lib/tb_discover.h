@@ -47,6 +47,10 @@ struct tb_discover {
   const char *max_running_unknown;
   const char *max_model_len_source;
   const char *version_source;
+  /* Why readiness cannot use the server's running/waiting gauges, when
+   * has_metrics is false ("no /metrics", "/metrics has no running/waiting
+   * gauges ..."): readiness is then the client's, and each cell says so. */
+  const char *metrics_unknown;
   bool has_metrics;
   bool has_tokenize;       /* vLLM shape (chat messages) */
   bool tokenize_text_only; /* SGLang shape */

@@ -35,7 +35,12 @@
  * (discovery, /metrics, aborts) is libcurl.
  *
  * A cell: C streams start at once; readiness = every stream has produced a
- * token and (where metrics exist) running = C, waiting = 0, held for settle_s;
+ * token and (where the engine's running/waiting gauges answer) running = C,
+ * waiting = 0, held for settle_s; without usable gauges readiness is the
+ * client's at once, and the cell says why (readiness_reason).  Gauges that
+ * hold R < C running and the rest of ours waiting for SCHED_CAP_S make the
+ * cell over capacity with that measured cap, and every cell above it at this
+ * context or a larger one is over capacity without running;
  * then the window [w0, w0 + duration); at its end every stream is cut (its
  * connection closed, which aborts the request on vLLM; SGLang also gets
  * /abort_request) and the loop waits for the server to drain.
@@ -50,7 +55,11 @@
  *
  * Faults: any stream error (transport, HTTP status, malformed SSE or JSON, a
  * stream cut before [DONE], a stall, a missing usage chunk where the server
- * gives usage) makes the cell an error with the first reason; the run goes on.
+ * gives usage, a stream ended before max_tokens) makes the cell an error
+ * with the first reason; the run goes on, unless the failure would be the
+ * same in every cell (HTTP 401/403/404 on the chat route, streams ended
+ * early before any cell was measured): then the run stops there, failed,
+ * with one line naming the cause and the setting that would help.
  */
 #include "tb_engine.h"
 
@@ -89,6 +98,16 @@
  * getting ready says it is loaded by someone else (at most half the ready
  * timeout). */
 #define FOREIGN_LOAD_S 20.0
+/* How long the server must hold fewer than C of our requests running and
+ * the rest waiting (its gauges) before a cell getting ready is over
+ * capacity with the cap it measured (at most half the ready timeout): a
+ * scheduler cap the server does not publish (vLLM's --max-num-seqs), or a
+ * KV cache that admits only so many. */
+#define SCHED_CAP_S 3.0
+/* Without usage a stream's chunks are counted, and one chunk may carry
+ * several tokens (speculative decoding): such a stream is taken as ended
+ * early only when its chunks are fewer than max_tokens / this. */
+#define EARLY_CHUNK_DIV 8
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -139,11 +158,23 @@ struct cell {
   struct stream **slots;
   bool *warmed;         /* slot's first stream produced a token */
   unsigned n_warmed;    /* slots warmed */
+  int64_t all_warmed;   /* when the last slot warmed; 0 before */
   int64_t next_scan;    /* next per-stream first-token / stall scan */
   enum phase phase;
   int64_t t_begin, w0, w1, ready_since, next_cancel_poll;
   bool failed, cancelled;
   char reason[300];
+  /* the failure would be the same in every cell (auth refused, model not
+   * found, every stream ended early): the run's one line, or "" */
+  char global[300];
+  /* readiness by the client alone (no usable running/waiting gauges):
+   * why, or "" */
+  char client_ready[200];
+  /* the server holds R < C of ours running, the rest waiting: since when,
+   * and R; sched_cap > 0 once held SCHED_CAP_S (the cell is over capacity) */
+  int64_t cap_since;
+  double cap_running;
+  int64_t sched_cap;
   struct tb_stats ttft, tbt;
   int64_t win_tokens;
   int64_t max_chunk;    /* the most tokens one chunk brought in the window */
@@ -160,6 +191,7 @@ struct cell {
   size_t m_len;
   bool m_over;
   int64_t m_next;
+  int64_t m_t0;         /* when the sample in flight was asked for */
   bool m_cond;
   double m_running, m_waiting; /* last sample; -1 before the first */
   int64_t foreign_since;       /* all ours producing, yet running > C: since */
@@ -221,6 +253,13 @@ struct run {
   const struct tb_engine_hooks *hooks;
   bool usage_known, usage_supported;
   bool cancelled;
+  /* the prompts are sized by an estimate (tb_prompt source "estimate") */
+  bool prompt_estimate;
+  /* the smallest scheduler cap measured (sched_cap of a cell), the context
+   * and concurrency it was measured at; 0: none */
+  int64_t cap_requests, cap_ctx, cap_conc;
+  unsigned valid_decodes;  /* decode cells measured valid so far */
+  char *stop;              /* a global failure: the run stops with this line */
   /* progress */
   unsigned total_cells, done_count;
   double avg_cell_s;
@@ -319,6 +358,8 @@ count_tokens(struct stream *s, int64_t delta)
     if (!c->warmed[s->slot]) {
       c->warmed[s->slot] = true;
       c->n_warmed++;
+      if (c->n_warmed == c->conc)
+        c->all_warmed = now;
     }
     if (c->scout) {
       c->scout_ttft_ns = ttft;
@@ -592,6 +633,9 @@ stream_collect_tbt(struct stream *s)
     tb_stats_add(&c->tbt, (s->w_last_t - s->w_first_t) / after_first);
 }
 
+static void global_http(struct cell *c, long status);
+static void check_early_end(struct stream *s);
+
 /* The stream's response ended: cleanly (transport_err NULL) or not. */
 static void
 stream_end(struct stream *s, const char *transport_err)
@@ -622,6 +666,10 @@ stream_end(struct stream *s, const char *transport_err)
       stream_fail(s, "stream ended before [DONE] (cut)");
     else if (r->usage_known && r->usage_supported && !s->saw_final_usage)
       stream_fail(s, "stream ended without its usage chunk");
+    else if (!c->scout)
+      check_early_end(s);
+    if (s->failed && s->http_status != 200)
+      global_http(c, s->http_status);
   }
   unsigned slot = s->slot;
   c->slots[slot] = NULL;
@@ -646,6 +694,59 @@ stream_end(struct stream *s, const char *transport_err)
   stream_free(s);
   if (c->phase != PH_DONE)
     (void)stream_start(c, slot);
+}
+
+/* A failure that every cell would meet, whatever its context and
+ * concurrency: the run stops at it (tb_engine_run) with one line naming the
+ * cause and the setting that would help. */
+static void
+global_http(struct cell *c, long status)
+{
+  const struct run *r = c->run;
+  if (c->failed)
+    return; /* the cell's first failure decides */
+  if (status == 401 || status == 403)
+    snprintf(c->global, sizeof c->global,
+             "the endpoint refused the API key (HTTP %ld on /v1/chat/completions): "
+             "give its key (tokbench run --api-key-file; a service endpoint's api_key)", status);
+  else if (status == 404)
+    snprintf(c->global, sizeof c->global,
+             "HTTP 404 on /v1/chat/completions: model '%.100s' not found or no chat "
+             "route (name the model: tokbench run --model, a job's model)", r->d.model ? r->d.model : "");
+}
+
+/* A stream the server ended ([DONE]) before max_tokens: it ignores
+ * max_tokens or ignore_eos, and the cell would measure restarts, not
+ * sustained decode.  With no usage, its chunks are counted: fewer than
+ * max_tokens / EARLY_CHUNK_DIV only. */
+static void
+check_early_end(struct stream *s)
+{
+  struct cell *c = s->cell;
+  struct run *r = c->run;
+  int64_t got = s->cum > s->counted ? s->cum : s->counted;
+  bool early = s->chunk_mode && !s->saw_usage ? got * EARLY_CHUNK_DIV < r->max_output
+                                              : got < r->max_output;
+  if (!early)
+    return;
+  stream_fail(s, "the server ended a stream early: asked %" PRId64 " tokens, got %" PRId64
+                 "%s (it ignores max_tokens or ignore_eos)",
+              r->max_output, got, s->chunk_mode && !s->saw_usage ? " chunks" : "");
+  /* The same in every cell unless some cell was measured already (then it
+   * depends on the cell: say so in this one and go on). */
+  if (r->valid_decodes == 0 && !c->failed) {
+    if (got > 0)
+      snprintf(c->global, sizeof c->global,
+               "the server ends streams early (asked %" PRId64 " tokens, got %" PRId64
+               "): it ignores max_tokens and ignore_eos, so no sustained decode can be "
+               "measured; try --max-output %" PRId64 " or less (a job's max_output)",
+               r->max_output, got, got);
+    else
+      snprintf(c->global, sizeof c->global,
+               "the server ends streams before their first token (asked %" PRId64
+               " tokens): nothing can be measured; check --max-output and the server's "
+               "limits", r->max_output);
+  }
 }
 
 static void
@@ -688,6 +789,7 @@ metrics_start(struct cell *c)
   }
   c->m_len = 0;
   c->m_over = false;
+  c->m_t0 = tb_time_mono_ns();
   curl_easy_setopt(e, CURLOPT_URL, r->metrics_url);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, metrics_write);
@@ -722,11 +824,29 @@ metrics_done(struct cell *c, CURLcode rc)
       !tb_discover_parse_load(r->d.kind, c->m_buf, c->m_len, &running,
                               &waiting)) {
     c->m_cond = false;
+    if (c->phase == PH_READY && c->client_ready[0] == '\0') {
+      /* The gauges discovery saw are gone (a restart behind a gateway, a
+       * renamed metric): never wait for them, readiness is the client's. */
+      char what[96];
+      if (rc != CURLE_OK)
+        snprintf(what, sizeof what, "%s", curl_easy_strerror(rc));
+      else if (status != 200)
+        snprintf(what, sizeof what, "HTTP %ld", status);
+      else
+        snprintf(what, sizeof what, "%s", c->m_over ? "over its size cap"
+                                                    : "no running/waiting gauges");
+      snprintf(c->client_ready, sizeof c->client_ready,
+               "a /metrics sample failed (%s)", what);
+    }
     return;
   }
   c->m_running = running;
   c->m_waiting = waiting;
-  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5;
+  /* Only a sample asked for once every stream of ours produced tells that
+   * the C running are ours: an earlier one may count one of ours still
+   * starting plus another client's. */
+  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5 &&
+              c->all_warmed != 0 && c->m_t0 >= c->all_warmed;
   if (c->phase == PH_WINDOW && now < c->w1) {
     c->run_sum += running;
     c->run_n++;
@@ -762,6 +882,46 @@ static size_t
 window_slices(double duration_s)
 {
   return duration_s >= 10 ? (size_t)floor(duration_s) : 10;
+}
+
+/* The cap a server shows and does not publish: its gauges hold R < C
+ * requests running and the rest of ours waiting (R + waiting <= C: nobody
+ * else's), steadily, R not growing, and at least R of our streams
+ * producing tokens (a server still admitting, or still prefilling one
+ * request after another, is slow, not capped).  True once held
+ * SCHED_CAP_S: the cell is over capacity at R. */
+static bool
+sched_cap(struct cell *c, int64_t now)
+{
+  const struct run *r = c->run;
+  double run = c->m_running, wait = c->m_waiting;
+  bool capped = run >= 0.5 && run < (double)c->conc - 0.5 && wait >= 0.5 &&
+                run + wait < (double)c->conc + 0.5;
+  if (capped) {
+    unsigned producing = 0;
+    for (unsigned i = 0; i < c->conc; i++)
+      producing += c->slots[i] != NULL && c->slots[i]->t_first != 0;
+    capped = (double)producing > run - 0.5;
+  }
+  if (!capped) {
+    c->cap_since = 0;
+    return false;
+  }
+  if (c->cap_since == 0 || run > c->cap_running + 0.5) {
+    c->cap_since = now;
+    c->cap_running = run;
+    return false;
+  }
+  double hold = r->ready_s / 2 < SCHED_CAP_S ? r->ready_s / 2 : SCHED_CAP_S;
+  if (now - c->cap_since < (int64_t)(hold * NS_PER_S))
+    return false;
+  c->sched_cap = llround(c->cap_running);
+  snprintf(c->reason, sizeof c->reason,
+           "the server runs at most %" PRId64 " of these requests at once (%" PRId64
+           " running, %.0f waiting for %.0f s): its scheduler cap",
+           c->sched_cap, c->sched_cap, wait, hold);
+  c->phase = PH_DONE;
+  return true;
 }
 
 static void
@@ -805,12 +965,15 @@ tick(struct cell *c, int64_t now)
     c->next_scan = now + SCAN_NS;
   if (c->scout)
     return;
-  if (r->d.has_metrics && c->m_easy == NULL && now >= c->m_next)
+  bool gauges = r->d.has_metrics && c->client_ready[0] == '\0';
+  if (gauges && c->m_easy == NULL && now >= c->m_next)
     metrics_start(c);
   if (c->phase == PH_READY) {
     bool ok = c->n_warmed == c->conc;
-    if (ok && r->d.has_metrics)
+    if (ok && gauges)
       ok = c->m_cond;
+    if (gauges && sched_cap(c, now))
+      return;
     if (!ok) {
       c->ready_since = 0;
     } else if (c->ready_since == 0) {
@@ -819,7 +982,7 @@ tick(struct cell *c, int64_t now)
     /* Every stream of ours produces and the server still runs more than C:
      * someone else loads it, and no figure of this cell would be ours.  Say
      * so after a while rather than at the ready timeout. */
-    bool foreign = r->d.has_metrics && c->n_warmed == c->conc &&
+    bool foreign = gauges && c->n_warmed == c->conc &&
                    c->m_running > (double)c->conc + 0.5;
     if (!foreign)
       c->foreign_since = 0;
@@ -849,7 +1012,7 @@ tick(struct cell *c, int64_t now)
       unsigned warmed = c->n_warmed;
       cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
                 r->ready_s, warmed, c->conc,
-                r->d.has_metrics && !c->m_cond
+                gauges && !c->m_cond
                     ? "; server not at running = C, waiting = 0"
                     : "");
     }
@@ -882,7 +1045,8 @@ cell_loop(struct cell *c)
       next = r->curl_deadline;
     if (c->phase == PH_WINDOW && c->w1 < next)
       next = c->w1;
-    if (c->m_easy == NULL && r->d.has_metrics && !c->scout && c->m_next < next)
+    if (c->m_easy == NULL && r->d.has_metrics && c->client_ready[0] == '\0' && !c->scout &&
+        c->m_next < next)
       next = c->m_next;
     int64_t wait_ns = next - now;
     int wait_ms = wait_ns <= 0 ? 0 : (int)((wait_ns + 999999) / 1000000);
@@ -1233,6 +1397,9 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->warmed = tb_xcalloc(conc, sizeof *c->warmed);
   c->scout_prompt_tokens = -1;
   c->m_running = c->m_waiting = -1;
+  c->cap_running = -1;
+  if (!r->d.has_metrics)
+    snprintf(c->client_ready, sizeof c->client_ready, "%s", r->d.metrics_unknown);
   c->mem.max = r->cell_memory_max;
   if (r->direct) {
     const struct tb_direct_ops ops = { c, direct_body, direct_end };
@@ -1256,8 +1423,14 @@ cell_free(struct cell *c)
 static json_t *
 decode_result(struct cell *c, json_t *cell)
 {
+  if (c->run->prompt_estimate)
+    tb_result_cell_set_prompt_estimate(cell, TB_PROMPT_ESTIMATE);
   if (c->failed) {
     tb_result_cell_set_status(cell, "error", c->reason);
+    return cell;
+  }
+  if (c->sched_cap > 0) {
+    tb_result_cell_set_sched_cap(cell, c->sched_cap, c->reason);
     return cell;
   }
   double win = (double)(c->w1 - c->w0) / 1e9;
@@ -1284,6 +1457,7 @@ decode_result(struct cell *c, json_t *cell)
     .n_slices = c->n_slices,
     .slice_s = slice_s,
     .resolution_tokens = (int64_t)c->conc * (c->max_chunk > 0 ? c->max_chunk : 1),
+    .client_ready = c->client_ready[0] != '\0' ? c->client_ready : NULL,
   };
   tb_result_cell_set_decode(cell, &d);
   free(slices);
@@ -1322,6 +1496,7 @@ run_free(struct run *r)
   free(r->base_url);
   free(r->model_req);
   free(r->run_id);
+  free(r->stop);
   tb_discover_free(&r->d);
 }
 
@@ -1347,6 +1522,17 @@ static_status(struct run *r, int64_t ctx, int64_t conc)
                        " tokens > KV budget %" PRId64,
                        conc, ctx, r->max_output, conc * (ctx + r->max_output),
                        r->kv_budget);
+  } else if (r->cap_requests > 0 && ctx >= r->cap_ctx && conc > r->cap_requests) {
+    /* A cap measured at this context or a smaller one holds here too: a
+     * scheduler cap is the same, a KV cache admits fewer of longer ones. */
+    char lab[32];
+    tb_format_tokens(r->cap_ctx, lab, sizeof lab);
+    why = tb_xasprintf("more requests than the server runs at once: %" PRId64
+                       " (its scheduler cap, measured at context %s with %" PRId64 ")",
+                       r->cap_requests, lab, r->cap_conc);
+    tb_result_cell_set_sched_cap(cell, r->cap_requests, why);
+    free(why);
+    return cell;
   }
   if (st == NULL) {
     json_decref(cell);
@@ -1468,7 +1654,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
    * prompts of its own (the run id and the pass in the tag), so each
    * pass's scouts are cold and its cells warm only on their own scout. */
   struct repeats rp = { .n = r->repeats, .held = json_object(), .closed = json_object() };
-  for (unsigned pass = 1; pass <= r->repeats && !r->cancelled; pass++) {
+  for (unsigned pass = 1; pass <= r->repeats && !r->cancelled && r->stop == NULL; pass++) {
     rp.pass = pass;
     if (pass > 1) {
       char *tag = tb_xasprintf("%s-r%u", r->run_id, pass);
@@ -1476,7 +1662,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
       pc = tb_prompt_ctx_new(&r->d, api_key, tag);
       free(tag);
     }
-  for (size_t k = 0; k < n_all && !r->cancelled; k++) {
+  for (size_t k = 0; k < n_all && !r->cancelled && r->stop == NULL; k++) {
     int64_t ctx = all[k];
     bool want_prefill = in_list(r->prefill, r->n_prefill, ctx);
     bool want_decode = in_list(r->contexts, r->n_contexts, ctx);
@@ -1512,6 +1698,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         ctx_err = tb_xasprintf("prompt: %s", perr ? perr : "failed");
         free(perr);
       } else {
+        r->prompt_estimate = prompt.source != NULL && strcmp(prompt.source, "estimate") == 0;
         sbody = request_body(r, prompt.text, 1, &slen);
         dbody = request_body(r, prompt.text, r->max_output, &dlen);
         struct cell sc;
@@ -1521,6 +1708,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
           r->cancelled = true;
         if (sc.failed && !sc.cancelled)
           ctx_err = tb_xasprintf("warm-up request: %s", sc.reason);
+        if (sc.failed && sc.global[0] != '\0' && r->stop == NULL)
+          r->stop = tb_xstrdup(sc.global);
         if (open_pf && !r->cancelled) {
           json_t *cell = tb_result_cell_new("prefill", ctx, 1);
           if (sc.failed) {
@@ -1530,6 +1719,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
             tb_result_cell_set_prefill(
                 cell, from_usage ? sc.scout_prompt_tokens : prompt.tokens,
                 from_usage, (double)sc.scout_ttft_ns / 1e9);
+            if (!from_usage && r->prompt_estimate)
+              tb_result_cell_set_prompt_estimate(cell, TB_PROMPT_ESTIMATE);
           }
           repeats_measured(r, cells, &rp, cell);
         }
@@ -1541,7 +1732,10 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
       }
     }
 
-    for (size_t j = 0; want_decode && j < r->n_conc && !r->cancelled; j++) {
+    /* A global failure at the warm-up: its prefill cell says it; else the
+     * first decode cell does, and the run stops there. */
+    bool stop_now = r->stop != NULL && open_pf;
+    for (size_t j = 0; want_decode && j < r->n_conc && !r->cancelled && !stop_now; j++) {
       int64_t conc = r->conc[j];
       const json_t *done = tb_result_find_cell(done_cells, "decode", ctx, conc);
       if (done != NULL) {
@@ -1564,6 +1758,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         tb_result_cell_set_status(cell, "error", ctx_err);
         repeats_measured(r, cells, &rp, cell);
         runnable_left--;
+        if (r->stop != NULL)
+          break;
         continue;
       }
       if (r->repeats > 1)
@@ -1580,8 +1776,21 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         json_decref(cell);
         break;
       }
+      if (dc.sched_cap > 0 && (r->cap_requests == 0 || dc.sched_cap < r->cap_requests)) {
+        r->cap_requests = dc.sched_cap;
+        r->cap_ctx = ctx;
+        r->cap_conc = conc;
+      }
+      if (!dc.failed && dc.sched_cap == 0)
+        r->valid_decodes++;
+      if (dc.failed && dc.global[0] != '\0' && r->stop == NULL)
+        r->stop = tb_xstrdup(dc.global);
       repeats_measured(r, cells, &rp, decode_result(&dc, cell));
       cell_free(&dc);
+      if (r->stop != NULL) {
+        runnable_left--;
+        break;
+      }
       runnable_left--;
       if (!r->cancelled)
         abort_and_drain(r);
@@ -1599,6 +1808,22 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   json_decref(rp.held);
   json_decref(rp.closed);
   status = r->cancelled ? TB_ENGINE_CANCELLED : TB_ENGINE_OK;
+  if (r->stop != NULL && !r->cancelled) {
+    /* Nothing can be measured: one line, not N identical error cells. */
+    *err = r->stop;
+    r->stop = NULL;
+    status = TB_ENGINE_FAILED;
+  }
+  if (r->cap_requests > 0 && header != NULL) {
+    json_t *cap = json_object_get(header, "capacity");
+    if (json_is_object(cap))
+      json_object_set_new(cap, "scheduler_cap",
+                          json_pack("{s:I, s:I, s:I, s:s}", "requests",
+                                    (json_int_t)r->cap_requests, "context",
+                                    (json_int_t)r->cap_ctx, "concurrency",
+                                    (json_int_t)r->cap_conc, "source",
+                                    "measured: running/waiting gauges"));
+  }
 
 out:
   tb_prompt_ctx_free(pc);

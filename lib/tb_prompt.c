@@ -43,7 +43,8 @@ struct tb_prompt_ctx {
   double a, b; /* tokens = a + b * words (generic servers) */
   int64_t overhead; /* chat template tokens (SGLang) */
   bool have_overhead;
-  enum { MODE_LINEAR = 0, MODE_CHAT, MODE_TEXT } mode;
+  enum { MODE_LINEAR = 0, MODE_CHAT, MODE_TEXT, MODE_ESTIMATE } mode;
+  bool no_usage; /* a calibration request was answered without usage */
 };
 
 struct tb_prompt_ctx *
@@ -188,8 +189,11 @@ chat_prompt_tokens(struct tb_prompt_ctx *c, const char *text, char **err)
   if (json_is_integer(pt) && json_integer_value(pt) > 0 &&
       json_integer_value(pt) <= COUNT_MAX)
     n = json_integer_value(pt);
-  else
+  else {
+    /* absent (not merely implausible): a server that gives no usage */
+    c->no_usage = !json_is_integer(pt);
     *err = tb_xasprintf("calibration request: no usage.prompt_tokens");
+  }
 out:
   json_decref(ans);
   json_decref(body);
@@ -301,10 +305,24 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
       *err = tb_xasprintf("prompt calibration failed");
     return -1;
   }
-  if (c->mode == MODE_LINEAR && calibrate_linear(c, ctx, err) != 0)
-    return -1;
   char *tag = tb_xasprintf("[BENCH_%s_CTX_%lld]", c->run_id, (long long)ctx);
-  bool exact = c->mode != MODE_LINEAR;
+  if (c->mode == MODE_LINEAR && calibrate_linear(c, ctx, err) != 0) {
+    if (!c->no_usage) {
+      free(tag);
+      return -1;
+    }
+    /* Neither /tokenize nor usage: nothing the server says can size a
+     * prompt.  A stated estimate (TB_PROMPT_ESTIMATE), flagged. */
+    free(*err);
+    *err = NULL;
+    c->mode = MODE_ESTIMATE;
+  }
+  if (c->mode == MODE_ESTIMATE) {
+    c->b = 1.0;
+    c->a = (double)((strlen(tag) + 2) / 3 + TB_PROMPT_ESTIMATE_TEMPLATE);
+  }
+  bool exact = c->mode == MODE_CHAT || c->mode == MODE_TEXT;
+  out->source = exact ? "tokenizer" : c->mode == MODE_LINEAR ? "calibration" : "estimate";
   int rc = -1;
   if (target <= 0) {
     /* Context 0 (llm-inference-bench's first decode row): no prompt

@@ -9,7 +9,9 @@
  *  - SGLang: POST /tokenize of the text, plus the template's overhead taken
  *    once from a short calibration request's usage.prompt_tokens;
  *  - otherwise: two short calibration requests (max_tokens 1) give tokens per
- *    word and the overhead, and the size is solved from those.
+ *    word and the overhead, and the size is solved from those;
+ *  - a server with neither /tokenize nor usage (a gateway, a mock): a stated
+ *    estimate, TB_PROMPT_ESTIMATE (source "estimate"), flagged in the cells.
  * Calibration prompts carry their own tag, so they never warm the prefix cache
  * for a measured prompt.  No client-side tokenizer.
  */
@@ -21,10 +23,22 @@
 #include "tb_discover.h"
 #include "tb_util.h"
 
+/* The estimate used when the server can count nothing: each filler word is
+ * one token (common words of at most four bytes), the tag one per 3 bytes,
+ * the chat template TB_PROMPT_ESTIMATE_TEMPLATE tokens. */
+#define TB_PROMPT_ESTIMATE_TEMPLATE 8
+#define TB_PROMPT_ESTIMATE                                                               \
+  "estimated: 1 token per filler word, 1 per 3 bytes of the tag, 8 for the chat "      \
+  "template (the server has no /tokenize and gives no usage)"
+
 struct tb_prompt {
   char *text;      /* the user message (owned) */
   int64_t tokens;  /* tokens as the server counts the chat request; -1 unknown */
   bool exact;      /* tokens verified on the server's tokenizer */
+  /* Where tokens comes from (static): "tokenizer" (the server's /tokenize),
+   * "calibration" (a line through two requests' usage.prompt_tokens) or
+   * "estimate" (TB_PROMPT_ESTIMATE). */
+  const char *source;
 };
 
 struct tb_prompt_ctx; /* calibration state kept across contexts */

@@ -449,6 +449,42 @@ tb_render_status_text(const char *s)
   return "Unknown";
 }
 
+static void
+note_add(char *buf, size_t len, size_t *o, const char *a, const char *b)
+{
+  if (*o >= len)
+    return;
+  int n = snprintf(buf + *o, len - *o, "%s%s%s", *o > 0 ? "; " : "", a, b ? b : "");
+  if (n > 0)
+    *o = *o + (size_t)n < len ? *o + (size_t)n : len;
+}
+
+const char *
+tb_render_cell_note(const json_t *c, char *buf, size_t len)
+{
+  const char *st = tb_json_str(c, "status");
+  if (st == NULL || strcmp(st, "error") == 0 || strcmp(st, "skipped") == 0 ||
+      (strcmp(st, "over_capacity") == 0 && json_object_get(c, "scheduler_cap") != NULL)) {
+    const char *why = tb_json_str(c, "reason");
+    return why ? why : "";
+  }
+  if (len == 0)
+    return "";
+  size_t o = 0;
+  buf[0] = '\0';
+  const char *ts = tb_json_str(c, "token_source");
+  if (ts != NULL && strcmp(ts, "chunks") == 0)
+    note_add(buf, len, &o, "output tokens counted from chunks (no usage from the server)",
+             NULL);
+  const char *rd = tb_json_str(c, "readiness");
+  if (rd != NULL && strcmp(rd, "client") == 0)
+    note_add(buf, len, &o, "ready by the client alone: ", tb_json_str(c, "readiness_reason"));
+  const char *ps = tb_json_str(c, "prompt_tokens_source");
+  if (ps != NULL && strcmp(ps, "estimate") == 0)
+    note_add(buf, len, &o, "prompt size ", tb_json_str(c, "prompt_tokens_estimate"));
+  return buf;
+}
+
 bool
 tb_render_cell_caplimited(const json_t *c)
 {

@@ -142,6 +142,14 @@ int tb_render_cell_phase(const json_t *c);
  * "Over capacity", ...; NULL -> "not measured"; unknown -> "Unknown").
  * Static strings. */
 const char *tb_render_status_text(const char *s);
+/* The note shown beside a cell in every format (buf of len bytes, or a
+ * string of the cell; "" when there is none): the reason of an error, a
+ * skip or a measured scheduler cap, and the flags of a valid cell (output
+ * counted from chunks, readiness by the client alone, a prompt size
+ * estimated), joined with "; ". */
+const char *tb_render_cell_note(const json_t *c, char *buf, size_t len);
+/* The capped buffer of a note: longer notes are cut. */
+#define TB_RENDER_NOTE_MAX 640
 /* The matrix word of a cell: tb_render_status_text of its status, and
  * "Over capacity*" for an Over capacity cell that was measured anyway
  * (capacity-limited: fewer of its requests ran at once than asked; its

@@ -241,17 +241,13 @@ cell_figs(const json_t *c, int phase, struct figs *f)
   tb_render_fmt_secs(tb_json_num(c, "measured_s"), f->measured, sizeof f->measured);
 }
 
-/* The note shown beside a cell: the reason of an error or skip, and the
- * flagged chunk-count fallback. */
+/* The note shown beside a cell (tb_render_cell_note; a static buffer: the
+ * renderers use one note at a time). */
 static const char *
 cell_note(const json_t *c)
 {
-  if (st_is(c, "error") || st_is(c, "skipped"))
-    return tb_json_str(c, "reason");
-  const char *ts = tb_json_str(c, "token_source");
-  if (ts != NULL && strcmp(ts, "chunks") == 0)
-    return "output tokens counted from chunks (no usage from the server)";
-  return NULL;
+  static _Thread_local char buf[TB_RENDER_NOTE_MAX];
+  return tb_render_cell_note(c, buf, sizeof buf);
 }
 
 /* ------------------------------------------------------- header contents */
@@ -1126,7 +1122,8 @@ static const char csv_header[] =
     "tbt_p90_ms,tbt_p99_ms,avg_active,avg_active_source,completed,output_tokens,"
     "measured_s,token_source,total_tps_se,total_tps_ci95_lo,total_tps_ci95_hi,"
     "ttft_p50_ci95_lo_ms,ttft_p50_ci95_hi_ms,tbt_p50_ci95_lo_ms,tbt_p50_ci95_hi_ms,"
-    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats,total_tps_capacity_limited\r\n";
+    "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats,total_tps_capacity_limited,readiness,"
+    "readiness_reason,prompt_tokens_source,scheduler_cap\r\n";
 
 static void
 csv_int(struct tb_render_buf *b, const json_t *c, const char *k)
@@ -1192,6 +1189,13 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   csv_int(b, c, "repeats");
   tb_render_puts(b, ",");
   tb_render_csv_num(b, tb_json_num(c, "total_tps_capacity_limited"));
+  static const char *const flags[] = { "readiness", "readiness_reason", "prompt_tokens_source" };
+  for (size_t i = 0; i < TB_ARRAY_LEN(flags); i++) {
+    tb_render_puts(b, ",");
+    tb_render_csv_str(b, tb_json_str(c, flags[i]));
+  }
+  tb_render_puts(b, ",");
+  csv_int(b, c, "scheduler_cap");
   tb_render_puts(b, "\r\n");
 }
 

@@ -209,7 +209,24 @@ tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d)
   json_object_set_new(cell, "token_source",
                       json_string(d->chunk_source ? "chunks" : "usage"));
   json_object_set_new(cell, "kernel_stamped", json_real(d->kernel_stamped));
+  json_object_set_new(cell, "readiness", json_string(d->client_ready ? "client" : "server"));
+  if (d->client_ready != NULL)
+    json_object_set_new(cell, "readiness_reason", json_string(d->client_ready));
   json_object_set_new(cell, "samples", samples);
+}
+
+void
+tb_result_cell_set_prompt_estimate(json_t *cell, const char *how)
+{
+  json_object_set_new(cell, "prompt_tokens_source", json_string("estimate"));
+  json_object_set_new(cell, "prompt_tokens_estimate", json_string(how));
+}
+
+void
+tb_result_cell_set_sched_cap(json_t *cell, int64_t cap, const char *reason)
+{
+  tb_result_cell_set_status(cell, "over_capacity", reason);
+  json_object_set_new(cell, "scheduler_cap", json_integer(cap));
 }
 
 void
@@ -371,6 +388,20 @@ combine_decode(json_t *const *reps, size_t n)
   json_object_set_new(cell, "measured_s", num_or_null(measured));
   json_object_set_new(cell, "token_source", json_string(chunks ? "chunks" : "usage"));
   json_object_set_new(cell, "kernel_stamped", num_or_null(kernel));
+  /* the flags: the readiness of any repeat that had the client's alone, a
+   * prompt size estimated */
+  json_object_set_new(cell, "readiness", json_string("server"));
+  for (size_t r = 0; r < n; r++) {
+    const json_t *why = json_object_get(reps[r], "readiness_reason");
+    if (json_is_string(why)) {
+      json_object_set_new(cell, "readiness", json_string("client"));
+      json_object_set_new(cell, "readiness_reason", json_copy((json_t *)why));
+      break;
+    }
+  }
+  const json_t *est = json_object_get(r0, "prompt_tokens_estimate");
+  if (json_is_string(est))
+    tb_result_cell_set_prompt_estimate(cell, json_string_value(est));
   json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "total_tps", "total_tps_ci95"));
   json_object_set_new(cell, "samples", samples);
@@ -401,6 +432,9 @@ combine_prefill(json_t *const *reps, size_t n)
   json_object_set_new(cell, "prompt_tokens", json_copy(json_object_get(r0, "prompt_tokens")));
   json_object_set_new(cell, "prompt_tokens_source",
                       json_copy(json_object_get(r0, "prompt_tokens_source")));
+  const json_t *est = json_object_get(r0, "prompt_tokens_estimate");
+  if (json_is_string(est))
+    json_object_set_new(cell, "prompt_tokens_estimate", json_copy((json_t *)est));
   json_object_set_new(cell, "ttft_ms", num_or_null(tb_stats_mean(ttft, n)));
   json_object_set_new(cell, "prompt_tps", num_or_null(mean));
   json_object_set_new(cell, "prompt_tps_se", ok ? json_real(se) : json_null());

@@ -79,6 +79,11 @@ struct tb_result_decode {
   int64_t resolution_tokens; /* how far the window's count can be off by
                               * where it cuts the streams: one chunk per
                               * stream (conc x the largest chunk seen) */
+  const char *client_ready;  /* NULL: the window began when the server's
+                              * gauges said running = C, waiting = 0
+                              * (readiness "server"); else why readiness was
+                              * the client's alone (readiness "client",
+                              * readiness_reason) */
 };
 /*
  * Sets a valid decode cell's status and figures, with their uncertainty
@@ -94,6 +99,15 @@ void tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d);
  * "usage" or "tokenizer"), its time to first token. */
 void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens,
                                 bool from_usage, double ttft_s);
+
+/* Flags a cell (prefill or decode) whose prompt size is an estimate, not
+ * the server's count: prompt_tokens_source "estimate" and
+ * prompt_tokens_estimate (how, copied). */
+void tb_result_cell_set_prompt_estimate(json_t *cell, const char *how);
+/* Marks a decode cell over capacity by a cap the server showed rather than
+ * published: status over_capacity, reason (copied), scheduler_cap (the
+ * requests it ran at once). */
+void tb_result_cell_set_sched_cap(json_t *cell, int64_t cap, const char *reason);
 
 /*
  * One cell from the n >= 2 measurements of it (reps, borrowed: cells of one

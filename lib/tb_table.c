@@ -206,16 +206,17 @@ tb_table_print(FILE *f, const json_t *doc)
       fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n", str(c, "reason"));
       continue;
     }
+    char note[TB_RENDER_NOTE_MAX];
     char e[64];
     if (pf) {
       fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
       fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
       pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
-      fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | |\n", a, e, b,
+      fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | %s |\n", a, e, b,
               json_is_integer(json_object_get(c, "completed"))
                   ? (int64_t)json_integer_value(json_object_get(c, "completed"))
                   : 1,
-              str(c, "prompt_tokens_source"));
+              str(c, "prompt_tokens_source"), tb_render_cell_note(c, note, sizeof note));
       continue;
     }
     char t1[32], t2[32], t3[32], t4[32], t5[32];
@@ -226,10 +227,11 @@ tb_table_print(FILE *f, const json_t *doc)
     fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
     snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
     fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
-               " | %s | %.1f s | %s | |\n",
+               " | %s | %.1f s | %s | %s |\n",
             t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
             (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
-            tb_json_num(c, "measured_s"), str(c, "token_source"));
+            tb_json_num(c, "measured_s"), str(c, "token_source"),
+            tb_render_cell_note(c, note, sizeof note));
   }
 }
 

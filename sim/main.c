@@ -33,6 +33,12 @@ usage(FILE *f)
     "  --reasoning FIELD     reasoning_content | reasoning: first tokens go to delta.FIELD\n"
     "  --reasoning-tokens N  how many output tokens are reasoning (default 16)\n"
     "  --eos-after N         without ignore_eos, stop after N tokens (default 0: never)\n"
+    "  --early-stop N        every request ends (\"stop\") after N tokens, even with\n"
+    "                        ignore_eos and a larger max_tokens (default 0: never)\n"
+    "  --metrics M           engine (default) | none (404) | foreign (a gateway's own\n"
+    "                        /metrics: no running/waiting gauges)\n"
+    "  --no-usage            no usage in any answer, whatever stream_options ask\n"
+    "  --no-tokenize         POST /tokenize answers 404\n"
     "  --fault SPEC          fault applied to every generation request (see README)\n"
     "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
     "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
@@ -118,6 +124,12 @@ main(int argc, char **argv)
     } else if (strcmp(a, "--no-stamps") == 0) {
       cfg.stamps = false;
       continue;
+    } else if (strcmp(a, "--no-usage") == 0) {
+      cfg.no_usage = true;
+      continue;
+    } else if (strcmp(a, "--no-tokenize") == 0) {
+      cfg.no_tokenize = true;
+      continue;
     } else if (strcmp(a, "--realtime") == 0) {
       cfg.realtime = true;
       continue;
@@ -164,6 +176,10 @@ main(int argc, char **argv)
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.reasoning_tokens);
     } else if (strcmp(a, "--eos-after") == 0) {
       ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.eos_after);
+    } else if (strcmp(a, "--early-stop") == 0) {
+      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.early_stop);
+    } else if (strcmp(a, "--metrics") == 0) {
+      ok = sim_metrics_parse(v, &cfg.metrics);
     } else if (strcmp(a, "--fault") == 0) {
       ok = sim_fault_parse(&cfg.fault, v, err, sizeof(err));
       if (!ok)

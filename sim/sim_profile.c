@@ -224,6 +224,17 @@ sim_profile_prefill_ms(const struct sim_profile *p, double ctx)
   return ctx * 1000.0 / tps;
 }
 
+double
+sim_profile_prefix_ms(const struct sim_profile *p, double batch, double ctx, double cached)
+{
+  double ms = sim_profile_prefill_ms(p, ctx);
+  if (cached <= 0)
+    return ms;
+  ms -= sim_profile_prefill_ms(p, cached < ctx ? cached : ctx);
+  double hit = sim_profile_cached_ms(p, batch, ctx);
+  return ms < hit ? hit : ms;
+}
+
 json_t *
 sim_profile_expected(const struct sim_profile *p, int64_t ctx, int64_t conc, int64_t max_tokens,
                      double scale)

@@ -61,6 +61,12 @@ double sim_profile_step_ms(const struct sim_profile *p, double batch, double ctx
 double sim_profile_prefill_ms(const struct sim_profile *p, double ctx);
 /* TTFT (ms) of a prefix-cache hit with `batch` requests running. */
 double sim_profile_cached_ms(const struct sim_profile *p, double batch, double ctx);
+/* Prefill (ms) of a prompt of ctx tokens whose first `cached` tokens the
+ * prefix cache holds (a shared prefix): the cold prefill of the rest,
+ * prefill(ctx) - prefill(cached), and never less than a full hit's
+ * cached_ms(batch, ctx).  cached <= 0: the cold prefill. */
+double sim_profile_prefix_ms(const struct sim_profile *p, double batch, double ctx,
+                             double cached);
 
 /* Ground truth for a cell: new JSON object (caller decrefs), durations
  * divided by scale.  See sim/README.md for the members. */

@@ -105,16 +105,16 @@ model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const j
 }
 
 /* Counts the prompt of a completions request: a string, an array of one
- * string, or an array of token ids. */
+ * string, or an array of token ids; its ids go to s->ids. */
 static int64_t
-completion_prompt(const json_t *prompt, uint64_t *hash, const char **err)
+completion_prompt(struct server *s, const json_t *prompt, uint64_t *hash, const char **err)
 {
   if (json_is_string(prompt))
-    return sim_tok_prompt(json_string_value(prompt), json_string_length(prompt), hash, NULL,
-                          NULL, NULL);
+    return sim_tok_prompt(json_string_value(prompt), json_string_length(prompt), hash,
+                          &s->ids, &s->ids_len, &s->ids_cap);
   if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
       json_is_string(json_array_get(prompt, 0)))
-    return completion_prompt(json_array_get(prompt, 0), hash, err);
+    return completion_prompt(s, json_array_get(prompt, 0), hash, err);
   if (json_is_array(prompt) && json_array_size(prompt) > 0) {
     uint64_t h = 1469598103934665603ull;
     size_t i;
@@ -125,6 +125,11 @@ completion_prompt(const json_t *prompt, uint64_t *hash, const char **err)
         return -1;
       }
       h = (h ^ (uint64_t)json_integer_value(v)) * 1099511628211ull;
+      if (s->ids_len == s->ids_cap) { /* capacity in ids, as sim_tok counts it */
+        s->ids_cap = s->ids_cap ? s->ids_cap * 2 : 256;
+        s->ids = tb_xrealloc(s->ids, s->ids_cap * sizeof(*s->ids));
+      }
+      s->ids[s->ids_len++] = (int32_t)json_integer_value(v);
     }
     *hash = h;
     return (int64_t)json_array_size(prompt);
@@ -156,13 +161,14 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     goto out;
   uint64_t hash = 0;
   int64_t prompt;
+  s->ids_len = 0; /* the prompt's token ids, for the prefix cache's blocks */
   if (chat) {
     const json_t *agp = json_object_get(body, "add_generation_prompt");
     prompt = sim_tok_chat(json_object_get(body, "messages"), agp == NULL || json_is_true(agp),
-                          &hash, NULL, NULL, NULL, &msg);
+                          &hash, &s->ids, &s->ids_len, &s->ids_cap, &msg);
   } else {
     const json_t *pj = json_object_get(body, "prompt");
-    prompt = pj ? completion_prompt(pj, &hash, &msg) : -1;
+    prompt = pj ? completion_prompt(s, pj, &hash, &msg) : -1;
     if (pj == NULL)
       msg = "prompt is required";
   }
@@ -237,8 +243,11 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   g->chat = chat;
   g->stream = streaming;
   g->chunked = r->minor >= 1;
-  g->usage = streaming && json_is_true(json_object_get(so, "include_usage"));
-  g->cont_usage = streaming && json_is_true(json_object_get(so, "continuous_usage_stats"));
+  /* --no-usage: usage neither on the chunks nor at the end, whatever is asked */
+  g->usage = streaming && !s->cfg->no_usage &&
+             json_is_true(json_object_get(so, "include_usage"));
+  g->cont_usage = streaming && !s->cfg->no_usage &&
+                  json_is_true(json_object_get(so, "continuous_usage_stats"));
   g->prompt = prompt;
   g->max_tokens = max_tokens;
   g->limit = max_tokens;
@@ -248,10 +257,21 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     g->limit = s->cfg->eos_after;
     g->finish = "stop";
   }
+  if (s->cfg->early_stop > 0 && s->cfg->early_stop < g->limit) {
+    /* --early-stop: a server that ignores max_tokens and ignore_eos */
+    g->limit = s->cfg->early_stop;
+    g->finish = "stop";
+  }
   g->need_kv = prompt + max_tokens;
   if (g->need_kv > s->p->kv_budget)
     g->need_kv = s->p->kv_budget; /* never wait forever: the largest request fits alone */
   g->hash = hash;
+  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
+  size_t nb = s->ids_len / (size_t)bs;
+  if (nb > 0) {
+    g->chain = tb_xmalloc(nb * sizeof(*g->chain));
+    g->nchain = sim_cache_chain(s->ids, s->ids_len, bs, g->chain, nb);
+  }
   g->f = f;
   g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;
@@ -265,6 +285,7 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   if (!r->keep_alive)
     c->close_after = true;
   int64_t now = now_ns();
+  g->t_arrival = c->req_start > 0 && c->req_start < now ? c->req_start : now;
   if (f.first_byte_ms > 0) {
     g->st = G_FIRSTBYTE;
     sim_sched_heap_push(s, g, now + ms_to_ns(s, f.first_byte_ms));
@@ -274,8 +295,7 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     sim_sched_queue_push(s, g);
     /* The model's clock for this request starts when its bytes arrived, so
      * that our parsing time (a 1 MB prompt) does not add to its TTFT. */
-    int64_t arrival = c->req_start > 0 && c->req_start < now ? c->req_start : now;
-    sim_sched_try_admit(s, arrival);
+    sim_sched_try_admit(s, g->t_arrival);
   }
   goto out;
 bad:
@@ -366,13 +386,39 @@ kv_in_use(const struct server *s)
   return t;
 }
 
+bool
+sim_metrics_parse(const char *str, enum sim_metrics *out)
+{
+  if (strcmp(str, "engine") == 0)
+    *out = SIM_METRICS_ENGINE;
+  else if (strcmp(str, "none") == 0)
+    *out = SIM_METRICS_NONE;
+  else if (strcmp(str, "foreign") == 0)
+    *out = SIM_METRICS_FOREIGN;
+  else
+    return false;
+  return true;
+}
+
 static void
 handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   struct conn tmp = { 0 };
   char lab[700];
   double usage = (double)kv_in_use(s) / (double)s->p->kv_budget;
-  if (flav(s, SIM_FLAVOUR_VLLM)) {
+  if (s->cfg->metrics == SIM_METRICS_FOREIGN) {
+    /* --metrics foreign: a gateway's (or a trimmed exporter's) own /metrics,
+     * no engine gauge of running or waiting requests */
+    sim_conn_out_printf(&tmp,
+                        "# HELP http_requests_total Requests the gateway served.\n"
+                        "# TYPE http_requests_total counter\n"
+                        "http_requests_total{route=\"/v1/chat/completions\"} %" PRIu64 ".0\n"
+                        "# HELP process_open_fds Open file descriptors.\n"
+                        "# TYPE process_open_fds gauge\nprocess_open_fds %d.0\n"
+                        "# HELP gateway_upstream_up Whether the upstream answers.\n"
+                        "# TYPE gateway_upstream_up gauge\ngateway_upstream_up 1.0\n",
+                        s->st.requests, s->nconns);
+  } else if (flav(s, SIM_FLAVOUR_VLLM)) {
     snprintf(lab, sizeof(lab), "model_name=%s,engine=\"0\"", s->model_json);
     int64_t bs = s->p->block_size;
     sim_conn_out_printf(&tmp,
@@ -398,9 +444,13 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
                         "vllm:generation_tokens_total{%s} %" PRIu64 ".0\n"
                         "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of "
                         "cached tokens.\n# TYPE vllm:prefix_cache_hits_total counter\n"
-                        "vllm:prefix_cache_hits_total{%s} %" PRIu64 ".0\n",
+                        "vllm:prefix_cache_hits_total{%s} %" PRIu64 ".0\n"
+                        "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of "
+                        "number of queried tokens.\n# TYPE vllm:prefix_cache_queries_total counter\n"
+                        "vllm:prefix_cache_queries_total{%s} %" PRIu64 ".0\n",
                         lab, s->running, lab, s->q_n, lab, usage, lab, s->st.prompt_tokens, lab,
-                        s->st.tokens_generated, lab, s->st.cache_hits);
+                        s->st.tokens_generated, lab, s->st.prefix_hit_tokens, lab,
+                        s->st.prefix_query_tokens);
   } else {
     snprintf(lab, sizeof(lab), "model_name=%s", s->model_json);
     sim_conn_out_printf(&tmp,
@@ -420,9 +470,14 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
                         "%" PRIu64 ".0\n"
                         "# HELP sglang:generation_tokens_total Number of generation tokens processed.\n"
                         "# TYPE sglang:generation_tokens_total counter\n"
-                        "sglang:generation_tokens_total{%s} %" PRIu64 ".0\n",
+                        "sglang:generation_tokens_total{%s} %" PRIu64 ".0\n"
+                        "# HELP sglang:cache_hit_rate The cache hit rate\n"
+                        "# TYPE sglang:cache_hit_rate gauge\nsglang:cache_hit_rate{%s} %.6f\n",
                         lab, s->running, lab, s->q_n, lab, gen_throughput(s), lab, usage, lab,
-                        kv_in_use(s), lab, s->st.prompt_tokens, lab, s->st.tokens_generated);
+                        kv_in_use(s), lab, s->st.prompt_tokens, lab, s->st.tokens_generated, lab,
+                        s->st.prefix_query_tokens
+                            ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
+                            : 0.0);
   }
   sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
                      r->keep_alive);
@@ -499,7 +554,19 @@ handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
     sim_conn_reply_error(s, c, 400, "max_tokens must be a token count", r->keep_alive);
     return;
   }
+  int64_t cached = 0;
+  if (sim_http_query(r->query, "cached_tokens", v, sizeof(v)) &&
+      (!tb_parse_tokens(v, &cached) || cached > ctx)) {
+    sim_conn_reply_error(s, c, 400, "cached_tokens must be a token count <= context",
+                         r->keep_alive);
+    return;
+  }
   json_t *doc = sim_profile_expected(s->p, ctx, conc, mt, s->cfg->time_scale);
+  /* the TTFT of a prompt whose first cached_tokens the prefix cache holds */
+  json_object_set_new(doc, "prefix_ttft_ms",
+                      json_real(sim_profile_prefix_ms(s->p, (double)conc, (double)ctx,
+                                                      (double)cached) /
+                                s->cfg->time_scale));
   json_object_set_new(doc, "spec_k", json_integer(s->cfg->spec_k));
   json_object_set_new(doc, "chunk_interval_ms",
                       json_real(json_number_value(json_object_get(doc, "tbt_ms")) *
@@ -531,7 +598,44 @@ handle_stats(struct server *s, struct conn *c, const struct sim_http_req *r)
     (json_int_t)s->st.late_steps, "errors", (json_int_t)s->st.errors, "connections",
     (json_int_t)s->nconns, "connections_total", (json_int_t)s->st.conns_total,
     "max_late_ms", (double)s->st.max_late_ns / 1e6);
+  json_object_set_new(doc, "cache_partial_hits", json_integer((json_int_t)s->st.cache_partial_hits));
+  json_object_set_new(doc, "prefix_query_tokens",
+                      json_integer((json_int_t)s->st.prefix_query_tokens));
+  json_object_set_new(doc, "prefix_hit_tokens", json_integer((json_int_t)s->st.prefix_hit_tokens));
+  json_object_set_new(doc, "prefix_cache_blocks", json_integer(sim_cache_blocks(s->blocks)));
   sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+}
+
+/* GET /sim/requests[?since=SEQ]: the requests that ended, oldest first, as
+ * the server saw them (at most the last SIM_REQLOG); "next" is the since of
+ * the following call. */
+static void
+handle_requests(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  char v[32];
+  int64_t since = 0;
+  if (sim_http_query(r->query, "since", v, sizeof(v)) && !tb_parse_i64(v, 0, INT64_MAX, &since)) {
+    sim_conn_reply_error(s, c, 400, "since must be an integer >= 0", r->keep_alive);
+    return;
+  }
+  uint64_t first = s->log_seq > SIM_REQLOG ? s->log_seq - SIM_REQLOG : 0;
+  if ((uint64_t)since > first)
+    first = (uint64_t)since;
+  json_t *list = json_array();
+  for (uint64_t q = first; q < s->log_seq; q++) {
+    const struct reqlog *e = &s->log[q % SIM_REQLOG];
+    json_array_append_new(
+      list, json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "seq",
+                      (json_int_t)e->seq, "id", e->id, "arrival_ns", (json_int_t)e->arrival_ns,
+                      "admitted_ns", (json_int_t)e->admitted_ns, "first_token_ns",
+                      (json_int_t)e->first_token_ns, "end_ns", (json_int_t)e->end_ns,
+                      "prompt_tokens", (json_int_t)e->prompt, "cached_tokens",
+                      (json_int_t)e->cached_tokens, "output_tokens", (json_int_t)e->output,
+                      "end", e->end));
+  }
+  sim_conn_reply_json(s, c, 200,
+                      json_pack("{s:I, s:o}", "next", (json_int_t)s->log_seq, "requests", list),
+                      r->keep_alive);
 }
 
 static void
@@ -591,6 +695,7 @@ static const struct route routes[] = {
   { SIM_HTTP_POST, "/abort_request", F_S, handle_abort },
   { SIM_HTTP_GET, "/sim/expected", F_ALL, handle_expected },
   { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
+  { SIM_HTTP_GET, "/sim/requests", F_ALL, handle_requests },
   { SIM_HTTP_GET, "/sim/noise", F_ALL, handle_noise },
 };
 
@@ -599,6 +704,18 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
 {
   int fbit = flav(s, SIM_FLAVOUR_VLLM) ? F_V : flav(s, SIM_FLAVOUR_SGLANG) ? F_S : F_O;
   bool path_known = false;
+  if ((s->cfg->no_tokenize && strcmp(r->path, "/tokenize") == 0) ||
+      (s->cfg->metrics == SIM_METRICS_NONE && strcmp(r->path, "/metrics") == 0)) {
+    /* --no-tokenize, --metrics none: as a server without them answers */
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                       r->keep_alive);
+    return;
+  }
+  if (s->cfg->metrics == SIM_METRICS_FOREIGN && strcmp(r->path, "/metrics") == 0 &&
+      r->method == SIM_HTTP_GET) {
+    handle_metrics(s, c, r); /* every flavour: the gateway's own, unguarded */
+    return;
+  }
   if (auth_needed(s, r->path) && !auth_ok(s, r)) {
     sim_conn_reply_error(s, c, 401, "Unauthorized", r->keep_alive);
     return;

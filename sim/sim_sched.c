@@ -264,10 +264,29 @@ gen_detach(struct server *s, struct gen *g)
   g->c->gen = NULL;
 }
 
+/* Remembers g in the request log (GET /sim/requests). */
+static void
+log_request(struct server *s, const struct gen *g)
+{
+  if (g->t_arrival == 0)
+    return; /* refused before it was a request */
+  struct reqlog *e = &s->log[s->log_seq % SIM_REQLOG];
+  *e = (struct reqlog){ .seq = s->log_seq++, .arrival_ns = g->t_arrival,
+                        .admitted_ns = g->t_admit, .first_token_ns = g->t_first,
+                        .end_ns = now_ns(), .prompt = g->prompt,
+                        .cached_tokens = g->cached_tokens, .output = g->out,
+                        .end = g->completed ? "completed"
+                               : strcmp(g->finish, "abort") == 0 ? "aborted"
+                                                                : "disconnected" };
+  snprintf(e->id, sizeof(e->id), "%s", g->id);
+}
+
 void
 sim_sched_gen_free(struct server *s, struct gen *g)
 {
+  log_request(s, g);
   gen_detach(s, g);
+  free(g->chain);
   free(g);
 }
 
@@ -297,6 +316,7 @@ gen_finish(struct server *s, struct gen *g)
     sim_stream_reply_complete(s, g);
   }
   s->st.completed++;
+  g->completed = strcmp(g->finish, "abort") != 0;
   sim_sched_gen_free(s, g);
   c->resume = true;
   sim_conn_todo_push(s, c);
@@ -351,7 +371,9 @@ static void
 first_token(struct server *s, struct gen *g, int64_t now)
 {
   s->st.tokens_generated++;
+  g->t_first = now;
   cache_insert(s, g->hash, g->prompt);
+  sim_cache_insert(s->blocks, g->chain, g->nchain);
   s->st.prompt_tokens += (uint64_t)g->prompt;
   if (g->stream) {
     if (g->f.cut_after == 0) {
@@ -384,21 +406,37 @@ start_prefill(struct server *s, struct gen *g, int64_t now)
   g->st = G_PREFILL;
   s->running++;
   s->kv_used += g->need_kv;
+  g->t_admit = now;
+  /* What the prefix cache holds: the whole prompt (its hash), or its
+   * leading full blocks.  At most all but the last token count as cached
+   * (the last is computed to give the first token), in whole blocks. */
   struct cache_entry *e = cache_find(s, g->hash);
+  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
+  int64_t most = ((g->prompt - 1) / bs) * bs;
+  int64_t blocks = (int64_t)sim_cache_match(s->blocks, g->chain, g->nchain) * bs;
   int64_t due;
-  if (e) {
-    e->used = ++s->cache_clock;
+  s->st.prefix_query_tokens += (uint64_t)g->prompt;
+  if (e || (most > 0 && blocks >= most)) {
+    if (e)
+      e->used = ++s->cache_clock;
     g->cache_hit = true;
-    int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
-    g->cached_tokens = ((g->prompt - 1) / bs) * bs;
+    g->cached_tokens = most;
     s->st.cache_hits++;
     due = grp_join(s, g, now);
   } else {
     s->st.cache_misses++;
+    /* Cold, or a shared prefix cached: the prefill lane computes the rest,
+     * tokens [cached, prompt), and never faster than a full hit. */
+    g->cached_tokens = blocks < most ? blocks : most;
+    if (g->cached_tokens > 0)
+      s->st.cache_partial_hits++;
+    double ms = sim_profile_prefix_ms(s->p, s->running, (double)g->prompt,
+                                      (double)g->cached_tokens);
     int64_t start = s->lane_free > now ? s->lane_free : now;
-    due = start + ms_to_ns(s, sim_profile_prefill_ms(s->p, (double)g->prompt));
+    due = start + ms_to_ns(s, ms);
     s->lane_free = due;
   }
+  s->st.prefix_hit_tokens += (uint64_t)g->cached_tokens;
   sim_sched_heap_push(s, g, due);
 }
 

@@ -250,6 +250,10 @@ sim_server_run(const struct sim_config *cfg)
   json_decref(ms);
   snprintf(s->model_json, sizeof(s->model_json), "%s", mj ? mj : "\"model\"");
   free(mj);
+  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
+  int64_t nb = s->p->kv_budget / bs;
+  s->blocks = sim_cache_new(nb < SIM_CACHE_MAX_BLOCKS ? nb : SIM_CACHE_MAX_BLOCKS);
+  s->log = tb_xcalloc(SIM_REQLOG, sizeof(*s->log));
 
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   if (cfg->realtime) {
@@ -379,6 +383,9 @@ out:
   free(s->fq);
   free(s->batch);
   free(s->grp);
+  sim_cache_free(s->blocks);
+  free(s->ids);
+  free(s->log);
   free(s);
   return rc;
 }

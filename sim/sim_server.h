@@ -33,6 +33,10 @@
 
 enum sim_flavour { SIM_FLAVOUR_VLLM, SIM_FLAVOUR_SGLANG, SIM_FLAVOUR_OPENAI };
 
+/* What GET /metrics answers (--metrics): the flavour's engine gauges, 404,
+ * or a gateway's own families with no engine gauge at all. */
+enum sim_metrics { SIM_METRICS_ENGINE = 0, SIM_METRICS_NONE, SIM_METRICS_FOREIGN };
+
 struct sim_config {
   const char *host;              /* listen address (IPv4 or IPv6), default 127.0.0.1 */
   int port;                      /* 0: any; the chosen port is printed */
@@ -47,11 +51,22 @@ struct sim_config {
   bool stamps;                   /* ": t=<ns>" comment lines */
   struct sim_fault fault;        /* applied to every generation request */
   struct sim_noise noise;        /* settings: drift, jitter, slowdown */
+  /* A server that gives less (gateways, mocks): low-level switches that
+   * flavours may combine. */
+  enum sim_metrics metrics;      /* --metrics engine|none|foreign */
+  bool no_usage;                 /* --no-usage: no usage anywhere */
+  bool no_tokenize;              /* --no-tokenize: POST /tokenize is 404 */
+  int64_t early_stop;            /* --early-stop N: every request ends ("stop")
+                                  * after N tokens, whatever max_tokens and
+                                  * ignore_eos say; 0: never */
   int max_conns;
   const char *tls_cert, *tls_key; /* PEM files: HTTPS; NULL: plain HTTP */
   bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
 };
+
+/* Parses "engine", "none", "foreign"; false otherwise. */
+bool sim_metrics_parse(const char *s, enum sim_metrics *out) TB_MUST_CHECK;
 
 /* Parses "vllm", "sglang", "openai"; false otherwise. */
 bool sim_flavour_parse(const char *s, enum sim_flavour *out) TB_MUST_CHECK;

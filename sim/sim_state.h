@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim_cache.h"
 #include "sim_fault.h"
 #include "sim_http.h"
 #include "sim_server.h"
@@ -42,7 +43,9 @@
 #define SIM_OUT_CAP (16 * 1024 * 1024)   /* unsent bytes per connection */
 #define SIM_IN_CAP (SIM_HTTP_HEAD_CAP + SIM_HTTP_BODY_CAP)
 #define SIM_IN_INIT 4096
-#define SIM_CACHE_ENTRIES 4096           /* prefix cache entries */
+#define SIM_CACHE_ENTRIES 4096           /* whole-prompt cache entries */
+#define SIM_REQLOG 4096                  /* requests /sim/requests remembers */
+#define SIM_CACHE_MAX_BLOCKS (1 << 20)   /* block-level prefix cache: at most */
 #define SIM_IDLE_NS (300 * 1000000000LL) /* idle keep-alive connection */
 #define SIM_PARTIAL_NS (60 * 1000000000LL) /* incomplete request */
 #define SIM_DRAIN_NS (2 * 1000000000LL)  /* lingering close */
@@ -73,6 +76,10 @@ struct gen {
   int64_t prompt, max_tokens, limit, out, pending, cached_tokens, need_kv;
   const char *finish;          /* "length" or "stop" */
   uint64_t hash;
+  uint64_t *chain;             /* the prompt's block chain (sim_cache), owned */
+  size_t nchain;
+  int64_t t_arrival, t_admit, t_first; /* monotonic ns; 0: not yet */
+  bool completed;              /* all its tokens were sent */
   struct sim_fault f;
   char id[64];
   int64_t created;
@@ -109,9 +116,21 @@ struct cache_entry {
   int64_t used;                /* LRU clock */
 };
 
+/* One request as the server saw it (GET /sim/requests). */
+struct reqlog {
+  uint64_t seq;
+  char id[64];
+  int64_t arrival_ns, admitted_ns, first_token_ns, end_ns; /* monotonic; 0: never */
+  int64_t prompt, cached_tokens, output;
+  const char *end; /* "completed", "aborted" or "disconnected" (static) */
+};
+
 struct stats {
   uint64_t requests, completed, aborted, tokens_sent, prompt_tokens, cache_hits,
     cache_misses, steps, late_steps, conns_total, errors, tokens_generated;
+  /* prefix cache: requests with some but not all blocks cached (counted
+   * in cache_misses too), and tokens queried / found, as vLLM counts them */
+  uint64_t cache_partial_hits, prefix_query_tokens, prefix_hit_tokens;
   int64_t max_late_ns;
 };
 
@@ -152,6 +171,11 @@ struct server {
   struct cache_entry cache[SIM_CACHE_ENTRIES];
   int cache_n;
   int64_t cache_tokens, cache_clock;
+  struct sim_cache *blocks;    /* block-level prefix cache */
+  int32_t *ids;                /* token ids of the request being parsed */
+  size_t ids_len, ids_cap;
+  struct reqlog *log;          /* ring of SIM_REQLOG, the last at log_seq - 1 */
+  uint64_t log_seq;
   uint64_t id_counter;
   char model_json[600];        /* the served model name as a JSON string */
   struct stats st;

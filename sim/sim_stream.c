@@ -226,6 +226,8 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
                           g->chat ? "chat.completion" : "text_completion", "created",
                           (json_int_t)g->created, "model", s->p->model, "choices", choice,
                           "usage", usage);
+  if (s->cfg->no_usage)
+    json_object_del(doc, "usage"); /* --no-usage: a gateway that gives none */
   free(reason);
   free(content);
   struct conn *c = g->c;

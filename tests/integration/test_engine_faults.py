@@ -174,13 +174,17 @@ class RefusingFrontEnd:
     every request passes through on its own connection, except a chat
     completion whose body is over `limit` bytes, which gets 413 at once,
     before its body is read, and a close (with the body unread, the kernel
-    resets the connection while the client may still be sending)."""
+    resets the connection while the client may still be sending).  answer,
+    when given, is asked first for every request (its request line): a
+    whole response to send instead, or None to pass the request on
+    (test_engine_lean.py: a /metrics that goes away)."""
 
-    def __init__(self, upstream_port, limit):
+    def __init__(self, upstream_port, limit, answer=None):
         import socket
         import threading
         self.upstream = upstream_port
         self.limit = limit
+        self.answer = answer
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.bind(("127.0.0.1", 0))
@@ -218,6 +222,10 @@ class RefusingFrontEnd:
                 k, _, v = l.partition(":")
                 if k.strip().lower() == "content-length":
                     length = int(v.strip())
+            instead = self.answer(lines[0]) if self.answer else None
+            if instead is not None:
+                c.sendall(instead)
+                return
             if lines[0].startswith("POST /v1/chat/completions") and length > self.limit:
                 self.refused += 1
                 body = b"<html>413 Request Entity Too Large</html>"

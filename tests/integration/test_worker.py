@@ -241,6 +241,27 @@ def test_wrong_master_key_fails_the_job_with_the_reason(t):
     assert "does not open" in t.job(jid)["error"]
 
 
+@isolated
+def test_global_failure_fails_the_job_with_the_reason(t):
+    """A server that ends every stream early (issue 12): nothing can be
+    measured, so the engine stops at the first decode cell, and the job ends
+    failed with that one line as its error, after one attempt, with the cells
+    measured until then stored."""
+    sim = t.ctx.sim("tiny", args=["--early-stop", "40"])
+    ep = t.endpoint(sim)
+    t.worker("w-early")
+    jid = t.submit(ep, SHORT)
+    t.wait_state(jid, "failed", 60)
+    j = t.job(jid)
+    assert "ends streams early" in j["error"] and "asked 256 tokens, got 40" in j["error"], j
+    assert j["attempts"] == 1, j
+    res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+    assert res["status"] == "failed" and "ends streams early" in res["error"], res
+    decode = [c for c in res["cells"] if c["phase"] == "decode"]
+    assert len(decode) == 1 and decode[0]["status"] == "error", res["cells"]
+    assert ("decode", 512, 1) in t.cells(jid) and len(t.cells(jid)) == len(res["cells"])
+
+
 # ------------------------------------------------- claims and busy endpoints
 
 @isolated

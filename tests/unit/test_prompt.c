@@ -249,7 +249,8 @@ test_bad_answers(void **state)
   for (int chat = 0; chat <= 1; chat++) {
     expect_failure(x, HTTP500, chat, "HTTP 500");
     expect_failure(x, NOT_JSON, chat, "not a JSON object");
-    expect_failure(x, NO_COUNT, chat, chat ? "no count" : "no usage.prompt_tokens");
+    if (chat) /* without tokenize, no usage is the estimate (test_no_usage_estimate) */
+      expect_failure(x, NO_COUNT, chat, "no count");
     expect_failure(x, NEGATIVE, chat, chat ? "implausible" : "no usage.prompt_tokens");
     expect_failure(x, FLAT, chat, "grow");
     /* counts past any context window: refused, not overflowed */
@@ -273,6 +274,38 @@ test_bad_answers(void **state)
   tb_discover_free(&d);
 }
 
+/* No /tokenize and no usage.prompt_tokens in the calibration answers (a
+ * gateway): the stated estimate, flagged as one, never over the target. */
+static void
+test_no_usage_estimate(void **state)
+{
+  struct fixture *x = *state;
+  x->f.answer = NO_COUNT;
+  x->d.has_tokenize = false;
+  x->d.tokenize_text_only = false;
+  struct tb_prompt_ctx *c = tb_prompt_ctx_new(&x->d, NULL, "r");
+  struct tb_prompt p;
+  char *err = NULL;
+  assert_int_equal(tb_prompt_build(c, 8192, 4000, &p, &err), 0);
+  assert_null(err);
+  assert_string_equal(p.source, "estimate");
+  assert_false(p.exact);
+  assert_true(p.tokens <= 4000 && p.tokens > 3990);
+  /* the estimate: one token per filler word, the tag, the template */
+  const char *tag = "[BENCH_r_CTX_8192]";
+  int64_t words = 0;
+  for (const char *q = p.text + strlen(tag); *q; q++)
+    words += *q == ' ';
+  assert_int_equal(p.tokens,
+                   words + (int64_t)(strlen(tag) + 2) / 3 + TB_PROMPT_ESTIMATE_TEMPLATE);
+  tb_prompt_free(&p);
+  /* a second context sizes on the same estimate, without asking again */
+  assert_int_equal(tb_prompt_build(c, 1024, 1000, &p, &err), 0);
+  assert_string_equal(p.source, "estimate");
+  tb_prompt_free(&p);
+  tb_prompt_ctx_free(c);
+}
+
 int
 main(void)
 {
@@ -283,6 +316,7 @@ main(void)
       cmocka_unit_test(test_linear_estimate),
       cmocka_unit_test(test_too_small),
       cmocka_unit_test(test_bad_answers),
+      cmocka_unit_test(test_no_usage_estimate),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -311,7 +311,12 @@ test_csv_matches_json(void **state)
   const char *p = csv;
   char hdr[40][128], f[40][128];
   size_t nh = csv_record(&p, hdr, 40);
-  assert_int_equal(nh, 33);
+  assert_int_equal(nh, 37);
+  /* the flags of a cell: readiness, how its prompt was sized, a measured cap */
+  (void)col(hdr, nh, "readiness");
+  (void)col(hdr, nh, "readiness_reason");
+  (void)col(hdr, nh, "prompt_tokens_source");
+  (void)col(hdr, nh, "scheduler_cap");
   int c_phase = col(hdr, nh, "phase"), c_ctx = col(hdr, nh, "context"),
       c_conc = col(hdr, nh, "concurrency"), c_st = col(hdr, nh, "status"),
       c_tps = col(hdr, nh, "total_tps"), c_ptps = col(hdr, nh, "prompt_tps"),
@@ -867,10 +872,41 @@ test_capacity_sources_shown(void **state)
   json_decref(doc);
 }
 
+/* The note beside a cell, the same in every format: flags joined, the
+ * reason of a cell not measured, a measured cap's reason. */
+static void
+test_cell_notes(void **state)
+{
+  (void)state;
+  char buf[TB_RENDER_NOTE_MAX];
+  json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "status", "valid", "token_source",
+                        "chunks", "readiness", "client", "readiness_reason", "no /metrics",
+                        "prompt_tokens_source", "estimate", "prompt_tokens_estimate",
+                        "estimated: 1 token a word");
+  assert_string_equal(tb_render_cell_note(c, buf, sizeof buf),
+                      "output tokens counted from chunks (no usage from the server); ready by "
+                      "the client alone: no /metrics; prompt size estimated: 1 token a word");
+  /* cut to the buffer, never past it */
+  char small[24];
+  assert_int_equal(strlen(tb_render_cell_note(c, small, sizeof small)), sizeof small - 1);
+  json_object_set_new(c, "readiness", json_string("server"));
+  json_object_set_new(c, "token_source", json_string("usage"));
+  json_object_set_new(c, "prompt_tokens_source", json_string("usage"));
+  assert_string_equal(tb_render_cell_note(c, buf, sizeof buf), "");
+  json_decref(c);
+  c = json_pack("{s:s, s:s, s:i}", "status", "over_capacity", "reason", "at most 12",
+                "scheduler_cap", 12);
+  assert_string_equal(tb_render_cell_note(c, buf, sizeof buf), "at most 12");
+  json_object_del(c, "scheduler_cap"); /* the KV rule's: the matrix legend says it */
+  assert_string_equal(tb_render_cell_note(c, buf, sizeof buf), "");
+  json_decref(c);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_cell_notes),
     cmocka_unit_test(test_all_measurements_rows_fit_the_header),
     cmocka_unit_test(test_context_zero_import),
     cmocka_unit_test(test_capacity_sources_shown),

@@ -328,10 +328,66 @@ test_check_refuses(void **state)
   assert_false(tb_result_cell_status_known("partial"));
 }
 
+/* The flags of servers that give less: readiness by the client, a prompt
+ * size estimated, a measured scheduler cap; and repeats keep them. */
+static void
+test_flags(void **state)
+{
+  (void)state;
+  struct tb_stats ttft = {0}, tbt = {0};
+  tb_stats_add(&ttft, 1000000);
+  tb_stats_add(&tbt, 1000000);
+  const double slices[] = { 10, 10, 10 };
+  struct tb_result_decode d = {
+    .conc = 1, .measured_s = 3, .output_tokens = 30, .ttft = &ttft, .tbt = &tbt,
+    .slices = slices, .n_slices = 3, .slice_s = 1,
+  };
+  json_t *server = tb_result_cell_new("decode", 1024, 1);
+  tb_result_cell_set_decode(server, &d);
+  assert_string_equal(json_string_value(json_object_get(server, "readiness")), "server");
+  assert_null(json_object_get(server, "readiness_reason"));
+  d.client_ready = "no /metrics";
+  json_t *client = tb_result_cell_new("decode", 1024, 1);
+  tb_result_cell_set_decode(client, &d);
+  tb_result_cell_set_prompt_estimate(client, "estimated: so");
+  assert_string_equal(json_string_value(json_object_get(client, "readiness")), "client");
+  assert_string_equal(json_string_value(json_object_get(client, "readiness_reason")),
+                      "no /metrics");
+  assert_string_equal(json_string_value(json_object_get(client, "prompt_tokens_source")),
+                      "estimate");
+  /* repeats: a repeat ready by the client alone makes the cell's readiness
+   * the client's; the estimate of the first is kept */
+  json_object_set_new(server, "repeat", json_integer(2));
+  json_object_set_new(client, "repeat", json_integer(1));
+  json_t *reps[2] = { client, server };
+  json_t *comb = tb_result_combine(reps, 2);
+  assert_string_equal(json_string_value(json_object_get(comb, "readiness")), "client");
+  assert_string_equal(json_string_value(json_object_get(comb, "readiness_reason")),
+                      "no /metrics");
+  assert_string_equal(json_string_value(json_object_get(comb, "prompt_tokens_estimate")),
+                      "estimated: so");
+  json_t *capped = tb_result_cell_new("decode", 1024, 16);
+  tb_result_cell_set_sched_cap(capped, 12, "at most 12");
+  assert_string_equal(json_string_value(json_object_get(capped, "status")), "over_capacity");
+  assert_int_equal(json_integer_value(json_object_get(capped, "scheduler_cap")), 12);
+  char *err = NULL;
+  json_t *doc = tb_result_finish(NULL, "r1", 0, "complete", NULL,
+                                 json_pack("[O, O, O]", comb, client, capped));
+  assert_true(tb_result_check(doc, 10, &err));
+  json_decref(doc);
+  json_decref(comb);
+  json_decref(capped);
+  json_decref(client);
+  json_decref(server);
+  tb_stats_free(&ttft);
+  tb_stats_free(&tbt);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_flags),
       cmocka_unit_test(test_over_capacity),   cmocka_unit_test(test_cell_key_and_find),
       cmocka_unit_test(test_decode_figures),  cmocka_unit_test(test_prefill_figures),
       cmocka_unit_test(test_header),          cmocka_unit_test(test_check_refuses),
