@@ -5,7 +5,8 @@
 # Prints, per stream count: tokens/s the engine measured (every token counted)
 # beside the modelled rate, CPU per million tokens beside the bare epoll loop's
 # (bench/bare_loop.c), added delay (arrival - send stamp) p50/p99 and gap
-# error p99.  Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (default 5),
+# error p99, then the server series (tb_sampler) on and off side by side.
+# Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (default 5),
 # BENCH_RT=1: the simulator with --realtime and both clients (engine and bare
 # loop alike) under SCHED_FIFO (chrt -f 5), so that other work on a shared
 # machine does not preempt them: it measures the code, not the neighbours.
@@ -50,7 +51,8 @@ printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' s
 # stream count : time scale (keeps the sim's own load near 50K events/s)
 # [: client = the engine stamping with its clock on reading, as the bare loop;
 #  : curl = the engine's streams through libcurl, not its own reads]
-for cfg in 1:1 128:1 128:1:client 128:1:curl 512:1 2048:0.5 2048:0.5:curl; do
+# BENCH_ENGINE_CFGS: the rows to run (empty: only the side by side below)
+for cfg in ${BENCH_ENGINE_CFGS-1:1 128:1 128:1:client 128:1:curl 512:1 2048:0.5 2048:0.5:curl}; do
   n=${cfg%%:*}; rest=${cfg#*:}; scale=${rest%%:*}; mode=${rest#"$scale"}; mode=${mode#:}
   start_sim "$scale"
   cs=0; [ "$mode" = client ] && cs=1
@@ -76,3 +78,43 @@ echo "stamps with its clock when it reads (what the machine adds to a client tha
 echo "Rows marked client: TB_ENGINE_CLIENT_STAMPS=1, the engine stamps as the bare loop does;"
 echo "curl: TB_ENGINE_CURL_STREAMS=1, streams through libcurl (as over TLS) instead of the"
 echo "engine's own reads (one recvmsg per read, which also brings the kernel's stamp)."
+
+# The server series (lib/tb_sampler: /metrics read once a second on the
+# engine's loop) on and off, side by side on the 128-stream decode cell:
+# its gap error p99 over BENCH_SERIES_RUNS alternating pairs (default 5; the
+# order flips each pair), medians and their ratio.  With it off
+# (TB_ENGINE_SERVER_SERIES=0) the engine still polls /metrics for readiness
+# and the average running count, as before: the difference is the series.
+RUNS=${BENCH_SERIES_RUNS:-5}
+ON=""; OFF=""; SAMPLES=""
+for i in $(seq "$RUNS"); do
+  order="1 0"; [ $((i % 2)) = 0 ] && order="0 1"
+  for on in $order; do
+    start_sim 1
+    r=$(TB_ENGINE_SERVER_SERIES=$on $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" 128 "$SECS" \
+      || echo "128 fail")
+    set -- $r; g=${6:-nan}
+    if [ "$on" = 1 ]; then ON="$ON $g"; SAMPLES="$SAMPLES ${10:-0}"; else OFF="$OFF $g"; fi
+  done
+done
+python3 - "$ON" "$OFF" "$SAMPLES" <<'PY'
+import statistics, sys
+def nums(s):
+    out = []
+    for x in s.split():
+        try:
+            out.append(float(x))
+        except ValueError:
+            pass
+    return out
+on, off, samples = nums(sys.argv[1]), nums(sys.argv[2]), nums(sys.argv[3])
+if not on or not off:
+    print("server series side by side: no result (a run failed)")
+    sys.exit(0)
+mon, moff = statistics.median(on), statistics.median(off)
+print("server series on/off, 128 streams, gap99 (ms) per run:")
+print("  on : " + " ".join("%.3f" % x for x in on) + "   (samples a cell: %s)" % " ".join("%d" % x for x in samples))
+print("  off: " + " ".join("%.3f" % x for x in off))
+print("  median on %.3f ms, off %.3f ms, ratio on/off %.2f; range on %.3f-%.3f, off %.3f-%.3f"
+      % (mon, moff, mon / moff if moff > 0 else float("nan"), min(on), max(on), min(off), max(off)))
+PY

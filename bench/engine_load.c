@@ -142,7 +142,10 @@ main(int argc, char **argv)
   double tps = json_number_value(json_object_get(cell, "total_tps"));
   double cpu = b.cpu1 - b.cpu0;
   int64_t toks = b.tok1 - b.tok0;
-  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", b.n, tps,
+  /* 10th: the server series' samples (tb_sampler; 0 with it off) */
+  json_int_t samples = json_integer_value(json_object_get(
+      json_object_get(json_object_get(cell, "server_series"), "summary"), "samples"));
+  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %lld\n", b.n, tps,
          toks > 0 ? cpu / (double)toks * 1e6 : 0.0,
          tb_stats_quantile(&b.delay, 0.5) / 1e6,
          tb_stats_quantile(&b.delay, 0.99) / 1e6,
@@ -150,7 +153,7 @@ main(int argc, char **argv)
          json_number_value(json_object_get(
              json_object_get(cell, "tbt_ms"), "p50")),
          tb_stats_quantile(&b.lag, 0.5) / 1e6,
-         tb_stats_quantile(&b.lag, 0.99) / 1e6);
+         tb_stats_quantile(&b.lag, 0.99) / 1e6, (long long)samples);
   rc = 0;
 out:
   free(err);

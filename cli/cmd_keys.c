@@ -74,6 +74,41 @@ connect_db(const char *url)
   return db;
 }
 
+enum { ARG_OTHER = -1, ARG_TAKEN = -2 };
+
+/* argv[*i] among the arguments every keys command takes: --help (usage on
+ * stdout, exit status 0), --database-url URL and, when project is not
+ * NULL, --project NAME.  Returns ARG_TAKEN (*i moved past its value),
+ * ARG_OTHER (not one of them) or the exit status. */
+static int
+common_arg(int argc, char **argv, int *i, const char **url, const char **project)
+{
+  const char *a = argv[*i];
+  bool has_arg = *i + 1 < argc;
+  if (strcmp(a, "--help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(a, "--database-url") == 0 && has_arg) {
+    *url = argv[++*i];
+    return ARG_TAKEN;
+  }
+  if (project != NULL && strcmp(a, "--project") == 0 && has_arg) {
+    *project = argv[++*i];
+    return ARG_TAKEN;
+  }
+  return ARG_OTHER;
+}
+
+/* An argument no keys command takes: exit status 2. */
+static int
+unknown_arg(const char *a)
+{
+  fprintf(stderr, "tokbench keys: unknown argument '%s'\n", a);
+  usage(stderr);
+  return 2;
+}
+
 static int
 keys_create(int argc, char **argv)
 {
@@ -84,28 +119,23 @@ keys_create(int argc, char **argv)
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool has_arg = i + 1 < argc;
-    if (strcmp(a, "--help") == 0) {
-      usage(stdout);
-      return 0;
+    int ca = common_arg(argc, argv, &i, &url, &project);
+    if (ca != ARG_OTHER) {
+      if (ca != ARG_TAKEN)
+        return ca;
     } else if (strcmp(a, "--admin") == 0) {
       admin = true;
-    } else if (strcmp(a, "--project") == 0 && has_arg) {
-      project = argv[++i];
     } else if (strcmp(a, "--name") == 0 && has_arg) {
       name = argv[++i];
     } else if (strcmp(a, "--scopes") == 0 && has_arg) {
       scopes = argv[++i];
-    } else if (strcmp(a, "--database-url") == 0 && has_arg) {
-      url = argv[++i];
     } else if (strcmp(a, "--expires-in") == 0 && has_arg) {
       if (!tb_auth_parse_duration(argv[++i], &expires)) {
         fprintf(stderr, "tokbench keys: bad --expires-in '%s'\n", argv[i]);
         return 2;
       }
     } else {
-      fprintf(stderr, "tokbench keys: unknown argument '%s'\n", a);
-      usage(stderr);
-      return 2;
+      return unknown_arg(a);
     }
   }
   unsigned mask = TB_SCOPE_READ | TB_SCOPE_WRITE;
@@ -182,21 +212,14 @@ keys_list(int argc, char **argv)
   const char *url = getenv("TOKBENCH_DATABASE_URL"), *project = NULL;
   bool as_json = false;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool has_arg = i + 1 < argc;
-    if (strcmp(a, "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else if (strcmp(a, "--json") == 0) {
+    int ca = common_arg(argc, argv, &i, &url, &project);
+    if (ca != ARG_OTHER) {
+      if (ca != ARG_TAKEN)
+        return ca;
+    } else if (strcmp(argv[i], "--json") == 0) {
       as_json = true;
-    } else if (strcmp(a, "--project") == 0 && has_arg) {
-      project = argv[++i];
-    } else if (strcmp(a, "--database-url") == 0 && has_arg) {
-      url = argv[++i];
     } else {
-      fprintf(stderr, "tokbench keys: unknown argument '%s'\n", a);
-      usage(stderr);
-      return 2;
+      return unknown_arg(argv[i]);
     }
   }
   struct tb_db *db = connect_db(url);
@@ -264,18 +287,14 @@ keys_revoke(int argc, char **argv)
 {
   const char *url = getenv("TOKBENCH_DATABASE_URL"), *id = NULL;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else if (strcmp(a, "--database-url") == 0 && i + 1 < argc) {
-      url = argv[++i];
-    } else if (a[0] != '-' && id == NULL) {
-      id = a;
+    int ca = common_arg(argc, argv, &i, &url, NULL);
+    if (ca != ARG_OTHER) {
+      if (ca != ARG_TAKEN)
+        return ca;
+    } else if (argv[i][0] != '-' && id == NULL) {
+      id = argv[i];
     } else {
-      fprintf(stderr, "tokbench keys: unknown argument '%s'\n", a);
-      usage(stderr);
-      return 2;
+      return unknown_arg(argv[i]);
     }
   }
   if (id == NULL || !uuid_ok(id)) {

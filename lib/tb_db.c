@@ -10,6 +10,7 @@
 #include "tb_db.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,19 @@ tb_db_exec(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
   return tb_db_exec_uv(db, stmt, nparams, params, res, NULL);
 }
 
+int
+tb_db_exec_str(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
+               const char *const *params, const char *col, char **out, bool *unique_violation)
+{
+  PGresult *r = NULL;
+  *out = NULL;
+  int rc = tb_db_exec_uv(db, stmt, nparams, params, &r, unique_violation);
+  if (rc > 0)
+    *out = tb_db_dup(r, 0, col);
+  PQclear(r);
+  return rc;
+}
+
 static int
 exec_sql_once(struct tb_db *db, const char *sql)
 {
@@ -299,6 +313,12 @@ tb_db_rollback(struct tb_db *db)
     PQclear(r);
   }
   db->in_tx = false;
+}
+
+bool
+tb_db_in_tx(const struct tb_db *db)
+{
+  return db->in_tx;
 }
 
 bool
@@ -433,6 +453,27 @@ tb_db_i64(const PGresult *r, int row, const char *col)
 {
   const char *s = tb_db_str(r, row, col);
   return s ? strtoll(s, NULL, 10) : 0;
+}
+
+bool
+tb_db_bool(const PGresult *r, int row, const char *col)
+{
+  const char *s = tb_db_str(r, row, col);
+  return s != NULL && s[0] == 't';
+}
+
+void
+tb_db_copy(const PGresult *r, int row, const char *col, char *dst, size_t cap)
+{
+  const char *s = tb_db_str(r, row, col);
+  snprintf(dst, cap, "%s", s != NULL ? s : "");
+}
+
+char *
+tb_db_dup(const PGresult *r, int row, const char *col)
+{
+  const char *s = tb_db_str(r, row, col);
+  return s != NULL ? tb_xstrdup(s) : NULL;
 }
 
 bool

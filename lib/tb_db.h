@@ -54,6 +54,13 @@ int tb_db_exec(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
 /* As tb_db_exec, reporting unique violations (SQLSTATE 23505) separately. */
 int tb_db_exec_uv(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
                   const char *const *params, PGresult **res, bool *unique_violation) TB_MUST_CHECK;
+/* Runs stmt as tb_db_exec_uv (unique_violation may be NULL) and copies the
+ * column named col of its first row into *out: a new string (caller frees),
+ * or NULL when there is no row or the value is SQL NULL.  Returns as
+ * tb_db_exec.  The shape of the statements that answer one JSON document. */
+int tb_db_exec_str(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
+                   const char *const *params, const char *col, char **out,
+                   bool *unique_violation) TB_MUST_CHECK;
 /* Runs SQL text without parameters (DDL, BEGIN, COMMIT, LISTEN); returns
  * the row count or TB_DB_SOFT / TB_DB_HARD, retrying as tb_db_exec does. */
 int tb_db_exec_sql(struct tb_db *db, const char *sql) TB_MUST_CHECK;
@@ -64,6 +71,8 @@ int tb_db_exec_sql(struct tb_db *db, const char *sql) TB_MUST_CHECK;
 int tb_db_begin(struct tb_db *db) TB_MUST_CHECK;
 int tb_db_commit(struct tb_db *db) TB_MUST_CHECK;
 void tb_db_rollback(struct tb_db *db);
+/* True between tb_db_begin and its commit or rollback. */
+bool tb_db_in_tx(const struct tb_db *db);
 
 /* LISTEN on channel (re-issued after reconnects). */
 bool tb_db_listen(struct tb_db *db, const char *channel) TB_MUST_CHECK;
@@ -84,5 +93,11 @@ void tb_db_pool_free(struct tb_db_pool *pool);
 const char *tb_db_str(const PGresult *r, int row, const char *col); /* NULL if NULL */
 int64_t tb_db_i64(const PGresult *r, int row, const char *col);     /* 0 if NULL */
 bool tb_db_isnull(const PGresult *r, int row, const char *col);
+/* Column col of row is boolean true ('t'); false when false or NULL. */
+bool tb_db_bool(const PGresult *r, int row, const char *col);
+/* Column col of row copied into dst (cap bytes, truncated); "" if NULL. */
+void tb_db_copy(const PGresult *r, int row, const char *col, char *dst, size_t cap);
+/* Column col of row as a new string (caller frees); NULL if NULL. */
+char *tb_db_dup(const PGresult *r, int row, const char *col);
 
 #endif

@@ -280,25 +280,17 @@ add_list(struct tb_egress *p, const char *v, bool deny, char **err)
 {
   const char *list = deny ? "TOKBENCH_EGRESS_DENY" : "TOKBENCH_EGRESS_ALLOW";
   size_t count = 0;
-  const char *s = v;
-  while (s != NULL && *s != '\0') {
-    size_t l = strcspn(s, ",");
-    const char *a = s, *b = s + l;
-    while (a < b && isspace((unsigned char)*a))
-      a++;
-    while (b > a && isspace((unsigned char)b[-1]))
-      b--;
-    if (b > a) {
-      if (++count > TB_EGRESS_RULES_MAX) {
-        *err = tb_xasprintf("%s: more than %d entries", list, TB_EGRESS_RULES_MAX);
-        return false;
-      }
-      if (!add_entry(p, a, (size_t)(b - a), deny, list, err))
-        return false;
+  const char *s = v, *a;
+  size_t n;
+  while (tb_list_next(&s, &a, &n)) {
+    if (n == 0)
+      continue;
+    if (++count > TB_EGRESS_RULES_MAX) {
+      *err = tb_xasprintf("%s: more than %d entries", list, TB_EGRESS_RULES_MAX);
+      return false;
     }
-    s += l;
-    if (*s == ',')
-      s++;
+    if (!add_entry(p, a, n, deny, list, err))
+      return false;
   }
   return true;
 }

@@ -79,11 +79,13 @@
 #include "tb_discover.h"
 #include "tb_egress.h"
 #include "tb_http.h"
+#include "tb_json.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
 #include "tb_redact.h"
 #include "tb_result.h"
 #include "tb_rxts.h"
+#include "tb_sampler.h"
 #include "tb_sse.h"
 #include "tb_stats.h"
 
@@ -199,6 +201,12 @@ struct cell {
   unsigned run_n;
   /* client active integral over the window */
   int64_t act_ns, act_last;
+  /* the server's view (tb_sampler): its series over the window, the
+   * thread's CPU time at the window's ends, the drained checks */
+  struct tb_sampler smp;
+  int64_t cpu_w0, cpu_w1, cpu_wall1; /* thread CPU ns; cpu_wall1: when read */
+  int drained_before;          /* 1 / 0 / -1 unknown */
+  double before_running, before_waiting;
   /* scout */
   int64_t scout_ttft_ns, scout_prompt_tokens;
   /* reads stamped by the kernel, by our clock */
@@ -243,6 +251,7 @@ struct run {
   int64_t io_now;       /* stamp of the socket being read; 0 outside */
   int64_t rt_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
   bool kernel_stamps;   /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
+  bool server_series;   /* tb_sampler; off with TB_ENGINE_SERVER_SERIES=0 */
   int stamp_hold;       /* tb_rxts_hold: stamping stays on for the run */
   /* direct transport (see Stream transport) */
   bool direct;
@@ -842,6 +851,8 @@ metrics_done(struct cell *c, CURLcode rc)
   }
   c->m_running = running;
   c->m_waiting = waiting;
+  if (r->server_series && c->phase == PH_WINDOW && now < c->w1)
+    tb_sampler_feed(&c->smp, r->d.kind, now, c->m_buf, c->m_len);
   /* Only a sample asked for once every stream of ours produced tells that
    * the C running are ours: an earlier one may count one of ours still
    * starting plus another client's. */
@@ -854,6 +865,16 @@ metrics_done(struct cell *c, CURLcode rc)
 }
 
 /* ---------------------------------------------------------------- loop */
+
+/* The engine thread's CPU time (the client's share of a window). */
+static int64_t
+thread_cpu_ns(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return -1;
+  return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
 
 static void
 cut_all(struct cell *c)
@@ -1007,6 +1028,8 @@ tick(struct cell *c, int64_t now)
       c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
       c->act_last = now;
       c->phase = PH_WINDOW;
+      c->cpu_w0 = thread_cpu_ns();
+      tb_sampler_begin(&c->smp, now);
       c->m_next = now; /* a first sample right at the window's start */
     } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
       unsigned warmed = c->n_warmed;
@@ -1018,6 +1041,8 @@ tick(struct cell *c, int64_t now)
     }
   } else if (c->phase == PH_WINDOW && now >= c->w1) {
     active_change(c, c->w1, 0);
+    c->cpu_w1 = thread_cpu_ns();
+    c->cpu_wall1 = now;
     c->phase = PH_DONE;
   }
 }
@@ -1336,7 +1361,9 @@ repeats_measured(struct run *r, json_t *cells, struct repeats *rp, json_t *cell)
   emit(r, cells, combined);
 }
 
-static void
+/* Aborts what is left and waits for the server to drain: 1 drained, 0 not
+ * within drain_s, -1 unknown (no metrics, or cancelled). */
+static int
 abort_and_drain(struct run *r)
 {
   if (r->d.kind == TB_KIND_SGLANG) {
@@ -1351,20 +1378,36 @@ abort_and_drain(struct run *r)
     free(url);
   }
   if (!r->d.has_metrics)
-    return;
+    return -1;
   int64_t end = tb_time_mono_ns() + (int64_t)(r->drain_s * NS_PER_S);
   while (tb_time_mono_ns() < end) {
     double running, waiting;
     if (tb_discover_load(&r->d, r->api_key, &running, &waiting) != 0)
-      return; /* metrics gone (server down?): the next cell will tell */
+      return -1; /* metrics gone (server down?): the next cell will tell */
     if (running < 0.5 && waiting < 0.5)
-      return;
+      return 1;
     if (r->hooks != NULL && r->hooks->cancelled != NULL &&
         r->hooks->cancelled(r->hooks->cls))
-      return;
+      return -1;
     struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
   }
+  return 0;
+}
+
+/* Before a decode cell (between cells, so a blocking call is fine): is the
+ * server drained?  Recorded in the cell for its checks. */
+static void
+drained_before(struct run *r, struct cell *c)
+{
+  double running, waiting;
+  c->drained_before = -1;
+  if (!r->d.has_metrics ||
+      tb_discover_load(&r->d, r->api_key, &running, &waiting) != 0)
+    return;
+  c->drained_before = running < 0.5 && waiting < 0.5;
+  c->before_running = running;
+  c->before_waiting = waiting;
 }
 
 static char *
@@ -1400,6 +1443,8 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->cap_running = -1;
   if (!r->d.has_metrics)
     snprintf(c->client_ready, sizeof c->client_ready, "%s", r->d.metrics_unknown);
+  c->drained_before = -1;
+  c->before_running = c->before_waiting = NAN;
   c->mem.max = r->cell_memory_max;
   if (r->direct) {
     const struct tb_direct_ops ops = { c, direct_body, direct_end };
@@ -1418,6 +1463,7 @@ cell_free(struct cell *c)
   free(c->slice_tok);
   tb_stats_free(&c->ttft);
   tb_stats_free(&c->tbt);
+  tb_sampler_free(&c->smp);
 }
 
 static json_t *
@@ -1462,6 +1508,36 @@ decode_result(struct cell *c, json_t *cell)
   tb_result_cell_set_decode(cell, &d);
   free(slices);
   return cell;
+}
+
+/* What a valid decode cell shows of its own soundness (tb_sampler): the
+ * server's series over the window and the self-checks. */
+static void
+cell_proofs(struct run *r, struct cell *c, json_t *cell, int drained_after)
+{
+  if (c->failed)
+    return;
+  if (r->server_series) {
+    json_t *ss = tb_sampler_json(&c->smp, tb_json_num(cell, "total_tps"));
+    if (ss != NULL)
+      json_object_set_new(cell, "server_series", ss);
+  }
+  double wall = (double)(c->cpu_wall1 - c->w0) / 1e9;
+  struct tb_sampler_checks_in in = {
+    .requested = c->conc,
+    .achieved = tb_json_num(cell, "avg_active"),
+    .achieved_server = c->run_n > 0,
+    .cpu_share = c->cpu_w0 >= 0 && c->cpu_w1 >= c->cpu_w0 && wall > 0
+                     ? (double)(c->cpu_w1 - c->cpu_w0) / 1e9 / wall
+                     : NAN,
+    .kernel_stamped = tb_json_num(cell, "kernel_stamped"),
+    .kernel_wanted = r->kernel_stamps,
+    .drained_before = c->drained_before,
+    .drained_after = drained_after,
+    .before_running = c->before_running,
+    .before_waiting = c->before_waiting,
+  };
+  json_object_set_new(cell, "checks", tb_sampler_checks(&in));
 }
 
 static void
@@ -1558,6 +1634,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   /* For side-by-side measurements (bench/bench_engine.sh) only. */
   const char *stamps = getenv("TB_ENGINE_CLIENT_STAMPS");
   r->kernel_stamps = stamps == NULL || strcmp(stamps, "1") != 0;
+  const char *series = getenv("TB_ENGINE_SERVER_SERIES");
+  r->server_series = series == NULL || strcmp(series, "0") != 0;
   /* first thing: the kernel switches stamping on during discovery, not in
    * the middle of a measurement */
   r->stamp_hold = r->kernel_stamps ? tb_rxts_hold() : -1;
@@ -1728,7 +1806,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         if (scouts_left > 0)
           scouts_left--;
         if (!r->cancelled)
-          abort_and_drain(r);
+          (void)abort_and_drain(r);
       }
     }
 
@@ -1769,6 +1847,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
       int64_t t0 = tb_time_mono_ns();
       struct cell dc;
       cell_init(&dc, r, ctx, (unsigned)conc, false, dbody, dlen);
+      drained_before(r, &dc);
       cell_loop(&dc);
       if (dc.cancelled) {
         r->cancelled = true;
@@ -1785,15 +1864,16 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         r->valid_decodes++;
       if (dc.failed && dc.global[0] != '\0' && r->stop == NULL)
         r->stop = tb_xstrdup(dc.global);
-      repeats_measured(r, cells, &rp, decode_result(&dc, cell));
+      /* drained after the cell is one of its checks: drain, then emit */
+      int drained = abort_and_drain(r);
+      cell_proofs(r, &dc, decode_result(&dc, cell), drained);
+      repeats_measured(r, cells, &rp, cell);
       cell_free(&dc);
       if (r->stop != NULL) {
         runnable_left--;
         break;
       }
       runnable_left--;
-      if (!r->cancelled)
-        abort_and_drain(r);
       double took = (double)(tb_time_mono_ns() - t0) / 1e9;
       r->avg_cell_s = (r->avg_cell_s * r->n_cell_timed + took) /
                       (r->n_cell_timed + 1);

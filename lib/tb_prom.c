@@ -108,22 +108,35 @@ tb_prom_parse(const char *text, size_t len, tb_prom_sample_fn fn, void *cls)
   return count;
 }
 
-struct sum_ctx {
-  const char *name;
+/* What tb_prom_sum and tb_prom_label look for in the samples of one
+ * metric name: the sum of its values (label NULL), or the value of a label
+ * (the first sample that has it). */
+struct name_ctx {
+  const char *name, *label;
   size_t name_len;
+  char *buf;
+  size_t buflen;
   double sum;
   bool found;
 };
 
 static bool
-sum_cb(void *cls, const char *name, size_t name_len, const char *labels,
-       size_t labels_len, double value)
+name_cb(void *cls, const char *name, size_t name_len, const char *labels, size_t labels_len,
+        double value)
 {
-  struct sum_ctx *c = cls;
-  if (name_len == c->name_len && memcmp(name, c->name, name_len) == 0 &&
-      !isnan(value)) {
-    c->sum += value;
+  struct name_ctx *c = cls;
+  if (name_len != c->name_len || memcmp(name, c->name, name_len) != 0)
+    return true;
+  if (c->label == NULL) {
+    if (!isnan(value)) {
+      c->sum += value;
+      c->found = true;
+    }
+    return true;
+  }
+  if (tb_prom_find_label(labels, labels_len, c->label, c->buf, c->buflen)) {
     c->found = true;
+    return false;
   }
   return true;
 }
@@ -131,8 +144,8 @@ sum_cb(void *cls, const char *name, size_t name_len, const char *labels,
 bool
 tb_prom_sum(const char *text, size_t len, const char *name, double *out)
 {
-  struct sum_ctx c = {.name = name, .name_len = strlen(name)};
-  if (tb_prom_parse(text, len, sum_cb, &c) < 0 || !c.found)
+  struct name_ctx c = {.name = name, .name_len = strlen(name)};
+  if (tb_prom_parse(text, len, name_cb, &c) < 0 || !c.found)
     return false;
   *out = c.sum;
   return true;
@@ -185,35 +198,13 @@ tb_prom_find_label(const char *labels, size_t n, const char *label, char *buf,
   return false;
 }
 
-struct label_ctx {
-  const char *name, *label;
-  size_t name_len;
-  char *buf;
-  size_t buflen;
-  bool found;
-};
-
-static bool
-label_cb(void *cls, const char *name, size_t name_len, const char *labels,
-         size_t labels_len, double value)
-{
-  struct label_ctx *c = cls;
-  if (name_len != c->name_len || memcmp(name, c->name, name_len) != 0)
-    return true;
-  if (tb_prom_find_label(labels, labels_len, c->label, c->buf, c->buflen)) {
-    c->found = true;
-    return false;
-  }
-  return true;
-}
-
 bool
 tb_prom_label(const char *text, size_t len, const char *name,
               const char *label, char *buf, size_t buflen)
 {
-  struct label_ctx c = {.name = name, .label = label,
-                        .name_len = strlen(name), .buf = buf, .buflen = buflen};
-  if (tb_prom_parse(text, len, label_cb, &c) < 0)
+  struct name_ctx c = {.name = name, .label = label,
+                       .name_len = strlen(name), .buf = buf, .buflen = buflen};
+  if (tb_prom_parse(text, len, name_cb, &c) < 0)
     return false;
   return c.found;
 }

@@ -238,10 +238,8 @@ tb_queue_heartbeat(struct tb_db *db, const struct tb_queue_lease *l, int lease_s
   params[3] = lease;
   PGresult *r = NULL;
   int rc = tb_db_exec(db, &heartbeat_stmt, 4, params, &r);
-  if (rc == 1) {
-    const char *c = tb_db_str(r, 0, "cancel_requested");
-    *cancel = c != NULL && c[0] == 't';
-  }
+  if (rc == 1)
+    *cancel = tb_db_bool(r, 0, "cancel_requested");
   PQclear(r);
   return rc;
 }
@@ -259,10 +257,8 @@ tb_queue_check(struct tb_db *db, const struct tb_queue_lease *l, bool *cancel)
   fence_params(l, att, params);
   PGresult *r = NULL;
   int rc = tb_db_exec(db, &check_stmt, 3, params, &r);
-  if (rc == 1) {
-    const char *c = tb_db_str(r, 0, "cancel_requested");
-    *cancel = c != NULL && c[0] == 't';
-  }
+  if (rc == 1)
+    *cancel = tb_db_bool(r, 0, "cancel_requested");
   PQclear(r);
   return rc;
 }
@@ -497,13 +493,6 @@ static const struct tb_db_stmt load_endpoint_stmt = {
   "  FROM endpoints WHERE id = $1::uuid",
 };
 
-static char *
-dup_col(const PGresult *r, const char *col)
-{
-  const char *s = tb_db_str(r, 0, col);
-  return s != NULL ? tb_xstrdup(s) : NULL;
-}
-
 int
 tb_queue_load_endpoint(struct tb_db *db, const char *endpoint_id, struct tb_queue_endpoint *ep)
 {
@@ -515,16 +504,15 @@ tb_queue_load_endpoint(struct tb_db *db, const char *endpoint_id, struct tb_queu
     PQclear(r);
     return rc;
   }
-  ep->name = dup_col(r, "name");
-  ep->base_url = dup_col(r, "base_url");
-  ep->api_key_sealed = dup_col(r, "api_key_sealed");
-  ep->api_key_origin = dup_col(r, "api_key_origin");
-  ep->launch_command = dup_col(r, "launch_command");
-  ep->engine_hint = dup_col(r, "engine_hint");
+  ep->name = tb_db_dup(r, 0, "name");
+  ep->base_url = tb_db_dup(r, 0, "base_url");
+  ep->api_key_sealed = tb_db_dup(r, 0, "api_key_sealed");
+  ep->api_key_origin = tb_db_dup(r, 0, "api_key_origin");
+  ep->launch_command = tb_db_dup(r, 0, "launch_command");
+  ep->engine_hint = tb_db_dup(r, 0, "engine_hint");
   ep->hardware = parse_json(r, 0, PQfnumber(r, "hardware"));
   ep->engine = parse_json(r, 0, PQfnumber(r, "engine"));
-  const char *d = tb_db_str(r, 0, "deleted");
-  ep->deleted = d != NULL && d[0] == 't';
+  ep->deleted = tb_db_bool(r, 0, "deleted");
   PQclear(r);
   return 1;
 }

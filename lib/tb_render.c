@@ -575,6 +575,8 @@ static const char html_css[] =
     "th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:right;vertical-align:middle}"
     "td{white-space:nowrap}td.l:last-child{white-space:normal}"
     "th{background:#eef1f4}td.l,th.l{text-align:left}"
+    "tr.flagged td{background:#fff4ce}svg.spark{display:block}"
+    "table.matrix td span.flag{color:#8a5a00;font-weight:600}"
     "table.matrix td{min-width:78px;text-align:center}"
     "table.matrix td b{display:block;font-size:15px}"
     "table.matrix td span{display:block;font-size:11px;opacity:.85}"

@@ -19,9 +19,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tb_cellview.h"
 #include "tb_json.h"
 #include "tb_redact.h"
 #include "tb_render.h"
+#include "tb_sampler.h"
 
 /* ------------------------------------------------------------ JSON access */
 
@@ -248,6 +250,32 @@ cell_note(const json_t *c)
 {
   static _Thread_local char buf[TB_RENDER_NOTE_MAX];
   return tb_render_cell_note(c, buf, sizeof buf);
+}
+
+/* The note with a flagged cell's failed self-checks (tb_cellview). */
+#define NOTE_MAX 800
+
+static const char *
+cell_note_full(const json_t *c, char *buf, size_t len)
+{
+  return tb_cellview_note(c, cell_note(c), buf, len);
+}
+
+/* True when the cell's self-checks failed; why: their reasons. */
+static bool
+cell_flagged(const json_t *c, char *why, size_t len)
+{
+  return tb_sampler_failed_text(c, why, len)[0] != '\0';
+}
+
+/* True when some decode cell has a server view or checks to show. */
+static bool
+any_cellview(const struct view *v)
+{
+  for (size_t i = 0; i < v->dctx.n * v->conc.n; i++)
+    if (v->grid[i] != NULL && tb_cellview_has(v->grid[i]))
+      return true;
+  return false;
 }
 
 /* ------------------------------------------------------- header contents */
@@ -789,9 +817,16 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
         tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
         char pm[64];
         pm_text(cell, pm, sizeof pm);
-        tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span></td>",
+        tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span>",
                          style, t, pm[0] ? "<small class=\"ci\">" : "", pm,
                          pm[0] ? "</small>" : "", ms);
+        char why[NOTE_MAX];
+        if (cell_flagged(cell, why, sizeof why)) {
+          tb_render_puts(b, "<span class=\"flag\" title=\"");
+          tb_render_html(b, why);
+          tb_render_puts(b, "\">\xe2\x9a\xa0 checks failed</span>");
+        }
+        tb_render_puts(b, "</td>");
       } else if (tb_render_cell_caplimited(cell)) {
         any_cl = true;
         tb_render_puts(b, " class=\"oc\" title=\"");
@@ -864,7 +899,7 @@ html_all(struct tb_render_buf *b, const struct view *v)
              "<th>Per request tok/s</th><th>TTFT</th><th>Time between tokens</th>"
              "<th>Average active requests</th><th>Completed requests</th>"
              "<th>Output tokens</th><th>Measured for</th><th class=\"l\">Note</th></tr>\n");
-  char lab[32];
+  char lab[32], note[NOTE_MAX];
   struct figs f;
   for (size_t i = 0; i < v->pctx.n; i++) {
     const json_t *c = v->pcell[i];
@@ -877,7 +912,7 @@ html_all(struct tb_render_buf *b, const struct view *v)
                  "<td>%s</td><td>%s</td><td class=\"l\">",
                      lab, status_word(c), f.total, f.per, f.ttft, f.tbt, f.active, f.completed,
                      f.out, f.measured);
-    tb_render_html(b, cell_note(c));
+    tb_render_html(b, cell_note_full(c, note, sizeof note));
     tb_render_puts(b, "</td></tr>\n");
   }
   for (size_t r = 0; r < v->dctx.n; r++)
@@ -892,10 +927,22 @@ html_all(struct tb_render_buf *b, const struct view *v)
                    "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
                        lab, v->conc.v[k], status_word(c), f.total, f.per, f.ttft, f.tbt,
                        f.active, f.completed, f.out, f.measured);
-      tb_render_html(b, cell_note(c));
+      tb_render_html(b, cell_note_full(c, note, sizeof note));
       tb_render_puts(b, "</td></tr>\n");
     }
   tb_render_puts(b, "</table></div>\n");
+  if (!any_cellview(v))
+    return;
+  tb_cellview_html_head(b);
+  for (size_t r = 0; r < v->dctx.n; r++)
+    for (size_t k = 0; k < v->conc.n; k++) {
+      const json_t *c = grid_at(v, r, k);
+      if (c == NULL || !tb_cellview_has(c))
+        continue;
+      tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
+      tb_cellview_html_cell(b, lab, v->conc.v[k], c);
+    }
+  tb_cellview_html_end(b);
 }
 
 static void
@@ -1063,7 +1110,9 @@ render_md(struct tb_render_buf *b, const struct view *v)
           tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
           char pm[64];
           pm_text(cell, pm, sizeof pm);
-          tb_render_printf(b, " **%s**%s<br>%s TTFT |", t, pm, ms);
+          char why[NOTE_MAX];
+          tb_render_printf(b, " **%s**%s<br>%s TTFT%s |", t, pm, ms,
+                           cell_flagged(cell, why, sizeof why) ? "<br>\xe2\x9a\xa0 checks failed" : "");
         } else if (cell == NULL) {
           tb_render_puts(b, " " TB_RENDER_DASH " |");
         } else {
@@ -1081,6 +1130,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
              "requests | Output tokens | Measured for | Note |\n"
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   struct figs f;
+  char note[NOTE_MAX];
   for (size_t i = 0; i < v->pctx.n; i++) {
     const json_t *c = v->pcell[i];
     if (c == NULL)
@@ -1090,7 +1140,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
     tb_render_printf(b, "| Prefill | %s | 1 | %s | %s | %s | %s | %s | %s | %s | %s | %s | ", lab,
                      status_word(c), f.total, f.per, f.ttft, f.tbt, f.active, f.completed, f.out,
                      f.measured);
-    tb_render_md(b, cell_note(c));
+    tb_render_md(b, cell_note_full(c, note, sizeof note));
     tb_render_puts(b, " |\n");
   }
   for (size_t r = 0; r < v->dctx.n; r++)
@@ -1104,10 +1154,21 @@ render_md(struct tb_render_buf *b, const struct view *v)
                    "%s | %s | %s | ",
                        lab, v->conc.v[k], status_word(c), f.total, f.per, f.ttft, f.tbt, f.active,
                        f.completed, f.out, f.measured);
-      tb_render_md(b, cell_note(c));
+      tb_render_md(b, cell_note_full(c, note, sizeof note));
       tb_render_puts(b, " |\n");
     }
   tb_render_puts(b, "\n</details>\n");
+  if (any_cellview(v)) {
+    tb_cellview_md_head(b);
+    for (size_t r = 0; r < v->dctx.n; r++)
+      for (size_t k = 0; k < v->conc.n; k++) {
+        const json_t *c = grid_at(v, r, k);
+        if (c == NULL || !tb_cellview_has(c))
+          continue;
+        tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
+        tb_cellview_md_row(b, lab, v->conc.v[k], c);
+      }
+  }
   free(title);
   free(eng);
   free(mx);
@@ -1123,7 +1184,7 @@ static const char csv_header[] =
     "measured_s,token_source,total_tps_se,total_tps_ci95_lo,total_tps_ci95_hi,"
     "ttft_p50_ci95_lo_ms,ttft_p50_ci95_hi_ms,tbt_p50_ci95_lo_ms,tbt_p50_ci95_hi_ms,"
     "prompt_tps_ci95_lo,prompt_tps_ci95_hi,repeats,total_tps_capacity_limited,readiness,"
-    "readiness_reason,prompt_tokens_source,scheduler_cap\r\n";
+    "readiness_reason,prompt_tokens_source,scheduler_cap";
 
 static void
 csv_int(struct tb_render_buf *b, const json_t *c, const char *k)
@@ -1196,6 +1257,7 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   }
   tb_render_puts(b, ",");
   csv_int(b, c, "scheduler_cap");
+  tb_cellview_csv_cols(b, c);
   tb_render_puts(b, "\r\n");
 }
 
@@ -1203,6 +1265,8 @@ static void
 render_csv(struct tb_render_buf *b, const struct view *v)
 {
   tb_render_puts(b, csv_header);
+  tb_render_puts(b, tb_cellview_csv_head);
+  tb_render_puts(b, "\r\n");
   for (size_t i = 0; i < v->pctx.n; i++)
     if (v->pcell[i])
       csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tb_json.h"
+#include "tb_sampler.h"
 
 static const char *const doc_statuses[] = { "complete", "partial", "failed",
                                             "cancelled", "running", "queued" };
@@ -301,6 +302,10 @@ repeat_runs(json_t *const *reps, size_t n, const char *figure, const char *ci)
     if (json_is_integer(seq))
       json_object_set_new(o, "seq", json_copy((json_t *)seq));
     json_object_set_new(o, figure, num_or_null(fig(reps[r], figure)));
+    /* each repeat's server series stays with its run (tb_sampler) */
+    const json_t *ss = json_object_get(reps[r], "server_series");
+    if (json_is_object(ss))
+      json_object_set_new(o, "server_series", json_deep_copy(ss));
     const json_t *iv = ci ? json_object_get(reps[r], ci) : NULL;
     if (iv != NULL)
       json_object_set_new(o, ci, json_deep_copy(iv));
@@ -404,6 +409,9 @@ combine_decode(json_t *const *reps, size_t n)
     tb_result_cell_set_prompt_estimate(cell, json_string_value(est));
   json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "total_tps", "total_tps_ci95"));
+  json_t *checks = tb_sampler_combine_checks(reps, n);
+  if (checks != NULL)
+    json_object_set_new(cell, "checks", checks);
   json_object_set_new(cell, "samples", samples);
   tb_stats_free(&ttft);
   tb_stats_free(&tbt);

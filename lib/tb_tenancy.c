@@ -1,7 +1,7 @@
 /*
- * tb_tenancy: see tb_tenancy.h.  The limits are read once at start; the two
- * statements (a project's queued count, the prune) sit here beside the C
- * that binds them.
+ * tb_tenancy: see tb_tenancy.h.  The limits are read once at start; the
+ * prune, shared by the workers, sits here beside the C that binds it (the
+ * queued count is the job insert's: service/q_jobs.c).
  */
 #include "tb_tenancy.h"
 
@@ -19,17 +19,11 @@ parse_groups(const char *v, char **err)
   size_t n = v != NULL ? strlen(v) : 0;
   char *out = tb_xmalloc(n + 1);
   size_t o = 0, names = 0;
-  const char *p = v != NULL ? v : "";
-  while (*p != '\0') {
-    size_t l = strcspn(p, ",");
-    const char *s = p, *e = p + l;
-    while (s < e && *s == ' ')
-      s++;
-    while (e > s && e[-1] == ' ')
-      e--;
-    size_t len = (size_t)(e - s);
+  const char *p = v, *s;
+  size_t len;
+  while (tb_list_next(&p, &s, &len)) {
     bool ok = len <= TB_TENANCY_GROUP_MAX;
-    for (const char *c = s; ok && c < e; c++)
+    for (const char *c = s; ok && c < s + len; c++)
       ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
            *c == '.' || *c == '_' || *c == '-';
     if (!ok || (len > 0 && ++names > TB_TENANCY_SHARED_MAX)) {
@@ -45,9 +39,6 @@ parse_groups(const char *v, char **err)
       memcpy(out + o, s, len);
       o += len;
     }
-    p += l;
-    if (*p == ',')
-      p++;
   }
   out[o] = '\0';
   return out;
@@ -110,50 +101,38 @@ refuse(struct tb_tenancy_refusal *why, const char *limit, const char *setting, i
            value, (long long)max, limit);
 }
 
+/* The one count-and-refuse: true when value stays within max (<= 0: no
+ * limit); else false with *why filled (refuse's arguments). */
+static bool
+within(struct tb_tenancy_refusal *why, const char *limit, const char *setting, int64_t max,
+       double value, bool too_large, const char *what)
+{
+  if (max <= 0 || value <= (double)max)
+    return true;
+  refuse(why, limit, setting, max, value, too_large, what);
+  return false;
+}
+
 bool
 tb_tenancy_check_spec(const struct tb_tenancy *t, const json_t *spec,
                       struct tb_tenancy_refusal *why)
 {
   json_t *ma = json_object_get(spec, "max_attempts");
-  if (json_is_integer(ma) && json_integer_value(ma) > t->max_attempts) {
-    refuse(why, "max_attempts", "TOKBENCH_LIMIT_MAX_ATTEMPTS", t->max_attempts,
-           (double)json_integer_value(ma), true, "max_attempts is");
-    return false;
-  }
-  if (t->job_seconds > 0) {
-    double secs = tb_tenancy_job_seconds(spec);
-    if (secs > (double)t->job_seconds) {
-      refuse(why, "job_seconds", "TOKBENCH_LIMIT_JOB_SECONDS", t->job_seconds, secs, true,
-             "the job would take cells x repeats x (duration_s + settle_s) =");
-      return false;
-    }
-  }
-  return true;
+  return (!json_is_integer(ma) ||
+          within(why, "max_attempts", "TOKBENCH_LIMIT_MAX_ATTEMPTS", t->max_attempts,
+                 (double)json_integer_value(ma), true, "max_attempts is")) &&
+         (t->job_seconds <= 0 ||
+          within(why, "job_seconds", "TOKBENCH_LIMIT_JOB_SECONDS", t->job_seconds,
+                 tb_tenancy_job_seconds(spec), true,
+                 "the job would take cells x repeats x (duration_s + settle_s) ="));
 }
 
-static const struct tb_db_stmt queued_count = {
-  "tenancy_queued_count",
-  "SELECT count(*) AS queued FROM jobs WHERE project_id = $1::uuid AND state = 'queued'",
-};
-
-int
-tb_tenancy_check_queued(struct tb_db *db, const struct tb_tenancy *t, const char *project_id,
-                        struct tb_tenancy_refusal *why)
+void
+tb_tenancy_refuse_queued(const struct tb_tenancy *t, int64_t queued,
+                         struct tb_tenancy_refusal *why)
 {
-  if (t->queued <= 0)
-    return 1;
-  const char *p[] = { project_id };
-  PGresult *r = NULL;
-  int rc = tb_db_exec(db, &queued_count, 1, p, &r);
-  if (rc < 0)
-    return rc;
-  int64_t n = rc == 1 ? tb_db_i64(r, 0, "queued") : 0;
-  PQclear(r);
-  if (n < t->queued)
-    return 1;
-  refuse(why, "queued_jobs", "TOKBENCH_LIMIT_QUEUED", t->queued, (double)n, false,
+  refuse(why, "queued_jobs", "TOKBENCH_LIMIT_QUEUED", t->queued, (double)queued, false,
          "the project has queued jobs:");
-  return 0;
 }
 
 static const struct tb_db_stmt prune = {

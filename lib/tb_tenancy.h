@@ -104,12 +104,12 @@ double tb_tenancy_job_seconds(const json_t *spec);
 bool tb_tenancy_check_spec(const struct tb_tenancy *t, const json_t *spec,
                            struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
-/* Checks that project_id may queue one more job (TOKBENCH_LIMIT_QUEUED).
- * Returns 1 when it may, 0 with *why filled when it may not, TB_DB_SOFT /
- * TB_DB_HARD on database errors.  Counted outside any lock: submits that
- * race can pass the limit by the number in flight. */
-int tb_tenancy_check_queued(struct tb_db *db, const struct tb_tenancy *t, const char *project_id,
-                            struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+/* Fills *why for a project that may not queue one more job: it has queued
+ * (>= t->queued) queued jobs (TOKBENCH_LIMIT_QUEUED).  The count itself is
+ * part of the job insert (service/q_jobs.h), under the project's lock, so
+ * concurrent submits cannot pass the limit together. */
+void tb_tenancy_refuse_queued(const struct tb_tenancy *t, int64_t queued,
+                              struct tb_tenancy_refusal *why);
 
 /* Deletes hook deliveries received and Idempotency-Keys created more than
  * retention_s seconds ago.  Returns the number of rows deleted, or

@@ -3,6 +3,7 @@
  */
 #include "tb_util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -87,6 +88,24 @@ tb_xasprintf(const char *fmt, ...)
   vsnprintf(p, (size_t)n + 1, fmt, ap);
   va_end(ap);
   return p;
+}
+
+bool
+tb_list_next(const char **p, const char **item, size_t *len)
+{
+  const char *s = *p;
+  if (s == NULL || *s == '\0')
+    return false;
+  size_t l = strcspn(s, ",");
+  const char *a = s, *b = s + l;
+  while (a < b && isspace((unsigned char)*a))
+    a++;
+  while (b > a && isspace((unsigned char)b[-1]))
+    b--;
+  *item = a;
+  *len = (size_t)(b - a);
+  *p = s[l] == ',' ? s + l + 1 : s + l;
+  return true;
 }
 
 int64_t

@@ -32,6 +32,12 @@ char *tb_xstrndup(const char *s, size_t n);
 /* New string formatted like printf; caller frees. */
 char *tb_xasprintf(const char *fmt, ...) TB_PRINTF(1, 2);
 
+/* The next item of a comma-separated list (a setting such as
+ * TOKBENCH_SHARED_GROUPS): from *p, with white space around it trimmed,
+ * into *item and *len (0 for an empty item, "a,,b"); *p moves past its
+ * comma.  False when *p is at the end (or NULL). */
+bool tb_list_next(const char **p, const char **item, size_t *len);
+
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 int64_t tb_time_mono_ns(void);
 /* Wall clock in microseconds since the epoch. */

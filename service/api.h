@@ -184,25 +184,32 @@ void tb_api_add_common_headers(struct tb_api_req *r, struct MHD_Response *resp);
 enum MHD_Result tb_api_reply_db(struct tb_api_req *r, int db_rc);
 
 /*
- * The shapes most read and delete routes share, database round trip included
- * (params borrowed):
- * tb_api_reply_query runs st and replies status with the first column of its
- * first row (a JSON text), wrapped as {"<wrap>": ...} when wrap is not NULL;
- * 404 with not_found as detail when there is no row; 503/500 on a database
- * error.  tb_api_reply_delete runs st and replies 204, or 404 (not_found)
- * when it touched no row.
+ * The shapes most read and delete routes share, after the query function
+ * (service/q_<family>.h) has run:
+ * tb_api_found: true when rc > 0; else false with a reply queued into *ret:
+ * 404 (not_found as detail) for rc 0, 503/500 for a database error.
+ * tb_api_reply_doc: replies status with doc (stolen: a JSON text), wrapped
+ * as {"<wrap>": ...} when wrap is not NULL; as tb_api_found when rc <= 0 or
+ * doc is NULL (no row).
+ * tb_api_reply_deleted: 204, or as tb_api_found when rc <= 0 (no row
+ * touched).
  */
-/* Runs st on a pooled connection.  True with *res (the caller clears it)
- * holding at least one row; else false with a reply queued into *ret: 404
- * (not_found as detail) for no row, 503/500 for a database error. */
-bool tb_api_query_row(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
-                      const char *const *params, const char *not_found, PGresult **res,
-                      enum MHD_Result *ret) TB_MUST_CHECK;
-enum MHD_Result tb_api_reply_query(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
-                                   const char *const *params, unsigned status, const char *wrap,
-                                   const char *not_found);
-enum MHD_Result tb_api_reply_delete(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
-                                    const char *const *params, const char *not_found);
+bool tb_api_found(struct tb_api_req *r, int rc, const char *not_found,
+                  enum MHD_Result *ret) TB_MUST_CHECK;
+enum MHD_Result tb_api_reply_doc(struct tb_api_req *r, int rc, char *doc, unsigned status,
+                                 const char *wrap, const char *not_found);
+enum MHD_Result tb_api_reply_deleted(struct tb_api_req *r, int rc, const char *not_found);
+/* The three routes of most families, query function included (on a pooled
+ * connection): a list of the project's rows (200 {"<wrap>": [...]}), one
+ * row by r->id (200, or 404 not_found), a delete by r->id (204, or 404). */
+typedef int (*tb_api_list_fn)(struct tb_db *db, const char *project_id, char **doc);
+typedef int (*tb_api_get_fn)(struct tb_db *db, const char *id, const char *project_id,
+                             char **doc);
+typedef int (*tb_api_delete_fn)(struct tb_db *db, const char *id, const char *project_id);
+enum MHD_Result tb_api_reply_list(struct tb_api_req *r, tb_api_list_fn q, const char *wrap);
+enum MHD_Result tb_api_reply_get(struct tb_api_req *r, tb_api_get_fn q, const char *not_found);
+enum MHD_Result tb_api_reply_delete(struct tb_api_req *r, tb_api_delete_fn q,
+                                    const char *not_found);
 /* 201 with doc (stolen), which holds a new secret under "secret" shown this
  * once: jansson's copy and the encoded text are wiped before they are freed.
  * loc: the Location header. */

@@ -5,7 +5,8 @@
  * by the key hash, guarded by one mutex (a lookup is a few hundred
  * nanoseconds; the database round trip it saves is ~100 us).  When the table
  * is full, the oldest entry of the probe window is replaced.  The stored hash
- * is compared with the presented one in constant time.
+ * is compared with the presented one in constant time.  The lookup's
+ * statement: service/q_keys.c.
  */
 #include "api_auth.h"
 
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "q_keys.h"
 #include "tb_log.h"
 
 #define TB_KEYCACHE_SLOTS 4096 /* power of two */
@@ -108,42 +110,30 @@ place(struct tb_api_keycache *kc, const char *hash)
   return oldest;
 }
 
-static const struct tb_db_stmt key_lookup = {
-  "api_key_lookup",
-  "UPDATE api_keys SET last_used_at = now() WHERE key_hash = $1 "
-  "RETURNING id::text, project_id::text, array_to_string(scopes, ','), "
-  "  coalesce((extract(epoch FROM expires_at) * 1000000)::bigint, 0), "
-  "  revoked_at IS NOT NULL, key_hash",
-};
-
 /* Fetches the record of hash.  1 found, 0 unknown, < 0 database error. */
 static int
 fetch(struct tb_api_req *r, const char *hash, struct entry *out)
 {
+  struct tb_q_keys_record k;
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  const char *p[] = { hash };
-  int rc = tb_db_exec(db, &key_lookup, 1, p, &res);
+  int rc = tb_q_keys_lookup(db, hash, &k);
   tb_api_db_put(r, db);
-  if (rc <= 0) {
-    PQclear(res);
+  if (rc <= 0)
     return rc;
-  }
   memset(out, 0, sizeof *out);
   out->used = true;
-  snprintf(out->hash, sizeof out->hash, "%s", PQgetvalue(res, 0, 5));
-  snprintf(out->key_id, sizeof out->key_id, "%s", PQgetvalue(res, 0, 0));
-  snprintf(out->project_id, sizeof out->project_id, "%s", PQgetvalue(res, 0, 1));
+  snprintf(out->hash, sizeof out->hash, "%s", k.key_hash);
+  snprintf(out->key_id, sizeof out->key_id, "%s", k.id);
+  snprintf(out->project_id, sizeof out->project_id, "%s", k.project_id);
   unsigned mask = 0;
-  if (!tb_auth_parse_scopes(PQgetvalue(res, 0, 2), &mask))
+  if (!tb_auth_parse_scopes(k.scopes, &mask))
     mask = 0;
   out->scopes = tb_auth_effective(mask);
   int64_t exp = 0;
-  if (!tb_parse_i64(PQgetvalue(res, 0, 3), INT64_MIN, INT64_MAX, &exp))
+  if (!tb_parse_i64(k.expires_us, INT64_MIN, INT64_MAX, &exp))
     exp = 1; /* unreadable expiry: treat as expired */
   out->expires_us = exp;
-  out->revoked = PQgetvalue(res, 0, 4)[0] == 't';
-  PQclear(res);
+  out->revoked = k.revoked;
   return 1;
 }
 

@@ -3,7 +3,9 @@
  */
 #include "api_ci.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_jobs.h"
@@ -40,6 +42,72 @@ tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char *no_m
     return false;
   }
   return true;
+}
+
+bool
+tb_api_ci_new_body(struct tb_api_req *r, const char *const *allowed, struct tb_api_ci_new *n,
+                   enum MHD_Result *ret)
+{
+  n->body = tb_api_body_json(r, ret);
+  return n->body != NULL && tb_api_only_members(r, n->body, allowed, ret);
+}
+
+bool
+tb_api_ci_new_events(struct tb_api_req *r, struct tb_api_ci_new *n, const char *def, size_t min,
+                     size_t max, bool (*name_ok)(const char *), const char *bad_array,
+                     const char *bad_name, enum MHD_Result *ret)
+{
+  json_t *events = json_object_get(n->body, "events"), *e;
+  size_t i;
+  if (events == NULL) {
+    n->events = tb_xstrdup(def);
+    return true;
+  }
+  if (!json_is_array(events) || json_array_size(events) < min || json_array_size(events) > max) {
+    *ret = tb_api_reply_invalid(r, "events", bad_array);
+    return false;
+  }
+  json_array_foreach(events, i, e) {
+    if (!json_is_string(e) || !name_ok(json_string_value(e))) {
+      *ret = tb_api_reply_invalid(r, "events", bad_name);
+      return false;
+    }
+  }
+  n->events = json_dumps(events, JSON_COMPACT);
+  return true;
+}
+
+void
+tb_api_ci_new_clear(struct tb_api_ci_new *n)
+{
+  if (n->secret != NULL)
+    OPENSSL_cleanse(n->secret, strlen(n->secret));
+  free(n->secret);
+  free(n->sealed);
+  free(n->events);
+  free(n->doc);
+  json_decref(n->body);
+  memset(n, 0, sizeof *n);
+}
+
+enum MHD_Result
+tb_api_ci_reply_created(struct tb_api_req *r, const struct tb_api_ci_new *n, const char *base,
+                        bool with_url)
+{
+  json_error_t jerr;
+  json_t *doc = json_loads(n->doc != NULL ? n->doc : "", 0, &jerr);
+  if (doc == NULL)
+    return tb_api_reply_error(r, TB_EC_INTERNAL, "cannot read the new document", NULL);
+  char *loc = tb_xasprintf("%s%s", base, n->id);
+  if (with_url) {
+    char *url = tb_xasprintf("%s%s", tb_api_ci_public_url(r->api), loc);
+    json_object_set_new(doc, "url", json_string(url));
+    free(url);
+  }
+  json_object_set_new(doc, "secret", json_string(n->secret));
+  enum MHD_Result ret = tb_api_reply_secret_created(r, doc, loc);
+  free(loc);
+  return ret;
 }
 
 const char *

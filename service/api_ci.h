@@ -40,6 +40,34 @@ bool tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char 
                           char id[TB_API_ID_LEN + 1], char **secret, char **sealed,
                           enum MHD_Result *ret) TB_MUST_CHECK;
 
+/* What the create handler of a hook or a callback holds, freed in one
+ * place (tb_api_ci_new_clear, the secret wiped). */
+struct tb_api_ci_new {
+  json_t *body;   /* the request's JSON object */
+  char *events;   /* its "events" as a JSON array text */
+  char id[TB_API_ID_LEN + 1];
+  char *secret, *sealed;
+  char *doc;      /* the new row's document, as the insert returned it */
+};
+/* Reads r's body into n->body (a JSON object of the allowed members
+ * only).  False with a reply queued into *ret. */
+bool tb_api_ci_new_body(struct tb_api_req *r, const char *const *allowed, struct tb_api_ci_new *n,
+                        enum MHD_Result *ret) TB_MUST_CHECK;
+/* n->body's "events" into n->events: def when absent, else an array of
+ * min to max strings that name_ok accepts (422 on "events": bad_array for
+ * the array, bad_name for a name).  False with a reply queued into *ret. */
+bool tb_api_ci_new_events(struct tb_api_req *r, struct tb_api_ci_new *n, const char *def,
+                          size_t min, size_t max, bool (*name_ok)(const char *),
+                          const char *bad_array, const char *bad_name,
+                          enum MHD_Result *ret) TB_MUST_CHECK;
+void tb_api_ci_new_clear(struct tb_api_ci_new *n);
+
+/* 201 for the new hook or callback n: n->doc with "secret" (shown this
+ * once: tb_api_reply_secret_created) and, when with_url, "url" (the public
+ * URL of the Location); Location: base followed by n->id. */
+enum MHD_Result tb_api_ci_reply_created(struct tb_api_req *r, const struct tb_api_ci_new *n,
+                                        const char *base, bool with_url);
+
 /* The public base URL for links (TOKBENCH_PUBLIC_URL, else
  * http://<listen host>:<port>); borrowed from the config or a static. */
 const char *tb_api_ci_public_url(struct tb_api *api);

@@ -8,7 +8,8 @@
  *                               first: ?job_id= &status= &limit= (<= 200)
  *
  * The dispatcher that sends them (lib/tb_deliver.c) runs as a thread of this
- * process: tb_api_deliveries_start / _stop, called by main.c.
+ * process: tb_api_deliveries_start / _stop, called by main.c.  The
+ * statements of the routes: service/q_deliveries.c.
  */
 #include <openssl/crypto.h>
 #include <string.h>
@@ -18,61 +19,28 @@
 #include "api_ci.h"
 #include "api_deliveries.h"
 #include "api_spec.h"
+#include "q_deliveries.h"
 #include "tb_deliver.h"
 #include "tb_log.h"
 #include "tb_webhook.h"
 
-#define CALLBACK_JSON                                                                      \
-  "json_build_object('id', c.id, 'url', c.url, 'scope', c.scope, 'events', c.events, "     \
-  "'created_at', c.created_at)"
-
-static const struct tb_db_stmt cb_insert = {
-  "ci_cb_insert",
-  "INSERT INTO callbacks AS c (id, project_id, url, scope, events, secret_sealed) "
-  "VALUES ($1, $2, $3, $4, ARRAY(SELECT json_array_elements_text($5::json)), $6) "
-  "RETURNING " CALLBACK_JSON "::text",
-};
-
-static const struct tb_db_stmt cb_list = {
-  "ci_cb_list",
-  "SELECT coalesce(json_agg(" CALLBACK_JSON " ORDER BY c.created_at), '[]')::text "
-  "FROM callbacks c WHERE c.project_id = $1 AND c.deleted_at IS NULL",
-};
-
-static const struct tb_db_stmt cb_delete = {
-  "ci_cb_delete",
-  "UPDATE callbacks SET deleted_at = now() WHERE id = $1 AND project_id = $2 "
-  "AND deleted_at IS NULL",
-};
-
-static const struct tb_db_stmt dl_list = {
-  "ci_dl_list",
-  "SELECT coalesce(json_agg(json_build_object('id', d.id, 'job_id', d.job_id, "
-  "  'callback_id', d.callback_id, 'url', d.url, 'event', d.event, 'status', d.status, "
-  "  'attempts', d.attempts, 'next_attempt_at', CASE WHEN d.status IN ('pending', 'sending') "
-  "  THEN d.next_attempt_at END, 'response_code', d.response_code, "
-  "  'last_error', d.last_error, 'created_at', d.created_at, 'updated_at', d.updated_at, "
-  "  'delivered_at', d.delivered_at) ORDER BY d.created_at DESC, d.id DESC), '[]')::text "
-  "FROM (SELECT * FROM webhook_deliveries WHERE project_id = $1 "
-  "  AND ($2::uuid IS NULL OR job_id = $2::uuid) AND ($3::text IS NULL OR status = $3) "
-  "  ORDER BY created_at DESC, id DESC LIMIT $4::int) d",
-};
-
+/* An event a callback may be sent for. */
+static bool
+callback_event_ok(const char *s)
+{
+  return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0;
+}
 
 enum MHD_Result
 tb_api_deliveries_callback_create(struct tb_api_req *r)
 {
   enum MHD_Result ret;
-  json_t *body = tb_api_body_json(r, &ret);
-  if (body == NULL)
-    return ret;
-  char *secret = NULL, *sealed = NULL, *events_text = NULL;
+  struct tb_api_ci_new n = { 0 };
   static const char *const allowed[] = { "url", "scope", "events", NULL };
-  if (!tb_api_only_members(r, body, allowed, &ret))
+  if (!tb_api_ci_new_body(r, allowed, &n, &ret))
     goto out;
-  const char *url = json_string_value(json_object_get(body, "url"));
-  const char *scope = json_string_value(json_object_get(body, "scope"));
-  json_t *events = json_object_get(body, "events");
+  const char *url = json_string_value(json_object_get(n.body, "url"));
+  const char *scope = json_string_value(json_object_get(n.body, "scope"));
   if (url == NULL || !tb_spec_url_ok(url)) {
     ret = tb_api_reply_invalid(r, "url", "an http:// or https:// URL without credentials");
     goto out;
@@ -86,69 +54,36 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
                               "the URL in callbacks)");
     goto out;
   }
-  if (events == NULL) {
-    events_text = tb_xstrdup("[\"succeeded\",\"failed\",\"cancelled\"]");
-  } else {
-    size_t i;
-    json_t *e;
-    if (!json_is_array(events) || json_array_size(events) == 0 || json_array_size(events) > 3) {
-      ret = tb_api_reply_invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
-      goto out;
-    }
-    json_array_foreach(events, i, e) {
-      const char *s = json_string_value(e);
-      if (s == NULL || (strcmp(s, "succeeded") != 0 && strcmp(s, "failed") != 0 &&
-                        strcmp(s, "cancelled") != 0)) {
-        ret = tb_api_reply_invalid(r, "events", "a non-empty array of succeeded, failed, cancelled");
-        goto out;
-      }
-    }
-    events_text = json_dumps(events, JSON_COMPACT);
-  }
-  char id[TB_API_ID_LEN + 1];
-  if (!tb_api_ci_new_secret(r, tb_webhook_secret_new_outbound,
-                            "callback secrets are sealed with the master key", id, &secret,
-                            &sealed, &ret))
+  static const char *const bad = "a non-empty array of succeeded, failed, cancelled";
+  if (!tb_api_ci_new_events(r, &n, "[\"succeeded\",\"failed\",\"cancelled\"]", 1, 3,
+                            callback_event_ok, bad, bad, &ret) ||
+      !tb_api_ci_new_secret(r, tb_webhook_secret_new_outbound,
+                            "callback secrets are sealed with the master key", n.id, &n.secret,
+                            &n.sealed, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  const char *p[] = { id, r->project_id, url, scope, events_text, sealed };
-  int rc = tb_db_exec(db, &cb_insert, 6, p, &res);
+  int rc = tb_q_deliveries_callback_insert(db, n.id, r->project_id, url, scope, n.events,
+                                           n.sealed, &n.doc);
   tb_api_db_put(r, db);
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
-  } else {
-    json_error_t jerr;
-    json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-    json_object_set_new(doc, "secret", json_string(secret));
-    char *loc = tb_xasprintf("/v1/callbacks/%s", id);
-    ret = tb_api_reply_secret_created(r, doc, loc);
-    free(loc);
-  }
-  PQclear(res);
+  if (rc <= 0 || n.doc == NULL)
+    ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
+  else
+    ret = tb_api_ci_reply_created(r, &n, "/v1/callbacks/", false);
 out:
-  if (secret != NULL) {
-    OPENSSL_cleanse(secret, strlen(secret));
-    free(secret);
-  }
-  free(sealed);
-  free(events_text);
-  json_decref(body);
+  tb_api_ci_new_clear(&n);
   return ret;
 }
 
 enum MHD_Result
 tb_api_deliveries_callback_list(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id };
-  return tb_api_reply_query(r, &cb_list, 1, p, MHD_HTTP_OK, "callbacks", NULL);
+  return tb_api_reply_list(r, tb_q_deliveries_callback_list, "callbacks");
 }
 
 enum MHD_Result
 tb_api_deliveries_callback_delete(struct tb_api_req *r)
 {
-  const char *p[] = { r->id, r->project_id };
-  return tb_api_reply_delete(r, &cb_delete, 2, p, "no such callback");
+  return tb_api_reply_delete(r, tb_q_deliveries_callback_delete, "no such callback");
 }
 
 enum MHD_Result
@@ -165,10 +100,11 @@ tb_api_deliveries_list(struct tb_api_req *r)
                               "status: pending, sending, succeeded or failed", NULL);
   if (limit_s != NULL && !tb_parse_i64(limit_s, 1, 200, &limit))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "limit: 1 to 200", NULL);
-  char lim[24];
-  snprintf(lim, sizeof lim, "%lld", (long long)limit);
-  const char *p[] = { r->project_id, job, status, lim };
-  return tb_api_reply_query(r, &dl_list, 4, p, MHD_HTTP_OK, "deliveries", NULL);
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_deliveries_list(db, r->project_id, job, status, (int)limit, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, "deliveries", NULL);
 }
 
 /* ---- the dispatcher thread ------------------------------------------- */

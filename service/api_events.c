@@ -16,35 +16,25 @@
  *
  * The response is a content-reader callback.  With nothing to send it arms a
  * waiter on the job (api_notify.c) with the next ping as deadline, looks once
- * more, and suspends the connection: no thread is held while waiting.
+ * more, and suspends the connection: no thread is held while waiting.  The
+ * statements: service/q_events.c.
  */
 #include <string.h>
 
 #include "api_handlers.h"
 #include "api_notify.h"
 #include "api_streams.h"
+#include "q_events.h"
 #include "tb_jobdoc.h"
 
-#define TB_SSE_BATCH 200
 #define TB_SSE_BLOCK 16384
-
-static const struct tb_db_stmt ev_owner = {
-  "api_ev_owner",
-  "SELECT 1 FROM jobs WHERE id = $1 AND project_id = $2",
-};
-
-static const struct tb_db_stmt ev_next = {
-  "api_ev_next",
-  "SELECT e.id, e.kind, e.data::text, j.state FROM jobs j LEFT JOIN LATERAL "
-  "  (SELECT id, kind, data FROM job_events WHERE job_id = j.id AND id > $2::bigint "
-  "   ORDER BY id LIMIT " "200" ") e ON true WHERE j.id = $1 ORDER BY e.id",
-};
 
 struct sse {
   int64_t last_id;
   char *buf;
   size_t len, pos, cap;
   bool done;
+  bool got; /* fill added an event */
   int64_t last_send_ns;
 };
 
@@ -66,47 +56,40 @@ append(struct sse *s, const char *data, size_t n)
   s->len += n;
 }
 
+/* One event into s (tb_q_events_fn); false once the job's last came. */
+static bool
+add_event(void *cls, int64_t id, const char *kind, const char *data, size_t len)
+{
+  struct sse *s = cls;
+  char head[96];
+  int hl = snprintf(head, sizeof head, "id: %lld\nevent: %s\ndata: ", (long long)id, kind);
+  append(s, head, (size_t)hl);
+  append(s, data, len); /* jsonb text: no newlines */
+  append(s, "\n\n", 2);
+  s->last_id = id;
+  s->got = true;
+  if (strcmp(kind, "state") == 0) {
+    json_t *d = json_loads(data, 0, NULL);
+    if (tb_jobdoc_terminal(json_string_value(json_object_get(d, "state"))))
+      s->done = true;
+    json_decref(d);
+  }
+  return !s->done;
+}
+
 /* Reads the next events into s.  1: something to send, 0: nothing, -1 error. */
 static int
 fill(struct tb_api_req *r, struct sse *s, bool *job_ended)
 {
-  char last[24];
-  snprintf(last, sizeof last, "%lld", (long long)s->last_id);
-  const char *p[] = { r->id, last };
-  PGresult *res = NULL;
+  char state[16];
+  s->got = false;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &ev_next, 2, p, &res);
+  int rc = tb_q_events_next(db, r->id, s->last_id, state, add_event, s);
   tb_api_db_put(r, db);
-  if (rc <= 0) {
-    PQclear(res);
+  if (rc <= 0)
     return -1;
-  }
-  int got = 0;
-  *job_ended = tb_jobdoc_terminal(PQgetvalue(res, 0, 3));
-  for (int i = 0; i < rc && !s->done; i++) {
-    if (PQgetisnull(res, i, 0))
-      continue;
-    int64_t id = 0;
-    if (!tb_parse_i64(PQgetvalue(res, i, 0), 0, INT64_MAX, &id))
-      continue;
-    const char *kind = PQgetvalue(res, i, 1);
-    const char *data = PQgetvalue(res, i, 2);
-    char head[96];
-    int hl = snprintf(head, sizeof head, "id: %lld\nevent: %s\ndata: ", (long long)id, kind);
-    append(s, head, (size_t)hl);
-    append(s, data, (size_t)PQgetlength(res, i, 2)); /* jsonb text: no newlines */
-    append(s, "\n\n", 2);
-    s->last_id = id;
-    got = 1;
-    if (strcmp(kind, "state") == 0) {
-      json_t *d = json_loads(data, 0, NULL);
-      if (tb_jobdoc_terminal(json_string_value(json_object_get(d, "state"))))
-        s->done = true;
-      json_decref(d);
-    }
-  }
-  PQclear(res);
-  return got;
+  *job_ended = tb_jobdoc_terminal(state);
+  return s->got ? 1 : 0;
 }
 
 static ssize_t
@@ -161,9 +144,8 @@ tb_api_jobs_events(struct tb_api_req *r)
   int64_t last = 0;
   if (lei != NULL && lei[0] != '\0' && !tb_parse_i64(lei, 0, INT64_MAX, &last))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "Last-Event-ID must be an event id", NULL);
-  const char *p[] = { r->id, r->project_id };
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &ev_owner, 2, p, NULL);
+  int rc = tb_q_events_job_exists(db, r->id, r->project_id);
   tb_api_db_put(r, db);
   if (rc < 0)
     return tb_api_reply_db(r, rc);

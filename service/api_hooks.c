@@ -25,7 +25,8 @@
  *
  * Labels of the job: the preset's, plus ref, sha, repository, event and
  * delivery taken from the GitHub payload (tb_webhook_github_labels), or the
- * generic body's "labels" object when it has one.
+ * generic body's "labels" object when it has one.  The statements:
+ * service/q_hooks.c.
  */
 #include <openssl/crypto.h>
 #include <string.h>
@@ -34,71 +35,12 @@
 #include "api_ci.h"
 #include "api_jobs.h"
 #include "api_spec.h"
+#include "q_hooks.h"
 #include "tb_log.h"
 #include "tb_metrics.h"
 #include "tb_webhook.h"
 
 #define DELIVERY_ID_MAX 200
-
-#define HOOK_JSON                                                                          \
-  "json_build_object('id', h.id, 'name', h.name, 'kind', h.kind, 'events', h.events, "     \
-  "'preset', p.name, 'created_at', h.created_at)"
-
-static const struct tb_db_stmt hook_insert = {
-  "ci_hook_insert",
-  "WITH p AS (SELECT id, name FROM presets WHERE project_id = $2 AND name = $3), "
-  "h AS (INSERT INTO hooks (id, project_id, preset_id, name, kind, events, secret_sealed) "
-  "  SELECT $1, $2, p.id, $4, $5, ARRAY(SELECT json_array_elements_text($6::json)), $7 "
-  "  FROM p RETURNING *) "
-  "SELECT " HOOK_JSON "::text FROM h JOIN p ON p.id = h.preset_id",
-};
-
-static const struct tb_db_stmt hook_list = {
-  "ci_hook_list",
-  "SELECT coalesce(json_agg(" HOOK_JSON " ORDER BY h.created_at), '[]')::text "
-  "FROM hooks h JOIN presets p ON p.id = h.preset_id "
-  "WHERE h.project_id = $1 AND h.deleted_at IS NULL",
-};
-
-static const struct tb_db_stmt hook_get = {
-  "ci_hook_get",
-  "SELECT " HOOK_JSON "::text FROM hooks h JOIN presets p ON p.id = h.preset_id "
-  "WHERE h.id = $1 AND h.project_id = $2 AND h.deleted_at IS NULL",
-};
-
-static const struct tb_db_stmt hook_delete = {
-  "ci_hook_delete",
-  "UPDATE hooks SET deleted_at = now() WHERE id = $1 AND project_id = $2 "
-  "AND deleted_at IS NULL",
-};
-
-/* Everything a delivery needs, by hook id alone (public route). */
-static const struct tb_db_stmt hook_load = {
-  "ci_hook_load",
-  "SELECT h.project_id::text, h.kind, h.secret_sealed, array_to_json(h.events)::text, "
-  "  p.spec::text FROM hooks h JOIN presets p ON p.id = h.preset_id "
-  "WHERE h.id = $1 AND h.deleted_at IS NULL",
-};
-
-/* A conflict on either the delivery id (primary key) or the digest (unique
- * index hook_deliveries_in_digest) inserts nothing. */
-static const struct tb_db_stmt delivery_claim = {
-  "ci_hook_delivery_claim",
-  "INSERT INTO hook_deliveries_in (hook_id, delivery_id, event, digest) "
-  "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-};
-
-static const struct tb_db_stmt delivery_seen = {
-  "ci_hook_delivery_seen",
-  "SELECT job_id::text AS job_id FROM hook_deliveries_in "
-  "WHERE hook_id = $1 AND (delivery_id = $2 OR digest = $3) "
-  "ORDER BY received_at LIMIT 1",
-};
-
-static const struct tb_db_stmt delivery_job = {
-  "ci_hook_delivery_job",
-  "UPDATE hook_deliveries_in SET job_id = $3 WHERE hook_id = $1 AND delivery_id = $2",
-};
 
 /* tokbench_hook_requests_total{kind,outcome} */
 static struct tb_metric *
@@ -117,21 +59,27 @@ count(const char *kind, const char *outcome)
 }
 
 
+/* A GitHub event name a hook may take ("*": all). */
+static bool
+hook_event_ok(const char *s)
+{
+  bool ok = s[0] != '\0' && strlen(s) <= 64;
+  for (const char *c = s; ok && *c; c++)
+    ok = (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '*' || *c == '.';
+  return ok;
+}
+
 enum MHD_Result
 tb_api_hooks_create(struct tb_api_req *r)
 {
   enum MHD_Result ret;
-  json_t *body = tb_api_body_json(r, &ret);
-  if (body == NULL)
-    return ret;
-  char *secret = NULL, *sealed = NULL, *events_text = NULL;
+  struct tb_api_ci_new n = { 0 };
   static const char *const allowed[] = { "preset", "kind", "events", "name", NULL };
-  if (!tb_api_only_members(r, body, allowed, &ret))
+  if (!tb_api_ci_new_body(r, allowed, &n, &ret))
     goto out;
-  const char *preset = json_string_value(json_object_get(body, "preset"));
-  const char *kind = json_string_value(json_object_get(body, "kind"));
-  const char *name = json_string_value(json_object_get(body, "name"));
-  json_t *events = json_object_get(body, "events");
+  const char *preset = json_string_value(json_object_get(n.body, "preset"));
+  const char *kind = json_string_value(json_object_get(n.body, "kind"));
+  const char *name = json_string_value(json_object_get(n.body, "name"));
   if (preset == NULL || preset[0] == '\0' || strlen(preset) > 100) {
     ret = tb_api_reply_invalid(r, "preset", "the name of a preset of this project");
     goto out;
@@ -142,87 +90,48 @@ tb_api_hooks_create(struct tb_api_req *r)
     ret = tb_api_reply_invalid(r, "kind", "github or generic");
     goto out;
   }
-  if (json_object_get(body, "name") != NULL && (name == NULL || strlen(name) > 200)) {
+  if (json_object_get(n.body, "name") != NULL && (name == NULL || strlen(name) > 200)) {
     ret = tb_api_reply_invalid(r, "name", "a string of at most 200 characters");
     goto out;
   }
-  if (events == NULL) {
-    events_text = tb_xstrdup("[\"push\",\"workflow_run\"]");
-  } else {
-    size_t i;
-    json_t *e;
-    if (!json_is_array(events) || json_array_size(events) > 32) {
-      ret = tb_api_reply_invalid(r, "events", "an array of at most 32 GitHub event names");
-      goto out;
-    }
-    json_array_foreach(events, i, e) {
-      const char *s = json_string_value(e);
-      bool ok = s != NULL && s[0] != '\0' && strlen(s) <= 64;
-      for (const char *c = s; ok && *c; c++)
-        ok = (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '*' || *c == '.';
-      if (!ok) {
-        ret = tb_api_reply_invalid(r, "events", "event names are 1 to 64 of [a-z_.] or \"*\"");
-        goto out;
-      }
-    }
-    events_text = json_dumps(events, JSON_COMPACT);
-  }
-  char id[TB_API_ID_LEN + 1];
-  if (!tb_api_ci_new_secret(r, tb_webhook_secret_new_inbound,
-                            "hook secrets are sealed with the master key", id, &secret, &sealed,
-                            &ret))
+  if (!tb_api_ci_new_events(r, &n, "[\"push\",\"workflow_run\"]", 0, 32, hook_event_ok,
+                            "an array of at most 32 GitHub event names",
+                            "event names are 1 to 64 of [a-z_.] or \"*\"", &ret) ||
+      !tb_api_ci_new_secret(r, tb_webhook_secret_new_inbound,
+                            "hook secrets are sealed with the master key", n.id, &n.secret,
+                            &n.sealed, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  const char *p[] = { id, r->project_id, preset, name ? name : "", kind, events_text, sealed };
-  int rc = tb_db_exec(db, &hook_insert, 7, p, &res);
+  int rc = tb_q_hooks_insert(db, n.id, r->project_id, preset, name ? name : "", kind, n.events,
+                             n.sealed, &n.doc);
   tb_api_db_put(r, db);
-  if (rc < 0) {
+  if (rc < 0)
     ret = tb_api_reply_db(r, rc);
-  } else if (rc == 0) {
+  else if (rc == 0)
     ret = tb_api_reply_invalid(r, "preset", "no preset of this name in this project");
-  } else {
-    json_error_t jerr;
-    json_t *doc = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-    char *url = tb_xasprintf("%s/v1/hooks/%s", tb_api_ci_public_url(r->api), id);
-    json_object_set_new(doc, "url", json_string(url));
-    json_object_set_new(doc, "secret", json_string(secret));
-    char *loc = tb_xasprintf("/v1/hooks/%s", id);
-    ret = tb_api_reply_secret_created(r, doc, loc);
-    free(loc);
-    free(url);
-  }
-  PQclear(res);
+  else
+    ret = tb_api_ci_reply_created(r, &n, "/v1/hooks/", true);
 out:
-  if (secret != NULL) {
-    OPENSSL_cleanse(secret, strlen(secret));
-    free(secret);
-  }
-  free(sealed);
-  free(events_text);
-  json_decref(body);
+  tb_api_ci_new_clear(&n);
   return ret;
 }
 
 enum MHD_Result
 tb_api_hooks_list(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id };
-  return tb_api_reply_query(r, &hook_list, 1, p, MHD_HTTP_OK, "hooks", NULL);
+  return tb_api_reply_list(r, tb_q_hooks_list, "hooks");
 }
 
 enum MHD_Result
 tb_api_hooks_get(struct tb_api_req *r)
 {
-  const char *p[] = { r->id, r->project_id };
-  return tb_api_reply_query(r, &hook_get, 2, p, MHD_HTTP_OK, NULL, "no such hook");
+  return tb_api_reply_get(r, tb_q_hooks_get, "no such hook");
 }
 
 enum MHD_Result
 tb_api_hooks_delete(struct tb_api_req *r)
 {
-  const char *p[] = { r->id, r->project_id };
-  return tb_api_reply_delete(r, &hook_delete, 2, p, "no such hook");
+  return tb_api_reply_delete(r, tb_q_hooks_delete, "no such hook");
 }
 
 /* A header value usable as a delivery id: 1..DELIVERY_ID_MAX printable ASCII. */
@@ -248,14 +157,13 @@ enum MHD_Result
 tb_api_hooks_receive(struct tb_api_req *r)
 {
   enum MHD_Result ret;
-  PGresult *res = NULL, *seen = NULL;
-  char *secret = NULL, *doc = NULL;
+  struct tb_q_hooks_hook hook;
+  char *secret = NULL, *doc = NULL, *seen = NULL;
   json_t *events = NULL, *spec = NULL, *payload = NULL, *labels = NULL, *errors = NULL;
   bool in_tx = false;
   const char *kind = "unknown";
   struct tb_db *db = tb_api_db_get(r);
-  const char *p[] = { r->id };
-  int rc = tb_db_exec(db, &hook_load, 1, p, &res);
+  int rc = tb_q_hooks_load(db, r->id, &hook);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
@@ -266,10 +174,10 @@ tb_api_hooks_receive(struct tb_api_req *r)
     goto out;
   }
   char project_id[TB_API_ID_LEN + 1];
-  snprintf(project_id, sizeof project_id, "%s", PQgetvalue(res, 0, 0));
-  kind = strcmp(PQgetvalue(res, 0, 1), "github") == 0 ? "github" : "generic";
-  if (!r->api->has_master_key ||
-      (secret = tb_crypto_open(r->api->master_key, PQgetvalue(res, 0, 2), r->id)) == NULL) {
+  snprintf(project_id, sizeof project_id, "%s", hook.project_id ? hook.project_id : "");
+  kind = hook.kind != NULL && strcmp(hook.kind, "github") == 0 ? "github" : "generic";
+  if (!r->api->has_master_key || hook.secret_sealed == NULL ||
+      (secret = tb_crypto_open(r->api->master_key, hook.secret_sealed, r->id)) == NULL) {
     tb_log(TB_LOG_ERROR, "a hook's secret does not open (master key changed?)", "hook", TB_LS,
            r->id, "request_id", TB_LS, r->request_id, NULL);
     ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, "the hook's secret cannot be opened", NULL);
@@ -320,7 +228,7 @@ tb_api_hooks_receive(struct tb_api_req *r)
       goto out;
     }
     json_error_t e2;
-    events = json_loads(PQgetvalue(res, 0, 3), 0, &e2);
+    events = json_loads(hook.events != NULL ? hook.events : "", 0, &e2);
     if (!tb_webhook_event_accepted(events, event)) {
       count(kind, "ignored");
       ret = reply_small(r, MHD_HTTP_ACCEPTED,
@@ -356,14 +264,13 @@ tb_api_hooks_receive(struct tb_api_req *r)
       if (json_is_string(fields[i]) && json_string_length(fields[i]) <= TB_WEBHOOK_LABEL_MAX)
         json_object_set(labels, names[i], fields[i]);
   }
-  spec = json_loads(PQgetvalue(res, 0, 4), 0, &jerr);
+  spec = json_loads(hook.spec != NULL ? hook.spec : "", 0, &jerr);
   if ((rc = tb_db_begin(db)) < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
   }
   in_tx = true;
-  const char *dp[] = { r->id, delivery, event, digest };
-  rc = tb_db_exec(db, &delivery_claim, 4, dp, NULL);
+  rc = tb_q_hooks_delivery_claim(db, r->id, delivery, event, digest);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
@@ -371,11 +278,9 @@ tb_api_hooks_receive(struct tb_api_req *r)
   if (rc == 0) { /* seen before */
     tb_db_rollback(db);
     in_tx = false;
-    const char *sp[] = { r->id, delivery, digest };
-    rc = tb_db_exec(db, &delivery_seen, 3, sp, &seen);
-    const char *jid = rc > 0 ? tb_db_str(seen, 0, "job_id") : NULL;
+    rc = tb_q_hooks_delivery_seen(db, r->id, delivery, digest, &seen);
     count(kind, "duplicate");
-    ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s?}", "duplicate", 1, "job_id", jid));
+    ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s?}", "duplicate", 1, "job_id", seen));
     goto out;
   }
   char job_id[TB_API_ID_LEN + 1];
@@ -396,8 +301,8 @@ tb_api_hooks_receive(struct tb_api_req *r)
       ret = tb_api_reply_db(r, rc);
     goto out;
   }
-  const char *jp[] = { r->id, delivery, job_id };
-  if ((rc = tb_db_exec(db, &delivery_job, 3, jp, NULL)) < 0 || (rc = tb_db_commit(db)) < 0) {
+  if ((rc = tb_q_hooks_delivery_job(db, r->id, delivery, job_id)) < 0 ||
+      (rc = tb_db_commit(db)) < 0) {
     if (in_tx)
       tb_db_rollback(db);
     in_tx = false;
@@ -422,8 +327,8 @@ out:
     OPENSSL_cleanse(secret, strlen(secret));
     free(secret);
   }
-  PQclear(res);
-  PQclear(seen);
+  tb_q_hooks_hook_clear(&hook);
+  free(seen);
   free(doc);
   json_decref(events);
   json_decref(spec);
@@ -435,17 +340,11 @@ out:
 
 /* ------------------------------------------------------------------ admit */
 
-static const struct tb_db_stmt hook_exists = {
-  "ci_hook_exists",
-  "SELECT 1 FROM hooks WHERE id = $1 AND deleted_at IS NULL",
-};
-
 bool
 tb_api_hooks_admit(struct tb_api_req *r)
 {
   struct tb_db *db = tb_api_db_get(r);
-  const char *p[] = { r->id };
-  int rc = tb_db_exec(db, &hook_exists, 1, p, NULL);
+  int rc = tb_q_hooks_exists(db, r->id);
   tb_api_db_put(r, db);
   return rc > 0;
 }

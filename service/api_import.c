@@ -12,14 +12,10 @@
 #include "api_handlers.h"
 #include "api_jobs.h"
 #include "api_report.h"
+#include "q_result.h"
 #include "tb_import.h"
 #include "tb_log.h"
 #include "tb_regress.h"
-
-static const struct tb_db_stmt st_regressed = {
-  "import_regressed",
-  "SELECT (result -> 'regressions')::text FROM jobs WHERE id = $1::uuid",
-};
 
 enum MHD_Result
 tb_api_results_import(struct tb_api_req *r)
@@ -29,8 +25,7 @@ tb_api_results_import(struct tb_api_req *r)
   if (body == NULL)
     return ret;
   json_t *doc = NULL, *spec = NULL;
-  char *err = NULL, *id = NULL;
-  PGresult *res = NULL;
+  char *err = NULL, *id = NULL, *regressions = NULL;
   /* Either {endpoint_id, labels?, result} or the document itself with
    * ?endpoint_id=. */
   const json_t *in = body, *labels = NULL;
@@ -72,11 +67,8 @@ tb_api_results_import(struct tb_api_req *r)
     if (cr < 0)
       tb_log(TB_LOG_WARN, "regression check failed", "job", TB_LS, id, "request_id", TB_LS,
              r->request_id, NULL);
-    const char *p2[] = { id };
-    if (tb_db_exec(db, &st_regressed, 1, p2, &res) < 0) {
-      PQclear(res);
-      res = NULL;
-    }
+    if (tb_q_result_regressions(db, id, &regressions) < 0)
+      regressions = NULL;
   }
   tb_api_db_put(r, db);
   if (rc < 0) {
@@ -87,9 +79,7 @@ tb_api_results_import(struct tb_api_req *r)
     ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such endpoint", NULL);
     goto out;
   }
-  json_t *reg = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)
-                    ? json_loads(PQgetvalue(res, 0, 0), 0, NULL)
-                    : NULL;
+  json_t *reg = regressions != NULL ? json_loads(regressions, 0, NULL) : NULL;
   json_t *reply = json_pack("{s:s, s:s, s:s, s:O, s:I, s:o}", "job_id", id, "source",
                             src == TB_IMPORT_LLM_INFERENCE_BENCH ? "llm-inference-bench"
                                                                  : "tokbench",
@@ -103,7 +93,7 @@ tb_api_results_import(struct tb_api_req *r)
   ret = tb_api_reply_json(r, MHD_HTTP_CREATED, reply, hdr);
   free(loc);
 out:
-  PQclear(res);
+  free(regressions);
   free(id);
   free(err);
   json_decref(spec);

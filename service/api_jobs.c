@@ -13,7 +13,8 @@
  *   GET  /v1/jobs/{id}/result   the result document: api_result.c
  *
  * Documents are built by PostgreSQL (json_build_object) in the one query
- * that reads them: one round trip per request, no re-encoding in C.  GET
+ * that reads them (service/q_jobs.c, every statement of this file): one
+ * round trip per request, no re-encoding in C.  GET
  * /v1/jobs/{id} goes through the job-document cache (api_jobcache.h),
  * dropped per job by NOTIFY tb_job_changed: polling costs no round trip.
  */
@@ -27,135 +28,21 @@
 #include "api_notify.h"
 #include "api_spec.h"
 #include "api_streams.h"
+#include "q_jobs.h"
 #include "tb_jobdoc.h"
 #include "tb_log.h"
 
-#define JOB_MEMBERS                                                                       \
-  "'id', j.id, 'endpoint_id', j.endpoint_id, 'state', j.state, "                          \
-  "'cancel_requested', j.cancel_requested, 'priority', j.priority, 'labels', j.labels, "  \
-  "'spec', j.spec, 'progress', json_build_object('cells_done', j.cells_done, "            \
-  "'cells_total', j.cells_total, 'current_cell', j.current_cell, 'eta_s', j.eta_s), "     \
-  "'attempts', j.attempts, 'max_attempts', j.max_attempts, 'error', j.error, "            \
-  "'created_at', j.created_at, 'started_at', j.started_at, "                              \
-  "'finished_at', j.finished_at, 'updated_at', j.updated_at"
-
-#define JOB_CELLS                                                                         \
-  "coalesce((SELECT json_agg(c.cell ORDER BY c.seq) FROM job_cells c "                   \
-  "WHERE c.job_id = j.id), '[]'::json)"
-
-#define UPDATED_US "(extract(epoch FROM j.updated_at) * 1000000)::bigint"
-
-/* The one job insert: a queued job (tb_api_job_insert) or, with a result
- * document in $9, a finished one (tb_api_job_insert_finished: an import,
- * with a busy key of its own so it never holds an endpoint).  The busy key
- * of a queued job (one running job per key): its exclusive group (the
- * spec's, else the endpoint's) scoped to the project, 'shared:<name>' for a
- * group of TOKBENCH_SHARED_GROUPS ($11, comma list), else the endpoint. */
-static const struct tb_db_stmt job_insert = {
-  "api_job_insert",
-  "WITH e AS (SELECT id, exclusive_group FROM endpoints "
-  "  WHERE id = $1::uuid AND project_id = $2 AND deleted_at IS NULL), "
-  "j AS (INSERT INTO jobs (project_id, endpoint_id, spec, labels, priority, busy_key, "
-  "    max_attempts, request_id, state, result, cells_total, cells_done, started_at, "
-  "    finished_at) "
-  "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
-  "    CASE WHEN $9::jsonb IS NOT NULL THEN 'import:' || gen_random_uuid()::text "
-  "      WHEN coalesce($6, e.exclusive_group) IS NULL THEN e.id::text "
-  "      WHEN coalesce($6, e.exclusive_group) = ANY (string_to_array($11, ',')) "
-  "        THEN 'shared:' || coalesce($6, e.exclusive_group) "
-  "      ELSE 'group:' || $2::text || ':' || coalesce($6, e.exclusive_group) END, "
-  "    coalesce($7::int, 3), $8, CASE WHEN $9::jsonb IS NULL THEN 'queued' ELSE 'succeeded' END, "
-  "    $9::jsonb, $10::int, coalesce($10::int, 0), "
-  "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END, "
-  "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END FROM e "
-  "  RETURNING *) "
-  "SELECT j.id::text, NULL, "
-  "  json_build_object(" JOB_MEMBERS ", 'cells', '[]'::json)::text FROM j",
-};
-
-/* Outside the insert's transaction, on purpose: PostgreSQL serializes the
- * commits of transactions that NOTIFY (a cluster-wide lock held through the
- * WAL flush), so a NOTIFY inside each insert made every POST wait for the
- * fsync of the one before: no group commit.  A transaction with nothing but
- * a NOTIFY writes no WAL and commits at once. */
-static const struct tb_db_stmt job_queued = {
-  "api_job_queued",
-  "SELECT pg_notify('tb_jobs_queued', $1)",
-};
-
-static const struct tb_db_stmt job_get = {
-  "api_job_get",
-  "SELECT j.state, j.cells_done, " UPDATED_US ", "
-  "  json_build_object(" JOB_MEMBERS ", 'cells', " JOB_CELLS ")::text "
-  "FROM jobs j WHERE j.id = $1 AND j.project_id = $2",
-};
-
-static const struct tb_db_stmt job_list = {
-  "api_job_list",
-  "SELECT (extract(epoch FROM j.created_at) * 1000000)::bigint, j.id::text, "
-  "  json_build_object(" JOB_MEMBERS ")::text "
-  "FROM jobs j WHERE j.project_id = $1 "
-  "  AND ($2::text IS NULL OR j.state = $2) "
-  "  AND ($3::uuid IS NULL OR j.endpoint_id = $3::uuid) "
-  "  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb) "
-  "  AND ($5::bigint IS NULL OR (j.created_at, j.id) < "
-  "       (timestamptz 'epoch' + $5::bigint * interval '1 microsecond', $6::uuid)) "
-  "ORDER BY j.created_at DESC, j.id DESC LIMIT $7::int",
-};
-
-static const struct tb_db_stmt job_cancel = {
-  "api_job_cancel",
-  "WITH old AS (SELECT id, state FROM jobs WHERE id = $1 AND project_id = $2 FOR UPDATE), "
-  "upd AS (UPDATE jobs j SET "
-  "    state = CASE WHEN old.state = 'queued' THEN 'cancelled' ELSE j.state END, "
-  "    cancel_requested = true, "
-  "    finished_at = CASE WHEN old.state = 'queued' THEN now() ELSE j.finished_at END, "
-  "    updated_at = now() "
-  "  FROM old WHERE j.id = old.id AND old.state IN ('queued', 'running') RETURNING j.*), "
-  "ev AS (INSERT INTO job_events (job_id, kind, data) "
-  "  SELECT id, 'state', json_build_object('state', 'cancelled', "
-  "    'reason', 'cancelled before it started') FROM upd WHERE state = 'cancelled' "
-  "  RETURNING job_id) "
-  "SELECT old.state, "
-  "  (SELECT count(*) FROM (SELECT pg_notify('tb_job_changed', id::text) FROM upd) n), "
-  "  (SELECT count(*) FROM ev), "
-  "  (SELECT json_build_object(" JOB_MEMBERS ")::text FROM upd j) FROM old",
-};
-
-static const struct tb_db_stmt idem_claim = {
-  "api_idem_claim",
-  "INSERT INTO idempotency_keys (api_key_id, idem_key, request_hash, status, body) "
-  "VALUES ($1, $2, $3, 0, '') ON CONFLICT DO NOTHING",
-};
-
-static const struct tb_db_stmt idem_get = {
-  "api_idem_get",
-  "SELECT request_hash, status, location, body FROM idempotency_keys "
-  "WHERE api_key_id = $1 AND idem_key = $2",
-};
-
-static const struct tb_db_stmt idem_store = {
-  "api_idem_store",
-  "UPDATE idempotency_keys SET status = $3, location = $4, body = $5 "
-  "WHERE api_key_id = $1 AND idem_key = $2",
-};
-
-/* ------------------------------------------------------------------ submit */
-
-/* Runs job_insert with its eleven parameters (p[8], p[9] NULL for a
- * queued job); see tb_api_job_insert. */
+/* A job row from spec, within ten's limits (see tb_api_job_insert). */
 static int
-insert_row(struct tb_db *db, const char *const p[11], char job_id[TB_API_ID_LEN + 1],
-           char **doc)
+insert(struct tb_db *db, const struct tb_tenancy *ten, const struct tb_q_jobs_row *row,
+       char job_id[TB_API_ID_LEN + 1], char **doc, struct tb_tenancy_refusal *why)
 {
-  PGresult *res = NULL;
-  int rc = tb_db_exec(db, &job_insert, 11, p, &res);
-  if (rc == 1) {
-    snprintf(job_id, TB_API_ID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    if (doc != NULL)
-      *doc = tb_xstrdup(PQgetvalue(res, 0, 2));
+  int64_t queued = 0;
+  int rc = tb_q_jobs_insert(db, row, job_id, doc, &queued);
+  if (rc == TB_Q_JOBS_FULL) {
+    tb_tenancy_refuse_queued(ten, queued, why);
+    return TB_API_JOB_REFUSED;
   }
-  PQclear(res);
   return rc;
 }
 
@@ -166,9 +53,6 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
 {
   if (!tb_tenancy_check_spec(ten, spec, why))
     return TB_API_JOB_REFUSED;
-  int lrc = tb_tenancy_check_queued(db, ten, project_id, why);
-  if (lrc <= 0)
-    return lrc == 0 ? TB_API_JOB_REFUSED : lrc;
   char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
   json_t *labels = json_object_get(spec, "labels");
   char *labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
@@ -182,13 +66,16 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
   if (av == NULL && att > ten->max_attempts)
     att = ten->max_attempts;
   snprintf(attempts, sizeof attempts, "%lld", att);
-  const char *p[11] = {
-    json_string_value(json_object_get(spec, "endpoint_id")), project_id, spec_text,
-    labels_text, pv ? prio : NULL, json_string_value(json_object_get(spec, "exclusive_group")),
-    attempts, request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
-    NULL, NULL, ten->shared_groups,
+  struct tb_q_jobs_row row = {
+    .endpoint_id = json_string_value(json_object_get(spec, "endpoint_id")),
+    .project_id = project_id, .spec = spec_text, .labels = labels_text,
+    .priority = pv ? prio : NULL,
+    .exclusive_group = json_string_value(json_object_get(spec, "exclusive_group")),
+    .max_attempts = attempts,
+    .request_id = request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
+    .shared_groups = ten->shared_groups, .max_queued = ten->queued,
   };
-  int rc = spec_text == NULL ? TB_DB_HARD : insert_row(db, p, job_id, doc);
+  int rc = spec_text == NULL ? TB_DB_HARD : insert(db, ten, &row, job_id, doc, why);
   free(spec_text);
   free(labels_text);
   return rc;
@@ -204,12 +91,16 @@ tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char 
   char *result_text = json_dumps(result, JSON_COMPACT);
   char ncells[24];
   snprintf(ncells, sizeof ncells, "%zu", json_array_size(json_object_get(result, "cells")));
-  const char *p[11] = {
-    endpoint_id, project_id, spec_text, labels_text, NULL, NULL, NULL,
-    request_id != NULL && request_id[0] != '\0' ? request_id : NULL, result_text, ncells, NULL,
+  struct tb_q_jobs_row row = {
+    .endpoint_id = endpoint_id, .project_id = project_id, .spec = spec_text,
+    .labels = labels_text,
+    .request_id = request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
+    .result = result_text, .cells = ncells,
   };
-  int rc = spec_text == NULL || result_text == NULL ? TB_DB_HARD
-                                                     : insert_row(db, p, job_id, NULL);
+  int64_t queued;
+  int rc = spec_text == NULL || result_text == NULL
+               ? TB_DB_HARD
+               : tb_q_jobs_insert(db, &row, job_id, NULL, &queued);
   free(spec_text);
   free(labels_text);
   free(result_text);
@@ -218,18 +109,17 @@ tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char 
 
 /* The answer to replay for an Idempotency-Key seen before. */
 static enum MHD_Result
-replay(struct tb_api_req *r, PGresult *res, const char *hash)
+replay(struct tb_api_req *r, const struct tb_q_jobs_idem *first, const char *hash)
 {
-  if (strcmp(PQgetvalue(res, 0, 0), hash) != 0)
+  if (first->request_hash == NULL || strcmp(first->request_hash, hash) != 0)
     return tb_api_reply_error(r, TB_EC_IDEMPOTENCY_MISMATCH,
                               "this Idempotency-Key was used with another request body", NULL);
   int64_t st = 0;
-  if (!tb_parse_i64(PQgetvalue(res, 0, 1), 100, 599, &st))
+  if (!tb_parse_i64(first->status, 100, 599, &st))
     return tb_api_reply_error(r, TB_EC_DB_UNAVAILABLE, "the first request is still running",
                               NULL);
-  const char *loc = PQgetisnull(res, 0, 2) ? NULL : PQgetvalue(res, 0, 2);
-  const char *h[] = { "Location", loc, "Idempotent-Replayed", "true", NULL };
-  return tb_api_reply_text(r, (unsigned)st, PQgetvalue(res, 0, 3), h);
+  const char *h[] = { "Location", first->location, "Idempotent-Replayed", "true", NULL };
+  return tb_api_reply_text(r, (unsigned)st, first->body != NULL ? first->body : "", h);
 }
 
 enum MHD_Result
@@ -246,8 +136,7 @@ tb_api_reply_refusal(struct tb_api_req *r, const struct tb_tenancy_refusal *why)
 void
 tb_api_job_queued(struct tb_db *db, const char *job_id)
 {
-  const char *p[] = { job_id };
-  if (tb_db_exec(db, &job_queued, 1, p, NULL) < 0) /* the workers' polling floor */
+  if (tb_q_jobs_notify_queued(db, job_id) < 0) /* the workers' polling floor */
     tb_log(TB_LOG_WARN, "cannot notify the workers of a new job", "job", TB_LS, job_id, NULL);
 }
 
@@ -275,7 +164,7 @@ tb_api_jobs_submit(struct tb_api_req *r)
     free(buf);
   }
   enum MHD_Result ret;
-  PGresult *res = NULL;
+  struct tb_q_jobs_idem first = { 0 };
   char *body = NULL;
   struct tb_db *db = tb_api_db_get(r);
   int rc;
@@ -286,8 +175,7 @@ tb_api_jobs_submit(struct tb_api_req *r)
       goto out;
     }
     in_tx = true;
-    const char *ip[] = { r->key_id, idem, hash };
-    rc = tb_db_exec(db, &idem_claim, 3, ip, NULL);
+    rc = tb_q_jobs_idem_claim(db, r->key_id, idem, hash);
     if (rc < 0) {
       ret = tb_api_reply_db(r, rc);
       goto out;
@@ -295,13 +183,13 @@ tb_api_jobs_submit(struct tb_api_req *r)
     if (rc == 0) { /* seen before: replay its answer */
       tb_db_rollback(db);
       in_tx = false;
-      rc = tb_db_exec(db, &idem_get, 2, ip, &res);
+      rc = tb_q_jobs_idem_get(db, r->key_id, idem, &first);
       if (rc < 0)
         ret = tb_api_reply_db(r, rc);
       else if (rc == 0)
         ret = tb_api_reply_error(r, TB_EC_DB_UNAVAILABLE, "retry", NULL);
       else
-        ret = replay(r, res, hash);
+        ret = replay(r, &first, hash);
       goto out;
     }
   }
@@ -327,8 +215,7 @@ tb_api_jobs_submit(struct tb_api_req *r)
   char loc[64];
   snprintf(loc, sizeof loc, "/v1/jobs/%s", job_id);
   if (in_tx) {
-    const char *sp[] = { r->key_id, idem, "202", loc, body };
-    rc = tb_db_exec(db, &idem_store, 5, sp, NULL);
+    rc = tb_q_jobs_idem_store(db, r->key_id, idem, "202", loc, body);
     if (rc >= 0)
       rc = tb_db_commit(db);
     in_tx = false;
@@ -345,7 +232,7 @@ out:
   if (in_tx)
     tb_db_rollback(db);
   tb_api_db_put(r, db);
-  PQclear(res);
+  tb_q_jobs_idem_clear(&first);
   free(body);
   json_decref(spec);
   return ret;
@@ -386,6 +273,37 @@ collect_label(void *cls, enum MHD_ValueKind kind, const char *key, const char *v
   }
   json_object_set_new(la->obj, k, v);
   return MHD_YES;
+}
+
+/* The body of a list, grown row by row: at most limit jobs; the last one's
+ * created_us and id make the cursor. */
+struct list_body {
+  char *buf;
+  size_t len, cap;
+  int limit, n;
+  char last_us[24], last_id[TB_API_ID_LEN + 1];
+};
+
+static void
+list_add(struct list_body *b, const char *s, size_t n)
+{
+  tb_xgrow(&b->buf, &b->cap, b->len + n + 1, 4096);
+  memcpy(b->buf + b->len, s, n);
+  b->len += n;
+  b->buf[b->len] = '\0';
+}
+
+static void
+list_item(void *cls, const char *created_us, const char *id, const char *doc, size_t len)
+{
+  struct list_body *b = cls;
+  if (b->n >= b->limit)
+    return; /* the one past the page: there is a next page */
+  if (b->n++ > 0)
+    list_add(b, ",", 1);
+  list_add(b, doc, len);
+  snprintf(b->last_us, sizeof b->last_us, "%s", created_us);
+  snprintf(b->last_id, sizeof b->last_id, "%s", id);
 }
 
 enum MHD_Result
@@ -433,44 +351,31 @@ tb_api_jobs_list(struct tb_api_req *r)
   }
   char *labels = json_object_size(la.obj) ? json_dumps(la.obj, JSON_COMPACT) : NULL;
   json_decref(la.obj);
-  char limtxt[24];
-  snprintf(limtxt, sizeof limtxt, "%lld", (long long)limit + 1);
-  const char *p[] = { r->project_id, state, ep, labels, cur ? cur_us : NULL,
-                      cur ? cur_id : NULL, limtxt };
-  PGresult *res = NULL;
+  struct list_body lb = { .limit = (int)limit };
+  struct tb_q_jobs_filter f = {
+    .project_id = r->project_id, .state = state, .endpoint_id = ep, .labels = labels,
+    .after_us = cur ? cur_us : NULL, .after_id = cur ? cur_id : NULL, .limit = (int)limit + 1,
+  };
+  list_add(&lb, "{\"jobs\":[", 9);
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &job_list, 7, p, &res);
+  int rc = tb_q_jobs_list(db, &f, list_item, &lb);
   tb_api_db_put(r, db);
   free(labels);
-  if (rc < 0)
+  if (rc < 0) {
+    free(lb.buf);
     return tb_api_reply_db(r, rc);
-  int n = rc > limit ? (int)limit : rc;
-  size_t len = 32;
-  for (int i = 0; i < n; i++)
-    len += (size_t)PQgetlength(res, i, 2) + 1;
-  char *body = tb_xmalloc(len + 256);
-  size_t o = 0;
-  memcpy(body + o, "{\"jobs\":[", 9);
-  o += 9;
-  for (int i = 0; i < n; i++) {
-    if (i > 0)
-      body[o++] = ',';
-    size_t l = (size_t)PQgetlength(res, i, 2);
-    memcpy(body + o, PQgetvalue(res, i, 2), l);
-    o += l;
   }
   if (rc > limit) {
-    char text[64], hex[130];
-    snprintf(text, sizeof text, "%s/%s", PQgetvalue(res, n - 1, 0), PQgetvalue(res, n - 1, 1));
+    char text[64], hex[130], tail[200];
+    snprintf(text, sizeof text, "%s/%s", lb.last_us, lb.last_id);
     tb_hex_encode(text, strlen(text), hex);
-    o += (size_t)snprintf(body + o, 200, "],\"next_cursor\":\"%s\"}", hex);
+    int tl = snprintf(tail, sizeof tail, "],\"next_cursor\":\"%s\"}", hex);
+    list_add(&lb, tail, (size_t)tl);
   } else {
-    memcpy(body + o, "],\"next_cursor\":null}", 22);
-    o += 21;
+    list_add(&lb, "],\"next_cursor\":null}", 21);
   }
-  PQclear(res);
-  enum MHD_Result ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", body, o, NULL);
-  free(body);
+  enum MHD_Result ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", lb.buf, lb.len, NULL);
+  free(lb.buf);
   return ret;
 }
 
@@ -486,36 +391,30 @@ job_doc(struct tb_api_req *r, struct tb_api_jobdoc **out)
   if (*out != NULL)
     return 1;
   uint64_t ticket = tb_api_jobcache_ticket(c, r->id);
-  const char *p[] = { r->id, r->project_id };
-  PGresult *res = NULL;
+  struct tb_q_jobs_doc q;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &job_get, 2, p, &res);
+  int rc = tb_q_jobs_get(db, r->id, r->project_id, &q);
   tb_api_db_put(r, db);
-  if (rc <= 0) {
-    PQclear(res);
+  if (rc <= 0)
     return rc;
-  }
-  const char *state = PQgetvalue(res, 0, 0);
   int64_t done = 0;
-  if (!tb_parse_i64(PQgetvalue(res, 0, 1), 0, INT64_MAX, &done))
+  if (!tb_parse_i64(q.cells_done, 0, INT64_MAX, &done))
     done = 0;
   char etag[96];
-  snprintf(etag, sizeof etag, "W/\"%s-%s-%s\"", state, PQgetvalue(res, 0, 1),
-           PQgetvalue(res, 0, 2));
-  size_t len = (size_t)PQgetlength(res, 0, 3);
-  tb_api_jobcache_put(c, ticket, r->id, r->project_id, state, done, etag,
-                      PQgetvalue(res, 0, 3), len);
+  snprintf(etag, sizeof etag, "W/\"%s-%s-%s\"", q.state, q.cells_done, q.updated_us);
+  size_t len = q.len;
+  tb_api_jobcache_put(c, ticket, r->id, r->project_id, q.state, done, etag, q.doc, len);
   /* this request's own copy (the cache may have refused or dropped it) */
   struct tb_api_jobdoc *d = tb_xmalloc(sizeof *d + len + 1);
   snprintf(d->job_id, sizeof d->job_id, "%s", r->id);
   snprintf(d->project_id, sizeof d->project_id, "%s", r->project_id);
-  snprintf(d->state, sizeof d->state, "%s", state);
+  snprintf(d->state, sizeof d->state, "%s", q.state);
   memcpy(d->etag, etag, sizeof etag);
   d->cells_done = done;
   d->len = len;
   d->refs = -1; /* not the cache's: freed by job_doc_release */
-  memcpy(d->doc, PQgetvalue(res, 0, 3), len + 1);
-  PQclear(res);
+  memcpy(d->doc, q.doc, len + 1);
+  free(q.doc);
   *out = d;
   return 1;
 }
@@ -583,20 +482,21 @@ tb_api_jobs_get(struct tb_api_req *r)
 enum MHD_Result
 tb_api_jobs_cancel(struct tb_api_req *r)
 {
-  const char *p[] = { r->id, r->project_id };
-  PGresult *res;
+  char old[16], *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_jobs_cancel(db, r->id, r->project_id, old, &doc);
+  tb_api_db_put(r, db);
   enum MHD_Result ret;
-  if (!tb_api_query_row(r, &job_cancel, 2, p, "no such job", &res, &ret))
+  if (!tb_api_found(r, rc, "no such job", &ret))
     return ret;
-  const char *old = PQgetvalue(res, 0, 0);
-  if (PQgetisnull(res, 0, 3)) {
+  if (doc == NULL) {
     char d[96];
     snprintf(d, sizeof d, "the job has %s already", old);
     ret = tb_api_reply_error(r, TB_EC_JOB_FINISHED, d, NULL);
   } else {
-    ret = tb_api_reply_text(r, strcmp(old, "queued") == 0 ? MHD_HTTP_OK : MHD_HTTP_ACCEPTED,
-                            PQgetvalue(res, 0, 3), NULL);
+    ret = tb_api_reply_text(r, strcmp(old, "queued") == 0 ? MHD_HTTP_OK : MHD_HTTP_ACCEPTED, doc,
+                            NULL);
   }
-  PQclear(res);
+  free(doc);
   return ret;
 }

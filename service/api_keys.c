@@ -8,7 +8,8 @@
  * A key made here is the child of the key that asked (issue 13): its
  * scopes are within the parent's (403 otherwise), it expires no later than
  * the parent (an expiry asked beyond it, or none, is the parent's), and
- * revoking the parent revokes it (tb_auth.h).
+ * revoking the parent revokes it (tb_auth.h).  The list's statement:
+ * service/q_keys.c; making and revoking keys: lib/tb_auth.c.
  */
 #include <openssl/crypto.h>
 #include <string.h>
@@ -16,12 +17,7 @@
 #include "api_auth.h"
 #include "api_handlers.h"
 #include "api_spec.h"
-
-static const struct tb_db_stmt keys_list = {
-  "api_keys_list",
-  "SELECT coalesce(json_agg(" TB_AUTH_KEY_JSON " ORDER BY k.created_at, k.id), '[]')::text "
-  "FROM api_keys k WHERE k.project_id = $1",
-};
+#include "q_keys.h"
 
 enum MHD_Result
 tb_api_keys_create(struct tb_api_req *r)
@@ -76,8 +72,7 @@ tb_api_keys_create(struct tb_api_req *r)
 enum MHD_Result
 tb_api_keys_list(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id };
-  return tb_api_reply_query(r, &keys_list, 1, p, MHD_HTTP_OK, "keys", NULL);
+  return tb_api_reply_list(r, tb_q_keys_list, "keys");
 }
 
 enum MHD_Result

@@ -11,31 +11,16 @@
  * attempts) plus gauges read from PostgreSQL at scrape time, so every api
  * replica reports the same cluster-wide figures: jobs by state, queue depth
  * and age of the oldest queued job, cells measured, workers holding a lease
- * and the seconds left on each lease (the heartbeat), deliveries by status.
+ * and the seconds left on each lease (the heartbeat), deliveries by status
+ * (the statement: service/q_metrics.c).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_handlers.h"
+#include "q_metrics.h"
 #include "tb_metrics.h"
-
-static const struct tb_db_stmt metrics_query = {
-  "ci_metrics",
-  "SELECT "
-  " (SELECT coalesce(json_object_agg(state, n), '{}') FROM "
-  "   (SELECT state, count(*) AS n FROM jobs GROUP BY state) s)::text, "
-  " (SELECT count(*) FROM jobs WHERE state = 'queued'), "
-  " (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 "
-  "   FROM jobs WHERE state = 'queued'), "
-  " (SELECT count(*) FROM job_cells), "
-  " (SELECT coalesce(json_object_agg(lease_owner, left_s), '{}') FROM "
-  "   (SELECT lease_owner, max(extract(epoch FROM lease_expires_at - now()))::float8 AS left_s "
-  "    FROM jobs WHERE state = 'running' AND lease_owner IS NOT NULL "
-  "    GROUP BY lease_owner LIMIT 500) w)::text, "
-  " (SELECT coalesce(json_object_agg(status, n), '{}') FROM "
-  "   (SELECT status, count(*) AS n FROM webhook_deliveries GROUP BY status) d)::text",
-};
 
 static pthread_mutex_t scrape_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -112,26 +97,26 @@ tb_api_metrics(struct tb_api_req *r)
                                            "1 when the scrape could read the database.", NULL,
                                            NULL, 0);
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  int rc = tb_db_exec(db, &metrics_query, 0, NULL, &res);
+  struct tb_q_metrics q;
+  int rc = tb_q_metrics_read(db, &q);
   tb_api_db_put(r, db);
   pthread_mutex_lock(&scrape_mu);
   tb_metric_set(up, NULL, rc > 0 ? 1 : 0);
   if (rc > 0) {
-    set_from_object(jobs, PQgetvalue(res, 0, 0), states);
-    tb_metric_set(depth, NULL, strtod(PQgetvalue(res, 0, 1), NULL));
-    tb_metric_set(age, NULL, strtod(PQgetvalue(res, 0, 2), NULL));
-    tb_metric_set(cells, NULL, strtod(PQgetvalue(res, 0, 3), NULL));
-    set_from_object(lease, PQgetvalue(res, 0, 4), NULL);
+    set_from_object(jobs, q.jobs_by_state ? q.jobs_by_state : "{}", states);
+    tb_metric_set(depth, NULL, q.queued);
+    tb_metric_set(age, NULL, q.oldest_s);
+    tb_metric_set(cells, NULL, q.cells);
+    set_from_object(lease, q.leases ? q.leases : "{}", NULL);
     json_error_t e;
-    json_t *w = json_loads(PQgetvalue(res, 0, 4), 0, &e);
+    json_t *w = json_loads(q.leases ? q.leases : "{}", 0, &e);
     tb_metric_set(workers, NULL, (double)json_object_size(w));
     json_decref(w);
-    set_from_object(dl, PQgetvalue(res, 0, 5), dstates);
+    set_from_object(dl, q.deliveries ? q.deliveries : "{}", dstates);
   }
   char *text = tb_metrics_render(m);
   pthread_mutex_unlock(&scrape_mu);
-  PQclear(res);
+  tb_q_metrics_clear(&q);
   enum MHD_Result ret = tb_api_reply(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
                                      text, strlen(text), NULL);
   free(text);

@@ -10,7 +10,7 @@
  *
  * The spec is the body of POST /v1/jobs and is validated by the same
  * function (tb_spec_job) when saved and again, merged with the extra
- * labels, when a job is made from it.
+ * labels, when a job is made from it.  The statements: service/q_presets.c.
  */
 #include <string.h>
 
@@ -18,45 +18,7 @@
 #include "api_ci.h"
 #include "api_jobs.h"
 #include "api_spec.h"
-
-#define PRESET_JSON                                                                        \
-  "json_build_object('id', p.id, 'name', p.name, 'spec', p.spec, "                         \
-  "'created_at', p.created_at, 'updated_at', p.updated_at)"
-
-static const struct tb_db_stmt preset_insert = {
-  "ci_preset_insert",
-  "INSERT INTO presets AS p (project_id, name, spec) VALUES ($1, $2, $3::jsonb) "
-  "RETURNING " PRESET_JSON "::text",
-};
-
-static const struct tb_db_stmt preset_upsert = {
-  "ci_preset_upsert",
-  "INSERT INTO presets AS p (project_id, name, spec) VALUES ($1, $2, $3::jsonb) "
-  "ON CONFLICT (project_id, name) DO UPDATE SET spec = EXCLUDED.spec, updated_at = now() "
-  "RETURNING " PRESET_JSON "::text, (xmax = 0) AS created",
-};
-
-static const struct tb_db_stmt preset_list = {
-  "ci_preset_list",
-  "SELECT coalesce(json_agg(" PRESET_JSON " ORDER BY p.name), '[]')::text "
-  "FROM presets p WHERE p.project_id = $1",
-};
-
-static const struct tb_db_stmt preset_get = {
-  "ci_preset_get",
-  "SELECT " PRESET_JSON "::text, p.spec::text FROM presets p "
-  "WHERE p.project_id = $1 AND p.name = $2",
-};
-
-static const struct tb_db_stmt preset_delete = {
-  "ci_preset_delete",
-  "WITH used AS (SELECT count(*) AS n FROM hooks h JOIN presets p ON p.id = h.preset_id "
-  "  WHERE p.project_id = $1 AND p.name = $2 AND h.deleted_at IS NULL), "
-  "del AS (DELETE FROM presets p WHERE p.project_id = $1 AND p.name = $2 "
-  "  AND (SELECT n FROM used) = 0 RETURNING 1) "
-  "SELECT (SELECT count(*) FROM del), (SELECT n FROM used), "
-  "  (SELECT count(*) FROM presets WHERE project_id = $1 AND name = $2)",
-};
+#include "q_presets.h"
 
 /* Validates a preset spec (any JSON value) with tb_spec_job; on success
  * *norm is the normalized spec text (new).  Else a reply is queued. */
@@ -110,8 +72,7 @@ save(struct tb_api_req *r, bool put)
   json_t *body = tb_api_body_json(r, &ret);
   if (body == NULL)
     return ret;
-  char *norm = NULL;
-  PGresult *res = NULL;
+  char *norm = NULL, *doc = NULL;
   const char *name = json_string_value(json_object_get(body, "name"));
   if (!tb_api_only_members(r, body, allowed, &ret))
     goto out;
@@ -128,24 +89,22 @@ save(struct tb_api_req *r, bool put)
   if (!check_spec(r, json_object_get(body, "spec"), &norm, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  bool uv = false;
-  const char *p[] = { r->project_id, name, norm };
-  int rc = tb_db_exec_uv(db, put ? &preset_upsert : &preset_insert, 3, p, &res, &uv);
+  bool uv = false, created = true;
+  int rc = put ? tb_q_presets_put(db, r->project_id, name, norm, &doc, &created)
+               : tb_q_presets_insert(db, r->project_id, name, norm, &doc, &uv);
   tb_api_db_put(r, db);
   if (uv) {
     ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "a preset of this project has this name", NULL);
-  } else if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
+  } else if (rc <= 0 || doc == NULL) {
+    ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
   } else {
-    bool created = !put || PQgetvalue(res, 0, 1)[0] == 't';
     char *loc = tb_xasprintf("/v1/presets/%s", name);
     const char *h[] = { "Location", created ? loc : NULL, NULL };
-    ret = tb_api_reply_text(r, created ? MHD_HTTP_CREATED : MHD_HTTP_OK, PQgetvalue(res, 0, 0),
-                            h);
+    ret = tb_api_reply_text(r, created ? MHD_HTTP_CREATED : MHD_HTTP_OK, doc, h);
     free(loc);
   }
 out:
-  PQclear(res);
+  free(doc);
   free(norm);
   json_decref(body);
   return ret;
@@ -166,37 +125,30 @@ tb_api_presets_put(struct tb_api_req *r)
 enum MHD_Result
 tb_api_presets_list(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id };
-  return tb_api_reply_query(r, &preset_list, 1, p, MHD_HTTP_OK, "presets", NULL);
+  return tb_api_reply_list(r, tb_q_presets_list, "presets");
 }
 
 enum MHD_Result
 tb_api_presets_get(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id, r->param };
-  return tb_api_reply_query(r, &preset_get, 2, p, MHD_HTTP_OK, NULL, "no preset of this name");
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_presets_get(db, r->project_id, r->param, &doc, NULL);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, NULL, "no preset of this name");
 }
 
 enum MHD_Result
 tb_api_presets_delete(struct tb_api_req *r)
 {
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  const char *p[] = { r->project_id, r->param };
-  int rc = tb_db_exec(db, &preset_delete, 2, p, &res);
+  bool in_use = false;
+  int rc = tb_q_presets_delete(db, r->project_id, r->param, &in_use);
   tb_api_db_put(r, db);
-  enum MHD_Result ret;
-  if (rc < 0)
-    ret = tb_api_reply_db(r, rc);
-  else if (PQgetvalue(res, 0, 0)[0] != '0')
-    ret = tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
-  else if (PQgetvalue(res, 0, 2)[0] == '0')
-    ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no preset of this name", NULL);
-  else
-    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "hooks use this preset: delete them first",
-                             NULL);
-  PQclear(res);
-  return ret;
+  if (rc == 0 && in_use)
+    return tb_api_reply_error(r, TB_EC_NAME_TAKEN, "hooks use this preset: delete them first",
+                              NULL);
+  return tb_api_reply_deleted(r, rc, "no preset of this name");
 }
 
 enum MHD_Result
@@ -213,10 +165,8 @@ tb_api_presets_run(struct tb_api_req *r)
       goto out_body;
   }
   struct tb_db *db = tb_api_db_get(r);
-  PGresult *res = NULL;
-  char *doc = NULL;
-  const char *p[] = { r->project_id, r->param };
-  int rc = tb_db_exec(db, &preset_get, 2, p, &res);
+  char *doc = NULL, *text = NULL;
+  int rc = tb_q_presets_get(db, r->project_id, r->param, NULL, &text);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
@@ -226,7 +176,7 @@ tb_api_presets_run(struct tb_api_req *r)
     goto out;
   }
   json_error_t jerr;
-  spec = json_loads(PQgetvalue(res, 0, 1), 0, &jerr);
+  spec = json_loads(text != NULL ? text : "", 0, &jerr);
   char job_id[TB_API_ID_LEN + 1];
   struct tb_tenancy_refusal why;
   rc = tb_api_ci_start_job(db, &r->api->tenancy, r->project_id, r->request_id, spec,
@@ -251,7 +201,7 @@ tb_api_presets_run(struct tb_api_req *r)
   }
 out:
   tb_api_db_put(r, db);
-  PQclear(res);
+  free(text);
   free(doc);
   json_decref(spec);
   json_decref(errors);

@@ -227,55 +227,70 @@ tb_api_reply_spec_errors(struct tb_api_req *r, int rc, json_t *errors)
 
 
 bool
-tb_api_query_row(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
-                 const char *const *params, const char *not_found, PGresult **res,
-                 enum MHD_Result *ret)
+tb_api_found(struct tb_api_req *r, int rc, const char *not_found, enum MHD_Result *ret)
 {
-  *res = NULL;
-  struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, st, n, params, res);
-  tb_api_db_put(r, db);
   if (rc > 0)
     return true;
-  PQclear(*res);
-  *res = NULL;
   *ret = rc < 0 ? tb_api_reply_db(r, rc) : tb_api_reply_error(r, TB_EC_NOT_FOUND, not_found, NULL);
   return false;
 }
 
 enum MHD_Result
-tb_api_reply_query(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
-                   const char *const *params, unsigned status, const char *wrap,
-                   const char *not_found)
+tb_api_reply_doc(struct tb_api_req *r, int rc, char *doc, unsigned status, const char *wrap,
+                 const char *not_found)
 {
-  PGresult *res;
   enum MHD_Result ret;
-  if (!tb_api_query_row(r, st, n, params, not_found, &res, &ret)) {
+  if (!tb_api_found(r, rc > 0 && doc == NULL ? 0 : rc, not_found, &ret)) {
+    free(doc);
     return ret;
-  } else if (wrap != NULL) {
-    char *body = tb_xasprintf("{\"%s\":%s}", wrap, PQgetvalue(res, 0, 0));
+  }
+  if (wrap != NULL) {
+    char *body = tb_xasprintf("{\"%s\":%s}", wrap, doc);
     ret = tb_api_reply_text(r, status, body, NULL);
     free(body);
   } else {
-    ret = tb_api_reply(r, status, "application/json", PQgetvalue(res, 0, 0),
-                       (size_t)PQgetlength(res, 0, 0), NULL);
+    ret = tb_api_reply_text(r, status, doc, NULL);
   }
-  PQclear(res);
+  free(doc);
   return ret;
 }
 
 enum MHD_Result
-tb_api_reply_delete(struct tb_api_req *r, const struct tb_db_stmt *st, int n,
-                    const char *const *params, const char *not_found)
+tb_api_reply_deleted(struct tb_api_req *r, int rc, const char *not_found)
+{
+  enum MHD_Result ret;
+  if (!tb_api_found(r, rc, not_found, &ret))
+    return ret;
+  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+}
+
+enum MHD_Result
+tb_api_reply_list(struct tb_api_req *r, tb_api_list_fn q, const char *wrap)
+{
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = q(db, r->project_id, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, wrap, NULL);
+}
+
+enum MHD_Result
+tb_api_reply_get(struct tb_api_req *r, tb_api_get_fn q, const char *not_found)
+{
+  char *doc = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = q(db, r->id, r->project_id, &doc);
+  tb_api_db_put(r, db);
+  return tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, NULL, not_found);
+}
+
+enum MHD_Result
+tb_api_reply_delete(struct tb_api_req *r, tb_api_delete_fn q, const char *not_found)
 {
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, st, n, params, NULL);
+  int rc = q(db, r->id, r->project_id);
   tb_api_db_put(r, db);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  if (rc == 0)
-    return tb_api_reply_error(r, TB_EC_NOT_FOUND, not_found, NULL);
-  return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, NULL);
+  return tb_api_reply_deleted(r, rc, not_found);
 }
 
 enum MHD_Result

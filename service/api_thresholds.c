@@ -4,7 +4,8 @@
  *   GET    /v1/thresholds         the project's thresholds
  *   POST   /v1/thresholds         {labels, tolerance_pct}: create or replace
  *   DELETE /v1/thresholds/{id}
- * Labels are checked as import checks them (tb_api_labels_ok).
+ * Labels are checked as import checks them (tb_api_labels_ok).  The
+ * statements: service/q_thresholds.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,30 +13,7 @@
 
 #include "api_handlers.h"
 #include "api_report.h"
-
-#define THRESHOLD_JSON                                                                   \
-  "json_build_object('id', t.id, 'labels', t.labels, 'tolerance_pct', t.tolerance * 100, " \
-  "'created_at', t.created_at, 'updated_at', t.updated_at)"
-
-static const struct tb_db_stmt st_thr_list = {
-  "thr_list",
-  "SELECT coalesce(json_agg(" THRESHOLD_JSON " ORDER BY t.created_at, t.id), '[]'::json)::text "
-  "FROM thresholds t WHERE t.project_id = $1::uuid",
-};
-
-static const struct tb_db_stmt st_thr_put = {
-  "thr_put",
-  "INSERT INTO thresholds AS t (project_id, labels, tolerance) "
-  "VALUES ($1::uuid, $2::jsonb, $3::float8) "
-  "ON CONFLICT (project_id, labels) DO UPDATE SET tolerance = EXCLUDED.tolerance, "
-  "  updated_at = now() "
-  "RETURNING " THRESHOLD_JSON "::text, (t.xmax = 0)",
-};
-
-static const struct tb_db_stmt st_thr_delete = {
-  "thr_delete",
-  "DELETE FROM thresholds WHERE id = $1::uuid AND project_id = $2::uuid",
-};
+#include "q_thresholds.h"
 
 #define LABELS_MAX 16
 #define LABEL_KEY_MAX 64
@@ -63,8 +41,7 @@ tb_api_labels_ok(const json_t *l)
 enum MHD_Result
 tb_api_thresholds_list(struct tb_api_req *r)
 {
-  const char *p[] = { r->project_id };
-  return tb_api_reply_query(r, &st_thr_list, 1, p, MHD_HTTP_OK, "thresholds", NULL);
+  return tb_api_reply_list(r, tb_q_thresholds_list, "thresholds");
 }
 
 enum MHD_Result
@@ -93,25 +70,18 @@ tb_api_thresholds_put(struct tb_api_req *r)
                                       : tb_xstrdup("{}");
   char tol[48];
   snprintf(tol, sizeof tol, "%.17g", json_number_value(pct) / 100.0);
-  const char *p[] = { r->project_id, ltxt, tol };
-  PGresult *res = NULL;
+  char *doc = NULL;
+  bool inserted = false;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_db_exec(db, &st_thr_put, 3, p, &res);
+  int rc = tb_q_thresholds_put(db, r->project_id, ltxt, tol, &doc, &inserted);
   tb_api_db_put(r, db);
   free(ltxt);
   json_decref(body);
-  if (rc < 0)
-    return tb_api_reply_db(r, rc);
-  bool inserted = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-  ret = tb_api_reply(r, inserted ? MHD_HTTP_CREATED : MHD_HTTP_OK, "application/json",
-                     PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0), NULL);
-  PQclear(res);
-  return ret;
+  return tb_api_reply_doc(r, rc, doc, inserted ? MHD_HTTP_CREATED : MHD_HTTP_OK, NULL, NULL);
 }
 
 enum MHD_Result
 tb_api_thresholds_delete(struct tb_api_req *r)
 {
-  const char *p[] = { r->id, r->project_id };
-  return tb_api_reply_delete(r, &st_thr_delete, 2, p, "no such threshold");
+  return tb_api_reply_delete(r, tb_q_thresholds_delete, "no such threshold");
 }

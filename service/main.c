@@ -377,21 +377,11 @@ parse_cors(struct tb_api *api, const char *v)
   for (const char *p = v; *p; p++)
     n += *p == ',';
   api->cors_origins = tb_xcalloc(n + 1, sizeof(char *));
-  size_t k = 0;
-  const char *p = v;
-  while (*p != '\0' && k < n) {
-    size_t l = strcspn(p, ",");
-    const char *s = p, *e = p + l;
-    while (s < e && *s == ' ')
-      s++;
-    while (e > s && e[-1] == ' ')
-      e--;
-    if (e > s)
-      api->cors_origins[k++] = tb_xstrndup(s, (size_t)(e - s));
-    p += l;
-    if (*p == ',')
-      p++;
-  }
+  size_t k = 0, len;
+  const char *p = v, *s;
+  while (k < n && tb_list_next(&p, &s, &len))
+    if (len > 0)
+      api->cors_origins[k++] = tb_xstrndup(s, len);
 }
 
 int

@@ -400,6 +400,28 @@ sim_metrics_parse(const char *str, enum sim_metrics *out)
   return true;
 }
 
+/* What tokbench samples of a cell's server view (lib/tb_sampler.c) beyond
+ * the gauges and counters above, in the flavour's names: the preemption
+ * counter (admission reserves a request's whole KV need, so the simulator
+ * never preempts: always 0). */
+static void
+metrics_sampled_extra(const struct server *s, struct conn *tmp, const char *lab)
+{
+  if (flav(s, SIM_FLAVOUR_VLLM))
+    sim_conn_out_printf(tmp,
+                        "# HELP vllm:num_preemptions_total Cumulative number of preemption "
+                        "from the engine.\n"
+                        "# TYPE vllm:num_preemptions_total counter\n"
+                        "vllm:num_preemptions_total{%s} 0.0\n",
+                        lab);
+  else
+    sim_conn_out_printf(tmp,
+                        "# HELP sglang:num_retracted_requests_total Retracted requests.\n"
+                        "# TYPE sglang:num_retracted_requests_total counter\n"
+                        "sglang:num_retracted_requests_total{%s} 0.0\n",
+                        lab);
+}
+
 static void
 handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -451,6 +473,7 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
                         lab, s->running, lab, s->q_n, lab, usage, lab, s->st.prompt_tokens, lab,
                         s->st.tokens_generated, lab, s->st.prefix_hit_tokens, lab,
                         s->st.prefix_query_tokens);
+    metrics_sampled_extra(s, &tmp, lab);
   } else {
     snprintf(lab, sizeof(lab), "model_name=%s", s->model_json);
     sim_conn_out_printf(&tmp,
@@ -478,6 +501,7 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
                         s->st.prefix_query_tokens
                             ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
                             : 0.0);
+    metrics_sampled_extra(s, &tmp, lab);
   }
   sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
                      r->keep_alive);

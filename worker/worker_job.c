@@ -180,15 +180,24 @@ finish_succeeded(struct tb_db *db, const struct tb_queue_lease *l, const json_t 
   return c < 0 ? c : 1;
 }
 
+/* flush_pending with retries (keep_trying's backoff, *delay and t0 shared
+ * with the write that follows). */
+static int
+flush_retry(struct job_run *jr, int *delay, int64_t t0)
+{
+  int rc;
+  while ((rc = flush_pending(jr)) == TB_DB_SOFT && keep_trying(jr, delay, t0))
+    ;
+  return rc;
+}
+
 /* Writes the end state with retries.  Returns the outcome. */
 static enum worker_job_outcome
 finish(struct job_run *jr, const char *state, const json_t *result, const char *error)
 {
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
-  int rc;
-  while ((rc = flush_pending(jr)) == TB_DB_SOFT && keep_trying(jr, &delay, t0))
-    ;
+  int rc = flush_retry(jr, &delay, t0);
   if (rc == 0)
     return WORKER_JOB_LOST;
   if (rc == TB_DB_SOFT)
@@ -221,10 +230,8 @@ release(struct job_run *jr)
 {
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
-  int rc;
   /* Cells measured before the stop are kept: store what is pending. */
-  while ((rc = flush_pending(jr)) == TB_DB_SOFT && keep_trying(jr, &delay, t0))
-    ;
+  int rc = flush_retry(jr, &delay, t0);
   if (rc == 0)
     return WORKER_JOB_LOST;
   while ((rc = tb_queue_release(jr->w->db, jr->lease, "worker stopping")) == TB_DB_SOFT &&
@@ -238,26 +245,18 @@ release(struct job_run *jr)
   return rc == 0 ? WORKER_JOB_LOST : WORKER_JOB_ABANDONED;
 }
 
-/* Loads with retries (the database may be restarting). */
+/* Loads the job's endpoint (into ep when it is not NULL) or else the cells
+ * already stored (into *cells), with retries (the database may be
+ * restarting). */
 static int
-load_endpoint(struct job_run *jr, struct tb_queue_endpoint *ep)
+load(struct job_run *jr, struct tb_queue_endpoint *ep, json_t **cells)
 {
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
   int rc;
-  while ((rc = tb_queue_load_endpoint(jr->w->db, jr->job->endpoint_id, ep)) == TB_DB_SOFT &&
-         keep_trying(jr, &delay, t0))
-    ;
-  return rc;
-}
-
-static int
-load_cells(struct job_run *jr, json_t **cells)
-{
-  int64_t t0 = tb_time_mono_ns();
-  int delay = BACKOFF_MIN_MS;
-  int rc;
-  while ((rc = tb_queue_load_cells(jr->w->db, jr->lease->job_id, cells)) == TB_DB_SOFT &&
+  while ((rc = ep != NULL ? tb_queue_load_endpoint(jr->w->db, jr->job->endpoint_id, ep)
+                          : tb_queue_load_cells(jr->w->db, jr->lease->job_id, cells)) ==
+           TB_DB_SOFT &&
          keep_trying(jr, &delay, t0))
     ;
   return rc;
@@ -281,7 +280,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
          "endpoint", TB_LS, job->endpoint_id, "request_id", TB_LS,
          job->request_id[0] ? job->request_id : NULL, NULL);
 
-  int rc = load_endpoint(&jr, &ep);
+  int rc = load(&jr, &ep, NULL);
   if (rc < 0) {
     out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the endpoint")
                            : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
@@ -306,7 +305,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
       goto out;
     }
   }
-  rc = load_cells(&jr, &done);
+  rc = load(&jr, NULL, &done);
   if (rc < 0) {
     out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the stored cells")
                            : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));

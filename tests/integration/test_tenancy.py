@@ -280,6 +280,52 @@ def test_limits_on_queued_jobs_and_job_size(ctx):
     api.stop()
 
 
+def test_queued_limit_holds_under_concurrent_submits(ctx):
+    """TOKBENCH_LIMIT_QUEUED under a burst: 24 submits of one project at
+    once, released together by a barrier, against a limit of 2.  The count
+    is part of the job insert, taken under the project's row lock, so at
+    most 2 are accepted and the rest answered 429.  With the count outside
+    the insert (a SELECT, then the INSERT: the code before this test) the
+    submits of a burst all count the same few queued jobs before any of
+    them is written and pass the limit together: with 16 request threads
+    and 16 database connections, four runs against that code each failed
+    in the first of the eight rounds, with 5 to 9 of the 24 accepted.
+    (The limit is the api's; no worker runs here, so nothing leaves the
+    queue while a round is counted.)"""
+    import threading
+    s = setup(ctx)
+    pg = s["pg"]
+    limit, burst = 2, 24
+    api = Api(ctx, pg, {"TOKBENCH_LIMIT_QUEUED": str(limit), "TOKBENCH_THREADS": "16",
+                        "TOKBENCH_DB_POOL": "16"})
+    key, ep = project(ctx, api, pg)
+    pid = pg.psql("SELECT project_id FROM endpoints WHERE id = '%s'" % ep).strip()
+    for rnd in range(8):
+        pg.psql("UPDATE jobs SET state = 'cancelled' WHERE project_id = '%s' AND state = 'queued'"
+                % pid)
+        gate = threading.Barrier(burst)
+        codes = []
+        lock = threading.Lock()
+
+        def one():
+            gate.wait()
+            st, _, _ = api.req("POST", "/v1/jobs", key, dict(SHORT, endpoint_id=ep))
+            with lock:
+                codes.append(st)
+
+        threads = [threading.Thread(target=one) for _ in range(burst)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        queued = int(pg.psql("SELECT count(*) FROM jobs WHERE project_id = '%s' "
+                             "AND state = 'queued'" % pid).strip())
+        assert codes.count(202) == limit and codes.count(429) == burst - limit, (rnd, codes)
+        assert queued == limit, (rnd, codes, queued)
+    pg.psql("UPDATE jobs SET state = 'cancelled' WHERE state = 'queued'")
+    api.stop()
+
+
 # ------------------------------------------------------ finding 6: replays
 
 def sign(secret, msg):

@@ -55,6 +55,11 @@ test_connect_errors(void **state)
 static const struct tb_db_stmt st_insert = {
   "t_insert", "INSERT INTO t (id, name, n) VALUES ($1::int, $2, $3::bigint)"
 };
+static const struct tb_db_stmt st_bools = {
+  "test_bools",
+  "SELECT true AS yes, false AS no, NULL::bool AS none",
+};
+
 static const struct tb_db_stmt st_select = {
   "t_select", "SELECT id, name, n FROM t WHERE id = $1::int"
 };
@@ -124,6 +129,40 @@ test_exec_and_read(void **state)
   const char *p3[] = { "3", "x", "3" };
   assert_int_equal(tb_db_exec_uv(db, &st_insert, 3, p3, NULL, &uv), 1);
   assert_false(uv);
+
+  /* one column by name: copied, duplicated, or the first row's into a string */
+  assert_int_equal(tb_db_exec(db, &st_select, 1, k1, &r), 1);
+  char small[8];
+  tb_db_copy(r, 0, "name", small, sizeof small);
+  assert_string_equal(small, "it's \"q"); /* truncated to its cap */
+  char *d = tb_db_dup(r, 0, "name");
+  assert_string_equal(d, p1[1]);
+  free(d);
+  assert_null(tb_db_dup(r, 0, "no_such_column"));
+  PQclear(r);
+  assert_int_equal(tb_db_exec(db, &st_select, 1, k2, &r), 1);
+  tb_db_copy(r, 0, "name", small, sizeof small);
+  assert_string_equal(small, ""); /* SQL NULL */
+  PQclear(r);
+  char *s = (char *)1;
+  assert_int_equal(tb_db_exec_str(db, &st_select, 1, k1, "name", &s, NULL), 1);
+  assert_string_equal(s, p1[1]);
+  free(s);
+  assert_int_equal(tb_db_exec_str(db, &st_select, 1, k3, "name", &s, NULL), 1);
+  assert_string_equal(s, "x");
+  free(s);
+  const char *k4[] = { "4" };
+  assert_int_equal(tb_db_exec_str(db, &st_select, 1, k4, "name", &s, NULL), 0);
+  assert_null(s); /* no row */
+  uv = false;
+  assert_int_equal(tb_db_exec_str(db, &st_insert, 3, p3, "name", &s, &uv), TB_DB_HARD);
+  assert_true(uv);
+  assert_null(s);
+  assert_int_equal(tb_db_exec(db, &st_bools, 0, NULL, &r), 1);
+  assert_true(tb_db_bool(r, 0, "yes"));
+  assert_false(tb_db_bool(r, 0, "no"));
+  assert_false(tb_db_bool(r, 0, "none"));
+  PQclear(r);
   tb_db_close(db);
 }
 
@@ -133,10 +172,13 @@ test_transactions(void **state)
   (void)state;
   struct tb_db *db = db_open();
   int64_t before = count_rows(db);
+  assert_false(tb_db_in_tx(db));
   assert_int_equal(tb_db_begin(db), 0);
+  assert_true(tb_db_in_tx(db));
   const char *p[] = { "100", "tx", "1" };
   assert_int_equal(tb_db_exec(db, &st_insert, 3, p, NULL), 1);
   tb_db_rollback(db);
+  assert_false(tb_db_in_tx(db));
   assert_int_equal(count_rows(db), before);
   assert_int_equal(tb_db_begin(db), 0);
   assert_int_equal(tb_db_exec(db, &st_insert, 3, p, NULL), 1);

@@ -303,15 +303,98 @@ col(char hdr[][128], size_t n, const char *name)
   return -1;
 }
 
+/* A decode cell with a server series and failed self-checks: every format
+ * shows the flag with its reasons, the HTML draws the timeline, the CSV's
+ * columns are the JSON's figures. */
+static void
+test_server_view_and_checks(void **state)
+{
+  (void)state;
+  json_t *doc = load(FIXTURE);
+  json_t *cells = json_object_get(doc, "cells");
+  size_t i;
+  json_t *c = NULL, *flagged = NULL;
+  json_array_foreach(cells, i, c) {
+    if (strcmp(json_string_value(json_object_get(c, "phase")), "decode") == 0 &&
+        strcmp(json_string_value(json_object_get(c, "status")), "valid") == 0) {
+      flagged = c;
+      break;
+    }
+  }
+  assert_non_null(flagged);
+  json_error_t e;
+  json_t *ss = json_loads("{\"interval_s\":1,\"t_s\":[0,1.02,2.01,3.0],"
+                          "\"running\":[4,4,5,5],\"waiting\":[0,0,1,0],"
+                          "\"kv_pct\":[10,20,37.5,30],\"summary\":{\"samples\":4,"
+                          "\"peak_kv_pct\":37.5,\"preemptions\":2,\"server_tps\":401.5,"
+                          "\"client_tps\":400,\"server_client_ratio\":1.004}}", 0, &e);
+  assert_non_null(ss);
+  json_object_set_new(flagged, "server_series", ss);
+  json_t *ch = json_loads("{\"ok\":false,\"failed\":[\"achieved concurrency 5.00 "
+                          "(server's running gauge) vs 4 requested\"],"
+                          "\"requested_concurrency\":4,\"achieved_concurrency\":5.0,"
+                          "\"achieved_source\":\"server\",\"client_cpu_share\":0.12,"
+                          "\"kernel_stamped\":1,\"drained_before\":true,"
+                          "\"drained_after\":false}", 0, &e);
+  assert_non_null(ch);
+  json_object_set_new(flagged, "checks", ch);
+  const char *why = "checks failed: achieved concurrency 5.00";
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "### Server view and self-checks"));
+  assert_non_null(strstr(md, why));
+  assert_non_null(strstr(md, "| 37.5% | 2.0 | "));
+  assert_non_null(strstr(md, "| yes / no |"));
+  /* and the matrix marks the cell */
+  assert_non_null(strstr(md, "TTFT<br>\xe2\x9a\xa0 checks failed |"));
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "id=\"server-view\""));
+  assert_non_null(strstr(html, "<svg class=\"spark\""));
+  assert_non_null(strstr(html, "<polyline"));
+  assert_non_null(strstr(html, "class=\"flagged\""));
+  assert_non_null(strstr(html, "<span class=\"flag\" title=\"achieved concurrency 5.00"));
+  assert_non_null(strstr(html, why));
+  assert_null(strstr(html, "<script"));
+  char *csv = render(doc, TB_REPORT_CSV);
+  const char *p = csv;
+  char hdr[64][128], f[64][128];
+  size_t nh = csv_record(&p, hdr, 64);
+  int c_ok = col(hdr, nh, "checks_ok"), c_failed = col(hdr, nh, "checks_failed"),
+      c_kv = col(hdr, nh, "peak_kv_pct"), c_ach = col(hdr, nh, "achieved_concurrency"),
+      c_after = col(hdr, nh, "drained_after"), c_st = col(hdr, nh, "server_tps");
+  bool seen = false;
+  while (*p) {
+    assert_int_equal(csv_record(&p, f, 64), nh);
+    if (f[c_ok][0] == '\0')
+      continue;
+    seen = true;
+    assert_string_equal(f[c_ok], "false");
+    assert_non_null(strstr(f[c_failed], "achieved concurrency 5.00"));
+    assert_true(strtod(f[c_kv], NULL) == 37.5);
+    assert_true(strtod(f[c_ach], NULL) == 5.0);
+    assert_string_equal(f[c_after], "false");
+    assert_true(strtod(f[c_st], NULL) == 401.5);
+  }
+  assert_true(seen);
+  /* JSON: the document as it is */
+  char *js = render(doc, TB_REPORT_JSON);
+  assert_non_null(strstr(js, "\"server_series\""));
+  assert_non_null(strstr(js, "\"checks\""));
+  free(md);
+  free(html);
+  free(csv);
+  free(js);
+  json_decref(doc);
+}
+
 static void
 test_csv_matches_json(void **state)
 {
   json_t *doc = load(FIXTURE);
   char *csv = render(doc, TB_REPORT_CSV);
   const char *p = csv;
-  char hdr[40][128], f[40][128];
-  size_t nh = csv_record(&p, hdr, 40);
-  assert_int_equal(nh, 37);
+  char hdr[64][128], f[64][128];
+  size_t nh = csv_record(&p, hdr, 64);
+  assert_int_equal(nh, 51); /* 33, 4 flags, and 14 of the server view and checks */
   /* the flags of a cell: readiness, how its prompt was sized, a measured cap */
   (void)col(hdr, nh, "readiness");
   (void)col(hdr, nh, "readiness_reason");
@@ -325,7 +408,7 @@ test_csv_matches_json(void **state)
   const json_t *cells = json_object_get(doc, "cells");
   size_t rows = 0;
   while (*p) {
-    size_t n = csv_record(&p, f, 40);
+    size_t n = csv_record(&p, f, 64);
     assert_int_equal(n, nh);
     /* Find the JSON cell of this row. */
     size_t i;
@@ -480,14 +563,14 @@ test_uncertainty(void **state)
 
   char *csv = render(doc, TB_REPORT_CSV);
   const char *p = csv;
-  char hdr[40][128], f[40][128];
-  size_t nh = csv_record(&p, hdr, 40);
+  char hdr[64][128], f[64][128];
+  size_t nh = csv_record(&p, hdr, 64);
   int c_lo = col(hdr, nh, "total_tps_ci95_lo"), c_hi = col(hdr, nh, "total_tps_ci95_hi"),
       c_se = col(hdr, nh, "total_tps_se"), c_rep = col(hdr, nh, "repeats"),
       c_phase = col(hdr, nh, "phase"), c_tps = col(hdr, nh, "total_tps");
   size_t seen = 0;
   while (*p) {
-    csv_record(&p, f, 40);
+    csv_record(&p, f, 64);
     if (strcmp(f[c_phase], "decode") != 0 || strtod(f[c_tps], NULL) != tps || f[c_lo][0] == 0)
       continue;
     assert_true(strtod(f[c_lo], NULL) == tps - 11.9);
@@ -822,12 +905,12 @@ test_capacity_limited_cells(void **state)
 
   char *csv = render(doc, TB_REPORT_CSV);
   const char *p = csv;
-  char hdr[40][128], f[40][128];
-  size_t nh = csv_record(&p, hdr, 40);
+  char hdr[64][128], f[64][128];
+  size_t nh = csv_record(&p, hdr, 64);
   int c_cl = col(hdr, nh, "total_tps_capacity_limited"), c_st = col(hdr, nh, "status");
   size_t seen = 0;
   while (*p) {
-    size_t n = csv_record(&p, f, 40);
+    size_t n = csv_record(&p, f, 64);
     assert_int_equal(n, nh); /* every row has the header's columns */
     if (f[c_cl][0] != '\0') {
       assert_string_equal(f[c_st], "over_capacity");
@@ -915,6 +998,7 @@ main(void)
     cmocka_unit_test(test_html_matrix_matches_json),
     cmocka_unit_test(test_md_matches_json),
     cmocka_unit_test(test_csv_matches_json),
+    cmocka_unit_test(test_server_view_and_checks),
     cmocka_unit_test(test_uncertainty),
     cmocka_unit_test(test_json_is_the_document),
     cmocka_unit_test(test_escaping),

@@ -48,6 +48,11 @@ test_cell_key_and_find(void **state)
   tb_result_cell_set_status(json_array_get(cells, 2), "error", "boom");
   assert_string_equal(tb_result_status_of_cells(cells), "partial");
   json_decref(cells);
+  /* the order of keys: phase, then context, then concurrency */
+  assert_true(tb_result_key_cmp(0, 262144, 128, 1, 1024, 1) < 0);
+  assert_true(tb_result_key_cmp(1, 2048, 1, 1, 1024, 128) > 0);
+  assert_true(tb_result_key_cmp(1, 1024, 2, 1, 1024, 4) < 0);
+  assert_int_equal(tb_result_key_cmp(1, 1024, 4, 1, 1024, 4), 0);
 }
 
 static void

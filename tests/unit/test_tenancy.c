@@ -72,7 +72,18 @@ test_check_spec(void **state)
   assert_false(tb_tenancy_check_spec(&t, s, &why));
   assert_string_equal(why.limit, "max_attempts");
   assert_string_equal(why.setting, "TOKBENCH_LIMIT_MAX_ATTEMPTS");
+  json_object_set_new(s, "max_attempts", json_integer(3)); /* at the limit: fits */
+  assert_true(tb_tenancy_check_spec(&t, s, &why));
   json_decref(s);
+  /* the project's count, refused by the job insert */
+  t.queued = 5;
+  tb_tenancy_refuse_queued(&t, 5, &why);
+  assert_string_equal(why.limit, "queued_jobs");
+  assert_string_equal(why.setting, "TOKBENCH_LIMIT_QUEUED");
+  assert_false(why.too_large);
+  assert_int_equal(why.max, 5);
+  assert_true(why.value == 5);
+  assert_non_null(strstr(why.detail, "queued jobs: 5"));
 }
 
 static void

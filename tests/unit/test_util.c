@@ -99,6 +99,27 @@ test_asprintf_and_clock(void **state)
   assert_string_equal(ts, "1970-01-01T00:00:00.000Z");
 }
 
+/* tb_list_next: items trimmed, empty ones given, a trailing comma ends. */
+static void
+test_lists(void **state)
+{
+  (void)state;
+  const char *want[] = { "a", "b c", "", "d", "" };
+  const char *p = " a ,\tb c ,,d,", *s;
+  size_t n, k = 0;
+  while (tb_list_next(&p, &s, &n)) {
+    assert_true(k < TB_ARRAY_LEN(want));
+    assert_int_equal(n, strlen(want[k]));
+    assert_memory_equal(s, want[k], n);
+    k++;
+  }
+  assert_int_equal(k, 4); /* a trailing comma ends the list */
+  p = NULL;
+  assert_false(tb_list_next(&p, &s, &n));
+  p = "";
+  assert_false(tb_list_next(&p, &s, &n));
+}
+
 /* tb_xgrow: doubles from the first size, keeps the bytes, never shrinks. */
 static void
 test_xgrow(void **state)
@@ -132,6 +153,7 @@ main(void)
     cmocka_unit_test(test_hex_digit),
     cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
     cmocka_unit_test(test_asprintf_and_clock), cmocka_unit_test(test_xgrow),
+    cmocka_unit_test(test_lists),
   };
   return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
