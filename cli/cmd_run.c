@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "tb_cfg.h"
 #include "tb_engine.h"
+#include "tb_http.h"
 #include "tb_table.h"
 #include "tb_util.h"
 
@@ -50,6 +51,9 @@ static const char usage_head[] =
     "  --url URL               base URL, e.g. http://127.0.0.1:8000 (no /v1)\n"
     "  --api-key-file F        file holding the endpoint's API key (first line);\n"
     "                          else env TOKBENCH_ENDPOINT_API_KEY; sent as Bearer\n"
+    "  --cacert FILE           PEM file of the CAs to trust for an https URL\n"
+    "                          (a self-signed or private CA's certificate),\n"
+    "                          instead of the system's\n"
     "  --name NAME             endpoint name for the report header\n"
     "  --launch-command CMD    server launch command for the report (secrets\n"
     "                          are redacted)\n"
@@ -243,7 +247,7 @@ int
 tb_cli_run(int argc, char **argv)
 {
   enum {
-    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM,
+    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM, O_CACERT,
     O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
   static const struct option fixed[] = {
@@ -257,6 +261,7 @@ tb_cli_run(int argc, char **argv)
       {"launch-command", required_argument, NULL, O_LAUNCH},
       {"run-id", required_argument, NULL, O_RUNID},
       {"cell-memory-kb", required_argument, NULL, O_CELLMEM},
+      {"cacert", required_argument, NULL, O_CACERT},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
@@ -275,7 +280,7 @@ tb_cli_run(int argc, char **argv)
   json_t *endpoint = json_object();
   struct tb_spec settings;
   tb_spec_init(&settings);
-  const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL;
+  const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL, *cacert = NULL;
   int64_t cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024;
   bool force_jsonl = false, force_table = false, quiet = false;
   int rc = 2;
@@ -329,6 +334,9 @@ tb_cli_run(int argc, char **argv)
         goto out;
       }
       break;
+    case O_CACERT:
+      cacert = optarg;
+      break;
     case 'q':
       quiet = true;
       break;
@@ -368,6 +376,10 @@ tb_cli_run(int argc, char **argv)
              getenv("TOKBENCH_ENDPOINT_API_KEY")[0] != '\0') {
     key = tb_xstrdup(getenv("TOKBENCH_ENDPOINT_API_KEY"));
   }
+  if (cacert != NULL && !tb_http_set_ca_file(cacert, &err)) {
+    fprintf(stderr, "tokbench run: --cacert: %s\n", err);
+    goto out;
+  }
   if (resume != NULL) {
     const char *why = NULL;
     done = read_resume(resume, &run_id, &why);
@@ -406,7 +418,12 @@ tb_cli_run(int argc, char **argv)
       fprintf(stderr, "tokbench run: cannot write %s\n", output);
   }
   if (st == TB_ENGINE_FAILED) {
-    fprintf(stderr, "tokbench run: %s\n", err ? err : "run failed");
+    /* libcurl's words for a certificate it could not verify */
+    bool cert = err != NULL && cacert == NULL &&
+                (strstr(err, "SSL certificate problem") != NULL ||
+                 strstr(err, "certificate verify failed") != NULL);
+    fprintf(stderr, "tokbench run: %s%s\n", err ? err : "run failed",
+            cert ? " (a self-signed or private CA: --cacert FILE trusts it)" : "");
     rc = 1;
     goto out;
   }

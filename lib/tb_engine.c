@@ -339,6 +339,22 @@ stream_fail(struct stream *s, const char *fmt, ...)
   s->failed = true;
 }
 
+/* When a stream's request went out: its start, plus what libcurl spent
+ * before it could send (a new connection's TCP and TLS handshakes, which
+ * are the network's time, not the server's: METHOD.md's TTFT is the
+ * prefill).  Over TLS a cold scout's new connection would otherwise add a
+ * handshake to the prefill TTFT. */
+static int64_t
+stream_sent_at(const struct stream *s)
+{
+  curl_off_t pre = 0;
+  if (!s->direct && s->easy != NULL &&
+      curl_easy_getinfo(s->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK && pre > 0 &&
+      s->t_start + (int64_t)pre * 1000 < s->now)
+    return s->t_start + (int64_t)pre * 1000;
+  return s->t_start;
+}
+
 static void
 count_tokens(struct stream *s, int64_t delta)
 {
@@ -347,7 +363,8 @@ count_tokens(struct stream *s, int64_t delta)
   s->counted += delta;
   if (s->t_first == 0) {
     s->t_first = now;
-    tb_stats_add(&c->ttft, now - s->t_start);
+    int64_t ttft = now - stream_sent_at(s);
+    tb_stats_add(&c->ttft, ttft);
     if (!c->warmed[s->slot]) {
       c->warmed[s->slot] = true;
       c->n_warmed++;
@@ -355,7 +372,7 @@ count_tokens(struct stream *s, int64_t delta)
         c->all_warmed = now;
     }
     if (c->scout) {
-      c->scout_ttft_ns = now - s->t_start;
+      c->scout_ttft_ns = ttft;
     }
   }
   if (now >= c->w0 && now < c->w1) {
@@ -548,6 +565,7 @@ curl_start(struct cell *c, struct stream *s)
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  tb_http_tls_setopt(e);
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
   curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {
@@ -761,6 +779,7 @@ metrics_start(struct cell *c)
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+  tb_http_tls_setopt(e);
   curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, rxts_sockopt);
   curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
   if (curl_multi_add_handle(r->multi, e) != CURLM_OK) {

@@ -4,6 +4,7 @@
 #include "tb_http.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +27,35 @@ void
 tb_http_set_deadline(int64_t mono_ns)
 {
   thread_deadline_ns = mono_ns;
+}
+
+static char *ca_file; /* NULL: the system's CAs */
+
+bool
+tb_http_set_ca_file(const char *path, char **err)
+{
+  if (path != NULL && path[0] != '\0') {
+    /* said once here, not as a TLS error on every connection */
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+      *err = tb_xasprintf("CA file %s: %s", path, strerror(errno));
+      return false;
+    }
+    fclose(f);
+  }
+  free(ca_file);
+  ca_file = path != NULL && path[0] != '\0' ? tb_xstrdup(path) : NULL;
+  return true;
+}
+
+void
+tb_http_tls_setopt(void *easy)
+{
+  CURL *e = easy;
+  if (ca_file != NULL) {
+    curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(e, CURLOPT_CAPATH, NULL); /* the file alone */
+  }
 }
 
 void
@@ -132,6 +162,7 @@ tb_http_call(const char *method, const char *url, const char *api_key,
                    timeout_ms < 10000 ? timeout_ms : 10000L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  tb_http_tls_setopt(e);
   char ebuf[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
   CURLcode cc = curl_easy_perform(e);

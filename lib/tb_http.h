@@ -15,6 +15,7 @@
 #ifndef TB_HTTP_H
 #define TB_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tb_util.h"
@@ -52,6 +53,25 @@ void tb_http_headers_free(struct curl_slist *h);
  * it fails at once ("deadline passed").  For a bounded series of calls (a
  * probe's discovery). */
 void tb_http_set_deadline(int64_t mono_ns);
+
+/* Process-wide: the PEM file of certificate authorities that every HTTPS
+ * connection to an endpoint trusts (discovery, streams, metrics polls),
+ * instead of the system's list (NULL or "": the system's).  For an
+ * endpoint with a self-signed or private-CA certificate (`tokbench run
+ * --cacert FILE`, TOKBENCH_CA_FILE).  path is copied.  false, with *err (a
+ * new string, caller frees) and nothing changed, when the file cannot be
+ * read.  Call before threads start. */
+bool tb_http_set_ca_file(const char *path, char **err) TB_MUST_CHECK;
+
+/* The daemons' configuration key of it (api: probes; worker: jobs). */
+#define TB_HTTP_CFG_KEYS                                                                  \
+  { "TOKBENCH_CA_FILE", NULL,                                                             \
+    "PEM file of the CAs trusted for https endpoints, instead of the system's "           \
+    "(a self-signed or private CA)", false }
+
+/* Applies the process's TLS trust (tb_http_set_ca_file) to a libcurl easy
+ * handle (a CURL *); every handle that talks to an endpoint goes through it. */
+void tb_http_tls_setopt(void *easy);
 
 /* Process-wide libcurl setup; idempotent, call before threads start. */
 void tb_http_global_init(void);

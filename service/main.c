@@ -48,6 +48,7 @@
 #include "api_streams.h"
 #include "api_web.h"
 #include "tb_egress.h"
+#include "tb_http.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_metrics.h"
@@ -95,6 +96,7 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_DELIVERY_TIMEOUT_MS", "10000", "timeout of one webhook POST", false },
   /* issue 13: egress policy and the probe pool (api_probe.c) */
   TB_EGRESS_CFG_KEYS,
+  TB_HTTP_CFG_KEYS,
   { "TOKBENCH_PROBE_THREADS", "4", "threads running endpoint probes (never the request threads)",
     false },
   { "TOKBENCH_PROBE_PER_PROJECT", "2", "probes of one project queued or running (429 above)",
@@ -454,7 +456,9 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  if (!tb_egress_install_cfg(api.cfg, &err) || !tb_tenancy_from_cfg(&api.tenancy, api.cfg, &err)) {
+  if (!tb_egress_install_cfg(api.cfg, &err) ||
+      !tb_http_set_ca_file(tb_cfg_get(api.cfg, "TOKBENCH_CA_FILE"), &err) ||
+      !tb_tenancy_from_cfg(&api.tenancy, api.cfg, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     rc = 2;

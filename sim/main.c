@@ -24,7 +24,9 @@ usage(FILE *f)
     "  --profiles-dir DIR    where profile names are looked up first\n"
     "  --flavour F           the server imitated (default vllm = vllm-2026):\n"
     "                        %s\n"
-    "  --host ADDR           listen address (default 127.0.0.1)\n"
+    "  --host ADDR           listen address, IPv4 or IPv6 (default 127.0.0.1; ::1)\n"
+    "  --tls-cert FILE       serve HTTPS with this PEM certificate (chain)\n"
+    "  --tls-key FILE        and this PEM private key (both or neither)\n"
     "  --port N              listen port (default 8000; 0 = any free port)\n"
     "  --api-key KEY         require 'Authorization: Bearer KEY' where the flavour does\n"
     "  --time-scale S        divide every modelled duration by S (default 1)\n"
@@ -167,6 +169,10 @@ main(int argc, char **argv)
         fprintf(stderr, "tokbench-sim: flavours: %s\n", sim_flavour_names());
     } else if (strcmp(a, "--host") == 0) {
       cfg.host = v;
+    } else if (strcmp(a, "--tls-cert") == 0) {
+      cfg.tls_cert = v;
+    } else if (strcmp(a, "--tls-key") == 0) {
+      cfg.tls_key = v;
     } else if (strcmp(a, "--port") == 0) {
       ok = tb_parse_i64(v, 0, 65535, &x);
       cfg.port = (int)x;
@@ -233,6 +239,10 @@ main(int argc, char **argv)
   }
   if (reasoning != NULL && strcmp(reasoning, "none") != 0)
     cfg.reasoning_field = strcmp(reasoning, "auto") == 0 ? cfg.dialect->reasoning : reasoning;
+  if ((cfg.tls_cert == NULL) != (cfg.tls_key == NULL)) {
+    fprintf(stderr, "tokbench-sim: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
   struct sim_profile p;
   if (!find_profile(&p, profile, pdir, err, sizeof(err))) {
     fprintf(stderr, "tokbench-sim: %s\n", err);

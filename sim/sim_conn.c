@@ -103,6 +103,59 @@ sim_conn_kill(struct server *s, struct conn *c)
   sim_conn_todo_push(s, c);
 }
 
+/* Sends n bytes of buf to fd, *sent of them (also on a short write).
+ * 1: all sent; 0: the socket is full; -1: the connection failed. */
+static int
+send_some(int fd, const char *buf, size_t n, size_t *sent)
+{
+  *sent = 0;
+  while (*sent < n) {
+    ssize_t k = send(fd, buf + *sent, n - *sent, MSG_NOSIGNAL);
+    if (k > 0) {
+      *sent += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    return -1;
+  }
+  return 1;
+}
+
+/* Sends c's output over plain TCP (send_some's results). */
+static int
+flush_plain(struct conn *c)
+{
+  size_t sent;
+  int r = send_some(c->fd, c->out + c->out_off, c->out_len - c->out_off, &sent);
+  c->out_off += sent;
+  if (r == 1)
+    c->out_off = c->out_len = 0;
+  return r;
+}
+
+/* The same over TLS: the plaintext is encrypted at once, all of it (so the
+ * output buffer is empty afterwards, and the next step's stamps are written
+ * into plaintext not yet encrypted), then the ciphertext is sent; a last
+ * answer before a close gets its close_notify (sim_tls.h). */
+static int
+flush_tls(struct conn *c)
+{
+  if (c->out_off < c->out_len &&
+      !sim_tls_write(c->tls, c->out + c->out_off, c->out_len - c->out_off))
+    return -1;
+  c->out_off = c->out_len = 0;
+  if (c->close_after && c->gen == NULL)
+    sim_tls_close_notify(c->tls);
+  const char *p;
+  size_t sent, n = sim_tls_pending(c->tls, &p);
+  int r = send_some(c->fd, p, n, &sent);
+  sim_tls_sent(c->tls, sent);
+  return r;
+}
+
 /* Sends what is buffered; arms EPOLLOUT on a short write. */
 void
 sim_conn_flush(struct server *s, struct conn *c)
@@ -120,29 +173,23 @@ sim_conn_flush(struct server *s, struct conn *c)
     }
     return;
   }
-  while (c->out_off < c->out_len) {
-    ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-    if (n > 0) {
-      c->out_off += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (c->out_len - c->out_off > SIM_OUT_CAP) {
-        sim_conn_kill(s, c); /* a reader this slow is gone for our purposes */
-        return;
-      }
-      if (!c->epollout) {
-        c->epollout = true;
-        ep_mod(s, c);
-      }
-      return;
-    }
+  int sent = c->tls ? flush_tls(c) : flush_plain(c);
+  if (sent < 0) {
     sim_conn_kill(s, c);
     return;
   }
-  c->out_off = c->out_len = 0;
+  if (sent == 0) {
+    size_t unsent = c->tls ? sim_tls_unsent(c->tls) : c->out_len - c->out_off;
+    if (unsent > SIM_OUT_CAP) {
+      sim_conn_kill(s, c); /* a reader this slow is gone for our purposes */
+      return;
+    }
+    if (!c->epollout) {
+      c->epollout = true;
+      ep_mod(s, c);
+    }
+    return;
+  }
   if (c->epollout) {
     c->epollout = false;
     ep_mod(s, c);
@@ -314,7 +361,11 @@ sim_conn_read(struct server *s, struct conn *c)
       c->in = tb_xrealloc(c->in, cap);
       c->in_cap = cap;
     }
-    ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    /* a draining TLS connection has sent its close_notify: what comes is
+     * read raw and dropped */
+    ssize_t n = c->tls && !c->draining
+                    ? sim_tls_recv(c->tls, c->fd, c->in + c->in_len, c->in_cap - c->in_len)
+                    : recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (n > 0) {
       c->last_active = now_ns();
       if (c->in_len == 0)
@@ -328,10 +379,13 @@ sim_conn_read(struct server *s, struct conn *c)
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       break;
-    /* EOF or error: the client went away; its request is aborted. */
+    /* EOF or error (a failed TLS handshake too): the client went away;
+     * its request is aborted. */
     sim_conn_kill(s, c);
     return;
   }
+  if (c->tls && sim_tls_unsent(c->tls) > 0)
+    sim_conn_flush(s, c); /* the handshake's answers, a ticket, an alert */
   conn_process(s, c);
 }
 
@@ -349,9 +403,16 @@ sim_conn_new(struct server *s, int fd)
   c->fd = fd;
   c->in_cap = SIM_IN_INIT;
   c->in = tb_xmalloc(c->in_cap);
-  c->last_active = now_ns();
+  c->last_active = c->accepted = now_ns();
+  if (s->tls != NULL && (c->tls = sim_tls_new(s->tls)) == NULL) {
+    free(c->in);
+    free(c);
+    close(fd);
+    return;
+  }
   struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
   if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    sim_tls_free(c->tls);
     free(c->in);
     free(c);
     close(fd);
@@ -380,6 +441,7 @@ conn_free(struct server *s, struct conn *c)
     c->next->prev = c->prev;
   s->nconns--;
   close(c->fd);
+  sim_tls_free(c->tls);
   free(c->in);
   free(c->out);
   free(c);
@@ -399,7 +461,12 @@ sim_conn_reap(struct server *s)
       freed = true;
     } else if (c->resume) {
       c->resume = false;
-      conn_process(s, c);
+      /* pipelined plaintext that TLS holds (sim_tls.h): epoll will not
+       * tell of it, so read it now */
+      if (c->tls && sim_tls_buffered(c->tls))
+        sim_conn_read(s, c);
+      else
+        conn_process(s, c);
     }
   }
   if (freed)

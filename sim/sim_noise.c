@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim_tok.h" /* the one 64-bit hash of sim/ */
+
 static uint64_t
 splitmix64(uint64_t *s)
 {
@@ -34,17 +36,6 @@ normal(uint64_t *s)
 {
   double u1 = uniform(s), u2 = uniform(s);
   return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
-static uint64_t
-fnv1a64(const char *p, size_t n)
-{
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
 }
 
 void
@@ -174,7 +165,7 @@ sim_noise_drift_factor(double drift, uint64_t seed, const char *run, size_t len)
 {
   if (!(drift > 0))
     return 1;
-  uint64_t s = seed ^ fnv1a64(run, len);
+  uint64_t s = seed ^ sim_tok_fnv64(SIM_TOK_FNV64_INIT, run, len);
   (void)splitmix64(&s); /* decorrelate neighbouring seeds */
   return exp(drift * normal(&s));
 }

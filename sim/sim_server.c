@@ -33,6 +33,7 @@
 #include "sim_state.h"
 #include "sim_conn.h"
 #include "sim_sched.h"
+#include "sim_tls.h"
 
 /* ------------------------------------------------------------------ */
 /* loop */
@@ -40,12 +41,12 @@
 static int
 open_listener(struct server *s)
 {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return -1;
   int one = 1;
   (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, (struct sockaddr *)&s->addr, sizeof(s->addr)) < 0 || listen(fd, 4096) < 0) {
+  if (bind(fd, (struct sockaddr *)&s->addr, s->addrlen) < 0 || listen(fd, 4096) < 0) {
     close(fd);
     return -1;
   }
@@ -72,7 +73,13 @@ static void
 housekeeping(struct server *s, int64_t now)
 {
   for (struct conn *c = s->conns; c; c = c->next) {
-    if (c->dead || c->gen)
+    if (c->dead)
+      continue;
+    if (c->tls && !sim_tls_ready(c->tls) && now - c->accepted > SIM_TLS_HANDSHAKE_NS) {
+      sim_conn_kill(s, c); /* a handshake that never ends */
+      continue;
+    }
+    if (c->gen)
       continue;
     int64_t idle = now - c->last_active;
     if ((c->draining && idle > SIM_DRAIN_NS) || (c->in_len > 0 && idle > SIM_PARTIAL_NS) ||
@@ -177,6 +184,42 @@ arm_timer(struct server *s)
   s->armed = next;
 }
 
+/* The listen address from host (an IPv4 or IPv6 literal; IPv6 with or
+ * without brackets) and port; host_out gets it as printed (IPv6 in
+ * brackets). */
+static bool
+listen_addr(struct server *s, const char *host, int port, char *host_out, size_t out_len)
+{
+  char buf[INET6_ADDRSTRLEN + 2];
+  size_t n = strlen(host);
+  if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+    host++;
+    n -= 2;
+  }
+  if (n >= sizeof(buf))
+    return false;
+  memcpy(buf, host, n);
+  buf[n] = '\0';
+  memset(&s->addr, 0, sizeof(s->addr));
+  struct sockaddr_in *a4 = (struct sockaddr_in *)(void *)&s->addr;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)(void *)&s->addr;
+  if (inet_pton(AF_INET, buf, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    s->addrlen = sizeof(*a4);
+    snprintf(host_out, out_len, "%s", buf);
+    return true;
+  }
+  if (inet_pton(AF_INET6, buf, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    s->addrlen = sizeof(*a6);
+    snprintf(host_out, out_len, "[%s]", buf);
+    return true;
+  }
+  return false;
+}
+
 int
 sim_server_run(const struct sim_config *cfg)
 {
@@ -237,24 +280,38 @@ sim_server_run(const struct sim_config *cfg)
   ev.data.ptr = &s->signal_kind;
   epoll_ctl(s->ep, EPOLL_CTL_ADD, s->sfd, &ev);
 
-  s->addr.sin_family = AF_INET;
-  s->addr.sin_port = htons((uint16_t)cfg->port);
-  if (inet_pton(AF_INET, cfg->host ? cfg->host : "127.0.0.1", &s->addr.sin_addr) != 1) {
+  char host[INET6_ADDRSTRLEN + 16];
+  if (!listen_addr(s, cfg->host ? cfg->host : "127.0.0.1", cfg->port, host, sizeof(host))) {
     fprintf(stderr, "tokbench-sim: bad listen address %s\n", cfg->host);
     goto out;
   }
+  if (cfg->tls_cert != NULL) {
+    char err[512];
+    s->tls = sim_tls_ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+    if (s->tls == NULL) {
+      fprintf(stderr, "tokbench-sim: %s\n", err);
+      goto out;
+    }
+  }
   s->lfd = open_listener(s);
   if (s->lfd < 0) {
-    fprintf(stderr, "tokbench-sim: cannot listen on %s:%d: %s\n",
-            cfg->host ? cfg->host : "127.0.0.1", cfg->port, strerror(errno));
+    fprintf(stderr, "tokbench-sim: cannot listen on %s:%d: %s\n", host, cfg->port,
+            strerror(errno));
     goto out;
   }
-  socklen_t al = sizeof(s->addr);
-  getsockname(s->lfd, (struct sockaddr *)&s->addr, &al);
-  printf("tokbench-sim: listening on %s:%d (profile %s, flavour %s, time scale %g)\n",
-         cfg->host ? cfg->host : "127.0.0.1", ntohs(s->addr.sin_port), s->p->name,
-         cfg->dialect->name,
-         cfg->time_scale);
+  struct sockaddr_storage bound;
+  socklen_t al = sizeof(bound);
+  getsockname(s->lfd, (struct sockaddr *)&bound, &al);
+  int port = bound.ss_family == AF_INET6
+                 ? ntohs(((struct sockaddr_in6 *)(void *)&bound)->sin6_port)
+                 : ntohs(((struct sockaddr_in *)(void *)&bound)->sin_port);
+  /* a relisten after a refuse fault takes the same port */
+  if (s->addr.ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)(void *)&s->addr)->sin6_port = htons((uint16_t)port);
+  else
+    ((struct sockaddr_in *)(void *)&s->addr)->sin_port = htons((uint16_t)port);
+  printf("tokbench-sim: listening on %s:%d (profile %s, flavour %s, time scale %g%s)\n", host,
+         port, s->p->name, cfg->dialect->name, cfg->time_scale, s->tls ? ", https" : "");
   fflush(stdout);
   s->next_house = now_ns() + 1000000000LL;
   s->noise = cfg->noise;
@@ -312,6 +369,7 @@ out:
     close(s->sfd);
   if (s->ep >= 0)
     close(s->ep);
+  sim_tls_ctx_free(s->tls);
   free(s->heap);
   free(s->fq);
   free(s->batch);

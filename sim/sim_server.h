@@ -18,7 +18,7 @@
  * step, the step lasting step_ms(batch size, mean prompt tokens) / scale.
  *
  * Files: sim_server.c the loop and timers, sim_conn.c connections and
- * replies, sim_sched.c the scheduler (the model above), sim_stream.c what a
+ * replies (over TCP, or TLS through sim_tls.c), sim_sched.c the scheduler (the model above), sim_stream.c what a
  * generation writes (SSE, chunks, usage), sim_routes.c the routes and
  * handlers; their shared state and its lifetimes in sim_state.h (private).
  */
@@ -61,7 +61,7 @@ struct sim_dialect {
 enum sim_metrics { SIM_METRICS_ENGINE = 0, SIM_METRICS_NONE, SIM_METRICS_FOREIGN };
 
 struct sim_config {
-  const char *host;              /* listen address, default 127.0.0.1 */
+  const char *host;              /* listen address (IPv4 or IPv6), default 127.0.0.1 */
   int port;                      /* 0: any; the chosen port is printed */
   enum sim_flavour flavour;      /* = dialect->family */
   const struct sim_dialect *dialect;
@@ -87,6 +87,7 @@ struct sim_config {
                                   * after N tokens, whatever max_tokens and
                                   * ignore_eos say; 0: never */
   int max_conns;
+  const char *tls_cert, *tls_key; /* PEM files: HTTPS; NULL: plain HTTP */
   bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
 };

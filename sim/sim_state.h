@@ -37,6 +37,7 @@
 #include "sim_fault.h"
 #include "sim_http.h"
 #include "sim_server.h"
+#include "sim_tls.h"
 #include "tb_util.h"
 
 #define SIM_OUT_CAP (16 * 1024 * 1024)   /* unsent bytes per connection */
@@ -108,6 +109,8 @@ struct conn {
   size_t st_rel[SIM_DEFER_STAMPS]; /* their offsets from out_off */
   struct conn *next, *prev;    /* all connections */
   struct conn *todo_next;      /* reap / resume list */
+  struct sim_tls *tls;         /* NULL: plain HTTP; out holds plaintext */
+  int64_t accepted;            /* for the TLS handshake's deadline */
 };
 
 struct cache_entry {
@@ -138,7 +141,9 @@ struct server {
   const struct sim_config *cfg;
   const struct sim_profile *p;
   int ep, lfd, tfd, sfd;
-  struct sockaddr_in addr;
+  struct sockaddr_storage addr; /* the listener's (IPv4 or IPv6) */
+  socklen_t addrlen;
+  struct sim_tls_ctx *tls;     /* NULL: plain HTTP */
   int listen_kind, timer_kind, signal_kind;
   bool stop;
   struct conn *conns;

@@ -71,8 +71,8 @@ sim_tok_ids(const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap)
 }
 
 /* 64-bit FNV-1a, chained over the pieces of the templated prompt. */
-static uint64_t
-fnv64(uint64_t h, const void *data, size_t n)
+uint64_t
+sim_tok_fnv64(uint64_t h, const void *data, size_t n)
 {
   const unsigned char *p = data;
   for (size_t i = 0; i < n; i++) {
@@ -81,14 +81,13 @@ fnv64(uint64_t h, const void *data, size_t n)
   }
   return h;
 }
-#define FNV64_INIT 14695981039346656037ull
 
 int64_t
 sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids, size_t *len,
                size_t *cap)
 {
   if (hash)
-    *hash = fnv64(fnv64(FNV64_INIT, "P", 1), text, n);
+    *hash = sim_tok_fnv64(sim_tok_fnv64(SIM_TOK_FNV64_INIT, "P", 1), text, n);
   if (ids) {
     push(ids, len, cap, TOK_BOS);
     sim_tok_ids(text, n, ids, len, cap);
@@ -103,7 +102,7 @@ content_tokens(const json_t *content, uint64_t *h, int32_t **ids, size_t *len, s
   if (json_is_string(content)) {
     const char *s = json_string_value(content);
     size_t n = json_string_length(content);
-    *h = fnv64(*h, s, n);
+    *h = sim_tok_fnv64(*h, s, n);
     if (ids)
       sim_tok_ids(s, n, ids, len, cap);
     return sim_tok_count(s, n);
@@ -133,7 +132,7 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
     *err = "too many messages";
     return -1;
   }
-  uint64_t h = fnv64(FNV64_INIT, "C", 1);
+  uint64_t h = sim_tok_fnv64(SIM_TOK_FNV64_INIT, "C", 1);
   int64_t total = SIM_TOK_CHAT_PREFIX;
   if (ids)
     push(ids, len, cap, TOK_BOS);
@@ -145,8 +144,8 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
       *err = "each message must be an object with a string role";
       return -1;
     }
-    h = fnv64(h, json_string_value(role), json_string_length(role));
-    h = fnv64(h, "\x1e", 1);
+    h = sim_tok_fnv64(h, json_string_value(role), json_string_length(role));
+    h = sim_tok_fnv64(h, "\x1e", 1);
     if (ids) {
       push(ids, len, cap, TOK_MSG_START);
       push(ids, len, cap, TOK_ROLE);
@@ -155,7 +154,7 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
     total += SIM_TOK_PER_MESSAGE + content_tokens(json_object_get(m, "content"), &h, ids, len, cap);
     if (ids)
       push(ids, len, cap, TOK_MSG_END);
-    h = fnv64(h, "\x1f", 1);
+    h = sim_tok_fnv64(h, "\x1f", 1);
   }
   if (add_generation_prompt) {
     total += SIM_TOK_GEN_PROMPT;

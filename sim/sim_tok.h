@@ -31,6 +31,11 @@
 #define SIM_TOK_COMPLETION_PREFIX 1
 #define SIM_TOK_MAX_MESSAGES 100000
 
+/* 64-bit FNV-1a of n bytes, chained from h (SIM_TOK_FNV64_INIT to start):
+ * the simulator's one 64-bit hash (prompts, the noise model's runs). */
+#define SIM_TOK_FNV64_INIT 14695981039346656037ull
+uint64_t sim_tok_fnv64(uint64_t h, const void *data, size_t n);
+
 /* Number of tokens of n bytes of text. */
 int64_t sim_tok_count(const char *text, size_t n);
 

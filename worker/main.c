@@ -25,6 +25,7 @@
 
 #include "tb_cfg.h"
 #include "tb_egress.h"
+#include "tb_http.h"
 #include "tb_log.h"
 #include "tb_masterkey.h"
 #include "tb_migrate.h"
@@ -47,6 +48,7 @@ static const struct tb_cfg_key worker_keys[] = {
     "KiB the endpoint may make one cell buffer (SSE lines and events of all its streams); "
     "over it the cell fails", false },
   TB_EGRESS_CFG_KEYS,
+  TB_HTTP_CFG_KEYS,
   /* issue 13: TOKBENCH_LIMIT_RUNNING for the claim, the replay retention
    * for the prune; the rest so that api and worker read one config file */
   TB_TENANCY_CFG_KEYS,
@@ -145,7 +147,9 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  if (!tb_egress_install_cfg(cfg, &err) || !tb_tenancy_from_cfg(&ten, cfg, &err)) {
+  if (!tb_egress_install_cfg(cfg, &err) ||
+      !tb_http_set_ca_file(tb_cfg_get(cfg, "TOKBENCH_CA_FILE"), &err) ||
+      !tb_tenancy_from_cfg(&ten, cfg, &err)) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
     rc = 2;

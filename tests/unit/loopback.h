@@ -1,5 +1,5 @@
 /*
- * loopback.h: a tiny HTTP/1.1 server on 127.0.0.1 for unit tests of the
+ * loopback.h: a tiny HTTP/1.1 server on 127.0.0.1 (or [::1]) for unit tests of the
  * modules that talk to a peer (tb_http, tb_prompt, tb_direct), so that they
  * run against real sockets and real libcurl, with no mocks.
  *
@@ -55,7 +55,7 @@ struct lb_conn {
 struct lb_server {
   int lfd;
   int port;
-  char url[64]; /* http://127.0.0.1:port */
+  char url[64]; /* http://127.0.0.1:port or http://[::1]:port */
   lb_handler h;
   void *cls;
   pthread_t th;
@@ -213,23 +213,46 @@ lb_accept_main(void *arg)
   }
 }
 
-/* Starts a server answering with h; false if it cannot listen. */
+/* Starts a server answering with h on 127.0.0.1, or on [::1] when ipv6;
+ * false if it cannot listen (lfd is then closed). */
 static inline bool
-lb_start(struct lb_server *s, lb_handler h, void *cls)
+lb_start_on(struct lb_server *s, lb_handler h, void *cls, bool ipv6)
 {
   memset(s, 0, sizeof *s);
   s->h = h;
   s->cls = cls;
   pthread_mutex_init(&s->mu, NULL);
-  s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-  socklen_t al = sizeof a;
-  if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      listen(s->lfd, 64) != 0 || getsockname(s->lfd, (struct sockaddr *)&a, &al) != 0)
+  s->lfd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage a;
+  memset(&a, 0, sizeof a);
+  struct sockaddr_in *a4 = (struct sockaddr_in *)(void *)&a;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)(void *)&a;
+  if (ipv6) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_addr = in6addr_loopback;
+  } else {
+    a4->sin_family = AF_INET;
+    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  socklen_t al = ipv6 ? sizeof *a6 : sizeof *a4;
+  if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, al) != 0 ||
+      listen(s->lfd, 64) != 0 || getsockname(s->lfd, (struct sockaddr *)&a, &al) != 0) {
+    if (s->lfd >= 0)
+      close(s->lfd);
+    s->lfd = -1;
+    pthread_mutex_destroy(&s->mu);
     return false;
-  s->port = ntohs(a.sin_port);
-  snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+  }
+  s->port = ntohs(ipv6 ? a6->sin6_port : a4->sin_port);
+  snprintf(s->url, sizeof s->url, ipv6 ? "http://[::1]:%d" : "http://127.0.0.1:%d", s->port);
   return pthread_create(&s->th, NULL, lb_accept_main, s) == 0;
+}
+
+/* Starts a server answering with h on 127.0.0.1; false if it cannot listen. */
+static inline bool
+lb_start(struct lb_server *s, lb_handler h, void *cls)
+{
+  return lb_start_on(s, h, cls, false);
 }
 
 /* Stops accepting, cuts every connection, joins every thread, frees. */

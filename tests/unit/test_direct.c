@@ -4,7 +4,7 @@
  * sized responses, kept-alive reuse, a server that closed a kept-alive
  * connection (the request goes once more anew), and broken answers (junk,
  * a body cut short, a refused connection, a body callback that stops),
- * each an end with an error, never a crash. */
+ * each an end with an error, never a crash; and all of it over IPv6. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -381,6 +381,48 @@ test_refused(void **state)
   free(url);
 }
 
+/* The transport over IPv6: [::1] in the URL, the address libcurl picked
+ * kept as AF_INET6, the Host header with the brackets, kernel stamps, and
+ * the egress policy judging ::1 as loopback.  A machine without IPv6 on
+ * loopback skips it. */
+static void
+test_ipv6(void **state)
+{
+  struct fixture *x = *state;
+  struct lb_server s6;
+  if (!lb_start_on(&s6, handler, &x->f, true)) {
+    skip(); /* no ::1 here */
+    return;
+  }
+  x->f.mode = CHUNKED;
+  char *url = tb_xasprintf("%s/v1/chat/completions", s6.url);
+  char *err = NULL;
+  tb_egress_install(tb_egress_new(NULL, NULL, &err)); /* loopback refused */
+  assert_false(tb_direct_setup(&x->d, url, true, x->epfd));
+  tb_egress_install(tb_egress_new("loopback", NULL, &err));
+  assert_true(tb_direct_setup(&x->d, url, true, x->epfd));
+  tb_egress_install(NULL);
+  assert_int_equal(x->d.addr.ss_family, AF_INET6);
+  char host[64];
+  snprintf(host, sizeof host, "[::1]:%d", s6.port);
+  assert_string_equal(x->d.host, host);
+  const struct tb_direct_ops ops = { x, on_body, on_end };
+  tb_direct_set_init(&x->set, &x->d, SLOTS, NULL, req_body, strlen(req_body), &ops);
+  round_trip(x);
+  for (unsigned i = 0; i < SLOTS; i++) {
+    assert_false(x->seen[i].has_err);
+    assert_string_equal(x->seen[i].body, SSE_BODY);
+    assert_true(x->seen[i].last_stamp > 0);
+  }
+  assert_true(x->set.rx_kernel > 0); /* stamped by the kernel */
+  char want[128];
+  snprintf(want, sizeof want, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\n", host);
+  assert_true(strncmp(s6.last_head, want, strlen(want)) == 0);
+  close_set(x);
+  lb_stop(&s6);
+  free(url);
+}
+
 int
 main(void)
 {
@@ -391,6 +433,7 @@ main(void)
       cmocka_unit_test(test_big_body),
       cmocka_unit_test(test_broken_answers),
       cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_ipv6),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
