@@ -425,8 +425,12 @@ sc_enter(struct scan *sc)
   return true;
 }
 
+/* Walks an object ('{' next): member(sc, key, klen, ctx) reads each
+ * member's value (the key unescaped, duplicates refused). */
+typedef bool (*sc_member_fn)(struct scan *sc, const unsigned char *key, size_t klen, void *ctx);
+
 static bool
-sc_skip_object(struct scan *sc)
+sc_object(struct scan *sc, sc_member_fn member, void *ctx)
 {
   if (!sc_enter(sc))
     return false;
@@ -436,10 +440,25 @@ sc_skip_object(struct scan *sc)
   size_t kl;
   int r;
   while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1)
-    if (!sc_skip_value(sc))
+    if (!member(sc, k, kl, ctx))
       return false;
   sc->depth--;
   return r == 0;
+}
+
+static bool
+skip_member(struct scan *sc, const unsigned char *key, size_t klen, void *ctx)
+{
+  (void)key;
+  (void)klen;
+  (void)ctx;
+  return sc_skip_value(sc);
+}
+
+static bool
+sc_skip_object(struct scan *sc)
+{
+  return sc_object(sc, skip_member, NULL);
 }
 
 /* Walks an array ('[' next): elem(sc, ctx) reads each element. */
@@ -538,84 +557,80 @@ sc_text(struct scan *sc, size_t *bytes)
   return true;
 }
 
+struct delta {
+  size_t *text;
+  size_t r1, r2; /* reasoning, reasoning_content: the same text when both
+                  * are sent (vLLM 0.10-0.16) */
+  bool *role;
+};
+
+static bool
+delta_member(struct scan *sc, const unsigned char *k, size_t kl, void *ctx)
+{
+  struct delta *d = ctx;
+  if (key_is(k, kl, "content"))
+    return sc_text(sc, d->text);
+  if (key_is(k, kl, "reasoning"))
+    return sc_text(sc, &d->r1);
+  if (key_is(k, kl, "reasoning_content"))
+    return sc_text(sc, &d->r2);
+  if (key_is(k, kl, "role"))
+    *d->role = true; /* present, whatever its value */
+  return sc_skip_value(sc);
+}
+
 static bool
 sc_delta(struct scan *sc, size_t *text, size_t *reasoning, bool *role)
 {
-  size_t r1 = 0, r2 = 0; /* reasoning, reasoning_content: the same text
-                          * when both are sent (vLLM 0.10-0.16) */
-  if (!sc_enter(sc))
+  struct delta d = { text, 0, 0, role };
+  if (!sc_object(sc, delta_member, &d))
     return false;
-  struct keyset ks;
-  ks.n = 0;
-  const unsigned char *k;
-  size_t kl;
-  int r;
-  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
-    bool ok;
-    if (key_is(k, kl, "content"))
-      ok = sc_text(sc, text);
-    else if (key_is(k, kl, "reasoning"))
-      ok = sc_text(sc, &r1);
-    else if (key_is(k, kl, "reasoning_content"))
-      ok = sc_text(sc, &r2);
-    else {
-      if (key_is(k, kl, "role"))
-        *role = true; /* present, whatever its value */
-      ok = sc_skip_value(sc);
-    }
-    if (!ok)
-      return false;
+  *reasoning += d.r1 > d.r2 ? d.r1 : d.r2;
+  return true;
+}
+
+struct choice {
+  struct tb_oai_chunk *out;
+  size_t text, reasoning;
+  bool role;
+};
+
+static bool
+choice_member(struct scan *sc, const unsigned char *k, size_t kl, void *ctx)
+{
+  struct choice *ch = ctx;
+  if (key_is(k, kl, "delta")) {
+    int c = sc_peek(sc);
+    return c == 'n'   ? sc_lit(sc, "null", 4)
+           : c == '{' ? sc_delta(sc, &ch->text, &ch->reasoning, &ch->role)
+                      : false;
   }
-  sc->depth--;
-  *reasoning += r1 > r2 ? r1 : r2;
-  return r == 0;
+  if (key_is(k, kl, "text"))
+    return sc_text(sc, &ch->text);
+  if (key_is(k, kl, "finish_reason")) {
+    if (sc_peek(sc) == 'n')
+      return sc_lit(sc, "null", 4);
+    ch->out->finished = true;
+  }
+  return sc_skip_value(sc);
 }
 
 static bool
 sc_choice(struct scan *sc, struct tb_oai_chunk *out)
 {
-  if (sc_peek(sc) != '{' || !sc_enter(sc))
+  if (sc_peek(sc) != '{')
     return false;
   out->n_choices++;
-  size_t text = 0, reasoning = 0;
-  bool role = false;
-  struct keyset ks;
-  ks.n = 0;
-  const unsigned char *k;
-  size_t kl;
-  int r;
-  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
-    bool ok;
-    if (key_is(k, kl, "delta")) {
-      int c = sc_peek(sc);
-      ok = c == 'n' ? sc_lit(sc, "null", 4)
-           : c == '{' ? sc_delta(sc, &text, &reasoning, &role)
-                      : false;
-    } else if (key_is(k, kl, "text")) {
-      ok = sc_text(sc, &text);
-    } else if (key_is(k, kl, "finish_reason")) {
-      if (sc_peek(sc) == 'n') {
-        ok = sc_lit(sc, "null", 4);
-      } else {
-        out->finished = true;
-        ok = sc_skip_value(sc);
-      }
-    } else {
-      ok = sc_skip_value(sc);
-    }
-    if (!ok)
-      return false;
-  }
-  if (r != 0)
+  struct choice ch = { out, 0, 0, false };
+  if (!sc_object(sc, choice_member, &ch))
     return false;
-  sc->depth--;
-  text += reasoning;
+  size_t text = ch.text + ch.reasoning;
   if (text > 0)
     out->text_choices++;
-  else if (role)
+  else if (ch.role)
     out->role_only = true;
   out->text_bytes += text;
-  out->reasoning_bytes += reasoning;
+  out->reasoning_bytes += ch.reasoning;
   return true;
 }
 
@@ -642,6 +657,13 @@ sc_count(struct scan *sc, int64_t *out)
   return true;
 }
 
+static bool
+details_member(struct scan *sc, const unsigned char *k, size_t kl, void *ctx)
+{
+  struct tb_oai_chunk *out = ctx;
+  return key_is(k, kl, "cached_tokens") ? sc_count(sc, &out->cached_tokens) : sc_skip_value(sc);
+}
+
 /* usage.prompt_tokens_details: null, or an object whose cached_tokens is
  * null or a count; anything else goes to the reference reader (which
  * ignores it). */
@@ -651,50 +673,44 @@ sc_details(struct scan *sc, struct tb_oai_chunk *out)
   int c = sc_peek(sc);
   if (c == 'n')
     return sc_lit(sc, "null", 4);
-  if (c != '{' || !sc_enter(sc))
-    return false;
-  struct keyset ks;
-  ks.n = 0;
-  const unsigned char *k;
-  size_t kl;
-  int r;
-  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
-    if (!(key_is(k, kl, "cached_tokens") ? sc_count(sc, &out->cached_tokens)
-                                         : sc_skip_value(sc)))
-      return false;
-  }
-  sc->depth--;
-  return r == 0;
+  return c == '{' && sc_object(sc, details_member, out);
+}
+
+static bool
+usage_member(struct scan *sc, const unsigned char *k, size_t kl, void *ctx)
+{
+  struct tb_oai_chunk *out = ctx;
+  if (key_is(k, kl, "prompt_tokens"))
+    return sc_count(sc, &out->prompt_tokens);
+  if (key_is(k, kl, "completion_tokens"))
+    return sc_count(sc, &out->completion_tokens);
+  if (key_is(k, kl, "prompt_tokens_details"))
+    return sc_details(sc, out);
+  return sc_skip_value(sc);
 }
 
 static bool
 sc_usage(struct scan *sc, struct tb_oai_chunk *out)
 {
-  if (!sc_enter(sc))
-    return false;
-  struct keyset ks;
-  ks.n = 0;
-  const unsigned char *k;
-  size_t kl;
-  int r;
-  while ((r = sc_next_key(sc, &ks, &k, &kl)) == 1) {
-    bool ok;
-    if (key_is(k, kl, "prompt_tokens"))
-      ok = sc_count(sc, &out->prompt_tokens);
-    else if (key_is(k, kl, "completion_tokens"))
-      ok = sc_count(sc, &out->completion_tokens);
-    else if (key_is(k, kl, "prompt_tokens_details"))
-      ok = sc_details(sc, out);
-    else
-      ok = sc_skip_value(sc);
-    if (!ok)
-      return false;
-  }
-  sc->depth--;
-  if (r != 0)
+  if (!sc_object(sc, usage_member, out))
     return false;
   out->has_usage = out->completion_tokens >= 0;
   return true;
+}
+
+/* A chunk's top-level members. */
+static bool
+chunk_member(struct scan *sc, const unsigned char *k, size_t kl, void *ctx)
+{
+  struct tb_oai_chunk *out = ctx;
+  int c = sc_peek(sc);
+  if (key_is(k, kl, "choices"))
+    return c == 'n' ? sc_lit(sc, "null", 4) : c == '[' ? sc_array(sc, choice_elem, out) : false;
+  if (key_is(k, kl, "usage"))
+    return c == 'n' ? sc_lit(sc, "null", 4) : c == '{' ? sc_usage(sc, out) : false;
+  if (key_is(k, kl, "error"))
+    return sc_lit(sc, "null", 4); /* an error object: jansson reads it */
+  return sc_skip_value(sc);
 }
 
 bool
@@ -709,33 +725,7 @@ tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
   struct scan sc = {(const unsigned char *)data,
                     (const unsigned char *)data + len, 0};
   sc_ws(&sc);
-  if (sc_peek(&sc) != '{' || !sc_enter(&sc))
-    return false;
-  struct keyset ks;
-  ks.n = 0;
-  const unsigned char *k;
-  size_t kl;
-  int r;
-  while ((r = sc_next_key(&sc, &ks, &k, &kl)) == 1) {
-    bool ok;
-    int c = sc_peek(&sc);
-    if (key_is(k, kl, "choices")) {
-      ok = c == 'n' ? sc_lit(&sc, "null", 4)
-           : c == '[' ? sc_array(&sc, choice_elem, out)
-                      : false;
-    } else if (key_is(k, kl, "usage")) {
-      ok = c == 'n' ? sc_lit(&sc, "null", 4)
-           : c == '{' ? sc_usage(&sc, out)
-                      : false;
-    } else if (key_is(k, kl, "error")) {
-      ok = sc_lit(&sc, "null", 4); /* an error object: jansson reads it */
-    } else {
-      ok = sc_skip_value(&sc);
-    }
-    if (!ok)
-      return false;
-  }
-  if (r != 0)
+  if (sc_peek(&sc) != '{' || !sc_object(&sc, chunk_member, out))
     return false;
   sc_ws(&sc);
   if (sc.p != sc.end)

@@ -892,6 +892,77 @@ html_prefill(struct tb_render_buf *b, const struct view *v)
   tb_render_puts(b, "</table>\n");
 }
 
+/* One row of the "All measurements" table, in a format. */
+typedef void (*all_row_fn)(struct tb_render_buf *b, const char *phase, const char *lab,
+                           int64_t conc, const json_t *c, const struct figs *f,
+                           const char *note);
+
+/* The rows of the "All measurements" table: prefill, then decode by
+ * context and concurrency; cells not measured yet are left out. */
+static void
+all_rows(struct tb_render_buf *b, const struct view *v, all_row_fn row)
+{
+  char lab[32], note[NOTE_MAX];
+  struct figs f;
+  for (size_t i = 0; i < v->pctx.n; i++) {
+    const json_t *c = v->pcell[i];
+    if (c == NULL)
+      continue;
+    tb_format_tokens(v->pctx.v[i], lab, sizeof lab);
+    cell_figs(c, 0, &f);
+    row(b, "Prefill", lab, 1, c, &f, cell_note_full(c, note, sizeof note));
+  }
+  for (size_t r = 0; r < v->dctx.n; r++)
+    for (size_t k = 0; k < v->conc.n; k++) {
+      const json_t *c = grid_at(v, r, k);
+      if (c == NULL)
+        continue;
+      tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
+      cell_figs(c, 1, &f);
+      row(b, "Sustained decode", lab, v->conc.v[k], c, &f, cell_note_full(c, note, sizeof note));
+    }
+}
+
+/* The decode cells with a server view or checks, through row. */
+static void
+cellview_rows(struct tb_render_buf *b, const struct view *v,
+              void (*row)(struct tb_render_buf *, const char *, int64_t, const json_t *))
+{
+  char lab[32];
+  for (size_t r = 0; r < v->dctx.n; r++)
+    for (size_t k = 0; k < v->conc.n; k++) {
+      const json_t *c = grid_at(v, r, k);
+      if (c == NULL || !tb_cellview_has(c))
+        continue;
+      tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
+      row(b, lab, v->conc.v[k], c);
+    }
+}
+
+static void
+html_all_row(struct tb_render_buf *b, const char *phase, const char *lab, int64_t conc,
+             const json_t *c, const struct figs *f, const char *note)
+{
+  tb_render_printf(b, "<tr><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
+                      "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                      "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
+                   phase, lab, conc, status_word(c), f->total, f->per, f->ttft, f->tbt,
+                   f->active, f->completed, f->out, f->measured);
+  tb_render_html(b, note);
+  tb_render_puts(b, "</td></tr>\n");
+}
+
+static void
+md_all_row(struct tb_render_buf *b, const char *phase, const char *lab, int64_t conc,
+           const json_t *c, const struct figs *f, const char *note)
+{
+  tb_render_printf(b, "| %s | %s | %" PRId64 " | %s | %s | %s | %s | %s | %s | %s | %s | %s | ",
+                   phase, lab, conc, status_word(c), f->total, f->per, f->ttft, f->tbt,
+                   f->active, f->completed, f->out, f->measured);
+  tb_render_md(b, note);
+  tb_render_puts(b, " |\n");
+}
+
 static void
 html_all(struct tb_render_buf *b, const struct view *v)
 {
@@ -902,75 +973,72 @@ html_all(struct tb_render_buf *b, const struct view *v)
              "<th>Per request tok/s</th><th>TTFT</th><th>Time between tokens</th>"
              "<th>Average active requests</th><th>Completed requests</th>"
              "<th>Output tokens</th><th>Measured for</th><th class=\"l\">Note</th></tr>\n");
-  char lab[32], note[NOTE_MAX];
-  struct figs f;
-  for (size_t i = 0; i < v->pctx.n; i++) {
-    const json_t *c = v->pcell[i];
-    if (c == NULL)
-      continue;
-    tb_format_tokens(v->pctx.v[i], lab, sizeof lab);
-    cell_figs(c, 0, &f);
-    tb_render_printf(b, "<tr><td class=\"l\">Prefill</td><td>%s</td><td>1</td><td class=\"l\">%s</td>"
-                 "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                 "<td>%s</td><td>%s</td><td class=\"l\">",
-                     lab, status_word(c), f.total, f.per, f.ttft, f.tbt, f.active, f.completed,
-                     f.out, f.measured);
-    tb_render_html(b, cell_note_full(c, note, sizeof note));
-    tb_render_puts(b, "</td></tr>\n");
-  }
-  for (size_t r = 0; r < v->dctx.n; r++)
-    for (size_t k = 0; k < v->conc.n; k++) {
-      const json_t *c = grid_at(v, r, k);
-      if (c == NULL)
-        continue;
-      tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
-      cell_figs(c, 1, &f);
-      tb_render_printf(b, "<tr><td class=\"l\">Sustained decode</td><td>%s</td><td>%" PRId64
-                   "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                   "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
-                       lab, v->conc.v[k], status_word(c), f.total, f.per, f.ttft, f.tbt,
-                       f.active, f.completed, f.out, f.measured);
-      tb_render_html(b, cell_note_full(c, note, sizeof note));
-      tb_render_puts(b, "</td></tr>\n");
-    }
+  all_rows(b, v, html_all_row);
   tb_render_puts(b, "</table></div>\n");
   if (!any_cellview(v))
     return;
   tb_cellview_html_head(b);
-  for (size_t r = 0; r < v->dctx.n; r++)
-    for (size_t k = 0; k < v->conc.n; k++) {
-      const json_t *c = grid_at(v, r, k);
-      if (c == NULL || !tb_cellview_has(c))
-        continue;
-      tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
-      tb_cellview_html_cell(b, lab, v->conc.v[k], c);
-    }
+  cellview_rows(b, v, tb_cellview_html_cell);
   tb_cellview_html_end(b);
+}
+
+/* How a format marks up the top of a report: the page's opening (HTML:
+ * its head, from the title), then the title, the engine and matrix line,
+ * the partial banner and the verdict, each between its strings. */
+struct heading_markup {
+  void (*open)(struct tb_render_buf *b, const char *title); /* may be NULL */
+  void (*esc)(struct tb_render_buf *b, const char *s);
+  const char *title_pre, *title_post, *sub_post, *ban_pre, *ban_post;
+  void (*verdict)(struct tb_render_buf *b, const json_t *regressions);
+};
+
+static const struct heading_markup heading_html = {
+  tb_render_html_head, tb_render_html,
+  "<h1>Speed test matrix</h1>\n<p class=\"sub\"><b>", "</b></p><p class=\"sub\">", "</p>\n",
+  "<div class=\"banner\" id=\"partial\">", "</div>\n", tb_render_verdict_html,
+};
+
+static const struct heading_markup heading_md = {
+  NULL, tb_render_md, "## Speed test matrix\n\n**", "**  \n", "\n\n", "> **Warning:** ", "\n\n",
+  tb_render_verdict_md,
+};
+
+/* The top of a report: title, "<engine> · <matrix>", the partial banner
+ * (when not complete) and the verdict, in markup m. */
+static void
+heading(struct tb_render_buf *b, const struct view *v, const struct heading_markup *m)
+{
+  char *title = tb_render_title_line(v->doc);
+  char *eng = tb_render_engine_line(v->doc);
+  char *mx = matrix_line(v);
+  char *ban = banner_text(v);
+  if (m->open != NULL)
+    m->open(b, title ? title : "Speed test matrix");
+  tb_render_puts(b, m->title_pre);
+  m->esc(b, title ? title : "Unnamed run");
+  tb_render_puts(b, m->title_post);
+  m->esc(b, eng);
+  if (*eng && *mx)
+    tb_render_puts(b, " \xc2\xb7 ");
+  m->esc(b, mx);
+  tb_render_puts(b, m->sub_post);
+  if (ban) {
+    tb_render_puts(b, m->ban_pre);
+    m->esc(b, ban);
+    tb_render_puts(b, m->ban_post);
+  }
+  m->verdict(b, json_object_get(v->doc, "regressions"));
+  free(title);
+  free(eng);
+  free(mx);
+  free(ban);
 }
 
 static void
 render_html(struct tb_render_buf *b, const struct view *v)
 {
   const json_t *d = v->doc;
-  char *title = tb_render_title_line(d);
-  char *eng = tb_render_engine_line(d);
-  char *mx = matrix_line(v);
-  char *ban = banner_text(v);
-  tb_render_html_head(b, title ? title : "Speed test matrix");
-  tb_render_puts(b, "<h1>Speed test matrix</h1>\n<p class=\"sub\"><b>");
-  tb_render_html(b, title ? title : "Unnamed run");
-  tb_render_puts(b, "</b></p><p class=\"sub\">");
-  tb_render_html(b, eng);
-  if (*eng && *mx)
-    tb_render_puts(b, " \xc2\xb7 ");
-  tb_render_html(b, mx);
-  tb_render_puts(b, "</p>\n");
-  if (ban) {
-    tb_render_puts(b, "<div class=\"banner\" id=\"partial\">");
-    tb_render_html(b, ban);
-    tb_render_puts(b, "</div>\n");
-  }
-  tb_render_verdict_html(b, json_object_get(d, "regressions"));
+  heading(b, v, &heading_html);
   tb_render_puts(b, "<div class=\"cards\">");
   html_card(b, "Hardware", json_object_get(d, "hardware"), hw_fields,
             TB_ARRAY_LEN(hw_fields));
@@ -994,10 +1062,6 @@ render_html(struct tb_render_buf *b, const struct view *v)
                      v->ndropped);
   tb_render_puts(b, "<p class=\"muted\">K = 1,024 tokens for contexts; tok/s figures use K = "
              "1,000. Generated by tokbench.</p>\n</main></body></html>\n");
-  free(title);
-  free(eng);
-  free(mx);
-  free(ban);
 }
 
 /* -------------------------------------------------------------- Markdown */
@@ -1042,24 +1106,7 @@ static void
 render_md(struct tb_render_buf *b, const struct view *v)
 {
   const json_t *d = v->doc;
-  char *title = tb_render_title_line(d);
-  char *eng = tb_render_engine_line(d);
-  char *mx = matrix_line(v);
-  char *ban = banner_text(v);
-  tb_render_puts(b, "## Speed test matrix\n\n**");
-  tb_render_md(b, title ? title : "Unnamed run");
-  tb_render_puts(b, "**  \n");
-  tb_render_md(b, eng);
-  if (*eng && *mx)
-    tb_render_puts(b, " \xc2\xb7 ");
-  tb_render_md(b, mx);
-  tb_render_puts(b, "\n\n");
-  if (ban) {
-    tb_render_puts(b, "> **Warning:** ");
-    tb_render_md(b, ban);
-    tb_render_puts(b, "\n\n");
-  }
-  tb_render_verdict_md(b, json_object_get(d, "regressions"));
+  heading(b, v, &heading_md);
   tb_render_puts(b, "| | |\n|---|---|\n| **Hardware** | |\n");
   section_fields(b, json_object_get(d, "hardware"), hw_fields, TB_ARRAY_LEN(hw_fields),
                  emit_md);
@@ -1133,51 +1180,13 @@ render_md(struct tb_render_buf *b, const struct view *v)
              "tok/s | TTFT | Time between tokens | Average active requests | Completed "
              "requests | Output tokens | Measured for | Note |\n"
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-  struct figs f;
-  char note[NOTE_MAX];
-  for (size_t i = 0; i < v->pctx.n; i++) {
-    const json_t *c = v->pcell[i];
-    if (c == NULL)
-      continue;
-    tb_format_tokens(v->pctx.v[i], lab, sizeof lab);
-    cell_figs(c, 0, &f);
-    tb_render_printf(b, "| Prefill | %s | 1 | %s | %s | %s | %s | %s | %s | %s | %s | %s | ", lab,
-                     status_word(c), f.total, f.per, f.ttft, f.tbt, f.active, f.completed, f.out,
-                     f.measured);
-    tb_render_md(b, cell_note_full(c, note, sizeof note));
-    tb_render_puts(b, " |\n");
-  }
-  for (size_t r = 0; r < v->dctx.n; r++)
-    for (size_t k = 0; k < v->conc.n; k++) {
-      const json_t *c = grid_at(v, r, k);
-      if (c == NULL)
-        continue;
-      tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
-      cell_figs(c, 1, &f);
-      tb_render_printf(b, "| Sustained decode | %s | %" PRId64 " | %s | %s | %s | %s | %s | %s | "
-                   "%s | %s | %s | ",
-                       lab, v->conc.v[k], status_word(c), f.total, f.per, f.ttft, f.tbt, f.active,
-                       f.completed, f.out, f.measured);
-      tb_render_md(b, cell_note_full(c, note, sizeof note));
-      tb_render_puts(b, " |\n");
-    }
+  all_rows(b, v, md_all_row);
   tb_render_puts(b, "\n</details>\n");
   if (any_cellview(v)) {
     tb_cellview_md_head(b);
-    for (size_t r = 0; r < v->dctx.n; r++)
-      for (size_t k = 0; k < v->conc.n; k++) {
-        const json_t *c = grid_at(v, r, k);
-        if (c == NULL || !tb_cellview_has(c))
-          continue;
-        tb_format_tokens(v->dctx.v[r], lab, sizeof lab);
-        tb_cellview_md_row(b, lab, v->conc.v[k], c);
-      }
+    cellview_rows(b, v, tb_cellview_md_row);
   }
   tb_ratereport_md(b, d);
-  free(title);
-  free(eng);
-  free(mx);
-  free(ban);
 }
 
 /* ------------------------------------------------------------------- CSV */
