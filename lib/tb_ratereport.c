@@ -40,12 +40,6 @@ tb_ratereport_any(const json_t *doc)
   return false;
 }
 
-static double
-pctl(const json_t *c, const char *k, const char *p)
-{
-  return tb_json_num(json_object_get(c, k), p);
-}
-
 /* ------------------------------------------------------------------ csv */
 
 void
@@ -64,19 +58,12 @@ tb_ratereport_csv_tail(struct tb_render_buf *b, const json_t *c)
     else
       tb_render_csv_num(b, tb_json_num(c, nums[i]));
   }
-  static const char *const p3[] = { "p50", "p90", "p99" };
-  for (size_t i = 0; i < 3; i++) {
-    tb_render_puts(b, ",");
-    tb_render_csv_num(b, pctl(c, "tpot_ms", p3[i]));
-  }
-  for (size_t i = 0; i < 3; i++) {
-    tb_render_puts(b, ",");
-    tb_render_csv_num(b, pctl(c, "e2e_ms", p3[i]));
-  }
+  tb_render_csv_pcts(b, c, "tpot_ms");
+  tb_render_csv_pcts(b, c, "e2e_ms");
   tb_render_puts(b, ",");
-  tb_render_csv_num(b, pctl(c, "schedule_lag_ms", "p50"));
+  tb_render_csv_num(b, tb_render_pct(c, "schedule_lag_ms", "p50"));
   tb_render_puts(b, ",");
-  tb_render_csv_num(b, pctl(c, "schedule_lag_ms", "p99"));
+  tb_render_csv_num(b, tb_render_pct(c, "schedule_lag_ms", "p99"));
 }
 
 /* ------------------------------------------------------------- the table */
@@ -113,7 +100,7 @@ static const struct col {
 static const char *
 col_text(const json_t *c, const struct col *k, char *buf, size_t len)
 {
-  double v = k->sub ? pctl(c, k->key, k->sub) : tb_json_num(c, k->key);
+  double v = k->sub ? tb_render_pct(c, k->key, k->sub) : tb_json_num(c, k->key);
   int64_t i;
   switch (k->fmt) {
   case F_STR: {
@@ -274,7 +261,7 @@ tb_ratereport_cell_line(FILE *f, const json_t *c)
              "start lag p99 %.3f ms",
           tb_json_num(c, "rate_rps"), tb_json_num(c, "achieved_rps"),
           tb_json_num(c, "goodput_rps"), tb_json_num(c, "attainment") * 100,
-          pctl(c, "ttft_ms", "p50"), pctl(c, "schedule_lag_ms", "p99"));
+          tb_render_pct(c, "ttft_ms", "p50"), tb_render_pct(c, "schedule_lag_ms", "p99"));
 }
 
 /* ------------------------------------------------------------------ html */

@@ -180,6 +180,27 @@ tb_render_csv_num(struct tb_render_buf *b, double v)
   tb_render_puts(b, buf);
 }
 
+double
+tb_render_pct(const json_t *cell, const char *k, const char *p)
+{
+  const json_t *v = json_object_get(cell, k);
+  if (json_is_object(v))
+    return tb_json_num(v, p);
+  if (strcmp(p, "p50") == 0 && json_is_number(v))
+    return tb_json_num(cell, k);
+  return NAN;
+}
+
+void
+tb_render_csv_pcts(struct tb_render_buf *b, const json_t *cell, const char *k)
+{
+  static const char *const pct[] = { "p50", "p90", "p99" };
+  for (size_t i = 0; i < TB_ARRAY_LEN(pct); i++) {
+    tb_render_puts(b, ",");
+    tb_render_csv_num(b, tb_render_pct(cell, k, pct[i]));
+  }
+}
+
 /* ----------------------------------------------------------------- numbers */
 
 /* Inserts thousands separators into the integer part of a formatted number. */

@@ -69,6 +69,11 @@ void tb_render_html(struct tb_render_buf *b, const char *s);
 void tb_render_md(struct tb_render_buf *b, const char *s);
 void tb_render_csv_str(struct tb_render_buf *b, const char *s);
 void tb_render_csv_num(struct tb_render_buf *b, double v);
+/* A cell's percentile p ("p50") of figure k: k's object member p, or k
+ * itself when it is a plain number and p is "p50"; NAN when absent. */
+double tb_render_pct(const json_t *cell, const char *k, const char *p);
+/* ",p50,p90,p99" of figure k (tb_render_pct; an empty field when absent). */
+void tb_render_csv_pcts(struct tb_render_buf *b, const json_t *cell, const char *k);
 
 /* Inserts thousands separators into the integer part of a formatted number
  * ("-1234567.5" -> "-1,234,567.5"); out is always NUL-terminated. */

@@ -28,16 +28,6 @@
 
 /* ------------------------------------------------------------ JSON access */
 
-static double
-jpct(const json_t *o, const char *k, const char *p)
-{
-  const json_t *v = json_object_get(o, k);
-  if (json_is_object(v))
-    return tb_json_num(v, p);
-  if (strcmp(p, "p50") == 0 && json_is_number(v))
-    return tb_json_num(o, k);
-  return NAN;
-}
 /* ------------------------------------------------------------------- view */
 
 static void
@@ -202,7 +192,7 @@ latency_fig(const json_t *c, const char *k, const char *ci,
             void (*fmt)(double, char *, size_t), char *buf, size_t len)
 {
   char m[48], r[64];
-  fmt(jpct(c, k, "p50"), m, sizeof m);
+  fmt(tb_render_pct(c, k, "p50"), m, sizeof m);
   tb_render_fmt_range(c, ci, fmt, "", r, sizeof r);
   snprintf(buf, len, "%s%s%s", m, r[0] ? " " : "", r);
 }
@@ -226,7 +216,7 @@ cell_figs(const json_t *c, int phase, struct figs *f)
     tb_render_fmt_pm(tb_json_num(c, "prompt_tps"),
                      tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
                      tb_render_fmt_tps_short, f->total, sizeof f->total);
-    tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
+    tb_render_fmt_ms(tb_render_pct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
     if (tb_json_int(c, "completed", &iv))
       tb_render_fmt_int(iv, f->completed, sizeof f->completed);
     else
@@ -817,7 +807,7 @@ html_matrix(struct tb_render_buf *b, const struct view *v)
         double tps = tb_json_num(cell, "total_tps");
         heat(v->max_tps > 0 ? tps / v->max_tps : 0, style, sizeof style);
         tb_render_fmt_tps(tps, t, sizeof t);
-        tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
+        tb_render_fmt_ms(tb_render_pct(cell, "ttft_ms", "p50"), ms, sizeof ms);
         char pm[64];
         pm_text(cell, pm, sizeof pm);
         tb_render_printf(b, " class=\"v\" style=\"%s\"><b>%s</b>%s%s%s<span>%s TTFT</span>",
@@ -883,7 +873,7 @@ html_prefill(struct tb_render_buf *b, const struct view *v)
     double tps = tb_json_num(c, "prompt_tps");
     tb_render_fmt_pm(tps, tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
                      tb_render_fmt_tps_short, t, sizeof t);
-    tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), ms, sizeof ms);
+    tb_render_fmt_ms(tb_render_pct(c, "ttft_ms", "p50"), ms, sizeof ms);
     double w = v->max_prompt_tps > 0 && isfinite(tps) ? 160.0 * tps / v->max_prompt_tps : 0;
     tb_render_printf(b, "<td>%s</td><td><b>%s</b></td><td>%s TTFT</td>"
                  "<td class=\"l\"><span class=\"bar\" style=\"width:%.0fpx\"></span></td></tr>\n",
@@ -1141,7 +1131,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
       tb_render_fmt_pm(tb_json_num(c, "prompt_tps"),
                        tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
                        tb_render_fmt_tps_short, t, sizeof t);
-      tb_render_fmt_ms(jpct(c, "ttft_ms", "p50"), ms, sizeof ms);
+      tb_render_fmt_ms(tb_render_pct(c, "ttft_ms", "p50"), ms, sizeof ms);
       tb_render_printf(b, "| %s | %s | %s | %s |\n", lab, n1, t, ms);
     }
   }
@@ -1158,7 +1148,7 @@ render_md(struct tb_render_buf *b, const struct view *v)
         const json_t *cell = grid_at(v, r, c);
         if (st_is(cell, "valid")) {
           tb_render_fmt_tps(tb_json_num(cell, "total_tps"), t, sizeof t);
-          tb_render_fmt_ms(jpct(cell, "ttft_ms", "p50"), ms, sizeof ms);
+          tb_render_fmt_ms(tb_render_pct(cell, "ttft_ms", "p50"), ms, sizeof ms);
           char pm[64];
           pm_text(cell, pm, sizeof pm);
           char why[NOTE_MAX];
@@ -1227,15 +1217,8 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
   tb_render_csv_num(b, tb_json_num(c, "total_tps"));
   tb_render_puts(b, ",");
   tb_render_csv_num(b, tb_json_num(c, "per_request_tps"));
-  static const char *const pct[] = { "p50", "p90", "p99" };
-  for (size_t i = 0; i < 3; i++) {
-    tb_render_puts(b, ",");
-    tb_render_csv_num(b, jpct(c, "ttft_ms", pct[i]));
-  }
-  for (size_t i = 0; i < 3; i++) {
-    tb_render_puts(b, ",");
-    tb_render_csv_num(b, jpct(c, "tbt_ms", pct[i]));
-  }
+  tb_render_csv_pcts(b, c, "ttft_ms");
+  tb_render_csv_pcts(b, c, "tbt_ms");
   tb_render_puts(b, ",");
   tb_render_csv_num(b, tb_json_num(c, "avg_active"));
   tb_render_puts(b, ",");
