@@ -7,6 +7,10 @@
 # (bench/bare_loop.c), added delay (arrival - send stamp) p50/p99 and gap
 # error p99, then the server series (tb_sampler) on and off side by side.
 # Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (default 5),
+# BENCH_ENGINE_BASE_LIB=<another build's libtokbench.a>: after the table,
+# engine_load built against it and against this build, run alternately on
+# the 128-stream cell (BENCH_BASE_RUNS pairs, default 7, the order flipping
+# each pair): CPU per million tokens, medians, ranges and their ratio.
 # BENCH_RT=1: the simulator with --realtime and both clients (engine and bare
 # loop alike) under SCHED_FIFO (chrt -f 5), so that other work on a shared
 # machine does not preempt them: it measures the code, not the neighbours.
@@ -23,6 +27,9 @@ CFL=$(pkg-config --cflags libcurl jansson openssl)
 gcc -std=c11 -O2 -D_GNU_SOURCE -o "$OUT/bare_loop" bench/bare_loop.c
 gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib $CFL -o "$OUT/engine_load" bench/engine_load.c \
   "$BUILD/libtokbench.a" $LIBS -lm -lpthread
+BASE_LIB=${BENCH_ENGINE_BASE_LIB:-}
+[ -z "$BASE_LIB" ] || gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib $CFL -o "$OUT/engine_load_base" \
+  bench/engine_load.c "$BASE_LIB" $LIBS -lm -lpthread
 PIN0="taskset -c 0"; PIN1="taskset -c 1"
 command -v taskset >/dev/null 2>&1 || { PIN0=""; PIN1=""; }
 [ "$(nproc)" -ge 2 ] || { PIN0=""; PIN1=""; }
@@ -117,4 +124,40 @@ print("  on : " + " ".join("%.3f" % x for x in on) + "   (samples a cell: %s)" %
 print("  off: " + " ".join("%.3f" % x for x in off))
 print("  median on %.3f ms, off %.3f ms, ratio on/off %.2f; range on %.3f-%.3f, off %.3f-%.3f"
       % (mon, moff, mon / moff if moff > 0 else float("nan"), min(on), max(on), min(off), max(off)))
+PY
+
+# This build's engine beside another's (BENCH_ENGINE_BASE_LIB): CPU per
+# million tokens on the 128-stream cell, alternating.
+[ -n "$BASE_LIB" ] || exit 0
+THIS=""; BASE=""
+for i in $(seq "${BENCH_BASE_RUNS:-7}"); do
+  order="this base"; [ $((i % 2)) = 0 ] && order="base this"
+  for w in $order; do
+    start_sim 1
+    el="$OUT/engine_load"; [ "$w" = base ] && el="$OUT/engine_load_base"
+    r=$($PIN0 "$el" "http://127.0.0.1:$port" 128 "$SECS" || echo "128 fail")
+    set -- $r; c=${3:-nan}
+    if [ "$w" = this ]; then THIS="$THIS $c"; else BASE="$BASE $c"; fi
+  done
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$THIS" "$BASE" <<'PY'
+import statistics, sys
+def nums(s):
+    out = []
+    for x in s.split():
+        try:
+            out.append(float(x))
+        except ValueError:
+            pass
+    return out
+this, base = nums(sys.argv[1]), nums(sys.argv[2])
+if not this or not base:
+    print("this build beside the base: no result (a run failed)")
+    sys.exit(0)
+print("engine CPU s per million tokens, 128 streams, this build beside the base (BENCH_ENGINE_BASE_LIB):")
+for name, v in (("this", this), ("base", base)):
+    print("  %s: %s   median %.3f, range %.3f-%.3f"
+          % (name, " ".join("%.3f" % x for x in v), statistics.median(v), min(v), max(v)))
+print("  ratio this/base (medians) %.3f" % (statistics.median(this) / statistics.median(base)))
 PY

@@ -1,0 +1,56 @@
+#!/bin/sh
+# bench_oai: the chunk scanner's CPU per chunk (bench/bench_oai.c through
+# tb_oai_scan_chunk, the engine's hot path for every SSE event), pinned to
+# one CPU.  Prints each run's ns per chunk, the median and the range.
+# With BENCH_OAI_BASE_LIB=<another build's libtokbench.a> (e.g. an older
+# commit's, built in a worktree of its own), both are run alternately, the
+# order flipping each pair, and the line ends with the medians' ratio
+# (this build / base).
+# Env: TB_BIN_DIR (release binaries; the library beside them),
+# BENCH_OAI_RUNS (default 11), BENCH_OAI_ITERS (chunks a run, default 2000000).
+#
+# Figures kept (2026-12-02, load average about 1.0, this 2-CPU VM):
+#   40571c4 (one object walker, a member function through a pointer) against
+#   its parent e1f54bb, BENCH_OAI_BASE_LIB=/tmp/old/build-rel/libtokbench.a:
+#   see docs/bench.md for the table.
+set -eu
+cd "$(dirname "$0")/.."
+BIN=${TB_BIN_DIR:-build-rel/bin}
+BUILD=$(dirname "$BIN")
+[ "$BUILD" = "." ] && BUILD=build
+OUT=$BUILD/bench
+mkdir -p "$OUT"
+RUNS=${BENCH_OAI_RUNS:-11}
+ITERS=${BENCH_OAI_ITERS:-2000000}
+LIBS=$(pkg-config --libs jansson)
+gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib -o "$OUT/bench_oai" bench/bench_oai.c \
+  "$BUILD/libtokbench.a" $LIBS -lm
+BASE=${BENCH_OAI_BASE_LIB:-}
+[ -z "$BASE" ] || gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib -o "$OUT/bench_oai_base" \
+  bench/bench_oai.c "$BASE" $LIBS -lm
+PIN=""
+command -v taskset >/dev/null 2>&1 && PIN="taskset -c 0"
+HEAD=""; OLD=""
+for i in $(seq "$RUNS"); do
+  order="head base"; [ $((i % 2)) = 0 ] && order="base head"
+  for w in $order; do
+    if [ "$w" = head ]; then
+      HEAD="$HEAD $($PIN "$OUT/bench_oai" "$ITERS")"
+    elif [ -n "$BASE" ]; then
+      OLD="$OLD $($PIN "$OUT/bench_oai_base" "$ITERS")"
+    fi
+  done
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$HEAD" "$OLD" <<'PY'
+import statistics, sys
+head = [float(x) for x in sys.argv[1].split()]
+base = [float(x) for x in sys.argv[2].split()]
+def line(name, v):
+    print("%-5s ns/chunk: %s   median %.2f, range %.2f-%.2f"
+          % (name, " ".join("%.2f" % x for x in v), statistics.median(v), min(v), max(v)))
+line("this", head)
+if base:
+    line("base", base)
+    print("ratio this/base (medians): %.3f" % (statistics.median(head) / statistics.median(base)))
+PY
