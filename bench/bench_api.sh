@@ -12,44 +12,15 @@
 #      BENCH_API_LOG_LEVEL (default info, as deployed: a log line per request).
 set -eu
 cd "$(dirname "$0")/.."
-BIN=${TB_BIN_DIR:-build-rel/bin}
+. bench/lib.sh
 SECS=${BENCH_API_SECONDS:-10}
 CONNS=${BENCH_API_CONNS:-64}
 THREADS=${BENCH_API_THREADS:-8}
 JOBS=${BENCH_API_JOBS:-20}
 command -v wrk >/dev/null || { echo "bench_api: wrk missing (make deps)" >&2; exit 1; }
-for b in tokbench-api tokbench; do
-  [ -x "$BIN/$b" ] || { echo "bench_api: $BIN/$b missing (make MODE=release)" >&2; exit 1; }
-done
-tmp=$(mktemp -d)
-chmod 0755 "$tmp"
-pids=""
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; done
-  for p in $pids; do wait "$p" 2>/dev/null || true; done
-  scripts/tb-pg stop "$tmp/pg" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-pgport=$(freeport)
-scripts/tb-pg init "$tmp/pg" >/dev/null
-scripts/tb-pg start "$tmp/pg" "$pgport" >/dev/null
-url=$(scripts/tb-pg url "$tmp/pg" "$pgport")
-key=$(TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" keys create --admin --project bench)
-port=$(freeport)
-base="http://127.0.0.1:$port"
-TOKBENCH_DATABASE_URL=$url TOKBENCH_LISTEN_PORT=$port TOKBENCH_THREADS=$THREADS \
-  TOKBENCH_DB_POOL=$((THREADS * 2)) TOKBENCH_RATE_LIMIT=0 TOKBENCH_LOG_LEVEL=${BENCH_API_LOG_LEVEL:-info} \
-  TOKBENCH_EGRESS_ALLOW=loopback \
-  TOKBENCH_MASTER_KEY=$(openssl rand -hex 32) "$BIN/tokbench-api" >"$tmp/api.log" 2>&1 &
-pids="$pids $!"
-i=0
-until curl -fs "$base/readyz" >/dev/null 2>&1; do
-  i=$((i + 1)); [ $i -gt 100 ] && { echo "bench_api: api did not start" >&2; cat "$tmp/api.log" >&2; exit 1; }
-  sleep 0.1
-done
+bench_setup bench_api tokbench-api tokbench
+bench_start_api TOKBENCH_THREADS=$THREADS TOKBENCH_DB_POOL=$((THREADS * 2)) TOKBENCH_RATE_LIMIT=0 \
+  TOKBENCH_LOG_LEVEL=${BENCH_API_LOG_LEVEL:-info}
 
 sim_url=http://127.0.0.1:9
 if [ -x "$BIN/tokbench-sim" ] && [ -x "$BIN/tokbench-worker" ]; then

@@ -21,50 +21,14 @@
 # Env: TB_BIN_DIR (default build-rel/bin), BENCH_LIMITS_SECONDS, BENCH_LIMITS_N.
 set -eu
 cd "$(dirname "$0")/.."
-BIN=${TB_BIN_DIR:-build-rel/bin}
+. bench/lib.sh
 SECS=${BENCH_LIMITS_SECONDS:-20}
 N=${BENCH_LIMITS_N:-200}
 command -v wrk >/dev/null || { echo "bench_limits: wrk missing (make deps)" >&2; exit 1; }
-for b in tokbench-api tokbench; do
-  [ -x "$BIN/$b" ] || { echo "bench_limits: $BIN/$b missing (make MODE=release)" >&2; exit 1; }
-done
 ulimit -n 20000 2>/dev/null || true
-tmp=$(mktemp -d)
-chmod 0755 "$tmp"
-api_pid=""
-cleanup() {
-  [ -n "$api_pid" ] && { kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
-  scripts/tb-pg stop "$tmp/pg" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-pgport=$(freeport)
-scripts/tb-pg init "$tmp/pg" >/dev/null
-scripts/tb-pg start "$tmp/pg" "$pgport" >/dev/null
-url=$(scripts/tb-pg url "$tmp/pg" "$pgport")
-TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" migrate >/dev/null
-key=$(TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" keys create --admin --project bench)
-port=$(freeport)
-base="http://127.0.0.1:$port"
-master=$(openssl rand -hex 32)
-
-# start_api VAR=VALUE...: the api with these settings (and the common ones)
-start_api() {
-  if [ -n "$api_pid" ]; then kill "$api_pid"; wait "$api_pid" 2>/dev/null || true; fi
-  env TOKBENCH_DATABASE_URL="$url" TOKBENCH_LISTEN_HOST=0.0.0.0 TOKBENCH_LISTEN_PORT="$port" \
-    TOKBENCH_LOG_LEVEL=warn TOKBENCH_EGRESS_ALLOW=loopback TOKBENCH_MASTER_KEY="$master" \
-    "$@" "$BIN/tokbench-api" >>"$tmp/api.log" 2>&1 &
-  api_pid=$!
-  i=0
-  until curl -fs "$base/readyz" >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -gt 100 ] && { echo "bench_limits: api did not start" >&2; cat "$tmp/api.log" >&2; exit 1; }
-    sleep 0.1
-  done
-}
-
-start_api TOKBENCH_RATE_LIMIT=0 TOKBENCH_MAX_CONNECTIONS_PER_IP=0
+bench_setup bench_limits tokbench-api tokbench
+# (listening on every address: part 3 connects from 127.0.0.2)
+bench_start_api TOKBENCH_LISTEN_HOST=0.0.0.0 TOKBENCH_RATE_LIMIT=0 TOKBENCH_MAX_CONNECTIONS_PER_IP=0
 auth="Authorization: Bearer $key"
 ep=$(curl -fs -H "$auth" -H 'Content-Type: application/json' \
   -d '{"name":"bench","base_url":"http://127.0.0.1:9"}' "$base/v1/endpoints" |
@@ -104,7 +68,7 @@ echo "1,000 clients / 100 clients throughput: $ratio"
 awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }' || { echo "bench_limits: 1,000 clients under 90%"; status=1; }
 
 # 2. one key, the default rate limit
-start_api TOKBENCH_MAX_CONNECTIONS_PER_IP=0
+bench_start_api TOKBENCH_LISTEN_HOST=0.0.0.0 TOKBENCH_MAX_CONNECTIONS_PER_IP=0
 BENCH_KEY=$key wrk -t2 -c1000 -d"${SECS}s" --timeout 5s -s bench/status_count.lua \
   "$base/v1/jobs/$job" >"$tmp/rate.txt"
 echo "one key, default rate limit, 1,000 clients, ${SECS} s:"
@@ -121,7 +85,7 @@ sys.exit(0 if ok else 1)
 PY
 
 # 3. one address at its cap, another one still served
-start_api TOKBENCH_RATE_LIMIT=0
+bench_start_api TOKBENCH_LISTEN_HOST=0.0.0.0 TOKBENCH_RATE_LIMIT=0
 python3 - "$port" "$N" <<'PY' || status=1
 import socket, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])

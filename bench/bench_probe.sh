@@ -9,37 +9,9 @@
 # Env: TB_BIN_DIR (default build-rel/bin), BENCH_PROBE_N.
 set -eu
 cd "$(dirname "$0")/.."
-BIN=${TB_BIN_DIR:-build-rel/bin}
-for b in tokbench-api tokbench; do
-  [ -x "$BIN/$b" ] || { echo "bench_probe: $BIN/$b missing (make MODE=release)" >&2; exit 1; }
-done
-tmp=$(mktemp -d)
-chmod 0755 "$tmp"
-pids=""
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; done
-  for p in $pids; do wait "$p" 2>/dev/null || true; done
-  scripts/tb-pg stop "$tmp/pg" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-pgport=$(freeport)
-scripts/tb-pg init "$tmp/pg" >/dev/null
-scripts/tb-pg start "$tmp/pg" "$pgport" >/dev/null
-url=$(scripts/tb-pg url "$tmp/pg" "$pgport")
-key=$(TOKBENCH_DATABASE_URL=$url "$BIN/tokbench" keys create --admin --project bench)
-port=$(freeport)
-TOKBENCH_DATABASE_URL=$url TOKBENCH_LISTEN_PORT=$port TOKBENCH_RATE_LIMIT=0 \
-  TOKBENCH_LOG_LEVEL=warn TOKBENCH_EGRESS_ALLOW=loopback TOKBENCH_PROBE_PER_PROJECT=16 \
-  TOKBENCH_MASTER_KEY=$(openssl rand -hex 32) "$BIN/tokbench-api" >"$tmp/api.log" 2>&1 &
-pids="$pids $!"
-i=0
-until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
-  i=$((i + 1)); [ $i -gt 100 ] && { echo "bench_probe: api did not start" >&2; cat "$tmp/api.log" >&2; exit 1; }
-  sleep 0.1
-done
+. bench/lib.sh
+bench_setup bench_probe tokbench-api tokbench
+bench_start_api TOKBENCH_RATE_LIMIT=0 TOKBENCH_PROBE_PER_PROJECT=16
 
 BENCH_BASE="http://127.0.0.1:$port" BENCH_KEY=$key BENCH_N=${BENCH_PROBE_N:-400} python3 - <<'PY'
 import http.client, json, os, socket, sys, threading, time
