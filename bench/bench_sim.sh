@@ -20,7 +20,19 @@
 # microseconds in the middle of a step's sends, the shared figures show the
 # simulator's own timing.
 # Knobs: SIM_BENCH_SECONDS (default 10), SIM_BENCH_SCENARIOS ("128:20 512:20 2048:40"),
-# SIM_BENCH_PLACEMENTS ("split shared").
+# SIM_BENCH_PLACEMENTS ("split shared"), SIM_BENCH_MAX_TOKENS (a request's
+# max_tokens, default 1000).
+# SIM_BENCH_PROMPT_TOKENS=T: every request carries a prompt of T tokens
+# (sim_load --prompt-tokens: one prompt, cached beforehand, and requests
+# arriving evenly in the middle of the other streams' decoding, N /
+# (max_tokens x step) a second), so that the simulator's work on each prompt
+# (parse, count, tokenize, block hashes) shows in the gap error if it stalls
+# the loop; the simulator's max_model_len is raised to hold it.
+# SIM_BENCH_BASE_SIM=<another tokbench-sim> (e.g. an older commit's, built
+# in a worktree of its own): instead of the table, this simulator and that
+# one run alternately, SIM_BENCH_RUNS pairs (default 5, the order flipping
+# each pair), per scenario and placement; prints each run's stamp gap error
+# p99, the medians, ranges and their ratio (this / base).
 set -eu
 cd "$(dirname "$0")/.."
 bindir=${TB_BIN_DIR:-build-rel/bin}
@@ -30,6 +42,14 @@ secs=${SIM_BENCH_SECONDS:-10}
 scenarios=${SIM_BENCH_SCENARIOS:-"128:20 512:20 2048:40"}
 bare_max=512 # baseline (and shared placement) only up to this many streams
 placements=${SIM_BENCH_PLACEMENTS:-"split shared"}
+max_tokens=${SIM_BENCH_MAX_TOKENS:-1000}
+prompt_tokens=${SIM_BENCH_PROMPT_TOKENS:-0}
+base_sim=${SIM_BENCH_BASE_SIM:-}
+sim_extra=""
+if [ "$prompt_tokens" -gt 0 ]; then
+  sim_extra="--max-model-len $((prompt_tokens + max_tokens + 64))"
+  bare_max=0 # the bare writer reads small bodies and streams a fixed count: no baseline
+fi
 pin_cli=""
 tmp=$(mktemp -d)
 srvpid=""
@@ -65,7 +85,8 @@ wait_listening() {
 run_load() {
   rc=0
   $pin_cli "$tmp/sim_load" --port "$2" --streams "$3" --step-ms "$4" \
-    --seconds "$secs" --max-tokens 1000 --sim-pid "$srvpid" >"$tmp/$1.out" || rc=$?
+    --seconds "$secs" --max-tokens "$max_tokens" --prompt-tokens "$prompt_tokens" \
+    --sim-pid "$srvpid" >"$tmp/$1.out" || rc=$?
   sed "s/^/$1/" "$tmp/$1.out"
   [ $rc -eq 0 ] || { echo "bench_sim: ${1}load failed (exit $rc)" >&2; status=1; }
   kill "$srvpid" 2>/dev/null || true; wait "$srvpid" 2>/dev/null || true; srvpid=""
@@ -75,7 +96,55 @@ p99_of() {
   awk '$1 == "gap_err_stamp_ms_p99" { print $2 }' "$tmp/$1.out"
 }
 
+# start_sim BINARY PIN SCALE: a simulator on a free $port, $srvpid.  Stamps
+# asked with --stamps where the binary has the flag (older ones stamp
+# without asking).
+start_sim() {
+  stamps=""
+  "$1" --help 2>&1 | grep -q -- '^  --stamps ' && stamps=--stamps
+  port=$(free_port)
+  $2 "$1" --profile bench --port "$port" --time-scale "$3" --max-conns 20000 \
+    $stamps $sim_extra --realtime >"$tmp/sim.log" 2>&1 &
+  srvpid=$!
+  wait_listening "$tmp/sim.log"
+}
+
 status=0
+if [ -n "$base_sim" ]; then
+  for sc in $scenarios; do
+    n=${sc%%:*}; step=${sc#*:}
+    scale=$(awk "BEGIN{print 20/$step}")
+    for place in $placements; do
+      if [ "$place" = shared ]; then
+        pin_srv=$pin1; pin_cli=$pin1
+      else
+        pin_srv=$pin0; pin_cli=$pin1
+      fi
+      this=""; base=""
+      for i in $(seq "${SIM_BENCH_RUNS:-5}"); do
+        order="this base"; [ $((i % 2)) = 0 ] && order="base this"
+        for w in $order; do
+          b=$sim; [ "$w" = base ] && b=$base_sim
+          start_sim "$b" "$pin_srv" "$scale"
+          run_load "${w}_" "$port" "$n" "$step" >/dev/null
+          if [ "$w" = this ]; then this="$this $(p99_of this_)"; else base="$base $(p99_of base_)"; fi
+        done
+      done
+      echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+      python3 - "$n streams, step $step ms, prompt $prompt_tokens tokens, $place CPUs" "$this" "$base" <<'PY'
+import statistics, sys
+this = [float(x) for x in sys.argv[2].split()]
+base = [float(x) for x in sys.argv[3].split()]
+print("gap error p99 (ms), %s:" % sys.argv[1])
+for name, v in (("this", this), ("base", base)):
+    print("  %s: %s   median %.3f, range %.3f-%.3f"
+          % (name, " ".join("%.3f" % x for x in v), statistics.median(v), min(v), max(v)))
+print("  ratio this/base (medians) %.2f" % (statistics.median(this) / statistics.median(base)))
+PY
+    done
+  done
+  exit $status
+fi
 for sc in $scenarios; do
   n=${sc%%:*}; step=${sc#*:}
   # bench profile: flat 20 ms steps; the time scale sets the wanted step.
@@ -91,11 +160,7 @@ for sc in $scenarios; do
     else
       pin_srv=$pin0; pin_cli=$pin1; pfx=""
     fi
-    port=$(free_port)
-    $pin_srv "$sim" --profile bench --port "$port" --time-scale "$scale" --max-conns 20000 \
-      --stamps --realtime >"$tmp/sim.log" 2>&1 &
-    srvpid=$!
-    wait_listening "$tmp/sim.log"
+    start_sim "$sim" "$pin_srv" "$scale"
     echo "## tokbench-sim: $n streams, step $step ms, ${secs}s window, $place CPUs"
     run_load "sim_$pfx" "$port" "$n" "$step"
     [ "$n" -le "$bare_max" ] || continue

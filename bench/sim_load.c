@@ -13,8 +13,19 @@
  *   - CPU per million tokens of the simulator (/proc/PID/stat) and of us.
  * Prints one "key value" line per figure.
  *
+ * --prompt-tokens T: every request's prompt is T tokens of the sim's
+ * tokenizer (one prompt for all, as a decode cell sends; ~4 bytes a token,
+ * so 256K tokens is a 1 MB body), sent once beforehand with max_tokens 1 so
+ * that the streams find it cached (as tokbench's scout does), and the
+ * streams' first requests ask i/N of max_tokens (stream i of N), so that
+ * requests then arrive evenly, N / (max_tokens x step) a second, in the
+ * middle of the other streams' decoding: what the simulator does with each
+ * prompt (parse, count, tokenize, hash) shows as gap error if it stalls
+ * the loop.
+ *
  * usage: sim_load --port P --streams N --step-ms X [--seconds S]
  *                 [--max-tokens M] [--sim-pid PID] [--warmup S]
+ *                 [--prompt-tokens T]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -43,6 +54,7 @@ struct stream {
   int64_t prev_stamp; /* of the previous token event, 0 at stream start */
   int64_t prev_arr;
   int64_t tokens;     /* token events in the current response */
+  int64_t want;       /* tokens asked in the current request */
   bool started;       /* produced a token since connect */
 };
 
@@ -122,17 +134,92 @@ cpu_self(void)
          ru.ru_stime.tv_usec / 1e6;
 }
 
-static char request[1024];
+/* The prompt's text (without quotes) and the request's other members. */
+static char *prompt_text = "load test";
+
+/* A request asking max_tokens tokens (caller frees), its length in *len. */
+static char *
+make_request(long max_tokens, bool stream, size_t *len)
+{
+  size_t cap = strlen(prompt_text) + 512;
+  char *body = malloc(cap), *req = malloc(cap + 256);
+  if (body == NULL || req == NULL) {
+    fprintf(stderr, "sim_load: out of memory\n");
+    exit(1);
+  }
+  int bl = snprintf(body, cap,
+                    "{\"model\":\"bench\",\"prompt\":\"%s\",\"max_tokens\":%ld,"
+                    "\"stream\":%s,\"ignore_eos\":true}",
+                    prompt_text, max_tokens, stream ? "true" : "false");
+  *len = (size_t)snprintf(req, cap + 256,
+                          "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s",
+                          bl, stream ? "" : "Connection: close\r\n", body);
+  free(body);
+  return req;
+}
+
+static char *request;
 static size_t request_len;
+static long request_tokens;
 
 static bool
-send_request(struct stream *s)
+send_all(int fd, const char *p, size_t n)
 {
-  ssize_t n = send(s->fd, request, request_len, MSG_NOSIGNAL);
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* The usual request, or one asking `want` tokens (the staggered first). */
+static bool
+send_request(struct stream *s, long want)
+{
   s->tokens = 0;
   s->prev_stamp = 0;
   s->prev_arr = 0;
-  return n == (ssize_t)request_len;
+  s->want = want > 0 ? want : request_tokens;
+  if (want <= 0 || want == request_tokens)
+    return send_all(s->fd, request, request_len);
+  size_t n;
+  char *r = make_request(want, true, &n);
+  bool ok = send_all(s->fd, r, n);
+  free(r);
+  return ok;
+}
+
+/* The prompt once, max_tokens 1, not streamed, to the end of the answer:
+ * the streams then find it in the simulator's prefix cache. */
+static bool
+warm_prompt(const struct sockaddr_in *a)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0) {
+    if (fd >= 0)
+      close(fd);
+    return false;
+  }
+  size_t n;
+  char *r = make_request(1, false, &n);
+  bool ok = send_all(fd, r, n);
+  free(r);
+  char buf[4096];
+  ssize_t got = 0, k;
+  char head[13] = {0};
+  while (ok && (k = recv(fd, buf, sizeof(buf), 0)) > 0) {
+    if (got < 12)
+      memcpy(head + got, buf, (size_t)(k < 12 - got ? k : 12 - got));
+    got += k;
+  }
+  close(fd);
+  return ok && strncmp(head, "HTTP/1.1 200", 12) == 0;
 }
 
 int
@@ -140,7 +227,7 @@ main(int argc, char **argv)
 {
   int port = 0, nstreams = 128, sim_pid = 0;
   double step_ms = 0, seconds = 10, warmup = 2;
-  long max_tokens = 1000;
+  long max_tokens = 1000, prompt_tokens = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--port") == 0)
       port = atoi(argv[i + 1]);
@@ -156,6 +243,8 @@ main(int argc, char **argv)
       max_tokens = atol(argv[i + 1]);
     else if (strcmp(argv[i], "--sim-pid") == 0)
       sim_pid = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--prompt-tokens") == 0)
+      prompt_tokens = atol(argv[i + 1]);
     else {
       fprintf(stderr, "sim_load: unknown option %s\n", argv[i]);
       return 2;
@@ -163,7 +252,7 @@ main(int argc, char **argv)
   }
   if (port <= 0 || nstreams <= 0 || step_ms <= 0) {
     fprintf(stderr, "usage: sim_load --port P --streams N --step-ms X [--seconds S] "
-                    "[--max-tokens M] [--sim-pid PID] [--warmup S]\n");
+                    "[--max-tokens M] [--sim-pid PID] [--warmup S] [--prompt-tokens T]\n");
     return 2;
   }
   struct rlimit rl;
@@ -171,20 +260,28 @@ main(int argc, char **argv)
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  char body[256];
-  int bl = snprintf(body, sizeof(body),
-                    "{\"model\":\"bench\",\"prompt\":\"load test\",\"max_tokens\":%ld,"
-                    "\"stream\":true,\"ignore_eos\":true}",
-                    max_tokens);
-  request_len = (size_t)snprintf(request, sizeof(request),
-                                 "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                                 bl, body);
-
+  if (prompt_tokens > 1) {
+    /* completions: BOS + one token per word of at most 4 bytes */
+    size_t words = (size_t)(prompt_tokens - 1);
+    prompt_text = malloc(words * 4 + 1);
+    if (prompt_text == NULL) {
+      fprintf(stderr, "sim_load: out of memory\n");
+      return 1;
+    }
+    for (size_t w = 0; w < words; w++)
+      memcpy(prompt_text + w * 4, w == 0 ? "load" : w % 2 ? " tes" : " tok", 4);
+    prompt_text[words * 4] = '\0';
+  }
+  request_tokens = max_tokens;
+  request = make_request(max_tokens, true, &request_len);
   int ep = epoll_create1(0);
   struct stream *ss = calloc((size_t)nstreams, sizeof(*ss));
   struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (prompt_tokens > 1 && !warm_prompt(&a)) {
+    fprintf(stderr, "sim_load: the prompt's warm-up request failed\n");
+    return 1;
+  }
   for (int i = 0; i < nstreams; i++) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
@@ -194,7 +291,8 @@ main(int argc, char **argv)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     ss[i].fd = fd;
-    if (!send_request(&ss[i])) {
+    long first = max_tokens * (i + 1) / nstreams; /* staggered, with a prompt */
+    if (!send_request(&ss[i], prompt_tokens > 1 ? (first > 0 ? first : 1) : 0)) {
       perror("sim_load: send");
       return 1;
     }
@@ -260,9 +358,9 @@ main(int argc, char **argv)
         } else if (strncmp(s->line, "data: ", 6) == 0) {
           if (strcmp(s->line + 6, "[DONE]") == 0) {
             completed++;
-            if (s->tokens != max_tokens)
-              lost += (uint64_t)llabs(max_tokens - s->tokens);
-            if (!send_request(s))
+            if (s->tokens != s->want)
+              lost += (uint64_t)llabs(s->want - s->tokens);
+            if (!send_request(s, 0))
               errors++;
           } else {
             s->tokens++;
