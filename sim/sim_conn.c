@@ -309,7 +309,7 @@ static void
 conn_process(struct server *s, struct conn *c)
 {
   size_t used = 0;
-  while (!c->dead && !c->draining && c->gen == NULL && !c->close_after) {
+  while (!c->dead && !c->draining && c->gen == NULL && c->prep == NULL && !c->close_after) {
     struct sim_http_req req;
     int status = 0;
     enum sim_http_result res = sim_http_parse(c->in + used, c->in_len - used, &req, &status);
@@ -345,7 +345,7 @@ sim_conn_read(struct server *s, struct conn *c)
   for (;;) {
     if (c->in_cap - c->in_len < 4096) {
       if (c->in_cap >= SIM_IN_CAP) {
-        if (c->gen || c->draining) {
+        if (c->gen || c->prep || c->draining) {
           if (c->draining) {
             c->in_len = 0;
             continue;
@@ -433,6 +433,8 @@ conn_free(struct server *s, struct conn *c)
     s->st.aborted++;
     sim_sched_gen_free(s, c->gen);
   }
+  if (c->prep)
+    c->prep->c = NULL; /* the job comes back to nobody (sim_routes_prepared) */
   if (c->prev)
     c->prev->next = c->next;
   else

@@ -29,6 +29,7 @@
 #include "sim_conn.h"
 #include "sim_flavour.h"
 #include "sim_http.h"
+#include "sim_prep.h"
 #include "sim_sched.h"
 #include "sim_stream.h"
 #include "sim_tok.h"
@@ -66,14 +67,15 @@ auth_ok(const struct server *s, const struct sim_http_req *r)
   return kl == want && tb_ct_equal(k, s->cfg->api_key, kl);
 }
 
+/* doc (owned, NULL: jansson's message jerr) as a request body: the
+ * object, or NULL after the 400 reply. */
 static json_t *
-parse_body(struct server *s, struct conn *c, const struct sim_http_req *r)
+body_object(struct server *s, struct conn *c, const struct sim_http_req *r, json_t *doc,
+            const char *jerr)
 {
-  json_error_t je;
-  json_t *doc = json_loadb(r->body, r->body_len, 0, &je);
   if (doc == NULL) {
     char msg[300];
-    snprintf(msg, sizeof(msg), "JSON decode error: %s", je.text);
+    snprintf(msg, sizeof(msg), "JSON decode error: %s", jerr);
     sim_conn_reply_error(s, c, 400, msg, r->keep_alive);
     return NULL;
   }
@@ -83,6 +85,14 @@ parse_body(struct server *s, struct conn *c, const struct sim_http_req *r)
     return NULL;
   }
   return doc;
+}
+
+static json_t *
+parse_body(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_error_t je;
+  json_t *doc = json_loadb(r->body, r->body_len, 0, &je);
+  return body_object(s, c, r, doc, je.text);
 }
 
 static bool
@@ -114,46 +124,12 @@ model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const j
   return false;
 }
 
-/* Counts the prompt of a completions request: a string, an array of one
- * string, or an array of token ids; its ids go to s->ids. */
-static int64_t
-completion_prompt(struct server *s, const json_t *prompt, uint64_t *hash, const char **err)
-{
-  if (json_is_string(prompt))
-    return sim_tok_prompt(json_string_value(prompt), json_string_length(prompt), hash,
-                          &s->ids, &s->ids_len, &s->ids_cap);
-  if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
-      json_is_string(json_array_get(prompt, 0)))
-    return completion_prompt(s, json_array_get(prompt, 0), hash, err);
-  if (json_is_array(prompt) && json_array_size(prompt) > 0) {
-    uint64_t h = 1469598103934665603ull;
-    size_t i;
-    const json_t *v;
-    json_array_foreach(prompt, i, v) {
-      if (!json_is_integer(v)) {
-        *err = "prompt must be a string, a list of one string or a list of token ids";
-        return -1;
-      }
-      h = (h ^ (uint64_t)json_integer_value(v)) * 1099511628211ull;
-      if (s->ids_len == s->ids_cap) { /* capacity in ids, as sim_tok counts it */
-        s->ids_cap = s->ids_cap ? s->ids_cap * 2 : 256;
-        s->ids = tb_xrealloc(s->ids, s->ids_cap * sizeof(*s->ids));
-      }
-      s->ids[s->ids_len++] = (int32_t)json_integer_value(v);
-    }
-    *hash = h;
-    return (int64_t)json_array_size(prompt);
-  }
-  *err = "prompt must be a string, a list of one string or a list of token ids";
-  return -1;
-}
-
+/* Serves a generation request whose body (owned) and prompt (its chain
+ * owned) are ready; req_start: its first byte. */
 static void
-handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat)
+generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat,
+         json_t *body, struct sim_prompt *pr, int64_t req_start)
 {
-  json_t *body = parse_body(s, c, r);
-  if (body == NULL)
-    return;
   char err[400];
   const char *msg = NULL;
   struct gen *g = NULL;
@@ -169,21 +145,11 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   }
   if (!model_ok(s, c, r, body))
     goto out;
-  uint64_t hash = 0;
-  int64_t prompt;
-  s->ids_len = 0; /* the prompt's token ids, for the prefix cache's blocks */
-  if (chat) {
-    const json_t *agp = json_object_get(body, "add_generation_prompt");
-    prompt = sim_tok_chat(json_object_get(body, "messages"), agp == NULL || json_is_true(agp),
-                          &hash, &s->ids, &s->ids_len, &s->ids_cap, &msg);
-  } else {
-    const json_t *pj = json_object_get(body, "prompt");
-    prompt = pj ? completion_prompt(s, pj, &hash, &msg) : -1;
-    if (pj == NULL)
-      msg = "prompt is required";
-  }
-  if (prompt < 0)
+  int64_t prompt = pr->tokens;
+  if (prompt < 0) {
+    msg = pr->err;
     goto bad;
+  }
   const json_t *mt = json_object_get(body, "max_completion_tokens");
   if (mt == NULL || json_is_null(mt))
     mt = json_object_get(body, "max_tokens");
@@ -278,13 +244,10 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   g->need_kv = prompt + max_tokens;
   if (g->need_kv > s->p->kv_budget)
     g->need_kv = s->p->kv_budget; /* never wait forever: the largest request fits alone */
-  g->hash = hash;
-  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
-  size_t nb = s->ids_len / (size_t)bs;
-  if (nb > 0) {
-    g->chain = tb_xmalloc(nb * sizeof(*g->chain));
-    g->nchain = sim_cache_chain(s->ids, s->ids_len, bs, g->chain, nb);
-  }
+  g->hash = pr->hash;
+  g->chain = pr->chain; /* the gen owns it now */
+  g->nchain = pr->nchain;
+  pr->chain = NULL;
   g->f = f;
   g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;
@@ -298,7 +261,7 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
   if (!r->keep_alive)
     c->close_after = true;
   int64_t now = now_ns();
-  g->t_arrival = c->req_start > 0 && c->req_start < now ? c->req_start : now;
+  g->t_arrival = req_start > 0 && req_start < now ? req_start : now;
   if (f.first_byte_ms > 0) {
     g->st = G_FIRSTBYTE;
     sim_sched_heap_push(s, g, now + ms_to_ns(s, f.first_byte_ms));
@@ -314,7 +277,57 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
 bad:
   sim_conn_reply_error(s, c, 400, msg ? msg : "bad request", r->keep_alive);
 out:
+  free(pr->chain);
+  pr->chain = NULL;
   json_decref(body);
+}
+
+static void
+handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat)
+{
+  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
+  if (s->prep != NULL && r->body_len >= SIM_PREP_ASYNC_BODY) {
+    /* a large prompt: prepared by the worker (sim_prep.h); the connection
+     * waits for it, the loop goes on */
+    struct sim_prep_job *j = tb_xcalloc(1, sizeof(*j));
+    j->c = c;
+    j->req = *r;
+    j->body = tb_xmalloc(r->body_len + 1);
+    memcpy(j->body, r->body, r->body_len);
+    j->body[r->body_len] = '\0';
+    j->req.body = j->body;
+    j->chat = chat;
+    j->req_start = c->req_start;
+    j->bs = bs;
+    c->prep = j;
+    sim_prep_submit(s->prep, j);
+    return;
+  }
+  json_t *body = parse_body(s, c, r);
+  if (body == NULL)
+    return;
+  struct sim_prompt pr;
+  sim_prep_prompt(body, chat, bs, &s->ids, &s->ids_len, &s->ids_cap, &pr);
+  generate(s, c, r, chat, body, &pr, c->req_start);
+}
+
+void
+sim_routes_prepared(struct server *s, struct sim_prep_job *j)
+{
+  struct conn *c = j->c;
+  if (c != NULL && !c->dead) {
+    c->prep = NULL;
+    json_t *body = body_object(s, c, &j->req, j->doc, j->jerr);
+    j->doc = NULL; /* body_object took it */
+    if (body != NULL)
+      generate(s, c, &j->req, j->chat, body, &j->pr, j->req_start);
+    /* what the client pipelined behind it */
+    c->resume = true;
+    sim_conn_todo_push(s, c);
+  } else if (c != NULL) {
+    c->prep = NULL;
+  }
+  sim_prep_job_free(j);
 }
 
 static void

@@ -15,4 +15,8 @@
 
 void sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r);
 
+/* A job back from sim_prep's worker (owned; freed here): its request is
+ * served, unless its connection is gone, and the connection resumes. */
+void sim_routes_prepared(struct server *s, struct sim_prep_job *j);
+
 #endif

@@ -32,6 +32,7 @@
 
 #include "sim_state.h"
 #include "sim_conn.h"
+#include "sim_routes.h"
 #include "sim_sched.h"
 #include "sim_tls.h"
 
@@ -79,7 +80,7 @@ housekeeping(struct server *s, int64_t now)
       sim_conn_kill(s, c); /* a handshake that never ends */
       continue;
     }
-    if (c->gen)
+    if (c->gen || c->prep)
       continue;
     int64_t idle = now - c->last_active;
     if ((c->draining && idle > SIM_DRAIN_NS) || (c->in_len > 0 && idle > SIM_PARTIAL_NS) ||
@@ -231,6 +232,8 @@ sim_server_run(const struct sim_config *cfg)
   s->listen_kind = KIND_LISTEN;
   s->timer_kind = KIND_TIMER;
   s->signal_kind = KIND_SIGNAL;
+  s->prep_kind = KIND_PREP;
+  s->prep_fd = -1;
   json_t *ms = json_string(s->p->model);
   char *mj = ms ? json_dumps(ms, JSON_ENCODE_ANY) : NULL;
   json_decref(ms);
@@ -279,6 +282,11 @@ sim_server_run(const struct sim_config *cfg)
   epoll_ctl(s->ep, EPOLL_CTL_ADD, s->tfd, &ev);
   ev.data.ptr = &s->signal_kind;
   epoll_ctl(s->ep, EPOLL_CTL_ADD, s->sfd, &ev);
+  s->prep = sim_prep_start(&s->prep_fd); /* after the signal mask: it inherits it */
+  if (s->prep != NULL) {
+    ev.data.ptr = &s->prep_kind;
+    epoll_ctl(s->ep, EPOLL_CTL_ADD, s->prep_fd, &ev);
+  }
 
   char host[INET6_ADDRSTRLEN + 16];
   if (!listen_addr(s, cfg->host ? cfg->host : "127.0.0.1", cfg->port, host, sizeof(host))) {
@@ -337,6 +345,11 @@ sim_server_run(const struct sim_config *cfg)
           /* EAGAIN: nothing to do */
         }
         s->armed = 0;
+      } else if (kind == KIND_PREP) {
+        for (struct sim_prep_job *j = sim_prep_take(s->prep), *nx; j != NULL; j = nx) {
+          nx = j->next;
+          sim_routes_prepared(s, j);
+        }
       } else if (kind == KIND_SIGNAL) {
         struct signalfd_siginfo si;
         if (read(s->sfd, &si, sizeof(si)) > 0)
@@ -361,6 +374,7 @@ out:
     sim_conn_kill(s, s->conns);
     sim_conn_reap(s);
   }
+  sim_prep_stop(s->prep); /* after the connections: no job points to one */
   if (s->lfd >= 0)
     close(s->lfd);
   if (s->tfd >= 0)

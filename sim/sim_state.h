@@ -22,7 +22,9 @@
  * placeholder and issues one send() per connection.  So between the deadline
  * and each send there is nothing but the previous streams' sends.
  *
- * One thread owns all of it: no locks.
+ * One thread owns all of it: no locks.  (The one other thread, sim_prep's
+ * worker, prepares large prompts from copies of their bodies and touches
+ * none of this: sim_prep.h.)
  */
 #ifndef SIM_STATE_H
 #define SIM_STATE_H
@@ -36,6 +38,7 @@
 #include "sim_cache.h"
 #include "sim_fault.h"
 #include "sim_http.h"
+#include "sim_prep.h"
 #include "sim_server.h"
 #include "sim_tls.h"
 #include "tb_util.h"
@@ -62,7 +65,7 @@
 #define SIM_PREP_MAX_NS 5000000   /* how early a step is prepared: at most */
 #define SIM_STAMP_DIGITS 19 /* ": t=%019lld\n": fixed width, patched in place */
 
-enum { KIND_CONN = 1, KIND_LISTEN, KIND_TIMER, KIND_SIGNAL };
+enum { KIND_CONN = 1, KIND_LISTEN, KIND_TIMER, KIND_SIGNAL, KIND_PREP };
 
 enum gstate { G_FIRSTBYTE, G_QUEUED, G_PREFILL, G_DECODE, G_STALL };
 
@@ -104,6 +107,7 @@ struct conn {
   int64_t last_active;
   int64_t req_start;           /* arrival of the first byte of the request */
   struct gen *gen;
+  struct sim_prep_job *prep;   /* its request's prompt with sim_prep's worker */
   bool fq;                     /* in the step's send queue */
   int nst;                     /* deferred stamps in out */
   size_t st_rel[SIM_DEFER_STAMPS]; /* their offsets from out_off */
@@ -144,7 +148,9 @@ struct server {
   struct sockaddr_storage addr; /* the listener's (IPv4 or IPv6) */
   socklen_t addrlen;
   struct sim_tls_ctx *tls;     /* NULL: plain HTTP */
-  int listen_kind, timer_kind, signal_kind;
+  int listen_kind, timer_kind, signal_kind, prep_kind;
+  struct sim_prep *prep;       /* NULL: every prompt prepared on the loop */
+  int prep_fd;                 /* its eventfd */
   bool stop;
   struct conn *conns;
   int nconns;

@@ -648,3 +648,69 @@ def test_prefix_cache_blocks(ctx):
     assert again["requests"] == [] and again["next"] == log["next"]
     assert http("GET", sim.url + "/sim/requests?since=-1")[0] == 400
     assert http("GET", sim.url + "/sim/expected?context=100&cached_tokens=200")[0] == 400
+
+
+def test_large_prompt_prepared_off_the_loop(ctx):
+    """A body of 64 KiB or more is parsed and tokenized by sim_prep's worker
+    (sim/sim_prep.h): the answer is the same as on the loop (usage, the
+    prefix cache's blocks), a request pipelined behind it on the same
+    connection is answered after it, a malformed large body gets the same
+    400, and a client that hangs up while its prompt is prepared leaves the
+    simulator serving."""
+    sim = ctx.sim(flavour="vllm", args=["--max-model-len", "65536", "--kv-tokens", "1000000"])
+    words = 20000  # "abcd " each: ~100 KB, over SIM_PREP_ASYNC_BODY
+    prompt = " ".join(["abcd"] * words)
+    body = json.dumps({"model": MODEL, "prompt": prompt, "max_tokens": 2, "stream": True,
+                       "ignore_eos": True, "stream_options": {"include_usage": True}}).encode()
+    assert len(body) >= 64 * 1024
+    req = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+    def usage_of(data):
+        usage = None
+        for line in data.decode().splitlines():
+            if line.startswith("data: {"):
+                c = json.loads(line[6:])
+                if c.get("usage") and not c.get("choices"):
+                    usage = c["usage"]
+        return usage
+
+    # the large request, then a small one pipelined behind it, on one connection
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as c:
+        c.sendall(req + b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        deadline = time.monotonic() + 30
+        while b'"version"' not in data and time.monotonic() < deadline:
+            d = c.recv(65536)
+            if not d:
+                break
+            data += d
+    stream_end = data.find(b"data: [DONE]")
+    assert stream_end > 0 and data.find(b'"version"') > stream_end, data[-300:]
+    usage = usage_of(data[:stream_end])
+    assert usage["prompt_tokens"] == 1 + words, usage
+    assert usage["completion_tokens"] == 2
+    assert usage["prompt_tokens_details"]["cached_tokens"] == 0
+    # the same prompt again: its blocks (hashed by the worker) are cached
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as c:
+        c.sendall(req)
+        data = b""
+        while b"data: [DONE]" not in data:
+            d = c.recv(65536)
+            if not d:
+                break
+            data += d
+    usage = usage_of(data)
+    assert usage["prompt_tokens_details"]["cached_tokens"] == (words // 16) * 16, usage
+    # malformed, large: the loop's own message
+    bad = b'{"model": "tiny", "prompt": "' + b"abcd " * 20000 + b'", '
+    st, _, err = http("POST", sim.url + "/v1/completions", bad,
+                      headers={"Content-Type": "application/json"})
+    assert st == 400 and b"JSON decode error" in err, (st, err[:200])
+    # hang up while the worker prepares: nothing of it is answered or kept
+    for _ in range(5):
+        with socket.create_connection(("127.0.0.1", sim.port), timeout=5) as c:
+            c.sendall(req)
+    assert http("GET", sim.url + "/health")[0] == 200
+    st, _, stats = http_json("GET", sim.url + "/sim/stats")
+    assert st == 200 and stats["requests"] >= 2
