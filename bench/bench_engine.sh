@@ -141,23 +141,5 @@ for i in $(seq "${BENCH_BASE_RUNS:-7}"); do
   done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$THIS" "$BASE" <<'PY'
-import statistics, sys
-def nums(s):
-    out = []
-    for x in s.split():
-        try:
-            out.append(float(x))
-        except ValueError:
-            pass
-    return out
-this, base = nums(sys.argv[1]), nums(sys.argv[2])
-if not this or not base:
-    print("this build beside the base: no result (a run failed)")
-    sys.exit(0)
-print("engine CPU s per million tokens, 128 streams, this build beside the base (BENCH_ENGINE_BASE_LIB):")
-for name, v in (("this", this), ("base", base)):
-    print("  %s: %s   median %.3f, range %.3f-%.3f"
-          % (name, " ".join("%.3f" % x for x in v), statistics.median(v), min(v), max(v)))
-print("  ratio this/base (medians) %.3f" % (statistics.median(this) / statistics.median(base)))
-PY
+python3 bench/ab.py "engine CPU s per million tokens, 128 streams, this build beside the base (BENCH_ENGINE_BASE_LIB):" \
+  %.3f this "$THIS" base "$BASE"

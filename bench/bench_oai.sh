@@ -15,11 +15,8 @@
 #   see docs/bench.md for the table.
 set -eu
 cd "$(dirname "$0")/.."
-BIN=${TB_BIN_DIR:-build-rel/bin}
-BUILD=$(dirname "$BIN")
-[ "$BUILD" = "." ] && BUILD=build
-OUT=$BUILD/bench
-mkdir -p "$OUT"
+. bench/lib.sh
+bench_out
 RUNS=${BENCH_OAI_RUNS:-11}
 ITERS=${BENCH_OAI_ITERS:-2000000}
 LIBS=$(pkg-config --libs jansson)
@@ -42,15 +39,5 @@ for i in $(seq "$RUNS"); do
   done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$HEAD" "$OLD" <<'PY'
-import statistics, sys
-head = [float(x) for x in sys.argv[1].split()]
-base = [float(x) for x in sys.argv[2].split()]
-def line(name, v):
-    print("%-5s ns/chunk: %s   median %.2f, range %.2f-%.2f"
-          % (name, " ".join("%.2f" % x for x in v), statistics.median(v), min(v), max(v)))
-line("this", head)
-if base:
-    line("base", base)
-    print("ratio this/base (medians): %.3f" % (statistics.median(head) / statistics.median(base)))
-PY
+python3 bench/ab.py "chunk scanner, CPU ns per chunk (tb_oai_scan_chunk):" %.2f this "$HEAD" \
+  ${BASE:+base "$OLD"}

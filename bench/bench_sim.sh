@@ -131,16 +131,8 @@ if [ -n "$base_sim" ]; then
         done
       done
       echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-      python3 - "$n streams, step $step ms, prompt $prompt_tokens tokens, $place CPUs" "$this" "$base" <<'PY'
-import statistics, sys
-this = [float(x) for x in sys.argv[2].split()]
-base = [float(x) for x in sys.argv[3].split()]
-print("gap error p99 (ms), %s:" % sys.argv[1])
-for name, v in (("this", this), ("base", base)):
-    print("  %s: %s   median %.3f, range %.3f-%.3f"
-          % (name, " ".join("%.3f" % x for x in v), statistics.median(v), min(v), max(v)))
-print("  ratio this/base (medians) %.2f" % (statistics.median(this) / statistics.median(base)))
-PY
+      python3 bench/ab.py "gap error p99 (ms), $n streams, step $step ms, prompt $prompt_tokens tokens, $place CPUs:" \
+        %.3f this "$this" base "$base"
     done
   done
   exit $status

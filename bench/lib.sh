@@ -1,6 +1,11 @@
-# bench/lib.sh: the start-up the service benches share (bench_api.sh,
-# bench_probe.sh, bench_limits.sh), sourced after `set -eu` and a cd to the
-# top of the tree:
+# bench/lib.sh: what the bench scripts share, sourced after `set -eu` and a
+# cd to the top of the tree:
+#   bench_out
+#       $BUILD, the build directory of $BIN (TB_BIN_DIR, default
+#       build-rel/bin), and $OUT, its bench/ (made), for what a bench
+#       compiles (bench_oai.sh).
+# and the start-up the service benches share (bench_api.sh,
+# bench_probe.sh, bench_limits.sh):
 #   bench_setup NAME [BINARY...]
 #       NAME is the bench, for its messages; each BINARY must be in $BIN
 #       (TB_BIN_DIR, default build-rel/bin).  Makes $tmp (removed on exit,
@@ -20,6 +25,13 @@ api_pid=""
 tmp=""
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+bench_out() {
+  BUILD=$(dirname "$BIN")
+  [ "$BUILD" = "." ] && BUILD=build
+  OUT=$BUILD/bench
+  mkdir -p "$OUT"
+}
 
 bench_cleanup() {
   for p in $api_pid $pids; do kill "$p" 2>/dev/null || true; done
