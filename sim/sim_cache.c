@@ -182,16 +182,40 @@ add(struct sim_cache *c, uint64_t key)
   c->used++;
 }
 
+/* Links node n right after node a (a in the LRU list). */
+static void
+insert_after(struct sim_cache *c, int32_t a, int32_t n)
+{
+  struct node *x = &c->nodes[n];
+  x->prev = a;
+  x->next = c->nodes[a].next;
+  if (x->next >= 0)
+    c->nodes[x->next].prev = n;
+  else
+    c->tail = n;
+  c->nodes[a].next = n;
+}
+
 size_t
 sim_cache_match(struct sim_cache *c, const uint64_t *chain, size_t n)
 {
+  /* One lookup a block: the matched blocks go to the front in chain order
+   * (block 0 the most recent, as if touched last block first), each
+   * after the one before it. */
   size_t k = 0;
-  while (k < n && find(c, chain[k]) >= 0)
-    k++;
-  for (size_t i = k; i-- > 0;) { /* last block first: the head ends most recent */
-    int32_t x = find(c, chain[i]);
+  int32_t prev = -1;
+  for (; k < n; k++) {
+    int32_t x = find(c, chain[k]);
+    if (x < 0)
+      break;
+    if (x == prev)
+      continue; /* the same key twice in a row: already in place */
     unlink_node(c, x);
-    push_head(c, x);
+    if (prev < 0)
+      push_head(c, x);
+    else
+      insert_after(c, prev, x);
+    prev = x;
   }
   return k;
 }
