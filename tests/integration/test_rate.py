@@ -111,7 +111,13 @@ def test_spec_errors(ctx):
     sim = ctx.sim("tiny", "vllm")
     for args, field in ((["--rates", "2", "--arrival", "gamma:0"], "arrival"),
                         (["--rates", "2", "--input-tokens", "uniform:9-3"], "input_tokens"),
-                        (["--rates", "0"], "rates")):
+                        (["--rates", "0"], "rates"),
+                        (["--sweep", "attainment_pct=90,over=users"], "sweep.over"),
+                        (["--sweep", "attainment_pct=90,over=concurrency,max_concurrency=4096"],
+                         "sweep.max_concurrency"),
+                        (["--rates", "2", "--conversation", "turns=0"], "conversation.turns"),
+                        (["--rates", "2", "--conversation", "turns=2,think=poisson"],
+                         "conversation.think")):
         rc, _, _, _, err = test_engine.run_cli(sim.url, args)
         assert rc == 2, (args, rc, err)
         assert field in err, (args, err)
