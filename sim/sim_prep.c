@@ -80,6 +80,11 @@ sim_prep_prompt(const json_t *body, bool chat, int64_t bs, int32_t **ids, size_t
     out->chain = tb_xmalloc(nb * sizeof(*out->chain));
     out->nchain = sim_cache_chain(*ids, *len, bs, out->chain, nb);
   }
+  out->ntail = *len - nb * (size_t)bs; /* a request's output continues the chain */
+  if (out->ntail > 0) {
+    out->tail = tb_xmalloc(out->ntail * sizeof(*out->tail));
+    memcpy(out->tail, *ids + nb * (size_t)bs, out->ntail * sizeof(*out->tail));
+  }
 }
 
 struct sim_prep {
@@ -211,6 +216,7 @@ sim_prep_job_free(struct sim_prep_job *job)
     return;
   json_decref(job->doc);
   free(job->pr.chain);
+  free(job->pr.tail);
   free(job->body);
   free(job);
 }

@@ -40,12 +40,15 @@ struct sim_prompt {
   uint64_t hash;    /* whole-prompt hash */
   uint64_t *chain;  /* block chain (sim_cache_chain), owned; NULL if none */
   size_t nchain;
+  int32_t *tail;    /* the ids after the last full block, owned; NULL if none */
+  size_t ntail;
 };
 
 /* The prompt of a generation request's body (borrowed): chat messages or a
  * completions prompt.  ids/len/cap: a scratch buffer of token ids (grown
  * with tb_xrealloc, caller frees); bs: the profile's block size.  Fills
- * *out (chain allocated when the prompt has a full block). */
+ * *out (chain allocated when the prompt has a full block, tail when ids
+ * follow the last one). */
 void sim_prep_prompt(const json_t *body, bool chat, int64_t bs, int32_t **ids, size_t *len,
                      size_t *cap, struct sim_prompt *out);
 

@@ -245,9 +245,12 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   if (g->need_kv > s->p->kv_budget)
     g->need_kv = s->p->kv_budget; /* never wait forever: the largest request fits alone */
   g->hash = pr->hash;
-  g->chain = pr->chain; /* the gen owns it now */
+  g->chain = pr->chain; /* the gen owns them now */
   g->nchain = pr->nchain;
   pr->chain = NULL;
+  g->tail = pr->tail; /* its output continues the chain */
+  g->ntail = pr->ntail;
+  pr->tail = NULL;
   g->f = f;
   g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;
@@ -279,6 +282,8 @@ bad:
 out:
   free(pr->chain);
   pr->chain = NULL;
+  free(pr->tail);
+  pr->tail = NULL;
   json_decref(body);
 }
 

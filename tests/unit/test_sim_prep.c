@@ -56,16 +56,22 @@ test_prompt_matches_tokenizer(void **state)
   uint64_t chain[1001 / BS];
   assert_int_equal(sim_cache_chain(ids, len, BS, chain, 1001 / BS), pr.nchain);
   assert_memory_equal(chain, pr.chain, sizeof(chain));
+  assert_int_equal(pr.ntail, 1001 % BS); /* the ids after the last full block */
+  assert_memory_equal(pr.tail, ids + 1001 / BS * BS, pr.ntail * sizeof(*ids));
   free(pr.chain);
+  free(pr.tail);
   /* token ids, and a chat prompt; errors */
   json_t *d2 = json_loads("{\"prompt\":[5,6,7]}", 0, NULL);
   sim_prep_prompt(d2, false, BS, &ids, &len, &cap, &pr);
   assert_int_equal(pr.tokens, 3);
   assert_null(pr.chain);
+  assert_int_equal(pr.ntail, 3);
+  free(pr.tail);
   json_decref(d2);
   d2 = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"hello world\"}]}", 0, NULL);
   sim_prep_prompt(d2, true, BS, &ids, &len, &cap, &pr);
   assert_int_equal(pr.tokens, 12); /* sim_tok.h's example */
+  free(pr.tail);
   json_decref(d2);
   d2 = json_loads("{\"prompt\":[5,\"x\"]}", 0, NULL);
   sim_prep_prompt(d2, false, BS, &ids, &len, &cap, &pr);
@@ -158,6 +164,7 @@ test_worker_round_trip(void **state)
     sim_prep_submit(p, job_of(completion_body(5000), false));
   sim_prep_stop(p);
   free(want.chain);
+  free(want.tail);
   free(ids);
   json_decref(ref);
 }
