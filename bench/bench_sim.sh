@@ -32,7 +32,9 @@
 # in a worktree of its own): instead of the table, this simulator and that
 # one run alternately, SIM_BENCH_RUNS pairs (default 5, the order flipping
 # each pair), per scenario and placement; prints each run's stamp gap error
-# p99, the medians, ranges and their ratio (this / base).
+# p99 and the CPU share of the simulator's loop thread (its main thread:
+# work on other threads does not hold up its steps), the medians, ranges
+# and their ratio (this / base).
 set -eu
 cd "$(dirname "$0")/.."
 bindir=${TB_BIN_DIR:-build-rel/bin}
@@ -95,6 +97,9 @@ run_load() {
 p99_of() {
   awk '$1 == "gap_err_stamp_ms_p99" { print $2 }' "$tmp/$1.out"
 }
+loop_of() {
+  awk '$1 == "sim_loop_cpu_share" { print $2 }' "$tmp/$1.out"
+}
 
 # start_sim BINARY PIN SCALE: a simulator on a free $port, $srvpid.  Stamps
 # asked with --stamps where the binary has the flag (older ones stamp
@@ -120,19 +125,24 @@ if [ -n "$base_sim" ]; then
       else
         pin_srv=$pin0; pin_cli=$pin1
       fi
-      this=""; base=""
+      this=""; base=""; thisl=""; basel=""
       for i in $(seq "${SIM_BENCH_RUNS:-5}"); do
         order="this base"; [ $((i % 2)) = 0 ] && order="base this"
         for w in $order; do
           b=$sim; [ "$w" = base ] && b=$base_sim
           start_sim "$b" "$pin_srv" "$scale"
           run_load "${w}_" "$port" "$n" "$step" >/dev/null
-          if [ "$w" = this ]; then this="$this $(p99_of this_)"; else base="$base $(p99_of base_)"; fi
+          if [ "$w" = this ]; then
+            this="$this $(p99_of this_)"; thisl="$thisl $(loop_of this_)"
+          else
+            base="$base $(p99_of base_)"; basel="$basel $(loop_of base_)"
+          fi
         done
       done
       echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
       python3 bench/ab.py "gap error p99 (ms), $n streams, step $step ms, prompt $prompt_tokens tokens, $place CPUs:" \
         %.3f this "$this" base "$base"
+      python3 bench/ab.py "the simulator's loop thread, CPU share (s/s):" %.3f this "$thisl" base "$basel"
     done
   done
   exit $status
