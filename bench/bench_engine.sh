@@ -11,6 +11,13 @@
 # engine_load built against it and against this build, run alternately on
 # the 128-stream cell (BENCH_BASE_RUNS pairs, default 7, the order flipping
 # each pair): CPU per million tokens, medians, ranges and their ratio.
+#   Kept (2026-12-02, load average 0.9-1.2): 40571c4's scanner (one object
+#   walker) against its parent's, BENCH_ENGINE_CFGS=128:1 BENCH_SERIES_RUNS=0
+#   BENCH_ENGINE_BASE_LIB=/tmp/old/build-rel/libtokbench.a: 7 pairs, this
+#   10.694 s/M tokens median (9.291-14.072), base 9.478 (8.787-12.830), ratio
+#   1.128; 11 pairs, this 10.029 (7.076-12.980), base 9.911 (8.622-13.783),
+#   ratio 1.012.  Ranges overlap both times: no measurable change (the
+#   scanner is ~0.5 us of the ~10 us a token costs, bench_oai.sh).
 # BENCH_RT=1: the simulator with --realtime and both clients (engine and bare
 # loop alike) under SCHED_FIFO (chrt -f 5), so that other work on a shared
 # machine does not preempt them: it measures the code, not the neighbours.
