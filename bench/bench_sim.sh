@@ -35,6 +35,25 @@
 # p99 and the CPU share of the simulator's loop thread (its main thread:
 # work on other threads does not hold up its steps), the medians, ranges
 # and their ratio (this / base).
+#
+# Figures kept (2026-12-02, this 2-CPU VM with other work on it, load
+# average 1.9-2.7; 128 streams, 20 ms steps, split CPUs, 256K-token prompts,
+# 7 alternating pairs of 8 s windows):
+#   SIM_BENCH_SECONDS=8 SIM_BENCH_SCENARIOS=128:20 SIM_BENCH_PLACEMENTS=split \
+#   SIM_BENCH_PROMPT_TOKENS=262144 SIM_BENCH_RUNS=7 SIM_BENCH_BASE_SIM=<other> sh bench/bench_sim.sh
+#                     gap error p99 (ms)         loop thread CPU share (s/s)
+#   this (sim_prep)   6.116 (2.649-7.296)        0.109 (0.095-0.131)
+#   main 9e4a733      11.906 (3.315-18.534)      0.235 (0.166-0.281)      ratios 0.51, 0.46
+#   this (sim_prep)   4.217 (2.445-7.043)        0.097 (0.092-0.144)
+#   a180f4a (before   4.135 (2.471-8.996)        0.153 (0.145-0.189)      ratios 1.02, 0.63
+#    the prefix cache)
+# Before sim_prep, with the prefix cache (6f56fa0) against a180f4a, 5 pairs
+# at load 0.9-1.2: gap error p99 14.208 (9.692-17.604) against 6.499
+# (3.783-9.789), ratio 2.19.  With no prompt the same runs give 0.3-3.3 ms
+# and a loop share of 0.07 whichever the simulator: that is this machine's
+# floor under its load.  What the loop still does per 256K prompt: receive
+# the 1 MB, and the prefix cache's lookups (16K blocks at admission, at the
+# first token, at the end), about 5 ms in three pieces.
 set -eu
 cd "$(dirname "$0")/.."
 bindir=${TB_BIN_DIR:-build-rel/bin}

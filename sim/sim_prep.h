@@ -3,10 +3,11 @@
  *
  * What the simulator does with a prompt before the model sees it (parse the
  * JSON body, count its tokens, hash it, tokenize it into ids and hash its
- * blocks for the prefix cache) costs ~30 ms of CPU for a 256K-token (1 MB)
- * prompt.  Done on the loop, that is a 30 ms stall of every other stream's
- * decode steps, which a real server does not have (vLLM tokenizes in its
- * API server process, apart from the engine's loop).  So bodies of at least
+ * blocks for the prefix cache) costs about 20 ms of CPU for a 256K-token
+ * (1 MB) prompt on the development VM (bench/bench_sim.sh).  Done on the
+ * loop, that stalls every other stream's decode steps, which a real server
+ * does not do (vLLM tokenizes in its API server process, apart from the
+ * engine's loop).  So bodies of at least
  * SIM_PREP_ASYNC_BODY bytes go to one worker thread, and the loop goes on;
  * the worker writes the result, and an eventfd in the loop's epoll set tells
  * the loop, which then serves the request as if it had just parsed it.  The
