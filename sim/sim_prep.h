@@ -3,7 +3,7 @@
  *
  * What the simulator does with a prompt before the model sees it (parse the
  * JSON body, count its tokens, hash it, tokenize it into ids and hash its
- * blocks for the prefix cache) costs about 20 ms of CPU for a 256K-token
+ * blocks for the prefix cache) costs 20-25 ms of CPU for a 256K-token
  * (1 MB) prompt on the development VM (bench/bench_sim.sh).  Done on the
  * loop, that stalls every other stream's decode steps, which a real server
  * does not do (vLLM tokenizes in its API server process, apart from the
