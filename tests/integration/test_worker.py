@@ -252,6 +252,41 @@ def test_rate_job_with_a_shared_prefix(t):
 
 
 @isolated
+def test_conversation_job_with_a_concurrency_sweep(t):
+    """A job of conversations swept over concurrency: the worker stores each
+    closed-loop probe (its users in the cell), the result holds the sweep
+    over concurrency and each cell's turns, and the report renders them."""
+    sim = t.ctx.sim("tiny", args=["--max-running", "2"])
+    ep = t.endpoint(sim)
+    t.worker("w-conv")
+    spec = {"rate_duration_s": 1, "input_tokens": "100", "output_tokens": "8",
+            "conversation": {"turns": 2, "think_time_s": 0.05},
+            "slo": {"ttft_ms": 60000},
+            "sweep": {"attainment_pct": 90, "over": "concurrency", "max_concurrency": 2,
+                      "max_probes": 2}}
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", 90)
+    res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+    sw = res["sweep"]
+    assert sw["over"] == "concurrency" and [p["users"] for p in sw["probes"]] == [1, 2], sw
+    assert sw["found_concurrency"] == 2 and sw["outcome"] == "at_max_concurrency", sw
+    assert [c["users"] for c in res["cells"]] == [1, 2], res["cells"]
+    for c in res["cells"]:
+        assert c["load"] == "closed" and c["status"] == "valid", c
+        assert len(c["turns"]) == 2 and c["conversations"]["completed"] >= 1, c
+        assert c["turns"][1]["cached_pct"] > 0, c  # the second turn found the first cached
+    assert res["settings"]["rate"]["workload"]["kind"] == "multi_turn", res["settings"]
+    assert len(t.cells(jid)) == 2, t.cells(jid)
+    path = os.path.join(t.ctx.tmp, "conv-result.json")
+    with open(path, "w") as f:
+        json.dump(res, f)
+    p = subprocess.run([harness.bin("tokbench"), "report", path, "--format", "md"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "Highest concurrency" in p.stdout and "Cell 2: conversations" in p.stdout, p.stdout
+
+
+@isolated
 def test_wrong_master_key_fails_the_job_with_the_reason(t):
     sim = t.ctx.sim("tiny", args=["--api-key", "sk-x"])
     ep = t.endpoint(sim)
