@@ -675,16 +675,20 @@ def test_large_prompt_prepared_off_the_loop(ctx):
                     usage = c["usage"]
         return usage
 
+    def send_recv(raw, until):
+        """raw on a new connection; what comes back until `until` (or EOF)."""
+        with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as c:
+            c.sendall(raw)
+            data = b""
+            while until not in data:
+                d = c.recv(65536)
+                if not d:
+                    break
+                data += d
+        return data
+
     # the large request, then a small one pipelined behind it, on one connection
-    with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as c:
-        c.sendall(req + b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
-        data = b""
-        deadline = time.monotonic() + 30
-        while b'"version"' not in data and time.monotonic() < deadline:
-            d = c.recv(65536)
-            if not d:
-                break
-            data += d
+    data = send_recv(req + b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n", b'"version"')
     stream_end = data.find(b"data: [DONE]")
     assert stream_end > 0 and data.find(b'"version"') > stream_end, data[-300:]
     usage = usage_of(data[:stream_end])
@@ -692,15 +696,7 @@ def test_large_prompt_prepared_off_the_loop(ctx):
     assert usage["completion_tokens"] == 2
     assert usage["prompt_tokens_details"]["cached_tokens"] == 0
     # the same prompt again: its blocks (hashed by the worker) are cached
-    with socket.create_connection(("127.0.0.1", sim.port), timeout=30) as c:
-        c.sendall(req)
-        data = b""
-        while b"data: [DONE]" not in data:
-            d = c.recv(65536)
-            if not d:
-                break
-            data += d
-    usage = usage_of(data)
+    usage = usage_of(send_recv(req, b"data: [DONE]"))
     assert usage["prompt_tokens_details"]["cached_tokens"] == (words // 16) * 16, usage
     # malformed, large: the loop's own message
     bad = b'{"model": "tiny", "prompt": "' + b"abcd " * 20000 + b'", '
