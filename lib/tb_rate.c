@@ -47,6 +47,7 @@
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
+#include "tb_ratewatch.h"
 #include "tb_result.h"
 #include "tb_rxts.h"
 #include "tb_sse.h"
@@ -253,6 +254,7 @@ struct rcell {
   uint64_t gap_n;
   /* per-request samples, in order of start */
   json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
+  struct tb_ratewatch *watch; /* the server's view and the checks */
 };
 
 /* ---------------------------------------------------------- a request */
@@ -648,6 +650,7 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(smp, "good", c->s_good);
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
   json_object_set_new(cell, "samples", smp);
+  tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
 }
 
 /* A cell's schedule: a function of the seed, the cell's rate and nothing
@@ -719,6 +722,7 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
   sc.window = (int64_t)(s->rate_duration_s * NS_PER_S);
   sc.done = !ok;
   bool cancelled = false;
+  c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
   sc.next_t = c->t0;
   int64_t next_scan = 0, next_cancel = 0;
@@ -757,6 +761,7 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
         launch_due(c, &sc);
     }
   }
+  tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s);
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
   /* what is left (cancelled): closed, not counted */
@@ -786,6 +791,7 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
   tb_stats_free(&c->tbt);
   tb_stats_free(&c->e2e);
   tb_stats_free(&c->lag);
+  tb_ratewatch_free(c->watch);
   free(c->slots);
   free(c->free_slots);
   return !cancelled;
