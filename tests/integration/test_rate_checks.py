@@ -1,0 +1,150 @@
+"""The server's view and the self-checks of rate cells (lib/tb_ratewatch.c,
+docs/engine.md "Self-checks"), through `tokbench run --rates` against
+tokbench-sim.
+
+- A rate cell's server_series samples /metrics once a second over the
+  cell, and its running + waiting values are what the simulator's own
+  request log (/sim/requests: arrival and end of every request, on the
+  same CLOCK_MONOTONIC) says was in the server at that moment.  The series
+  is relative to the watch's start, 20 ms (tb_rate's lead) before the
+  first arrival is scheduled, and a sample is read between the call and
+  its answer: each sample must lie between the requests surely in the
+  server over a window from 100 ms before it to 20 ms after (lead, start
+  lag and a call's time on a loaded machine) and those possibly there; the
+  bounds have teeth (requests surely there at most samples).
+- In a normal run every check passes, with its figures beside it.
+- Another client's request running on the server before the cell (and
+  after it, past the drain timeout) fails drained_before and drained_after
+  with their reasons, in the JSON and in every report format; the cell
+  stays valid.
+- The pure thresholds (start lag limit, CV tolerance) are unit-tested in
+  tests/unit/test_sampler.c.
+"""
+import json
+import subprocess
+import time
+
+import harness
+from test_engine import run_cli
+from test_sampler import Foreign, running_now
+
+WINDOW_BEFORE = 0.10  # s: see the module's comment
+WINDOW_AFTER = 0.02
+
+
+def rate_cells(cells):
+    return [c for c in cells if c["phase"] == "rate"]
+
+
+def sim_requests(url):
+    st, _, body = harness.http_json("GET", url + "/sim/requests")
+    assert st == 200, body
+    return body["requests"]
+
+
+def test_series_matches_sim(ctx):
+    sim = ctx.sim("tiny", "vllm", timing=True)
+    rc, header, cells, doc, err = run_cli(sim.url, [
+        "--rates", "2", "--rate-duration", "6", "--arrival", "poisson",
+        "--input-tokens", "1k", "--output-tokens", "200", "--seed", "11"])
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c
+    ss = c["server_series"]
+    t = ss["t_s"]
+    # one sample a second, from the start until the last request ended
+    assert abs(len(t) - (c["measured_s"] + 1)) <= 1.5, (len(t), c["measured_s"])
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    assert all(0.9 <= g <= 1.2 for g in gaps), gaps
+    # the cell's requests are the last ones the simulator logged
+    log = sim_requests(sim.url)
+    mine = log[-c["requests"]:]
+    assert len(mine) == c["requests"] and all(r["end"] == "completed" for r in mine), mine
+    first = min(r["arrival_ns"] for r in mine)
+
+    def rel(ns):
+        return (ns - first) / 1e9
+
+    exact = held = 0
+    for ti, run, wait in zip(t, ss["running"], ss["waiting"]):
+        lo, hi = ti - WINDOW_BEFORE, ti + WINDOW_AFTER
+        sure = sum(1 for r in mine if rel(r["arrival_ns"]) <= lo and rel(r["end_ns"]) >= hi)
+        maybe = sum(1 for r in mine if rel(r["arrival_ns"]) <= hi and rel(r["end_ns"]) >= lo)
+        assert sure <= run + wait <= maybe, (ti, run, wait, sure, maybe)
+        exact += sure == maybe
+        held += sure > 0
+    assert exact >= 1 and held >= len(t) // 2, (exact, held, len(t))
+    assert max(ss["running"]) >= 2, ss
+    # the server's token counter against the client's: the same tokens
+    s = ss["summary"]
+    assert abs(s["client_tps"] - c["total_tps"]) <= 1e-3 * c["total_tps"], s
+    assert abs(s["server_tps"] / c["total_tps"] - 1) <= 0.15, s
+    # every check passes, with the figures it judged
+    ch = c["checks"]
+    assert ch["ok"] is True and ch["failed"] == [], ch
+    assert ch["drained_before"] is True and ch["drained_after"] is True, ch
+    assert ch["dropped"] == 0 == c["dropped"], ch
+    assert ch["interarrival_cv_expected"] == 1.0, ch
+    assert abs(ch["interarrival_cv"] - c["interarrival_cv"]) < 1e-3, (ch, c["interarrival_cv"])
+    assert ch["schedule_lag_limit_ms"] == 50.0, ch  # 10% of the 500 ms mean gap
+    assert ch["schedule_lag_p99_ms"] <= ch["schedule_lag_limit_ms"], ch
+    assert 0 < ch["client_cpu_share"] < 0.9, ch
+    assert ch["kernel_stamped"] > 0.9, ch
+    assert "requested_concurrency" not in ch, ch
+
+
+def test_constant_and_off(ctx):
+    """Constant arrivals: expected CV 0; TB_ENGINE_SERVER_SERIES=0 leaves the
+    series out, the checks stay."""
+    sim = ctx.sim("tiny", "vllm")
+    rc, _, cells, _, err = run_cli(sim.url, [
+        "--rates", "5", "--rate-requests", "8", "--arrival", "constant",
+        "--input-tokens", "256", "--output-tokens", "8"], env={"TB_ENGINE_SERVER_SERIES": "0"})
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c
+    assert "server_series" not in c, c
+    ch = c["checks"]
+    assert ch["interarrival_cv_expected"] == 0.0, ch
+    assert ch["ok"] is True, ch
+
+
+def test_foreign_request_flagged(ctx):
+    sim = ctx.sim("tiny", "vllm")
+    st, _, models = harness.http_json("GET", sim.url + "/v1/models")
+    model = models["data"][0]["id"]
+    foreign = Foreign(sim.url, 1, model)
+    foreign.start()
+    try:
+        deadline = time.time() + 30
+        while running_now(sim.url) < 1 and time.time() < deadline:
+            time.sleep(0.05)
+        assert running_now(sim.url) >= 1
+        rc, _, cells, doc, err = run_cli(sim.url, [
+            "--rates", "3", "--rate-requests", "6", "--arrival", "poisson",
+            "--input-tokens", "256", "--output-tokens", "8", "--drain-timeout", "0.5"])
+        still = running_now(sim.url)
+    finally:
+        foreign.close()
+    assert rc == 0, err
+    assert still >= 1  # the other request outlived the cell
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c  # flagged, not an error
+    ch = c["checks"]
+    assert ch["ok"] is False, ch
+    text = "; ".join(ch["failed"])
+    assert ch["drained_before"] is False and "not drained before" in text, ch
+    assert ch["drained_after"] is False and "not drained after" in text, ch
+    # the series saw the other request beside the cell's own
+    assert min(c["server_series"]["running"]) >= 1, c["server_series"]
+    path = ctx.tmp + "/flagged.json"
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    for fmt in ("md", "csv", "html"):
+        p = subprocess.run([harness.bin("tokbench"), "report", path, "--format", fmt],
+                           capture_output=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        assert b"not drained before the cell" in p.stdout, (fmt, p.stdout[-3000:])
+    html = subprocess.run([harness.bin("tokbench"), "report", path, "--format", "html"],
+                          capture_output=True, timeout=30).stdout
+    assert b"<svg class=\"spark\"" in html, html[-3000:]
