@@ -17,6 +17,9 @@ tokbench-sim.
   after it, past the drain timeout) fails drained_before and drained_after
   with their reasons, in the JSON and in every report format; the cell
   stays valid.
+- SGLang's dialect gives the same series (gamma arrivals: expected CV
+  sqrt(B)); a gateway without engine gauges has no series and drained is
+  unknown (null).
 - The pure thresholds (start lag limit, CV tolerance) are unit-tested in
   tests/unit/test_sampler.c.
 """
@@ -148,3 +151,34 @@ def test_foreign_request_flagged(ctx):
     html = subprocess.run([harness.bin("tokbench"), "report", path, "--format", "html"],
                           capture_output=True, timeout=30).stdout
     assert b"<svg class=\"spark\"" in html, html[-3000:]
+
+
+def test_sglang_and_gateway(ctx):
+    """SGLang's dialect gives the same series; a gateway's /metrics has no
+    engine gauges: no series, drained unknown (null), the checks that can be
+    judged still pass."""
+    sim = ctx.sim("tiny", "sglang")
+    rc, _, cells, _, err = run_cli(sim.url, [
+        "--rates", "3", "--rate-duration", "3", "--arrival", "gamma:2",
+        "--input-tokens", "512", "--output-tokens", "100", "--seed", "4"])
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c
+    ss = c["server_series"]
+    assert len(ss["t_s"]) >= 3 and max(ss["running"]) >= 1, ss
+    assert ss["summary"]["prefix_hit_source"] == "gauge", ss  # sglang:cache_hit_rate
+    ch = c["checks"]
+    assert ch["ok"] is True, ch
+    assert abs(ch["interarrival_cv_expected"] - 2 ** 0.5) < 1e-4, ch
+    assert ch["drained_before"] is True and ch["drained_after"] is True, ch
+    gw = ctx.sim("tiny", "gateway")
+    rc, _, cells, _, err = run_cli(gw.url, [
+        "--rates", "3", "--rate-requests", "5", "--arrival", "poisson",
+        "--input-tokens", "256", "--output-tokens", "8"])
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c
+    assert "server_series" not in c, c
+    ch = c["checks"]
+    assert ch["drained_before"] is None and ch["drained_after"] is None, ch
+    assert "interarrival_cv" in ch and "schedule_lag_p99_ms" in ch, ch
