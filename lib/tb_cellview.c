@@ -81,6 +81,26 @@ struct row {
       drained[32], verdict[16];
 };
 
+/* A rate cell's "Arrivals": start lag against its limit, the inter-arrival
+ * CV against the process's, dropped arrivals, and the server's peak against
+ * the cell's requests in flight (when there is a series). */
+static void
+rate_asked(const json_t *c, double lag, char *buf, size_t len)
+{
+  int n = snprintf(buf, len, "start lag p99 %.3f ms (limit %.3f)", lag,
+                   tb_json_num(c, "schedule_lag_limit_ms"));
+  double cv = tb_json_num(c, "interarrival_cv"), peak = tb_json_num(c, "server_peak_requests");
+  if (n > 0 && (size_t)n < len && isfinite(cv))
+    n += snprintf(buf + n, len - (size_t)n, "; CV %.3f (%.3f \xc2\xb1 %.3f)", cv,
+                  tb_json_num(c, "interarrival_cv_expected"),
+                  tb_json_num(c, "interarrival_cv_tolerance"));
+  if (n > 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, "; %.0f dropped", tb_json_num(c, "dropped"));
+  if (n > 0 && (size_t)n < len && isfinite(peak))
+    snprintf(buf + n, len - (size_t)n, "; server peak %.0f of %.0f in flight", peak,
+             tb_json_num(c, "max_in_flight"));
+}
+
 static void
 row_of(const json_t *cell, struct row *r)
 {
@@ -103,11 +123,7 @@ row_of(const json_t *cell, struct row *r)
     snprintf(r->conc, sizeof r->conc, "%.2f of %" PRId64 " (%s)", ach, req,
              src != NULL && strcmp(src, "server") == 0 ? "server" : "client");
   else if (isfinite(lag)) /* a rate cell: its arrivals' checks */
-    snprintf(r->conc, sizeof r->conc,
-             "start lag p99 %.3f ms (limit %.3f); CV %.3f (%.3f \xc2\xb1 %.3f); %.0f dropped",
-             lag, tb_json_num(c, "schedule_lag_limit_ms"), tb_json_num(c, "interarrival_cv"),
-             tb_json_num(c, "interarrival_cv_expected"),
-             tb_json_num(c, "interarrival_cv_tolerance"), tb_json_num(c, "dropped"));
+    rate_asked(c, lag, r->conc, sizeof r->conc);
   else
     snprintf(r->conc, sizeof r->conc, TB_RENDER_DASH);
   fmt_pct(100.0 * tb_json_num(c, "client_cpu_share"), r->cpu, sizeof r->cpu);

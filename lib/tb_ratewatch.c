@@ -181,6 +181,12 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
   double expected = NAN;
   if (arrival != NULL && isfinite(rate) && rate > 0 && tb_arrival_init(&a, arrival, rate, 0))
     expected = tb_arrival_cv(&a);
+  double peak = NAN;
+  for (size_t i = 0; i < w->smp.n; i++) {
+    double v = w->smp.running[i] + (isfinite(w->smp.waiting[i]) ? w->smp.waiting[i] : 0);
+    if (isfinite(v) && !(v <= peak))
+      peak = v;
+  }
   double wall = (double)(w->wall1 - w->wall0) / 1e9;
   struct tb_sampler_checks_in in = {
     .requested = 0,
@@ -201,6 +207,8 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
     .cv_expected = expected,
     .gaps = tb_json_num(cell, "requests_started") - 1,
     .dropped = tb_json_num(cell, "dropped"),
+    .server_peak = peak,
+    .max_in_flight = tb_json_num(cell, "max_in_flight"),
   };
   json_object_set_new(cell, "checks", tb_sampler_checks(&in));
 }

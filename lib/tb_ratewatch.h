@@ -14,8 +14,8 @@
  * CPU time over the cell (the client's CPU share).
  *
  * The checks of the cell (tb_sampler_checks) are judged from the cell's own
- * figures (schedule_lag_ms, interarrival_cv, dropped, kernel_stamped) and
- * the watch's.  An endpoint without the engine's gauges (a gateway, an
+ * figures (schedule_lag_ms, interarrival_cv, dropped, kernel_stamped,
+ * max_in_flight) and the watch's (the series' peak of running + waiting).  An endpoint without the engine's gauges (a gateway, an
  * unknown engine) has no series, and drained is unknown (null).
  *
  * Threads: begin, end, cell and free are called from the cell's thread;
@@ -56,7 +56,8 @@ void tb_ratewatch_end(struct tb_ratewatch *w, double drain_s);
 /*
  * Adds `server_series` and `checks` to a valid rate cell (nothing to a cell
  * in error).  Reads from cell: rate_rps, arrival, schedule_lag_ms.p99,
- * interarrival_cv, requests_started, dropped, kernel_stamped, total_tps.
+ * interarrival_cv, requests_started, dropped, max_in_flight, kernel_stamped,
+ * total_tps.
  * kernel_wanted: kernel receive stamps were asked for.
  */
 void tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted);

@@ -428,6 +428,20 @@ rate_checks(const struct tb_sampler_checks_in *in, json_t *o, json_t *failed)
       json_array_append_new(failed, json_string(why));
     }
   }
+  /* The server can hold no more of the cell's requests than the cell had
+   * in flight: a request ends on the server before its last bytes reach
+   * the client.  More is another client's work during the cell (or a
+   * request the client cut that the server still runs). */
+  if (isfinite(in->server_peak) && isfinite(in->max_in_flight)) {
+    json_object_set_new(o, "server_peak_requests", json_real(in->server_peak));
+    json_object_set_new(o, "max_in_flight", json_integer((json_int_t)in->max_in_flight));
+    if (in->server_peak > in->max_in_flight + 0.5) {
+      snprintf(why, sizeof why,
+               "the server held %.0f requests, more than the %.0f this cell had in flight",
+               in->server_peak, in->max_in_flight);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
   double tol = tb_sampler_cv_tolerance(in->cv_expected, in->gaps);
   if (isfinite(in->cv) && isfinite(tol)) {
     json_object_set_new(o, "interarrival_cv", json_real(round_to(in->cv, 1e4)));

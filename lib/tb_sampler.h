@@ -136,6 +136,8 @@ struct tb_sampler_checks_in {
   double cv, cv_expected;      /* inter-arrival CV: actual starts, the process's */
   double gaps;                 /* inter-arrival gaps the CV is of */
   double dropped;              /* arrivals with no connection slot free */
+  double server_peak;          /* largest running + waiting the series saw */
+  double max_in_flight;        /* the most requests the cell had in flight */
 };
 
 /* The p99 start lag a rate cell at rate_rps may have (ms). */
@@ -151,7 +153,8 @@ double tb_sampler_cv_tolerance(double expected, double n);
  *    drained_before, drained_after (true|false|null)}
  * requested 0 leaves out the three concurrency members; a rate cell adds
  *   schedule_lag_p99_ms, schedule_lag_limit_ms, dropped, interarrival_cv,
- *   interarrival_cv_expected, interarrival_cv_tolerance.
+ *   interarrival_cv_expected, interarrival_cv_tolerance, server_peak_requests,
+ *   max_in_flight.
  */
 json_t *tb_sampler_checks(const struct tb_sampler_checks_in *in) TB_MUST_CHECK;
 

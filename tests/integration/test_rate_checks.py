@@ -17,6 +17,9 @@ tokbench-sim.
   after it, past the drain timeout) fails drained_before and drained_after
   with their reasons, in the JSON and in every report format; the cell
   stays valid.
+- Another client's requests that come and go inside the cell (drained
+  before and after) show as a server peak of running + waiting above the
+  most requests the cell had in flight, and fail that check.
 - SGLang's dialect gives the same series (gamma arrivals: expected CV
   sqrt(B)); a gateway without engine gauges has no series and drained is
   unknown (null).
@@ -25,6 +28,7 @@ tokbench-sim.
 """
 import json
 import subprocess
+import threading
 import time
 
 import harness
@@ -94,6 +98,8 @@ def test_series_matches_sim(ctx):
     assert 0 < ch["client_cpu_share"] < 0.9, ch
     assert ch["kernel_stamped"] > 0.9, ch
     assert "requested_concurrency" not in ch, ch
+    assert ch["server_peak_requests"] == max(r + w for r, w in zip(ss["running"], ss["waiting"]))
+    assert ch["server_peak_requests"] <= c["max_in_flight"] == ch["max_in_flight"], ch
 
 
 def test_constant_and_off(ctx):
@@ -182,3 +188,44 @@ def test_sglang_and_gateway(ctx):
     ch = c["checks"]
     assert ch["drained_before"] is None and ch["drained_after"] is None, ch
     assert "interarrival_cv" in ch and "schedule_lag_p99_ms" in ch, ch
+
+
+def test_foreign_load_during_cell(ctx):
+    """Another client's requests that come and go inside the cell: the
+    server drains before and after, but its series holds more requests than
+    the cell ever had in flight."""
+    sim = ctx.sim("tiny", "vllm")
+    st, _, models = harness.http_json("GET", sim.url + "/v1/models")
+    model = models["data"][0]["id"]
+    foreign = Foreign(sim.url, 4, model)
+    result = {}
+
+    def run():
+        result["r"] = run_cli(sim.url, [
+            "--rates", "2", "--rate-duration", "5", "--arrival", "constant",
+            "--input-tokens", "256", "--output-tokens", "100", "--drain-timeout", "3"])
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        deadline = time.time() + 60
+        while running_now(sim.url) < 1 and time.time() < deadline:
+            time.sleep(0.02)  # the cell's first request is in
+        time.sleep(0.5)
+        foreign.start()
+        time.sleep(2.5)  # two samples or more with the other client's requests
+    finally:
+        foreign.close()
+    t.join(120)
+    rc, _, cells, _, err = result["r"]
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c
+    ch = c["checks"]
+    assert ch["drained_before"] is True and ch["drained_after"] is True, ch
+    assert ch["ok"] is False, ch
+    assert ch["server_peak_requests"] > c["max_in_flight"] == ch["max_in_flight"], ch
+    assert ch["server_peak_requests"] == max(
+        r + w for r, w in zip(c["server_series"]["running"], c["server_series"]["waiting"])), ch
+    assert any("more than the %d this cell had in flight" % c["max_in_flight"] in f
+               for f in ch["failed"]), ch

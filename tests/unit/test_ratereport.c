@@ -121,6 +121,7 @@ test_server_view_and_checks(void **state)
                           "\"schedule_lag_p99_ms\":0.75,\"schedule_lag_limit_ms\":25,"
                           "\"dropped\":3,\"interarrival_cv\":0.97,"
                           "\"interarrival_cv_expected\":1,\"interarrival_cv_tolerance\":0.64,"
+                          "\"server_peak_requests\":5,\"max_in_flight\":6,"
                           "\"drained_before\":true,\"drained_after\":true}", 0, &e);
   assert_non_null(ch);
   json_object_set_new(c, "checks", ch);
@@ -129,7 +130,7 @@ test_server_view_and_checks(void **state)
   assert_non_null(strstr(md, "### Server view and self-checks: rate cells"));
   assert_non_null(strstr(md, "| 4.00 | 1 | 20.0% | 0.0 |"));
   assert_non_null(strstr(md, "start lag p99 0.750 ms (limit 25.000); CV 0.970 (1.000 \xc2\xb1 "
-                             "0.640); 3 dropped"));
+                             "0.640); 3 dropped; server peak 5 of 6 in flight"));
   assert_non_null(strstr(md, "| yes / yes | 3 arrivals dropped"));
   assert_non_null(strstr(md, why)); /* the rate table's note */
   char *html = render(doc, TB_REPORT_HTML);

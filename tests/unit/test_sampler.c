@@ -354,7 +354,7 @@ rate_checks(double rate, double lag, double cv, double expected, double gaps, do
     .requested = 0, .achieved = NAN, .cpu_share = 0.1, .kernel_stamped = 1,
     .kernel_wanted = true, .drained_before = 1, .drained_after = 1, .rate = true,
     .rate_rps = rate, .lag_p99_ms = lag, .cv = cv, .cv_expected = expected, .gaps = gaps,
-    .dropped = dropped,
+    .dropped = dropped, .server_peak = NAN, .max_in_flight = NAN,
   };
   return tb_sampler_checks(&in);
 }
@@ -406,6 +406,21 @@ test_rate_checks(void **state)
   json_decref(ch);
   ch = rate_checks(10, 1, 0.04, 0, 500, 0);
   assert_true(json_is_true(json_object_get(ch, "ok")));
+  json_decref(ch);
+  /* the server held more than the cell ever had in flight */
+  struct tb_sampler_checks_in in = {
+    .achieved = NAN, .cpu_share = NAN, .kernel_stamped = NAN, .drained_before = -1,
+    .drained_after = -1, .rate = true, .rate_rps = 10, .lag_p99_ms = NAN, .cv = NAN,
+    .dropped = NAN, .server_peak = 7, .max_in_flight = 7,
+  };
+  ch = tb_sampler_checks(&in);
+  assert_true(json_is_true(json_object_get(ch, "ok")));
+  assert_int_equal(json_integer_value(json_object_get(ch, "max_in_flight")), 7);
+  json_decref(ch);
+  in.server_peak = 9;
+  ch = tb_sampler_checks(&in);
+  assert_int_equal(n_failed(ch), 1);
+  assert_non_null(strstr(failed0(ch), "the server held 9 requests, more than the 7"));
   json_decref(ch);
   /* unknown figures are not judged */
   ch = rate_checks(10, NAN, NAN, NAN, 0, NAN);
