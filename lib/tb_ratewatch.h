@@ -8,7 +8,8 @@
  * once a second (tb_http: the process's egress policy and TLS trust, a
  * short timeout, bodies over TB_SAMPLER_BODY_MAX not read) and feeds a
  * tb_sampler in the engine's dialect, so the cell's `server_series` has the
- * shape of a decode cell's.  Before the cell it reads /metrics once
+ * shape of a decode cell's, plus a last sample when the cell ended.  Before
+ * the cell it reads /metrics once
  * (drained_before); after the cell it waits, up to the drain timeout, for
  * running = waiting = 0 (drained_after).  It also reads the cell thread's
  * CPU time over the cell (the client's CPU share).
@@ -47,7 +48,8 @@ struct tb_ratewatch *tb_ratewatch_begin(const struct tb_discover *d, const char 
 
 /*
  * When the cell's last request ended, on the same thread: stops sampling
- * and the CPU clock, then waits up to drain_s seconds (polling every 20 ms)
+ * and the CPU clock, reads /metrics once more (the series' last sample, at
+ * the cell's end), then waits up to drain_s seconds (polling every 20 ms)
  * for the server to be drained.  drain_s <= 0 (a cancelled cell): no wait,
  * drained after unknown.
  */
