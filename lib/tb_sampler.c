@@ -382,10 +382,14 @@ tri(int v)
  * c = 1/sqrt(k), skewness 2/sqrt(k) and kurtosis 3 + 6/k.  By the delta
  * method the sample CV of n gaps has variance
  *   c^2/n * (c^2 - c*skewness + (kurtosis - 1)/4) = c^2 (1 + c^2) / (2n)
- * (Poisson: 1/n; normal gaps would give c^2 (1/2 + c^2) / n).  Four standard errors is a
- * false alarm about once in 16,000 cells under the normal approximation;
- * the absolute floor covers constant arrivals (c = 0), whose actual gaps
- * differ only by the timer's jitter. */
+ * (Poisson: 1/n; normal gaps would give c^2 (1/2 + c^2) / n).  Four
+ * standard errors would be a false alarm once in 16,000 cells were the
+ * sample CV normal; it is skewed, and over simulated schedules (Poisson and
+ * gamma:4, 50 to 1,000 gaps) about one in 400 to 1,000 fails, while a loop
+ * that bunches or flattens its starts moves the CV by far more.
+ * test_sampler holds this to tb_arrival's own generator.  The absolute
+ * floor covers constant arrivals (c = 0), whose actual gaps differ only by
+ * the timer's jitter. */
 double
 tb_sampler_lag_limit_ms(double rate_rps)
 {
