@@ -385,7 +385,7 @@ tri(int v)
  * (Poisson: 1/n; normal gaps would give c^2 (1/2 + c^2) / n).  Four
  * standard errors would be a false alarm once in 16,000 cells were the
  * sample CV normal; it is skewed, and over simulated schedules (Poisson and
- * gamma:4, 50 to 1,000 gaps) about one in 400 to 1,000 fails, while a loop
+ * gamma:4, 50 to 1,000 gaps) at most about one in 400 fails, while a loop
  * that bunches or flattens its starts moves the CV by far more.
  * test_sampler holds this to tb_arrival's own generator.  The absolute
  * floor covers constant arrivals (c = 0), whose actual gaps differ only by
