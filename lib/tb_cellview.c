@@ -223,8 +223,8 @@ struct heads {
 
 static const struct heads decode_heads = { "decode", "server-view", "Context",
                                            "Requests at once", "Achieved concurrency" };
-static const struct heads rate_heads = { "rate", "rate-server-view", "Rate (req/s)", "Cell",
-                                         "Arrivals" };
+static const struct heads rate_heads = { "rate", "rate-server-view", "Load (req/s or users)",
+                                         "Cell", "Arrivals or users" };
 
 static void
 html_head(struct tb_render_buf *b, const struct heads *h)

@@ -25,8 +25,9 @@ const char *tb_cellview_note(const json_t *cell, const char *base, char *buf, si
 /* HTML: the section's head and end, and one cell (ctx_label "8K", C). */
 void tb_cellview_html_head(struct tb_render_buf *b);
 /* The same section's head for rate cells (tb_ratereport): ctx_label is the
- * rate, conc the cell's number, and the concurrency column says how the
- * arrivals went (start lag, inter-arrival CV, dropped). */
+ * load (rate or users), conc the cell's number, and the concurrency column
+ * says how the arrivals went (start lag, inter-arrival CV, dropped, the
+ * server's peak) or, in closed loop, the users achieved. */
 void tb_cellview_rate_html_head(struct tb_render_buf *b);
 void tb_cellview_html_cell(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
                            const json_t *cell);

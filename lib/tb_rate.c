@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "tb_arrival.h"
+#include "tb_convo.h"
 #include "tb_direct.h"
 #include "tb_http.h"
 #include "tb_oai.h"
@@ -79,11 +80,31 @@ tb_rate_only(const struct tb_spec *s)
          !s->prefill_contexts.given;
 }
 
-/* How long one cell's arrivals last at rate. */
+/* True when s's sweep varies the concurrency (closed-loop cells). */
+static bool
+sweep_closed(const struct tb_spec *s)
+{
+  return strcmp(s->sweep.over, "concurrency") == 0;
+}
+
+/* The longest a conversation's later turns go on after its arrival: the
+ * think times (their mean; the service's job-size limit counts means). */
+static double
+convo_tail_s(const struct tb_spec *s)
+{
+  return s->conversation.turns > 1
+             ? (double)(s->conversation.turns - 1) * s->conversation.think_time_s
+             : 0;
+}
+
+/* How long one cell's arrivals last at rate (a closed-loop cell: its
+ * window), with a conversation's later turns. */
 static double
 cell_seconds(const struct tb_spec *s, double rate)
 {
-  return s->rate_requests > 0 ? (double)s->rate_requests / rate : s->rate_duration_s;
+  double t = s->rate_requests > 0 && rate > 0 ? (double)s->rate_requests / rate
+                                              : s->rate_duration_s;
+  return t + convo_tail_s(s);
 }
 
 double
@@ -93,7 +114,8 @@ tb_rate_seconds(const struct tb_spec *s)
   for (size_t i = 0; i < s->rates.n; i++)
     secs += cell_seconds(s, s->rates.v[i]);
   if (s->sweep.attainment_pct > 0)
-    secs += (double)s->sweep.max_probes * cell_seconds(s, s->sweep.min_rps);
+    secs += (double)s->sweep.max_probes *
+            cell_seconds(s, sweep_closed(s) ? 0 : s->sweep.min_rps);
   return secs;
 }
 
@@ -118,6 +140,29 @@ slo_json(const struct tb_spec_slo *slo)
   return o;
 }
 
+/* The workload, as settings.rate.workload: cold prompts, a shared system
+ * prompt, conversations (with the prefix when both); everything a run
+ * needs to be repeated exactly, with the seed and lengths beside it. */
+static json_t *
+workload_json(const struct tb_spec *s)
+{
+  const struct tb_spec_convo *cv = &s->conversation;
+  json_t *o = json_pack("{s:s}", "kind",
+                        cv->turns > 0           ? "multi_turn"
+                        : s->prefix.tokens > 0 ? "shared_prefix"
+                                               : "cold");
+  if (s->prefix.tokens > 0) {
+    json_object_set_new(o, "prefix_tokens", json_integer(s->prefix.tokens));
+    json_object_set_new(o, "suffixes", json_integer(s->prefix.suffixes));
+  }
+  if (cv->turns > 0) {
+    json_object_set_new(o, "turns", json_integer(cv->turns));
+    json_object_set_new(o, "think_time_s", json_real(cv->think_time_s));
+    json_object_set_new(o, "think", json_string(cv->think));
+  }
+  return o;
+}
+
 json_t *
 tb_rate_settings_json(const struct tb_spec *s)
 {
@@ -130,14 +175,7 @@ tb_rate_settings_json(const struct tb_spec *s)
                         "arrival", s->arrival, "seed",
                         (json_int_t)s->seed, "input_tokens", s->input_tokens,
                         "output_tokens", s->output_tokens, "slo", slo_json(&s->slo));
-  /* the workload: cold prompts, or a shared system prompt (seeded like the
-   * rest, so a run can be repeated exactly) */
-  json_object_set_new(o, "workload",
-                      s->prefix.tokens > 0
-                          ? json_pack("{s:s, s:I, s:I}", "kind", "shared_prefix",
-                                      "prefix_tokens", (json_int_t)s->prefix.tokens, "suffixes",
-                                      (json_int_t)s->prefix.suffixes)
-                          : json_pack("{s:s}", "kind", "cold"));
+  json_object_set_new(o, "workload", workload_json(s));
   return o;
 }
 
@@ -147,6 +185,10 @@ double
 tb_rate_sweep_next(const struct tb_spec_sweep *sw, const double *rates, const bool *pass,
                    size_t n, double *found, double *hi)
 {
+  bool closed = strcmp(sw->over, "concurrency") == 0;
+  double vmin = closed ? (double)sw->min_concurrency : sw->min_rps;
+  double vmax = closed ? (double)sw->max_concurrency : sw->max_rps;
+  double step = closed ? (double)sw->step_concurrency : sw->step_rps;
   double lo = 0;
   *found = 0;
   *hi = 0;
@@ -158,34 +200,37 @@ tb_rate_sweep_next(const struct tb_spec_sweep *sw, const double *rates, const bo
       *hi = rates[i];
   *found = lo;
   if (n == 0)
-    return sw->min_rps;
+    return vmin;
   if (lo == 0 || n >= (size_t)sw->max_probes)
-    return 0; /* the lowest rate fails already, or out of probes */
+    return 0; /* the lowest value fails already, or out of probes */
   if (*hi == 0) {
-    if (lo >= sw->max_rps)
+    if (lo >= vmax)
       return 0;
-    return fmin(2 * lo, sw->max_rps);
+    return fmin(2 * lo, vmax);
   }
-  if (*hi - lo <= sw->step_rps * (1 + 1e-9))
+  if (*hi - lo <= step * (1 + 1e-9))
     return 0;
-  double k = floor((*hi - lo) / (2 * sw->step_rps) + 0.5);
+  double k = floor((*hi - lo) / (2 * step) + 0.5);
   if (k < 1)
     k = 1;
-  double next = lo + k * sw->step_rps;
+  double next = lo + k * step;
   if (next >= *hi)
-    next = lo + sw->step_rps;
+    next = lo + step;
   return next;
 }
 
 /* ------------------------------------------------------------- structures */
 
 struct rcell;
+struct sess;
 
 struct rq {
   struct rcell *c;
+  struct sess *ss;      /* its conversation or user (NULL: a lone arrival) */
+  unsigned turn;        /* its turn in the conversation (0-based) */
   unsigned slot;
   unsigned pool;
-  uint64_t k;           /* its number in the cell's schedule */
+  uint64_t k;           /* its number in the cell's requests */
   int64_t t_sched, t_start, t_first, t_prev, t_last, t_byte, now;
   struct tb_oai_count count;
   int64_t tokens, want;
@@ -197,6 +242,7 @@ struct rq {
   size_t errlen;
   struct tb_sse sse;
   char *body;
+  char *head;           /* its own request head (a conversation's turn), or NULL */
 };
 
 struct pool_entry {
@@ -206,6 +252,28 @@ struct pool_entry {
   char *head;          /* holds the key */
   size_t head_len;
   int64_t tokens;      /* as the server counts the prompt (-1 unknown) */
+  char *text;          /* the prompt's text (conversations' user messages) */
+  size_t text_marker_at;
+};
+
+/* A conversation (conversation.turns > 0) or a closed-loop user: what
+ * sends its next request when the last one ended. */
+struct sess {
+  uint64_t conv;        /* its conversation's number in the cell */
+  unsigned turn;        /* turns sent in this conversation */
+  bool user;            /* a closed-loop user: starts another when done */
+  bool has_cv;
+  int64_t due;          /* when its next request is due (in the heap) */
+  struct tb_rng rng;    /* its own draws: prompt, output length, think */
+  struct tb_convo cv;
+};
+
+/* What a cell counts per turn of its conversations. */
+struct turnstat {
+  struct tb_stats ttft;
+  uint64_t sent, ok;
+  int64_t prompt_sum, cached_sum, cached_prompt_sum;
+  uint64_t prompt_n, cached_n;
 };
 
 struct rrun {
@@ -229,7 +297,8 @@ struct rrun {
 
 struct rcell {
   struct rrun *r;
-  double rate;
+  double rate;          /* open loop: arrivals per second; 0 closed */
+  unsigned users;       /* closed loop: users; 0 open */
   unsigned index;
   struct tb_direct_set ds;
   struct rq **slots;
@@ -255,6 +324,17 @@ struct rcell {
   /* per-request samples, in order of start */
   json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
   struct tb_ratewatch *watch; /* the server's view and the checks */
+  /* sessions (conversations, closed-loop users): those due, by due time */
+  struct sess **heap;
+  size_t nheap, nsess;
+  uint64_t arrivals;    /* conversations (or closed-loop requests) begun */
+  uint64_t sess_made;
+  int64_t flight_t, last_start;
+  double flight_area;   /* in flight x ns, for the time-weighted mean */
+  uint64_t conv_started, conv_completed, conv_abandoned, conv_dropped;
+  size_t text_bytes;    /* the live conversations' text */
+  struct turnstat *turns;
+  int64_t t_window_end; /* closed loop: no arrival begins after it */
 };
 
 /* ---------------------------------------------------------- a request */
@@ -301,6 +381,15 @@ rq_event(void *cls, const char *data, size_t len)
   }
   if (q->count.done)
     return true; /* [DONE] */
+  if (q->ss != NULL && q->ss->has_cv) { /* the answer, for the next turn */
+    size_t b0 = tb_convo_bytes(&q->ss->cv);
+    if (!tb_convo_take(&q->ss->cv, data, len)) {
+      rq_fail(q, "answer over %zu bytes (the conversation's cap for %" PRId64 " tokens)",
+              q->ss->cv.amax, q->want);
+      return false;
+    }
+    q->c->text_bytes += tb_convo_bytes(&q->ss->cv) - b0;
+  }
   if (delta > 0)
     rq_tokens(q, delta);
   return true;
@@ -377,6 +466,169 @@ note_error(struct rcell *c, const char *why)
     snprintf(c->first_error, sizeof c->first_error, "%s", why);
 }
 
+static void
+rq_free(struct rq *q)
+{
+  tb_sse_free(&q->sse);
+  free(q->body);
+  if (q->head != NULL)
+    tb_http_secret_free(q->head);
+  free(q);
+}
+
+/* Requests in flight change by d: the time-weighted mean follows. */
+static void
+flight(struct rcell *c, int d)
+{
+  int64_t now = tb_time_mono_ns();
+  if (c->flight_t != 0)
+    c->flight_area += (double)c->inflight * (double)(now - c->flight_t);
+  c->flight_t = now;
+  c->inflight = (unsigned)((int)c->inflight + d);
+  if (c->inflight > c->max_inflight)
+    c->max_inflight = c->inflight;
+}
+
+/* ------------------------------------------------------ sessions: a heap */
+
+static void
+heap_swap(struct rcell *c, size_t a, size_t b)
+{
+  struct sess *t = c->heap[a];
+  c->heap[a] = c->heap[b];
+  c->heap[b] = t;
+}
+
+/* ss is due at ss->due. */
+static void
+heap_push(struct rcell *c, struct sess *ss)
+{
+  size_t i = c->nheap++;
+  c->heap[i] = ss;
+  while (i > 0 && c->heap[(i - 1) / 2]->due > c->heap[i]->due) {
+    heap_swap(c, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+}
+
+static struct sess *
+heap_pop(struct rcell *c)
+{
+  struct sess *top = c->heap[0];
+  c->heap[0] = c->heap[--c->nheap];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < c->nheap && c->heap[l]->due < c->heap[m]->due)
+      m = l;
+    if (l + 1 < c->nheap && c->heap[l + 1]->due < c->heap[m]->due)
+      m = l + 1;
+    if (m == i)
+      break;
+    heap_swap(c, i, m);
+    i = m;
+  }
+  return top;
+}
+
+/* A think time of the session's user, ns. */
+static int64_t
+think_ns(const struct rcell *c, struct sess *ss)
+{
+  const struct tb_spec_convo *cs = &c->r->s->conversation;
+  double t = cs->think_time_s;
+  if (strcmp(cs->think, "exponential") == 0)
+    t = -t * log1p(-tb_rng_uniform(&ss->rng));
+  return (int64_t)llround(t * NS_PER_S);
+}
+
+/* Whether another arrival (conversation, or a closed-loop request) may
+ * begin now. */
+static bool
+arrivals_open(const struct rcell *c, int64_t now)
+{
+  const struct tb_spec *s = c->r->s;
+  return now < c->t_window_end &&
+         (s->rate_requests <= 0 || c->arrivals < (uint64_t)s->rate_requests);
+}
+
+/* A new conversation in ss (its first turn not sent). */
+static void
+sess_conversation(struct rcell *c, struct sess *ss)
+{
+  if (c->r->s->conversation.turns <= 0)
+    return;
+  if (ss->has_cv) {
+    c->text_bytes -= tb_convo_bytes(&ss->cv);
+    tb_convo_free(&ss->cv);
+  }
+  tb_convo_init(&ss->cv, c->r->sys);
+  c->text_bytes += tb_convo_bytes(&ss->cv);
+  ss->has_cv = true;
+  ss->turn = 0;
+  ss->conv = c->conv_started++;
+}
+
+/* A new session (a conversation, or a closed-loop user), or NULL when the
+ * cell holds as many as it may. */
+static struct sess *
+sess_new(struct rcell *c, bool user)
+{
+  if (c->nsess >= TB_RATE_MAX_SESSIONS || c->text_bytes > c->r->env->cell_memory_max)
+    return NULL;
+  struct sess *ss = tb_xcalloc(1, sizeof *ss);
+  ss->user = user;
+  /* its draws: a function of the seed, the cell and its own number */
+  tb_rng_seed(&ss->rng, (uint64_t)c->r->s->seed ^ ((uint64_t)c->index << 40) ^
+                            (c->sess_made++ * 0x9e3779b97f4a7c15ULL) ^ 0x73657373ULL);
+  sess_conversation(c, ss);
+  c->nsess++;
+  return ss;
+}
+
+static void
+sess_free(struct rcell *c, struct sess *ss)
+{
+  if (ss->has_cv) {
+    c->text_bytes -= tb_convo_bytes(&ss->cv);
+    tb_convo_free(&ss->cv);
+  }
+  c->nsess--;
+  free(ss);
+}
+
+/* ss's request ended (failed or not): its next turn is due after a think
+ * time; a conversation over (done, or abandoned after a failed turn) ends,
+ * or, for a closed-loop user, the user begins the next one. */
+static void
+sess_after(struct rcell *c, struct sess *ss, bool failed)
+{
+  int64_t now = tb_time_mono_ns();
+  if (ss->has_cv) {
+    if (!failed) {
+      size_t b0 = tb_convo_bytes(&ss->cv);
+      tb_convo_answered(&ss->cv);
+      c->text_bytes += tb_convo_bytes(&ss->cv) - b0;
+      if (ss->turn < (unsigned)c->r->s->conversation.turns) {
+        ss->due = now + think_ns(c, ss);
+        heap_push(c, ss);
+        return;
+      }
+      c->conv_completed++;
+    } else {
+      c->conv_abandoned++;
+    }
+  }
+  if (ss->user && arrivals_open(c, now)) {
+    c->arrivals++;
+    sess_conversation(c, ss);
+    ss->due = now + (ss->has_cv ? think_ns(c, ss) : 0);
+    heap_push(c, ss);
+    return;
+  }
+  sess_free(c, ss);
+}
+
 /* The request in slot ended (err: a transport error, or NULL). */
 static void
 rq_end(struct rcell *c, unsigned slot, const char *err)
@@ -429,6 +681,20 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
     c->good += good;
     if (end > c->t_last_end)
       c->t_last_end = end;
+    if (q->ss != NULL && q->ss->has_cv) {
+      struct turnstat *ts = &c->turns[q->turn];
+      ts->ok++;
+      tb_stats_add(&ts->ttft, ttft);
+      if (q->count.prompt_tokens >= 0) {
+        ts->prompt_sum += q->count.prompt_tokens;
+        ts->prompt_n++;
+        if (q->count.saw_cached) {
+          ts->cached_sum += q->count.cached_tokens;
+          ts->cached_prompt_sum += q->count.prompt_tokens;
+          ts->cached_n++;
+        }
+      }
+    }
   }
   put(c->s_ttft, q->k, ms_or_null(ttft, !q->failed));
   put(c->s_tpot, q->k, ms_or_null(tpot, !q->failed && have_tpot));
@@ -439,10 +705,12 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
   c->free_slots[c->n_free++] = slot;
-  c->inflight--;
-  tb_sse_free(&q->sse);
-  free(q->body);
-  free(q);
+  flight(c, -1);
+  struct sess *ss = q->ss;
+  bool failed = q->failed;
+  rq_free(q);
+  if (ss != NULL)
+    sess_after(c, ss, failed);
 }
 
 static void
@@ -470,64 +738,118 @@ patch_maxtok(char *at, int64_t v)
   memcpy(at, buf, MAXTOK_WIDTH);
 }
 
-/* Launches request k (scheduled at t_sched). */
+/* The request number k of the cell: its places in the samples (made at
+ * launch; past TB_RESULT_SAMPLES_MAX requests there are none). */
 static void
-launch(struct rcell *c, uint64_t k, int64_t t_sched, struct tb_rng *lens)
+sample_places(struct rcell *c, uint64_t k)
+{
+  if (k >= TB_RESULT_SAMPLES_MAX)
+    return;
+  json_t *const lat[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e, c->s_maxtbt };
+  for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
+    json_array_append_new(lat[i], json_null());
+  json_array_append_new(c->s_tokens, json_integer(0));
+  json_array_append_new(c->s_good, json_integer(0));
+}
+
+/* A request that could not be sent: counted, with why. */
+static void
+drop(struct rcell *c, const char *why)
+{
+  sample_places(c, c->scheduled);
+  c->scheduled++;
+  c->dropped++;
+  note_error(c, why);
+}
+
+/* The marker's value of a request: the cell and the request's number (or,
+ * in a conversation, its conversation's, mixed with the turn after the
+ * first), so no request finds another's prefix in the server's cache; a
+ * shared prefix's suffixes repeat every prefix.suffixes requests (or
+ * conversations). */
+static uint32_t
+marker_value(const struct rcell *c, uint64_t n, unsigned turn)
+{
+  const struct tb_spec_prefix *px = &c->r->s->prefix;
+  uint64_t sk = px->tokens > 0 && px->suffixes > 0 ? n % (uint64_t)px->suffixes : n;
+  uint32_t v = ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(sk & 0xffffff);
+  return turn > 0 ? v ^ (turn * 0x9e3779b1u) : v;
+}
+
+/* Launches the next request (scheduled at t_sched): a lone arrival (ss
+ * NULL, drawing from lens), a closed-loop user's next request or a
+ * conversation's next turn (drawing from the session's own generator). */
+static void
+launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
 {
   struct rrun *r = c->r;
-  unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(lens) % r->n_pool) : 0;
-  int64_t want = tb_length_draw(&r->out, lens);
-  c->scheduled++;
-  if (k < TB_RESULT_SAMPLES_MAX) { /* request k's place in the samples */
-    json_t *const lat[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e, c->s_maxtbt };
-    for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
-      json_array_append_new(lat[i], json_null());
-    json_array_append_new(c->s_tokens, json_integer(0));
-    json_array_append_new(c->s_good, json_integer(0));
-  }
+  struct tb_rng *g = ss != NULL ? &ss->rng : lens;
+  unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(g) % r->n_pool) : 0;
+  int64_t want = tb_length_draw(&r->out, g);
   if (c->n_free == 0) {
-    c->dropped++;
-    note_error(c, "dropped: every connection slot busy (2048 requests in flight)");
+    drop(c, "dropped: every connection slot busy (2048 requests in flight)");
+    if (ss != NULL)
+      sess_after(c, ss, true);
     return;
   }
+  uint64_t k = c->scheduled++;
+  sample_places(c, k);
   const struct pool_entry *pe = &r->pool[pi];
   struct rq *q = tb_xcalloc(1, sizeof *q);
   q->c = c;
+  q->ss = ss;
   q->k = k;
   q->pool = pi;
   q->want = want;
   q->count.prompt_tokens = -1;
-  q->body = tb_xmalloc(pe->len + 1);
-  memcpy(q->body, pe->tmpl, pe->len + 1);
-  /* a shared prefix's suffixes repeat every prefix.suffixes requests */
-  uint64_t sk = r->s->prefix.tokens > 0 && r->s->prefix.suffixes > 0
-                    ? k % (uint64_t)r->s->prefix.suffixes
-                    : k;
-  patch_hex(q->body + pe->marker_at,
-            ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(sk & 0xffffff));
-  patch_maxtok(q->body + pe->maxtok_at, want);
+  const char *head = pe->head;
+  size_t head_len = pe->head_len, len = pe->len;
+  if (ss != NULL && ss->has_cv) { /* the turn: the history and a new message */
+    q->turn = ss->turn++;
+    c->turns[q->turn].sent++;
+    char *text = tb_xstrdup(pe->text);
+    patch_hex(text + pe->text_marker_at, marker_value(c, ss->conv, q->turn));
+    size_t b0 = tb_convo_bytes(&ss->cv);
+    q->body = tb_convo_next(&ss->cv, r->env->d->model, text, want);
+    c->text_bytes += tb_convo_bytes(&ss->cv) - b0;
+    free(text);
+    if (q->body == NULL) {
+      q->body = tb_xstrdup("");
+      rq_fail(q, "the conversation's request body could not be made");
+    }
+    len = strlen(q->body);
+    q->head = tb_direct_head_new(&r->dt, r->auth, len);
+    head = q->head;
+    head_len = strlen(head);
+  } else {
+    q->body = tb_xmalloc(pe->len + 1);
+    memcpy(q->body, pe->tmpl, pe->len + 1);
+    patch_hex(q->body + pe->marker_at, marker_value(c, k, 0));
+    patch_maxtok(q->body + pe->maxtok_at, want);
+  }
   tb_sse_init(&q->sse, rq_event, NULL, q);
   tb_sse_set_budget(&q->sse, &c->mem);
   unsigned slot = c->free_slots[--c->n_free];
   q->slot = slot;
   c->slots[slot] = q;
-  c->inflight++;
-  if (c->inflight > c->max_inflight)
-    c->max_inflight = c->inflight;
+  flight(c, +1);
   q->t_sched = t_sched;
   q->t_start = tb_time_mono_ns();
   c->started++;
+  c->last_start = q->t_start;
   int64_t lag = q->t_start - t_sched;
   tb_stats_add(&c->lag, lag);
   put(c->s_lag, k, json_real((double)lag / 1e6));
   if (c->prev_start != 0) {
-    double g = (double)(q->t_start - c->prev_start);
-    c->gap_sum += g;
-    c->gap_sum2 += g * g;
+    double gp = (double)(q->t_start - c->prev_start);
+    c->gap_sum += gp;
+    c->gap_sum2 += gp * gp;
     c->gap_n++;
   }
   c->prev_start = q->t_start;
-  if (!tb_direct_start_req(&c->ds, slot, pe->head, pe->head_len, q->body, pe->len))
+  if (q->failed)
+    rq_end(c, slot, NULL);
+  else if (!tb_direct_start_req(&c->ds, slot, head, head_len, q->body, len))
     rq_end(c, slot, c->ds.c[slot].err[0] ? c->ds.c[slot].err : "could not start");
 }
 
@@ -575,6 +897,36 @@ pct(struct tb_stats *st)
   json_object_set_new(o, "p90", any ? json_real(tb_stats_quantile(st, 0.9) / 1e6) : json_null());
   json_object_set_new(o, "p99", any ? json_real(tb_stats_quantile(st, 0.99) / 1e6) : json_null());
   return o;
+}
+
+/* A conversation cell's own figures: its conversations, and per turn the
+ * requests, TTFT and the share of the prompt the server's cache held (the
+ * later turns carry the earlier ones: what a cache can serve grows). */
+static void
+conversation_figures(struct rcell *c, json_t *cell)
+{
+  json_object_set_new(cell, "conversations",
+                      json_pack("{s:I, s:I, s:I, s:I}", "started", (json_int_t)c->conv_started,
+                                "completed", (json_int_t)c->conv_completed, "abandoned",
+                                (json_int_t)c->conv_abandoned, "dropped",
+                                (json_int_t)c->conv_dropped));
+  json_t *turns = json_array();
+  for (int64_t t = 0; t < c->r->s->conversation.turns; t++) {
+    struct turnstat *ts = &c->turns[t];
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "turn", (json_int_t)(t + 1), "requests",
+                          (json_int_t)ts->sent, "completed", (json_int_t)ts->ok, "ttft_ms",
+                          pct(&ts->ttft));
+    json_object_set_new(o, "prompt_tokens_mean",
+                        ts->prompt_n ? json_real((double)ts->prompt_sum / (double)ts->prompt_n)
+                                     : json_null());
+    json_object_set_new(o, "cached_pct",
+                        ts->cached_prompt_sum > 0
+                            ? json_real(100.0 * (double)ts->cached_sum /
+                                        (double)ts->cached_prompt_sum)
+                            : json_null());
+    json_array_append_new(turns, o);
+  }
+  json_object_set_new(cell, "turns", turns);
 }
 
 /* The figures of a measured cell. */
@@ -637,6 +989,15 @@ cell_figures(struct rcell *c, json_t *cell)
   }
   json_object_set_new(cell, "interarrival_cv", isfinite(cv) ? json_real(cv) : json_null());
   json_object_set_new(cell, "max_in_flight", json_integer(c->max_inflight));
+  /* the time-weighted mean from the first start to the last end */
+  double span = c->flight_t > c->t0 ? (double)(c->flight_t - c->t0) : 0;
+  json_object_set_new(cell, "avg_in_flight",
+                      span > 0 ? json_real(c->flight_area / span) : json_null());
+  json_object_set_new(cell, "load", json_string(c->users > 0 ? "closed" : "open"));
+  if (c->users > 0)
+    json_object_set_new(cell, "users", json_integer(c->users));
+  if (c->turns != NULL)
+    conversation_figures(c, cell);
   uint64_t reads = c->ds.rx_kernel + c->ds.rx_user;
   json_object_set_new(cell, "kernel_stamped",
                       json_real(reads ? (double)c->ds.rx_kernel / (double)reads : 0));
@@ -660,35 +1021,71 @@ struct sched {
   struct tb_rng lens;
   uint64_t k, total;
   int64_t next_t, window;
+  int64_t armed;        /* the timer's deadline (0: none) */
   bool by_count, done;
 };
 
-/* Launches every arrival due by now, in order; re-arms the timer. */
+/* An open-loop arrival at sc->next_t: a lone request, or a conversation's
+ * first turn. */
+static void
+arrive(struct rcell *c, struct sched *sc)
+{
+  if (c->r->s->conversation.turns <= 0) {
+    launch(c, NULL, sc->next_t, &sc->lens);
+    return;
+  }
+  c->arrivals++;
+  struct sess *ss = sess_new(c, false);
+  if (ss == NULL) {
+    c->conv_dropped++;
+    drop(c, c->nsess >= TB_RATE_MAX_SESSIONS
+                ? "dropped: a conversation arrived with 8192 alive"
+                : "dropped: the live conversations' text is over the cell's memory budget");
+    return;
+  }
+  launch(c, ss, sc->next_t, NULL);
+}
+
+/* Launches every arrival and every session's request due by now, in order
+ * of their due times; re-arms the timer at the next one. */
 static void
 launch_due(struct rcell *c, struct sched *sc)
 {
   int64_t now = tb_time_mono_ns();
-  bool launched = false;
-  while (!sc->done && sc->next_t <= now) {
-    launch(c, sc->k, sc->next_t, &sc->lens);
-    launched = true;
-    sc->k++;
-    int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
-    sc->next_t += gap > 0 ? gap : 1;
-    if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
-        sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
-      sc->done = true;
-      c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+  for (;;) {
+    bool open = !sc->done && sc->next_t <= now;
+    bool sess = c->nheap > 0 && c->heap[0]->due <= now;
+    if (!open && !sess)
+      break;
+    if (sess && (!open || c->heap[0]->due < sc->next_t)) {
+      struct sess *ss = heap_pop(c);
+      launch(c, ss, ss->due, NULL);
+    } else {
+      arrive(c, sc);
+      sc->k++;
+      int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
+      sc->next_t += gap > 0 ? gap : 1;
+      if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
+          sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
+        sc->done = true;
+        c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+      }
     }
     now = tb_time_mono_ns();
   }
-  if (launched && !sc->done)
-    arm(c->r->tfd, sc->next_t);
+  int64_t next = sc->done ? 0 : sc->next_t;
+  if (c->nheap > 0 && (next == 0 || c->heap[0]->due < next))
+    next = c->heap[0]->due;
+  if (next != 0 && next != sc->armed) {
+    arm(c->r->tfd, next);
+    sc->armed = next;
+  }
 }
 
-/* Runs one rate cell at rate into cell (its key set); false: cancelled. */
+/* Runs one cell into cell (its key set): open loop at rate (users 0), or
+ * closed loop with users; false: cancelled. */
 static bool
-cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
+cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *cell)
 {
   const struct tb_spec *s = r->s;
   struct rcell cc;
@@ -696,6 +1093,7 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
   memset(c, 0, sizeof *c);
   c->r = r;
   c->rate = rate;
+  c->users = users;
   c->index = index;
   c->mem.max = r->env->cell_memory_max;
   unsigned n = TB_RATE_MAX_INFLIGHT;
@@ -703,6 +1101,9 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
   c->free_slots = tb_xcalloc(n, sizeof *c->free_slots);
   for (unsigned i = 0; i < n; i++)
     c->free_slots[c->n_free++] = n - 1 - i; /* slot 0 on top */
+  c->heap = tb_xcalloc(TB_RATE_MAX_SESSIONS, sizeof *c->heap);
+  if (s->conversation.turns > 0)
+    c->turns = tb_xcalloc((size_t)s->conversation.turns, sizeof *c->turns);
   const struct tb_direct_ops ops = { c, rq_body, direct_end };
   tb_direct_set_init(&c->ds, &r->dt, n, r->auth, "", 0, &ops);
   c->s_lag = json_array();
@@ -715,20 +1116,31 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
 
   struct sched sc;
   memset(&sc, 0, sizeof sc);
-  bool ok = tb_arrival_init(&sc.arr, s->arrival, rate, (uint64_t)s->seed);
+  bool ok = users > 0 || tb_arrival_init(&sc.arr, s->arrival, rate, (uint64_t)s->seed);
   tb_rng_seed(&sc.lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
   sc.by_count = s->rate_requests > 0;
   sc.total = sc.by_count ? (uint64_t)s->rate_requests : UINT64_MAX;
   sc.window = (int64_t)(s->rate_duration_s * NS_PER_S);
-  sc.done = !ok;
+  sc.done = !ok || users > 0; /* closed loop: no open arrivals */
   bool cancelled = false;
   c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
+  c->t_window_end = c->t0 + sc.window;
   sc.next_t = c->t0;
+  /* closed loop: every user is due at t0 */
+  for (unsigned u = 0; u < users; u++) {
+    struct sess *ss = sess_new(c, true);
+    if (ss == NULL)
+      break;
+    c->arrivals++;
+    ss->due = c->t0;
+    heap_push(c, ss);
+  }
   int64_t next_scan = 0, next_cancel = 0;
-  arm(r->tfd, sc.next_t);
+  arm(r->tfd, c->t0);
+  sc.armed = c->t0;
   struct epoll_event evs[256];
-  while (!sc.done || c->inflight > 0) {
+  while (!sc.done || c->inflight > 0 || c->nheap > 0) {
     launch_due(c, &sc);
     int64_t now = tb_time_mono_ns();
     if (now >= next_scan) {
@@ -742,7 +1154,7 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
         break;
       }
     }
-    if (sc.done && c->inflight == 0)
+    if (sc.done && c->inflight == 0 && c->nheap == 0)
       break;
     int wait_ms = 10; /* the scan's pace; arrivals come by the timerfd */
     int nev = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
@@ -751,29 +1163,36 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
       if (evs[i].data.u64 == TIMER_TAG) {
         uint64_t ticks;
         (void)!read(r->tfd, &ticks, sizeof ticks);
+        sc.armed = 0;
         continue;
       }
       if (evs[i].data.u64 & TB_DIRECT_TAG)
         tb_direct_event(&c->ds, evs[i].data.u64, evs[i].events, rt_off);
       /* an arrival falling due while reads are handled goes out now, not
        * after the rest of the batch */
-      if (!sc.done && tb_time_mono_ns() >= sc.next_t)
+      int64_t t = tb_time_mono_ns();
+      if ((!sc.done && t >= sc.next_t) || (c->nheap > 0 && t >= c->heap[0]->due))
         launch_due(c, &sc);
     }
   }
   tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s);
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
+  if (users > 0)
+    c->t_end_arrivals = c->last_start > c->t0 ? c->last_start : c->t0;
+  flight(c, 0);
   /* what is left (cancelled): closed, not counted */
   for (unsigned i = 0; i < n; i++) {
     struct rq *q = c->slots[i];
     if (q == NULL)
       continue;
     c->slots[i] = NULL;
-    tb_sse_free(&q->sse);
-    free(q->body);
-    free(q);
+    if (q->ss != NULL)
+      sess_free(c, q->ss);
+    rq_free(q);
   }
+  while (c->nheap > 0)
+    sess_free(c, heap_pop(c));
   tb_direct_set_free(&c->ds);
   struct itimerspec off = { { 0, 0 }, { 0, 0 } };
   (void)timerfd_settime(r->tfd, 0, &off, NULL);
@@ -792,6 +1211,10 @@ cell_run(struct rrun *r, double rate, unsigned index, json_t *cell)
   tb_stats_free(&c->e2e);
   tb_stats_free(&c->lag);
   tb_ratewatch_free(c->watch);
+  for (int64_t t = 0; t < s->conversation.turns; t++)
+    tb_stats_free(&c->turns[t].ttft);
+  free(c->turns);
+  free(c->heap);
   free(c->slots);
   free(c->free_slots);
   return !cancelled;
@@ -827,6 +1250,8 @@ make_entry(struct rrun *r, const struct tb_prompt *p, struct pool_entry *pe)
   pe->marker_at = (size_t)(m - text) + 2;
   pe->maxtok_at = (size_t)(t - text) + strlen("\"max_tokens\":");
   pe->tokens = p->tokens;
+  pe->text = tb_xstrdup(p->text);
+  pe->text_marker_at = (size_t)(strstr(pe->text, MARKER) - pe->text) + 2;
   pe->head = tb_direct_head_new(&r->dt, r->auth, pe->len);
   pe->head_len = strlen(pe->head);
   return true;
@@ -853,6 +1278,19 @@ setup(struct rrun *r)
   if (tb_length_parse(s->input_tokens, 1, TB_SPEC_MAX_CONTEXT, &r->in) != NULL ||
       tb_length_parse(s->output_tokens, 1, TB_SPEC_MAX_OUTPUT, &r->out) != NULL) {
     r->setup_err = tb_xstrdup("input_tokens or output_tokens: bad length");
+    return;
+  }
+  /* a conversation's last turn carries every earlier one: each turn's
+   * message and answer, and a template's few tokens a message (counted
+   * as 8, more than the engines' templates take) */
+  int64_t turns = s->conversation.turns > 0 ? s->conversation.turns : 1;
+  int64_t last = turns * (r->in.hi + r->out.hi + 16) + s->prefix.tokens;
+  if (s->conversation.turns > 0 && env->d->max_model_len > 0 &&
+      last > env->d->max_model_len) {
+    r->setup_err = tb_xasprintf("a conversation's last turn (%" PRId64 " turns of up to %" PRId64
+                                " + %" PRId64 " tokens, with the prefix: %" PRId64
+                                ") exceeds max_model_len (%" PRId64 ")",
+                                turns, r->in.hi, r->out.hi, last, env->d->max_model_len);
     return;
   }
   if (env->d->max_model_len > 0 && r->in.hi + r->out.hi > env->d->max_model_len) {
@@ -936,6 +1374,7 @@ teardown(struct rrun *r)
 {
   for (unsigned i = 0; i < TB_RATE_INPUT_POOL; i++) {
     free(r->pool[i].tmpl);
+    free(r->pool[i].text);
     if (r->pool[i].head != NULL)
       tb_http_secret_free(r->pool[i].head);
   }
@@ -955,29 +1394,43 @@ teardown(struct rrun *r)
 /* ------------------------------------------------------------- the run */
 
 static json_t *
-cell_key(const struct rrun *r, unsigned index, double rate)
+cell_key(const struct rrun *r, unsigned index, double rate, unsigned users)
 {
   int64_t ctx = (r->in.lo + r->in.hi) / 2;
   json_t *cell = tb_result_cell_new("rate", ctx, index);
-  json_object_set_new(cell, "rate_rps", json_real(rate));
-  json_object_set_new(cell, "arrival", json_string(r->s->arrival));
+  if (users > 0) {
+    json_object_set_new(cell, "users", json_integer(users));
+  } else {
+    json_object_set_new(cell, "rate_rps", json_real(rate));
+    json_object_set_new(cell, "arrival", json_string(r->s->arrival));
+  }
   return cell;
 }
 
-/* One rate cell: kept from done_cells, or measured and emitted.  The
- * cell's attainment into *att (NAN when not valid).  false: stop. */
+/* Whether done (a cell of an earlier attempt) is the cell at rate (or of
+ * users). */
 static bool
-one_cell(struct rrun *r, double rate, const char *role, double *att)
+same_load(const json_t *done, double rate, unsigned users)
+{
+  if (users > 0)
+    return json_integer_value(json_object_get(done, "users")) == (json_int_t)users;
+  return fabs(json_number_value(json_object_get(done, "rate_rps")) - rate) < 1e-9 * rate;
+}
+
+/* One cell, open loop at rate (users 0) or closed loop with users: kept
+ * from done_cells, or measured and emitted.  The cell's attainment into
+ * *att (NAN when not valid).  false: stop. */
+static bool
+one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *att)
 {
   const struct tb_rate_env *env = r->env;
   unsigned index = ++r->index;
   *att = NAN;
-  json_t *cell = cell_key(r, index, rate);
+  json_t *cell = cell_key(r, index, rate, users);
   const json_t *done = tb_result_find_cell(env->done_cells, "rate",
                                            json_integer_value(json_object_get(cell, "context")),
                                            index);
-  if (done != NULL &&
-      fabs(json_number_value(json_object_get(done, "rate_rps")) - rate) < 1e-9 * rate) {
+  if (done != NULL && same_load(done, rate, users)) {
     json_decref(cell);
     const json_t *a = json_object_get(done, "attainment");
     if (json_is_number(a))
@@ -991,7 +1444,7 @@ one_cell(struct rrun *r, double rate, const char *role, double *att)
     env->progress(env->cls, cell);
   if (r->setup_err != NULL) {
     tb_result_cell_set_status(cell, "error", r->setup_err);
-  } else if (!cell_run(r, rate, index, cell)) {
+  } else if (!cell_run(r, rate, users, index, cell)) {
     r->cancelled = true;
     json_decref(cell);
     return false;
@@ -1004,6 +1457,74 @@ one_cell(struct rrun *r, double rate, const char *role, double *att)
     return false;
   }
   return true;
+}
+
+/* A key of the sweep's object: "<what>_rps" over rate, or
+ * "<what>_concurrency" over concurrency (static buffer). */
+static const char *
+sweep_key(bool closed, const char *what)
+{
+  static char k[48];
+  snprintf(k, sizeof k, "%s_%s", what, closed ? "concurrency" : "rps");
+  return k;
+}
+
+/* The sweep: its probes (cells), then its object (docs/engine.md,
+ * "Sweeps"). */
+static json_t *
+run_sweep(struct rrun *r)
+{
+  const struct tb_spec_sweep *sw = &r->s->sweep;
+  bool closed = sweep_closed(r->s);
+  double target = sw->attainment_pct / 100.0;
+  double vals[64];
+  bool pass[64];
+  size_t n = 0;
+  double found = 0, hi = 0, att;
+  json_t *probes = json_array();
+  for (;;) {
+    double next = tb_rate_sweep_next(sw, vals, pass, n, &found, &hi);
+    if (next <= 0 || n >= TB_ARRAY_LEN(vals))
+      break;
+    unsigned index = r->index + 1;
+    unsigned users = closed ? (unsigned)llround(next) : 0;
+    if (!one_cell(r, closed ? 0 : next, users, "sweep", &att))
+      break;
+    vals[n] = next;
+    pass[n] = isfinite(att) && att >= target - 1e-12;
+    json_t *pr = json_pack("{s:I, s:o, s:b}", "cell", (json_int_t)index, "attainment",
+                           isfinite(att) ? json_real(att) : json_null(), "pass", pass[n]);
+    json_object_set_new(pr, closed ? "users" : "rate_rps",
+                        closed ? json_integer(users) : json_real(next));
+    json_array_append_new(probes, pr);
+    n++;
+  }
+  (void)tb_rate_sweep_next(sw, vals, pass, n, &found, &hi);
+  double vmax = closed ? (double)sw->max_concurrency : sw->max_rps;
+  double step = closed ? (double)sw->step_concurrency : sw->step_rps;
+  json_t *o = json_object();
+  json_object_set_new(o, "over", json_string(closed ? "concurrency" : "rate"));
+  json_object_set_new(o, "attainment_pct", json_real(sw->attainment_pct));
+  json_object_set_new(o, "slo", slo_json(&r->s->slo));
+  json_object_set_new(o, sweep_key(closed, "min"),
+                      closed ? json_integer(sw->min_concurrency) : json_real(sw->min_rps));
+  json_object_set_new(o, sweep_key(closed, "max"),
+                      closed ? json_integer(sw->max_concurrency) : json_real(sw->max_rps));
+  json_object_set_new(o, sweep_key(closed, "step"),
+                      closed ? json_integer(sw->step_concurrency) : json_real(sw->step_rps));
+  json_object_set_new(o, "max_probes", json_integer(sw->max_probes));
+  json_object_set_new(o, "probes", probes);
+  json_object_set_new(o, sweep_key(closed, "found"), found > 0 ? json_real(found) : json_null());
+  json_object_set_new(o, sweep_key(closed, "fails_at"), hi > 0 ? json_real(hi) : json_null());
+  char why[48];
+  snprintf(why, sizeof why, "%s",
+           r->cancelled                                   ? "cancelled"
+           : found == 0                                   ? sweep_key(closed, "below_min")
+           : hi == 0 && found >= vmax                     ? sweep_key(closed, "at_max")
+           : hi > 0 && hi - found <= step * (1 + 1e-9) ? "converged"
+                                                          : "out_of_probes");
+  json_object_set_new(o, "outcome", json_string(why));
+  return o;
 }
 
 enum tb_rate_status
@@ -1019,50 +1540,10 @@ tb_rate_run(const struct tb_spec *s, const struct tb_rate_env *env, json_t **swe
   setup(r);
   double att;
   for (size_t i = 0; i < s->rates.n && !r->cancelled; i++)
-    if (!one_cell(r, s->rates.v[i], "rate", &att))
+    if (!one_cell(r, s->rates.v[i], 0, "rate", &att))
       break;
-  if (s->sweep.attainment_pct > 0 && !r->cancelled) {
-    const struct tb_spec_sweep *sw = &s->sweep;
-    double target = sw->attainment_pct / 100.0;
-    double rates[64];
-    bool pass[64];
-    size_t n = 0;
-    double found = 0, hi = 0;
-    json_t *probes = json_array();
-    for (;;) {
-      double next = tb_rate_sweep_next(sw, rates, pass, n, &found, &hi);
-      if (next <= 0 || n >= TB_ARRAY_LEN(rates))
-        break;
-      unsigned index = r->index + 1;
-      if (!one_cell(r, next, "sweep", &att))
-        break;
-      rates[n] = next;
-      pass[n] = isfinite(att) && att >= target - 1e-12;
-      json_array_append_new(probes, json_pack("{s:I, s:f, s:o, s:b}", "cell", (json_int_t)index,
-                                              "rate_rps", next, "attainment",
-                                              isfinite(att) ? json_real(att) : json_null(),
-                                              "pass", pass[n]));
-      n++;
-    }
-    (void)tb_rate_sweep_next(sw, rates, pass, n, &found, &hi);
-    json_t *o = json_object();
-    json_object_set_new(o, "attainment_pct", json_real(sw->attainment_pct));
-    json_object_set_new(o, "slo", slo_json(&s->slo));
-    json_object_set_new(o, "min_rps", json_real(sw->min_rps));
-    json_object_set_new(o, "max_rps", json_real(sw->max_rps));
-    json_object_set_new(o, "step_rps", json_real(sw->step_rps));
-    json_object_set_new(o, "max_probes", json_integer(sw->max_probes));
-    json_object_set_new(o, "probes", probes);
-    json_object_set_new(o, "found_rps", found > 0 ? json_real(found) : json_null());
-    json_object_set_new(o, "fails_at_rps", hi > 0 ? json_real(hi) : json_null());
-    const char *why = r->cancelled                    ? "cancelled"
-                      : found == 0                    ? "below_min_rps"
-                      : hi == 0 && found >= sw->max_rps ? "at_max_rps"
-                      : hi > 0 && hi - found <= sw->step_rps * (1 + 1e-9) ? "converged"
-                                                                          : "out_of_probes";
-    json_object_set_new(o, "outcome", json_string(why));
-    *sweep = o;
-  }
+  if (s->sweep.attainment_pct > 0 && !r->cancelled)
+    *sweep = run_sweep(r);
   enum tb_rate_status st = r->cancelled ? TB_RATE_CANCELLED : TB_RATE_OK;
   teardown(r);
   return st;

@@ -13,14 +13,28 @@
  * never hidden.  Arrival times are the kernel's receive stamps, as in the
  * matrix (tb_direct, tb_rxts).
  *
- * A sweep looks for the highest rate at which at least attainment_pct of
- * the requests meet every SLO of the spec: rates double from min_rps until
- * one fails (or max_rps), then bisection to step_rps, at most max_probes
- * probes; each probe is a rate cell.
+ * Conversations (the spec's conversation.turns): each arrival starts a
+ * conversation; its turn t is sent a think time (seeded) after turn t - 1
+ * ended and carries the earlier turns, the server's answers as it streamed
+ * them (tb_convo).  A failed turn ends its conversation (abandoned).  The
+ * cell's arrivals are conversations; its figures count requests, and per
+ * turn (TTFT, prompt tokens, the server's cached share).
+ *
+ * Closed-loop cells (a sweep over concurrency): N users, each sending its
+ * next request (or conversation turn) when its last one ended, plus the
+ * think time in a conversation, for rate_duration_s (or until
+ * rate_requests arrivals started).  Lag is then actual start minus the
+ * moment the user was due.
+ *
+ * A sweep looks for the highest rate (or concurrency) at which at least
+ * attainment_pct of the requests meet every SLO of the spec: values double
+ * from the minimum until one fails (or the maximum), then bisection to the
+ * step, at most max_probes probes; each probe is a cell.
  *
  * A cell's key: phase "rate", context = the mean prompt tokens asked,
  * concurrency = the cell's number in the run (1, 2, ...: the spec's rates
- * in order, then the sweep's probes), rate_rps.  Its figures: see
+ * in order, then the sweep's probes), rate_rps (open loop) or users
+ * (closed loop).  Its figures: see
  * cell_figures in tb_rate.c and docs/engine.md.
  *
  * The module owns its loop (an epoll set, a timerfd, a tb_direct of its
@@ -40,6 +54,10 @@
 /* Requests a rate cell keeps in flight at most (one connection each);
  * an arrival with none free is an error of that request ("dropped"). */
 #define TB_RATE_MAX_INFLIGHT 2048u
+/* Conversations alive in a cell at most (in flight or thinking); an
+ * arrival past it is dropped, as is one while the live conversations'
+ * text is over the cell's memory budget. */
+#define TB_RATE_MAX_SESSIONS 8192u
 /* Distinct prompt lengths of a uniform input distribution (each prompt is
  * sized on the server's tokenizer once). */
 #define TB_RATE_INPUT_POOL 8u
@@ -93,10 +111,11 @@ enum tb_rate_status tb_rate_run(const struct tb_spec *s, const struct tb_rate_en
 
 /*
  * The sweep's next probe: given the probes so far (rates[i] and whether
- * each passed, in order), the bounds and step of sw, the next rate to
+ * each passed, in order), the bounds and step of sw (its rps ones, or its
+ * concurrency ones when sw->over is "concurrency"), the next value to
  * probe, or a value <= 0 when the search is over (then *found: the highest
- * passing rate, 0 when none; *hi: the lowest failing rate above it, 0 when
- * none).  Pure: exposed for tests.
+ * passing value, 0 when none; *hi: the lowest failing value above it, 0
+ * when none).  Pure: exposed for tests.
  */
 double tb_rate_sweep_next(const struct tb_spec_sweep *sw, const double *rates,
                           const bool *pass, size_t n, double *found, double *hi);

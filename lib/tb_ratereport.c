@@ -47,7 +47,7 @@ void
 tb_ratereport_csv_tail(struct tb_render_buf *b, const json_t *c)
 {
   if (!tb_ratereport_is_rate(c)) {
-    tb_render_puts(b, ",,,,,,,,,,,,,,,");
+    tb_render_puts(b, ",,,,,,,,,,,,,,,,,");
     return;
   }
   static const char *const nums[] = { "rate_rps", NULL, "offered_rps", "achieved_rps",
@@ -65,11 +65,15 @@ tb_ratereport_csv_tail(struct tb_render_buf *b, const json_t *c)
   tb_render_csv_num(b, tb_render_pct(c, "schedule_lag_ms", "p50"));
   tb_render_puts(b, ",");
   tb_render_csv_num(b, tb_render_pct(c, "schedule_lag_ms", "p99"));
+  tb_render_puts(b, ",");
+  tb_render_csv_num(b, tb_json_num(c, "users"));
+  tb_render_puts(b, ",");
+  tb_render_csv_num(b, tb_json_num(c, "avg_in_flight"));
 }
 
 /* ------------------------------------------------------------- the table */
 
-enum fmt { F_RPS, F_PCT, F_MS, F_LAG, F_INT, F_STR };
+enum fmt { F_RPS, F_PCT, F_MS, F_LAG, F_INT, F_STR, F_LOAD };
 
 static const struct col {
   const char *head, *key, *sub;
@@ -77,7 +81,7 @@ static const struct col {
 } cols[] = {
   { "Cell", "concurrency", NULL, F_INT },
   { "Role", "role", NULL, F_STR },
-  { "Rate (req/s)", "rate_rps", NULL, F_RPS },
+  { "Load (req/s or users)", "rate_rps", NULL, F_LOAD },
   { "Arrival", "arrival", NULL, F_STR },
   { "Status", "status", NULL, F_STR },
   { "Achieved (req/s)", "achieved_rps", NULL, F_RPS },
@@ -128,6 +132,15 @@ col_text(const json_t *c, const struct col *k, char *buf, size_t len)
   case F_MS:
     tb_render_fmt_ms1(v, buf, len);
     return buf;
+  case F_LOAD: /* open loop: the rate; closed loop: its users */
+    if (tb_json_int(c, "users", &i)) {
+      snprintf(buf, len, "%" PRId64 " users", i);
+      return buf;
+    }
+    if (!isfinite(v))
+      return "—";
+    snprintf(buf, len, "%.2f", v);
+    return buf;
   case F_RPS:
   default:
     if (!isfinite(v))
@@ -154,26 +167,122 @@ slo_text(const json_t *slo, char *buf, size_t len)
     snprintf(buf, len, "none (every finished request counts)");
 }
 
+/* Whether the sweep varies the concurrency (closed-loop users) rather
+ * than the rate, and its keys then: "<what>_concurrency", else
+ * "<what>_rps". */
+static bool
+sweep_closed(const json_t *sw)
+{
+  const char *over = tb_json_str(sw, "over");
+  return over != NULL && strcmp(over, "concurrency") == 0;
+}
+
+static double
+sweep_num(const json_t *sw, const char *what)
+{
+  char k[48];
+  snprintf(k, sizeof k, "%s_%s", what, sweep_closed(sw) ? "concurrency" : "rps");
+  return tb_json_num(sw, k);
+}
+
+/* A probe's value: its rate, or its users. */
+static double
+probe_x(const json_t *sw, const json_t *pr)
+{
+  return tb_json_num(pr, sweep_closed(sw) ? "users" : "rate_rps");
+}
+
 /* The sweep's summary sentence. */
 static void
 sweep_text(const json_t *sw, char *buf, size_t len)
 {
   char slo[256];
   slo_text(json_object_get(sw, "slo"), slo, sizeof slo);
-  double found = tb_json_num(sw, "found_rps"), fails = tb_json_num(sw, "fails_at_rps");
+  bool closed = sweep_closed(sw);
+  const char *unit = closed ? "users" : "req/s";
+  double found = sweep_num(sw, "found"), fails = sweep_num(sw, "fails_at");
   const char *outcome = tb_json_str(sw, "outcome");
   char f[64], g[64];
   if (isfinite(found))
-    snprintf(f, sizeof f, "%.3g req/s", found);
+    snprintf(f, sizeof f, "%.3g %s", found, unit);
   else
-    snprintf(f, sizeof f, "none (even %.3g req/s misses)", tb_json_num(sw, "min_rps"));
+    snprintf(f, sizeof f, "none (even %.3g %s misses)", sweep_num(sw, "min"), unit);
   if (isfinite(fails))
-    snprintf(g, sizeof g, "; %.3g req/s misses", fails);
+    snprintf(g, sizeof g, "; %.3g %s misses", fails, unit);
   else
     g[0] = '\0';
-  snprintf(buf, len, "Highest rate with at least %.3g%% of requests meeting %s: %s%s "
-           "(step %.3g req/s, %s).", tb_json_num(sw, "attainment_pct"), slo, f, g,
-           tb_json_num(sw, "step_rps"), outcome ? outcome : "—");
+  snprintf(buf, len, "Highest %s with at least %.3g%% of requests meeting %s: %s%s "
+           "(step %.3g %s, %s).", closed ? "concurrency" : "rate",
+           tb_json_num(sw, "attainment_pct"), slo, f, g, sweep_num(sw, "step"), unit,
+           outcome ? outcome : "—");
+}
+
+/* The turns of a conversation cell: per turn, its requests, TTFT and the
+ * share of its prompt the server's cache held (md or html rows). */
+static void
+turns_table(struct tb_render_buf *b, const json_t *c, bool html)
+{
+  static const char *const heads[] = { "Turn", "Requests", "Completed", "TTFT p50", "TTFT p99",
+                                       "Prompt tokens (mean)", "Cached by the server" };
+  tb_render_puts(b, html ? "<table class=\"all\"><tr>" : "\n|");
+  for (size_t k = 0; k < TB_ARRAY_LEN(heads); k++)
+    tb_render_printf(b, html ? "<th>%s</th>" : " %s |", heads[k]);
+  tb_render_puts(b, html ? "</tr>\n" : "\n|");
+  if (!html) {
+    for (size_t k = 0; k < TB_ARRAY_LEN(heads); k++)
+      tb_render_puts(b, "---|");
+    tb_render_puts(b, "\n");
+  }
+  size_t i;
+  const json_t *t;
+  json_array_foreach(json_object_get(c, "turns"), i, t) {
+    char v[7][32];
+    int64_t n;
+    snprintf(v[0], sizeof v[0], "%zu", i + 1);
+    for (int k = 1; k <= 2; k++) {
+      if (tb_json_int(t, k == 1 ? "requests" : "completed", &n))
+        tb_render_fmt_int(n, v[k], sizeof v[k]);
+      else
+        snprintf(v[k], sizeof v[k], "—");
+    }
+    tb_render_fmt_ms1(tb_render_pct(t, "ttft_ms", "p50"), v[3], sizeof v[3]);
+    tb_render_fmt_ms1(tb_render_pct(t, "ttft_ms", "p99"), v[4], sizeof v[4]);
+    double pm = tb_json_num(t, "prompt_tokens_mean"), cp = tb_json_num(t, "cached_pct");
+    snprintf(v[5], sizeof v[5], isfinite(pm) ? "%.0f" : "—", pm);
+    snprintf(v[6], sizeof v[6], isfinite(cp) ? "%.1f%%" : "—", cp);
+    tb_render_puts(b, html ? "<tr>" : "|");
+    for (size_t k = 0; k < 7; k++)
+      tb_render_printf(b, html ? "<td>%s</td>" : " %s |", v[k]);
+    tb_render_puts(b, html ? "</tr>\n" : "\n");
+  }
+  tb_render_puts(b, html ? "</table>\n" : "\n");
+}
+
+/* The conversation cells' sections: each cell's conversations and turns. */
+static void
+conversations(struct tb_render_buf *b, const json_t *doc, bool html)
+{
+  size_t i;
+  const json_t *c;
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    const json_t *cv = json_object_get(c, "conversations");
+    if (!tb_ratereport_is_rate(c) || !json_is_object(cv))
+      continue;
+    int64_t cell = 0, st = 0, done = 0, ab = 0, dr = 0;
+    (void)tb_json_int(c, "concurrency", &cell);
+    (void)tb_json_int(cv, "started", &st);
+    (void)tb_json_int(cv, "completed", &done);
+    (void)tb_json_int(cv, "abandoned", &ab);
+    (void)tb_json_int(cv, "dropped", &dr);
+    tb_render_printf(b, html ? "<h3>Cell %" PRId64 ": conversations</h3>\n<p>" :
+                               "\n### Cell %" PRId64 ": conversations\n\n",
+                     cell);
+    tb_render_printf(b, "%" PRId64 " started, %" PRId64 " completed every turn, %" PRId64
+                        " abandoned after a failed turn, %" PRId64 " dropped.",
+                     st, done, ab, dr);
+    tb_render_puts(b, html ? "</p>\n" : "\n");
+    turns_table(b, c, html);
+  }
 }
 
 /* A cell's note: its reason or first error, and its failed self-checks
@@ -187,8 +296,8 @@ cell_note(const json_t *c, char *buf, size_t len)
   return tb_cellview_note(c, why, buf, len);
 }
 
-/* The rate cells' server view and checks (tb_cellview): the rate as the
- * row's label, the cell's number beside it. */
+/* The rate cells' server view and checks (tb_cellview): the load (rate or
+ * users) as the row's label, the cell's number beside it. */
 static void
 cellview_rows(struct tb_render_buf *b, const json_t *doc,
               void (*row)(struct tb_render_buf *, const char *, int64_t, const json_t *))
@@ -201,8 +310,7 @@ cellview_rows(struct tb_render_buf *b, const json_t *doc,
       continue;
     (void)tb_json_int(c, "concurrency", &n);
     char lab[32];
-    snprintf(lab, sizeof lab, "%.2f", tb_json_num(c, "rate_rps"));
-    row(b, lab, n, c);
+    row(b, col_text(c, &cols[2], lab, sizeof lab), n, c); /* the Load column */
   }
 }
 
@@ -256,6 +364,7 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
       tb_render_puts(b, "\n\n");
     }
   }
+  conversations(b, doc, false);
   if (any_cellview(doc)) {
     tb_cellview_rate_md_head(b);
     cellview_rows(b, doc, tb_cellview_md_row);
@@ -267,8 +376,9 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
   sweep_text(sw, line, sizeof line);
   tb_render_puts(b, "\n## Sweep\n\n");
   tb_render_md(b, line);
-  tb_render_puts(b, "\n\n| Probe | Rate (req/s) | Meeting SLOs | Goodput (req/s) | Passes |\n"
-                    "|---|---|---|---|---|\n");
+  tb_render_printf(b, "\n\n| Probe | %s | Meeting SLOs | Goodput (req/s) | Passes |\n"
+                      "|---|---|---|---|---|\n",
+                   sweep_closed(sw) ? "Users" : "Rate (req/s)");
   json_array_foreach(json_object_get(sw, "probes"), i, c) {
     int64_t cell = 0;
     (void)tb_json_int(c, "cell", &cell);
@@ -280,7 +390,7 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
         rc = x;
     }
     double att = tb_json_num(c, "attainment");
-    tb_render_printf(b, "| %zu | %.3g | ", i + 1, tb_json_num(c, "rate_rps"));
+    tb_render_printf(b, "| %zu | %.3g | ", i + 1, probe_x(sw, c));
     if (isfinite(att))
       tb_render_printf(b, "%.1f%%", att * 100);
     else
@@ -303,9 +413,14 @@ tb_ratereport_print(FILE *f, const json_t *doc)
 void
 tb_ratereport_cell_line(FILE *f, const json_t *c)
 {
-  fprintf(f, " %.2f req/s: achieved %.2f, goodput %.2f (%.1f%% meet SLOs), TTFT p50 %.1f ms, "
+  int64_t users;
+  if (tb_json_int(c, "users", &users))
+    fprintf(f, " %" PRId64 " users", users);
+  else
+    fprintf(f, " %.2f req/s", tb_json_num(c, "rate_rps"));
+  fprintf(f, ": achieved %.2f, goodput %.2f (%.1f%% meet SLOs), TTFT p50 %.1f ms, "
              "start lag p99 %.3f ms",
-          tb_json_num(c, "rate_rps"), tb_json_num(c, "achieved_rps"),
+          tb_json_num(c, "achieved_rps"),
           tb_json_num(c, "goodput_rps"), tb_json_num(c, "attainment") * 100,
           tb_render_pct(c, "ttft_ms", "p50"), tb_render_pct(c, "schedule_lag_ms", "p99"));
 }
@@ -346,7 +461,7 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
       if (tb_ratereport_is_rate(x) && tb_json_int(x, "concurrency", &k) && k == cell)
         g = tb_json_num(x, "goodput_rps");
     }
-    double r = tb_json_num(pr, "rate_rps"), a = tb_json_num(pr, "attainment");
+    double r = probe_x(sw, pr), a = tb_json_num(pr, "attainment");
     if (!isfinite(r))
       continue;
     p[n++] = (struct pt){ r, isfinite(g) ? g : 0, isfinite(a) ? a : 0,
@@ -357,7 +472,7 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
   qsort(p, n, sizeof p[0], cmp_pt);
   double xmax = p[n - 1].rate, ymax = 0;
   for (size_t k = 0; k < n; k++)
-    ymax = fmax(ymax, fmax(p[k].goodput, p[k].rate));
+    ymax = fmax(ymax, sweep_closed(sw) ? p[k].goodput : fmax(p[k].goodput, p[k].rate));
   if (!(xmax > 0))
     xmax = 1;
   if (!(ymax > 0))
@@ -386,26 +501,28 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
     tb_render_printf(b, "%.1f,%.1f ", X(p[k].rate), YA(p[k].att));
   tb_render_puts(b, "\"/>\n");
   for (size_t k = 0; k < n; k++)
-    tb_render_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%.3g req/s: "
+    tb_render_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%.3g %s: "
                         "goodput %.3g, %.1f%% meet SLOs</title></circle>\n",
                      X(p[k].rate), YA(p[k].att), p[k].pass ? "#2da44e" : "#c33", p[k].rate,
-                     p[k].goodput, p[k].att * 100);
-  double found = tb_json_num(sw, "found_rps");
+                     sweep_closed(sw) ? "users" : "req/s", p[k].goodput, p[k].att * 100);
+  double found = sweep_num(sw, "found");
+  const char *unit = sweep_closed(sw) ? "users" : "req/s";
   if (isfinite(found) && found <= xmax)
     tb_render_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
                         "stroke-dasharray=\"2 2\"/>\n", X(found), T, X(found), T + ph);
   tb_render_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">0</text>"
                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g "
-                      "req/s</text>"
+                      "%s</text>"
                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g</text>"
                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">100%%</text>\n",
-                   L - 4, T + ph + 14, L + pw, T + ph + 14, xmax, L - 4, T + 10, ymax, L + pw + 4,
-                   T + 10);
+                   L - 4, T + ph + 14, L + pw, T + ph + 14, xmax, unit, L - 4, T + 10, ymax,
+                   L + pw + 4, T + 10);
+  const char *axis = sweep_closed(sw) ? "concurrency (users)" : "arrival rate (req/s)";
   tb_render_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">"
-                      "arrival rate (req/s) · blue: goodput (req/s) · green: share meeting "
-                      "SLOs · red dashes: target</text>\n", L + pw / 2, H - 8);
-  tb_render_puts(b, "</svg><figcaption>Sweep: goodput and SLO attainment by arrival rate"
-                    "</figcaption></figure>\n");
+                      "%s · blue: goodput (req/s) · green: share meeting "
+                      "SLOs · red dashes: target</text>\n", L + pw / 2, H - 8, axis);
+  tb_render_printf(b, "</svg><figcaption>Sweep: goodput and SLO attainment by %s"
+                      "</figcaption></figure>\n", axis);
 #undef X
 #undef YG
 #undef YA
@@ -445,6 +562,7 @@ tb_ratereport_html(struct tb_render_buf *b, const json_t *doc)
     tb_render_puts(b, "</td></tr>\n");
   }
   tb_render_puts(b, "</table>\n");
+  conversations(b, doc, true);
   if (any_cellview(doc)) {
     tb_cellview_rate_html_head(b);
     cellview_rows(b, doc, tb_cellview_html_cell);

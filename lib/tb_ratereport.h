@@ -1,7 +1,8 @@
 /*
  * tb_ratereport: the rate cells (phase "rate", lib/tb_rate.h) and the sweep
- * of a result document in the report formats: a table of rate cells and the
- * sweep's curve (rate against goodput and attainment) in Markdown and HTML
+ * of a result document in the report formats: a table of rate cells, the
+ * turns of conversation cells, and the sweep's curve (rate or concurrency
+ * against goodput and attainment) in Markdown and HTML
  * (an inline SVG chart), the rate columns of the CSV, and the terminal's
  * lines.  tb_report and tb_table call it; a document without rate cells
  * renders nothing here.
@@ -23,7 +24,7 @@
 #define TB_RATEREPORT_CSV_COLUMNS                                                          \
   ",rate_rps,arrival,offered_rps,achieved_rps,goodput_rps,attainment,error_share,"       \
   "tpot_p50_ms,tpot_p90_ms,tpot_p99_ms,e2e_p50_ms,e2e_p90_ms,e2e_p99_ms,"                 \
-  "schedule_lag_p50_ms,schedule_lag_p99_ms"
+  "schedule_lag_p50_ms,schedule_lag_p99_ms,users,avg_in_flight"
 
 /* True when c is a rate cell. */
 bool tb_ratereport_is_rate(const json_t *c);

@@ -198,22 +198,46 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
   json_t *ss = tb_sampler_json(&w->smp, tb_json_num(cell, "total_tps"));
   if (ss != NULL)
     json_object_set_new(cell, "server_series", ss);
+  /* Open loop: the arrival process gives the starts' CV and pace; with
+   * conversations, arrivals are conversations and turns follow think
+   * times, so only the pace (rate x turns) is known.  Closed loop: no
+   * schedule of arrivals, but a concurrency (its users). */
   double rate = tb_json_num(cell, "rate_rps");
+  const json_t *turns = json_object_get(cell, "turns");
+  size_t n_turns = json_is_array(turns) ? json_array_size(turns) : 0;
+  int64_t users = 0;
+  bool closed = tb_json_int(cell, "users", &users) && users > 0;
   const char *arrival = tb_json_str(cell, "arrival");
   struct tb_arrival a;
   double expected = NAN;
-  if (arrival != NULL && isfinite(rate) && rate > 0 && tb_arrival_init(&a, arrival, rate, 0))
+  if (!closed && n_turns == 0 && arrival != NULL && isfinite(rate) && rate > 0 &&
+      tb_arrival_init(&a, arrival, rate, 0))
     expected = tb_arrival_cv(&a);
-  double peak = NAN;
+  double pace = closed ? NAN : n_turns > 0 ? rate * (double)n_turns : rate;
+  /* the series: its peak of requests in the server, and (closed loop
+   * without think times) their mean while the users were sending: from the
+   * second sample (the first is read before the first arrival) to the
+   * arrivals' end */
+  double peak = NAN, in_sum = 0, arrivals_s = tb_json_num(cell, "arrivals_s");
+  size_t in_n = 0;
   for (size_t i = 0; i < w->smp.n; i++) {
     double v = w->smp.running[i] + (isfinite(w->smp.waiting[i]) ? w->smp.waiting[i] : 0);
-    if (isfinite(v) && !(v <= peak))
+    if (!isfinite(v))
+      continue;
+    if (!(v <= peak))
       peak = v;
+    if (i > 0 && w->smp.t[i] <= arrivals_s) {
+      in_sum += v;
+      in_n++;
+    }
   }
+  bool judge_users = closed && n_turns == 0 && in_n > 0 && users <= (int64_t)UINT32_MAX;
   double wall = (double)(w->wall1 - w->wall0) / 1e9;
   struct tb_sampler_checks_in in = {
-    .requested = 0,
-    .achieved = NAN,
+    .requested = judge_users ? (unsigned)users : 0,
+    .achieved = judge_users ? in_sum / (double)in_n : NAN,
+    .achieved_server = true,
+    .achieved_what = "server's running + waiting while the users sent",
     .cpu_share = w->cpu0 >= 0 && w->cpu1 >= w->cpu0 && wall > 0
                      ? (double)(w->cpu1 - w->cpu0) / 1e9 / wall
                      : NAN,
@@ -224,7 +248,7 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
     .before_running = w->before_running,
     .before_waiting = w->before_waiting,
     .rate = true,
-    .rate_rps = rate,
+    .rate_rps = pace,
     .lag_p99_ms = tb_render_pct(cell, "schedule_lag_ms", "p99"),
     .cv = tb_json_num(cell, "interarrival_cv"),
     .cv_expected = expected,

@@ -57,9 +57,9 @@ void tb_ratewatch_end(struct tb_ratewatch *w, double drain_s);
 
 /*
  * Adds `server_series` and `checks` to a valid rate cell (nothing to a cell
- * in error).  Reads from cell: rate_rps, arrival, schedule_lag_ms.p99,
- * interarrival_cv, requests_started, dropped, max_in_flight, kernel_stamped,
- * total_tps.
+ * in error).  Reads from cell: rate_rps, arrival, users, turns, arrivals_s,
+ * schedule_lag_ms.p99, interarrival_cv, requests_started, dropped,
+ * max_in_flight, kernel_stamped, total_tps.
  * kernel_wanted: kernel receive stamps were asked for.
  */
 void tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted);

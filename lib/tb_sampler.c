@@ -479,7 +479,9 @@ tb_sampler_checks(const struct tb_sampler_checks_in *in)
     if (fabs(in->achieved - c) > tol) {
       snprintf(why, sizeof why,
                "achieved concurrency %.2f (%s) vs %u requested", in->achieved,
-               in->achieved_server ? "server's running gauge" : "client in flight",
+               in->achieved_what != NULL ? in->achieved_what
+               : in->achieved_server     ? "server's running gauge"
+                                         : "client in flight",
                in->requested);
       json_array_append_new(failed, json_string(why));
     }

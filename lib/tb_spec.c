@@ -48,20 +48,61 @@ static const struct tb_spec_field slo_fields[] = {
     .help = "end-to-end latency, ms" },
 };
 
-/* The "sweep" object: the highest rate at which attainment_pct of the
- * requests meet the SLOs, found by probes (rate cells). */
+static const char *
+check_over(const char *t)
+{
+  return strcmp(t, "rate") == 0 || strcmp(t, "concurrency") == 0
+             ? NULL
+             : "must be \"rate\" or \"concurrency\"";
+}
+
+static const char *
+check_think(const char *t)
+{
+  return strcmp(t, "exponential") == 0 || strcmp(t, "constant") == 0
+             ? NULL
+             : "must be \"exponential\" or \"constant\"";
+}
+
+/* The "sweep" object: the highest rate (or concurrency) at which
+ * attainment_pct of the requests meet the SLOs, found by probes (cells). */
 static const struct tb_spec_field sweep_fields[] = {
   { .name = "attainment_pct", .type = TB_SPEC_NUMBER, .min = 1, .max = 100,
     .member = M(sweep.attainment_pct),
     .help = "share of requests that must meet every SLO, %; setting it runs the sweep" },
+  { .name = "over", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
+    .def = "\"rate\"", .member = M(sweep.over), .check = check_over,
+    .help = "what the sweep varies: rate (open-loop arrivals) or concurrency (closed-loop users)" },
   { .name = "min_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "1",
     .member = M(sweep.min_rps), .help = "lowest rate probed, requests/s" },
   { .name = "max_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "100",
     .member = M(sweep.max_rps), .help = "highest rate probed, requests/s" },
   { .name = "step_rps", .type = TB_SPEC_NUMBER, .min = 0.001, .max = TB_SPEC_MAX_RATE, .def = "1",
     .member = M(sweep.step_rps), .help = "resolution of the answer, requests/s" },
+  { .name = "min_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
+    .def = "1", .member = M(sweep.min_concurrency),
+    .help = "lowest concurrency probed (over concurrency), users" },
+  { .name = "max_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
+    .def = "256", .member = M(sweep.max_concurrency),
+    .help = "highest concurrency probed (over concurrency), users" },
+  { .name = "step_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
+    .def = "1", .member = M(sweep.step_concurrency),
+    .help = "resolution of the answer (over concurrency), users" },
   { .name = "max_probes", .type = TB_SPEC_INT, .min = 2, .max = 64, .def = "16",
-    .member = M(sweep.max_probes), .help = "most probes (rate cells) the sweep runs" },
+    .member = M(sweep.max_probes), .help = "most probes (cells) the sweep runs" },
+};
+
+/* The "conversation" object: each arrival is a conversation of turns. */
+static const struct tb_spec_field convo_fields[] = {
+  { .name = "turns", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_TURNS,
+    .member = M(conversation.turns),
+    .help = "requests per conversation; setting it makes each arrival a conversation" },
+  { .name = "think_time_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "1",
+    .member = M(conversation.think_time_s),
+    .help = "the user's think time between a turn's end and the next turn, s (mean)" },
+  { .name = "think", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
+    .def = "\"exponential\"", .member = M(conversation.think), .check = check_think,
+    .help = "think times: exponential (seeded, mean think_time_s) or constant" },
 };
 
 /* The "prefix" object: a system prompt shared by every request of a rate
@@ -162,10 +203,14 @@ static const struct tb_spec_field job_fields[] = {
     .help = "objectives of goodput, e.g. ttft_ms=500,tpot_ms=50 (also tbt_ms, e2e_ms)" },
   { .name = "sweep", .type = TB_SPEC_OBJECT, .sub = sweep_fields,
     .nsub = TB_ARRAY_LEN(sweep_fields), .member = M(sweep), .cli = "sweep",
-    .help = "find the highest rate meeting the SLOs, e.g. attainment_pct=90,max_rps=50" },
+    .help = "find the highest rate (or concurrency) meeting the SLOs, e.g. "
+            "attainment_pct=90,max_rps=50 or attainment_pct=90,over=concurrency" },
   { .name = "prefix", .type = TB_SPEC_OBJECT, .sub = prefix_fields,
     .nsub = TB_ARRAY_LEN(prefix_fields), .member = M(prefix), .cli = "prefix",
     .help = "rate cells share a system prompt, e.g. tokens=2000,suffixes=8" },
+  { .name = "conversation", .type = TB_SPEC_OBJECT, .sub = convo_fields,
+    .nsub = TB_ARRAY_LEN(convo_fields), .member = M(conversation), .cli = "conversation",
+    .help = "each arrival is a multi-turn conversation, e.g. turns=4,think_time_s=2" },
 };
 
 const struct tb_spec_field *

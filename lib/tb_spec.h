@@ -48,6 +48,8 @@
 #define TB_SPEC_MAX_URL 2048
 #define TB_SPEC_MAX_RATE 100000.0 /* requests per second */
 #define TB_SPEC_MAX_RATE_REQUESTS 1000000
+#define TB_SPEC_MAX_TURNS 64 /* turns of a conversation */
+#define TB_SPEC_MAX_USERS 2048 /* users of a closed-loop cell (a connection each) */
 
 enum tb_spec_type {
   TB_SPEC_UUID,     /* string, a UUID (lower-cased) */
@@ -129,12 +131,29 @@ struct tb_spec_prefix {
   int64_t suffixes;
 };
 
-/* A sweep (the spec's "sweep" object): on when attainment_pct > 0. */
+/* Multi-turn conversations of rate cells (the spec's "conversation"
+ * object): on when turns > 0.  Each arrival starts a conversation of
+ * `turns` requests; turn t carries the earlier turns (the user's messages
+ * and the server's answers) and a new user message, and is sent a think
+ * time after turn t - 1 ended (think: "exponential" with mean think_time_s,
+ * or "constant"). */
+struct tb_spec_convo {
+  int64_t turns;
+  double think_time_s;
+  char think[TB_SPEC_INLINE_MAX];
+};
+
+/* A sweep (the spec's "sweep" object): on when attainment_pct > 0.  Over
+ * "rate" its probes are rate cells (open loop); over "concurrency" they are
+ * closed-loop cells of N users, each sending its next request when the last
+ * one ended (plus the think time of a conversation). */
 struct tb_spec_sweep {
   double attainment_pct;     /* share of requests that must meet the SLOs */
-  double min_rps, max_rps;   /* the search's bounds */
+  char over[TB_SPEC_INLINE_MAX]; /* "rate" or "concurrency" */
+  double min_rps, max_rps;   /* the search's bounds (over rate) */
   double step_rps;           /* its resolution */
-  int64_t max_probes;        /* rate cells it may run */
+  int64_t min_concurrency, max_concurrency, step_concurrency; /* (over concurrency) */
+  int64_t max_probes;        /* cells it may run */
 };
 
 /* The engine's settings, parsed.  Lists are sorted, without repeats. */
@@ -160,6 +179,7 @@ struct tb_spec {
   struct tb_spec_slo slo;
   struct tb_spec_sweep sweep;
   struct tb_spec_prefix prefix;
+  struct tb_spec_convo conversation;
 };
 
 enum tb_spec_rc {

@@ -77,10 +77,18 @@ sim_cache_blocks(const struct sim_cache *c)
 size_t
 sim_cache_chain(const int32_t *ids, size_t n, int64_t bs, uint64_t *out, size_t out_cap)
 {
+  return sim_cache_chain_from(0, ids, n, bs, out, out_cap);
+}
+
+size_t
+sim_cache_chain_from(uint64_t h, const int32_t *ids, size_t n, int64_t bs, uint64_t *out,
+                     size_t out_cap)
+{
   if (bs <= 0)
     return 0;
   size_t blocks = n / (size_t)bs, k = 0;
-  uint64_t h = 14695981039346656037ull;
+  if (h == 0)
+    h = 14695981039346656037ull;
   for (; k < blocks && k < out_cap; k++) {
     for (size_t i = k * (size_t)bs; i < (k + 1) * (size_t)bs; i++) {
       uint32_t v = (uint32_t)ids[i];

@@ -32,6 +32,11 @@ void sim_cache_free(struct sim_cache *c);
 size_t sim_cache_chain(const int32_t *ids, size_t n, int64_t bs, uint64_t *out,
                        size_t out_cap);
 
+/* The chain continued: as sim_cache_chain, but the first block's hash
+ * starts from h (the hash of the block before it; 0 starts a chain). */
+size_t sim_cache_chain_from(uint64_t h, const int32_t *ids, size_t n, int64_t bs, uint64_t *out,
+                            size_t out_cap);
+
 /* How many leading blocks of chain[0..n) the cache holds; those become the
  * most recently used. */
 size_t sim_cache_match(struct sim_cache *c, const uint64_t *chain, size_t n);

@@ -447,7 +447,10 @@ conn_free(struct server *s, struct conn *c)
   free(c);
 }
 
-/* Frees dead connections, resumes finished ones; then admits. */
+/* Frees dead connections, resumes finished ones; then admits: a request
+ * that ended (its connection dead, or finished and kept alive) gave back
+ * its running slot and its KV, and the queue's head must not wait for the
+ * next arrival to take them. */
 void
 sim_conn_reap(struct server *s)
 {
@@ -461,6 +464,7 @@ sim_conn_reap(struct server *s)
       freed = true;
     } else if (c->resume) {
       c->resume = false;
+      freed = true;
       /* pipelined plaintext that TLS holds (sim_tls.h): epoll will not
        * tell of it, so read it now */
       if (c->tls && sim_tls_buffered(c->tls))

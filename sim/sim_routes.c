@@ -285,6 +285,11 @@ handle_generate(struct server *s, struct conn *c, const struct sim_http_req *r, 
     g->chain = tb_xmalloc(nb * sizeof(*g->chain));
     g->nchain = sim_cache_chain(s->ids, s->ids_len, bs, g->chain, nb);
   }
+  g->ntail = s->ids_len - nb * (size_t)bs; /* its output continues the chain */
+  if (g->ntail > 0) {
+    g->tail = tb_xmalloc(g->ntail * sizeof(*g->tail));
+    memcpy(g->tail, s->ids + nb * (size_t)bs, g->ntail * sizeof(*g->tail));
+  }
   g->f = f;
   g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;

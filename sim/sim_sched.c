@@ -28,6 +28,7 @@
 
 #include "sim_conn.h"
 #include "sim_stream.h"
+#include "sim_tok.h"
 
 /* ------------------------------------------------------------------ */
 /* timer heap (gens with a deadline: first byte, prefill, stall) */
@@ -287,7 +288,38 @@ sim_sched_gen_free(struct server *s, struct gen *g)
   log_request(s, g);
   gen_detach(s, g);
   free(g->chain);
+  free(g->tail);
   free(g);
+}
+
+/* A finished request's output enters the prefix cache: the blocks that its
+ * prompt's tail and its output tokens fill, chained after the prompt's, as
+ * vLLM V1 caches a request's full blocks while it decodes (docs.vllm.ai,
+ * design/v1/prefix_caching).  The last output token has no KV yet (it was
+ * sampled, not computed), so out - 1 tokens count.  A follow-up turn that
+ * carries this answer then finds it cached, block by block. */
+static void
+cache_output(struct server *s, struct gen *g)
+{
+  int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
+  if (g->out < 2)
+    return;
+  size_t n = g->ntail + (size_t)(g->out - 1), nb = n / (size_t)bs;
+  if (nb == 0)
+    return;
+  int32_t *ids = tb_xmalloc(n * sizeof(*ids));
+  if (g->ntail > 0)
+    memcpy(ids, g->tail, g->ntail * sizeof(*ids));
+  for (int64_t i = 0; i < g->out - 1; i++)
+    ids[g->ntail + (size_t)i] = sim_tok_output_id(i);
+  uint64_t *chain = tb_xmalloc((g->nchain + nb) * sizeof(*chain));
+  if (g->nchain > 0)
+    memcpy(chain, g->chain, g->nchain * sizeof(*chain));
+  size_t k = sim_cache_chain_from(g->nchain > 0 ? g->chain[g->nchain - 1] : 0, ids, n, bs,
+                                  chain + g->nchain, nb);
+  sim_cache_insert(s->blocks, chain, g->nchain + k);
+  free(chain);
+  free(ids);
 }
 
 /* The request is over (all tokens or aborted through the API): finish the
@@ -296,6 +328,8 @@ static void
 gen_finish(struct server *s, struct gen *g)
 {
   struct conn *c = g->c;
+  if (strcmp(g->finish, "abort") != 0)
+    cache_output(s, g);
   if (g->stream) {
     if (g->usage && !g->f.no_usage) {
       char *b = s->ev;

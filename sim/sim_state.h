@@ -81,6 +81,8 @@ struct gen {
   uint64_t hash;
   uint64_t *chain;             /* the prompt's block chain (sim_cache), owned */
   size_t nchain;
+  int32_t *tail;               /* the prompt's ids after its last full block, owned */
+  size_t ntail;
   int64_t t_arrival, t_admit, t_first; /* monotonic ns; 0: not yet */
   bool completed;              /* all its tokens were sent */
   struct sim_fault f;

@@ -4,10 +4,29 @@
  */
 #include "sim_tok.h"
 
+#include <string.h>
+
 #include "tb_util.h"
 
 enum { TOK_BOS = 1, TOK_MSG_START = 3, TOK_ROLE = 4, TOK_MSG_SEP = 5, TOK_MSG_END = 6,
-       TOK_ASSIST = 7, TOK_NL = 8 };
+       TOK_ROLE_ASSISTANT = 7, TOK_ROLE_SYSTEM = 8, TOK_ROLE_USER = 9 };
+
+/* The id of a message's role: its own for system, user and assistant
+ * (so "system: X" and "user: X" are different prompts, and a chat's
+ * assistant message starts as the generation prompt did: a follow-up
+ * turn finds the earlier turn's answer in the prefix cache), one for the
+ * rest (tool, developer, ...). */
+static int32_t
+role_id(const char *role, size_t n)
+{
+  if (n == 9 && memcmp(role, "assistant", 9) == 0)
+    return TOK_ROLE_ASSISTANT;
+  if (n == 6 && memcmp(role, "system", 6) == 0)
+    return TOK_ROLE_SYSTEM;
+  if (n == 4 && memcmp(role, "user", 4) == 0)
+    return TOK_ROLE_USER;
+  return TOK_ROLE;
+}
 
 static bool
 is_space(unsigned char c)
@@ -148,7 +167,7 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
     h = sim_tok_fnv64(h, "\x1e", 1);
     if (ids) {
       push(ids, len, cap, TOK_MSG_START);
-      push(ids, len, cap, TOK_ROLE);
+      push(ids, len, cap, role_id(json_string_value(role), json_string_length(role)));
       push(ids, len, cap, TOK_MSG_SEP);
     }
     total += SIM_TOK_PER_MESSAGE + content_tokens(json_object_get(m, "content"), &h, ids, len, cap);
@@ -160,8 +179,8 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
     total += SIM_TOK_GEN_PROMPT;
     if (ids) {
       push(ids, len, cap, TOK_MSG_START);
-      push(ids, len, cap, TOK_ASSIST);
-      push(ids, len, cap, TOK_NL);
+      push(ids, len, cap, TOK_ROLE_ASSISTANT);
+      push(ids, len, cap, TOK_MSG_SEP);
     }
   }
   if (hash)
@@ -178,4 +197,11 @@ const char *
 sim_tok_output_word(int64_t i)
 {
   return words[(uint64_t)i % TB_ARRAY_LEN(words)];
+}
+
+int32_t
+sim_tok_output_id(int64_t i)
+{
+  const char *w = sim_tok_output_word(i) + 1; /* the word after its space */
+  return (int32_t)(1000 + fnv32(w, strlen(w)) % 100000);
 }

@@ -13,6 +13,9 @@
  *   SIM_TOK_PER_MESSAGE (role header and end marker) + tokens(content)
  *   + SIM_TOK_GEN_PROMPT (the assistant header, when add_generation_prompt,
  *   the default).  So one message "hello world" = 1 + 4 + 4 + 3 = 12 tokens.
+ *   Ids: a message is <start> <role> <sep> content <end>, with its own role
+ *   id for system, user and assistant (one for the rest); the generation
+ *   prompt is <start> <assistant> <sep>, the head of an assistant message.
  * Message content may be a string or an array of {"type":"text","text":...}
  * parts (non-text parts count 0).
  */
@@ -57,5 +60,7 @@ int64_t sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids
 /* Text of output token number i (0-based): a space and a word of 1..4 bytes,
  * so re-tokenizing the output gives back exactly one token per output token. */
 const char *sim_tok_output_word(int64_t i);
+/* The token id of output token i (its word's id, as sim_tok_ids gives it). */
+int32_t sim_tok_output_id(int64_t i);
 
 #endif

@@ -176,7 +176,8 @@ function renderJob(job) {
   if (job.progress && job.progress.current_cell && !TERMINAL.has(job.state)) {
     const c = job.progress.current_cell;
     txt += " · now: " + (c.phase || "") + " " + (c.context_label || c.context || "") +
-      (c.phase === "decode" ? " × " + c.concurrency : c.phase === "rate" && c.rate_rps != null ? " at " + c.rate_rps + " req/s" : "");
+      (c.phase === "decode" ? " × " + c.concurrency : c.phase === "rate" && c.users != null ? " with " + c.users + " users" :
+        c.phase === "rate" && c.rate_rps != null ? " at " + c.rate_rps + " req/s" : "");
   }
   if (p.eta && !TERMINAL.has(job.state)) txt += " · about " + Math.round(p.eta) + " s left";
   $("#job-progress").textContent = txt;

@@ -111,7 +111,13 @@ def test_spec_errors(ctx):
     sim = ctx.sim("tiny", "vllm")
     for args, field in ((["--rates", "2", "--arrival", "gamma:0"], "arrival"),
                         (["--rates", "2", "--input-tokens", "uniform:9-3"], "input_tokens"),
-                        (["--rates", "0"], "rates")):
+                        (["--rates", "0"], "rates"),
+                        (["--sweep", "attainment_pct=90,over=users"], "sweep.over"),
+                        (["--sweep", "attainment_pct=90,over=concurrency,max_concurrency=4096"],
+                         "sweep.max_concurrency"),
+                        (["--rates", "2", "--conversation", "turns=0"], "conversation.turns"),
+                        (["--rates", "2", "--conversation", "turns=2,think=poisson"],
+                         "conversation.think")):
         rc, _, _, _, err = test_engine.run_cli(sim.url, args)
         assert rc == 2, (args, rc, err)
         assert field in err, (args, err)
@@ -175,3 +181,83 @@ def test_shared_prefix_hit_rate(ctx):
     assert rc == 0, err
     assert header["settings"]["rate"]["workload"] == {"kind": "cold"}
     assert rate_cells(cells)[0]["prefix_cache"]["cached_tokens"] == 0
+
+
+def test_conversations(ctx):
+    """Multi-turn conversations: each arrival is a conversation of 3 turns;
+    turn t carries the earlier turns, the server's answers as it streamed
+    them, so its prompt is the last turn's prompt, its answer (32 tokens, 4
+    of template) and a new message (196), and the simulator's prefix cache
+    holds the earlier turns, answer included, block for block.  Each turn
+    is sent its think time (constant 0.3 s) after the last one ended, as the
+    simulator saw them arrive; the figures per turn equal the simulator's
+    own log of the requests."""
+    sim = ctx.sim("tiny", "vllm")
+    st, _, before = harness.http_json("GET", sim.url + "/sim/requests")
+    seen = {r["seq"] for r in before["requests"]}
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", "4", "--rate-requests", "6", "--arrival", "constant",
+        "--input-tokens", "200", "--output-tokens", "32", "--seed", "4",
+        "--conversation", "turns=3,think_time_s=0.3,think=constant"])
+    assert rc == 0, err
+    assert header["settings"]["rate"]["workload"] == {
+        "kind": "multi_turn", "turns": 3, "think_time_s": 0.3, "think": "constant"}
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid", c
+    assert c["requests"] == 18 and c["completed"] == 18 and c["errors"] == 0, c
+    assert c["conversations"] == {"started": 6, "completed": 6, "abandoned": 0, "dropped": 0}
+    st, _, after = harness.http_json("GET", sim.url + "/sim/requests")
+    log = [r for r in after["requests"] if r["seq"] not in seen and r["end"] == "completed"]
+    assert len(log) == 18, log
+    want_prompt = [200, 200 + 36 + 196, 200 + 2 * (36 + 196)]
+    for t, turn in enumerate(c["turns"]):
+        mine = [r for r in log if r["prompt_tokens"] == want_prompt[t]]
+        assert turn["turn"] == t + 1 and turn["requests"] == 6 and turn["completed"] == 6, turn
+        assert len(mine) == 6 and turn["prompt_tokens_mean"] == want_prompt[t], (turn, mine)
+        cached = sum(r["cached_tokens"] for r in mine)
+        assert abs(turn["cached_pct"] - 100.0 * cached / (6 * want_prompt[t])) < 1e-9, (turn, cached)
+        if t == 0:
+            assert cached == 0, mine
+        else:
+            # the last turn's prompt and its answer (all but the last token)
+            # were cached, in whole blocks: more than its prompt alone
+            for r in mine:
+                assert want_prompt[t - 1] < r["cached_tokens"] <= want_prompt[t - 1] + 31, r
+    assert c["prefix_cache"]["cached_tokens"] == sum(r["cached_tokens"] for r in log)
+    # think times: each later turn arrived 0.3 s after a turn before it ended
+    for t in (1, 2):
+        ends = sorted(r["end_ns"] for r in log if r["prompt_tokens"] == want_prompt[t - 1])
+        for r in (r for r in log if r["prompt_tokens"] == want_prompt[t]):
+            gaps = [(r["arrival_ns"] - e) / 1e9 for e in ends if e < r["arrival_ns"]]
+            assert any(0.3 <= g < 0.38 for g in gaps), (t, r, gaps)
+    assert all(g is None or g < 50 for g in c["samples"]["lag_ms"]), c["samples"]["lag_ms"]
+
+
+def test_concurrency_sweep(ctx):
+    """A sweep over concurrency: closed-loop cells of N users, each sending
+    its next request when the last ended.  The simulator runs at most 4
+    requests at once (--max-running 4): up to 4 users every request starts
+    at once (TTFT a cold prefill), from 5 on some wait for a whole request
+    (about 500 ms) in the queue.  With a TTFT objective of 200 ms met by
+    90%, the sweep finds 4 users and fails at 5; each cell kept its users
+    in flight."""
+    sim = ctx.sim("tiny", "vllm", args=["--max-running", "4"])
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rate-duration", "2", "--input-tokens", "200", "--output-tokens", "64",
+        "--slo", "ttft_ms=200",
+        "--sweep", "attainment_pct=90,over=concurrency,max_concurrency=32"])
+    assert rc == 0, err
+    sw = doc["sweep"]
+    assert sw["over"] == "concurrency" and sw["outcome"] == "converged", sw
+    assert sw["found_concurrency"] == 4 and sw["fails_at_concurrency"] == 5, sw
+    assert [p["users"] for p in sw["probes"]] == [1, 2, 4, 8, 6, 5], sw
+    by_cell = {c["concurrency"]: c for c in rate_cells(cells)}
+    for p in sw["probes"]:
+        c = by_cell[p["cell"]]
+        assert c["load"] == "closed" and c["users"] == p["users"] and "rate_rps" not in c, c
+        assert c["status"] == "valid" and c["errors"] == 0, c
+        assert c["max_in_flight"] == p["users"], c
+        if p["users"] <= 4:
+            assert c["attainment"] == 1.0 and c["avg_in_flight"] > 0.9 * p["users"], c
+        else:
+            assert c["attainment"] < 0.9, c

@@ -26,6 +26,9 @@ tokbench-sim.
 - SGLang's dialect gives the same series (gamma arrivals: expected CV
   sqrt(B)); a gateway without engine gauges has no series and drained is
   unknown (null).
+- A closed-loop cell is held to its users (the server's running + waiting
+  while they sent), a conversation cell to a lag limit over every turn;
+  neither has an arrival process's CV to judge.
 - The pure thresholds (start lag limit, CV tolerance) are unit-tested in
   tests/unit/test_sampler.c.
 """
@@ -238,3 +241,41 @@ def test_foreign_load_during_cell(ctx):
         r + w for r, w in zip(c["server_series"]["running"], c["server_series"]["waiting"])), ch
     assert any("more than the %d this cell had in flight" % c["max_in_flight"] in f
                for f in ch["failed"]), ch
+
+
+def test_closed_loop_and_conversations(ctx):
+    """A closed-loop cell of N users (a sweep's probe) is held to its users:
+    the server's running + waiting while they sent; it has no arrival
+    process, so no CV is judged.  A conversation cell's starts follow think
+    times, not the arrival process: no CV either, and its lag limit counts
+    every turn."""
+    sim = ctx.sim("tiny", "vllm")
+    rc, _, cells, doc, err = run_cli(sim.url, [
+        "--rate-duration", "3", "--input-tokens", "200", "--output-tokens", "64",
+        "--sweep", "attainment_pct=90,over=concurrency,min_concurrency=3,max_concurrency=3,"
+                   "max_probes=2"])
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid" and c["load"] == "closed" and c["users"] == 3, c
+    ch = c["checks"]
+    assert ch["ok"] is True, ch
+    assert ch["requested_concurrency"] == 3 and ch["achieved_source"] == "server", ch
+    # the mean of the series' running + waiting while the users sent
+    ss = c["server_series"]
+    vals = [r + w for t, r, w in zip(ss["t_s"][1:], ss["running"][1:], ss["waiting"][1:])
+            if t <= c["arrivals_s"]]
+    assert vals and abs(ch["achieved_concurrency"] - sum(vals) / len(vals)) < 1e-3, (ch, ss)
+    assert abs(ch["achieved_concurrency"] - 3) <= 0.5, ch
+    assert "interarrival_cv" not in ch and ch["schedule_lag_limit_ms"] == 5.0, ch
+
+    rc, _, cells, doc, err = run_cli(sim.url, [
+        "--rates", "1", "--rate-requests", "3", "--arrival", "poisson",
+        "--input-tokens", "200", "--output-tokens", "16",
+        "--conversation", "turns=3,think_time_s=0.2"])
+    assert rc == 0, err
+    c = rate_cells(cells)[0]
+    assert c["status"] == "valid" and len(c["turns"]) == 3, c
+    ch = c["checks"]
+    assert ch["ok"] is True, ch
+    assert "interarrival_cv" not in ch and "requested_concurrency" not in ch, ch
+    assert abs(ch["schedule_lag_limit_ms"] - 100.0 / 3) < 1e-3, ch  # 10% of 1 / (1 x 3 turns)

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "tb_rate.h"
+#include "tb_util.h"
 
 /* Runs the search against a server that passes every rate <= knee; the
  * probes into rates[], their count returned, *found / *hi as the search
@@ -74,12 +75,41 @@ test_sweep_ends(void **state)
   }
 }
 
+/* Over concurrency the search runs on users: whole numbers from
+ * min_concurrency, doubling to max_concurrency, bisection to
+ * step_concurrency; the rps bounds play no part. */
+static void
+test_sweep_concurrency(void **state)
+{
+  (void)state;
+  struct tb_spec_sweep sw = { .attainment_pct = 90, .over = "concurrency", .min_rps = 1000,
+                              .max_rps = 2000, .step_rps = 0.01, .min_concurrency = 1,
+                              .max_concurrency = 256, .step_concurrency = 1, .max_probes = 20 };
+  double v[64], found, hi;
+  size_t n = search(&sw, 12, v, &found, &hi);
+  const double want[] = { 1, 2, 4, 8, 16, 12, 14, 13 };
+  assert_int_equal(n, TB_ARRAY_LEN(want));
+  for (size_t i = 0; i < n; i++)
+    assert_true(v[i] == want[i]);
+  assert_true(found == 12 && hi == 13);
+  for (double knee = 1; knee < 200; knee += 7) { /* every probe a whole number */
+    n = search(&sw, knee, v, &found, &hi);
+    for (size_t i = 0; i < n; i++)
+      assert_true(v[i] == floor(v[i]) && v[i] >= 1 && v[i] <= 256);
+    assert_true(found == knee && hi == knee + 1);
+  }
+  sw.step_concurrency = 4; /* a coarser answer: within one step */
+  n = search(&sw, 37, v, &found, &hi);
+  assert_true(found <= 37 && 37 - found < 4 && hi > 37 && hi - found <= 4);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sweep_path),
     cmocka_unit_test(test_sweep_ends),
+    cmocka_unit_test(test_sweep_concurrency),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,6 +164,60 @@ test_server_view_and_checks(void **state)
   json_decref(doc);
 }
 
+/* Closed-loop cells and a sweep over concurrency read in users; a
+ * conversation cell shows its conversations and one row per turn. */
+static void
+test_users_and_turns(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads(
+      "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
+      "\"cells\":[{\"phase\":\"rate\",\"context\":200,\"concurrency\":1,\"users\":8,"
+      "\"load\":\"closed\",\"role\":\"sweep\",\"status\":\"valid\",\"attainment\":0.5,"
+      "\"goodput_rps\":3.25,\"avg_in_flight\":7.75,"
+      "\"conversations\":{\"started\":9,\"completed\":7,\"abandoned\":1,\"dropped\":0},"
+      "\"turns\":[{\"turn\":1,\"requests\":9,\"completed\":9,\"ttft_ms\":{\"p50\":12.5,"
+      "\"p99\":20},\"prompt_tokens_mean\":200,\"cached_pct\":0},{\"turn\":2,\"requests\":8,"
+      "\"completed\":7,\"ttft_ms\":{\"p50\":15,\"p99\":30},\"prompt_tokens_mean\":432,"
+      "\"cached_pct\":51.85}]}],"
+      "\"sweep\":{\"over\":\"concurrency\",\"attainment_pct\":90,\"slo\":{\"ttft_ms\":200},"
+      "\"min_concurrency\":1,\"step_concurrency\":1,\"found_concurrency\":4,"
+      "\"fails_at_concurrency\":5,\"outcome\":\"converged\",\"probes\":[{\"cell\":1,"
+      "\"users\":8,\"attainment\":0.5,\"pass\":false}]}}",
+      0, NULL);
+  assert_non_null(doc);
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "| 1 | sweep | 8 users | — | Valid |"));
+  assert_non_null(strstr(md, "Highest concurrency with at least 90% of requests meeting "
+                             "ttft\\_ms ≤ 200: 4 users; 5 users misses (step 1 users, "
+                             "converged)."));
+  assert_non_null(strstr(md, "| Probe | Users | Meeting SLOs |"));
+  assert_non_null(strstr(md, "| 1 | 8 | 50.0% | 3.25 | no |"));
+  assert_non_null(strstr(md, "9 started, 7 completed every turn, 1 abandoned"));
+  assert_non_null(strstr(md, "| 2 | 8 | 7 | 15.0 ms | 30.0 ms | 432 | 51.9% |"));
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "by concurrency (users)"));
+  assert_non_null(strstr(html, "<td>2</td><td>8</td><td>7</td>"));
+  char *csv = render(doc, TB_REPORT_CSV);
+  char hdr[80][64], row[80][64];
+  size_t nh = fields(csv, hdr, 80);
+  const char *l = strstr(csv, "\r\nrate,");
+  assert_non_null(l);
+  assert_int_equal(fields(l + 2, row, 80), nh);
+  int seen = 0;
+  for (size_t i = 0; i < nh; i++) {
+    if (strcmp(hdr[i], "users") == 0 && ++seen)
+      assert_string_equal(row[i], "8");
+    if (strcmp(hdr[i], "avg_in_flight") == 0 && ++seen)
+      assert_true(strtod(row[i], NULL) == 7.75);
+  }
+  assert_int_equal(seen, 2);
+  free(md);
+  free(html);
+  free(csv);
+  json_decref(doc);
+}
+
 static void
 test_nothing_without_rate_cells(void **state)
 {
@@ -184,6 +238,7 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_formats),
     cmocka_unit_test(test_server_view_and_checks),
+    cmocka_unit_test(test_users_and_turns),
     cmocka_unit_test(test_nothing_without_rate_cells),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

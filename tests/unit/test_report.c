@@ -394,7 +394,7 @@ test_csv_matches_json(void **state)
   const char *p = csv;
   char hdr[80][128], f[80][128];
   size_t nh = csv_record(&p, hdr, 80);
-  assert_int_equal(nh, 51 + 15); /* 33, 4 flags, 14 of the server view and checks, 15 of
+  assert_int_equal(nh, 51 + 17); /* 33, 4 flags, 14 of the server view and checks, 17 of
                                   * rate cells (tb_ratereport) */
   /* the flags of a cell: readiness, how its prompt was sized, a measured cap */
   (void)col(hdr, nh, "readiness");
