@@ -1175,7 +1175,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
         launch_due(c, &sc);
     }
   }
-  tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s);
+  tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s, r->env->cancelled, r->env->cls);
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
   if (users > 0)

@@ -166,7 +166,7 @@ stop_thread(struct tb_ratewatch *w)
 }
 
 void
-tb_ratewatch_end(struct tb_ratewatch *w, double drain_s)
+tb_ratewatch_end(struct tb_ratewatch *w, double drain_s, bool (*cancelled)(void *cls), void *cls)
 {
   w->cpu1 = thread_cpu_ns();
   w->wall1 = tb_time_mono_ns();
@@ -184,6 +184,10 @@ tb_ratewatch_end(struct tb_ratewatch *w, double drain_s)
     w->after = drained_now(w, &running, &waiting);
     if (w->after != 0 || tb_time_mono_ns() >= end)
       return;
+    if (cancelled != NULL && cancelled(cls)) {
+      w->after = -1;
+      return;
+    }
     struct timespec ts = { 0, DRAIN_POLL_NS };
     nanosleep(&ts, NULL);
   }

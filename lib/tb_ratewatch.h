@@ -16,8 +16,10 @@
  *
  * The checks of the cell (tb_sampler_checks) are judged from the cell's own
  * figures (schedule_lag_ms, interarrival_cv, dropped, kernel_stamped,
- * max_in_flight) and the watch's (the series' peak of running + waiting).  An endpoint without the engine's gauges (a gateway, an
- * unknown engine) has no series, and drained is unknown (null).
+ * max_in_flight; users in closed loop) and the watch's (the series' peak
+ * and mean of running + waiting).  An endpoint without the engine's gauges
+ * (a gateway, an unknown engine) has no series, and drained is unknown
+ * (null).
  *
  * Threads: begin, end, cell and free are called from the cell's thread;
  * the sampler belongs to the watch's thread until end joins it.
@@ -51,9 +53,11 @@ struct tb_ratewatch *tb_ratewatch_begin(const struct tb_discover *d, const char 
  * and the CPU clock, reads /metrics once more (the series' last sample, at
  * the cell's end), then waits up to drain_s seconds (polling every 20 ms)
  * for the server to be drained.  drain_s <= 0 (a cancelled cell): no wait,
- * drained after unknown.
+ * drained after unknown.  cancelled (may be NULL) is asked at every poll;
+ * true ends the wait (drained after unknown).
  */
-void tb_ratewatch_end(struct tb_ratewatch *w, double drain_s);
+void tb_ratewatch_end(struct tb_ratewatch *w, double drain_s, bool (*cancelled)(void *cls),
+                      void *cls);
 
 /*
  * Adds `server_series` and `checks` to a valid rate cell (nothing to a cell
