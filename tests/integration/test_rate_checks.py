@@ -29,6 +29,8 @@ tokbench-sim.
 - A closed-loop cell is held to its users (the server's running + waiting
   while they sent), a conversation cell to a lag limit over every turn;
   neither has an arrival process's CV to judge.
+- Through tokbench-worker (its egress policy in force) the stored cell
+  carries both.
 - The pure thresholds (start lag limit, CV tolerance) are unit-tested in
   tests/unit/test_sampler.c.
 """
@@ -279,3 +281,28 @@ def test_closed_loop_and_conversations(ctx):
     assert ch["ok"] is True, ch
     assert "interarrival_cv" not in ch and "requested_concurrency" not in ch, ch
     assert abs(ch["schedule_lag_limit_ms"] - 100.0 / 3) < 1e-3, ch  # 10% of 1 / (1 x 3 turns)
+
+
+def test_rate_job_through_the_worker(ctx):
+    """A rate job run by tokbench-worker (its egress policy in force: the
+    harness allows loopback): the stored cell carries the series and the
+    checks."""
+    from test_worker import T  # noqa: E402 - the worker tests' helpers
+    t = T(ctx)
+    ok = False
+    try:
+        sim = ctx.sim("tiny")
+        ep = t.endpoint(sim)
+        t.worker("w-ratechecks")
+        jid = t.submit(ep, {"rates": [4], "rate_requests": 6, "arrival": "poisson",
+                            "input_tokens": "200", "output_tokens": "64"})
+        t.wait_state(jid, "succeeded", 90)
+        res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+        (c,) = res["cells"]
+        assert c["status"] == "valid", c
+        assert c["server_series"]["summary"]["samples"] >= 2, c["server_series"]
+        assert max(c["server_series"]["running"]) >= 1, c["server_series"]
+        assert c["checks"]["ok"] is True and c["checks"]["drained_before"] is True, c["checks"]
+        ok = True
+    finally:
+        t.close(check=ok)
