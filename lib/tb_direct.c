@@ -289,6 +289,7 @@ conn_open(struct tb_direct_set *set, unsigned slot)
     return false;
   }
   k->connecting = rc != 0;
+  k->t_ready = k->connecting ? 0 : tb_time_mono_ns();
   conn_watch(set, slot, k->connecting ? EPOLLOUT : EPOLLIN, EPOLL_CTL_ADD);
   return k->connecting ? true : conn_send(set, slot);
 }
@@ -336,6 +337,15 @@ tb_direct_release(struct tb_direct_set *set, unsigned slot)
     k->idle = true;
   else
     conn_close(k); /* mid-response: closing aborts the request */
+}
+
+int64_t
+tb_direct_sent_at(const struct tb_direct_set *set, unsigned slot, int64_t t_start)
+{
+  if (set->c == NULL || slot >= set->n)
+    return t_start;
+  const struct tb_direct_conn *k = &set->c[slot];
+  return !k->reused && k->t_ready > t_start ? k->t_ready : t_start;
 }
 
 bool
@@ -482,6 +492,7 @@ tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events,
       return;
     }
     k->connecting = false;
+    k->t_ready = tb_time_mono_ns();
     if (k->busy && !conn_send(set, slot))
       end(set, slot, k->err);
     return;

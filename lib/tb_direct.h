@@ -68,6 +68,7 @@ struct tb_direct_conn {
   bool idle;         /* kept alive after a complete response, free to reuse */
   bool busy;         /* a request is on it (start .. release) */
   bool reused;       /* this request went out on a kept-alive connection */
+  int64_t t_ready;   /* a new connection: when it was up (monotonic ns) */
   bool got_bytes;    /* the response has begun */
   bool keep;         /* ended cleanly: the connection may be reused */
   size_t wr_off;     /* request bytes written */
@@ -130,6 +131,11 @@ char *tb_direct_head_new(const struct tb_direct *d, const char *auth, size_t bod
  * stays for the next request, any other is closed (mid-response, closing
  * aborts the request). */
 void tb_direct_release(struct tb_direct_set *set, unsigned slot);
+/* When slot's request could go out: t_start (its start), or when the new
+ * connection it waited for was up, if later.  The TCP handshake is the
+ * network's time, not the server's: TTFT counts from here (a remote
+ * endpoint's new connection would add a round trip to a prefill). */
+int64_t tb_direct_sent_at(const struct tb_direct_set *set, unsigned slot, int64_t t_start);
 /* True while slot's connection is being set up. */
 bool tb_direct_connecting(const struct tb_direct_set *set, unsigned slot);
 /* HTTP status of slot's response, 0 before its head is read. */

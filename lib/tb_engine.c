@@ -339,14 +339,17 @@ stream_fail(struct stream *s, const char *fmt, ...)
   s->failed = true;
 }
 
-/* When a stream's request went out: its start, plus what libcurl spent
- * before it could send (a new connection's TCP and TLS handshakes, which
- * are the network's time, not the server's: METHOD.md's TTFT is the
+/* When a stream's request went out: its start, plus what the transport
+ * spent before it could send (a new connection's TCP and TLS handshakes,
+ * which are the network's time, not the server's: METHOD.md's TTFT is the
  * prefill).  Over TLS a cold scout's new connection would otherwise add a
- * handshake to the prefill TTFT. */
+ * handshake to the prefill TTFT, and a remote endpoint's new connection a
+ * round trip. */
 static int64_t
 stream_sent_at(const struct stream *s)
 {
+  if (s->direct)
+    return tb_direct_sent_at(&s->cell->ds, s->slot, s->t_start);
   curl_off_t pre = 0;
   if (!s->direct && s->easy != NULL &&
       curl_easy_getinfo(s->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK && pre > 0 &&

@@ -655,7 +655,10 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
       rq_fail(q, "no output token");
   }
   bool good = false;
-  int64_t ttft = q->t_first - q->t_start, e2e = end - q->t_start, tpot = 0;
+  /* TTFT from when the request could go out (a new connection's handshake
+   * is the network's, not the server's); e2e from its start */
+  int64_t ttft = q->t_first - tb_direct_sent_at(&c->ds, slot, q->t_start);
+  int64_t e2e = end - q->t_start, tpot = 0;
   bool have_tpot = q->tokens > 1 && q->t_last > q->t_first;
   if (have_tpot)
     tpot = (q->t_last - q->t_first) / (q->tokens - 1);
@@ -788,8 +791,10 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   int64_t want = tb_length_draw(&r->out, g);
   if (c->n_free == 0) {
     drop(c, "dropped: every connection slot busy (2048 requests in flight)");
-    if (ss != NULL)
-      sess_after(c, ss, true);
+    if (ss != NULL) { /* its conversation ends here (a user would retry at once) */
+      c->conv_abandoned += ss->has_cv;
+      sess_free(c, ss);
+    }
     return;
   }
   uint64_t k = c->scheduled++;

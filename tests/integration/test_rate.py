@@ -261,3 +261,37 @@ def test_concurrency_sweep(ctx):
             assert c["attainment"] == 1.0 and c["avg_in_flight"] > 0.9 * p["users"], c
         else:
             assert c["attainment"] < 0.9, c
+
+
+def test_conversations_repeat(ctx):
+    """A conversation workload is repeated exactly by its seed: every draw
+    of a conversation (its messages' lengths, its output lengths, its think
+    times) comes from the seed, the cell and the conversation's number, not
+    from the order the server answers in.  The simulator's log of two runs
+    with one seed holds the same requests (prompt and output tokens, the
+    prompts growing turn by turn with the answers drawn); another seed,
+    others."""
+    sim = ctx.sim("tiny", "vllm")
+
+    def run(seed):
+        st, _, before = harness.http_json("GET", sim.url + "/sim/requests")
+        seen = {r["seq"] for r in before["requests"]}
+        rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+            "--rates", "5", "--rate-requests", "5", "--arrival", "poisson", "--seed", str(seed),
+            "--input-tokens", "uniform:100-300", "--output-tokens", "uniform:8-24",
+            "--conversation", "turns=3,think_time_s=0.25"])
+        assert rc == 0, err
+        c = rate_cells(cells)[0]
+        assert c["completed"] == 15 and c["conversations"]["completed"] == 5, c
+        st, _, after = harness.http_json("GET", sim.url + "/sim/requests")
+        log = [r for r in after["requests"] if r["seq"] not in seen]
+        reqs = sorted((r["prompt_tokens"], r["output_tokens"]) for r in log)
+        return reqs, c
+
+    a, ca = run(11)
+    b, cb = run(11)
+    other, _ = run(12)
+    assert a == b, (a, b)
+    assert a != other, (a, other)
+    assert [t["prompt_tokens_mean"] for t in ca["turns"]] == [t["prompt_tokens_mean"] for t in cb["turns"]]
+    assert len({o for _, o in a}) > 1, a  # lengths drawn, not fixed
