@@ -8,8 +8,13 @@
 # process has 1), and both against issue 15's floors: lag p99 <= 1 ms, CV
 # within 3% of 1.0.  A second line runs bench/bare_timer.c on the same
 # schedule and CPU: a timerfd loop and nothing else, what the machine allows
-# any open-loop client (on a loaded VM its p99 is itself above 1 ms).  Env: TB_BIN_DIR (release binaries), BENCH_RT=1 (the
-# client under SCHED_FIFO, as bench_engine.sh).
+# any open-loop client (on a loaded VM its p99 is itself above 1 ms).  The
+# cell runs twice: with the server's /metrics sampled once a second on the
+# watch's thread (lib/tb_ratewatch, the default) and without
+# (TB_ENGINE_SERVER_SERIES=0), so the sampling's cost on the lag and the CV
+# shows beside them; the first run's checks are printed.  Env: TB_BIN_DIR
+# (release binaries), BENCH_RT=1 (the client under SCHED_FIFO, as
+# bench_engine.sh).
 set -eu
 cd "$(dirname "$0")/.."
 BIN=${TB_BIN_DIR:-build-rel/bin}
@@ -38,18 +43,30 @@ done
 $PIN0 "$BIN/tokbench" run --url "http://127.0.0.1:$port" --jsonl --rates "$RPS" \
   --rate-duration "$SECS" --arrival poisson --seed 1 --input-tokens 256 --output-tokens 16 \
   >"$OUT/rate.jsonl" 2>"$OUT/rate.err" || { echo "bench_rate: tokbench run failed" >&2; cat "$OUT/rate.err" >&2; exit 1; }
+TB_ENGINE_SERVER_SERIES=0 $PIN0 "$BIN/tokbench" run --url "http://127.0.0.1:$port" --jsonl \
+  --rates "$RPS" --rate-duration "$SECS" --arrival poisson --seed 1 --input-tokens 256 \
+  --output-tokens 16 >"$OUT/rate_off.jsonl" 2>"$OUT/rate_off.err" ||
+  { echo "bench_rate: tokbench run (series off) failed" >&2; cat "$OUT/rate_off.err" >&2; exit 1; }
 bare=$($PIN0 "$OUT/bare_timer" "$RPS" "$SECS" || echo fail)
-python3 - "$OUT/rate.jsonl" "$RPS" "$SECS" "$bare" <<'PY'
+python3 - "$OUT/rate.jsonl" "$RPS" "$SECS" "$bare" "$OUT/rate_off.jsonl" <<'PY'
 import json, sys
-cells = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-c = next(x for x in cells if x.get("phase") == "rate")
+def cell(path):
+    cells = [json.loads(l) for l in open(path) if l.strip()]
+    return next(x for x in cells if x.get("phase") == "rate")
+c, off = cell(sys.argv[1]), cell(sys.argv[5])
 lag, cv = c["schedule_lag_ms"], c["interarrival_cv"]
 print("%-8s %-6s %9s %9s %9s %9s | %8s %8s %8s | %7s %8s" % (
     "rate", "secs", "requests", "achieved", "inflight", "errors", "lag50", "lag99", "lagmax",
     "cv", "ttft50"))
-print("%-8s %-6s %9d %9.2f %9d %9d | %8.3f %8.3f %8.3f | %7.4f %8.2f" % (
-    sys.argv[2], sys.argv[3], c["requests"], c["offered_rps"], c["max_in_flight"], c["errors"],
-    lag["p50"], lag["p99"], lag["max"], cv, c["ttft_ms"]["p50"]))
+for x, what in ((c, "series on"), (off, "series off")):
+    print("%-8s %-6s %9d %9.2f %9d %9d | %8.3f %8.3f %8.3f | %7.4f %8.2f  (%s)" % (
+        sys.argv[2], sys.argv[3], x["requests"], x["offered_rps"], x["max_in_flight"],
+        x["errors"], x["schedule_lag_ms"]["p50"], x["schedule_lag_ms"]["p99"],
+        x["schedule_lag_ms"]["max"], x["interarrival_cv"], x["ttft_ms"]["p50"], what))
+ss = c.get("server_series", {})
+print("server series: %d samples, %d skipped; checks: %s" % (
+    ss.get("summary", {}).get("samples", 0), ss.get("skipped", 0),
+    "ok" if c.get("checks", {}).get("ok") else "; ".join(c.get("checks", {}).get("failed", []))))
 b = sys.argv[4].split()
 if len(b) == 5:
     print("%-8s %-6s %9s %9s %9s %9s | %8s %8s %8s | %7s  (bare timer loop: the machine's floor)" % (

@@ -136,6 +136,20 @@ tb_arrival_init(struct tb_arrival *a, const char *text, double rate, uint64_t se
 }
 
 double
+tb_arrival_cv(const struct tb_arrival *a)
+{
+  switch (a->kind) {
+  case TB_ARRIVAL_CONSTANT:
+    return 0;
+  case TB_ARRIVAL_GAMMA: /* shape 1/B: CV = 1/sqrt(shape) */
+    return sqrt(a->burstiness);
+  case TB_ARRIVAL_POISSON:
+  default:
+    return 1;
+  }
+}
+
+double
 tb_arrival_gap_s(struct tb_arrival *a)
 {
   switch (a->kind) {

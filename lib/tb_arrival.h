@@ -63,6 +63,9 @@ const char *tb_arrival_check(const char *text);
  * false when text is bad. */
 bool tb_arrival_init(struct tb_arrival *a, const char *text, double rate,
                      uint64_t seed) TB_MUST_CHECK;
+/* The coefficient of variation of a's gaps: 1 (Poisson), sqrt(B) (gamma),
+ * 0 (constant). */
+double tb_arrival_cv(const struct tb_arrival *a);
 /* The next gap between arrivals, in seconds (> 0). */
 double tb_arrival_gap_s(struct tb_arrival *a);
 

@@ -77,9 +77,29 @@ fmt_pct(double v, char *buf, size_t len)
 
 /* The figures of a cell's row, formatted. */
 struct row {
-  char kv[32], pre[32], hit[32], stps[48], ctps[48], ratio[32], conc[64], cpu[32], kern[32],
+  char kv[32], pre[32], hit[32], stps[48], ctps[48], ratio[32], conc[160], cpu[32], kern[32],
       drained[32], verdict[16];
 };
+
+/* A rate cell's "Arrivals": start lag against its limit, the inter-arrival
+ * CV against the process's, dropped arrivals, and the server's peak against
+ * the cell's requests in flight (when there is a series). */
+static void
+rate_asked(const json_t *c, double lag, char *buf, size_t len)
+{
+  int n = snprintf(buf, len, "start lag p99 %.3f ms (limit %.3f)", lag,
+                   tb_json_num(c, "schedule_lag_limit_ms"));
+  double cv = tb_json_num(c, "interarrival_cv"), peak = tb_json_num(c, "server_peak_requests");
+  if (n > 0 && (size_t)n < len && isfinite(cv))
+    n += snprintf(buf + n, len - (size_t)n, "; CV %.3f (%.3f \xc2\xb1 %.3f)", cv,
+                  tb_json_num(c, "interarrival_cv_expected"),
+                  tb_json_num(c, "interarrival_cv_tolerance"));
+  if (n > 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, "; %.0f dropped", tb_json_num(c, "dropped"));
+  if (n > 0 && (size_t)n < len && isfinite(peak))
+    snprintf(buf + n, len - (size_t)n, "; server peak %.0f of %.0f in flight", peak,
+             tb_json_num(c, "max_in_flight"));
+}
 
 static void
 row_of(const json_t *cell, struct row *r)
@@ -98,9 +118,12 @@ row_of(const json_t *cell, struct row *r)
   int64_t req = 0;
   double ach = tb_json_num(c, "achieved_concurrency");
   const char *src = tb_json_str(c, "achieved_source");
+  double lag = tb_json_num(c, "schedule_lag_p99_ms");
   if (tb_json_int(c, "requested_concurrency", &req) && isfinite(ach))
     snprintf(r->conc, sizeof r->conc, "%.2f of %" PRId64 " (%s)", ach, req,
              src != NULL && strcmp(src, "server") == 0 ? "server" : "client");
+  else if (isfinite(lag)) /* a rate cell: its arrivals' checks */
+    rate_asked(c, lag, r->conc, sizeof r->conc);
   else
     snprintf(r->conc, sizeof r->conc, TB_RENDER_DASH);
   fmt_pct(100.0 * tb_json_num(c, "client_cpu_share"), r->cpu, sizeof r->cpu);
@@ -191,21 +214,47 @@ sparkline(struct tb_render_buf *b, const json_t *s)
                    t1, ymax);
 }
 
+/* The words that differ between the decode cells' table and the rate
+ * cells': which cells, the table's id, the two key columns, and the column
+ * of what the cells were asked for (concurrency, or arrivals). */
+struct heads {
+  const char *cells, *id, *col1, *col2, *asked;
+};
+
+static const struct heads decode_heads = { "decode", "server-view", "Context",
+                                           "Requests at once", "Achieved concurrency" };
+static const struct heads rate_heads = { "rate", "rate-server-view", "Load (req/s or users)",
+                                         "Cell", "Arrivals or users" };
+
+static void
+html_head(struct tb_render_buf *b, const struct heads *h)
+{
+  tb_render_printf(b, "<h2>Server view and self-checks%s</h2><p class=\"muted\">What the server "
+                      "said during each %s cell (/metrics once a second): "
+                      "<span style=\"color:#1f77b4\">running</span>, "
+                      "<span style=\"color:#d62728\">waiting</span>, "
+                      "<span style=\"color:#2ca02c\">KV-cache %%</span>; and the checks that "
+                      "the measurement is sound (docs/engine.md).</p><div class=\"scroll\">"
+                      "<table id=\"%s\"><tr><th>%s</th><th>%s</th>"
+                      "<th class=\"l\">Timeline</th><th>Peak KV</th><th>Preemptions</th>"
+                      "<th>Prefix hits</th><th>Server tok/s</th><th>Client tok/s</th>"
+                      "<th>Ratio</th><th>%s</th><th>Client CPU</th>"
+                      "<th>Kernel-stamped</th><th>Drained before / after</th>"
+                      "<th class=\"l\">Checks</th></tr>\n",
+                   h == &rate_heads ? ": rate cells" : "", h->cells, h->id, h->col1, h->col2,
+                   h->asked);
+}
+
 void
 tb_cellview_html_head(struct tb_render_buf *b)
 {
-  tb_render_puts(b, "<h2>Server view and self-checks</h2><p class=\"muted\">What the server "
-                    "said during each decode cell (/metrics once a second): "
-                    "<span style=\"color:#1f77b4\">running</span>, "
-                    "<span style=\"color:#d62728\">waiting</span>, "
-                    "<span style=\"color:#2ca02c\">KV-cache %</span>; and the checks that "
-                    "the measurement is sound (docs/engine.md).</p><div class=\"scroll\">"
-                    "<table id=\"server-view\"><tr><th>Context</th><th>Requests at once</th>"
-                    "<th class=\"l\">Timeline</th><th>Peak KV</th><th>Preemptions</th>"
-                    "<th>Prefix hits</th><th>Server tok/s</th><th>Client tok/s</th>"
-                    "<th>Ratio</th><th>Achieved concurrency</th><th>Client CPU</th>"
-                    "<th>Kernel-stamped</th><th>Drained before / after</th>"
-                    "<th class=\"l\">Checks</th></tr>\n");
+  html_head(b, &decode_heads);
+}
+
+void
+tb_cellview_rate_html_head(struct tb_render_buf *b)
+{
+  html_head(b, &rate_heads);
 }
 
 void
@@ -241,16 +290,29 @@ tb_cellview_html_end(struct tb_render_buf *b)
 
 /* ------------------------------------------------------------- Markdown */
 
+static void
+md_head(struct tb_render_buf *b, const struct heads *h)
+{
+  tb_render_printf(b, "\n### Server view and self-checks%s\n\n"
+                      "What the server said during each %s cell (/metrics once a second) "
+                      "and the checks that the measurement is sound.\n\n"
+                      "| %s | %s | Peak KV | Preemptions | Prefix hits | "
+                      "Server tok/s | Client tok/s | Ratio | %s | Client CPU | "
+                      "Kernel-stamped | Drained before / after | Checks |\n"
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|\n",
+                   h == &rate_heads ? ": rate cells" : "", h->cells, h->col1, h->col2, h->asked);
+}
+
 void
 tb_cellview_md_head(struct tb_render_buf *b)
 {
-  tb_render_puts(b, "\n### Server view and self-checks\n\n"
-                    "What the server said during each decode cell (/metrics once a second) "
-                    "and the checks that the measurement is sound.\n\n"
-                    "| Context | Requests at once | Peak KV | Preemptions | Prefix hits | "
-                    "Server tok/s | Client tok/s | Ratio | Achieved concurrency | Client CPU | "
-                    "Kernel-stamped | Drained before / after | Checks |\n"
-                    "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|\n");
+  md_head(b, &decode_heads);
+}
+
+void
+tb_cellview_rate_md_head(struct tb_render_buf *b)
+{
+  md_head(b, &rate_heads);
 }
 
 void

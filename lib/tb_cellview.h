@@ -1,5 +1,5 @@
 /*
- * tb_cellview: a decode cell's server view (`server_series`, tb_sampler) and
+ * tb_cellview: a decode or rate cell's server view (`server_series`, tb_sampler) and
  * self-checks (`checks`) in the report formats: an HTML section with a small
  * inline-SVG timeline per cell (running, waiting, KV %; no script), a
  * Markdown table, CSV columns, and the note a flagged cell carries in the
@@ -24,12 +24,18 @@ const char *tb_cellview_note(const json_t *cell, const char *base, char *buf, si
 
 /* HTML: the section's head and end, and one cell (ctx_label "8K", C). */
 void tb_cellview_html_head(struct tb_render_buf *b);
+/* The same section's head for rate cells (tb_ratereport): ctx_label is the
+ * load (rate or users), conc the cell's number, and the concurrency column
+ * says how the arrivals went (start lag, inter-arrival CV, dropped, the
+ * server's peak) or, in closed loop, the users achieved. */
+void tb_cellview_rate_html_head(struct tb_render_buf *b);
 void tb_cellview_html_cell(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
                            const json_t *cell);
 void tb_cellview_html_end(struct tb_render_buf *b);
 
 /* Markdown: the table's head and one row. */
 void tb_cellview_md_head(struct tb_render_buf *b);
+void tb_cellview_rate_md_head(struct tb_render_buf *b);
 void tb_cellview_md_row(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
                         const json_t *cell);
 

@@ -1647,6 +1647,7 @@ run_rate_cells(struct run *r, const struct tb_spec *spec, const json_t *done_cel
     .run_id = r->run_id,
     .cell_memory_max = r->cell_memory_max,
     .kernel_stamps = r->kernel_stamps,
+    .server_series = r->server_series,
     .error_bodies = r->hooks != NULL && r->hooks->error_bodies,
     .done_cells = done_cells,
     .cls = &x,

@@ -48,6 +48,7 @@
 #include "tb_http.h"
 #include "tb_oai.h"
 #include "tb_prompt.h"
+#include "tb_ratewatch.h"
 #include "tb_result.h"
 #include "tb_rxts.h"
 #include "tb_sse.h"
@@ -322,6 +323,7 @@ struct rcell {
   uint64_t gap_n;
   /* per-request samples, in order of start */
   json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
+  struct tb_ratewatch *watch; /* the server's view and the checks */
   /* sessions (conversations, closed-loop users): those due, by due time */
   struct sess **heap;
   size_t nheap, nsess;
@@ -1014,6 +1016,7 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(smp, "good", c->s_good);
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
   json_object_set_new(cell, "samples", smp);
+  tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
 }
 
 /* A cell's schedule: a function of the seed, the cell's rate and nothing
@@ -1125,6 +1128,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   sc.window = (int64_t)(s->rate_duration_s * NS_PER_S);
   sc.done = !ok || users > 0; /* closed loop: no open arrivals */
   bool cancelled = false;
+  c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
   c->t_window_end = c->t0 + sc.window;
   sc.next_t = c->t0;
@@ -1176,6 +1180,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
         launch_due(c, &sc);
     }
   }
+  tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s, r->env->cancelled, r->env->cls);
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
   if (users > 0)
@@ -1210,6 +1215,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   tb_stats_free(&c->tbt);
   tb_stats_free(&c->e2e);
   tb_stats_free(&c->lag);
+  tb_ratewatch_free(c->watch);
   for (int64_t t = 0; t < s->conversation.turns; t++)
     tb_stats_free(&c->turns[t].ttft);
   free(c->turns);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_cellview.h"
 #include "tb_json.h"
 
 #define PROBES_MAX 64 /* a sweep's probes drawn, at most (tb_spec's max_probes) */
@@ -284,6 +285,47 @@ conversations(struct tb_render_buf *b, const json_t *doc, bool html)
   }
 }
 
+/* A cell's note: its reason or first error, and its failed self-checks
+ * (tb_cellview); NULL when none. */
+static const char *
+cell_note(const json_t *c, char *buf, size_t len)
+{
+  const char *why = tb_json_str(c, "reason");
+  if (why == NULL)
+    why = tb_json_str(c, "first_error");
+  return tb_cellview_note(c, why, buf, len);
+}
+
+/* The rate cells' server view and checks (tb_cellview): the load (rate or
+ * users) as the row's label, the cell's number beside it. */
+static void
+cellview_rows(struct tb_render_buf *b, const json_t *doc,
+              void (*row)(struct tb_render_buf *, const char *, int64_t, const json_t *))
+{
+  size_t i;
+  const json_t *c;
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    int64_t n = 0;
+    if (!tb_ratereport_is_rate(c) || !tb_cellview_has(c))
+      continue;
+    (void)tb_json_int(c, "concurrency", &n);
+    char lab[32];
+    row(b, col_text(c, &cols[2], lab, sizeof lab), n, c); /* the Load column */
+  }
+}
+
+static bool
+any_cellview(const json_t *doc)
+{
+  size_t i;
+  const json_t *c;
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    if (tb_ratereport_is_rate(c) && tb_cellview_has(c))
+      return true;
+  }
+  return false;
+}
+
 /* ------------------------------------------------------------- markdown */
 
 void
@@ -314,9 +356,8 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
       tb_render_puts(b, " |");
     }
     tb_render_puts(b, "\n");
-    const char *why = tb_json_str(c, "reason");
-    if (why == NULL)
-      why = tb_json_str(c, "first_error");
+    char note[800];
+    const char *why = cell_note(c, note, sizeof note);
     if (why != NULL) {
       tb_render_printf(b, "\nCell %s: ", col_text(c, &cols[0], buf, sizeof buf));
       tb_render_md(b, why);
@@ -324,6 +365,10 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
     }
   }
   conversations(b, doc, false);
+  if (any_cellview(doc)) {
+    tb_cellview_rate_md_head(b);
+    cellview_rows(b, doc, tb_cellview_md_row);
+  }
   const json_t *sw = json_object_get(doc, "sweep");
   if (!json_is_object(sw))
     return;
@@ -503,19 +548,26 @@ tb_ratereport_html(struct tb_render_buf *b, const json_t *doc)
   json_array_foreach(json_object_get(doc, "cells"), i, c) {
     if (!tb_ratereport_is_rate(c))
       continue;
-    tb_render_puts(b, "<tr>");
+    bool flagged = json_is_false(json_object_get(json_object_get(c, "checks"), "ok"));
+    tb_render_puts(b, flagged ? "<tr class=\"flagged\">" : "<tr>");
     for (size_t k = 0; k < TB_ARRAY_LEN(cols); k++) {
       tb_render_puts(b, "<td>");
       tb_render_html(b, col_text(c, &cols[k], buf, sizeof buf));
       tb_render_puts(b, "</td>");
     }
-    const char *why = tb_json_str(c, "reason");
+    char note[800];
+    const char *why = cell_note(c, note, sizeof note);
     tb_render_puts(b, "<td>");
-    tb_render_html(b, why ? why : tb_json_str(c, "first_error"));
+    tb_render_html(b, why);
     tb_render_puts(b, "</td></tr>\n");
   }
   tb_render_puts(b, "</table>\n");
   conversations(b, doc, true);
+  if (any_cellview(doc)) {
+    tb_cellview_rate_html_head(b);
+    cellview_rows(b, doc, tb_cellview_html_cell);
+    tb_cellview_html_end(b);
+  }
   const json_t *sw = json_object_get(doc, "sweep");
   if (json_is_object(sw)) {
     char line[512];

@@ -56,6 +56,18 @@
 /* With kernel receive stamps wanted, at least this share of reads carries
  * one; below, arrival times came from the client's clock. */
 #define TB_CHECK_KERNEL_MIN 0.9
+/* Rate cells: the p99 of the start lag (actual - scheduled start) may reach
+ * this share of the mean inter-arrival gap 1 / rate... */
+#define TB_CHECK_LAG_GAP_SHARE 0.1
+/* ...or this many ms, whichever is larger. */
+#define TB_CHECK_LAG_MIN_MS 5.0
+/* The inter-arrival CV of the actual starts may differ from the arrival
+ * process's by this many standard errors of a sample CV of that many gaps
+ * (tb_sampler_cv_tolerance)... */
+#define TB_CHECK_CV_SE 4.0
+/* ...or by this much, whichever is larger (constant arrivals: CV 0, a
+ * standard error of 0, and the timer's own jitter). */
+#define TB_CHECK_CV_ABS 0.05
 
 /* One /metrics text, in the engine's dialect.  NAN where the engine does
  * not publish the figure. */
@@ -111,18 +123,42 @@ struct tb_sampler_checks_in {
   unsigned requested;          /* C */
   double achieved;             /* average running (server) or in flight */
   bool achieved_server;        /* achieved is the server's running gauge */
+  const char *achieved_what;   /* what achieved is, for the reason (NULL: the
+                                * running gauge, or the client's in flight) */
   double cpu_share;            /* client CPU time / window wall time */
   double kernel_stamped;       /* share of reads with a kernel stamp */
   bool kernel_wanted;          /* stamping on (not TB_ENGINE_CLIENT_STAMPS) */
   int drained_before, drained_after; /* 1 yes, 0 no, -1 unknown */
   double before_running, before_waiting; /* what was seen when not drained */
+  /* Rate cells (tb_ratewatch): rate set; requested 0 in open loop (no
+   * concurrency is requested, so none is judged), the users in closed
+   * loop. */
+  bool rate;
+  double rate_rps;             /* requests the schedule starts a second (NAN:
+                                * closed loop; the lag limit is its floor) */
+  double lag_p99_ms;           /* schedule_lag_ms.p99 */
+  double cv, cv_expected;      /* inter-arrival CV: actual starts, the process's */
+  double gaps;                 /* inter-arrival gaps the CV is of */
+  double dropped;              /* arrivals with no connection slot free */
+  double server_peak;          /* largest running + waiting the series saw */
+  double max_in_flight;        /* the most requests the cell had in flight */
 };
+
+/* The p99 start lag a rate cell at rate_rps may have (ms). */
+double tb_sampler_lag_limit_ms(double rate_rps);
+/* How far the CV of n gaps may be from expected (a gamma process; see
+ * tb_sampler.c); NAN when n < 2. */
+double tb_sampler_cv_tolerance(double expected, double n);
 
 /*
  * The cell's `checks` (new reference):
  *   {ok, failed: [reason, ...], requested_concurrency, achieved_concurrency,
  *    achieved_source ("server"|"client"), client_cpu_share, kernel_stamped,
  *    drained_before, drained_after (true|false|null)}
+ * requested 0 leaves out the three concurrency members; a rate cell adds
+ *   schedule_lag_p99_ms, schedule_lag_limit_ms, dropped, interarrival_cv,
+ *   interarrival_cv_expected, interarrival_cv_tolerance, server_peak_requests,
+ *   max_in_flight.
  */
 json_t *tb_sampler_checks(const struct tb_sampler_checks_in *in) TB_MUST_CHECK;
 

@@ -19,6 +19,7 @@
 #include "tb_ratereport.h"
 #include "tb_redact.h"
 #include "tb_render.h"
+#include "tb_sampler.h"
 #include "tb_util.h"
 
 /* v with the given decimals and thousands separators: "1,310.0". */
@@ -268,5 +269,8 @@ tb_table_cell_line(FILE *f, const json_t *cell)
     fprintf(f, " TTFT %.0f ms", tb_json_num(cell, "ttft_ms"));
   else if (strcmp(st, "error") == 0)
     fprintf(f, ": %s", str(cell, "reason"));
+  char why[600];
+  if (tb_sampler_failed_text(cell, why, sizeof why)[0] != '\0')
+    fprintf(f, " [checks failed: %s]", why);
   fprintf(f, "\n");
 }

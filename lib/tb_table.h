@@ -20,8 +20,9 @@ void tb_table_print(FILE *f, const json_t *doc);
 
 /* Prints one finished cell as a line of `tokbench run`'s progress: phase,
  * context, concurrency and status, then the headline figures of a valid
- * cell or the reason of an error, and a newline ("\r\033[K" first, to clear
- * a progress bar).  cell is borrowed. */
+ * cell or the reason of an error, its failed self-checks ("[checks failed:
+ * ...]"), and a newline ("\r\033[K" first, to clear a progress bar).  cell
+ * is borrowed. */
 void tb_table_cell_line(FILE *f, const json_t *cell);
 
 #endif

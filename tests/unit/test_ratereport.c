@@ -1,8 +1,9 @@
 /* Unit tests: tb_ratereport through tb_report_render.  A document with rate
  * cells and a sweep shows them in every format with the document's figures
  * (CSV: one row per rate cell, the header's columns, values reading back as
- * the JSON's); names from the peer are escaped; a document without them
- * shows no rate section. */
+ * the JSON's); a rate cell's server view and failed self-checks show in
+ * each; names from the peer are escaped; a document without them shows no
+ * rate section. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,6 +98,72 @@ test_formats(void **state)
   json_decref(doc);
 }
 
+/* A rate cell with a server series and failed self-checks: the rate table's
+ * note and the rate cells' server view say so in Markdown and HTML (with
+ * the timeline), the CSV's checks columns carry the JSON's. */
+static void
+test_server_view_and_checks(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads(doc_text, 0, NULL);
+  assert_non_null(doc);
+  json_t *c = json_array_get(json_object_get(doc, "cells"), 0);
+  json_error_t e;
+  json_t *ss = json_loads("{\"interval_s\":1,\"t_s\":[0.01,1.0,2.0,3.0],"
+                          "\"running\":[0,3,4,1],\"waiting\":[0,0,1,0],"
+                          "\"kv_pct\":[0,12.5,20,5],\"summary\":{\"samples\":4,"
+                          "\"peak_kv_pct\":20,\"preemptions\":0,\"server_tps\":63,"
+                          "\"client_tps\":62.4,\"server_client_ratio\":1.0096}}", 0, &e);
+  assert_non_null(ss);
+  json_object_set_new(c, "server_series", ss);
+  json_t *ch = json_loads("{\"ok\":false,\"failed\":[\"3 arrivals dropped (no connection "
+                          "slot free)\"],\"client_cpu_share\":0.02,\"kernel_stamped\":1,"
+                          "\"schedule_lag_p99_ms\":0.75,\"schedule_lag_limit_ms\":25,"
+                          "\"dropped\":3,\"interarrival_cv\":0.97,"
+                          "\"interarrival_cv_expected\":1,\"interarrival_cv_tolerance\":0.64,"
+                          "\"server_peak_requests\":5,\"max_in_flight\":6,"
+                          "\"drained_before\":true,\"drained_after\":true}", 0, &e);
+  assert_non_null(ch);
+  json_object_set_new(c, "checks", ch);
+  const char *why = "checks failed: 3 arrivals dropped";
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "### Server view and self-checks: rate cells"));
+  assert_non_null(strstr(md, "| 4.00 | 1 | 20.0% | 0.0 |"));
+  assert_non_null(strstr(md, "start lag p99 0.750 ms (limit 25.000); CV 0.970 (1.000 \xc2\xb1 "
+                             "0.640); 3 dropped; server peak 5 of 6 in flight"));
+  assert_non_null(strstr(md, "| yes / yes | 3 arrivals dropped"));
+  assert_non_null(strstr(md, why)); /* the rate table's note */
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "id=\"rate-server-view\""));
+  assert_non_null(strstr(html, "<svg class=\"spark\""));
+  assert_non_null(strstr(html, "<tr class=\"flagged\">"));
+  assert_non_null(strstr(html, why));
+  char *csv = render(doc, TB_REPORT_CSV);
+  char hdr[80][64], row[80][64];
+  size_t nh = fields(csv, hdr, 80);
+  const char *l = strstr(csv, "\r\nrate,");
+  assert_non_null(l);
+  assert_int_equal(fields(l + 2, row, 80), nh);
+  bool ok_seen = false, failed_seen = false;
+  for (size_t i = 0; i < nh; i++) {
+    if (strcmp(hdr[i], "checks_ok") == 0) {
+      assert_string_equal(row[i], "false");
+      ok_seen = true;
+    }
+    if (strcmp(hdr[i], "checks_failed") == 0) {
+      assert_non_null(strstr(row[i], "3 arrivals dropped"));
+      failed_seen = true;
+    }
+    if (strcmp(hdr[i], "peak_kv_pct") == 0)
+      assert_true(strtod(row[i], NULL) == 20);
+  }
+  assert_true(ok_seen && failed_seen);
+  free(md);
+  free(html);
+  free(csv);
+  json_decref(doc);
+}
+
 /* Closed-loop cells and a sweep over concurrency read in users; a
  * conversation cell shows its conversations and one row per turn. */
 static void
@@ -170,6 +237,7 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_formats),
+    cmocka_unit_test(test_server_view_and_checks),
     cmocka_unit_test(test_users_and_turns),
     cmocka_unit_test(test_nothing_without_rate_cells),
   };

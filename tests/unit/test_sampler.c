@@ -1,7 +1,8 @@
 /* Unit tests of tb_sampler: the dialect mapping over the conformance
  * fixtures (tests/fixtures/servers/), the series' summary math on series
  * whose answers are known by construction, the sampling grid and caps, and
- * the self-checks with their thresholds. */
+ * the self-checks with their thresholds (rate cells' too: the CV tolerance
+ * held against tb_arrival's own generator). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_arrival.h"
 #include "tb_json.h"
 #include "tb_sampler.h"
 
@@ -343,6 +345,129 @@ test_checks_thresholds(void **state)
   json_decref(cell);
 }
 
+/* A rate cell's checks: cpu, stamps and drains as for decode cells, no
+ * concurrency, and its arrivals' figures. */
+static json_t *
+rate_checks(double rate, double lag, double cv, double expected, double gaps, double dropped)
+{
+  struct tb_sampler_checks_in in = {
+    .requested = 0, .achieved = NAN, .cpu_share = 0.1, .kernel_stamped = 1,
+    .kernel_wanted = true, .drained_before = 1, .drained_after = 1, .rate = true,
+    .rate_rps = rate, .lag_p99_ms = lag, .cv = cv, .cv_expected = expected, .gaps = gaps,
+    .dropped = dropped, .server_peak = NAN, .max_in_flight = NAN,
+  };
+  return tb_sampler_checks(&in);
+}
+
+static const char *
+failed0(const json_t *ch)
+{
+  return json_string_value(json_array_get(json_object_get(ch, "failed"), 0));
+}
+
+static void
+test_rate_checks(void **state)
+{
+  (void)state;
+  /* the lag limit: a tenth of the mean gap, at least 5 ms */
+  assert_true(fabs(tb_sampler_lag_limit_ms(200) - TB_CHECK_LAG_MIN_MS) < 1e-12);
+  assert_true(fabs(tb_sampler_lag_limit_ms(1) - 100.0) < 1e-9);
+  assert_true(fabs(tb_sampler_lag_limit_ms(0.5) - 200.0) < 1e-9);
+  assert_true(fabs(tb_sampler_lag_limit_ms(0) - TB_CHECK_LAG_MIN_MS) < 1e-12);
+  /* the CV tolerance: 4 standard errors c sqrt((1 + c^2) / 2n), floor 0.05 */
+  assert_true(fabs(tb_sampler_cv_tolerance(1, 100) - 4 * sqrt(1.0 / 100)) < 1e-12);
+  assert_true(fabs(tb_sampler_cv_tolerance(2, 50) - 4 * 2 * sqrt(5.0 / 100)) < 1e-12);
+  assert_true(fabs(tb_sampler_cv_tolerance(0, 1000) - TB_CHECK_CV_ABS) < 1e-12);
+  assert_true(isnan(tb_sampler_cv_tolerance(1, 1)));
+  /* all good: no concurrency members, the arrivals' figures beside */
+  json_t *ch = rate_checks(10, 0.4, 0.95, 1, 99, 0);
+  assert_true(json_is_true(json_object_get(ch, "ok")));
+  assert_null(json_object_get(ch, "requested_concurrency"));
+  assert_null(json_object_get(ch, "achieved_concurrency"));
+  assert_true(fabs(tb_json_num(ch, "schedule_lag_limit_ms") - 10.0) < 1e-9);
+  assert_true(fabs(tb_json_num(ch, "interarrival_cv_tolerance") - 0.4020) < 1e-4);
+  assert_int_equal(json_integer_value(json_object_get(ch, "dropped")), 0);
+  json_decref(ch);
+  /* each failure with its reason */
+  ch = rate_checks(200, 5.2, 1, 1, 999, 0);
+  assert_int_equal(n_failed(ch), 1);
+  assert_non_null(strstr(failed0(ch), "start lag p99 5.200 ms over 5.000 ms"));
+  json_decref(ch);
+  ch = rate_checks(10, 1, 1, 1, 99, 3);
+  assert_int_equal(n_failed(ch), 1);
+  assert_non_null(strstr(failed0(ch), "3 arrivals dropped"));
+  json_decref(ch);
+  ch = rate_checks(10, 1, 0.55, 1, 99, 0); /* 0.45 off, tolerance 0.402 */
+  assert_int_equal(n_failed(ch), 1);
+  assert_non_null(strstr(failed0(ch), "inter-arrival CV 0.550 vs 1.000 expected"));
+  json_decref(ch);
+  ch = rate_checks(10, 1, 0.06, 0, 500, 0); /* constant: the floor */
+  assert_int_equal(n_failed(ch), 1);
+  json_decref(ch);
+  ch = rate_checks(10, 1, 0.04, 0, 500, 0);
+  assert_true(json_is_true(json_object_get(ch, "ok")));
+  json_decref(ch);
+  /* the server held more than the cell ever had in flight */
+  struct tb_sampler_checks_in in = {
+    .achieved = NAN, .cpu_share = NAN, .kernel_stamped = NAN, .drained_before = -1,
+    .drained_after = -1, .rate = true, .rate_rps = 10, .lag_p99_ms = NAN, .cv = NAN,
+    .dropped = NAN, .server_peak = 7, .max_in_flight = 7,
+  };
+  ch = tb_sampler_checks(&in);
+  assert_true(json_is_true(json_object_get(ch, "ok")));
+  assert_int_equal(json_integer_value(json_object_get(ch, "max_in_flight")), 7);
+  json_decref(ch);
+  in.server_peak = 9;
+  ch = tb_sampler_checks(&in);
+  assert_int_equal(n_failed(ch), 1);
+  assert_non_null(strstr(failed0(ch), "the server held 9 requests, more than the 7"));
+  json_decref(ch);
+  /* unknown figures are not judged */
+  ch = rate_checks(10, NAN, NAN, NAN, 0, NAN);
+  assert_true(json_is_true(json_object_get(ch, "ok")));
+  assert_null(json_object_get(ch, "interarrival_cv"));
+  assert_null(json_object_get(ch, "dropped"));
+  json_decref(ch);
+}
+
+/* The CV tolerance against the generator the rate cells use: over many
+ * seeded schedules of n gaps, the spread of the sample CV is the standard
+ * error the tolerance is built on (within 20%), and a schedule that the
+ * client kept exactly fails the check rarely (at most 1% of them). */
+static void
+test_cv_tolerance_vs_generator(void **state)
+{
+  (void)state;
+  static const char *const procs[] = { "poisson", "gamma:4", "gamma:0.25" };
+  enum { TRIALS = 400, N = 400 };
+  for (size_t p = 0; p < TB_ARRAY_LEN(procs); p++) {
+    double sum = 0, sum2 = 0, expected = NAN;
+    unsigned alarms = 0;
+    for (unsigned t = 0; t < TRIALS; t++) {
+      struct tb_arrival a;
+      assert_true(tb_arrival_init(&a, procs[p], 10, 1000 + t));
+      expected = tb_arrival_cv(&a);
+      double m = 0, m2 = 0;
+      for (unsigned i = 0; i < N; i++) {
+        double g = tb_arrival_gap_s(&a);
+        m += g;
+        m2 += g * g;
+      }
+      double mean = m / N, var = (m2 - m * mean) / (N - 1);
+      double cv = sqrt(var) / mean;
+      sum += cv;
+      sum2 += cv * cv;
+      json_t *ch = rate_checks(10, 1, cv, expected, N, 0);
+      alarms += !json_is_true(json_object_get(ch, "ok"));
+      json_decref(ch);
+    }
+    double mean = sum / TRIALS, sd = sqrt((sum2 - sum * mean) / (TRIALS - 1));
+    double se = tb_sampler_cv_tolerance(expected, N) / TB_CHECK_CV_SE;
+    assert_true(fabs(sd / se - 1) < 0.2);
+    assert_true(alarms <= TRIALS / 100);
+  }
+}
+
 /* Repeats: the combined cell's checks fail when one repeat's did, with the
  * pass named; figures combine as documented. */
 static void
@@ -385,6 +510,8 @@ main(void)
     cmocka_unit_test(test_counter_reset_and_absent),
     cmocka_unit_test(test_grid_and_caps),
     cmocka_unit_test(test_checks_thresholds),
+    cmocka_unit_test(test_rate_checks),
+    cmocka_unit_test(test_cv_tolerance_vs_generator),
     cmocka_unit_test(test_combine_checks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
