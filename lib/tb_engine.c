@@ -841,16 +841,6 @@ metrics_done(struct cell *c, CURLcode rc)
 
 /* ---------------------------------------------------------------- loop */
 
-/* The engine thread's CPU time (the client's share of a window). */
-static int64_t
-thread_cpu_ns(void)
-{
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-    return -1;
-  return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
 static void
 cut_all(struct cell *c)
 {
@@ -1003,7 +993,7 @@ tick(struct cell *c, int64_t now)
       c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
       c->act_last = now;
       c->phase = PH_WINDOW;
-      c->cpu_w0 = thread_cpu_ns();
+      c->cpu_w0 = tb_time_thread_cpu_ns();
       tb_sampler_begin(&c->smp, now);
       c->m_next = now; /* a first sample right at the window's start */
     } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
@@ -1016,7 +1006,7 @@ tick(struct cell *c, int64_t now)
     }
   } else if (c->phase == PH_WINDOW && now >= c->w1) {
     active_change(c, c->w1, 0);
-    c->cpu_w1 = thread_cpu_ns();
+    c->cpu_w1 = tb_time_thread_cpu_ns();
     c->cpu_wall1 = now;
     c->phase = PH_DONE;
   }

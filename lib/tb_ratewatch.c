@@ -51,15 +51,6 @@ struct tb_ratewatch {
   bool started, stop;
 };
 
-static int64_t
-thread_cpu_ns(void)
-{
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-    return -1;
-  return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
 /* 1 drained, 0 not, -1 unknown; the gauges into *running, *waiting. */
 static int
 drained_now(const struct tb_ratewatch *w, double *running, double *waiting)
@@ -141,7 +132,7 @@ tb_ratewatch_begin(const struct tb_discover *d, const char *api_key, bool series
   pthread_cond_init(&w->cv, &ca);
   pthread_condattr_destroy(&ca);
   w->wall0 = tb_time_mono_ns();
-  w->cpu0 = thread_cpu_ns();
+  w->cpu0 = tb_time_thread_cpu_ns();
   if (series && d->has_metrics) {
     tb_sampler_begin(&w->smp, w->wall0);
     w->started = pthread_create(&w->th, NULL, watch_main, w) == 0;
@@ -168,7 +159,7 @@ stop_thread(struct tb_ratewatch *w)
 void
 tb_ratewatch_end(struct tb_ratewatch *w, double drain_s, bool (*cancelled)(void *cls), void *cls)
 {
-  w->cpu1 = thread_cpu_ns();
+  w->cpu1 = tb_time_thread_cpu_ns();
   w->wall1 = tb_time_mono_ns();
   bool series = w->started;
   stop_thread(w);

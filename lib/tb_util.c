@@ -117,6 +117,15 @@ tb_time_mono_ns(void)
 }
 
 int64_t
+tb_time_thread_cpu_ns(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return -1;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t
 tb_time_real_us(void)
 {
   struct timespec ts;

@@ -40,6 +40,9 @@ bool tb_list_next(const char **p, const char **item, size_t *len);
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 int64_t tb_time_mono_ns(void);
+/* The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID),
+ * -1 when the clock fails. */
+int64_t tb_time_thread_cpu_ns(void);
 /* Wall clock in microseconds since the epoch. */
 int64_t tb_time_real_us(void);
 /* Wall clock as RFC 3339 UTC text into buf (at least 32 bytes). */
