@@ -64,6 +64,7 @@
 #define MAXTOK_WIDTH 8        /* max_tokens rendered in 8 columns */
 #define MAXTOK_PLACEHOLDER 99999999
 #define ERRBODY_MAX 200
+#define FAIL_PAUSE_NS 100000000LL /* a closed-loop user after a failed request */
 
 /* ------------------------------------------------------------- settings */
 
@@ -622,7 +623,9 @@ sess_after(struct rcell *c, struct sess *ss, bool failed)
   if (ss->user && arrivals_open(c, now)) {
     c->arrivals++;
     sess_conversation(c, ss);
-    ss->due = now + (ss->has_cv ? think_ns(c, ss) : 0);
+    /* after a failure the user waits a moment: a server failing at once
+     * is not sent thousands of requests a second */
+    ss->due = now + (failed ? FAIL_PAUSE_NS : ss->has_cv ? think_ns(c, ss) : 0);
     heap_push(c, ss);
     return;
   }

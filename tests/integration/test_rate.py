@@ -295,3 +295,19 @@ def test_conversations_repeat(ctx):
     assert a != other, (a, other)
     assert [t["prompt_tokens_mean"] for t in ca["turns"]] == [t["prompt_tokens_mean"] for t in cb["turns"]]
     assert len({o for _, o in a}) > 1, a  # lengths drawn, not fixed
+
+
+def test_closed_loop_pauses_after_failures(ctx):
+    """A closed-loop user whose request failed waits 100 ms before its next
+    one: against a server answering HTTP 500 at once, 2 users in a 2 s
+    window send about 40 requests (not thousands), every one an error with
+    its reason, and the sweep ends below its minimum."""
+    sim = ctx.sim("tiny", "vllm", args=["--fault", "status=500"])
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rate-duration", "2", "--input-tokens", "100", "--output-tokens", "8",
+        "--sweep", "attainment_pct=50,over=concurrency,min_concurrency=2,max_probes=2"])
+    assert rc == 0, err
+    (c,) = rate_cells(cells)
+    assert c["users"] == 2 and c["status"] == "error" and "HTTP 500" in c["reason"], c
+    assert 2 * 10 <= c["requests"] <= 2 * 21 + 2 and c["errors"] == c["requests"], c
+    assert doc["sweep"]["outcome"] == "below_min_concurrency", doc["sweep"]
