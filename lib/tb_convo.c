@@ -13,21 +13,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The text held grows by add and shrinks by sub, in the total too. */
+static void
+account(struct tb_convo *cv, size_t add, size_t sub)
+{
+  cv->bytes = cv->bytes + add - sub;
+  if (cv->total != NULL)
+    *cv->total = *cv->total + add - sub;
+}
+
 void
-tb_convo_init(struct tb_convo *cv, const char *system)
+tb_convo_init(struct tb_convo *cv, const char *system, size_t *total)
 {
   memset(cv, 0, sizeof *cv);
+  cv->total = total;
   cv->messages = json_array();
   if (system != NULL) {
     json_array_append_new(cv->messages, json_pack("{s:s, s:s}", "role", "system", "content",
                                                   system));
-    cv->bytes += strlen(system);
+    account(cv, strlen(system), 0);
   }
 }
 
 void
 tb_convo_free(struct tb_convo *cv)
 {
+  account(cv, 0, cv->bytes);
   json_decref(cv->messages);
   free(cv->answer);
   memset(cv, 0, sizeof *cv);
@@ -37,8 +48,7 @@ char *
 tb_convo_next(struct tb_convo *cv, const char *model, const char *text, int64_t max_tokens)
 {
   json_array_append_new(cv->messages, json_pack("{s:s, s:s}", "role", "user", "content", text));
-  cv->bytes += strlen(text);
-  cv->bytes -= cv->alen;
+  account(cv, strlen(text), cv->alen); /* an answer never answered goes */
   cv->alen = 0;
   uint64_t cap = (uint64_t)(max_tokens > 0 ? max_tokens : 1) * TB_CONVO_BYTES_PER_TOKEN;
   cv->amax = cap < TB_CONVO_ANSWER_MIN ? TB_CONVO_ANSWER_MIN : (size_t)cap;
@@ -74,7 +84,7 @@ tb_convo_take(struct tb_convo *cv, const char *data, size_t len)
       memcpy(cv->answer + cv->alen, json_string_value(c), n);
       cv->alen += n;
       cv->answer[cv->alen] = '\0';
-      cv->bytes += n;
+      account(cv, n, 0);
     }
   }
   json_decref(o);

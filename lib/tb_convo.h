@@ -34,10 +34,14 @@ struct tb_convo {
   char *answer;     /* the current turn's answer so far */
   size_t alen, acap, amax;
   size_t bytes;     /* text held: every message's content and the answer */
+  size_t *total;    /* a sum over conversations kept with bytes, or NULL */
 };
 
-/* A new conversation; system (may be NULL) is its first message. */
-void tb_convo_init(struct tb_convo *cv, const char *system);
+/* A new conversation; system (may be NULL) is its first message.  total
+ * (may be NULL, borrowed): a sum of several conversations' bytes (a cell's
+ * memory budget), kept up to date by every call here, tb_convo_free
+ * taking this one's out. */
+void tb_convo_init(struct tb_convo *cv, const char *system, size_t *total);
 void tb_convo_free(struct tb_convo *cv);
 
 /*

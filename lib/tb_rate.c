@@ -319,7 +319,7 @@ struct rcell {
   int64_t t0, t_end_arrivals, t_last_end;
   struct tb_stats ttft, tpot, tbt, e2e, lag;
   /* actual inter-start gaps */
-  int64_t prev_start;
+  int64_t prev_start;   /* the last request's start */
   double gap_sum, gap_sum2;
   uint64_t gap_n;
   /* per-request samples, in order of start */
@@ -330,7 +330,7 @@ struct rcell {
   size_t nheap, nsess;
   uint64_t arrivals;    /* conversations (or closed-loop requests) begun */
   uint64_t sess_made;
-  int64_t flight_t, last_start;
+  int64_t flight_t;
   double flight_area;   /* in flight x ns, for the time-weighted mean */
   uint64_t conv_started, conv_completed, conv_abandoned, conv_dropped;
   size_t text_bytes;    /* the live conversations' text */
@@ -383,13 +383,11 @@ rq_event(void *cls, const char *data, size_t len)
   if (q->count.done)
     return true; /* [DONE] */
   if (q->ss != NULL && q->ss->has_cv) { /* the answer, for the next turn */
-    size_t b0 = tb_convo_bytes(&q->ss->cv);
     if (!tb_convo_take(&q->ss->cv, data, len)) {
       rq_fail(q, "answer over %zu bytes (the conversation's cap for %" PRId64 " tokens)",
               q->ss->cv.amax, q->want);
       return false;
     }
-    q->c->text_bytes += tb_convo_bytes(&q->ss->cv) - b0;
   }
   if (delta > 0)
     rq_tokens(q, delta);
@@ -559,12 +557,9 @@ sess_conversation(struct rcell *c, struct sess *ss)
 {
   if (c->r->s->conversation.turns <= 0)
     return;
-  if (ss->has_cv) {
-    c->text_bytes -= tb_convo_bytes(&ss->cv);
+  if (ss->has_cv)
     tb_convo_free(&ss->cv);
-  }
-  tb_convo_init(&ss->cv, c->r->sys);
-  c->text_bytes += tb_convo_bytes(&ss->cv);
+  tb_convo_init(&ss->cv, c->r->sys, &c->text_bytes);
   ss->has_cv = true;
   ss->turn = 0;
   ss->conv = c->conv_started++;
@@ -590,10 +585,8 @@ sess_new(struct rcell *c, bool user)
 static void
 sess_free(struct rcell *c, struct sess *ss)
 {
-  if (ss->has_cv) {
-    c->text_bytes -= tb_convo_bytes(&ss->cv);
+  if (ss->has_cv)
     tb_convo_free(&ss->cv);
-  }
   c->nsess--;
   free(ss);
 }
@@ -607,9 +600,7 @@ sess_after(struct rcell *c, struct sess *ss, bool failed)
   int64_t now = tb_time_mono_ns();
   if (ss->has_cv) {
     if (!failed) {
-      size_t b0 = tb_convo_bytes(&ss->cv);
       tb_convo_answered(&ss->cv);
-      c->text_bytes += tb_convo_bytes(&ss->cv) - b0;
       if (ss->turn < (unsigned)c->r->s->conversation.turns) {
         ss->due = now + think_ns(c, ss);
         heap_push(c, ss);
@@ -817,9 +808,7 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
     c->turns[q->turn].sent++;
     char *text = tb_xstrdup(pe->text);
     patch_hex(text + pe->text_marker_at, marker_value(c, ss->conv, q->turn));
-    size_t b0 = tb_convo_bytes(&ss->cv);
     q->body = tb_convo_next(&ss->cv, r->env->d->model, text, want);
-    c->text_bytes += tb_convo_bytes(&ss->cv) - b0;
     free(text);
     if (q->body == NULL) {
       q->body = tb_xstrdup("");
@@ -844,7 +833,6 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   q->t_sched = t_sched;
   q->t_start = tb_time_mono_ns();
   c->started++;
-  c->last_start = q->t_start;
   int64_t lag = q->t_start - t_sched;
   tb_stats_add(&c->lag, lag);
   put(c->s_lag, k, json_real((double)lag / 1e6));
@@ -1187,7 +1175,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
   if (users > 0)
-    c->t_end_arrivals = c->last_start > c->t0 ? c->last_start : c->t0;
+    c->t_end_arrivals = c->prev_start > c->t0 ? c->prev_start : c->t0; /* the last start */
   flight(c, 0);
   /* what is left (cancelled): closed, not counted */
   for (unsigned i = 0; i < n; i++) {

@@ -18,7 +18,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   struct tb_convo cv;
-  tb_convo_init(&cv, "sys");
+  tb_convo_init(&cv, "sys", NULL);
   char *body = tb_convo_next(&cv, "m", "hello", 1);
   free(body);
   size_t start = 0, n = 0;

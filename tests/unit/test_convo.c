@@ -45,7 +45,8 @@ test_turns(void **state)
 {
   (void)state;
   struct tb_convo cv;
-  tb_convo_init(&cv, "be brief");
+  size_t total = 7; /* another conversation's bytes, in a cell's sum */
+  tb_convo_init(&cv, "be brief", &total);
   char *b1 = tb_convo_next(&cv, "m", "hello RQ1", 32);
   const char *w1[] = { "system", "be brief", "user", "hello RQ1" };
   check_body(b1, w1, TB_ARRAY_LEN(w1), 32);
@@ -75,7 +76,9 @@ test_turns(void **state)
   assert_int_equal(tb_convo_bytes(&cv), strlen("be brief") + strlen("hello RQ1") +
                                             strlen(" fast \"q\"\xc3\xa9\n") + strlen("again") +
                                             strlen("third"));
+  assert_int_equal(total, 7 + tb_convo_bytes(&cv)); /* the sum kept with it */
   tb_convo_free(&cv);
+  assert_int_equal(total, 7);
 }
 
 static void
@@ -83,7 +86,7 @@ test_no_system_and_cap(void **state)
 {
   (void)state;
   struct tb_convo cv;
-  tb_convo_init(&cv, NULL);
+  tb_convo_init(&cv, NULL, NULL);
   char *b = tb_convo_next(&cv, "m", "x", 1);
   const char *w[] = { "user", "x" };
   check_body(b, w, TB_ARRAY_LEN(w), 1);
