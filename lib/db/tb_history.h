@@ -5,7 +5,7 @@
  * each returns the row count (>= 0) or TB_DB_SOFT / TB_DB_HARD (tb_db.h),
  * and, where it reads, the rows in *res (caller PQclear()s) with the
  * columns named in its contract (read them with tb_db_str & co.).
- * lib/tb_regress and service/api_series.c do no SQL of their own.
+ * lib/db/tb_regress and service/api_series.c do no SQL of their own.
  */
 #ifndef TB_HISTORY_H
 #define TB_HISTORY_H

@@ -21,7 +21,7 @@
  * claims racing for two jobs of one free key make one of them meet the index,
  * and tb_queue_claim retries that.  The same goes for a project's run slots
  * (at most TOKBENCH_LIMIT_RUNNING running jobs per project: the unique index
- * jobs_project_run_slot; lib/tb_tenancy.h).
+ * jobs_project_run_slot; lib/db/tb_tenancy.h).
  *
  * Events (job_events, streamed by the API) and notifications:
  *   kind 'state'    {"state": "running"|"queued"|"succeeded"|"failed"|"cancelled",

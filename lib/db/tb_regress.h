@@ -1,9 +1,9 @@
 /*
  * tb_regress: the regression check of a finished job (issues 6 and 14).
  *
- * A job that succeeded is judged against its history (lib/tb_verdict): the
+ * A job that succeeded is judged against its history (lib/result/tb_verdict): the
  * points of the earlier jobs of the same endpoint and labels (sql/0010,
- * lib/tb_history), each cell and metric by a t-test of the new value
+ * lib/db/tb_history), each cell and metric by a t-test of the new value
  * against the recent window, change points marking steps, and the matrix
  * by the geometric mean of the cells.  The threshold of the project for the
  * job's labels (table thresholds, sql/0005: the most specific label set the

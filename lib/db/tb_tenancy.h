@@ -19,7 +19,7 @@
  *                                recognised that long), pruned every
  *                                TOKBENCH_PRUNE_INTERVAL_S by the workers
  *
- * Fair share itself is the claim's order (lib/tb_queue.c): the project with
+ * Fair share itself is the claim's order (lib/db/tb_queue.c): the project with
  * the fewest running jobs, then the one served least recently; priority
  * orders jobs inside a project only.
  *
@@ -41,7 +41,7 @@
 #include "base/tb_util.h"
 
 /* The most contexts the engine picks when a spec names none: 8K, 16K, 32K,
- * 64K, 128K and the top one (lib/tb_engine.c, default_contexts). */
+ * 64K, 128K and the top one (lib/engine/tb_engine.c, default_contexts). */
 #define TB_TENANCY_DEFAULT_CONTEXTS 6
 /* TOKBENCH_SHARED_GROUPS: at most this many names, each an exclusive_group
  * (1 to 100 of [A-Za-z0-9._-]). */

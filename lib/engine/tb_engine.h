@@ -2,7 +2,7 @@
  * tb_engine: the speed test matrix of METHOD.md against one OpenAI-compatible
  * endpoint.  Used by tokbench-worker (for the service) and by `tokbench run`.
  *
- * Settings come parsed (struct tb_spec, lib/tb_spec.h: the one table of
+ * Settings come parsed (struct tb_spec, lib/spec/tb_spec.h: the one table of
  * names, ranges and defaults the api, the worker and `tokbench run` share);
  * the engine reads no JSON settings.  What it measures comes back in JSON,
  * so that the result document returned by the API and the CLI's output are

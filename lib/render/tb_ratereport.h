@@ -1,5 +1,5 @@
 /*
- * tb_ratereport: the rate cells (phase "rate", lib/tb_rate.h) and the sweep
+ * tb_ratereport: the rate cells (phase "rate", lib/engine/tb_rate.h) and the sweep
  * of a result document in the report formats: a table of rate cells, the
  * turns of conversation cells, and the sweep's curve (rate or concurrency
  * against goodput and attainment) in Markdown and HTML

@@ -10,7 +10,7 @@
  *   - a sorted, capped axis of positive integers (contexts, concurrencies);
  *   - texts read from a document's header (title, engine line, the word for
  *     a cell status) and the HTML page scaffolding (head and style sheet);
- *   - the verdict of a job (lib/tb_regress): its headline and the reason of
+ *   - the verdict of a job (lib/db/tb_regress): its headline and the reason of
  *     each regression, in Markdown and HTML.
  *
  * Nothing read from a document is trusted: strings are escaped where they are
@@ -175,7 +175,7 @@ void tb_render_html_head(struct tb_render_buf *b, const char *title);
 /* Reasons a verdict block lists, at most (the rest are counted). */
 #define TB_RENDER_WHY_MAX 50u
 
-/* The verdict block of a "regressions" (lib/tb_regress; borrowed; NULL or
+/* The verdict block of a "regressions" (lib/db/tb_regress; borrowed; NULL or
  * JSON null: nothing is written): a "Verdict" heading, the headline
  * (tb_regress_headline) and one line per regression (tb_regress_why), e.g.
  * "8K × 32 total_tps: −6.1% (CI −7.8…−4.4%, p < 0.001, 12 earlier runs)".

@@ -173,7 +173,7 @@ static const struct tb_spec_field job_fields[] = {
   { .name = "metrics_interval_s", .type = TB_SPEC_NUMBER, .min = 0.01, .max = 60, .def = "0.25",
     .member = M(metrics_interval_s), .cli = "metrics-interval",
     .help = "/metrics sampling period in a cell, s" },
-  /* rate cells (lib/tb_rate.h) */
+  /* rate cells (lib/engine/tb_rate.h) */
   { .name = "rates", .type = TB_SPEC_NUMBERS, .min = 0.01, .max = TB_SPEC_MAX_RATE,
     .max_items = TB_SPEC_MAX_LIST, .member = M(rates), .cli = "rates",
     .help = "rate cells: requests arriving per second, e.g. 1,3,10 (with no contexts or "

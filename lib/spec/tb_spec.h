@@ -168,7 +168,7 @@ struct tb_spec {
   int64_t repeats;                       /* measurements per cell, 1..TB_SPEC_MAX_REPEATS */
   double settle_s, stall_timeout_s, first_token_timeout_s, ready_timeout_s,
       drain_timeout_s, metrics_interval_s;
-  /* rate cells (lib/tb_rate.h): no rates and no sweep, none run */
+  /* rate cells (lib/engine/tb_rate.h): no rates and no sweep, none run */
   struct tb_spec_dlist rates;            /* requests per second */
   double rate_duration_s;                /* arrivals for this long ... */
   int64_t rate_requests;                 /* ... or this many (0: the window) */
