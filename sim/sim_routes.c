@@ -140,6 +140,48 @@ reply_exceed(struct server *s, struct conn *c, const struct sim_http_req *r, int
                       r->keep_alive);
 }
 
+/* The output a request may have into *out: max_completion_tokens (which
+ * wins) or max_tokens, or what the context leaves.  NULL when it fits,
+ * else the message of a 400 (in err when it holds numbers).  llama.cpp
+ * b11669 cuts the output to the context instead, once the prompt leaves it
+ * a token (*exceed when it does not). */
+static const char *
+output_budget(const struct server *s, const json_t *body, int64_t prompt, int64_t *out,
+              bool *exceed, char *err, size_t cap)
+{
+  const json_t *mt = json_object_get(body, "max_completion_tokens");
+  if (mt == NULL || json_is_null(mt))
+    mt = json_object_get(body, "max_tokens");
+  int64_t max_tokens;
+  if (mt == NULL || json_is_null(mt))
+    max_tokens = s->p->max_model_len - prompt;
+  else if (!json_is_integer(mt) || json_integer_value(mt) < 1)
+    return "max_tokens must be an integer >= 1";
+  else
+    max_tokens = json_integer_value(mt);
+  if (llama_new(s)) {
+    *exceed = prompt >= s->p->max_model_len;
+    if (max_tokens > s->p->max_model_len - prompt)
+      max_tokens = s->p->max_model_len - prompt;
+  }
+  *out = max_tokens;
+  /* (compared without adding: max_tokens comes from the client, and
+   * prompt + INT64_MAX would overflow) */
+  if (prompt > s->p->max_model_len ||
+      (mt != NULL && !json_is_null(mt) && max_tokens > s->p->max_model_len - prompt) ||
+      max_tokens < 1) {
+    int64_t mtok = max_tokens > 0 ? max_tokens : 0;
+    snprintf(err, cap,
+             "This model's maximum context length is %" PRId64 " tokens. However, you "
+             "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
+             " in the completion). Please reduce the length of the messages or completion.",
+             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
+             prompt, mtok);
+    return err;
+  }
+  return NULL;
+}
+
 /* Serves a generation request whose body (owned) and prompt (its chain
  * owned) are ready; req_start: its first byte. */
 static void
@@ -166,43 +208,15 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
     msg = pr->err;
     goto bad;
   }
-  const json_t *mt = json_object_get(body, "max_completion_tokens");
-  if (mt == NULL || json_is_null(mt))
-    mt = json_object_get(body, "max_tokens");
   int64_t max_tokens;
-  if (mt == NULL || json_is_null(mt)) {
-    max_tokens = s->p->max_model_len - prompt;
-  } else if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
-    msg = "max_tokens must be an integer >= 1";
+  bool exceed = false;
+  msg = output_budget(s, body, prompt, &max_tokens, &exceed, err, sizeof(err));
+  if (exceed) {
+    reply_exceed(s, c, r, prompt);
+    goto out;
+  }
+  if (msg)
     goto bad;
-  } else {
-    max_tokens = json_integer_value(mt);
-  }
-  if (llama_new(s)) {
-    /* llama.cpp: a prompt must leave a token of the slot's context free;
-     * the output then stops where the context ends ("length") */
-    if (prompt >= s->p->max_model_len) {
-      reply_exceed(s, c, r, prompt);
-      goto out;
-    }
-    if (max_tokens > s->p->max_model_len - prompt)
-      max_tokens = s->p->max_model_len - prompt;
-  }
-  /* (compared without adding: max_tokens comes from the client, and
-   * prompt + INT64_MAX would overflow) */
-  if (prompt > s->p->max_model_len ||
-      (mt != NULL && !json_is_null(mt) && max_tokens > s->p->max_model_len - prompt) ||
-      max_tokens < 1) {
-    int64_t mtok = max_tokens > 0 ? max_tokens : 0;
-    snprintf(err, sizeof(err),
-             "This model's maximum context length is %" PRId64 " tokens. However, you "
-             "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
-             " in the completion). Please reduce the length of the messages or completion.",
-             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
-             prompt, mtok);
-    msg = err;
-    goto bad;
-  }
   const json_t *nj = json_object_get(body, "n");
   if (nj && !json_is_null(nj) && !(json_is_integer(nj) && json_integer_value(nj) == 1)) {
     msg = "tokbench-sim supports n = 1 only";
