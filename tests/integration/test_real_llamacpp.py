@@ -92,6 +92,12 @@ def test_matrix_scouts_and_slots(ctx):
             assert abs(c["avg_active"] - n) <= 0.5, c
             assert c["checks"]["ok"], c["checks"]
             assert c["output_tokens"] > 0 and c["tbt_ms"]["p50"] > 0, c
+            # the server's running gauge, and no tokens/s from a counter that
+            # grows only when a request ends
+            ss = c["server_series"]
+            assert set(ss["running"]) <= {n - 1, n, n + 1}, ss
+            assert "gen_tps" not in ss and "server_client_ratio" not in ss["summary"], ss
+            assert "when it ends" in ss["summary"]["server_tps_unknown"], ss
         over = cell(cells, "decode", k, 8)
         assert over["status"] == "skipped", over
         assert "more requests than the server runs at once (4)" in over["reason"], over
