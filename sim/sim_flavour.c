@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sim_conn.h"
+#include "sim_tok.h"
 
 /* llama.cpp b11669's model type and default sampling parameters (/props,
  * and each busy slot of /slots), as tests/fixtures/servers/llamacpp-b11669/
@@ -689,7 +690,7 @@ llama_props(const struct server *s)
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\\n' }}{% endif %}",
-    "chat_template_caps", caps, "bos_token", "<|im_start|>", "eos_token", "<|im_end|>",
+    "chat_template_caps", caps, "bos_token", SIM_TOK_BOS_TEXT, "eos_token", "<|im_end|>",
     "build_info", s->version ? s->version : "unknown", "is_sleeping", 0, "cors_proxy_enabled",
     0);
 }

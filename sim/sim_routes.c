@@ -428,9 +428,10 @@ out:
   json_decref(body);
 }
 
-/* llama.cpp b11669's POST /tokenize: {"content", "add_special" (false),
- * "parse_special" (true)} -> {"tokens": [ids]}, the template's markers
- * parsed (sim_tok_special_ids); with_pieces is not honoured. */
+/* llama.cpp b11669's POST /tokenize: {"content", "add_special" (false: the
+ * BOS), "parse_special" (true)} -> {"tokens": [ids]}, the template's
+ * markers parsed (sim_tok_special_ids): with add_special, the tokens of
+ * /apply-template's prompt are the chat's; with_pieces is not honoured. */
 static void
 handle_llama_tokenize(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -444,7 +445,7 @@ handle_llama_tokenize(struct server *s, struct conn *c, const struct sim_http_re
     const char *t = json_string_value(content);
     size_t tn = json_string_length(content);
     if (json_is_true(json_object_get(body, "add_special")))
-      sim_tok_special_ids("<s>", 3, &ids, &len, &cap);
+      sim_tok_special_ids(SIM_TOK_BOS_TEXT, 3, &ids, &len, &cap);
     if (json_is_false(json_object_get(body, "parse_special")))
       sim_tok_ids(t, tn, &ids, &len, &cap);
     else
@@ -459,7 +460,7 @@ handle_llama_tokenize(struct server *s, struct conn *c, const struct sim_http_re
 }
 
 /* llama.cpp b11669's POST /apply-template: {"messages"} -> {"prompt"}, the
- * text whose /tokenize count is the chat's prompt_tokens. */
+ * text whose /tokenize count (add_special) is the chat's prompt_tokens. */
 static void
 handle_apply_template(struct server *s, struct conn *c, const struct sim_http_req *r)
 {

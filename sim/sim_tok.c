@@ -227,7 +227,7 @@ sim_tok_render_chat(const json_t *messages, bool add_generation_prompt)
 {
   char *b = NULL;
   size_t len = 0, cap = 0;
-  cat(&b, &len, &cap, SIM_TOK_BOS_TEXT, strlen(SIM_TOK_BOS_TEXT));
+  cat(&b, &len, &cap, "", 0);
   size_t i;
   const json_t *m;
   json_array_foreach(messages, i, m) {
