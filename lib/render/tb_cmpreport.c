@@ -19,6 +19,7 @@
 #include "result/tb_compare.h"
 #include "base/tb_json.h"
 #include "render/tb_render.h"
+#include "render/tb_verdictview.h"
 
 /* A comparison document's cell, type-checked. */
 struct ccell {
@@ -263,7 +264,7 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
     tb_render_printf(b, "<p id=\"regressed\">No regression beyond the tolerated %.1f%%.</p>\n",
                      v->tol * 100);
   /* tokbench compare with history: the verdict over all the files */
-  tb_render_verdict_html(b, json_object_get(d, "verdict"));
+  tb_verdictview_html(b, json_object_get(d, "verdict"));
   tb_render_puts(b, "<h2>Summary</h2><p class=\"muted\">Geometric mean of head / base over the "
              "cells valid in both.</p><table id=\"summary\"><tr><th class=\"l\">Metric</th>"
              "<th>Ratio</th><th>Change</th><th>Cells</th><th class=\"l\">Better</th></tr>\n");
@@ -385,7 +386,7 @@ render_compare_md(struct tb_render_buf *b, const struct cview *v)
   else
     tb_render_printf(b, "No regression beyond the tolerated %.1f%%.\n\n", v->tol * 100);
   /* tokbench compare with history: the verdict over all the files */
-  tb_render_verdict_md(b, json_object_get(d, "verdict"));
+  tb_verdictview_md(b, json_object_get(d, "verdict"));
   tb_render_puts(b, "| Metric | Ratio (geomean) | Change | Cells |\n|---|---:|---:|---:|\n");
   const json_t *sum = json_object_get(d, "summary");
   struct sumrow sr;

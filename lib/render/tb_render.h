@@ -9,9 +9,7 @@
  *   - the seed reports' number formats (15.5K, 1,047 ms, 118.4, 30.0 s);
  *   - a sorted, capped axis of positive integers (contexts, concurrencies);
  *   - texts read from a document's header (title, engine line, the word for
- *     a cell status) and the HTML page scaffolding (head and style sheet);
- *   - the verdict of a job (lib/db/tb_regress): its headline and the reason of
- *     each regression, in Markdown and HTML.
+ *     a cell status) and the HTML page scaffolding (head and style sheet).
  *
  * Nothing read from a document is trusted: strings are escaped where they are
  * written, numbers are checked finite, axes are capped.  Thread-safe: no
@@ -172,17 +170,6 @@ char *tb_render_engine_line(const json_t *d);
 /* The start of an HTML page (doctype, <head> with the escaped title and the
  * reports' style sheet) up to and including "<body><main>". */
 void tb_render_html_head(struct tb_render_buf *b, const char *title);
-/* Reasons a verdict block lists, at most (the rest are counted). */
-#define TB_RENDER_WHY_MAX 50u
-
-/* The verdict block of a "regressions" (lib/db/tb_regress; borrowed; NULL or
- * JSON null: nothing is written): a "Verdict" heading, the headline
- * (tb_regress_headline) and one line per regression (tb_regress_why), e.g.
- * "8K × 32 total_tps: −6.1% (CI −7.8…−4.4%, p < 0.001, 12 earlier runs)".
- * HTML: a section id="verdict", class "banner" when regressed. */
-void tb_render_verdict_md(struct tb_render_buf *b, const json_t *regressions);
-void tb_render_verdict_html(struct tb_render_buf *b, const json_t *regressions);
-
 /* The document as indented JSON and a newline (marks b over if it cannot be
  * serialised). */
 void tb_render_json(struct tb_render_buf *b, const json_t *doc);

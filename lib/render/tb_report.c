@@ -24,6 +24,7 @@
 #include "render/tb_ratereport.h"
 #include "base/tb_redact.h"
 #include "render/tb_render.h"
+#include "render/tb_verdictview.h"
 #include "result/tb_checks.h"
 
 /* ------------------------------------------------------------ JSON access */
@@ -985,12 +986,12 @@ struct heading_markup {
 static const struct heading_markup heading_html = {
   tb_render_html_head, tb_render_html,
   "<h1>Speed test matrix</h1>\n<p class=\"sub\"><b>", "</b></p><p class=\"sub\">", "</p>\n",
-  "<div class=\"banner\" id=\"partial\">", "</div>\n", tb_render_verdict_html,
+  "<div class=\"banner\" id=\"partial\">", "</div>\n", tb_verdictview_html,
 };
 
 static const struct heading_markup heading_md = {
   NULL, tb_render_md, "## Speed test matrix\n\n**", "**  \n", "\n\n", "> **Warning:** ", "\n\n",
-  tb_render_verdict_md,
+  tb_verdictview_md,
 };
 
 /* The top of a report: title, "<engine> · <matrix>", the partial banner
