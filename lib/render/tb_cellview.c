@@ -29,15 +29,15 @@ series(const json_t *cell)
   return json_is_object(s) ? s : NULL;
 }
 
-static const json_t *
-summary(const json_t *cell)
+const json_t *
+tb_cellview_summary(const json_t *cell)
 {
   const json_t *s = json_object_get(series(cell), "summary");
   return json_is_object(s) ? s : NULL;
 }
 
-static const json_t *
-checks(const json_t *cell)
+const json_t *
+tb_cellview_checks(const json_t *cell)
 {
   const json_t *c = json_object_get(cell, "checks");
   return json_is_object(c) ? c : NULL;
@@ -46,7 +46,7 @@ checks(const json_t *cell)
 bool
 tb_cellview_has(const json_t *cell)
 {
-  return series(cell) != NULL || checks(cell) != NULL;
+  return series(cell) != NULL || tb_cellview_checks(cell) != NULL;
 }
 
 const char *
@@ -106,7 +106,7 @@ rate_asked(const json_t *c, double lag, char *buf, size_t len)
 static void
 row_of(const json_t *cell, struct row *r)
 {
-  const json_t *s = summary(cell), *c = checks(cell);
+  const json_t *s = tb_cellview_summary(cell), *c = tb_cellview_checks(cell);
   fmt_pct(tb_json_num(s, "peak_kv_pct"), r->kv, sizeof r->kv);
   tb_render_fmt_1(tb_json_num(s, "preemptions"), r->pre, sizeof r->pre);
   fmt_pct(tb_json_num(s, "prefix_hit_pct"), r->hit, sizeof r->hit);
@@ -255,7 +255,7 @@ tb_cellview_html_cell(struct tb_render_buf *b, const char *ctx_label, int64_t co
 {
   struct row r;
   row_of(cell, &r);
-  const json_t *c = checks(cell);
+  const json_t *c = tb_cellview_checks(cell);
   bool failed = json_is_false(json_object_get(c, "ok"));
   tb_render_printf(b, "<tr%s><td>", failed ? " class=\"flagged\"" : "");
   tb_render_html(b, ctx_label);
@@ -323,48 +323,4 @@ tb_cellview_md_row(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
   tb_checks_failed_text(cell, why, sizeof why);
   tb_render_md(b, why[0] ? why : r.verdict);
   tb_render_puts(b, " |\n");
-}
-
-/* ------------------------------------------------------------------ CSV */
-
-const char tb_cellview_csv_head[] =
-    ",checks_ok,checks_failed,achieved_concurrency,achieved_source,client_cpu_share,"
-    "kernel_stamped,drained_before,drained_after,peak_kv_pct,preemptions,prefix_hit_pct,"
-    "server_tps,server_client_ratio,server_samples";
-
-static void
-csv_bool(struct tb_render_buf *b, const json_t *o, const char *k)
-{
-  const json_t *v = json_object_get(o, k);
-  tb_render_puts(b, json_is_true(v) ? ",true" : json_is_false(v) ? ",false" : ",");
-}
-
-static void
-csv_num(struct tb_render_buf *b, const json_t *o, const char *k)
-{
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_num(o, k));
-}
-
-void
-tb_cellview_csv_cols(struct tb_render_buf *b, const json_t *cell)
-{
-  const json_t *c = checks(cell), *s = summary(cell);
-  char why[600];
-  csv_bool(b, c, "ok");
-  tb_render_puts(b, ",");
-  tb_render_csv_str(b, tb_checks_failed_text(cell, why, sizeof why));
-  csv_num(b, c, "achieved_concurrency");
-  tb_render_puts(b, ",");
-  tb_render_csv_str(b, tb_json_str(c, "achieved_source"));
-  csv_num(b, c, "client_cpu_share");
-  csv_num(b, c, "kernel_stamped");
-  csv_bool(b, c, "drained_before");
-  csv_bool(b, c, "drained_after");
-  csv_num(b, s, "peak_kv_pct");
-  csv_num(b, s, "preemptions");
-  csv_num(b, s, "prefix_hit_pct");
-  csv_num(b, s, "server_tps");
-  csv_num(b, s, "server_client_ratio");
-  csv_num(b, s, "samples");
 }

@@ -42,36 +42,6 @@ tb_ratereport_any(const json_t *doc)
   return false;
 }
 
-/* ------------------------------------------------------------------ csv */
-
-void
-tb_ratereport_csv_tail(struct tb_render_buf *b, const json_t *c)
-{
-  if (!tb_ratereport_is_rate(c)) {
-    tb_render_puts(b, ",,,,,,,,,,,,,,,,,");
-    return;
-  }
-  static const char *const nums[] = { "rate_rps", NULL, "offered_rps", "achieved_rps",
-                                      "goodput_rps", "attainment", "error_share" };
-  for (size_t i = 0; i < TB_ARRAY_LEN(nums); i++) {
-    tb_render_puts(b, ",");
-    if (nums[i] == NULL)
-      tb_render_csv_str(b, tb_json_str(c, "arrival"));
-    else
-      tb_render_csv_num(b, tb_json_num(c, nums[i]));
-  }
-  tb_render_csv_pcts(b, c, "tpot_ms");
-  tb_render_csv_pcts(b, c, "e2e_ms");
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_pct(c, "schedule_lag_ms", "p50"));
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_pct(c, "schedule_lag_ms", "p99"));
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_num(c, "users"));
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_num(c, "avg_in_flight"));
-}
-
 /* ------------------------------------------------------------- the table */
 
 enum fmt { F_RPS, F_PCT, F_MS, F_LAG, F_INT, F_STR, F_LOAD };

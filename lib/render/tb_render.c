@@ -179,16 +179,6 @@ tb_render_csv_num(struct tb_render_buf *b, double v)
   tb_render_puts(b, buf);
 }
 
-void
-tb_render_csv_pcts(struct tb_render_buf *b, const json_t *cell, const char *k)
-{
-  static const char *const pct[] = { "p50", "p90", "p99" };
-  for (size_t i = 0; i < TB_ARRAY_LEN(pct); i++) {
-    tb_render_puts(b, ",");
-    tb_render_csv_num(b, tb_json_pct(cell, k, pct[i]));
-  }
-}
-
 /* ----------------------------------------------------------------- numbers */
 
 /* Inserts thousands separators into the integer part of a formatted number. */
@@ -629,26 +619,69 @@ tb_render_json(struct tb_render_buf *b, const json_t *doc)
   free(s);
 }
 
-void
-tb_render_md_matrix_head(struct tb_render_buf *b, const struct tb_render_axis *cols)
+/* ---------------------------------------------------------------- matrix */
+
+/* How a format marks up a matrix: its head (a cell per concurrency, then
+ * for Markdown the alignment row), and each row (its label, then its
+ * cells); each item between its strings. */
+struct matrix_markup {
+  const char *head_open, *col_pre, *col_post, *head_mid, *align, *head_close;
+  const char *row_pre, *row_post, *row_close;
+};
+
+static void
+matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
+       const struct matrix_markup *mk)
 {
-  tb_render_puts(b, "| Context |");
-  for (size_t c = 0; c < cols->n; c++)
-    tb_render_printf(b, " %" PRId64 " |", cols->v[c]);
-  tb_render_puts(b, "\n|---|");
-  for (size_t c = 0; c < cols->n; c++)
-    tb_render_puts(b, "---:|");
-  tb_render_puts(b, "\n");
+  char lab[32];
+  tb_render_puts(b, mk->head_open);
+  for (size_t c = 0; c < m->ncols; c++)
+    tb_render_printf(b, "%s%" PRId64 "%s", mk->col_pre, m->cols[c], mk->col_post);
+  tb_render_puts(b, mk->head_mid);
+  for (size_t c = 0; mk->align != NULL && c < m->ncols; c++)
+    tb_render_printf(b, "%s|", mk->align);
+  tb_render_puts(b, mk->head_close);
+  for (size_t r = 0; r < m->nrows; r++) {
+    tb_format_tokens(m->rows[r], lab, sizeof lab);
+    tb_render_printf(b, "%s%s%s", mk->row_pre, lab, mk->row_post);
+    for (size_t c = 0; c < m->ncols; c++)
+      m->cell(b, m->ctx, r, c);
+    tb_render_puts(b, mk->row_close);
+  }
 }
 
 void
-tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
-                           const struct tb_render_axis *cols)
+tb_render_md_matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
+                    const char *align)
 {
+  const struct matrix_markup mk = { "| Context |", " ", " |", "\n|---|", align, "\n",
+                                    "| ", " |", "\n" };
+  matrix(b, m, &mk);
+}
+
+void
+tb_render_html_matrix(struct tb_render_buf *b, const char *id, const struct tb_render_matrix *m)
+{
+  static const struct matrix_markup mk = { "\"><tr><th class=\"l\">Context</th>", "<th>", "</th>",
+                                           "", NULL, "</tr>\n", "<tr><th class=\"l\">", "</th>",
+                                           "</tr>\n" };
   tb_render_puts(b, "<table class=\"matrix\" id=\"");
   tb_render_html(b, id);
-  tb_render_puts(b, "\"><tr><th class=\"l\">Context</th>");
-  for (size_t c = 0; c < cols->n; c++)
-    tb_render_printf(b, "<th>%" PRId64 "</th>", cols->v[c]);
-  tb_render_puts(b, "</tr>\n");
+  matrix(b, m, &mk);
+  tb_render_puts(b, "</table>");
+}
+
+void
+tb_render_md_result_cell(struct tb_render_buf *b, const json_t *cell,
+                         void (*valid)(struct tb_render_buf *b, const json_t *cell), bool *any_cl)
+{
+  const char *st = tb_json_str(cell, "status");
+  if (st != NULL && strcmp(st, "valid") == 0) {
+    valid(b, cell);
+  } else if (cell == NULL) {
+    tb_render_puts(b, " " TB_RENDER_DASH " |");
+  } else {
+    *any_cl = *any_cl || tb_render_cell_caplimited(cell);
+    tb_render_printf(b, " %s |", tb_render_cell_word(cell));
+  }
 }

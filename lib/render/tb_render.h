@@ -27,6 +27,8 @@
 
 /* Largest rendered output; past it tb_render_finish fails. */
 #define TB_RENDER_MAX (32u * 1024u * 1024u)
+/* Cells of a document considered; the rest are ignored (and said so). */
+#define TB_RENDER_MAX_CELLS 20000u
 /* Distinct values an axis holds; further values set .truncated. */
 #define TB_RENDER_MAX_AXIS 64u
 
@@ -67,8 +69,6 @@ void tb_render_html(struct tb_render_buf *b, const char *s);
 void tb_render_md(struct tb_render_buf *b, const char *s);
 void tb_render_csv_str(struct tb_render_buf *b, const char *s);
 void tb_render_csv_num(struct tb_render_buf *b, double v);
-/* ",p50,p90,p99" of figure k (tb_json_pct; an empty field when absent). */
-void tb_render_csv_pcts(struct tb_render_buf *b, const json_t *cell, const char *k);
 
 /* Inserts thousands separators into the integer part of a formatted number
  * ("-1234567.5" -> "-1,234,567.5"); out is always NUL-terminated. */
@@ -128,13 +128,31 @@ void tb_render_axis_add_ctx(struct tb_render_axis *a, int64_t x);
 /* The index of x, or -1. */
 int tb_render_axis_find(const struct tb_render_axis *a, int64_t x);
 
-/* The head of a matrix whose columns are cols (concurrencies) and whose rows
- * are contexts: Markdown "| Context | 1 | 2 |" and its alignment row; HTML
- * <table class="matrix" id="ID"> and its header row (the table is left
- * open). */
-void tb_render_md_matrix_head(struct tb_render_buf *b, const struct tb_render_axis *cols);
-void tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
-                                const struct tb_render_axis *cols);
+/* A matrix whose rows are contexts (labelled 8K) and whose columns are
+ * concurrencies, as the decode matrices of the reports, the comparisons and
+ * the terminal show it; cell writes the cell at row r and column c in the
+ * format at hand (Markdown " <text> |", HTML "<td>...</td>"). */
+struct tb_render_matrix {
+  const int64_t *rows, *cols;
+  size_t nrows, ncols;
+  void (*cell)(struct tb_render_buf *b, void *ctx, size_t r, size_t c);
+  void *ctx;
+};
+
+/* Markdown: "| Context | 1 | 2 |", its alignment row (align: each
+ * concurrency column's, "---:" or "---"), then a row per context. */
+void tb_render_md_matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
+                         const char *align);
+/* HTML: <table class="matrix" id="ID"> with its header row, a row per
+ * context, and </table>. */
+void tb_render_html_matrix(struct tb_render_buf *b, const char *id,
+                           const struct tb_render_matrix *m);
+/* A result cell of a Markdown matrix (may be NULL: " — |"): valid writes a
+ * valid one; any other shows its matrix word (tb_render_cell_word) and sets
+ * *any_cl when it was capacity-limited. */
+void tb_render_md_result_cell(struct tb_render_buf *b, const json_t *cell,
+                              void (*valid)(struct tb_render_buf *b, const json_t *cell),
+                              bool *any_cl);
 
 /* A cell's "phase": 0 prefill, 1 decode, -1 anything else or missing. */
 int tb_render_cell_phase(const json_t *c);

@@ -42,7 +42,7 @@
 /* Largest rendered report; past it rendering fails with an error. */
 #define TB_REPORT_MAX TB_RENDER_MAX
 /* Cells considered per document; the rest are ignored (and said so). */
-#define TB_REPORT_MAX_CELLS 20000u
+#define TB_REPORT_MAX_CELLS TB_RENDER_MAX_CELLS
 /* Distinct contexts / concurrencies drawn in the matrix and charts. */
 #define TB_REPORT_MAX_AXIS TB_RENDER_MAX_AXIS
 

@@ -84,6 +84,73 @@ status_word(const char *st)
   return strcmp(w, "Unknown") == 0 ? "Error" : w;
 }
 
+/* The settings' list k as integers (json_integer_value: 0 for anything
+ * else), in their order: a new array of *n (caller frees). */
+static int64_t *
+axis_of(const json_t *set, const char *k, size_t *n)
+{
+  const json_t *a = json_object_get(set, k);
+  *n = json_array_size(a);
+  int64_t *v = tb_xcalloc(*n + 1, sizeof *v);
+  for (size_t i = 0; i < *n; i++)
+    v[i] = json_integer_value(json_array_get(a, i));
+  return v;
+}
+
+/* The decode matrix's cells: the first decode cell of each context and
+ * concurrency, among cells. */
+struct grid {
+  const json_t *cells;
+  const int64_t *ctx, *conc;
+  bool any_cl;
+};
+
+static void
+valid_cell(struct tb_render_buf *b, const json_t *c)
+{
+  char a[64], t[64], e[64];
+  fmt_thousands(tb_json_num(c, "total_tps"), 1, a, sizeof a);
+  fmt_thousands(p50(c, "ttft_ms"), 0, t, sizeof t);
+  pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
+  tb_render_printf(b, " %s%s · %s ms TTFT |", a, e, t);
+}
+
+static void
+grid_cell(struct tb_render_buf *b, void *ctx, size_t r, size_t k)
+{
+  struct grid *g = ctx;
+  const json_t *hit = NULL, *c;
+  size_t i;
+  json_array_foreach(g->cells, i, c) {
+    if (strcmp(str(c, "phase"), "decode") == 0 &&
+        json_integer_value(json_object_get(c, "context")) == g->ctx[r] &&
+        json_integer_value(json_object_get(c, "concurrency")) == g->conc[k]) {
+      hit = c;
+      break;
+    }
+  }
+  tb_render_md_result_cell(b, hit, valid_cell, &g->any_cl);
+}
+
+/* The decode matrix over the settings' contexts and concurrencies, in
+ * their order (tb_render_md_matrix); whether a cell was capacity-limited. */
+static bool
+decode_matrix(FILE *f, const json_t *cells, const json_t *set)
+{
+  size_t nr, nc;
+  int64_t *rows = axis_of(set, "contexts", &nr), *cols = axis_of(set, "concurrency", &nc);
+  struct grid g = { cells, rows, cols, false };
+  const struct tb_render_matrix m = { rows, cols, nr, nc, grid_cell, &g };
+  struct tb_render_buf b = { 0 };
+  tb_render_md_matrix(&b, &m, "---");
+  if (b.p != NULL)
+    fwrite(b.p, 1, b.len, f);
+  free(b.p);
+  free(rows);
+  free(cols);
+  return g.any_cl;
+}
+
 void
 tb_table_print(FILE *f, const json_t *doc)
 {
@@ -149,52 +216,9 @@ tb_table_print(FILE *f, const json_t *doc)
   }
 
   /* decode matrix */
-  const json_t *ctxs = json_object_get(set, "contexts");
-  const json_t *concs = json_object_get(set, "concurrency");
   fprintf(f, "\nSustained decode\ntotal tok/s (± its 95%% interval) · rows are context "
-             "length, columns are simultaneous requests\n| Context |");
-  size_t j;
-  const json_t *cv;
-  json_array_foreach(concs, j, cv)
-    fprintf(f, " %" PRId64 " |", (int64_t)json_integer_value(cv));
-  fprintf(f, "\n|---|");
-  json_array_foreach(concs, j, cv)
-    fprintf(f, "---|");
-  fprintf(f, "\n");
-  size_t k;
-  const json_t *xv;
-  bool any_cl = false;
-  json_array_foreach(ctxs, k, xv) {
-    char label[32];
-    tb_format_tokens(json_integer_value(xv), label, sizeof label);
-    fprintf(f, "| %s |", label);
-    json_array_foreach(concs, j, cv) {
-      const json_t *hit = NULL;
-      json_array_foreach(cells, i, c) {
-        if (strcmp(str(c, "phase"), "decode") == 0 &&
-            json_integer_value(json_object_get(c, "context")) ==
-                json_integer_value(xv) &&
-            json_integer_value(json_object_get(c, "concurrency")) ==
-                json_integer_value(cv)) {
-          hit = c;
-          break;
-        }
-      }
-      if (hit == NULL) {
-        fprintf(f, " — |");
-      } else if (strcmp(str(hit, "status"), "valid") == 0) {
-        char e[64];
-        fmt_thousands(tb_json_num(hit, "total_tps"), 1, a, sizeof a);
-        fmt_thousands(p50(hit, "ttft_ms"), 0, b, sizeof b);
-        pm(hit, "total_tps", "total_tps_ci95", 1, e, sizeof e);
-        fprintf(f, " %s%s · %s ms TTFT |", a, e, b);
-      } else {
-        any_cl = any_cl || tb_render_cell_caplimited(hit);
-        fprintf(f, " %s |", tb_render_cell_word(hit));
-      }
-    }
-    fprintf(f, "\n");
-  }
+             "length, columns are simultaneous requests\n");
+  bool any_cl = decode_matrix(f, cells, set);
   fprintf(f, "%s\n", tb_render_oc_footnote(any_cl));
 
   fprintf(f, "\nAll measurements\nLatencies are medians. Total tok/s is "
