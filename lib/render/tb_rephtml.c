@@ -131,7 +131,8 @@ chart_frame(struct tb_render_buf *b, const struct plot *p, const struct tb_rende
     else
       snprintf(lab, sizeof lab, "%" PRId64, xs->v[i]);
     tb_render_printf(b, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%.1f\" stroke=\"#f0f2f4\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%s</text>",
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">"
+                        "%s</text>",
                      px, px, CHART_MT, CHART_MT + p->ph, px, CHART_MT + p->ph + 15, lab);
   }
   tb_render_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#333\">",

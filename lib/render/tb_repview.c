@@ -464,7 +464,8 @@ matrix_line(const struct tb_repview *v)
     snprintf(ca, sizeof ca, "%" PRId64, v->conc.v[0]);
     snprintf(cz, sizeof cz, "%" PRId64, v->conc.v[v->conc.n - 1]);
     free(out);
-    out = tb_xasprintf("%zu context%s (%s%s%s) " TB_RENDER_TIMES " %zu concurrency level%s (%s%s%s)",
+    out = tb_xasprintf("%zu context%s (%s%s%s) " TB_RENDER_TIMES
+                       " %zu concurrency level%s (%s%s%s)",
                        v->dctx.n, v->dctx.n == 1 ? "" : "s", a,
                        v->dctx.n > 1 ? TB_RENDER_ENDASH : "", v->dctx.n > 1 ? z : "",
                        v->conc.n, v->conc.n == 1 ? "" : "s", ca,
@@ -520,7 +521,8 @@ banner_text(const struct tb_repview *v)
 /* The rows of the "All measurements" table: prefill, then decode by
  * context and concurrency; cells not measured yet are left out. */
 void
-tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v, tb_repview_row_fn row)
+tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v,
+                    tb_repview_row_fn row)
 {
   char lab[32], note[TB_REPVIEW_NOTE_MAX];
   struct tb_repview_figs f;
@@ -546,7 +548,8 @@ tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v, tb_repv
 /* The decode cells with a server view or checks, through row. */
 void
 tb_repview_cellview_rows(struct tb_render_buf *b, const struct tb_repview *v,
-              void (*row)(struct tb_render_buf *, const char *, int64_t, const json_t *))
+                         void (*row)(struct tb_render_buf *, const char *, int64_t,
+                                     const json_t *))
 {
   char lab[32];
   for (size_t r = 0; r < v->dctx.n; r++)
@@ -563,7 +566,8 @@ tb_repview_cellview_rows(struct tb_render_buf *b, const struct tb_repview *v,
 /* The top of a report: title, "<engine> · <matrix>", the partial banner
  * (when not complete) and the verdict, in markup m. */
 void
-tb_repview_heading(struct tb_render_buf *b, const struct tb_repview *v, const struct tb_repview_heading *m)
+tb_repview_heading(struct tb_render_buf *b, const struct tb_repview *v,
+                   const struct tb_repview_heading *m)
 {
   char *title = tb_render_title_line(v->doc);
   char *eng = tb_render_engine_line(v->doc);

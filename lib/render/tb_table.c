@@ -151,6 +151,51 @@ decode_matrix(FILE *f, const json_t *cells, const json_t *set)
   return g.any_cl;
 }
 
+/* A cell's row of "All measurements" (not a rate cell's). */
+static void
+all_row(FILE *f, const json_t *c)
+{
+  char a[64], b[64];
+  bool pf = strcmp(str(c, "phase"), "prefill") == 0;
+  const char *st = str(c, "status");
+  fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
+          str(c, "context_label"),
+          (int64_t)json_integer_value(json_object_get(c, "concurrency")),
+          status_word(st));
+  /* Every row has the header's 14 cells; the reason of a cell not
+   * measured goes in the Note column, never in a column of its own. */
+  if (strcmp(st, "valid") != 0) {
+    fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n", str(c, "reason"));
+    return;
+  }
+  char note[TB_RENDER_NOTE_MAX];
+  char e[64];
+  if (pf) {
+    fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
+    fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
+    pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
+    fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | %s |\n", a, e, b,
+            json_is_integer(json_object_get(c, "completed"))
+                ? (int64_t)json_integer_value(json_object_get(c, "completed"))
+                : 1,
+            str(c, "prompt_tokens_source"), tb_render_cell_note(c, note, sizeof note));
+    return;
+  }
+  char t1[32], t2[32], t3[32], t4[32], t5[32];
+  fmt_thousands(tb_json_num(c, "total_tps"), 1, t1, sizeof t1);
+  pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
+  fmt_thousands(tb_json_num(c, "per_request_tps"), 1, t2, sizeof t2);
+  fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
+  fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
+  snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
+  fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
+             " | %s | %.1f s | %s | %s |\n",
+          t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
+          (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
+          tb_json_num(c, "measured_s"), str(c, "token_source"),
+          tb_render_cell_note(c, note, sizeof note));
+}
+
 void
 tb_table_print(FILE *f, const json_t *doc)
 {
@@ -229,46 +274,8 @@ tb_table_print(FILE *f, const json_t *doc)
              "Tokens from | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
              "---|---|\n");
   json_array_foreach(cells, i, c) {
-    if (tb_ratereport_is_rate(c))
-      continue; /* below */
-    bool pf = strcmp(str(c, "phase"), "prefill") == 0;
-    const char *st = str(c, "status");
-    fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
-            str(c, "context_label"),
-            (int64_t)json_integer_value(json_object_get(c, "concurrency")),
-            status_word(st));
-    /* Every row has the header's 14 cells; the reason of a cell not
-     * measured goes in the Note column, never in a column of its own. */
-    if (strcmp(st, "valid") != 0) {
-      fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n", str(c, "reason"));
-      continue;
-    }
-    char note[TB_RENDER_NOTE_MAX];
-    char e[64];
-    if (pf) {
-      fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
-      fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
-      pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
-      fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | %s |\n", a, e, b,
-              json_is_integer(json_object_get(c, "completed"))
-                  ? (int64_t)json_integer_value(json_object_get(c, "completed"))
-                  : 1,
-              str(c, "prompt_tokens_source"), tb_render_cell_note(c, note, sizeof note));
-      continue;
-    }
-    char t1[32], t2[32], t3[32], t4[32], t5[32];
-    fmt_thousands(tb_json_num(c, "total_tps"), 1, t1, sizeof t1);
-    pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
-    fmt_thousands(tb_json_num(c, "per_request_tps"), 1, t2, sizeof t2);
-    fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
-    fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
-    snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
-    fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
-               " | %s | %.1f s | %s | %s |\n",
-            t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
-            (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
-            tb_json_num(c, "measured_s"), str(c, "token_source"),
-            tb_render_cell_note(c, note, sizeof note));
+    if (!tb_ratereport_is_rate(c)) /* rate cells: below */
+      all_row(f, c);
   }
   tb_ratereport_print(f, doc);
 }
