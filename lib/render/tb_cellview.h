@@ -5,7 +5,7 @@
  * Markdown table, and the note a flagged cell carries in the
  * "All measurements" tables (the CSV's columns are tb_repcsv's).  The
  * report formats call it; everything read from a
- * cell is checked and escaped, arrays are capped (TB_SAMPLER_MAX_POINTS).
+ * cell is checked and escaped, arrays are capped (TB_RESULT_SERIES_MAX_POINTS).
  */
 #ifndef TB_CELLVIEW_H
 #define TB_CELLVIEW_H
