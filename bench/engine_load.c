@@ -104,6 +104,13 @@ on_cell(void *cls, const json_t *cell)
   return true;
 }
 
+static bool
+env_is(const char *name, const char *value)
+{
+  const char *v = getenv(name);
+  return v != NULL && strcmp(v, value) == 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -123,6 +130,13 @@ main(int argc, char **argv)
   spec.max_output = 15000;
   spec.settle_s = 0.5;
   struct tb_engine_target target = { .base_url = argv[1], .run_id = "bench" };
+  /* the engine's switches (TB_ENGINE_CFG_KEYS) as the binaries read them;
+   * with getenv, not tb_engine_target_cfg, so that this file still links
+   * against an older libtokbench.a (BENCH_ENGINE_BASE_LIB), which reads
+   * them itself */
+  target.client_stamps = env_is("TB_ENGINE_CLIENT_STAMPS", "1");
+  target.no_server_series = env_is("TB_ENGINE_SERVER_SERIES", "0");
+  target.curl_streams = env_is("TB_ENGINE_CURL_STREAMS", "1");
   struct tb_engine_hooks hooks = {.cls = &b, .on_cell = on_cell,
                                   .on_progress = on_progress,
                                   .on_event = on_event};

@@ -17,6 +17,7 @@
 
 #include "tb_crypto.h"
 #include "tb_db.h"
+#include "tb_engine.h"
 #include "tb_queue.h"
 #include "tb_util.h"
 
@@ -75,7 +76,9 @@ struct worker_ctx {
   const char *worker_id;
   int lease_s;
   bool have_master_key;
-  size_t cell_memory_max; /* TOKBENCH_CELL_MEMORY_KB in bytes (tb_engine_target) */
+  /* the operator's part of every job's target: cell_memory_max
+   * (TOKBENCH_CELL_MEMORY_KB in bytes) and the switches (TB_ENGINE_CFG_KEYS) */
+  struct tb_engine_target engine;
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */
 };
