@@ -119,14 +119,14 @@ main(int argc, char **argv)
     return 2;
   }
   struct bench b = {0};
-  b.n = (unsigned)atoi(argv[2]);
+  b.n = (unsigned)strtol(argv[2], NULL, 10);
   b.slots = calloc(b.n, sizeof *b.slots);
   struct tb_spec spec;
   tb_spec_init(&spec);
   spec.contexts = (struct tb_spec_list){ .v = { 1024 }, .n = 1, .given = true };
   spec.concurrency = (struct tb_spec_list){ .v = { (int64_t)b.n }, .n = 1, .given = true };
   spec.prefill_contexts = (struct tb_spec_list){ .n = 0, .given = true };
-  spec.duration_s = atof(argv[3]);
+  spec.duration_s = strtod(argv[3], NULL);
   spec.max_output = 15000;
   spec.settle_s = 0.5;
   struct tb_engine_target target = { .base_url = argv[1], .run_id = "bench" };
