@@ -49,6 +49,7 @@ static const struct tb_cfg_key worker_keys[] = {
     "over it the cell fails", false },
   TB_EGRESS_CFG_KEYS,
   TB_HTTP_CFG_KEYS,
+  TB_ENGINE_CFG_KEYS,
   /* issue 13: TOKBENCH_LIMIT_RUNNING for the claim, the replay retention
    * for the prune; the rest so that api and worker read one config file */
   TB_TENANCY_CFG_KEYS,
@@ -127,7 +128,7 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  w.cell_memory_max = (size_t)cell_kb * 1024;
+  w.engine.cell_memory_max = (size_t)cell_kb * 1024;
   if (beat_s >= lease_s) {
     fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
     rc = 2;
@@ -149,6 +150,7 @@ main(int argc, char **argv)
   }
   if (!tb_egress_install_cfg(cfg, &err) ||
       !tb_http_set_ca_file(tb_cfg_get(cfg, "TOKBENCH_CA_FILE"), &err) ||
+      !tb_engine_target_cfg(&w.engine, cfg, &err) ||
       !tb_tenancy_from_cfg(&ten, cfg, &err)) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);

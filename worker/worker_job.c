@@ -319,11 +319,12 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
   }
   run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
   endpoint = worker_endpoint_header(&ep);
-  struct tb_engine_target target = {
-    .base_url = ep.base_url, .run_id = run_id, .endpoint = endpoint,
-    .cell_memory_max = w->cell_memory_max,
-    .key_hint = "the endpoint's api_key", .model_hint = "the job's model",
-  };
+  struct tb_engine_target target = w->engine;
+  target.base_url = ep.base_url;
+  target.run_id = run_id;
+  target.endpoint = endpoint;
+  target.key_hint = "the endpoint's api_key";
+  target.model_hint = "the job's model";
   tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
          "cells_stored", TB_LI, (int64_t)rc, NULL);
 
