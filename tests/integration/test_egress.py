@@ -145,6 +145,33 @@ def test_metadata_and_link_local_refused_at_create(ctx):
     assert st == 201, cb
 
 
+def test_every_spelling_of_a_refused_host_refused_at_create(ctx):
+    """Issue 27, finding 3: registration refuses what connection would.  A
+    trailing dot, upper case, an address in hex, octal or short form, and a
+    name that IDNA would map onto another (full-width letters) were judged
+    as names that decide nothing (http://169.254.169.254.:80/ was
+    accepted)."""
+    s = setup(ctx)
+    api, key = s["api"], s["key"]
+    for i, (url, rule) in enumerate([
+            ("http://169.254.169.254.:80/", "169.254.169.254/32 (built-in: cloud metadata)"),
+            ("http://169.254.169.254../latest/", "cloud metadata"),
+            ("http://0xA9.0xFE.0xA9.0xFE/", "cloud metadata"),
+            ("http://0251.0376.0251.0376./", "cloud metadata"),
+            ("http://169.254.43518/", "cloud metadata"),
+            ("http://2852039166./", "cloud metadata"),
+            ("http://METADATA.Google.Internal./", "metadata.google.internal"),
+            ("http://[::ffff:a9fe:a9fe]/", "cloud metadata"),
+            ("http://\uff4d\uff45\uff54\uff41\uff44\uff41\uff54\uff41.google.internal/", "xn--"),
+            ("http://169\u3002254\u3002169\u3002254/", "xn--"),
+    ]):
+        assert_refused(create(api, key, "spell-%d" % i, url, api_key="k"), "base_url", rule)
+    assert_refused(api.json("POST", "/v1/callbacks", key, {"url": "http://169.254.169.254.:80/h"}),
+                   "url", "cloud metadata")
+    st, _, ep = create(api, key, "spell-ok", "http://GPU-1.Example.com.:8000")
+    assert st == 201, ep
+
+
 def test_defaults_refuse_loopback_and_check_the_resolved_address(ctx):
     """Without the harness's allow list: loopback is refused at create, and a
     name that resolves to loopback (here from /etc/hosts) passes create but
