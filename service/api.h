@@ -43,6 +43,7 @@ struct tb_api_jobcache;
 struct tb_api_notify;
 struct tb_api_probes;
 struct tb_api_streams;
+struct tb_api_quota;
 struct tb_api_req;
 
 struct tb_api {
@@ -59,6 +60,9 @@ struct tb_api {
   unsigned idle_timeout_s;   /* TOKBENCH_IDLE_TIMEOUT_S: silence inside a request */
   double rate_per_s;      /* TOKBENCH_RATE_LIMIT, 0 = off */
   double rate_burst;      /* TOKBENCH_RATE_BURST */
+  struct tb_api_quota *quota; /* per-project request rate (api_quota.h) */
+  double project_rate_per_s;  /* TOKBENCH_RATE_LIMIT_PROJECT, 0 = off */
+  int64_t limit_keys;         /* TOKBENCH_LIMIT_KEYS: live keys per project, 0 = no cap */
   int sse_ping_s;         /* TOKBENCH_SSE_PING_S */
   int wait_max_s;         /* longest ?wait= */
   char **cors_origins;    /* NULL-terminated; NULL: CORS off */

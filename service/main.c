@@ -45,6 +45,7 @@
 #include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_probe.h"
+#include "api_quota.h"
 #include "api_streams.h"
 #include "api_web.h"
 #include "net/tb_egress.h"
@@ -105,6 +106,18 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_PROBE_DEADLINE_MS", "10000", "total time of one probe (all its calls)", false },
   /* issue 13: per-project limits, shared exclusive groups, replay retention */
   TB_TENANCY_CFG_KEYS,
+  /* issue 27: the per-key limits again per project (a project makes keys) */
+  { "TOKBENCH_RATE_LIMIT_PROJECT", NULL,
+    "requests per second of one project, all its keys together (unset: 4 x "
+    "TOKBENCH_RATE_LIMIT; 0: no limit)", false },
+  { "TOKBENCH_RATE_BURST_PROJECT", NULL,
+    "requests a project may send at once above its rate (unset: 2 x its rate)", false },
+  { "TOKBENCH_SSE_PER_PROJECT", "64", "event streams one project may hold open (0: no cap)",
+    false },
+  { "TOKBENCH_WAIT_PER_PROJECT", "256",
+    "long-polls (?wait=) one project may hold open (0: no cap)", false },
+  { "TOKBENCH_LIMIT_KEYS", "100", "live API keys per project (POST /v1/keys: 429 above; "
+    "0: no cap)", false },
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -384,6 +397,31 @@ parse_cors(struct tb_api *api, const char *v)
       api->cors_origins[k++] = tb_xstrndup(s, len);
 }
 
+/* The limits per project (issue 27) into api: the request rate (unset: 4 x
+ * the key's; burst unset: 2 x the rate), the keys cap; the stream caps into
+ * *sse and *wait.  False with *err on a bad value. */
+static bool
+project_limits(struct tb_api *api, unsigned *sse, unsigned *wait, char **err)
+{
+  int64_t rate = 4 * (int64_t)api->rate_per_s, burst, s, w;
+  if (tb_cfg_get(api->cfg, "TOKBENCH_RATE_LIMIT_PROJECT") != NULL &&
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_RATE_LIMIT_PROJECT", 0, 100000000, &rate, err))
+    return false;
+  burst = 2 * rate;
+  if (tb_cfg_get(api->cfg, "TOKBENCH_RATE_BURST_PROJECT") != NULL &&
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_RATE_BURST_PROJECT", 1, 1000000000, &burst, err))
+    return false;
+  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_SSE_PER_PROJECT", 0, 1000000, &s, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_WAIT_PER_PROJECT", 0, 1000000, &w, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_KEYS", 0, 100000000, &api->limit_keys, err))
+    return false;
+  api->project_rate_per_s = (double)rate;
+  api->quota = tb_api_quota_new((double)rate, (double)burst);
+  *sse = (unsigned)s;
+  *wait = (unsigned)w;
+  return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -441,9 +479,17 @@ main(int argc, char **argv)
   api.preauth_body_max = (size_t)(preauth < body_max ? preauth : body_max);
   api.header_timeout_s = (unsigned)header_s;
   api.idle_timeout_s = (unsigned)idle_s;
-  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key);
   api.rate_per_s = (double)rate;
   api.rate_burst = (double)(burst < rate ? rate : burst);
+  unsigned sse_pp = 0, wait_pp = 0;
+  if (!project_limits(&api, &sse_pp, &wait_pp, &err)) {
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    rc = 2;
+    goto out;
+  }
+  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key,
+                                   sse_pp, wait_pp);
   api.sse_ping_s = (int)ping_s;
   api.wait_max_s = 60;
   parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
@@ -550,6 +596,7 @@ out:
   tb_api_keycache_free(api.keys);
   tb_api_jobcache_free(api.jobs_cache);
   tb_api_streams_free(api.streams);
+  tb_api_quota_free(api.quota);
   for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
     free(*p);
   free(api.cors_origins);
