@@ -76,6 +76,7 @@ struct worker_ctx {
   int lease_s;
   bool have_master_key;
   size_t cell_memory_max; /* TOKBENCH_CELL_MEMORY_KB in bytes (tb_engine_target) */
+  int egress_give_up_s;   /* TOKBENCH_EGRESS_GIVE_UP_S (tb_queue_refuse) */
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */
 };
@@ -83,6 +84,9 @@ struct worker_ctx {
 enum worker_job_outcome {
   WORKER_JOB_DONE,      /* finished: succeeded, failed or cancelled */
   WORKER_JOB_RELEASED,  /* handed back (stopping) */
+  WORKER_JOB_REFUSED,   /* handed back: this worker's egress policy refuses
+                           the endpoint (do not claim it again for
+                           egress_give_up_s) */
   WORKER_JOB_LOST,      /* the lease was lost: another worker has it */
   WORKER_JOB_ABANDONED, /* could not write the end (database away while
                            stopping): the lease will expire */

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,6 +521,32 @@ tb_egress_url_ok(const struct tb_egress *p, const char *url, char *why, size_t w
     /* RFC 6761: localhost names are loopback, whatever a resolver says */
     ok = literal_check(p, "127.0.0.1", why, why_len) == 1;
   }
+out:
+  free(raw);
+  return ok;
+}
+
+bool
+tb_egress_url_reachable(const struct tb_egress *p, const char *url, char *why, size_t why_len)
+{
+  if (p == NULL || !tb_egress_url_ok(p, url, why, why_len))
+    return p == NULL;
+  char *raw = url_part(url, CURLUPART_HOST), host[TB_EGRESS_HOST_MAX + 2], w[TB_EGRESS_WHY_MAX];
+  bool ok = true;
+  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+  /* a literal or a name a rule decides was judged above; an unknown name
+   * is the run's to report */
+  if (raw == NULL || !host_norm(raw, host, sizeof host, w, sizeof w) ||
+      literal_check(p, host, w, sizeof w) >= 0 ||
+      tb_egress_host_check(p, host, w, sizeof w) != TB_EGRESS_HOST_DECIDE_BY_ADDRESS ||
+      getaddrinfo(host, NULL, &hints, &res) != 0)
+    goto out;
+  ok = false;
+  for (const struct addrinfo *a = res; a != NULL && !ok; a = a->ai_next)
+    ok = tb_egress_addr_ok(p, a->ai_addr, w, sizeof w);
+  if (!ok)
+    snprintf(why, why_len, "%s (host %s)", w, host);
+  freeaddrinfo(res);
 out:
   free(raw);
   return ok;

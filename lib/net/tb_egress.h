@@ -114,6 +114,13 @@ enum tb_egress_host tb_egress_host_check(const struct tb_egress *p, const char *
 bool tb_egress_url_ok(const struct tb_egress *p, const char *url, char *why,
                       size_t why_len) TB_MUST_CHECK;
 
+/* As tb_egress_url_ok, and a name no rule decides is resolved: false with
+ * why when every address it resolves to is refused.  For a worker judging
+ * an endpoint before it runs a job on it (a name that does not resolve is
+ * not judged: the run reports it).  Blocks on the resolver. */
+bool tb_egress_url_reachable(const struct tb_egress *p, const char *url, char *why,
+                             size_t why_len) TB_MUST_CHECK;
+
 /* The origin of a URL, "scheme://host:port" with the scheme and host
  * lower-cased and the default port written out, into a new string; NULL
  * when the URL does not parse.  Caller frees. */

@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +263,39 @@ test_url_spellings(void **state)
   tb_egress_free(p);
 }
 
+/* What a worker judges before a run: the URL, and a name no rule decides
+ * by the addresses it resolves to. */
+static void
+test_url_reachable(void **state)
+{
+  (void)state;
+  struct tb_egress *p = policy(NULL, "evil.example.com");
+  char why[TB_EGRESS_WHY_MAX];
+  assert_true(tb_egress_url_reachable(NULL, "http://127.0.0.1/", why, sizeof why));
+  assert_false(tb_egress_url_reachable(p, "http://127.0.0.1:8000/", why, sizeof why));
+  assert_non_null(strstr(why, "127.0.0.0/8 (built-in: loopback)"));
+  assert_false(tb_egress_url_reachable(p, "http://169.254.169.254.:80/", why, sizeof why));
+  assert_false(tb_egress_url_reachable(p, "http://Evil.Example.Com./", why, sizeof why));
+  assert_true(tb_egress_url_reachable(p, "http://10.0.0.5:8000/", why, sizeof why));
+  /* a name that does not resolve is the run's to report */
+  assert_true(tb_egress_url_reachable(p, "http://no-such-host.invalid/", why, sizeof why));
+  /* a name resolving only to loopback (the test machine's /etc/hosts) */
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) == 0) {
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    bool lo = getaddrinfo(host, NULL, &hints, &res) == 0;
+    for (const struct addrinfo *a = res; lo && a != NULL; a = a->ai_next)
+      lo = a->ai_family == AF_INET &&
+           (ntohl(((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    if (res != NULL)
+      freeaddrinfo(res);
+    char *url = tb_xasprintf("http://%s:8000/", host);
+    assert_int_equal(tb_egress_url_reachable(p, url, why, sizeof why), !lo);
+    free(url);
+  }
+  tb_egress_free(p);
+}
+
 /* The guard on a real libcurl transfer: a refused address never gets a
  * socket, and the reason comes back. */
 static void
@@ -294,7 +329,7 @@ main(void)
     cmocka_unit_test(test_precedence), cmocka_unit_test(test_bad_lists),
     cmocka_unit_test(test_hosts),      cmocka_unit_test(test_urls),
     cmocka_unit_test(test_origin),     cmocka_unit_test(test_guard),
-    cmocka_unit_test(test_url_spellings),
+    cmocka_unit_test(test_url_spellings), cmocka_unit_test(test_url_reachable),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
