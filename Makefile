@@ -11,6 +11,8 @@
 #   make bench-verdicts  the verdict's false alarms and power (in make bench too)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
+#   make real-engine     llama.cpp's llama-server on CPU with a tiny model made
+#                        here (a cached Debian sid root; make test uses it)
 #   make docker-test     docker/Dockerfile built with podman from a local
 #                        debootstrap base (no registry) and a job run through
 #                        its containers (make test runs it where it can)
@@ -96,7 +98,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check-layers unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
+.PHONY: all deps run test check-layers real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -168,6 +170,12 @@ bench-verdicts: deps
 # tests/integration/test_docker.py, or prints a SKIP line with the reason.
 docker-test:
 	scripts/docker-test.sh
+
+# A real engine on CPU: Debian's llama.cpp from a cached sid root, serving a
+# tiny model made here (scripts/real-engine.sh; docs/real-engine.md).
+# REAL_ENGINE_ARGS: e.g. --port 8090 --slots 4 --ctx 16384 --threads 1.
+real-engine:
+	scripts/real-engine.sh $(REAL_ENGINE_ARGS)
 
 # The README's run command: the service on its embedded default.
 run: deps all
