@@ -433,3 +433,32 @@ def test_keys_per_project_capped(ctx):
     st, _, k = api.json("POST", "/v1/keys", other, {"name": "q1"})
     assert st == 201, k
     api.proc.stop()
+
+
+# --------------------------- issue 27, finding 2: a budget new clients enter
+
+def test_busy_head_timeout_above_the_high_water_mark(ctx):
+    """Above 3/4 of TOKBENCH_MAX_CONNECTIONS, a connection that has sent no
+    request head gets TOKBENCH_HEADER_TIMEOUT_BUSY_S (1 s here) instead of
+    TOKBENCH_HEADER_TIMEOUT_S (30 s): connections from many addresses that
+    send nothing cannot hold the budget against new clients (they held it
+    for the whole head timeout).  Below the mark nothing changes."""
+    s = setup(ctx)
+    api = Api(ctx, s["pg"], {"TOKBENCH_MAX_CONNECTIONS": "40", "TOKBENCH_HEADER_TIMEOUT_S": "30",
+                             "TOKBENCH_HEADER_TIMEOUT_BUSY_S": "1",
+                             "TOKBENCH_MAX_CONNECTIONS_PER_IP": "4"})
+    time.sleep(0.5)  # the start-up check's connection gone
+    idle = []
+    for i in range(36):  # 9 addresses at their cap of 4
+        idle.append(connect(api, "127.0.1.%d" % (i // 4 + 1)))
+        time.sleep(0.02)
+    time.sleep(3.5)
+    kept = [c for c in idle if alive(c)]
+    assert len(kept) == 30, len(kept)  # the 6 above the mark (30 of 40) were closed
+    # a client with a key gets in and is answered at once
+    t0 = time.monotonic()
+    st, _, _ = api.json("GET", "/v1/jobs", s["alpha"])
+    assert st == 200 and time.monotonic() - t0 < 1.0
+    for c in idle:
+        c.close()
+    api.proc.stop()
