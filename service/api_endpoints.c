@@ -18,7 +18,8 @@
  * project's endpoint is "not found".
  *
  * The statements: service/q_endpoints.c.
- * base_url passes the egress policy (api_egress.h) on create and patch.
+ * base_url and telemetry_url (issue 26: GPU telemetry, read by the engine
+ * during cells) pass the egress policy (api_egress.h) on create and patch.
  * The probe runs on the probe pool (api_probe.h), never on a request
  * thread.
  */
@@ -99,7 +100,9 @@ endpoint_body(struct tb_api_req *r, bool patch, const char **base, enum MHD_Resu
     return NULL;
   }
   *base = json_string_value(json_object_get(spec, "base_url"));
-  if (!tb_api_egress_check(r, "base_url", *base, ret)) {
+  const char *tel = json_string_value(json_object_get(spec, "telemetry_url"));
+  if (!tb_api_egress_check(r, "base_url", *base, ret) ||
+      !tb_api_egress_check(r, "telemetry_url", tel, ret)) {
     wipe_spec_key(spec);
     json_decref(spec);
     return NULL;
@@ -116,7 +119,7 @@ tb_api_endpoints_create(struct tb_api_req *r)
   if (spec == NULL)
     return ret;
   char id[37];
-  char *sealed = NULL, *origin = NULL, *hw = NULL, *eng = NULL;
+  char *sealed = NULL, *origin = NULL, *hw = NULL, *eng = NULL, *gpu = NULL, *price = NULL;
   enum tb_api_ec ec = TB_EC_INTERNAL;
   if (!tb_api_ci_uuid(id)) {
     ret = tb_api_reply_error(r, TB_EC_INTERNAL, NULL, NULL);
@@ -130,6 +133,9 @@ tb_api_endpoints_create(struct tb_api_req *r)
   }
   hw = dump_or_null(json_object_get(spec, "hardware"));
   eng = dump_or_null(json_object_get(spec, "engine"));
+  gpu = dump_or_null(json_object_get(spec, "gpu"));
+  if (json_is_number(json_object_get(spec, "price_per_hour")))
+    price = tb_xasprintf("%.17g", json_number_value(json_object_get(spec, "price_per_hour")));
   struct tb_q_endpoints_new e = {
     .id = id, .project_id = r->project_id,
     .name = json_string_value(json_object_get(spec, "name")),
@@ -139,7 +145,9 @@ tb_api_endpoints_create(struct tb_api_req *r)
     .hardware = hw, .engine = eng,
     .launch_command = json_string_value(json_object_get(spec, "launch_command")),
     .exclusive_group = json_string_value(json_object_get(spec, "exclusive_group")),
-    .api_key_origin = origin,
+    .api_key_origin = origin, .gpu = gpu, .price_per_hour = price,
+    .currency = json_string_value(json_object_get(spec, "currency")),
+    .telemetry_url = json_string_value(json_object_get(spec, "telemetry_url")),
   };
   char *doc = NULL;
   bool uv = false;
@@ -164,6 +172,8 @@ out:
   free(origin);
   free(hw);
   free(eng);
+  free(gpu);
+  free(price);
   return ret;
 }
 

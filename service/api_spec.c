@@ -31,6 +31,22 @@ static const struct tb_spec_field engine_fields[] = {
   S("commit", TB_SPEC_STRING, 0, 0, 500),
 };
 
+/* What the price pays for (issue 26): tokens/s per GPU divides by count. */
+static const struct tb_spec_field gpu_fields[] = {
+  S("name", TB_SPEC_STRING, 0, 1, 200),
+  S("count", TB_SPEC_INT, 0, 1, 4096),
+};
+
+/* ISO 4217: three capital letters (USD, EUR). */
+static const char *
+currency_check(const char *s)
+{
+  for (int i = 0; i < 3; i++)
+    if (s[i] < 'A' || s[i] > 'Z')
+      return "must be an ISO 4217 code: three capital letters (USD, EUR)";
+  return NULL;
+}
+
 static const struct tb_spec_field endpoint_fields[] = {
   S("name", TB_SPEC_STRING, TB_SPEC_REQUIRED, 1, 200),
   S("base_url", TB_SPEC_URL, TB_SPEC_REQUIRED, 0, 0),
@@ -42,6 +58,12 @@ static const struct tb_spec_field endpoint_fields[] = {
     .nsub = TB_ARRAY_LEN(engine_fields), .member = TB_SPEC_NO_MEMBER },
   S("launch_command", TB_SPEC_STRING, TB_SPEC_NULLABLE, 0, TB_API_SPEC_MAX_LAUNCH),
   S("exclusive_group", TB_SPEC_IDENT, TB_SPEC_NULLABLE, 1, 100),
+  { .name = "gpu", .type = TB_SPEC_OBJECT, .flags = TB_SPEC_NULLABLE, .sub = gpu_fields,
+    .nsub = TB_ARRAY_LEN(gpu_fields), .member = TB_SPEC_NO_MEMBER },
+  S("price_per_hour", TB_SPEC_NUMBER, TB_SPEC_NULLABLE, 0, 1e8),
+  { .name = "currency", .type = TB_SPEC_STRING, .flags = TB_SPEC_NULLABLE, .min = 3, .max = 3,
+    .check = currency_check, .member = TB_SPEC_NO_MEMBER },
+  S("telemetry_url", TB_SPEC_URL, TB_SPEC_NULLABLE, 0, 0),
 };
 
 static const struct tb_spec_field key_fields[] = {

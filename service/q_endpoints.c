@@ -11,14 +11,17 @@
   "json_build_object('id', id, 'name', name, 'base_url', base_url, "                      \
   "'api_key_set', api_key_sealed IS NOT NULL, 'engine_hint', engine_hint, "               \
   "'hardware', hardware, 'engine', engine, 'launch_command', launch_command, "            \
-  "'exclusive_group', exclusive_group, 'created_at', created_at, 'updated_at', updated_at)"
+  "'exclusive_group', exclusive_group, 'gpu', gpu, 'price_per_hour', price_per_hour, "        \
+  "'currency', currency, 'telemetry_url', telemetry_url, "                                 \
+  "'created_at', created_at, 'updated_at', updated_at)"
 
 static const struct tb_db_stmt ep_insert = {
   "api_ep_insert",
   "INSERT INTO endpoints (id, project_id, name, base_url, api_key_sealed, engine_hint, "
-  "  hardware, engine, launch_command, exclusive_group, api_key_origin) "
+  "  hardware, engine, launch_command, exclusive_group, api_key_origin, gpu, price_per_hour, "
+  "  currency, telemetry_url) "
   "VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), coalesce($8::jsonb, '{}'), $9, $10, "
-  "  $11) "
+  "  $11, $12::jsonb, $13::double precision, $14, $15) "
   "RETURNING " EP_DOC "::text AS doc",
 };
 
@@ -28,8 +31,9 @@ tb_q_endpoints_insert(struct tb_db *db, const struct tb_q_endpoints_new *e, char
 {
   const char *p[] = { e->id, e->project_id, e->name, e->base_url, e->api_key_sealed,
                       e->engine_hint, e->hardware, e->engine, e->launch_command,
-                      e->exclusive_group, e->api_key_origin };
-  return tb_db_exec_str(db, &ep_insert, 11, p, "doc", doc, name_taken);
+                      e->exclusive_group, e->api_key_origin, e->gpu, e->price_per_hour,
+                      e->currency, e->telemetry_url };
+  return tb_db_exec_str(db, &ep_insert, 15, p, "doc", doc, name_taken);
 }
 
 static const struct tb_db_stmt ep_list = {
@@ -91,6 +95,12 @@ static const struct tb_db_stmt ep_patch = {
   "    THEN $3::jsonb->>'launch_command' ELSE launch_command END, "
   "  exclusive_group = CASE WHEN $3::jsonb ? 'exclusive_group' "
   "    THEN $3::jsonb->>'exclusive_group' ELSE exclusive_group END, "
+  "  gpu = CASE WHEN $3::jsonb ? 'gpu' THEN nullif($3::jsonb->'gpu', 'null') ELSE gpu END, "
+  "  price_per_hour = CASE WHEN $3::jsonb ? 'price_per_hour' "
+  "    THEN ($3::jsonb->>'price_per_hour')::double precision ELSE price_per_hour END, "
+  "  currency = CASE WHEN $3::jsonb ? 'currency' THEN $3::jsonb->>'currency' ELSE currency END, "
+  "  telemetry_url = CASE WHEN $3::jsonb ? 'telemetry_url' "
+  "    THEN $3::jsonb->>'telemetry_url' ELSE telemetry_url END, "
   "  updated_at = now() "
   "WHERE id = $1 AND project_id = $2 AND deleted_at IS NULL "
   "RETURNING " EP_DOC "::text AS doc",

@@ -17,10 +17,12 @@
 #include "base/tb_util.h"
 
 /* A new endpoint (strings borrowed; NULL = SQL NULL; hardware and engine
- * JSON texts, NULL: {}). */
+ * JSON texts, NULL: {}; gpu a JSON text; price_per_hour a number's text;
+ * issue 26's columns in sql/0012_endpoint_cost.sql). */
 struct tb_q_endpoints_new {
   const char *id, *project_id, *name, *base_url, *api_key_sealed, *engine_hint;
   const char *hardware, *engine, *launch_command, *exclusive_group, *api_key_origin;
+  const char *gpu, *price_per_hour, *currency, *telemetry_url;
 };
 /* Inserts it; 1 with its document in *doc (new).  *name_taken set (and
  * TB_DB_HARD) when the project has an endpoint of that name. */

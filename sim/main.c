@@ -44,6 +44,8 @@ usage(FILE *f)
     "  --fault SPEC          fault applied to every generation request (see README)\n"
     "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
     "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
+    "  --throttle MASK[@t=S] the GPUs' clock-event reasons (e.g. 0x4, SW power cap) from\n"
+    "                        S s on, at /sim/dcgm/metrics (the SM clock a third lower)\n"
     "  --stamps              a ': t=<ns>' comment line before every SSE event (else only\n"
     "                        on requests with 'X-Tokbench-Stamps: 1')\n"
     "  --no-stamps           none unless a request asks (the default)\n"
@@ -208,6 +210,10 @@ main(int argc, char **argv)
         fprintf(stderr, "tokbench-sim: %s\n", err);
     } else if (strcmp(a, "--slowdown") == 0) {
       ok = sim_noise_parse_slowdown(&cfg.noise, v, err, sizeof(err));
+      if (!ok)
+        fprintf(stderr, "tokbench-sim: %s\n", err);
+    } else if (strcmp(a, "--throttle") == 0) {
+      ok = sim_power_parse_throttle(&cfg.throttle, v, err, sizeof(err));
       if (!ok)
         fprintf(stderr, "tokbench-sim: %s\n", err);
     } else if (strcmp(a, "--model") == 0) {

@@ -80,6 +80,33 @@ get_grid(const json_t *o, const char *vkey, struct sim_grid *g)
   return true;
 }
 
+/* The power model (sim_power.h): defaults for a profile without one. */
+static bool
+power_of(struct sim_profile *p, const json_t *eng, const json_t *pw, char *err, size_t errlen)
+{
+  json_int_t g = json_integer_value(json_object_get(eng, "gpu_count"));
+  p->gpus = g >= 1 && g <= 64 ? (int)g : 1;
+  p->idle_w = 100;
+  p->j_decode = 0.5;
+  p->j_prefill = 0.01;
+  p->sm_mhz = 1980;
+  if (pw == NULL)
+    return true;
+  const char *k[] = { "idle_w", "j_per_decode_token", "j_per_prefill_token", "sm_clock_mhz" };
+  double *d[] = { &p->idle_w, &p->j_decode, &p->j_prefill, &p->sm_mhz };
+  for (size_t i = 0; i < TB_ARRAY_LEN(k); i++) {
+    const json_t *v = json_object_get(pw, k[i]);
+    if (v == NULL)
+      continue;
+    if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1e6) {
+      snprintf(err, errlen, "profile: power.%s must be a number from 0 to 1e6", k[i]);
+      return false;
+    }
+    *d[i] = json_number_value(v);
+  }
+  return true;
+}
+
 static bool
 from_json(struct sim_profile *p, json_t *root, char *err, size_t errlen)
 {
@@ -119,7 +146,7 @@ from_json(struct sim_profile *p, json_t *root, char *err, size_t errlen)
     return fail(err, errlen, "profile: decode {contexts, batches, step_ms}");
   if (!get_grid(json_object_get(root, "cached_ttft"), "ms", &p->cached))
     return fail(err, errlen, "profile: cached_ttft {contexts, batches, ms}");
-  return true;
+  return power_of(p, eng, json_object_get(root, "power"), err, errlen);
 }
 
 /* Fills p from root (consumed); on failure frees what was filled. */

@@ -43,6 +43,11 @@ struct sim_profile {
   double prefill_tps[SIM_PROFILE_MAX_POINTS];
   struct sim_grid decode;   /* step ms */
   struct sim_grid cached;   /* cached TTFT ms */
+  /* power (sim_power; the profile's optional "power" object) */
+  int gpus;                 /* engine.gpu_count, 1 when absent */
+  double idle_w;            /* per GPU */
+  double j_decode, j_prefill; /* J per token, the whole endpoint */
+  double sm_mhz;            /* SM clock under load */
 };
 
 /* Loads a profile from a JSON file.  false with a message in err (cap

@@ -637,10 +637,23 @@ handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
                                                       (double)cached) /
                                 s->cfg->time_scale));
   json_object_set_new(doc, "spec_k", json_integer(s->cfg->spec_k));
+  sim_power_expected(s->p, doc);
   json_object_set_new(doc, "chunk_interval_ms",
                       json_real(json_number_value(json_object_get(doc, "tbt_ms")) *
                                 s->cfg->spec_k));
   sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+}
+
+/* GET /sim/dcgm/metrics: the GPUs' telemetry as dcgm-exporter serves it
+ * (sim_power.h). */
+static void
+handle_dcgm(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  size_t len = 0;
+  char *text = sim_power_metrics(s, now_ns(), &len);
+  sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len,
+                     r->keep_alive);
+  free(text);
 }
 
 /* GET /sim/noise: what the noise model applies (sim_noise.h). */
@@ -792,6 +805,7 @@ static const struct route routes[] = {
   { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
   { SIM_HTTP_GET, "/sim/requests", F_ALL, handle_requests },
   { SIM_HTTP_GET, "/sim/noise", F_ALL, handle_noise },
+  { SIM_HTTP_GET, "/sim/dcgm/metrics", F_ALL, handle_dcgm },
 };
 
 /* The llama.cpp routes of b11669 only (b6915's POST /props stays 405:

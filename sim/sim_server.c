@@ -246,6 +246,7 @@ sim_server_run(const struct sim_config *cfg)
                       : s->p->engine_version)
                  : cfg->dialect->version;
   s->started_real_s = (double)tb_time_real_us() / 1e6;
+  s->started_ns = s->pw_t = tb_time_mono_ns();
   int64_t bs = s->p->block_size > 0 ? s->p->block_size : 1;
   int64_t nb = s->p->kv_budget / bs;
   s->blocks = sim_cache_new(nb < SIM_CACHE_MAX_BLOCKS ? nb : SIM_CACHE_MAX_BLOCKS);

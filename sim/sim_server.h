@@ -30,6 +30,7 @@
 
 #include "sim_fault.h"
 #include "sim_noise.h"
+#include "sim_power.h"
 #include "sim_profile.h"
 
 /* The engine family a flavour belongs to (routes, auth, ids). */
@@ -78,6 +79,7 @@ struct sim_config {
                                   * X-Tokbench-Stamps: 1) */
   struct sim_fault fault;        /* applied to every generation request */
   struct sim_noise noise;        /* settings: drift, jitter, slowdown */
+  struct sim_throttle throttle;  /* --throttle: clock-event reasons (sim_power) */
   /* A server that gives less (gateways, mocks): low-level switches that
    * flavours may combine. */
   enum sim_metrics metrics;      /* --metrics engine|none|foreign */

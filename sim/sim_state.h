@@ -214,6 +214,11 @@ struct server {
   char model_json[600];        /* the served model name as a JSON string */
   const char *version;         /* the engine version it reports, or NULL */
   double started_real_s;       /* Unix time at start (vLLM 0.10's *_created) */
+  int64_t started_ns;          /* monotonic, at start (sim_power's clock) */
+  /* sim_power's gauge: the energy (J) at the last read it slopes from, and
+   * the power it last gave */
+  int64_t pw_t;
+  double pw_e, pw_w;
   struct stats st;
   struct sim_noise noise;      /* cfg's noise settings and their state */
   /* the decode step's send queue (see the design note at the top) */

@@ -4,6 +4,7 @@
  * parsed by lib/spec/tb_spec (tb_spec_parse, in worker_job.c) against the table
  * the api validated them with; nothing here knows a setting's name.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,13 @@ worker_endpoint_header(const struct tb_queue_endpoint *ep)
   json_object_set_new(e, "engine", eng);
   if (ep->launch_command != NULL)
     json_object_set_new(e, "launch_command", json_string(ep->launch_command));
+  /* issue 26: what the endpoint costs (tb_cost reads these members) */
+  if (json_is_object(ep->gpu))
+    json_object_set_new(e, "gpu", json_deep_copy(ep->gpu));
+  if (isfinite(ep->price_per_hour)) {
+    json_object_set_new(e, "price_per_hour", json_real(ep->price_per_hour));
+    json_object_set_new(e, "currency", json_string(ep->currency ? ep->currency : "USD"));
+  }
   return e;
 }
 

@@ -16,6 +16,7 @@
  */
 #include "db/tb_queue.h"
 
+#include <math.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -558,6 +559,7 @@ tb_queue_load_cells(struct tb_db *db, const char *job_id, json_t **cells)
 static const struct tb_db_stmt load_endpoint_stmt = {
   "tb_queue_load_endpoint",
   "SELECT name, base_url, api_key_sealed, api_key_origin, launch_command, engine_hint, hardware, engine,"
+  "       gpu, price_per_hour, currency, telemetry_url,"
   "       deleted_at IS NOT NULL AS deleted"
   "  FROM endpoints WHERE id = $1::uuid",
 };
@@ -582,6 +584,17 @@ tb_queue_load_endpoint(struct tb_db *db, const char *endpoint_id, struct tb_queu
   ep->hardware = parse_json(r, 0, PQfnumber(r, "hardware"));
   ep->engine = parse_json(r, 0, PQfnumber(r, "engine"));
   ep->deleted = tb_db_bool(r, 0, "deleted");
+  int cg = PQfnumber(r, "gpu"), cp = PQfnumber(r, "price_per_hour");
+  ep->gpu = PQgetisnull(r, 0, cg) ? NULL : parse_json(r, 0, cg);
+  ep->price_per_hour = NAN;
+  if (!PQgetisnull(r, 0, cp)) {
+    char *end = NULL;
+    double v = strtod(PQgetvalue(r, 0, cp), &end);
+    if (end != NULL && *end == '\0' && isfinite(v))
+      ep->price_per_hour = v;
+  }
+  ep->currency = tb_db_dup(r, 0, "currency");
+  ep->telemetry_url = tb_db_dup(r, 0, "telemetry_url");
   PQclear(r);
   return 1;
 }
@@ -601,5 +614,8 @@ tb_queue_endpoint_clear(struct tb_queue_endpoint *ep)
   free(ep->engine_hint);
   json_decref(ep->hardware);
   json_decref(ep->engine);
+  json_decref(ep->gpu);
+  free(ep->currency);
+  free(ep->telemetry_url);
   memset(ep, 0, sizeof *ep);
 }

@@ -170,6 +170,9 @@ struct tb_queue_endpoint {
   char *name, *base_url, *api_key_sealed, *launch_command, *engine_hint;
   char *api_key_origin; /* the origin the key is bound to; NULL: a legacy seal */
   json_t *hardware, *engine; /* new references (objects) */
+  json_t *gpu;               /* {name, count} or NULL (issue 26) */
+  double price_per_hour;     /* NAN: none */
+  char *currency, *telemetry_url;
   bool deleted;
 };
 /* Loads endpoint id.  Returns 1, 0 (no such endpoint) or TB_DB_SOFT /
