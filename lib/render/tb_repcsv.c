@@ -10,6 +10,7 @@
 #include "render/tb_repcsv.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 #include "base/tb_json.h"
 #include "render/tb_cellview.h"
@@ -29,6 +30,8 @@ enum src {
   CHECKS,  /* the cell's self-checks */
   SUMMARY, /* its server series' summary */
   RATE,    /* the cell, when it is a rate cell (else the field is empty) */
+  EFF,     /* its cost and energy (tb_cost's "efficiency"); these columns
+            * are there only when some cell has them (issue 26) */
 };
 
 struct col {
@@ -106,6 +109,13 @@ put_bool(struct tb_render_buf *b, const struct row *r, const json_t *o, const st
 {
   const json_t *v = json_object_get(o, k->key);
   tb_render_puts(b, json_is_true(v) ? "true" : json_is_false(v) ? "false" : "");
+}
+
+/* A member (sub) of an object member (key): {mean, min, max}. */
+static void
+put_sub(struct tb_render_buf *b, const struct row *r, const json_t *o, const struct col *k)
+{
+  tb_render_csv_num(b, tb_json_num(json_object_get(o, k->key), k->sub));
 }
 
 /* The reasons of the cell's failed self-checks. */
@@ -187,18 +197,49 @@ static const struct col cols[] = {
   { "schedule_lag_p99_ms", put_pct, "schedule_lag_ms", "p99", RATE },
   { "users", put_num, "users", NULL, RATE },
   { "avg_in_flight", put_num, "avg_in_flight", NULL, RATE },
+  /* cost and energy (tb_cost) */
+  { "gpus", put_int, "gpus", NULL, EFF },
+  { "tps_per_gpu", put_num, "tps_per_gpu", NULL, EFF },
+  { "currency", put_str, "currency", NULL, EFF },
+  { "cost_per_m_output_tokens", put_num, "cost_per_m_output_tokens", NULL, EFF },
+  { "cost_per_m_output_tokens_ci95_lo", put_ci, "cost_per_m_output_tokens_ci95", "lo", EFF },
+  { "cost_per_m_output_tokens_ci95_hi", put_ci, "cost_per_m_output_tokens_ci95", "hi", EFF },
+  { "cost_per_m_tokens", put_num, "cost_per_m_tokens", NULL, EFF },
+  { "j_per_output_token", put_num, "j_per_output_token", NULL, EFF },
+  { "j_per_output_token_ci95_lo", put_ci, "j_per_output_token_ci95", "lo", EFF },
+  { "j_per_output_token_ci95_hi", put_ci, "j_per_output_token_ci95", "hi", EFF },
+  { "avg_power_w", put_num, "avg_power_w", NULL, EFF },
+  { "energy_source", put_str, "energy_source", NULL, EFF },
+  { "gpu_util_mean_pct", put_sub, "gpu_util_pct", "mean", EFF },
+  { "sm_clock_mean_mhz", put_sub, "sm_clock_mhz", "mean", EFF },
+  { "sm_clock_min_mhz", put_sub, "sm_clock_mhz", "min", EFF },
+  { "gpu_temp_max_c", put_num, "gpu_temp_c_max", NULL, EFF },
+  { "gpu_throttled", put_bool, "gpu_throttled", NULL, CHECKS },
 };
 
+/* Whether a column is written: the cost and energy ones (and the throttle
+ * check) only when the document has them, so that a document without
+ * keeps its CSV as it was. */
+static bool
+col_on(const struct col *k, bool eff)
+{
+  return eff || (k->src != EFF && strcmp(k->name, "gpu_throttled") != 0);
+}
+
 static void
-csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_t conc)
+csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_t conc,
+        bool eff)
 {
   const struct row r = { c, phase, ctx, conc };
   const json_t *from[] = { c, tb_cellview_checks(c), tb_cellview_summary(c),
-                           tb_ratereport_is_rate(c) ? c : NULL };
+                           tb_ratereport_is_rate(c) ? c : NULL,
+                           json_object_get(c, "efficiency") };
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++) {
+    if (!col_on(&cols[i], eff))
+      continue;
     if (i > 0)
       tb_render_puts(b, ",");
-    if (cols[i].src != RATE || from[RATE] != NULL)
+    if ((cols[i].src != RATE && cols[i].src != EFF) || from[cols[i].src] != NULL)
       cols[i].put(b, &r, from[cols[i].src], &cols[i]);
   }
   tb_render_puts(b, "\r\n");
@@ -207,22 +248,26 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
 void
 tb_repcsv_render(struct tb_render_buf *b, const struct tb_repview *v)
 {
+  const json_t *cells = json_object_get(v->doc, "cells");
+  bool eff = false;
+  for (size_t i = 0; i < json_array_size(cells) && !eff; i++)
+    eff = json_object_get(json_array_get(cells, i), "efficiency") != NULL;
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++)
-    tb_render_printf(b, "%s%s", i > 0 ? "," : "", cols[i].name);
+    if (col_on(&cols[i], eff))
+      tb_render_printf(b, "%s%s", i > 0 ? "," : "", cols[i].name);
   tb_render_puts(b, "\r\n");
   for (size_t i = 0; i < v->pctx.n; i++)
     if (v->pcell[i])
-      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1);
+      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1, eff);
   for (size_t r = 0; r < v->dctx.n; r++)
     for (size_t k = 0; k < v->conc.n; k++)
       if (tb_repview_at(v, r, k))
-        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k]);
-  const json_t *cells = json_object_get(v->doc, "cells");
+        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k], eff);
   for (size_t i = 0; i < v->ncells; i++) {
     const json_t *c = json_array_get(cells, i);
     int64_t ctx, conc;
     if (tb_ratereport_is_rate(c) && tb_json_int(c, "context", &ctx) &&
         tb_json_int(c, "concurrency", &conc))
-      csv_row(b, c, 2, ctx, conc); /* a rate cell: its number as concurrency */
+      csv_row(b, c, 2, ctx, conc, eff); /* a rate cell: its number as concurrency */
   }
 }

@@ -3,8 +3,9 @@
  * measurements, one row per cell (prefill, then decode by context and
  * concurrency, then rate cells), RFC 4180 with a header row and CRLF line
  * ends.  The columns are the matrix's figures, the self-checks and server
- * view (tb_cellview) and the rate cells' (tb_ratereport), in that order,
- * from one column table.  tb_report calls it for the format "csv".
+ * view (tb_cellview) and the rate cells' (tb_ratereport), then cost and
+ * energy (tb_cost; only in a document that has them), in that order, from
+ * one column table.  tb_report calls it for the format "csv".
  *
  * Thread-safe: no global state.
  */

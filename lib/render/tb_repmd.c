@@ -5,7 +5,7 @@
  * two-column table, the launch command in a fenced block, the prefill
  * table, the decode matrix (tb_render_md_matrix), all measurements in a
  * <details> block, the server view (tb_cellview) and the rate cells
- * (tb_ratereport).  Every string from the document is escaped
+ * (tb_ratereport), cost and energy (tb_costview).  Every string from the document is escaped
  * (tb_render_md); the launch command is fenced instead.
  */
 #include "render/tb_repmd.h"
@@ -15,6 +15,7 @@
 
 #include "base/tb_json.h"
 #include "render/tb_cellview.h"
+#include "render/tb_costview.h"
 #include "render/tb_ratereport.h"
 #include "render/tb_verdictview.h"
 
@@ -180,4 +181,5 @@ tb_repmd_render(struct tb_render_buf *b, const struct tb_repview *v)
     tb_repview_cellview_rows(b, v, tb_cellview_md_row);
   }
   tb_ratereport_md(b, v->doc);
+  tb_costview_md(b, v->doc);
 }

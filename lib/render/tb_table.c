@@ -17,6 +17,7 @@
 
 #include "base/tb_json.h"
 #include "render/tb_ratereport.h"
+#include "render/tb_costview.h"
 #include "base/tb_redact.h"
 #include "render/tb_render.h"
 #include "result/tb_checks.h"
@@ -240,6 +241,7 @@ tb_table_print(FILE *f, const json_t *doc)
   }
   if (!matrix && tb_ratereport_any(doc)) { /* rate cells alone */
     tb_ratereport_print(f, doc);
+    tb_costview_print(f, doc);
     return;
   }
   fprintf(f, "\nPrefill\n| Context | Prompt tokens | Prompt tok/s | TTFT |\n"
@@ -278,6 +280,7 @@ tb_table_print(FILE *f, const json_t *doc)
       all_row(f, c);
   }
   tb_ratereport_print(f, doc);
+  tb_costview_print(f, doc);
 }
 
 void
@@ -293,6 +296,7 @@ tb_table_cell_line(FILE *f, const json_t *cell)
     pm(cell, "total_tps", "total_tps_ci95", 1, e, sizeof e);
     fprintf(f, " %.1f%s tok/s, TTFT %.0f ms", tb_json_num(cell, "total_tps"), e,
             p50(cell, "ttft_ms"));
+    tb_costview_cell_line(f, cell);
   }
   else if (strcmp(st, "valid") == 0 && tb_ratereport_is_rate(cell))
     tb_ratereport_cell_line(f, cell);

@@ -15,6 +15,7 @@
 
 #include "base/tb_json.h"
 #include "result/tb_checks.h"
+#include "result/tb_cost.h"
 
 static const char *const doc_statuses[] = { "complete", "partial", "failed",
                                             "cancelled", "running", "queued" };
@@ -556,6 +557,12 @@ tb_result_header_new(const struct tb_result_header *hd)
     json_decref(pv);
   }
   json_object_set_new(h, "capacity", cap);
+  struct tb_cost_price price;
+  if (json_object_get(ep, "price_per_hour") != NULL || json_object_get(ep, "gpu") != NULL ||
+      hd->telemetry) {
+    (void)tb_cost_price_of(ep, &price);
+    json_object_set_new(h, "cost", tb_cost_header(&price, hd->telemetry));
+  }
   json_t *st = json_object();
   json_object_set_new(st, "contexts", int_list(hd->contexts, hd->n_contexts));
   json_object_set_new(st, "concurrency",

@@ -11,7 +11,8 @@
  *   capacity {kv_budget_tokens, source, max_running_requests, metrics},
  *   settings {contexts, concurrency, prefill_contexts, duration_s,
  *             max_output, settle_s, decode_test, prefill_mode},
- *   status (TB_RESULT_DOC_STATUSES), error, cells [].
+ *   cost (tb_cost_header; only when the endpoint has a price, a gpu or
+ *   telemetry), status (TB_RESULT_DOC_STATUSES), error, cells [].
  * A cell: phase "prefill"|"decode"|"rate" (tb_rate.h), context, context_label ("8K"),
  *   concurrency (1 for prefill), status (TB_RESULT_CELL_STATUSES), reason
  *   (every status but valid), and the figures of METHOD.md, each valid one
@@ -151,6 +152,7 @@ struct tb_result_header {
   double duration_s, settle_s;
   int64_t max_output;
   unsigned repeats;           /* measurements per cell; 0 is taken as 1 */
+  bool telemetry;             /* the endpoint's GPU telemetry is read (issue 26) */
 };
 /* A new document holding the header. */
 json_t *tb_result_header_new(const struct tb_result_header *h) TB_MUST_CHECK;

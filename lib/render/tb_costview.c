@@ -1,0 +1,233 @@
+/*
+ * tb_costview: a result's cost and energy.  See tb_costview.h.
+ */
+#include "render/tb_costview.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tb_json.h"
+
+#define NCOL 12
+#define COLW 64
+
+static const char *const heads[NCOL] = {
+  "Phase", "Context", "Requests at once", "tok/s per GPU", "Cost per M output tokens",
+  "Cost per M tokens", "J per output token", "Average W", "Energy from", "GPU util",
+  "SM clock", "Throttled",
+};
+
+bool
+tb_costview_any(const json_t *doc)
+{
+  size_t i;
+  const json_t *c;
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    if (json_is_object(json_object_get(c, "efficiency")))
+      return true;
+  }
+  return false;
+}
+
+/* v with 3 significant digits, or a dash. */
+static void
+fmt3(double v, char *buf, size_t len)
+{
+  if (!isfinite(v))
+    snprintf(buf, len, TB_RENDER_DASH);
+  else if (fabs(v) >= 100)
+    snprintf(buf, len, "%.0f", v);
+  else if (fabs(v) >= 10)
+    snprintf(buf, len, "%.1f", v);
+  else if (fabs(v) >= 1)
+    snprintf(buf, len, "%.2f", v);
+  else
+    snprintf(buf, len, "%.3g", v);
+}
+
+/* "v [lo, hi]" of a figure and its interval. */
+static void
+fmt_ci(const json_t *ef, const char *fig, const char *unit, char *buf, size_t len)
+{
+  char v[24], lo[24], hi[24];
+  fmt3(tb_json_num(ef, fig), v, sizeof v);
+  char key[96];
+  snprintf(key, sizeof key, "%s_ci95", fig);
+  const json_t *ci = json_object_get(ef, key);
+  if (!isfinite(tb_json_num(ef, fig)) || !json_is_array(ci)) {
+    snprintf(buf, len, "%s%s%s", v, isfinite(tb_json_num(ef, fig)) ? " " : "",
+             isfinite(tb_json_num(ef, fig)) ? unit : "");
+    return;
+  }
+  const json_t *l = json_array_get(ci, 0), *h = json_array_get(ci, 1);
+  fmt3(json_is_number(l) ? json_number_value(l) : NAN, lo, sizeof lo);
+  fmt3(json_is_number(h) ? json_number_value(h) : NAN, hi, sizeof hi);
+  snprintf(buf, len, "%s %s [%s, %s]", v, unit, lo, hi);
+}
+
+/* The row of one cell; false when it has no figures. */
+static bool
+row_texts(const json_t *c, char t[NCOL][COLW])
+{
+  const json_t *ef = json_object_get(c, "efficiency");
+  if (!json_is_object(ef))
+    return false;
+  const char *cur = tb_json_str(ef, "currency");
+  snprintf(t[0], COLW, "%s", tb_json_str(c, "phase") ? tb_json_str(c, "phase") : "");
+  int64_t x = 0;
+  if (tb_json_int(c, "context", &x))
+    tb_format_tokens(x, t[1], COLW);
+  else
+    snprintf(t[1], COLW, TB_RENDER_DASH);
+  snprintf(t[2], COLW, "%" PRId64, tb_json_int(c, "concurrency", &x) ? x : 0);
+  fmt3(tb_json_num(ef, "tps_per_gpu"), t[3], COLW);
+  fmt_ci(ef, "cost_per_m_output_tokens", cur ? cur : "", t[4], COLW);
+  char v[24];
+  fmt3(tb_json_num(ef, "cost_per_m_tokens"), v, sizeof v);
+  snprintf(t[5], COLW, "%s%s%s", v, cur && isfinite(tb_json_num(ef, "cost_per_m_tokens"))
+                                       ? " " : "",
+           cur && isfinite(tb_json_num(ef, "cost_per_m_tokens")) ? cur : "");
+  fmt_ci(ef, "j_per_output_token", "J", t[6], COLW);
+  fmt3(tb_json_num(ef, "avg_power_w"), t[7], COLW);
+  const char *src = tb_json_str(ef, "energy_source");
+  snprintf(t[8], COLW, "%s", src == NULL ? TB_RENDER_DASH
+                             : strcmp(src, "energy_counter") == 0 ? "energy counter"
+                                                                   : "power gauge");
+  double u = tb_json_num(json_object_get(ef, "gpu_util_pct"), "mean");
+  if (isfinite(u))
+    snprintf(t[9], COLW, "%.0f%%", u);
+  else
+    snprintf(t[9], COLW, TB_RENDER_DASH);
+  const json_t *sm = json_object_get(ef, "sm_clock_mhz");
+  if (json_is_object(sm))
+    snprintf(t[10], COLW, "%.0f MHz (min %.0f)", tb_json_num(sm, "mean"),
+             tb_json_num(sm, "min"));
+  else
+    snprintf(t[10], COLW, TB_RENDER_DASH);
+  const json_t *thr = json_object_get(json_object_get(c, "checks"), "gpu_throttled");
+  const json_t *rs = json_object_get(ef, "clock_event_reasons");
+  if (json_is_true(thr))
+    snprintf(t[11], COLW, "yes: %s", json_is_array(rs) && json_array_size(rs) > 0
+                                       ? json_string_value(json_array_get(rs, 0)) : "?");
+  else
+    snprintf(t[11], COLW, "%s", json_is_false(thr) ? "no" : TB_RENDER_DASH);
+  return true;
+}
+
+static const char intro[] =
+  "Money over the window's wall time at the endpoint's price; energy from the GPUs' "
+  "telemetry over the same window. Intervals follow total tok/s's.";
+
+static void
+md_rows(struct tb_render_buf *b, const json_t *doc, bool md)
+{
+  size_t i;
+  const json_t *c;
+  char t[NCOL][COLW];
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    if (!row_texts(c, t))
+      continue;
+    tb_render_puts(b, "|");
+    for (int k = 0; k < NCOL; k++) {
+      tb_render_puts(b, " ");
+      if (md)
+        tb_render_md(b, t[k]);
+      else
+        tb_render_puts(b, t[k]);
+      tb_render_puts(b, " |");
+    }
+    tb_render_puts(b, "\n");
+  }
+}
+
+static void
+md_head(struct tb_render_buf *b, const json_t *doc)
+{
+  const json_t *cost = json_object_get(doc, "cost");
+  tb_render_printf(b, "\n### Cost and energy\n\n%s", intro);
+  if (json_is_object(cost)) {
+    const json_t *g = json_object_get(cost, "gpu");
+    char price[32];
+    fmt3(tb_json_num(cost, "price_per_hour"), price, sizeof price);
+    tb_render_printf(b, " Price: %s %s per hour; GPUs: %" PRId64 " %s.", price,
+                     tb_json_str(cost, "currency") ? tb_json_str(cost, "currency") : "",
+                     (int64_t)json_integer_value(json_object_get(g, "count")),
+                     tb_json_str(g, "name") ? tb_json_str(g, "name") : "");
+  }
+  tb_render_puts(b, "\n\n|");
+  for (int k = 0; k < NCOL; k++)
+    tb_render_printf(b, " %s |", heads[k]);
+  tb_render_puts(b, "\n|");
+  for (int k = 0; k < NCOL; k++)
+    tb_render_puts(b, k < 1 || k == 8 || k == 11 ? "---|" : "---:|");
+  tb_render_puts(b, "\n");
+}
+
+void
+tb_costview_md(struct tb_render_buf *b, const json_t *doc)
+{
+  if (!tb_costview_any(doc))
+    return;
+  md_head(b, doc);
+  md_rows(b, doc, true);
+}
+
+void
+tb_costview_html(struct tb_render_buf *b, const json_t *doc)
+{
+  if (!tb_costview_any(doc))
+    return;
+  tb_render_printf(b, "<h2>Cost and energy</h2><p class=\"muted\">%s</p><div class=\"scroll\">"
+                      "<table id=\"cost\"><tr>", intro);
+  for (int k = 0; k < NCOL; k++)
+    tb_render_printf(b, "<th%s>%s</th>", k == 0 || k == 8 || k == 11 ? " class=\"l\"" : "",
+                     heads[k]);
+  tb_render_puts(b, "</tr>\n");
+  size_t i;
+  const json_t *c;
+  char t[NCOL][COLW];
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    if (!row_texts(c, t))
+      continue;
+    tb_render_puts(b, "<tr>");
+    for (int k = 0; k < NCOL; k++) {
+      tb_render_printf(b, "<td%s>", k == 0 || k == 8 || k == 11 ? " class=\"l\"" : "");
+      tb_render_html(b, t[k]);
+      tb_render_puts(b, "</td>");
+    }
+    tb_render_puts(b, "</tr>\n");
+  }
+  tb_render_puts(b, "</table></div>\n");
+}
+
+void
+tb_costview_print(FILE *f, const json_t *doc)
+{
+  if (!tb_costview_any(doc))
+    return;
+  struct tb_render_buf b = { 0 };
+  md_head(&b, doc);
+  md_rows(&b, doc, false);
+  char *err = NULL;
+  size_t len = 0;
+  char *text = tb_render_finish(&b, &len, &err);
+  if (text != NULL)
+    fwrite(text, 1, len, f);
+  free(text);
+  free(err);
+}
+
+void
+tb_costview_cell_line(FILE *f, const json_t *cell)
+{
+  const json_t *ef = json_object_get(cell, "efficiency");
+  double j = tb_json_num(ef, "j_per_output_token");
+  double m = tb_json_num(ef, "cost_per_m_output_tokens");
+  if (isfinite(j))
+    fprintf(f, " · %.3g J/tok", j);
+  if (isfinite(m))
+    fprintf(f, " · %.3g %s/M out", m, tb_json_str(ef, "currency") ? tb_json_str(ef, "currency")
+                                                                  : "");
+}
