@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "result/tb_cost.h"
 #include "api_handlers.h"
 #include "api_jobs.h"
 #include "api_report.h"
@@ -55,6 +56,8 @@ tb_api_results_import(struct tb_api_req *r)
                                        "detail", err));
     goto out;
   }
+  /* issue 26: an import's price and GPUs come from its labels */
+  (void)tb_cost_apply_labels(doc, json_is_object(labels) ? labels : NULL);
   spec = json_pack("{s:b, s:s}", "imported", 1, "source",
                    src == TB_IMPORT_LLM_INFERENCE_BENCH ? "llm-inference-bench" : "tokbench");
   char job_id[TB_API_ID_LEN + 1];

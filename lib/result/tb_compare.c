@@ -27,6 +27,25 @@ static const struct tb_compare_metric metrics[] = {
   { .name = "tbt_p50_ms", .phase = "decode", .label = "Time between tokens (median)", .higher_better = false },
 };
 
+/* Cost and energy (issue 26, tb_cost): compared where either side has
+ * them, never a regression of their own. */
+static const struct tb_compare_metric eff_metrics[] = {
+  { .name = "cost_per_m_output_tokens", .phase = "decode", .label = "Cost per M output tokens",
+    .higher_better = false },
+  { .name = "cost_per_m_tokens", .phase = "decode", .label = "Cost per M tokens",
+    .higher_better = false },
+  { .name = "j_per_output_token", .phase = "decode", .label = "J per output token",
+    .higher_better = false },
+  { .name = "tps_per_gpu", .phase = "decode", .label = "tok/s per GPU", .higher_better = true },
+};
+
+const struct tb_compare_metric *
+tb_compare_eff_metrics(size_t *n)
+{
+  *n = TB_ARRAY_LEN(eff_metrics);
+  return eff_metrics;
+}
+
 const struct tb_compare_metric *
 tb_compare_metrics(size_t *n)
 {
@@ -226,6 +245,52 @@ label_of(int64_t ctx, char *buf, size_t len)
   tb_format_tokens(ctx, buf, len);
 }
 
+/* "better", "worse" or "same" of head against base by their 95% intervals
+ * (disjoint intervals only), null without both. */
+static json_t *
+ci_verdict(const json_t *bc, const json_t *hc, const struct tb_compare_metric *m)
+{
+  char key[96];
+  snprintf(key, sizeof key, "%s_ci95", m->name);
+  const json_t *b = json_object_get(json_object_get(bc, "efficiency"), key);
+  const json_t *h = json_object_get(json_object_get(hc, "efficiency"), key);
+  if (!json_is_array(b) || !json_is_array(h))
+    return json_null();
+  double bl = num(json_array_get(b, 0)), bh = num(json_array_get(b, 1));
+  double hl = num(json_array_get(h, 0)), hh = num(json_array_get(h, 1));
+  if (!isfinite(bl) || !isfinite(bh) || !isfinite(hl) || !isfinite(hh))
+    return json_null();
+  bool lower = hh < bl, higher = hl > bh;
+  if (!lower && !higher)
+    return json_string("same");
+  return json_string(lower == !m->higher_better ? "better" : "worse");
+}
+
+/* The cell's efficiency comparison (NULL when neither side has one); the
+ * ratios into eff_ratios for the summary. */
+static json_t *
+eff_compare(const json_t *bc, const json_t *hc, bool bv, bool hv, double **eff_ratios,
+            size_t *neff)
+{
+  json_t *o = NULL;
+  for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++) {
+    const char *n = eff_metrics[m].name;
+    double b = bv ? num(json_object_get(json_object_get(bc, "efficiency"), n)) : NAN;
+    double h = hv ? num(json_object_get(json_object_get(hc, "efficiency"), n)) : NAN;
+    if (!isfinite(b) && !isfinite(h))
+      continue;
+    double r = (isfinite(b) && isfinite(h) && b > 0 && h > 0) ? h / b : NAN;
+    if (o == NULL)
+      o = json_object();
+    json_object_set_new(o, n, json_pack("{s:o, s:o, s:o, s:o}", "base", jnum(b), "head",
+                                        jnum(h), "ratio", jnum(r), "by_interval",
+                                        ci_verdict(bc, hc, &eff_metrics[m])));
+    if (isfinite(r))
+      eff_ratios[m][neff[m]++] = r;
+  }
+  return o;
+}
+
 json_t *
 tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
 {
@@ -239,6 +304,9 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
   struct key *all = NULL;
   double *ratios[TB_ARRAY_LEN(metrics)] = { 0 };
   size_t nratio[TB_ARRAY_LEN(metrics)] = { 0 };
+  double *eff_ratios[TB_ARRAY_LEN(eff_metrics)] = { 0 };
+  size_t neff[TB_ARRAY_LEN(eff_metrics)] = { 0 };
+  bool any_eff = false;
 
   if (!build_idx(base, &bi, err, "base") || !build_idx(head, &hi, err, "head"))
     goto out;
@@ -257,6 +325,8 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
   }
   for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
     ratios[m] = tb_xcalloc(na + 1, sizeof(double));
+  for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++)
+    eff_ratios[m] = tb_xcalloc(na + 1, sizeof(double));
 
   json_t *cells = json_array();
   json_t *regs = json_array();
@@ -311,6 +381,11 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
                             "lost");
       json_array_append_new(regs, g);
     }
+    json_t *eo = all[k].phase ? eff_compare(bc, hc, bv, hv, eff_ratios, neff) : NULL;
+    if (eo != NULL) {
+      json_object_set_new(c, "efficiency", eo);
+      any_eff = true;
+    }
     json_array_append_new(cells, c);
   }
 
@@ -321,6 +396,17 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
                                   jnum(tb_compare_geomean(ratios[m], nratio[m])),
                                   "cells", (json_int_t)nratio[m], "better",
                                   metrics[m].higher_better ? "higher" : "lower"));
+
+  if (any_eff) {
+    json_t *es = json_object();
+    for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++)
+      json_object_set_new(es, eff_metrics[m].name,
+                          json_pack("{s:o, s:I, s:s}", "geomean",
+                                    jnum(tb_compare_geomean(eff_ratios[m], neff[m])), "cells",
+                                    (json_int_t)neff[m], "better",
+                                    eff_metrics[m].higher_better ? "higher" : "lower"));
+    json_object_set_new(sum, "efficiency", es);
+  }
 
   out = json_object();
   json_object_set_new(out, "schema", json_string(TB_COMPARE_SCHEMA));
@@ -335,6 +421,8 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
 out:
   for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
     free(ratios[m]);
+  for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++)
+    free(eff_ratios[m]);
   free(all);
   free(bi.k);
   free(hi.k);

@@ -30,6 +30,17 @@
  *
  * Metrics: decode total_tps (higher is better), ttft_p50_ms and tbt_p50_ms
  * (lower); prefill prompt_tps (higher) and ttft_ms (lower).
+ *
+ * Cost and energy (issue 26; tb_cost's `efficiency` of a cell): a decode or
+ * rate cell where either side has them gets
+ *   efficiency  { name: { base, head, ratio, by_interval } } for
+ *               tb_compare_eff_metrics() (cost_per_m_output_tokens,
+ *               cost_per_m_tokens, j_per_output_token: lower is better, a
+ *               cheaper configuration is a better one; tps_per_gpu: higher);
+ *               by_interval "better" / "worse" when the two 95% intervals
+ *               are disjoint, "same" when they overlap, null without both
+ * and summary.efficiency { name: { geomean, cells, better } }; neither is
+ * there when no cell has them, and they make no regression.
  */
 #ifndef TB_COMPARE_H
 #define TB_COMPARE_H
@@ -54,6 +65,8 @@ struct tb_compare_metric {
 
 /* The metric table (static), and its length in *n. */
 const struct tb_compare_metric *tb_compare_metrics(size_t *n);
+/* The cost and energy metrics (static), and their length in *n. */
+const struct tb_compare_metric *tb_compare_eff_metrics(size_t *n);
 
 /*
  * Compares head against base (both borrowed result documents).  tolerance is

@@ -446,6 +446,22 @@ tb_cost_cell(json_t *cell, const struct tb_cost_price *p, const struct tb_cost_e
     throttle_check(cell, e);
 }
 
+bool
+tb_cost_apply_labels(json_t *doc, const json_t *labels)
+{
+  struct tb_cost_price p;
+  if (json_object_get(doc, "cost") != NULL || !tb_cost_price_of_labels(labels, &p))
+    return false;
+  json_object_set_new(doc, "cost", tb_cost_header(&p, false));
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    if (json_object_get(c, "efficiency") == NULL)
+      tb_cost_cell(c, &p, NULL);
+  }
+  return true;
+}
+
 double
 tb_cost_figure(const json_t *cell, const char *name)
 {

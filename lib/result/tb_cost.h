@@ -124,6 +124,15 @@ const char *tb_cost_reasons_text(uint64_t reasons, char *buf, size_t len);
  */
 void tb_cost_cell(json_t *cell, const struct tb_cost_price *p, const struct tb_cost_energy *e);
 
+/*
+ * An imported document (doc, edited) priced from its job's labels
+ * (tb_cost_price_of_labels): when they give a price or a GPU count and the
+ * document has no "cost" yet, sets it (telemetry null) and adds the money
+ * and per-GPU figures to every valid decode and rate cell without
+ * `efficiency`.  Returns whether it did.
+ */
+bool tb_cost_apply_labels(json_t *doc, const json_t *labels);
+
 /* A cell's figure at path "efficiency.<name>" as a number; NAN when absent. */
 double tb_cost_figure(const json_t *cell, const char *name);
 

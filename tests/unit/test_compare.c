@@ -240,6 +240,59 @@ test_bad_input(void **state)
   json_decref(b);
 }
 
+/* Cost and energy (issue 26): compared where a side has them, lower
+ * cost is better, disjoint intervals decide; no regression of their own;
+ * a document without them gets neither member. */
+static void
+test_efficiency(void **state)
+{
+  const char *bt = "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"cells\":["
+                   "{\"phase\":\"decode\",\"context\":1024,\"concurrency\":4,"
+                   "\"status\":\"valid\",\"total_tps\":1000,\"efficiency\":{"
+                   "\"cost_per_m_output_tokens\":10,\"cost_per_m_output_tokens_ci95\":[9,11],"
+                   "\"j_per_output_token\":0.8,\"j_per_output_token_ci95\":[0.7,0.9]}}]}";
+  const char *ht = "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"cells\":["
+                   "{\"phase\":\"decode\",\"context\":1024,\"concurrency\":4,"
+                   "\"status\":\"valid\",\"total_tps\":1000,\"efficiency\":{"
+                   "\"cost_per_m_output_tokens\":5,\"cost_per_m_output_tokens_ci95\":[4.5,5.5],"
+                   "\"j_per_output_token\":0.85,\"j_per_output_token_ci95\":[0.75,0.95]}}]}";
+  json_t *b = json_loads(bt, 0, NULL), *h = json_loads(ht, 0, NULL);
+  assert_non_null(b);
+  assert_non_null(h);
+  char *err = NULL;
+  json_t *cmp = tb_compare(b, h, 0.05, &err);
+  assert_non_null(cmp);
+  const json_t *e = json_object_get(json_array_get(json_object_get(cmp, "cells"), 0),
+                                    "efficiency");
+  const json_t *c = json_object_get(e, "cost_per_m_output_tokens");
+  assert_true(json_number_value(json_object_get(c, "ratio")) == 0.5);
+  assert_string_equal(json_string_value(json_object_get(c, "by_interval")), "better");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(e, "j_per_output_token"),
+                                                        "by_interval")), "same");
+  assert_null(json_object_get(e, "tps_per_gpu")); /* neither side has it */
+  const json_t *s = json_object_get(json_object_get(json_object_get(cmp, "summary"),
+                                                    "efficiency"), "cost_per_m_output_tokens");
+  assert_string_equal(json_string_value(json_object_get(s, "better")), "lower");
+  assert_int_equal(json_integer_value(json_object_get(s, "cells")), 1);
+  /* the J/token rose 6%: no regression is made of it */
+  assert_true(json_is_false(json_object_get(cmp, "regressed")));
+  json_decref(cmp);
+  /* swapped: the head costs twice as much, "worse" */
+  cmp = tb_compare(h, b, 0.05, &err);
+  e = json_object_get(json_array_get(json_object_get(cmp, "cells"), 0), "efficiency");
+  assert_string_equal(json_string_value(json_object_get(json_object_get(
+                        e, "cost_per_m_output_tokens"), "by_interval")), "worse");
+  json_decref(cmp);
+  /* without efficiency: no member at all */
+  json_object_del(json_array_get(json_object_get(b, "cells"), 0), "efficiency");
+  cmp = tb_compare(b, b, 0.05, &err);
+  assert_null(json_object_get(json_array_get(json_object_get(cmp, "cells"), 0), "efficiency"));
+  assert_null(json_object_get(json_object_get(cmp, "summary"), "efficiency"));
+  json_decref(cmp);
+  json_decref(b);
+  json_decref(h);
+}
+
 int
 main(void)
 {
@@ -248,6 +301,7 @@ main(void)
     cmocka_unit_test(test_ratios_and_marks),
     cmocka_unit_test(test_thresholds),
     cmocka_unit_test(test_bad_input),
+    cmocka_unit_test(test_efficiency),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

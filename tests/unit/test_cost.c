@@ -220,6 +220,31 @@ test_cell(void **state)
   json_decref(cell);
 }
 
+/* An import priced from its job's labels. */
+static void
+test_labels_apply(void **state)
+{
+  json_t *doc = json_pack("{s:[o]}", "cells", decode_cell());
+  json_t *l = json_pack("{s:s, s:s}", "price_per_hour", "3.6", "gpu_count", "4");
+  assert_true(tb_cost_apply_labels(doc, l));
+  const json_t *cost = json_object_get(doc, "cost");
+  assert_true(json_number_value(json_object_get(cost, "price_per_hour")) == 3.6);
+  assert_true(json_is_null(json_object_get(cost, "telemetry")));
+  const json_t *c = json_array_get(json_object_get(doc, "cells"), 0);
+  assert_true(fabs(tb_cost_figure(c, "cost_per_m_output_tokens") - 1.0) < 1e-9);
+  assert_true(fabs(tb_cost_figure(c, "tps_per_gpu") - 250) < 1e-9);
+  assert_true(isnan(tb_cost_figure(c, "j_per_output_token")));
+  /* once priced, never again; no price in the labels: nothing */
+  assert_false(tb_cost_apply_labels(doc, l));
+  json_decref(l);
+  json_object_del(doc, "cost");
+  l = json_pack("{s:s}", "team", "x");
+  assert_false(tb_cost_apply_labels(doc, l));
+  assert_false(tb_cost_apply_labels(doc, NULL));
+  json_decref(l);
+  json_decref(doc);
+}
+
 int
 main(void)
 {
@@ -229,6 +254,7 @@ main(void)
     cmocka_unit_test(test_window_gauge),
     cmocka_unit_test(test_reasons),
     cmocka_unit_test(test_cell),
+    cmocka_unit_test(test_labels_apply),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
