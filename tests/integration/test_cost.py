@@ -1,0 +1,206 @@
+"""Cost and energy per token (issue 26): an endpoint's gpu, price_per_hour,
+currency and telemetry_url (sql/0012_endpoint_cost.sql, service/api_spec.c),
+stored, returned, changed and refused; an import priced from its labels
+(tb_cost_apply_labels); tokbench-sim's dcgm-exporter-shaped telemetry
+(sim/sim_power.c) against its own model; and jobs against the simulator with
+telemetry: J per output token and cost per million tokens held to the
+simulator's truth (/sim/expected's power) within 2%, an injected throttle
+flagged (lib/result/tb_cost.c, lib/engine/tb_telemetry.c).
+
+The truth of a decode window: the simulator's energy is idle_w x gpus x
+seconds + j_per_decode_token x tokens generated + j_per_prefill_token x
+prompt tokens prefilled (prefix-cache hits excluded), so over a window of
+measured_s seconds in which the client counted output_tokens (the server
+generated as many, to a chunk per stream at the window's edges) and
+prefilled no cold prompt (the scout warmed the prompt), J per output token
+is j_per_decode_token + idle_w x measured_s / output_tokens.
+"""
+import json
+import os
+import re
+import subprocess
+import time
+
+import harness
+from harness import http, wait_until
+
+MASTER = "7c" * 32
+FIX = os.path.join(harness.ROOT, "tests", "fixtures")
+SPEC = {"contexts": [512], "concurrency": [2, 8], "prefill_contexts": [],
+        "duration_s": 3, "settle_s": 0.2, "max_output": 4096}
+
+STATE = {}
+
+
+def setup(ctx):
+    if STATE:
+        return STATE
+    pg = ctx.postgres()
+    port = harness.free_port()
+    api = ctx.process("tokbench-api", [], env={
+        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+        "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0"})
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    keys = []
+    for p in ("cost-a", "cost-b"):
+        r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", p, "--admin"],
+                           env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        keys.append(r.stdout.strip())
+    STATE.update(pg=pg, base=base, key=keys[0], other=keys[1], api=api, _ctx=ctx)
+    return STATE
+
+
+def call(s, method, path, body=None, key=None, timeout=10):
+    st, h, data = http(method, s["base"] + path, body,
+                       {"Authorization": "Bearer " + (key or s["key"])}, timeout)
+    return st, (json.loads(data) if data else None)
+
+
+def worker(s):
+    if "worker" not in s:
+        s["worker"] = s["_ctx"].process("tokbench-worker", [], env={
+            "TOKBENCH_DATABASE_URL": s["pg"].url, "TOKBENCH_MASTER_KEY": MASTER,
+            "TOKBENCH_WORKER_ID": "w-cost", "TOKBENCH_LEASE_S": "15",
+            "TOKBENCH_HEARTBEAT_S": "2"})
+        wait_until(lambda: '"msg":"worker ready"' in s["worker"].output(), 20,
+                   what="worker ready")
+    return s["worker"]
+
+
+def test_endpoint_cost_fields(ctx):
+    s = setup(ctx)
+    body = {"name": "h200", "base_url": "http://127.0.0.1:9",
+            "gpu": {"name": "H200", "count": 2}, "price_per_hour": 7.5, "currency": "EUR",
+            "telemetry_url": "http://127.0.0.1:9400/metrics"}
+    st, ep = call(s, "POST", "/v1/endpoints", body)
+    assert st == 201, ep
+    assert ep["gpu"] == {"name": "H200", "count": 2}
+    assert ep["price_per_hour"] == 7.5 and ep["currency"] == "EUR"
+    assert ep["telemetry_url"] == "http://127.0.0.1:9400/metrics"
+    st, one = call(s, "GET", "/v1/endpoints/" + ep["id"])
+    assert st == 200 and one["price_per_hour"] == 7.5 and one["gpu"]["count"] == 2
+    # another project does not see it
+    st, _ = call(s, "GET", "/v1/endpoints/" + ep["id"], key=s["other"])
+    assert st == 404
+    # a patch changes what it names; null clears
+    st, pt = call(s, "PATCH", "/v1/endpoints/" + ep["id"], {"price_per_hour": 9})
+    assert st == 200 and pt["price_per_hour"] == 9 and pt["currency"] == "EUR", pt
+    st, pt = call(s, "PATCH", "/v1/endpoints/" + ep["id"],
+                  {"gpu": None, "currency": None, "telemetry_url": None})
+    assert st == 200, pt
+    assert pt["gpu"] is None and pt["currency"] is None and pt["telemetry_url"] is None
+    assert pt["price_per_hour"] == 9
+    # bad values are named
+    for bad, field in (({"price_per_hour": -1}, "price_per_hour"),
+                       ({"currency": "usd"}, "currency"), ({"currency": "EURO"}, "currency"),
+                       ({"gpu": {"name": "x", "count": 0}}, "gpu.count"),
+                       ({"gpu": {"name": "x", "cores": 3}}, "gpu.cores"),
+                       ({"telemetry_url": "file:///etc/passwd"}, "telemetry_url")):
+        st, p = call(s, "PATCH", "/v1/endpoints/" + ep["id"], bad)
+        assert st == 422, (bad, p)
+        assert any(e["field"] == field for e in p["errors"]), (bad, p)
+
+
+def test_telemetry_url_under_the_egress_policy(ctx):
+    """The api with its default egress policy refuses a loopback
+    telemetry_url as it refuses such a base_url."""
+    pg = ctx.postgres(fresh=True)
+    port = harness.free_port()
+    api = ctx.process("tokbench-api", [], env={
+        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+        "TOKBENCH_RATE_LIMIT": "0", "TOKBENCH_EGRESS_ALLOW": ""})
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "eg", "--admin"],
+                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
+                       text=True, timeout=60)
+    key = r.stdout.strip()
+    st, h, data = http("POST", base + "/v1/endpoints",
+                       {"name": "e", "base_url": "https://gpu.example.com",
+                        "telemetry_url": "http://127.0.0.1:9400/metrics"},
+                       {"Authorization": "Bearer " + key})
+    p = json.loads(data)
+    assert st == 422 and "telemetry_url" in p["detail"], p
+    assert p["errors"][0]["field"] == "telemetry_url"
+
+
+def test_import_priced_from_labels(ctx):
+    s = setup(ctx)
+    st, ep = call(s, "POST", "/v1/endpoints", {"name": "imp", "base_url": "http://127.0.0.1:9"})
+    assert st == 201
+    with open(os.path.join(FIX, "llm_inference_bench_vllm.json")) as f:
+        doc = json.load(f)
+    st, r = call(s, "POST", "/v1/results", {
+        "endpoint_id": ep["id"], "result": doc,
+        "labels": {"gpu": "H200", "gpu_count": "2", "price_per_hour": "7.2", "currency": "USD"}})
+    assert st == 201, r
+    st, res = call(s, "GET", "/v1/jobs/%s/result" % r["job_id"])
+    assert res["cost"]["price_per_hour"] == 7.2 and res["cost"]["gpu"]["count"] == 2
+    n = 0
+    for c in res["cells"]:
+        if c["phase"] != "decode" or c["status"] != "valid":
+            assert "efficiency" not in c
+            continue
+        e = c["efficiency"]
+        want = 7.2 * c["measured_s"] / 3600 / c["output_tokens"] * 1e6
+        assert abs(e["cost_per_m_output_tokens"] - want) <= 1e-9 * want, (e, want)
+        assert abs(e["tps_per_gpu"] - c["total_tps"] / 2) < 1e-9
+        n += 1
+    assert n > 10
+    # the report carries the section; the CSV its columns
+    st, h, md = http("GET", s["base"] + "/v1/jobs/%s/report?format=md" % r["job_id"], None,
+                     {"Authorization": "Bearer " + s["key"]})
+    assert st == 200 and b"### Cost and energy" in md
+    st, h, csv = http("GET", s["base"] + "/v1/jobs/%s/report?format=csv" % r["job_id"], None,
+                      {"Authorization": "Bearer " + s["key"]})
+    head = csv.split(b"\r\n")[0].split(b",")
+    assert b"cost_per_m_output_tokens" in head and b"j_per_output_token" in head
+    # without labels: no cost, no columns (the CSV as it was)
+    st, r2 = call(s, "POST", "/v1/results", {"endpoint_id": ep["id"], "result": doc})
+    st, h, csv = http("GET", s["base"] + "/v1/jobs/%s/report?format=csv" % r2["job_id"], None,
+                      {"Authorization": "Bearer " + s["key"]})
+    assert b"cost_per_m_output_tokens" not in csv.split(b"\r\n")[0]
+
+
+def dcgm(url):
+    st, h, data = http("GET", url + "/sim/dcgm/metrics")
+    assert st == 200
+    out = {}
+    for line in data.decode().splitlines():
+        m = re.match(r'(DCGM_FI_DEV_\w+)\{gpu="(\d+)",UUID="(GPU-[^"]+)"[^}]*\} (\S+)$', line)
+        if m:
+            out.setdefault(m.group(1), {})[int(m.group(2))] = float(m.group(4))
+    return out
+
+
+def test_sim_telemetry_shape_and_truth(ctx):
+    """The simulator's telemetry: the dcgm-exporter names, one series per GPU
+    (the vLLM H200 profile has two), the counter in mJ growing at idle by
+    idle_w x gpus, the reasons' idle bit, an injected throttle's bit."""
+    sim = ctx.sim("vllm-h200x2-step3p7", args=["--throttle", "0x4@t=1.5"])
+    exp = json.loads(http("GET", sim.url + "/sim/expected?context=1024&concurrency=4")[2])
+    pw = exp["power"]
+    assert pw["gpus"] == 2 and pw["idle_w"] > 0
+    a = dcgm(sim.url)
+    for k in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+              "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP",
+              "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"):
+        assert sorted(a[k]) == [0, 1], (k, a)
+    assert a["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"][0] == 1  # idle
+    t0 = time.monotonic()
+    time.sleep(1.0)
+    b = dcgm(sim.url)
+    dt = time.monotonic() - t0
+    mj = sum(b["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].values()) - \
+        sum(a["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].values())
+    assert abs(mj / 1e3 / dt - pw["idle_w"]) < 0.1 * pw["idle_w"], (mj, dt, pw)
+    time.sleep(0.7)
+    c = dcgm(sim.url)
+    assert int(c["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"][1]) & 4
+    assert c["DCGM_FI_DEV_SM_CLOCK"][0] < a["DCGM_FI_DEV_SM_CLOCK"][0] or \
+        c["DCGM_FI_DEV_SM_CLOCK"][0] < pw["sm_clock_mhz"]
