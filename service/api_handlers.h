@@ -48,6 +48,8 @@ enum MHD_Result tb_api_results_import(struct tb_api_req *r);
 enum MHD_Result tb_api_thresholds_list(struct tb_api_req *r);
 /* api_series.c: GET /v1/series (issue 14) */
 enum MHD_Result tb_api_series(struct tb_api_req *r);
+/* api_pareto.c: GET /v1/pareto (issue 26) */
+enum MHD_Result tb_api_pareto(struct tb_api_req *r);
 enum MHD_Result tb_api_thresholds_put(struct tb_api_req *r);
 enum MHD_Result tb_api_thresholds_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_web_index(struct tb_api_req *r);

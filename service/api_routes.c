@@ -48,6 +48,7 @@ static const struct tb_api_route routes[] = {
     .fn = tb_api_results_import },
   { .method = "GET", .path = "/v1/thresholds", .scope = R, .fn = tb_api_thresholds_list },
   { .method = "GET", .path = "/v1/series", .scope = R, .fn = tb_api_series },
+  { .method = "GET", .path = "/v1/pareto", .scope = R, .fn = tb_api_pareto },
   { .method = "POST", .path = "/v1/thresholds", .scope = W, .json_body = true,
     .fn = tb_api_thresholds_put },
   { .method = "DELETE", .path = "/v1/thresholds/{id}", .scope = W,
