@@ -57,6 +57,11 @@ static const char usage_head[] =
     "  --name NAME             endpoint name for the report header\n"
     "  --launch-command CMD    server launch command for the report (secrets\n"
     "                          are redacted)\n"
+    "  --gpu NAME:COUNT        the GPUs the endpoint runs on (e.g. H200:2)\n"
+    "  --price-per-hour X      what the endpoint costs an hour: cost per million\n"
+    "                          tokens in every cell (--currency C, default USD)\n"
+    "  --telemetry-url URL     the GPUs' telemetry (dcgm-exporter's /metrics),\n"
+    "                          read during cells: joules per token, throttling\n"
     "Settings (the job spec's fields, same ranges and defaults; K = 1024):\n";
 
 static const char usage_tail[] =
@@ -83,6 +88,46 @@ static const char usage_tail[] =
 static const struct tb_cfg_key run_keys[] = {
   TB_ENGINE_CFG_KEYS,
 };
+
+/* --gpu, --price-per-hour, --currency, --telemetry-url (which: 0..3) into
+ * the endpoint object the engine reads (tb_telemetry_cell, tb_cost); false
+ * with a message on a bad value. */
+static bool
+cost_opt(json_t *endpoint, int which, const char *v)
+{
+  char *end = NULL;
+  if (which == 0) {
+    const char *colon = strrchr(v, ':');
+    int64_t n = 0;
+    if (colon == NULL || colon == v || !tb_parse_i64(colon + 1, 1, 4096, &n)) {
+      fprintf(stderr, "tokbench run: --gpu NAME:COUNT (e.g. H200:2)\n");
+      return false;
+    }
+    json_object_set_new(endpoint, "gpu", json_pack("{s:s%, s:I}", "name", v,
+                                                   (size_t)(colon - v), "count",
+                                                   (json_int_t)n));
+  } else if (which == 1) {
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || !(x >= 0 && x <= 1e8)) {
+      fprintf(stderr, "tokbench run: --price-per-hour: a number from 0 to 1e8\n");
+      return false;
+    }
+    json_object_set_new(endpoint, "price_per_hour", json_real(x));
+  } else if (which == 2) {
+    if (strlen(v) != 3 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != 3) {
+      fprintf(stderr, "tokbench run: --currency: an ISO 4217 code (USD, EUR)\n");
+      return false;
+    }
+    json_object_set_new(endpoint, "currency", json_string(v));
+  } else {
+    if (!tb_spec_url_ok(v)) {
+      fprintf(stderr, "tokbench run: --telemetry-url: an http:// or https:// URL\n");
+      return false;
+    }
+    json_object_set_new(endpoint, "telemetry_url", json_string(v));
+  }
+  return true;
+}
 
 /* The usage, its settings from tb_spec's table. */
 static void
@@ -255,6 +300,7 @@ tb_cli_run(int argc, char **argv)
 {
   enum {
     O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM, O_CACERT,
+    O_GPU = 300, O_PRICE, O_CURRENCY, O_TELEMETRY, /* cost_opt */
     O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
   static const struct option fixed[] = {
@@ -269,6 +315,10 @@ tb_cli_run(int argc, char **argv)
       {"run-id", required_argument, NULL, O_RUNID},
       {"cell-memory-kb", required_argument, NULL, O_CELLMEM},
       {"cacert", required_argument, NULL, O_CACERT},
+      {"gpu", required_argument, NULL, O_GPU},
+      {"price-per-hour", required_argument, NULL, O_PRICE},
+      {"currency", required_argument, NULL, O_CURRENCY},
+      {"telemetry-url", required_argument, NULL, O_TELEMETRY},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
@@ -305,6 +355,11 @@ tb_cli_run(int argc, char **argv)
         fprintf(stderr, "tokbench run: bad value for --%s: '%s'\n", f->cli, optarg);
         goto out;
       }
+      continue;
+    }
+    if (opt >= O_GPU && opt <= O_TELEMETRY) {
+      if (!cost_opt(endpoint, opt - O_GPU, optarg))
+        goto out;
       continue;
     }
     switch (opt) {

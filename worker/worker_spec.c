@@ -32,6 +32,9 @@ worker_endpoint_header(const struct tb_queue_endpoint *ep)
     json_object_set_new(e, "price_per_hour", json_real(ep->price_per_hour));
     json_object_set_new(e, "currency", json_string(ep->currency ? ep->currency : "USD"));
   }
+  /* read by the engine (tb_telemetry), never copied into the result */
+  if (ep->telemetry_url != NULL)
+    json_object_set_new(e, "telemetry_url", json_string(ep->telemetry_url));
   return e;
 }
 

@@ -241,6 +241,20 @@ tb_telemetry_counts(struct tb_telemetry *t, unsigned *failed, unsigned *reads)
 }
 
 void
+tb_telemetry_cell(struct tb_telemetry *t, const json_t *endpoint, json_t *cell, int64_t t0,
+                  int64_t t1)
+{
+  struct tb_cost_price p;
+  bool priced = tb_cost_price_of(endpoint, &p);
+  if (t == NULL && !priced)
+    return;
+  struct tb_cost_energy e;
+  if (t != NULL)
+    tb_telemetry_window(t, t0, t1, &e);
+  tb_cost_cell(cell, priced ? &p : NULL, t != NULL ? &e : NULL);
+}
+
+void
 tb_telemetry_stop(struct tb_telemetry *t)
 {
   if (t == NULL)

@@ -32,6 +32,7 @@
 #ifndef TB_TELEMETRY_H
 #define TB_TELEMETRY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,16 @@ void tb_telemetry_window(struct tb_telemetry *t, int64_t t0, int64_t t1,
 
 /* Reads that failed or held no GPU, and reads in all. */
 void tb_telemetry_counts(struct tb_telemetry *t, unsigned *failed, unsigned *reads);
+
+/*
+ * A finished cell's cost and energy (tb_cost_cell): the price and GPUs of
+ * endpoint (the target's endpoint object: gpu, price_per_hour, currency,
+ * hardware; may be NULL), the energy of t over the cell's window [t0, t1]
+ * (t NULL: no telemetry, the money alone).  Nothing for a cell that is not
+ * a valid decode or rate cell, or when neither says anything.
+ */
+void tb_telemetry_cell(struct tb_telemetry *t, const json_t *endpoint, json_t *cell, int64_t t0,
+                       int64_t t1);
 
 /* Stops the thread and frees t.  NULL is fine. */
 void tb_telemetry_stop(struct tb_telemetry *t);
