@@ -3,7 +3,8 @@
  *
  * - The API key lives in sessionStorage (this tab only) and goes out as
  *   "Authorization: Bearer" on every call.
- * - Routes (location.hash): #/ jobs list, #/jobs/<id> job page, #/compare.
+ * - Routes (location.hash): #/ jobs list, #/jobs/<id> job page, #/compare,
+ *   #/frontier (GET /v1/pareto drawn as SVG built with the DOM).
  * - The job page follows GET /v1/jobs/{id}/events: Server-Sent Events read
  *   with fetch() streaming, because EventSource cannot send the
  *   Authorization header; it reconnects with Last-Event-ID.
@@ -436,6 +437,113 @@ async function viewCompare(params) {
   if (params.get("base") && params.get("head")) run();
 }
 
+/* ------------------------------------------------------------ frontier */
+
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+  "#17becf", "#7f7f7f", "#bcbd22"];
+const SVGNS = "http://www.w3.org/2000/svg";
+const Y_LABEL = { tps_per_gpu: "tok/s per GPU", cost_per_m_output_tokens: "cost per M output tokens",
+  j_per_output_token: "J per output token" };
+
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+
+function pointText(p) {
+  const f = (v, d) => (typeof v === "number" ? v.toFixed(d) : "—");
+  return p.endpoint + " · " + p.context + " × " + p.concurrency + " · " + f(p.x, 1) +
+    " tok/s per user · " + Y_LABEL[p.yname] + " " + f(p.y, 3) + " [" + f(p.y_ci95[0], 3) + ", " +
+    f(p.y_ci95[1], 3) + "] · TTFT " + f(p.ttft_p50_ms, 0) + " ms · job " + p.job_id.slice(0, 8) +
+    (p.frontier ? " · on the frontier" : "");
+}
+
+/* The chart: x tok/s per user, y the axis chosen (lower better for cost and
+ * joules: the axis is drawn so that better is up either way), points
+ * coloured by configuration, error bars, the frontier line. */
+function drawFrontier(doc) {
+  const svg = $("#frontier-chart");
+  svg.replaceChildren();
+  const W = 960, H = 480, L = 70, R = 20, T = 20, B = 50;
+  const pts = doc.points || [];
+  for (const p of pts) p.yname = doc.y;
+  if (!pts.length) {
+    svg.append(svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no points yet"));
+    return;
+  }
+  const lowerBetter = doc.better === "lower";
+  const xs = pts.flatMap((p) => p.x_ci95), ys = pts.flatMap((p) => p.y_ci95);
+  const x1 = Math.max(...xs) * 1.05 || 1, y1 = Math.max(...ys) * 1.05 || 1;
+  const sx = (v) => L + (W - L - R) * v / x1;
+  const sy = (v) => lowerBetter ? T + (H - T - B) * v / y1 : H - B - (H - T - B) * v / y1;
+  svg.append(svgEl("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#333" }));
+  svg.append(svgEl("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#333" }));
+  svg.append(svgEl("text", { x: (L + W - R) / 2, y: H - 12, "text-anchor": "middle" },
+    "tok/s per user"));
+  svg.append(svgEl("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle",
+    transform: "rotate(-90 14 " + (T + H - B) / 2 + ")", id: "frontier-ylabel" },
+    Y_LABEL[doc.y] + (lowerBetter ? " (lower is better, drawn up)" : "")));
+  for (let i = 0; i <= 4; i++) {
+    svg.append(svgEl("text", { x: sx(x1 * i / 4), y: H - B + 16, "text-anchor": "middle",
+      "font-size": 11 }, (x1 * i / 4).toPrecision(3)));
+    svg.append(svgEl("text", { x: L - 6, y: sy(y1 * i / 4) + 4, "text-anchor": "end",
+      "font-size": 11 }, (y1 * i / 4).toPrecision(3)));
+  }
+  const colour = new Map();
+  for (const p of pts) if (!colour.has(p.config.key)) colour.set(p.config.key, PALETTE[colour.size % PALETTE.length]);
+  const front = pts.filter((p) => p.frontier).sort((a, b) => a.x - b.x);
+  if (front.length > 1)
+    svg.append(svgEl("polyline", { id: "frontier-line", fill: "none", stroke: "#333",
+      "stroke-dasharray": "5 3", points: front.map((p) => sx(p.x) + "," + sy(p.y)).join(" ") }));
+  pts.forEach((p, i) => {
+    const c = colour.get(p.config.key);
+    svg.append(svgEl("path", { d: "M" + sx(p.x_ci95[0]) + "," + sy(p.y) + "H" + sx(p.x_ci95[1]) +
+      "M" + sx(p.x) + "," + sy(p.y_ci95[0]) + "V" + sy(p.y_ci95[1]), stroke: c, "stroke-width": 1 }));
+    const a = svgEl("a", { href: "#/jobs/" + p.job_id });
+    const dot = svgEl("circle", { cx: sx(p.x), cy: sy(p.y), r: p.frontier ? 6 : 4, fill: c,
+      stroke: p.frontier ? "#000" : "none", "data-i": i, class: "pt" + (p.frontier ? " front" : "") });
+    dot.append(svgEl("title", {}, pointText(p)));
+    dot.addEventListener("mouseenter", () => { $("#frontier-hover").textContent = pointText(p); });
+    a.append(dot);
+    svg.append(a);
+  });
+  const legend = $("#frontier-legend");
+  legend.replaceChildren();
+  for (const [k, c] of colour) {
+    const s = el("span", k, "label");
+    s.style.borderLeft = "12px solid " + c;
+    legend.append(s);
+  }
+}
+
+async function viewFrontier(params) {
+  show("#tpl-frontier");
+  if (params.get("y")) $("#frontier-y").value = params.get("y");
+  async function run() {
+    $("#frontier-error").textContent = "";
+    const q = new URLSearchParams({ y: $("#frontier-y").value });
+    const lab = $("#frontier-labels").value.trim();
+    if (lab) q.set("labels", lab);
+    const ttft = $("#slo-ttft").value, conc = $("#slo-conc").value;
+    if (ttft !== "") q.set("ttft_p50_ms", ttft);
+    if (conc !== "") q.set("concurrency", conc);
+    try {
+      const doc = await apiJson("/v1/pareto?" + q);
+      drawFrontier(doc);
+      const b = doc.best;
+      $("#frontier-best").textContent = !b ? doc.points.length + " points, " + doc.frontier +
+        " on the frontier" : b.answer === "found" ? "Best meeting the SLOs: " + pointText(
+          Object.assign(b.best, { yname: doc.y })) + " (" + b.meeting + " meet them, " + b.ties +
+          " within its interval)" : "No configuration yet meets these SLOs.";
+    } catch (e) { $("#frontier-error").textContent = e.message; }
+  }
+  $("#frontier-form").addEventListener("submit", (ev) => { ev.preventDefault(); run(); });
+  $("#frontier-y").addEventListener("change", run);
+  run();
+}
+
 /* --------------------------------------------------------------- routes */
 
 function route() {
@@ -447,6 +555,7 @@ function route() {
   const m = path.match(/^\/jobs\/([0-9a-fA-F-]{36})$/);
   if (m) viewJob(m[1]);
   else if (path === "/compare") viewCompare(new URLSearchParams(query || ""));
+  else if (path === "/frontier") viewFrontier(new URLSearchParams(query || ""));
   else viewJobs();
 }
 

@@ -347,3 +347,61 @@ def test_compare_page(ctx):
     assert "111.9" in text and "118.4" in text, text          # 8K x 1: head, was base
     assert chrome.eval("document.querySelector('#base').value") == S["sglang_job"]
     chrome.screenshot(os.path.join(ARTIFACTS, "web_compare.png"))
+
+
+def test_frontier_page(ctx):
+    """The frontier view (issue 26) draws GET /v1/pareto: a point per valid
+    decode cell of the project's jobs (three configurations, imported and
+    priced by their labels), the frontier's points marked and joined by its
+    line, a title on each point naming its cell and job, a link to the job;
+    the y axis switch redraws it as the cost."""
+    setup(ctx)
+    chrome = S["chrome"]
+    if not chrome.eval("!!sessionStorage.getItem('tokbench.key')"):
+        sign_in(chrome)
+    jobs = []
+    for i, (fix, price, gpus) in enumerate((("result_vllm.json", "7.2", "2"),
+                                            ("result_sglang.json", "4.0", "4"),
+                                            ("llm_inference_bench_vllm.json", "9.5", "2"))):
+        st, ep = api("POST", "/v1/endpoints", {"name": "frontier-%d" % i,
+                                               "base_url": "http://127.0.0.1:9"})
+        assert st == 201, ep
+        with open(os.path.join(FIX, fix)) as f:
+            doc = json.load(f)
+        st, r = api("POST", "/v1/results", {"endpoint_id": ep["id"], "result": doc, "labels": {
+            "frontier": "web", "price_per_hour": price, "gpu_count": gpus}})
+        assert st == 201, r
+        jobs.append(r["job_id"])
+    labels = json.dumps({"frontier": "web"})
+    st, want = api("GET", "/v1/pareto?labels=" + urllib.parse.quote(labels))
+    assert st == 200 and want["jobs"] == 3 and len(want["points"]) > 20, want
+    chrome.eval("location.hash = '#/frontier'; true")
+    chrome.wait_js("!!document.querySelector('#frontier-form')", what="frontier form")
+    chrome.eval("document.querySelector('#frontier-labels').value = %s;"
+                "document.querySelector('#frontier-form').requestSubmit(); true" % json.dumps(labels))
+    n = len(want["points"])
+    chrome.wait_js("document.querySelectorAll('#frontier-chart circle').length === %d" % n,
+                   what="the points drawn")
+    front = sum(1 for p in want["points"] if p["frontier"])
+    assert chrome.eval("document.querySelectorAll('#frontier-chart circle.front').length") == front
+    if front > 1:
+        assert chrome.eval("!!document.querySelector('#frontier-line')")
+    # three configurations, three colours in the legend
+    assert chrome.eval("document.querySelectorAll('#frontier-legend span').length") == 3
+    title = chrome.eval("document.querySelector('#frontier-chart circle.front title').textContent")
+    assert "tok/s per user" in title and "on the frontier" in title, title
+    href = chrome.eval("document.querySelector('#frontier-chart a').getAttribute('href')")
+    assert href.startswith("#/jobs/") and href[7:] in jobs, href
+    chrome.screenshot(os.path.join(ARTIFACTS, "web_frontier.png"), full=False, height=900)
+    # the cost axis: lower is better; the label says so
+    chrome.eval("const s = document.querySelector('#frontier-y');"
+                "s.value = 'cost_per_m_output_tokens'; s.dispatchEvent(new Event('change')); true")
+    chrome.wait_js("(document.querySelector('#frontier-ylabel') || {}).textContent"
+                   " && document.querySelector('#frontier-ylabel').textContent"
+                   ".startsWith('cost per M output tokens')", what="the cost axis")
+    st, cost = api("GET", "/v1/pareto?y=cost_per_m_output_tokens&labels=" +
+                   urllib.parse.quote(labels))
+    chrome.wait_js("document.querySelectorAll('#frontier-chart circle').length === %d"
+                   % len(cost["points"]), what="the cost points")
+    assert chrome.eval("document.querySelectorAll('#frontier-chart circle.front').length") == \
+        sum(1 for p in cost["points"] if p["frontier"])
