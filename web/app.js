@@ -521,7 +521,9 @@ function drawFrontier(doc) {
 async function viewFrontier(params) {
   show("#tpl-frontier");
   if (params.get("y")) $("#frontier-y").value = params.get("y");
+  let seq = 0; /* only the newest request's answer is drawn */
   async function run() {
+    const mine = ++seq;
     $("#frontier-error").textContent = "";
     const q = new URLSearchParams({ y: $("#frontier-y").value });
     const lab = $("#frontier-labels").value.trim();
@@ -531,6 +533,7 @@ async function viewFrontier(params) {
     if (conc !== "") q.set("concurrency", conc);
     try {
       const doc = await apiJson("/v1/pareto?" + q);
+      if (mine !== seq) return;
       drawFrontier(doc);
       const b = doc.best;
       $("#frontier-best").textContent = !b ? doc.points.length + " points, " + doc.frontier +

@@ -380,8 +380,13 @@ def test_frontier_page(ctx):
     chrome.eval("document.querySelector('#frontier-labels').value = %s;"
                 "document.querySelector('#frontier-form').requestSubmit(); true" % json.dumps(labels))
     n = len(want["points"])
-    chrome.wait_js("document.querySelectorAll('#frontier-chart circle').length === %d" % n,
-                   what="the points drawn")
+    try:
+        chrome.wait_js("document.querySelectorAll('#frontier-chart circle').length === %d" % n,
+                       what="the points drawn")
+    except AssertionError:
+        raise AssertionError("points drawn: %s of %d; error: %r" % (
+            chrome.eval("document.querySelectorAll('#frontier-chart circle').length"), n,
+            chrome.eval("(document.querySelector('#frontier-error') || {}).textContent")))
     front = sum(1 for p in want["points"] if p["frontier"])
     assert chrome.eval("document.querySelectorAll('#frontier-chart circle.front').length") == front
     if front > 1:
