@@ -204,3 +204,101 @@ def test_sim_telemetry_shape_and_truth(ctx):
     assert int(c["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"][1]) & 4
     assert c["DCGM_FI_DEV_SM_CLOCK"][0] < a["DCGM_FI_DEV_SM_CLOCK"][0] or \
         c["DCGM_FI_DEV_SM_CLOCK"][0] < pw["sm_clock_mhz"]
+
+
+def wait_job(s, jid, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st, doc = call(s, "GET", "/v1/jobs/%s?wait=5" % jid, timeout=15)
+        assert st == 200, doc
+        if doc["state"] in ("succeeded", "failed", "cancelled"):
+            return doc
+    raise AssertionError("job %s did not end" % jid)
+
+
+def run_job(s, ep, spec, labels):
+    st, doc = call(s, "POST", "/v1/jobs", dict(spec, endpoint_id=ep, labels=labels))
+    assert st == 202, doc
+    job = wait_job(s, doc["id"])
+    assert job["state"] == "succeeded", job
+    st, res = call(s, "GET", "/v1/jobs/%s/result" % doc["id"])
+    assert st == 200
+    return doc["id"], res
+
+
+def frontier_of(points, higher_y):
+    """The frontier as docs/reports.md defines it, computed here: a point is
+    off it when another's 95% intervals lie wholly beyond its own on both
+    axes (x higher; y higher, or lower for a cost)."""
+    def beyond(q, p, k, higher):
+        return q[k][0] > p[k][1] if higher else q[k][1] < p[k][0]
+    return [not any(q is not p and beyond(q, p, "x", True) and beyond(q, p, "y", higher_y)
+                    for q in points) for p in points]
+
+
+def test_pareto_three_configurations(ctx):
+    """GET /v1/pareto over jobs of three simulated configurations (1, 2 and 4
+    GPUs at three prices): its points are the jobs' valid decode cells, its
+    frontier the one computed here from the jobs' own results, and the SLO
+    question answered with its evidence; an SLO nothing meets says so."""
+    s = setup(ctx)
+    worker(s)
+    confs = (("tiny", 1, 2.0), ("vllm-h200x2-step3p7", 2, 7.0),
+             ("sglang-rtxpro6000x4-step3p7", 4, 5.0))
+    spec = {"contexts": [512], "concurrency": [1, 4, 16], "prefill_contexts": [],
+            "duration_s": 1.0, "settle_s": 0.1, "max_output": 2048}
+    docs = {}
+    for prof, gpus, price in confs:
+        sim = ctx.sim(prof)
+        st, ep = call(s, "POST", "/v1/endpoints", {
+            "name": "pareto-" + prof, "base_url": sim.url, "gpu": {"name": prof, "count": gpus},
+            "price_per_hour": price})
+        assert st == 201, ep
+        jid, res = run_job(s, ep["id"], spec, {"pareto": "three"})
+        docs[jid] = (res, gpus, price)
+    q = "/v1/pareto?labels=" + json.dumps({"pareto": "three"}).replace(" ", "")
+    st, ans = call(s, "GET", q)
+    assert st == 200, ans
+    assert ans["jobs"] == 3 and ans["y"] == "tps_per_gpu" and ans["best"] is None
+    # the points, computed here from the results
+    mine = []
+    for jid, (res, gpus, price) in docs.items():
+        for c in res["cells"]:
+            if c["phase"] != "decode" or c["status"] != "valid":
+                continue
+            lo, hi = c["total_tps_ci95"]
+            n = c["concurrency"]
+            mine.append({"job": jid, "conc": n, "x": (lo / n, hi / n), "y": (lo / gpus, hi / gpus),
+                         "tps": c["total_tps"], "ttft": c["ttft_ms"]["p50"]})
+    # tiny's KV budget holds 16 x (512 + 2048) tokens no more: over capacity
+    assert len(mine) == 8, mine
+    got = {(p["job_id"], p["concurrency"]): p for p in ans["points"]}
+    assert len(got) == len(ans["points"]) == 8
+    for m, on in zip(mine, frontier_of(mine, True)):
+        p = got[(m["job"], m["conc"])]
+        assert abs(p["x"] - m["tps"] / m["conc"]) < 1e-6 * m["tps"]
+        assert abs(p["y_ci95"][0] - m["y"][0]) < 1e-6 * m["tps"]
+        assert p["frontier"] is on, (p, m)
+    assert ans["frontier"] == sum(frontier_of(mine, True))
+    assert 1 <= ans["frontier"] < 8
+    # the SLO question: the most tok/s per GPU at 4 requests at once or
+    # more, TTFT p50 under the median of those cells' TTFTs
+    cand = [m for m in mine if m["conc"] >= 4]
+    limit = sorted(m["ttft"] for m in cand)[len(cand) // 2]
+    meet = [m for m in cand if m["ttft"] <= limit]
+    best = max(meet, key=lambda m: m["tps"] / dict((j, g) for j, (_, g, _) in docs.items())[m["job"]])
+    st, ans = call(s, "GET", q + "&concurrency=4&ttft_p50_ms=%r" % limit)
+    b = ans["best"]
+    assert b["answer"] == "found" and b["meeting"] == len(meet), b
+    assert (b["best"]["job_id"], b["best"]["concurrency"]) == (best["job"], best["conc"])
+    assert b["evidence"][0]["job_id"] == best["job"] and "y_ci95" in b["evidence"][0]
+    st, ans = call(s, "GET", q + "&concurrency=4&ttft_p50_ms=0.001")
+    assert ans["best"]["answer"] == "no configuration yet" and ans["best"]["best"] is None
+    # another project sees none of it; an endpoint of another project is 404
+    st, other = call(s, "GET", q, key=s["other"])
+    assert st == 200 and other["points"] == [] and other["jobs"] == 0
+    st, _ = call(s, "GET", "/v1/pareto?endpoint_id=" + next(iter(
+        [p["endpoint_id"] for p in got.values()])), key=s["other"])
+    assert st == 404
+    st, p = call(s, "GET", "/v1/pareto?y=speed")
+    assert st == 422 or st == 400, p
