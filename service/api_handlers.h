@@ -50,6 +50,10 @@ enum MHD_Result tb_api_thresholds_list(struct tb_api_req *r);
 enum MHD_Result tb_api_series(struct tb_api_req *r);
 /* api_pareto.c: GET /v1/pareto (issue 26) */
 enum MHD_Result tb_api_pareto(struct tb_api_req *r);
+/* Adds "project_frontier" to a job's document (edited) for its HTML report:
+ * the project's other succeeded jobs' points and the job's own (x, y
+ * tok/s per GPU, frontier, own); nothing when either side has none. */
+void tb_api_pareto_report(struct tb_api_req *r, json_t *doc);
 enum MHD_Result tb_api_thresholds_put(struct tb_api_req *r);
 enum MHD_Result tb_api_thresholds_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_web_index(struct tb_api_req *r);

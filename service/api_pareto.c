@@ -30,6 +30,7 @@ struct collect {
   json_t *points;
   enum tb_pareto_y y;
   int jobs;
+  const char *skip; /* a job left out (NULL: none) */
 };
 
 static void
@@ -37,9 +38,41 @@ collect_job(void *cls, const char *job_id, const char *endpoint_id, const char *
             const json_t *labels, json_t *doc)
 {
   struct collect *c = cls;
-  c->jobs++;
-  tb_pareto_add_job(c->points, job_id, endpoint_id, endpoint_name, labels, doc, c->y);
+  if (c->skip == NULL || strcmp(c->skip, job_id) != 0) {
+    c->jobs++;
+    tb_pareto_add_job(c->points, job_id, endpoint_id, endpoint_name, labels, doc, c->y);
+  }
   json_decref(doc);
+}
+
+void
+tb_api_pareto_report(struct tb_api_req *r, json_t *doc)
+{
+  struct collect c = { json_array(), TB_PARETO_TPS_PER_GPU, 0, r->id };
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_pareto_jobs(db, r->project_id, NULL, NULL, NULL, NULL, collect_job, &c);
+  tb_api_db_put(r, db);
+  size_t others = json_array_size(c.points);
+  tb_pareto_add_job(c.points, r->id, "", "", NULL, doc, c.y);
+  if (rc < 0 || json_array_size(c.points) == others || others == 0) {
+    json_decref(c.points); /* no frontier to place the job against */
+    return;
+  }
+  tb_pareto_mark(c.points, c.y);
+  json_t *pts = json_array();
+  size_t i;
+  const json_t *p;
+  json_array_foreach(c.points, i, p) {
+    json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:b}", "x", json_object_get(p, "x"), "y",
+                          json_object_get(p, "y"), "concurrency",
+                          json_object_get(p, "concurrency"), "frontier",
+                          json_object_get(p, "frontier"), "own", i >= others);
+    json_object_set(o, "context", json_object_get(p, "context"));
+    json_array_append_new(pts, o);
+  }
+  json_decref(c.points);
+  json_object_set_new(doc, "project_frontier",
+                      json_pack("{s:i, s:o}", "jobs", c.jobs, "points", pts));
 }
 
 /* A number argument into *out (NAN when absent); false when it does not
@@ -133,7 +166,7 @@ tb_api_pareto(struct tb_api_req *r)
   }
   char *ltxt = lj ? json_dumps(lj, JSON_COMPACT) : NULL;
   json_decref(lj);
-  struct collect c = { json_array(), y, 0 };
+  struct collect c = { json_array(), y, 0, NULL };
   /* the points are collected with the objective's y when the SLO asks for
    * another one: the frontier is then drawn on that axis */
   if (asked)

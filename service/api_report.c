@@ -89,6 +89,8 @@ tb_api_jobs_report(struct tb_api_req *r)
     return ret;
   char *err = NULL;
   size_t len = 0;
+  if (f == TB_REPORT_HTML) /* issue 26: where its cells sit against the frontier */
+    tb_api_pareto_report(r, doc);
   char *body = tb_report_render(doc, f, &len, &err);
   json_decref(doc);
   ret = tb_api_report_reply(r, f, body, len, err);

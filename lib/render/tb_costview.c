@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/tb_json.h"
+#include "render/tb_svg.h"
 
 #define NCOL 12
 #define COLW 64
@@ -200,6 +201,60 @@ tb_costview_html(struct tb_render_buf *b, const json_t *doc)
     tb_render_puts(b, "</tr>\n");
   }
   tb_render_puts(b, "</table></div>\n");
+}
+
+void
+tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc)
+{
+  const json_t *pf = json_object_get(doc, "project_frontier");
+  const json_t *pts = json_object_get(pf, "points");
+  if (!json_is_array(pts) || json_array_size(pts) == 0)
+    return;
+  double xmax = 0, ymax = 0;
+  size_t i, own = 0, own_on = 0;
+  const json_t *p;
+  json_array_foreach(pts, i, p) {
+    double x = tb_json_num(p, "x"), y = tb_json_num(p, "y");
+    xmax = isfinite(x) && x > xmax ? x : xmax;
+    ymax = isfinite(y) && y > ymax ? y : ymax;
+    if (json_is_true(json_object_get(p, "own"))) {
+      own++;
+      own_on += json_is_true(json_object_get(p, "frontier"));
+    }
+  }
+  const struct tb_svg_scale sx = { 0, tb_svg_nice_ceil(xmax), 50, 630, false };
+  const struct tb_svg_scale sy = { 0, tb_svg_nice_ceil(ymax), 290, 10, false };
+  tb_render_printf(b, "<h2>Against the project's frontier</h2><p class=\"muted\" "
+                      "id=\"frontier-place-text\">%zu of this job's %zu decode cells are on "
+                      "the frontier of the project's %" PRId64 " other finished jobs (tokens/s "
+                      "per user against tokens/s per GPU; better on both axes beyond the 95%% "
+                      "intervals rules a point out). This job's cells are red.</p>\n",
+                   own_on, own, (int64_t)json_integer_value(json_object_get(pf, "jobs")));
+  tb_render_puts(b, "<svg id=\"frontier-place\" width=\"660\" height=\"320\" "
+                    "xmlns=\"http://www.w3.org/2000/svg\"><path d=\"M50,10V290H630\" "
+                    "stroke=\"#333\" fill=\"none\"/>");
+  tb_render_printf(b, "<text x=\"340\" y=\"315\" text-anchor=\"middle\" font-size=\"12\">"
+                      "tok/s per user (0 to %g)</text><text x=\"12\" y=\"150\" font-size=\"12\" "
+                      "transform=\"rotate(-90 12 150)\" text-anchor=\"middle\">tok/s per GPU "
+                      "(0 to %g)</text>", sx.d1, sy.d1);
+  for (int pass = 0; pass < 2; pass++) { /* the others first, this job's on top */
+    json_array_foreach(pts, i, p) {
+      bool mine = json_is_true(json_object_get(p, "own"));
+      if (mine != (pass == 1))
+        continue;
+      bool on = json_is_true(json_object_get(p, "frontier"));
+      char title[160];
+      int64_t ctx = 0, conc = 0;
+      (void)tb_json_int(p, "context", &ctx);
+      (void)tb_json_int(p, "concurrency", &conc);
+      snprintf(title, sizeof title, "%s%" PRId64 " x %" PRId64 ": %.1f tok/s per user, %.1f "
+               "per GPU%s", mine ? "this job, " : "", ctx, conc, tb_json_num(p, "x"),
+               tb_json_num(p, "y"), on ? ", on the frontier" : "");
+      tb_svg_dot(b, tb_svg_at(&sx, tb_json_num(p, "x")), tb_svg_at(&sy, tb_json_num(p, "y")),
+                 mine ? "#d32f2f" : on ? "#1f77b4" : "#bbbbbb", title);
+    }
+  }
+  tb_render_puts(b, "</svg>\n");
 }
 
 void

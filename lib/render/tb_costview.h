@@ -23,6 +23,11 @@ bool tb_costview_any(const json_t *doc);
 void tb_costview_md(struct tb_render_buf *b, const json_t *doc);
 /* The same as an HTML section (table id "cost"). */
 void tb_costview_html(struct tb_render_buf *b, const json_t *doc);
+/* The job's cells against the project's frontier (the service's
+ * "project_frontier" member of the document it renders: points {x, y,
+ * frontier, own}) as an HTML section with an inline SVG (id
+ * "frontier-place"); nothing without it. */
+void tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc);
 /* The Markdown section to a terminal. */
 void tb_costview_print(FILE *f, const json_t *doc);
 /* " · 0.76 J/tok · 1.23 USD/M out" of a finished cell for a progress line

@@ -436,6 +436,7 @@ tb_rephtml_render(struct tb_render_buf *b, const struct tb_repview *v)
   html_all(b, v);
   tb_ratereport_html(b, d);
   tb_costview_html(b, d);
+  tb_costview_frontier_html(b, d);
   if (v->ndropped > 0)
     tb_render_printf(b, "<p class=\"muted\">%zu malformed or duplicate cells were left out.</p>\n",
                      v->ndropped);

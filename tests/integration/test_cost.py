@@ -44,13 +44,13 @@ def setup(ctx):
     wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
                20, what="api up")
     keys = []
-    for p in ("cost-a", "cost-b"):
+    for p in ("cost-a", "cost-b", "cost-p"):
         r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", p, "--admin"],
                            env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url),
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         keys.append(r.stdout.strip())
-    STATE.update(pg=pg, base=base, key=keys[0], other=keys[1], api=api, _ctx=ctx)
+    STATE.update(pg=pg, base=base, key=keys[0], other=keys[1], api=api, _ctx=ctx, pkey=keys[2])
     return STATE
 
 
@@ -241,8 +241,9 @@ def test_pareto_three_configurations(ctx):
     GPUs at three prices): its points are the jobs' valid decode cells, its
     frontier the one computed here from the jobs' own results, and the SLO
     question answered with its evidence; an SLO nothing meets says so."""
-    s = setup(ctx)
-    worker(s)
+    worker(setup(ctx))
+    s = dict(STATE)
+    s["key"] = s["pkey"]  # a project of its own: the report's frontier is the project's
     confs = (("tiny", 1, 2.0), ("vllm-h200x2-step3p7", 2, 7.0),
              ("sglang-rtxpro6000x4-step3p7", 4, 5.0))
     spec = {"contexts": [512], "concurrency": [1, 4, 16], "prefill_contexts": [],
@@ -281,6 +282,18 @@ def test_pareto_three_configurations(ctx):
         assert p["frontier"] is on, (p, m)
     assert ans["frontier"] == sum(frontier_of(mine, True))
     assert 1 <= ans["frontier"] < 8
+    # each job's HTML report places its cells against the others' frontier
+    fr = frontier_of(mine, True)
+    for jid in docs:
+        st, h, html = http("GET", s["base"] + "/v1/jobs/%s/report" % jid, None,
+                           {"Authorization": "Bearer " + s["key"]})
+        assert st == 200 and b'id="frontier-place"' in html
+        own = [on for m, on in zip(mine, fr) if m["job"] == jid]
+        m = re.search(rb"(\d+) of this job's (\d+) decode cells are on the frontier of the "
+                      rb"project's (\d+) other", html)
+        assert m and (int(m.group(1)), int(m.group(2)), int(m.group(3))) == \
+            (sum(own), len(own), 2), (m and m.groups(), own)
+        assert html.count(b'fill="#d32f2f"') == len(own)
     # the SLO question: the most tok/s per GPU at 4 requests at once or
     # more, TTFT p50 under the median of those cells' TTFTs
     cand = [m for m in mine if m["conc"] >= 4]
