@@ -87,6 +87,7 @@
 #include "result/tb_result.h"
 #include "net/tb_rxts.h"
 #include "engine/tb_sampler.h"
+#include "engine/tb_telemetry.h"
 #include "net/tb_sse.h"
 #include "base/tb_stats.h"
 
@@ -223,6 +224,9 @@ struct run {
    * endpoint's), tb_egress.h */
   struct tb_egress_guard egress;
   const struct tb_engine_target *tgt; /* borrowed for the run */
+  /* the endpoint's GPU telemetry (issue 26: its telemetry_url), read for
+   * the whole run; NULL: none */
+  struct tb_telemetry *tel;
   /* settings */
   char *base_url;
   char *model_req;
@@ -1000,6 +1004,7 @@ tick(struct cell *c, int64_t now)
       c->cpu_w0 = tb_time_thread_cpu_ns();
       tb_sampler_begin(&c->smp, now);
       c->m_next = now; /* a first sample right at the window's start */
+      tb_telemetry_poke(r->tel); /* and a telemetry read (issue 26) */
     } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
       unsigned warmed = c->n_warmed;
       cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
@@ -1009,6 +1014,7 @@ tick(struct cell *c, int64_t now)
                     : "");
     }
   } else if (c->phase == PH_WINDOW && now >= c->w1) {
+    tb_telemetry_poke(c->run->tel);
     active_change(c, c->w1, 0);
     c->cpu_w1 = tb_time_thread_cpu_ns();
     c->cpu_wall1 = now;
@@ -1230,6 +1236,7 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
     .settle_s = r->settle_s,
     .max_output = r->max_output,
     .repeats = r->repeats,
+    .telemetry = r->tel != NULL,
   };
   json_t *doc = tb_result_header_new(&h);
   json_decref(prov);
@@ -1512,6 +1519,8 @@ cell_proofs(struct run *r, struct cell *c, json_t *cell, int drained_after)
     .before_waiting = c->before_waiting,
   };
   json_object_set_new(cell, "checks", tb_checks_json(&in));
+  /* its cost and energy over the window (issue 26) */
+  tb_telemetry_cell(r->tel, r->tgt->endpoint, cell, c->w0, c->w1);
 }
 
 static void
@@ -1532,6 +1541,7 @@ raise_nofile(unsigned need)
 static void
 run_free(struct run *r)
 {
+  tb_telemetry_stop(r->tel);
   if (r->multi != NULL)
     curl_multi_cleanup(r->multi);
   if (r->epfd >= 0)
@@ -1651,6 +1661,8 @@ run_rate_cells(struct run *r, const struct tb_spec *spec, const json_t *done_cel
     .keep = rate_keep,
     .progress = rate_progress,
     .cancelled = rate_cancelled,
+    .telemetry = r->tel,
+    .endpoint = r->tgt->endpoint,
   };
   if (tb_rate_run(spec, &env, sweep) == TB_RATE_CANCELLED)
     r->cancelled = true;
@@ -1689,6 +1701,9 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     goto out;
   if (tb_discover_run(r->base_url, api_key, r->model_req, &r->d, err) != 0)
     goto out;
+  const char *tel_url = json_string_value(json_object_get(tgt->endpoint, "telemetry_url"));
+  if (tel_url != NULL) /* from now on: a read before the first window */
+    r->tel = tb_telemetry_start(tel_url, 0);
   if (r->matrix)
     default_contexts(r);
   if (r->n_contexts == 0 && r->n_prefill == 0 && r->matrix) {

@@ -49,6 +49,7 @@
 #include "net/tb_oai.h"
 #include "engine/tb_prompt.h"
 #include "engine/tb_ratewatch.h"
+#include "engine/tb_telemetry.h"
 #include "result/tb_result.h"
 #include "net/tb_rxts.h"
 #include "net/tb_sse.h"
@@ -1008,6 +1009,8 @@ cell_figures(struct rcell *c, json_t *cell)
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
   json_object_set_new(cell, "samples", smp);
   tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
+  tb_telemetry_cell(c->r->env->telemetry, c->r->env->endpoint, cell, c->t0,
+                    c->t_last_end > c->t0 ? c->t_last_end : tb_time_mono_ns());
 }
 
 /* A cell's schedule: a function of the seed, the cell's rate and nothing
@@ -1122,6 +1125,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
   c->t_window_end = c->t0 + sc.window;
+  tb_telemetry_poke(r->env->telemetry); /* a read just before the first arrival */
   sc.next_t = c->t0;
   /* closed loop: every user is due at t0 */
   for (unsigned u = 0; u < users; u++) {

@@ -51,6 +51,8 @@
 #include "spec/tb_spec.h"
 #include "base/tb_util.h"
 
+struct tb_telemetry;
+
 /* Requests a rate cell keeps in flight at most (one connection each);
  * an arrival with none free is an error of that request ("dropped"). */
 #define TB_RATE_MAX_INFLIGHT 2048u
@@ -82,6 +84,11 @@ struct tb_rate_env {
   void (*progress)(void *cls, const json_t *key);
   /* polled every 100 ms; true cancels; may be NULL */
   bool (*cancelled)(void *cls);
+  /* issue 26: the run's GPU telemetry (may be NULL) and the endpoint
+   * object its price and GPUs come from (may be NULL): each valid cell's
+   * cost and energy (tb_telemetry_cell) */
+  struct tb_telemetry *telemetry;
+  const json_t *endpoint;
 };
 
 enum tb_rate_status { TB_RATE_OK = 0, TB_RATE_CANCELLED = 1 };

@@ -133,6 +133,7 @@ tb_telemetry_parse(const char *text, size_t len, struct tb_cost_sample *out)
 struct tb_telemetry {
   char *url;
   long interval_ms;
+  bool poked;                  /* a read is wanted now */
   pthread_t th;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -178,6 +179,10 @@ tel_main(void *arg)
   pthread_mutex_lock(&t->mu);
   while (!t->stop) {
     int64_t now = tb_time_mono_ns();
+    if (t->poked) {
+      t->poked = false;
+      next = now;
+    }
     if (now < next) {
       struct timespec ts = { (time_t)(next / NS_PER_S), (long)(next % NS_PER_S) };
       int rc = pthread_cond_timedwait(&t->cv, &t->mu, &ts);
@@ -211,6 +216,17 @@ tb_telemetry_start(const char *url, long interval_ms)
   pthread_condattr_destroy(&ca);
   t->started = pthread_create(&t->th, NULL, tel_main, t) == 0;
   return t;
+}
+
+void
+tb_telemetry_poke(struct tb_telemetry *t)
+{
+  if (t == NULL || !t->started)
+    return;
+  pthread_mutex_lock(&t->mu);
+  t->poked = true;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
 }
 
 void

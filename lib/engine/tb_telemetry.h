@@ -56,6 +56,12 @@ struct tb_telemetry;
  * Never NULL; a thread that cannot start leaves the window unknown. */
 struct tb_telemetry *tb_telemetry_start(const char *url, long interval_ms) TB_MUST_CHECK;
 
+/* Asks the thread for a read now (at a window's edge: the counter is then
+ * read a few milliseconds from it, not up to an interval away, and a
+ * ramp-up before the window cannot bend the interpolation).  Never blocks
+ * on the read.  NULL is fine. */
+void tb_telemetry_poke(struct tb_telemetry *t);
+
 /* The window [t0, t1] (monotonic ns) summed up into *out (tb_cost_window);
  * when no sample is at or after t1 yet, reads once now (the cell's window
  * has ended: the read costs it nothing). */

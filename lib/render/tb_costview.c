@@ -12,7 +12,7 @@
 #include "render/tb_svg.h"
 
 #define NCOL 12
-#define COLW 64
+#define COLW 128
 
 static const char *const heads[NCOL] = {
   "Phase", "Context", "Requests at once", "tok/s per GPU", "Cost per M output tokens",
