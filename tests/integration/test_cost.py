@@ -26,8 +26,8 @@ from harness import http, wait_until
 
 MASTER = "7c" * 32
 FIX = os.path.join(harness.ROOT, "tests", "fixtures")
-SPEC = {"contexts": [512], "concurrency": [2, 8], "prefill_contexts": [],
-        "duration_s": 3, "settle_s": 0.2, "max_output": 4096}
+SPEC = {"contexts": [512], "concurrency": [2, 4], "prefill_contexts": [],
+        "duration_s": 3, "settle_s": 0.2, "max_output": 2048}
 
 STATE = {}
 
@@ -315,3 +315,91 @@ def test_pareto_three_configurations(ctx):
     assert st == 404
     st, p = call(s, "GET", "/v1/pareto?y=speed")
     assert st == 422 or st == 400, p
+
+
+def test_job_energy_and_cost_hold_to_the_simulator(ctx):
+    """A job against tokbench-sim with its telemetry registered: every valid
+    decode cell's J per output token within 2% of the simulator's truth
+    (j_per_decode_token + idle_w x measured_s / output_tokens: the energy
+    its model spent over the window), from the energy counter, its average
+    power likewise; cost per million output tokens within 2% of the price
+    over /sim/expected's tok/s; GPU utilisation and SM clock as the
+    simulator serves them under load; the throttle check passed."""
+    s = setup(ctx)
+    worker(s)
+    sim = ctx.sim("tiny")
+    price = 3.6
+    st, ep = call(s, "POST", "/v1/endpoints", {
+        "name": "sim-energy", "base_url": sim.url, "gpu": {"name": "Simulated GPU", "count": 1},
+        "price_per_hour": price, "currency": "EUR",
+        "telemetry_url": sim.url + "/sim/dcgm/metrics"})
+    assert st == 201, ep
+    jid, res = run_job(s, ep["id"], SPEC, {"energy": "1"})
+    assert res["cost"] == {"gpu": {"name": "Simulated GPU", "count": 1}, "price_per_hour": price,
+                           "currency": "EUR", "telemetry": "dcgm"}, res["cost"]
+    assert "telemetry_url" not in json.dumps(res)
+    n = 0
+    for c in res["cells"]:
+        if c["phase"] != "decode" or c["status"] != "valid":
+            continue
+        e = c["efficiency"]
+        exp = json.loads(http("GET", sim.url + "/sim/expected?context=%d&concurrency=%d&max_tokens=%d"
+                              % (c["context"], c["concurrency"], SPEC["max_output"]))[2])
+        pw = exp["power"]
+        truth = pw["j_per_decode_token"] + pw["idle_w"] * c["measured_s"] / c["output_tokens"]
+        assert e["energy_source"] == "energy_counter", e
+        print("# C=%d J/token %.4f truth %.4f (%+.2f%%); cost %.4f" % (
+            c["concurrency"], e["j_per_output_token"], truth,
+            100 * (e["j_per_output_token"] / truth - 1), e["cost_per_m_output_tokens"]))
+        assert abs(e["j_per_output_token"] - truth) <= 0.02 * truth, (e, truth, c["concurrency"])
+        w = truth * c["output_tokens"] / c["measured_s"]
+        assert abs(e["avg_power_w"] - w) <= 0.02 * w, (e, w)
+        lo, hi = e["j_per_output_token_ci95"]
+        assert lo <= e["j_per_output_token"] <= hi
+        want = price / 3600 / exp["total_tok_s"] * 1e6
+        assert abs(e["cost_per_m_output_tokens"] - want) <= 0.02 * want, (e, want)
+        assert e["currency"] == "EUR" and e["gpus"] == 1
+        assert e["gpu_util_pct"]["mean"] > 0 and e["sm_clock_mhz"]["mean"] == pw["sm_clock_mhz"]
+        assert e["telemetry_samples"] >= 2
+        assert c["checks"]["gpu_throttled"] is False, c["checks"]
+        n += 1
+    assert n == 2
+    # the report shows it; the CSV has the columns
+    st, h, md = http("GET", s["base"] + "/v1/jobs/%s/report?format=md" % jid, None,
+                     {"Authorization": "Bearer " + s["key"]})
+    assert b"### Cost and energy" in md and b"energy counter" in md and b"EUR" in md
+
+
+def test_injected_throttle_is_flagged(ctx):
+    """tokbench run against a simulator whose GPUs report a SW power cap
+    (--throttle 0x4): every valid decode cell fails gpu_throttled, naming
+    sw_power_cap; the same run without it passes."""
+    out = {}
+    for thr in (True, False):
+        sim = ctx.sim("tiny", args=["--throttle", "0x4"] if thr else [])
+        path = os.path.join(ctx.tmp, "run-%s.json" % thr)
+        r = subprocess.run([harness.bin("tokbench"), "run", "--url", sim.url, "--contexts", "512",
+                            "--concurrency", "4", "--prefill-contexts", "512", "--duration", "2",
+                            "--settle", "0.2", "--max-output", "2048",
+                            "--gpu", "Sim:1", "--price-per-hour", "2",
+                            "--telemetry-url", sim.url + "/sim/dcgm/metrics",
+                            "--output", path, "--quiet", "--table"],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, TOKBENCH_EGRESS_ALLOW="loopback"))
+        assert r.returncode == 0, r.stderr
+        with open(path) as f:
+            out[thr] = (json.load(f), r.stdout)
+    doc, table = out[True]
+    cells = [c for c in doc["cells"] if c["phase"] == "decode" and c["status"] == "valid"]
+    assert cells
+    for c in cells:
+        ch = c["checks"]
+        assert ch["gpu_throttled"] is True and ch["ok"] is False, ch
+        assert any("sw_power_cap" in f for f in ch["failed"]), ch
+        assert c["efficiency"]["clock_event_reasons"] == ["sw_power_cap"]
+        assert c["efficiency"]["sm_clock_mhz"]["mean"] < 1980
+    assert "Cost and energy" in table and "yes: sw_power_cap" in table, table
+    doc, table = out[False]
+    for c in doc["cells"]:
+        if c["phase"] == "decode" and c["status"] == "valid":
+            assert c["checks"]["gpu_throttled"] is False, c["checks"]
