@@ -45,10 +45,13 @@
  * connection closed, which aborts the request on vLLM; SGLang also gets
  * /abort_request) and the loop waits for the server to drain.
  *
- * Counting.  Output tokens are the deltas of cumulative usage.completion_tokens
- * (continuous usage stats).  A chunk with output but no usage switches that
- * stream to counting chunks (one per choice with text), and the cell's
- * token_source becomes "chunks": a flagged fallback, never silent.
+ * Counting.  A stream's bytes, on either transport, go to tb_stream (the
+ * consumer the rate cells use too: SSE, counting, token stamps, why a
+ * stream failed); the cell adds up what its streams report.  Output tokens
+ * are the deltas of cumulative usage.completion_tokens (continuous usage
+ * stats).  A chunk with output but no usage switches that stream to
+ * counting chunks (one per choice with text), and the cell's token_source
+ * becomes "chunks": a flagged fallback, never silent.
  *
  * Result.  The document (header, cells, status) is tb_result's model; the
  * engine fills it from what it measured.

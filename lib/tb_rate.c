@@ -21,8 +21,9 @@
  * request's own output length is patched in place, and one request head
  * (Content-Length) serves every body of a pool entry.
  *
- * Timing.  A request's figures are taken from the kernel's receive stamps
- * of its reads: TTFT = first output token - actual start; TPOT = (last
+ * Timing.  A request's response goes to tb_stream (the consumer the matrix
+ * uses too).  Its figures are taken from the kernel's receive stamps of its
+ * reads: TTFT = first output token - actual start; TPOT = (last
  * token - first token) / (tokens - 1); TBT = each gap between two token
  * chunks (per token when a chunk carries several); e2e = last byte -
  * actual start.  Lag = actual start - scheduled start.
