@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tb_engine.h"
+#include "engine/tb_engine.h"
 
 static void
 test_top_context(void **state)

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "loopback.h"
-#include "tb_stream.h"
+#include "engine/tb_stream.h"
 
 #define ROLE "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"," \
              "\"content\":\"\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":10," \
