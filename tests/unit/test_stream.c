@@ -81,13 +81,33 @@ on_comment(void *cls, struct tb_stream *s, const char *text, size_t len)
 static const struct tb_stream_ops ops = { on_event, on_tokens, on_comment };
 static const struct tb_stream_ops no_comments = { on_event, on_tokens, NULL };
 
-static void
-cell_init(struct tb_stream_cell *c, enum tb_stream_kind kind)
+/* A cell and one stream of it, and what its callbacks saw. */
+struct fx {
+  struct tb_stream_cell c;
+  struct seen v;
+  struct tb_stream s;
+};
+
+/* f's stream, started at t_start (the cell's settings may change after). */
+static struct tb_stream *
+fx_open(struct fx *f, enum tb_stream_kind kind, int64_t t_start)
 {
-  memset(c, 0, sizeof *c);
-  c->kind = kind;
-  c->mem.max = 1u << 20;
-  c->ops = &ops;
+  memset(f, 0, sizeof *f);
+  f->c.kind = kind;
+  f->c.mem.max = 1u << 20;
+  f->c.ops = &ops;
+  tb_stream_init(&f->s, &f->c, &f->v, t_start);
+  return &f->s;
+}
+
+/* f's stream again, anew, in the same cell. */
+static struct tb_stream *
+fx_again(struct fx *f, int64_t t_start)
+{
+  tb_stream_free(&f->s);
+  memset(&f->v, 0, sizeof f->v);
+  tb_stream_init(&f->s, &f->c, &f->v, t_start);
+  return &f->s;
 }
 
 /* Feeds text as one read at stamp. */
@@ -104,26 +124,23 @@ static void
 test_one_read(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 100);
-  assert_true(feed(&s, 500, STREAM));
-  assert_int_equal(v.events, 5); /* role, 3 tokens, usage; not [DONE] */
-  assert_int_equal(v.tokens, 3);
-  assert_int_equal(s.tokens, 3);
-  assert_int_equal(s.t_first, 500);
-  assert_int_equal(s.t_last, 500);
-  assert_int_equal(s.t_byte, 500);
-  assert_int_equal(s.count.prompt_tokens, 10);
-  assert_true(s.count.saw_final_usage && s.count.done);
-  assert_true(tb_stream_end(&s, 0, NULL, &want_usage));
-  assert_int_equal(s.end_rule, TB_STREAM_END_NONE);
-  assert_int_equal(tb_stream_got(&s), 3);
-  assert_true(c.mem.used > 0);
-  tb_stream_free(&s);
-  assert_int_equal(c.mem.used, 0); /* given back */
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 100);
+  assert_true(feed(s, 500, STREAM));
+  assert_int_equal(f.v.events, 5); /* role, 3 tokens, usage; not [DONE] */
+  assert_int_equal(f.v.tokens, 3);
+  assert_int_equal(s->tokens, 3);
+  assert_int_equal(s->t_first, 500);
+  assert_int_equal(s->t_last, 500);
+  assert_int_equal(s->t_byte, 500);
+  assert_int_equal(s->count.prompt_tokens, 10);
+  assert_true(s->count.saw_final_usage && s->count.done);
+  assert_true(tb_stream_end(s, 0, NULL, &want_usage));
+  assert_int_equal(s->end_rule, TB_STREAM_END_NONE);
+  assert_int_equal(tb_stream_got(s), 3);
+  assert_true(f.c.mem.used > 0);
+  tb_stream_free(s);
+  assert_int_equal(f.c.mem.used, 0); /* given back */
 }
 
 /* Where the event that brings the first (last) token ends in text. */
@@ -142,20 +159,17 @@ split_everywhere(const char *text, const char *first, const char *last, size_t t
   size_t len = strlen(text), e1 = event_end(text, first) - tail;
   size_t e3 = event_end(text, last) - tail;
   for (size_t k = 0; k <= len; k++) {
-    struct tb_stream_cell c;
-    cell_init(&c, TB_STREAM_RATE);
-    struct seen v = { 0 };
-    struct tb_stream s;
-    tb_stream_init(&s, &c, &v, 1);
+    struct fx f;
+    struct tb_stream *s = fx_open(&f, TB_STREAM_RATE, 1);
     if (k > 0)
-      assert_true(tb_stream_body(&s, 200, 1000, text, k));
+      assert_true(tb_stream_body(s, 200, 1000, text, k));
     if (k < len)
-      assert_true(tb_stream_body(&s, 200, 2000, text + k, len - k));
-    assert_int_equal(s.tokens, 3);
-    assert_int_equal(s.t_first, k >= e1 ? 1000 : 2000);
-    assert_int_equal(s.t_last, k >= e3 ? 1000 : 2000);
-    assert_true(tb_stream_end(&s, 0, NULL, &want_usage));
-    tb_stream_free(&s);
+      assert_true(tb_stream_body(s, 200, 2000, text + k, len - k));
+    assert_int_equal(s->tokens, 3);
+    assert_int_equal(s->t_first, k >= e1 ? 1000 : 2000);
+    assert_int_equal(s->t_last, k >= e3 ? 1000 : 2000);
+    assert_true(tb_stream_end(s, 0, NULL, &want_usage));
+    tb_stream_free(s);
   }
 }
 
@@ -179,20 +193,17 @@ static void
 test_byte_by_byte(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 1);
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1);
   const char *text = STREAM;
   for (size_t i = 0; text[i]; i++)
-    assert_true(tb_stream_body(&s, 200, (int64_t)i + 1, text + i, 1));
-  assert_int_equal(s.t_first, (int64_t)event_end(text, TOK(1, "null")));
-  assert_int_equal(s.t_last, (int64_t)event_end(text, TOK(3, "\"length\"")));
-  assert_int_equal(s.max_gap, s.t_last - (int64_t)event_end(text, TOK(2, "null")));
-  assert_int_equal(v.first_at, s.t_first);
-  assert_true(tb_stream_end(&s, 0, NULL, &want_usage));
-  tb_stream_free(&s);
+    assert_true(tb_stream_body(s, 200, (int64_t)i + 1, text + i, 1));
+  assert_int_equal(s->t_first, (int64_t)event_end(text, TOK(1, "null")));
+  assert_int_equal(s->t_last, (int64_t)event_end(text, TOK(3, "\"length\"")));
+  assert_int_equal(s->max_gap, s->t_last - (int64_t)event_end(text, TOK(2, "null")));
+  assert_int_equal(f.v.first_at, s->t_first);
+  assert_true(tb_stream_end(s, 0, NULL, &want_usage));
+  tb_stream_free(s);
 }
 
 /* No usage: chunks counted (content and reasoning alike), flagged; a
@@ -201,28 +212,25 @@ static void
 test_chunks_and_reasoning(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 1);
-  assert_true(feed(&s, 10, "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n"
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1);
+  assert_true(feed(s, 10, "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n"
                            "data: {\"choices\":[{\"delta\":{\"reasoning\":\"m\",\"content\":null}}]}\n\n"));
-  assert_true(feed(&s, 20, CHUNK("a") CHUNK("b") DONE));
-  assert_true(s.count.chunk_mode);
-  assert_int_equal(s.tokens, 4);
-  assert_int_equal(s.t_first, 10);
+  assert_true(feed(s, 20, CHUNK("a") CHUNK("b") DONE));
+  assert_true(s->count.chunk_mode);
+  assert_int_equal(s->tokens, 4);
+  assert_int_equal(s->t_first, 10);
   struct tb_stream_expect x = { .max_tokens = 32 }; /* 4 chunks x 8 = 32: not early */
-  assert_true(tb_stream_end(&s, 0, NULL, &x));
-  tb_stream_free(&s);
+  assert_true(tb_stream_end(s, 0, NULL, &x));
+  tb_stream_free(s);
 
-  tb_stream_init(&s, &c, &v, 1);
-  assert_true(feed(&s, 10, CHUNK("a") CHUNK("b") CHUNK("c") DONE));
-  assert_false(tb_stream_end(&s, 0, NULL, &x));
-  assert_int_equal(s.end_rule, TB_STREAM_END_EARLY);
-  assert_string_equal(s.reason, "the server ended a stream early: asked 32 tokens, got 3 chunks "
+  s = fx_again(&f, 1);
+  assert_true(feed(s, 10, CHUNK("a") CHUNK("b") CHUNK("c") DONE));
+  assert_false(tb_stream_end(s, 0, NULL, &x));
+  assert_int_equal(s->end_rule, TB_STREAM_END_EARLY);
+  assert_string_equal(s->reason, "the server ended a stream early: asked 32 tokens, got 3 chunks "
                                 "(it ignores max_tokens or ignore_eos)");
-  tb_stream_free(&s);
+  tb_stream_free(s);
 }
 
 /* Comments and keep-alives go to comment() (or nowhere), counting aside. */
@@ -230,23 +238,19 @@ static void
 test_comments(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 1);
-  assert_true(feed(&s, 5, ": keep-alive\n\n: t=123\n" TOK(1, "null") ":\n"));
-  assert_int_equal(v.comments, 3);
-  assert_string_equal(v.comment, "");
-  assert_int_equal(s.tokens, 1);
-  tb_stream_free(&s);
-  c.ops = &no_comments;
-  memset(&v, 0, sizeof v);
-  tb_stream_init(&s, &c, &v, 1);
-  assert_true(feed(&s, 5, ": t=123\n" TOK(1, "null")));
-  assert_int_equal(v.comments, 0);
-  assert_int_equal(s.tokens, 1);
-  tb_stream_free(&s);
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1);
+  assert_true(feed(s, 5, ": keep-alive\n\n: t=123\n" TOK(1, "null") ":\n"));
+  assert_int_equal(f.v.comments, 3);
+  assert_string_equal(f.v.comment, "");
+  assert_int_equal(s->tokens, 1);
+  tb_stream_free(s);
+  f.c.ops = &no_comments;
+  s = fx_again(&f, 1);
+  assert_true(feed(s, 5, ": t=123\n" TOK(1, "null")));
+  assert_int_equal(f.v.comments, 0);
+  assert_int_equal(s->tokens, 1);
+  tb_stream_free(s);
 }
 
 /* A status other than 200: the body is kept, not parsed; the reason
@@ -263,28 +267,25 @@ test_error_body(void **state)
   const enum tb_stream_kind kinds[] = { TB_STREAM_MATRIX, TB_STREAM_RATE };
   for (int i = 0; i < 2; i++) {
     for (int bodies = 0; bodies < 2; bodies++) {
-      struct tb_stream_cell c;
-      cell_init(&c, kinds[i]);
-      c.error_bodies = bodies;
-      struct seen v = { 0 };
-      struct tb_stream s;
-      tb_stream_init(&s, &c, &v, 1);
-      assert_true(tb_stream_body(&s, 503, 7, body, 20));
-      assert_true(tb_stream_body(&s, 200, 8, body + 20, strlen(body) - 20)); /* first status stays */
-      assert_int_equal(s.http_status, 503);
-      assert_int_equal(v.events, 0);
-      assert_false(tb_stream_end(&s, 0, NULL, &want_usage));
-      assert_int_equal(s.end_rule, TB_STREAM_END_HTTP);
+      struct fx f;
+      struct tb_stream *s = fx_open(&f, kinds[i], 1);
+      f.c.error_bodies = bodies;
+      assert_true(tb_stream_body(s, 503, 7, body, 20));
+      assert_true(tb_stream_body(s, 200, 8, body + 20, strlen(body) - 20)); /* first status stays */
+      assert_int_equal(s->http_status, 503);
+      assert_int_equal(f.v.events, 0);
+      assert_false(tb_stream_end(s, 0, NULL, &want_usage));
+      assert_int_equal(s->end_rule, TB_STREAM_END_HTTP);
       if (!bodies) {
-        assert_string_equal(s.reason, "HTTP 503");
+        assert_string_equal(s->reason, "HTTP 503");
       } else {
         /* the matrix's 200 bytes and the head, cut with the reason at 199 */
         size_t shown = kinds[i] == TB_STREAM_RATE ? 120 : 199 - 10;
-        assert_int_equal(strlen(s.reason), strlen("HTTP 503: ") + shown);
-        assert_memory_equal(s.reason, "HTTP 503: ", 10);
-        assert_memory_equal(s.reason + 10, body, shown);
+        assert_int_equal(strlen(s->reason), strlen("HTTP 503: ") + shown);
+        assert_memory_equal(s->reason, "HTTP 503: ", 10);
+        assert_memory_equal(s->reason + 10, body, shown);
       }
-      tb_stream_free(&s);
+      tb_stream_free(s);
     }
   }
 }
@@ -295,19 +296,16 @@ static void
 test_status_without_body(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 1);
-  assert_false(tb_stream_end(&s, 401, NULL, &want_usage));
-  assert_string_equal(s.reason, "HTTP 401");
-  tb_stream_free(&s);
-  tb_stream_init(&s, &c, &v, 1);
-  assert_false(tb_stream_end(&s, 200, NULL, &want_usage));
-  assert_string_equal(s.reason, "stream ended before [DONE] (cut)");
-  assert_int_equal(s.end_rule, TB_STREAM_END_CUT);
-  tb_stream_free(&s);
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1);
+  assert_false(tb_stream_end(s, 401, NULL, &want_usage));
+  assert_string_equal(s->reason, "HTTP 401");
+  tb_stream_free(s);
+  s = fx_again(&f, 1);
+  assert_false(tb_stream_end(s, 200, NULL, &want_usage));
+  assert_string_equal(s->reason, "stream ended before [DONE] (cut)");
+  assert_int_equal(s->end_rule, TB_STREAM_END_CUT);
+  tb_stream_free(s);
 }
 
 /* Faults inside the stream: the first reason stays, reading stops, the
@@ -324,18 +322,15 @@ test_faults_in_stream(void **state)
     { TOK(2, "null") TOK(1, "null"), "usage.completion_tokens went backwards (1 after 2)" },
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(cases); i++) {
-    struct tb_stream_cell c;
-    cell_init(&c, TB_STREAM_MATRIX);
-    struct seen v = { 0 };
-    struct tb_stream s;
-    tb_stream_init(&s, &c, &v, 1);
-    assert_false(feed(&s, 3, cases[i].text));
-    assert_true(s.failed);
-    assert_string_equal(s.reason, cases[i].reason);
-    assert_false(tb_stream_end(&s, 0, "connection reset", &want_usage));
-    assert_int_equal(s.end_rule, TB_STREAM_END_NONE);
-    assert_string_equal(s.reason, cases[i].reason);
-    tb_stream_free(&s);
+    struct fx f;
+    struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1);
+    assert_false(feed(s, 3, cases[i].text));
+    assert_true(s->failed);
+    assert_string_equal(s->reason, cases[i].reason);
+    assert_false(tb_stream_end(s, 0, "connection reset", &want_usage));
+    assert_int_equal(s->end_rule, TB_STREAM_END_NONE);
+    assert_string_equal(s->reason, cases[i].reason);
+    tb_stream_free(s);
   }
 }
 
@@ -345,16 +340,14 @@ static void
 test_event_refused(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_RATE);
-  struct seen v = { .refuse = true };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 1);
-  assert_false(feed(&s, 3, TOK(1, "null") TOK(2, "null")));
-  assert_int_equal(v.events, 1);
-  assert_int_equal(s.tokens, 0);
-  assert_string_equal(s.reason, "answer over 4 bytes");
-  tb_stream_free(&s);
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_RATE, 1);
+  f.v.refuse = true;
+  assert_false(feed(s, 3, TOK(1, "null") TOK(2, "null")));
+  assert_int_equal(f.v.events, 1);
+  assert_int_equal(s->tokens, 0);
+  assert_string_equal(s->reason, "answer over 4 bytes");
+  tb_stream_free(s);
 }
 
 /* A line over TB_SSE_LINE_MAX; the cell's budget shared by two streams,
@@ -363,17 +356,14 @@ static void
 test_caps_and_budget(void **state)
 {
   (void)state;
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s, t;
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1), t;
   char *big = malloc(TB_SSE_LINE_MAX + 2);
   memset(big, 'a', TB_SSE_LINE_MAX + 1);
   big[TB_SSE_LINE_MAX + 1] = '\0';
-  tb_stream_init(&s, &c, &v, 1);
-  assert_false(feed(&s, 1, big));
-  assert_string_equal(s.reason, "SSE line or event over its cap");
-  tb_stream_free(&s);
+  assert_false(feed(s, 1, big));
+  assert_string_equal(s->reason, "SSE line or event over its cap");
+  tb_stream_free(s);
   free(big);
 
   const enum tb_stream_kind kinds[] = { TB_STREAM_MATRIX, TB_STREAM_RATE };
@@ -383,21 +373,20 @@ test_caps_and_budget(void **state)
     "the cell's SSE buffers went over its memory budget of 2 KiB",
   };
   for (int i = 0; i < 2; i++) {
-    cell_init(&c, kinds[i]);
-    c.mem.max = 2048;
-    tb_stream_init(&s, &c, &v, 1);
-    tb_stream_init(&t, &c, &v, 1);
+    s = fx_open(&f, kinds[i], 1);
+    f.c.mem.max = 2048;
+    tb_stream_init(&t, &f.c, &f.v, 1);
     char part[1100];
     memset(part, 'b', sizeof part - 1);
     part[sizeof part - 1] = '\0';
-    assert_true(feed(&s, 1, "data: ") && feed(&s, 2, part)); /* a line cut by reads */
-    assert_true(c.mem.used > 1024 && c.mem.used <= 2048);
+    assert_true(feed(s, 1, "data: ") && feed(s, 2, part)); /* a line cut by reads */
+    assert_true(f.c.mem.used > 1024 && f.c.mem.used <= 2048);
     assert_false(feed(&t, 3, part)); /* the other stream: no room left */
     assert_string_equal(t.reason, texts[i]);
-    assert_false(s.failed);
+    assert_false(s->failed);
     tb_stream_free(&t);
-    tb_stream_free(&s);
-    assert_int_equal(c.mem.used, 0);
+    tb_stream_free(s);
+    assert_int_equal(f.c.mem.used, 0);
   }
 }
 
@@ -408,26 +397,23 @@ test_overdue(void **state)
   (void)state;
   const int64_t s1 = 1000000000;
   char why[80];
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 10 * s1);
-  assert_false(tb_stream_overdue(&s, 12 * s1, 2.0, 0.5, why, sizeof why)); /* exactly 2 s */
-  assert_true(tb_stream_overdue(&s, 12 * s1 + 1, 2.0, 0.5, why, sizeof why));
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 10 * s1);
+  assert_false(tb_stream_overdue(s, 12 * s1, 2.0, 0.5, why, sizeof why)); /* exactly 2 s */
+  assert_true(tb_stream_overdue(s, 12 * s1 + 1, 2.0, 0.5, why, sizeof why));
   assert_string_equal(why, "no first token after 2.0 s");
-  assert_true(feed(&s, 11 * s1, ROLE)); /* bytes, no token: still the first-token rule */
-  assert_true(tb_stream_overdue(&s, 12 * s1 + 1, 2.0, 0.5, why, sizeof why));
-  assert_true(feed(&s, 12 * s1, TOK(1, "null")));
-  assert_false(tb_stream_overdue(&s, 12 * s1 + s1 / 2, 2.0, 0.5, why, sizeof why));
-  assert_true(tb_stream_overdue(&s, 12 * s1 + s1 / 2 + 1, 2.0, 0.5, why, sizeof why));
+  assert_true(feed(s, 11 * s1, ROLE)); /* bytes, no token: still the first-token rule */
+  assert_true(tb_stream_overdue(s, 12 * s1 + 1, 2.0, 0.5, why, sizeof why));
+  assert_true(feed(s, 12 * s1, TOK(1, "null")));
+  assert_false(tb_stream_overdue(s, 12 * s1 + s1 / 2, 2.0, 0.5, why, sizeof why));
+  assert_true(tb_stream_overdue(s, 12 * s1 + s1 / 2 + 1, 2.0, 0.5, why, sizeof why));
   assert_string_equal(why, "stream stalled: no data for 0.5 s");
-  assert_true(feed(&s, 13 * s1, ": keep-alive\n")); /* any byte resets the stall */
-  assert_false(tb_stream_overdue(&s, 13 * s1 + s1 / 4, 2.0, 0.5, why, sizeof why));
-  c.kind = TB_STREAM_RATE;
-  assert_true(tb_stream_overdue(&s, 14 * s1, 2.0, 0.5, why, sizeof why));
+  assert_true(feed(s, 13 * s1, ": keep-alive\n")); /* any byte resets the stall */
+  assert_false(tb_stream_overdue(s, 13 * s1 + s1 / 4, 2.0, 0.5, why, sizeof why));
+  f.c.kind = TB_STREAM_RATE;
+  assert_true(tb_stream_overdue(s, 14 * s1, 2.0, 0.5, why, sizeof why));
   assert_string_equal(why, "stream stalled: no token for 0.5 s");
-  tb_stream_free(&s);
+  tb_stream_free(s);
 }
 
 /* One end rule after another, in order, and a transport error first. */
@@ -460,18 +446,15 @@ test_end_rules(void **state)
       NULL },
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(cases); i++) {
-    struct tb_stream_cell c;
-    cell_init(&c, TB_STREAM_RATE);
-    struct seen v = { 0 };
-    struct tb_stream s;
-    tb_stream_init(&s, &c, &v, 1);
-    assert_true(feed(&s, 2, cases[i].text));
-    bool ok = tb_stream_end(&s, 0, cases[i].err, &cases[i].x);
-    assert_int_equal(s.end_rule, cases[i].rule);
+    struct fx f;
+    struct tb_stream *s = fx_open(&f, TB_STREAM_RATE, 1);
+    assert_true(feed(s, 2, cases[i].text));
+    bool ok = tb_stream_end(s, 0, cases[i].err, &cases[i].x);
+    assert_int_equal(s->end_rule, cases[i].rule);
     assert_int_equal(ok, cases[i].reason == NULL);
     if (cases[i].reason != NULL)
-      assert_string_equal(s.reason, cases[i].reason);
-    tb_stream_free(&s);
+      assert_string_equal(s->reason, cases[i].reason);
+    tb_stream_free(s);
   }
 }
 
@@ -486,14 +469,11 @@ test_reason_caps(void **state)
   const enum tb_stream_kind kinds[] = { TB_STREAM_MATRIX, TB_STREAM_RATE };
   const size_t caps[] = { 199, 159 };
   for (int i = 0; i < 2; i++) {
-    struct tb_stream_cell c;
-    cell_init(&c, kinds[i]);
-    struct seen v = { 0 };
-    struct tb_stream s;
-    tb_stream_init(&s, &c, &v, 1);
-    assert_false(tb_stream_end(&s, 200, err, &want_usage));
-    assert_int_equal(strlen(s.reason), caps[i]);
-    tb_stream_free(&s);
+    struct fx f;
+    struct tb_stream *s = fx_open(&f, kinds[i], 1);
+    assert_false(tb_stream_end(s, 200, err, &want_usage));
+    assert_int_equal(strlen(s->reason), caps[i]);
+    tb_stream_free(s);
   }
 }
 
@@ -505,57 +485,53 @@ test_window_gaps_figures(void **state)
 {
   (void)state;
   struct tb_stats gaps = { 0 };
-  struct tb_stream_cell c;
-  cell_init(&c, TB_STREAM_MATRIX);
-  c.gaps = &gaps;
-  c.w0 = 200;
-  c.w1 = 500;
-  struct seen v = { 0 };
-  struct tb_stream s;
-  tb_stream_init(&s, &c, &v, 50);
-  assert_true(feed(&s, 60, ROLE));
+  struct fx f;
+  struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 50);
+  f.c.gaps = &gaps;
+  f.c.w0 = 200;
+  f.c.w1 = 500;
+  assert_true(feed(s, 60, ROLE));
   /* cumulative usage 1, 3, 4, 6, 7 at 100, 200, 300, 450, 500 */
   const int64_t at[] = { 100, 200, 300, 450, 500 };
   const char *ev[] = { TOK(1, "null"), TOK(3, "null"), TOK(4, "null"), TOK(6, "null"),
                        TOK(7, "null") };
   for (int i = 0; i < 5; i++)
-    assert_true(feed(&s, at[i], ev[i]));
-  assert_int_equal(s.tokens, 7);
-  assert_int_equal(v.first_at, 100);
+    assert_true(feed(s, at[i], ev[i]));
+  assert_int_equal(s->tokens, 7);
+  assert_int_equal(f.v.first_at, 100);
   /* window [200, 500): the chunks at 200 (2 tokens), 300 (1), 450 (2) */
-  assert_int_equal(s.w_first_t, 200);
-  assert_int_equal(s.w_last_t, 450);
-  assert_int_equal(s.w_tokens, 5);
-  assert_int_equal(s.w_first_tokens, 2);
-  assert_int_equal(v.in_window, 5);
+  assert_int_equal(s->w_first_t, 200);
+  assert_int_equal(s->w_last_t, 450);
+  assert_int_equal(s->w_tokens, 5);
+  assert_int_equal(s->w_first_tokens, 2);
+  assert_int_equal(f.v.in_window, 5);
   int64_t tbt = 0;
-  assert_true(tb_stream_window_tbt(&s, &tbt));
+  assert_true(tb_stream_window_tbt(s, &tbt));
   assert_int_equal(tbt, (450 - 200) / 3);
   /* gaps per token: 100/2, 100/1, 150/2, 50/1 */
   assert_int_equal(gaps.n, 4);
   const int64_t want[] = { 50, 100, 75, 50 };
   for (int i = 0; i < 4; i++)
     assert_int_equal(gaps.v[i], want[i]);
-  assert_int_equal(s.max_gap, 150);
-  assert_true(feed(&s, 520, "data: {\"choices\":[],\"usage\":{\"completion_tokens\":7}}\n\n" DONE));
-  struct tb_stream_figures f;
-  tb_stream_figures(&s, 70, 9999, &f);
-  assert_int_equal(f.ttft, 100 - 70);
-  assert_int_equal(f.end, 520);
-  assert_int_equal(f.e2e, 520 - 50);
-  assert_true(f.have_tpot);
-  assert_int_equal(f.tpot, (500 - 100) / 6);
-  tb_stream_free(&s);
+  assert_int_equal(s->max_gap, 150);
+  assert_true(feed(s, 520, "data: {\"choices\":[],\"usage\":{\"completion_tokens\":7}}\n\n" DONE));
+  struct tb_stream_figures fig;
+  tb_stream_figures(s, 70, 9999, &fig);
+  assert_int_equal(fig.ttft, 100 - 70);
+  assert_int_equal(fig.end, 520);
+  assert_int_equal(fig.e2e, 520 - 50);
+  assert_true(fig.have_tpot);
+  assert_int_equal(fig.tpot, (500 - 100) / 6);
+  tb_stream_free(s);
   tb_stats_free(&gaps);
 
-  /* one chunk in the window: no time between tokens; no byte: end = now */
-  cell_init(&c, TB_STREAM_RATE);
-  tb_stream_init(&s, &c, &v, 50);
-  assert_false(tb_stream_window_tbt(&s, &tbt));
-  tb_stream_figures(&s, 50, 9999, &f);
-  assert_int_equal(f.end, 9999);
-  assert_false(f.have_tpot);
-  tb_stream_free(&s);
+  /* no token: no time between tokens; no byte: end = now */
+  s = fx_open(&f, TB_STREAM_RATE, 50);
+  assert_false(tb_stream_window_tbt(s, &tbt));
+  tb_stream_figures(s, 50, 9999, &fig);
+  assert_int_equal(fig.end, 9999);
+  assert_false(fig.have_tpot);
+  tb_stream_free(s);
 }
 
 /* ------------------------------------------------------- the drain wait */
