@@ -26,7 +26,7 @@
  * slot of a cell keeps one kept-alive connection, writes its request with
  * one sendmsg and reads the response with one recvmsg per readiness, which
  * returns the kernel's receive stamp with the bytes (tb_rxts), parsed by
- * tb_h1 (HTTP/1.1 framing) and tb_sse.  Per read that is one system call
+ * tb_h1 (HTTP/1.1 framing) and tb_stream.  Per read that is one system call
  * where libcurl's read path makes three (the stamp peek, recv and a poll()
  * that asks whether more is pending) and about half the CPU time per token
  * on a bench (bench/bench_engine.sh prints both).  Over TLS, through a
@@ -81,14 +81,12 @@
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
 #include "base/tb_json.h"
-#include "net/tb_oai.h"
 #include "engine/tb_prompt.h"
 #include "engine/tb_rate.h"
 #include "base/tb_redact.h"
 #include "result/tb_result.h"
 #include "net/tb_rxts.h"
 #include "engine/tb_sampler.h"
-#include "net/tb_sse.h"
 #include "base/tb_stats.h"
 #include "engine/tb_stream.h"
 

@@ -51,7 +51,6 @@
 #include "engine/tb_ratewatch.h"
 #include "result/tb_result.h"
 #include "net/tb_rxts.h"
-#include "net/tb_sse.h"
 #include "base/tb_stats.h"
 #include "engine/tb_stream.h"
 
