@@ -2,9 +2,10 @@
 # benchmarks.  Knobs:
 #   make SANITIZE=1      ASan + UBSan build (objects in build-san/)
 #   make MODE=release    optimised build without debug checks (default: debug)
-#   make test            deps, check-layers, sanitizer build, every unit and
+#   make test            deps, check-layers, check-src, sanitizer build, every unit and
 #                        integration test
 #   make check-layers    the include graph of lib/LAYERS (in make test too)
+#   make check-src       no banned C calls: sprintf, strcpy, atoi, ... (in make test too)
 #   make valgrind        unit tests and a service smoke test under valgrind
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench           benchmarks, printing figures
@@ -98,7 +99,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check-layers real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
+.PHONY: all deps run test check-layers check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -139,7 +140,7 @@ deps:
 # The README's test command: installs what is missing, builds with
 # sanitizers, runs every test and prints "N passed, N failed".
 # Timing-exact tests also get an uninstrumented build (TB_REL_BIN_DIR).
-test: deps check-layers
+test: deps check-layers check-src
 	$(MAKE) SANITIZE=1 all unit
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests TB_REL_BIN_DIR=build-rel/bin \
@@ -148,6 +149,10 @@ test: deps check-layers
 # The include graph of lib/LAYERS: no include runs up or sideways.
 check-layers:
 	@scripts/check-layers.sh
+
+# Calls to banned C functions (scripts/checksrc.sh): none, no exceptions.
+check-src:
+	@scripts/checksrc.sh
 
 valgrind: deps
 	$(MAKE) all unit

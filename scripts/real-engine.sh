@@ -111,6 +111,13 @@ prepare() {
   say "root ready in $(($(date +%s) - t)) s: $(versions | tr '\n' ' ')"
 }
 
+# prepare_once: prepare under the lock, then let go of it, so that a server
+# this script execs does not hold it for its whole life.
+prepare_once() {
+  prepare
+  exec 9>&-
+}
+
 versions() {
   in_root dpkg-query -W -f '${Package} ${Version}\n' $pkgs
 }
@@ -141,7 +148,7 @@ case "${1:-}" in
 esac
 why=$(probe) || { echo "SKIP: this machine cannot run llama.cpp: $why"; exit 1; }
 case "${1:-}" in
---prepare) prepare; echo "$root" ;;
+--prepare) prepare_once; echo "$root" ;;
 --versions) versions ;;
-*) prepare; serve "$@" ;;
+*) prepare_once; serve "$@" ;;
 esac

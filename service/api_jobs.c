@@ -62,7 +62,7 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
   /* not given: the table's default, within the operator's limit */
   const struct tb_spec_field *af = tb_spec_field("max_attempts");
   long long att = av != NULL ? (long long)json_integer_value(av)
-                             : (af != NULL && af->def != NULL ? atoll(af->def) : 3);
+                             : (af != NULL && af->def != NULL ? strtoll(af->def, NULL, 10) : 3);
   if (av == NULL && att > ten->max_attempts)
     att = ten->max_attempts;
   snprintf(attempts, sizeof attempts, "%lld", att);
