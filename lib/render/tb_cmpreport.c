@@ -20,6 +20,7 @@
 #include "base/tb_json.h"
 #include "render/tb_render.h"
 #include "render/tb_verdictview.h"
+#include "render/tb_costview.h"
 
 /* A comparison document's cell, type-checked. */
 struct ccell {
@@ -309,6 +310,7 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
                      ms[i].higher_better ? "higher" : "lower");
   }
   tb_render_puts(b, "</table>\n");
+  tb_costview_compare(b, d, true);
   if (nreg > 0) {
     tb_render_puts(b, "<h2>Regressions</h2><table id=\"regressions\"><tr><th class=\"l\">Phase</th>"
                "<th>Context</th><th>Requests at once</th><th class=\"l\">Metric</th>"
@@ -415,6 +417,7 @@ render_compare_md(struct tb_render_buf *b, const struct cview *v)
                      ms[i].label, ms[i].higher_better ? "higher" : "lower", sr.ratio, sr.change,
                      sr.cells);
   }
+  tb_costview_compare(b, d, false);
   if (nreg > 0) {
     tb_render_puts(b, "\n### Regressions\n\n| Phase | Context | Requests at once | Metric | Base | "
                "Head | Change |\n|---|---|---:|---|---:|---:|---:|\n");

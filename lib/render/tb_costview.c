@@ -257,6 +257,87 @@ tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc)
   tb_render_puts(b, "</svg>\n");
 }
 
+/* One row of a comparison's table, as HTML or Markdown cells. */
+static void
+cmp_row(struct tb_render_buf *b, bool html, const char *const *cols, size_t n)
+{
+  tb_render_puts(b, html ? "<tr>" : "|");
+  for (size_t k = 0; k < n; k++) {
+    if (html) {
+      tb_render_puts(b, k == 0 ? "<td class=\"l\">" : "<td>");
+      tb_render_html(b, cols[k]);
+      tb_render_puts(b, "</td>");
+    } else {
+      tb_render_puts(b, " ");
+      tb_render_md(b, cols[k]);
+      tb_render_puts(b, " |");
+    }
+  }
+  tb_render_puts(b, html ? "</tr>\n" : "\n");
+}
+
+void
+tb_costview_compare(struct tb_render_buf *b, const json_t *cmp, bool html)
+{
+  const json_t *es = json_object_get(json_object_get(cmp, "summary"), "efficiency");
+  if (!json_is_object(es))
+    return;
+  static const char *const names[] = { "cost_per_m_output_tokens", "cost_per_m_tokens",
+                                       "j_per_output_token", "tps_per_gpu" };
+  static const char *const labels[] = { "Cost per M output tokens", "Cost per M tokens",
+                                        "J per output token", "tok/s per GPU" };
+  tb_render_puts(b, html ? "<h2>Cost and energy</h2><p class=\"muted\">A cheaper configuration "
+                           "is a better one; intervals decide (better or worse when the two "
+                           "95% intervals are disjoint).</p><table id=\"cost-compare\"><tr>"
+                           "<th class=\"l\">Metric</th><th>Ratio (geomean)</th><th>Cells</th>"
+                           "<th>Better</th></tr>\n"
+                         : "\n### Cost and energy\n\nA cheaper configuration is a better one; "
+                           "intervals decide (better or worse when the two 95% intervals are "
+                           "disjoint).\n\n| Metric | Ratio (geomean) | Cells | Better |\n"
+                           "|---|---:|---:|---|\n");
+  for (size_t m = 0; m < TB_ARRAY_LEN(names); m++) {
+    const json_t *o = json_object_get(es, names[m]);
+    char r[32], n[32];
+    fmt3(tb_json_num(o, "geomean"), r, sizeof r);
+    snprintf(n, sizeof n, "%" PRId64, (int64_t)json_integer_value(json_object_get(o, "cells")));
+    const char *cols[] = { labels[m], r, n, tb_json_str(o, "better") ? tb_json_str(o, "better")
+                                                                      : "" };
+    cmp_row(b, html, cols, 4);
+  }
+  tb_render_puts(b, html ? "</table><table id=\"cost-cells\"><tr><th class=\"l\">Cell</th>"
+                           "<th>Cost per M output tokens, base</th><th>head</th><th>By the "
+                           "intervals</th><th>J per output token, base</th><th>head</th>"
+                           "<th>By the intervals</th></tr>\n"
+                         : "\n| Cell | Cost per M output tokens, base | head | By the intervals "
+                           "| J per output token, base | head | By the intervals |\n"
+                           "|---|---:|---:|---|---:|---:|---|\n");
+  size_t i;
+  const json_t *c;
+  json_array_foreach(json_object_get(cmp, "cells"), i, c) {
+    const json_t *e = json_object_get(c, "efficiency");
+    if (!json_is_object(e))
+      continue;
+    char cell[64], lab[32], v[4][24];
+    int64_t ctx = 0, conc = 0;
+    (void)tb_json_int(c, "context", &ctx);
+    (void)tb_json_int(c, "concurrency", &conc);
+    tb_format_tokens(ctx, lab, sizeof lab);
+    snprintf(cell, sizeof cell, "%s \xc3\x97 %" PRId64, lab, conc);
+    const json_t *cm = json_object_get(e, "cost_per_m_output_tokens");
+    const json_t *jm = json_object_get(e, "j_per_output_token");
+    fmt3(tb_json_num(cm, "base"), v[0], sizeof v[0]);
+    fmt3(tb_json_num(cm, "head"), v[1], sizeof v[1]);
+    fmt3(tb_json_num(jm, "base"), v[2], sizeof v[2]);
+    fmt3(tb_json_num(jm, "head"), v[3], sizeof v[3]);
+    const char *bc = tb_json_str(cm, "by_interval"), *bj = tb_json_str(jm, "by_interval");
+    const char *cols[] = { cell, v[0], v[1], bc ? bc : TB_RENDER_DASH, v[2], v[3],
+                           bj ? bj : TB_RENDER_DASH };
+    cmp_row(b, html, cols, 7);
+  }
+  if (html)
+    tb_render_puts(b, "</table>\n");
+}
+
 void
 tb_costview_print(FILE *f, const json_t *doc)
 {

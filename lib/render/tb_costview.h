@@ -28,6 +28,11 @@ void tb_costview_html(struct tb_render_buf *b, const json_t *doc);
  * frontier, own}) as an HTML section with an inline SVG (id
  * "frontier-place"); nothing without it. */
 void tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc);
+/* A comparison's cost and energy (tb_compare's summary.efficiency and the
+ * cells' efficiency): the geometric means and, per decode cell, base, head
+ * and what the intervals say (better, worse, same), as HTML (html) or
+ * Markdown; nothing when the comparison has none. */
+void tb_costview_compare(struct tb_render_buf *b, const json_t *cmp, bool html);
 /* The Markdown section to a terminal. */
 void tb_costview_print(FILE *f, const json_t *doc);
 /* " · 0.76 J/tok · 1.23 USD/M out" of a finished cell for a progress line

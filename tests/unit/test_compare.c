@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "result/tb_compare.h"
+#include "render/tb_cmpreport.h"
 
 static json_t *
 decode(int ctx, int conc, const char *status, double tps, double ttft, double tbt)
@@ -276,6 +277,16 @@ test_efficiency(void **state)
   assert_int_equal(json_integer_value(json_object_get(s, "cells")), 1);
   /* the J/token rose 6%: no regression is made of it */
   assert_true(json_is_false(json_object_get(cmp, "regressed")));
+  /* the comparison's reports say so (tb_costview_compare) */
+  size_t len;
+  char *md = tb_cmpreport_render(cmp, TB_REPORT_MD, &len, &err);
+  assert_non_null(md);
+  assert_non_null(strstr(md, "### Cost and energy"));
+  assert_non_null(strstr(md, "| 1K \xc3\x97 4 | 10.0 | 5.00 | better | 0.8 | 0.85 | same |"));
+  free(md);
+  char *html = tb_cmpreport_render(cmp, TB_REPORT_HTML, &len, &err);
+  assert_non_null(strstr(html, "<table id=\"cost-cells\">"));
+  free(html);
   json_decref(cmp);
   /* swapped: the head costs twice as much, "worse" */
   cmp = tb_compare(h, b, 0.05, &err);
