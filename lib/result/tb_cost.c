@@ -462,6 +462,76 @@ tb_cost_apply_labels(json_t *doc, const json_t *labels)
   return true;
 }
 
+/* min, mean, max of an object member {mean, min, max} pooled over reps. */
+static void
+pool3(json_t *const *reps, size_t n, const char *key, double *mean, double *mn, double *mx)
+{
+  double sum = 0, lo = INFINITY, hi = -INFINITY;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *o = json_object_get(json_object_get(reps[i], "efficiency"), key);
+    if (!json_is_object(o))
+      continue;
+    sum += tb_json_num(o, "mean");
+    lo = fmin(lo, tb_json_num(o, "min"));
+    hi = fmax(hi, tb_json_num(o, "max"));
+    k++;
+  }
+  *mean = k ? sum / (double)k : NAN;
+  *mn = k ? lo : NAN;
+  *mx = k ? hi : NAN;
+}
+
+void
+tb_cost_combine(json_t *cell, json_t *const *reps, size_t n)
+{
+  const json_t *ef0 = json_object_get(reps[0], "efficiency");
+  if (!json_is_object(ef0))
+    return;
+  struct tb_cost_price p;
+  price_init(&p);
+  p.per_hour = tb_json_num(ef0, "price_per_hour");
+  set_currency(&p, tb_json_str(ef0, "currency"));
+  int64_t g = 0;
+  p.gpus = tb_json_int(ef0, "gpus", &g) ? g : 0;
+  if (tb_json_str(ef0, "gpu") != NULL)
+    snprintf(p.gpu, sizeof p.gpu, "%s", tb_json_str(ef0, "gpu"));
+  struct tb_cost_energy e = { .ok = true, .source = NULL };
+  bool throttled = false, any_energy = false;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *ef = json_object_get(reps[i], "efficiency");
+    double j = tb_json_num(ef, "joules");
+    const char *src = tb_json_str(ef, "energy_source");
+    if (!isfinite(j) || src == NULL)
+      e.ok = false;
+    else {
+      any_energy = true;
+      e.joules += j;
+      e.source = e.source ? e.source : strcmp(src, "energy_counter") == 0 ? "energy_counter"
+                                                                          : "power_gauge";
+    }
+    e.span_s += tb_json_num(reps[i], "measured_s");
+    e.samples += (size_t)json_integer_value(json_object_get(ef, "telemetry_samples"));
+    throttled |= json_is_true(json_object_get(json_object_get(reps[i], "checks"),
+                                              "gpu_throttled"));
+  }
+  e.ok = e.ok && any_energy;
+  e.avg_w = e.ok && e.span_s > 0 ? e.joules / e.span_s : NAN;
+  e.gpus = (int)p.gpus;
+  pool3(reps, n, "gpu_util_pct", &e.util_mean, &e.util_min, &e.util_max);
+  pool3(reps, n, "sm_clock_mhz", &e.sm_mean, &e.sm_min, &e.sm_max);
+  e.temp_max = NAN;
+  for (size_t i = 0; i < n; i++)
+    e.temp_max = fmax(e.temp_max, tb_json_num(json_object_get(reps[i], "efficiency"),
+                                              "gpu_temp_c_max"));
+  bool telemetry = any_energy || json_object_get(ef0, "telemetry_samples") != NULL;
+  tb_cost_cell(cell, isfinite(p.per_hour) || p.gpus > 0 ? &p : NULL, telemetry ? &e : NULL);
+  json_t *ch = json_object_get(cell, "checks");
+  if (json_is_object(ch) && json_object_get(json_object_get(reps[0], "checks"),
+                                            "gpu_throttled") != NULL)
+    json_object_set_new(ch, "gpu_throttled", json_boolean(throttled));
+}
+
 double
 tb_cost_figure(const json_t *cell, const char *name)
 {

@@ -133,6 +133,18 @@ void tb_cost_cell(json_t *cell, const struct tb_cost_price *p, const struct tb_c
  */
 bool tb_cost_apply_labels(json_t *doc, const json_t *labels);
 
+/*
+ * The efficiency of a cell combined from its repeats (tb_result_combine;
+ * reps borrowed, cell edited): the price of the first repeat's, the
+ * joules summed over repeats that all have them (J per token and watts
+ * over the summed tokens and windows, energy_source the first's), the
+ * utilisation and clock summaries pooled (means averaged, the extremes
+ * kept), and checks.gpu_throttled true when any repeat's was (the failed
+ * reasons come from tb_checks_combine).  Nothing when the first repeat has
+ * no efficiency.
+ */
+void tb_cost_combine(json_t *cell, json_t *const *reps, size_t n);
+
 /* A cell's figure at path "efficiency.<name>" as a number; NAN when absent. */
 double tb_cost_figure(const json_t *cell, const char *name);
 

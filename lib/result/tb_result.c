@@ -481,8 +481,11 @@ tb_result_combine(json_t *const *reps, size_t n)
     }
   }
   const char *ph = json_string_value(json_object_get(reps[0], "phase"));
-  return ph != NULL && strcmp(ph, "prefill") == 0 ? combine_prefill(reps, n)
-                                                  : combine_decode(reps, n);
+  if (ph != NULL && strcmp(ph, "prefill") == 0)
+    return combine_prefill(reps, n);
+  json_t *c = combine_decode(reps, n);
+  tb_cost_combine(c, reps, n); /* issue 26: the repeats' cost and energy */
+  return c;
 }
 
 /* ----------------------------------------------------------------- header */

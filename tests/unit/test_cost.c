@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/tb_json.h"
 #include "result/tb_cost.h"
 
 #define S_NS 1000000000LL
@@ -220,6 +221,36 @@ test_cell(void **state)
   json_decref(cell);
 }
 
+/* Repeats combined: joules summed over the summed tokens, the price kept,
+ * the clocks pooled, a throttled repeat marks the combined cell. */
+static void
+test_combine(void **state)
+{
+  json_t *r[2];
+  for (int i = 0; i < 2; i++)
+    r[i] = json_pack("{s:f, s:{s:f, s:s, s:i, s:f, s:s, s:i, s:{s:f, s:f, s:f}}, s:{s:b}}",
+                     "measured_s", 5.0, "efficiency", "price_per_hour", 36.0, "currency", "EUR",
+                     "gpus", 2, "joules", 4000.0 + 1000 * i, "energy_source", "energy_counter",
+                     "telemetry_samples", 5, "sm_clock_mhz", "mean", 1900.0 - 600 * i, "min",
+                     1800.0 - 600 * i, "max", 1950.0, "checks", "gpu_throttled", i == 1);
+  json_t *cell = decode_cell(); /* 10 s, 10,000 tokens: the repeats' sums */
+  json_object_set_new(cell, "checks", json_pack("{s:b, s:[s]}", "ok", 0, "failed",
+                                                "repeat 2: GPU clocks throttled"));
+  tb_cost_combine(cell, r, 2);
+  assert_true(fabs(tb_cost_figure(cell, "j_per_output_token") - 0.9) < 1e-9);
+  assert_true(fabs(tb_cost_figure(cell, "avg_power_w") - 900) < 1e-9);
+  assert_true(fabs(tb_cost_figure(cell, "cost_per_m_output_tokens") - 10.0) < 1e-9);
+  const json_t *ef = json_object_get(cell, "efficiency");
+  assert_string_equal(json_string_value(json_object_get(ef, "currency")), "EUR");
+  assert_true(tb_json_num(json_object_get(ef, "sm_clock_mhz"), "min") == 1200);
+  assert_true(tb_json_num(json_object_get(ef, "sm_clock_mhz"), "mean") == 1600);
+  assert_true(json_is_true(json_object_get(json_object_get(cell, "checks"), "gpu_throttled")));
+  assert_int_equal(json_array_size(json_object_get(json_object_get(cell, "checks"), "failed")), 1);
+  json_decref(cell);
+  json_decref(r[0]);
+  json_decref(r[1]);
+}
+
 /* An import priced from its job's labels. */
 static void
 test_labels_apply(void **state)
@@ -255,6 +286,7 @@ main(void)
     cmocka_unit_test(test_reasons),
     cmocka_unit_test(test_cell),
     cmocka_unit_test(test_labels_apply),
+    cmocka_unit_test(test_combine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
