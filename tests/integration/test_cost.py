@@ -403,3 +403,34 @@ def test_injected_throttle_is_flagged(ctx):
     for c in doc["cells"]:
         if c["phase"] == "decode" and c["status"] == "valid":
             assert c["checks"]["gpu_throttled"] is False, c["checks"]
+
+
+def test_rate_cell_energy(ctx):
+    """A rate cell (tb_rate) gets its energy too: J per output token between
+    the simulator's truth without prefill (j_per_decode_token + idle_w x
+    measured_s / output tokens) and with every prompt token prefilled cold
+    (+ j_per_prefill_token x prompt tokens / output tokens), 2% either side."""
+    sim = ctx.sim("tiny")
+    path = os.path.join(ctx.tmp, "rate.json")
+    r = subprocess.run([harness.bin("tokbench"), "run", "--url", sim.url, "--rates", "4",
+                        "--rate-duration", "3", "--input-tokens", "256", "--output-tokens", "128",
+                        "--price-per-hour", "1.8", "--gpu", "Sim:1",
+                        "--telemetry-url", sim.url + "/sim/dcgm/metrics",
+                        "--output", path, "--quiet", "--jsonl"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with open(path) as f:
+        doc = json.load(f)
+    cells = [c for c in doc["cells"] if c["phase"] == "rate" and c["status"] == "valid"]
+    assert len(cells) == 1, doc["cells"]
+    c = cells[0]
+    e = c["efficiency"]
+    pw = json.loads(http("GET", sim.url + "/sim/expected?context=256&concurrency=1")[2])["power"]
+    lo = pw["j_per_decode_token"] + pw["idle_w"] * c["measured_s"] / c["output_tokens"]
+    hi = lo + pw["j_per_prefill_token"] * c["prompt_tokens_mean"] * c["requests_started"] / \
+        c["output_tokens"]
+    assert e["energy_source"] == "energy_counter"
+    assert 0.98 * lo <= e["j_per_output_token"] <= 1.02 * hi, (e, lo, hi)
+    want = 1.8 * c["measured_s"] / 3600 / c["output_tokens"] * 1e6
+    assert abs(e["cost_per_m_output_tokens"] - want) < 1e-6 * want
+    assert c["checks"]["gpu_throttled"] is False
