@@ -314,7 +314,7 @@ triple(double mean, double mn, double mx)
   return json_pack("{s:f, s:f, s:f}", "mean", mean, "min", mn, "max", mx);
 }
 
-/* The prompt tokens of the requests the window started. */
+/* The prompt tokens of the requests the cell started. */
 static double
 input_tokens(const json_t *cell)
 {

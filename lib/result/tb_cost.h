@@ -9,7 +9,7 @@
  *   cost_per_m_output_tokens = price_per_hour x measured_s / 3600
  *                              / output_tokens x 1e6
  * and cost_per_m_tokens the same over output plus input tokens (the prompt
- * tokens of the requests the window started: requests_started x context
+ * tokens of the requests the cell started: requests_started x context
  * for a decode cell, x prompt_tokens_mean for a rate cell).  Its 95%
  * interval follows total_tps_ci95 (the price and the window are exact).
  *
