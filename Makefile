@@ -2,7 +2,9 @@
 # benchmarks.  Knobs:
 #   make SANITIZE=1      ASan + UBSan build (objects in build-san/)
 #   make MODE=release    optimised build without debug checks (default: debug)
-#   make test            deps, sanitizer build, every unit and integration test
+#   make test            deps, check-layers, sanitizer build, every unit and
+#                        integration test
+#   make check-layers    the include graph of lib/LAYERS (in make test too)
 #   make valgrind        unit tests and a service smoke test under valgrind
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench           benchmarks, printing figures
@@ -66,7 +68,7 @@ LDLIBS   += $(PKG_LIBS) -lm -lpthread
 # One internal library (lib/) shared by every binary; each binary directory
 # holds main.c plus modules that are linked into an archive of their own, so
 # that unit tests can link them too.
-LIB_SRC     := $(sort $(wildcard lib/*.c))
+LIB_SRC     := $(sort $(wildcard lib/*/*.c))
 GEN_SRC     := $(BUILD)/gen/tb_migrations_data.c
 LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/tb_migrations_data.o
 APPS        := service worker sim cli
@@ -94,7 +96,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
+.PHONY: all deps run test check-layers unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -135,11 +137,15 @@ deps:
 # The README's test command: installs what is missing, builds with
 # sanitizers, runs every test and prints "N passed, N failed".
 # Timing-exact tests also get an uninstrumented build (TB_REL_BIN_DIR).
-test: deps
+test: deps check-layers
 	$(MAKE) SANITIZE=1 all unit
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests TB_REL_BIN_DIR=build-rel/bin \
 	  scripts/run-tests.sh
+
+# The include graph of lib/LAYERS: no include runs up or sideways.
+check-layers:
+	@scripts/check-layers.sh
 
 valgrind: deps
 	$(MAKE) all unit

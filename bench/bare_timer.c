@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tb_arrival.h"
+#include "base/tb_arrival.h"
 
 static int64_t
 now_ns(void)

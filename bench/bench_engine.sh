@@ -93,7 +93,7 @@ echo "Rows marked client: TB_ENGINE_CLIENT_STAMPS=1, the engine stamps as the ba
 echo "curl: TB_ENGINE_CURL_STREAMS=1, streams through libcurl (as over TLS) instead of the"
 echo "engine's own reads (one recvmsg per read, which also brings the kernel's stamp)."
 
-# The server series (lib/tb_sampler: /metrics read once a second on the
+# The server series (lib/engine/tb_sampler: /metrics read once a second on the
 # engine's loop) on and off, side by side on the 128-stream decode cell:
 # its gap error p99 over BENCH_SERIES_RUNS alternating pairs (default 5; the
 # order flips each pair), medians and their ratio.  With it off

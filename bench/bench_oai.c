@@ -1,5 +1,5 @@
 /*
- * bench_oai: the chunk scanner's CPU per chunk (lib/tb_oai's hot path), for
+ * bench_oai: the chunk scanner's CPU per chunk (lib/net/tb_oai's hot path), for
  * bench_oai.sh.  Scans a fixed mix of the chunks a decode stream carries
  * (vLLM chat chunks with continuous usage, one with a finish, a role chunk,
  * a final usage-only chunk, completions chunks) ITERATIONS times through
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tb_oai.h"
+#include "net/tb_oai.h"
 
 static const char *const chunks[] = {
   "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1738000001,"

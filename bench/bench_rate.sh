@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench_rate: a rate cell (lib/tb_rate) of Poisson arrivals at BENCH_RATE_RPS
+# bench_rate: a rate cell (lib/engine/tb_rate) of Poisson arrivals at BENCH_RATE_RPS
 # (default 200) requests/s for BENCH_RATE_SECONDS (default 60) against
 # tokbench-sim's bench profile (prompts of 256 tokens, 16 output tokens: about
 # 70 requests in flight).  The simulator runs on CPU 1, `tokbench run` on
@@ -10,7 +10,7 @@
 # schedule and CPU: a timerfd loop and nothing else, what the machine allows
 # any open-loop client (on a loaded VM its p99 is itself above 1 ms).  The
 # cell runs twice: with the server's /metrics sampled once a second on the
-# watch's thread (lib/tb_ratewatch, the default) and without
+# watch's thread (lib/engine/tb_ratewatch, the default) and without
 # (TB_ENGINE_SERVER_SERIES=0), so the sampling's cost on the lag and the CV
 # shows beside them; the first run's checks are printed.  Env: TB_BIN_DIR
 # (release binaries), BENCH_RT=1 (the client under SCHED_FIFO, as

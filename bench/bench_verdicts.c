@@ -1,5 +1,5 @@
 /*
- * bench_verdicts: how often the verdict (lib/tb_verdict) cries wolf, and how
+ * bench_verdicts: how often the verdict (lib/result/tb_verdict) cries wolf, and how
  * quickly it sees a real 5% step, over simulated histories (issue 14).
  *
  * The noise model, drawn directly (no simulator process: thousands of jobs
@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_verdict.h"
+#include "result/tb_verdict.h"
 
 #define TB_CELLS 6
 #define HISTORIES 400

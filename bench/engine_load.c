@@ -20,9 +20,9 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "tb_engine.h"
-#include "tb_stats.h"
-#include "tb_util.h"
+#include "engine/tb_engine.h"
+#include "base/tb_stats.h"
+#include "base/tb_util.h"
 
 struct slot {
   int64_t stamp, last_arrival, last_stamp;

@@ -23,9 +23,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tb_auth.h"
-#include "tb_log.h"
-#include "tb_migrate.h"
+#include "db/tb_auth.h"
+#include "base/tb_log.h"
+#include "db/tb_migrate.h"
 
 static void
 usage(FILE *out)
@@ -130,7 +130,7 @@ keys_create(int argc, char **argv)
     } else if (strcmp(a, "--scopes") == 0 && has_arg) {
       scopes = argv[++i];
     } else if (strcmp(a, "--expires-in") == 0 && has_arg) {
-      if (!tb_auth_parse_duration(argv[++i], &expires)) {
+      if (!tb_scope_parse_duration(argv[++i], &expires)) {
         fprintf(stderr, "tokbench keys: bad --expires-in '%s'\n", argv[i]);
         return 2;
       }
@@ -139,7 +139,7 @@ keys_create(int argc, char **argv)
     }
   }
   unsigned mask = TB_SCOPE_READ | TB_SCOPE_WRITE;
-  if (scopes != NULL && !tb_auth_parse_scopes(scopes, &mask)) {
+  if (scopes != NULL && !tb_scope_parse(scopes, &mask)) {
     fprintf(stderr, "tokbench keys: bad --scopes '%s' (read, write, admin)\n", scopes);
     return 2;
   }

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tb_log.h"
-#include "tb_migrate.h"
+#include "base/tb_log.h"
+#include "db/tb_migrate.h"
 
 int
 tb_cli_migrate(int argc, char **argv)

@@ -13,7 +13,7 @@
  *
  * compare renders BASE against HEAD cell by cell; the verdict (exit status,
  * and the reasons on stderr) judges HEAD against every earlier file, oldest
- * first (lib/tb_regress, lib/tb_verdict): with TB_VERDICT_MIN_HISTORY
+ * first (lib/db/tb_regress, lib/result/tb_verdict): with TB_VERDICT_MIN_HISTORY
  * earlier files or more, statistically; with fewer, by the two-run
  * comparison at the tolerance, flagged.
  *
@@ -29,13 +29,13 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tb_compare.h"
-#include "tb_import.h"
-#include "tb_cmpreport.h"
-#include "tb_regress.h"
-#include "tb_report.h"
-#include "tb_util.h"
-#include "tb_verdict.h"
+#include "result/tb_compare.h"
+#include "result/tb_import.h"
+#include "render/tb_cmpreport.h"
+#include "db/tb_regress.h"
+#include "render/tb_report.h"
+#include "base/tb_util.h"
+#include "result/tb_verdict.h"
 
 /* Files `tokbench compare` reads, at most (the history and the head). */
 #define COMPARE_FILES_MAX 200

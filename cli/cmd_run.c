@@ -23,11 +23,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "tb_cfg.h"
-#include "tb_engine.h"
-#include "tb_http.h"
-#include "tb_table.h"
-#include "tb_util.h"
+#include "base/tb_cfg.h"
+#include "engine/tb_engine.h"
+#include "net/tb_http.h"
+#include "render/tb_table.h"
+#include "base/tb_util.h"
 
 #define KEY_FILE_MAX 4096
 #define RESUME_LINE_MAX (1024 * 1024)
@@ -390,6 +390,8 @@ tb_cli_run(int argc, char **argv)
     }
   }
   struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint,
+                                     .key_hint = "tokbench run --api-key-file",
+                                     .model_hint = "tokbench run --model",
                                      .cell_memory_max = (size_t)cell_kb * 1024 };
 
   struct run_ui ui = {0};

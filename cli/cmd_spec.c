@@ -1,5 +1,5 @@
 /*
- * tokbench spec-table: the job spec's field table (lib/tb_spec) as JSON, one
+ * tokbench spec-table: the job spec's field table (lib/spec/tb_spec) as JSON, one
  * object per field: name, type, required, min, max, min_items, max_items,
  * default, override (a hook / preset job may set it), engine (an engine
  * setting), cli (the `tokbench run` flag), help.  For people writing job
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tb_spec.h"
+#include "spec/tb_spec.h"
 
 int
 tb_cli_spec_table(int argc, char **argv)

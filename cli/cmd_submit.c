@@ -4,8 +4,8 @@
  * exits with a status a pipeline can fail on:
  *   0  the job succeeded and the result names no regression (or no --wait:
  *      the job was queued)
- *   1  the job succeeded and its verdict (lib/tb_regress: judged against
- *      its history, lib/tb_verdict) is a significant regression; each one
+ *   1  the job succeeded and its verdict (lib/db/tb_regress: judged against
+ *      its history, lib/result/tb_verdict) is a significant regression; each one
  *      is told on stderr with its effect, CI and p-value
  *   2  anything else: usage, the API unreachable or refusing, the job failed
  *      or was cancelled, the wait timed out
@@ -31,12 +31,12 @@
 #include <time.h>
 
 #include "cli.h"
-#include "tb_cfg.h"
-#include "tb_http.h"
-#include "tb_jobdoc.h"
-#include "tb_regress.h"
-#include "tb_table.h"
-#include "tb_util.h"
+#include "base/tb_cfg.h"
+#include "net/tb_http.h"
+#include "result/tb_jobdoc.h"
+#include "db/tb_regress.h"
+#include "render/tb_table.h"
+#include "base/tb_util.h"
 
 #define SUBMIT_KEY_MAX 4096
 #define SUBMIT_LABELS_MAX 32

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 static const struct tb_cli_cmd commands[] = {
   { "run", "run the speed test matrix against an endpoint", tb_cli_run },

@@ -13,7 +13,8 @@
 #            certificates (docker/Dockerfile's runtime stage; a package per
 #            NEEDED library: tests/integration/test_docker.py checks it)
 #   dev      tests, tools and benchmarks: cmocka, a PostgreSQL server, python3,
-#            curl, jq, valgrind, clang (fuzzing), wrk, chromium, python3-yaml
+#            curl, jq, valgrind, clang (fuzzing), clang-format (make
+#            check-format), wrk, chromium, python3-yaml
 #   docker   building and running the image without a registry (make
 #            docker-test): podman, buildah, runc, debootstrap, podman-compose,
 #            and the host PostgreSQL server the test's containers use
@@ -25,7 +26,7 @@ group() {
     build)   echo "build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
                    libjansson-dev libpq-dev libssl-dev" ;;
     runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 ca-certificates" ;;
-    dev)     echo "libcmocka-dev postgresql python3 curl jq openssl valgrind clang
+    dev)     echo "libcmocka-dev postgresql python3 curl jq openssl valgrind clang clang-format
                    libclang-rt-14-dev wrk chromium python3-yaml" ;;
     docker)  echo "podman buildah runc debootstrap podman-compose postgresql curl jq
                    openssl ca-certificates" ;;

@@ -25,11 +25,11 @@
 #include <stdint.h>
 
 #include "api_error.h"
-#include "tb_auth.h"
-#include "tb_cfg.h"
-#include "tb_crypto.h"
-#include "tb_db.h"
-#include "tb_tenancy.h"
+#include "db/tb_auth.h"
+#include "base/tb_cfg.h"
+#include "base/tb_crypto.h"
+#include "db/tb_db.h"
+#include "db/tb_tenancy.h"
 
 /* Caps on what a client fills. */
 #define TB_API_BODY_MAX_DEFAULT (1024 * 1024)

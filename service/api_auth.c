@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "q_keys.h"
-#include "tb_log.h"
+#include "base/tb_log.h"
 
 #define TB_KEYCACHE_SLOTS 4096 /* power of two */
 #define TB_KEYCACHE_PROBE 8
@@ -126,9 +126,9 @@ fetch(struct tb_api_req *r, const char *hash, struct entry *out)
   snprintf(out->key_id, sizeof out->key_id, "%s", k.id);
   snprintf(out->project_id, sizeof out->project_id, "%s", k.project_id);
   unsigned mask = 0;
-  if (!tb_auth_parse_scopes(k.scopes, &mask))
+  if (!tb_scope_parse(k.scopes, &mask))
     mask = 0;
-  out->scopes = tb_auth_effective(mask);
+  out->scopes = tb_scope_effective(mask);
   int64_t exp = 0;
   if (!tb_parse_i64(k.expires_us, INT64_MIN, INT64_MAX, &exp))
     exp = 1; /* unreadable expiry: treat as expired */

@@ -10,7 +10,7 @@
 
 #include "api_jobs.h"
 #include "api_spec.h"
-#include "tb_crypto.h"
+#include "base/tb_crypto.h"
 
 bool
 tb_api_ci_uuid(char out[TB_API_ID_LEN + 1])

@@ -1,8 +1,8 @@
 /*
  * api_compare: GET /v1/compare?base=JOB&head=JOB[&tolerance=PCT][&format=]:
- * two jobs' documents (api_result.c) cell by cell (lib/tb_compare), rendered
+ * two jobs' documents (api_result.c) cell by cell (lib/result/tb_compare), rendered
  * as a report is (api_report.h).  Without ?tolerance= the tolerance is the
- * project's threshold for the head job's labels (lib/tb_regress).
+ * project's threshold for the head job's labels (lib/db/tb_regress).
  */
 #include <errno.h>
 #include <math.h>
@@ -11,9 +11,9 @@
 #include "api_handlers.h"
 #include "api_report.h"
 #include "api_result.h"
-#include "tb_cmpreport.h"
-#include "tb_compare.h"
-#include "tb_regress.h"
+#include "render/tb_cmpreport.h"
+#include "result/tb_compare.h"
+#include "db/tb_regress.h"
 
 enum MHD_Result
 tb_api_compare(struct tb_api_req *r)

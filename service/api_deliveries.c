@@ -7,7 +7,7 @@
  *   GET    /v1/deliveries       the deliveries with their outcome, newest
  *                               first: ?job_id= &status= &limit= (<= 200)
  *
- * The dispatcher that sends them (lib/tb_deliver.c) runs as a thread of this
+ * The dispatcher that sends them (service/tb_deliver.c) runs as a thread of this
  * process: tb_api_deliveries_start / _stop, called by main.c.  The
  * statements of the routes: service/q_deliveries.c.
  */
@@ -21,7 +21,7 @@
 #include "api_spec.h"
 #include "q_deliveries.h"
 #include "tb_deliver.h"
-#include "tb_log.h"
+#include "base/tb_log.h"
 #include "tb_webhook.h"
 
 /* An event a callback may be sent for. */

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "tb_egress.h"
+#include "net/tb_egress.h"
 
 bool
 tb_api_egress_check(struct tb_api_req *r, const char *field, const char *url,

@@ -1,5 +1,5 @@
 /*
- * api_egress: the egress policy (lib/tb_egress) at the api's door.  A URL a
+ * api_egress: the egress policy (lib/net/tb_egress) at the api's door.  A URL a
  * tenant registers (an endpoint's base_url, a callback's url) is judged
  * when it is created or changed, without resolving it; the connection is
  * judged again on its resolved address when it is made.

@@ -30,10 +30,10 @@
 #include "api_handlers.h"
 #include "api_probe.h"
 #include "api_spec.h"
-#include "tb_egress.h"
-#include "tb_log.h"
+#include "net/tb_egress.h"
+#include "base/tb_log.h"
 #include "q_endpoints.h"
-#include "tb_masterkey.h"
+#include "net/tb_masterkey.h"
 
 /* Wipes jansson's copy of the api_key in spec, if there is one. */
 static void

@@ -25,7 +25,7 @@
 #include "api_notify.h"
 #include "api_streams.h"
 #include "q_events.h"
-#include "tb_jobdoc.h"
+#include "result/tb_jobdoc.h"
 
 #define TB_SSE_BLOCK 16384
 

@@ -36,7 +36,7 @@
 #include "api_jobs.h"
 #include "api_spec.h"
 #include "q_hooks.h"
-#include "tb_log.h"
+#include "base/tb_log.h"
 #include "tb_metrics.h"
 #include "tb_webhook.h"
 

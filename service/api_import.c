@@ -1,9 +1,9 @@
 /*
  * api_import: POST /v1/results, a result from elsewhere (a `tokbench run
  * --output` file, another service's document, llm-inference-bench's JSON)
- * checked and converted by lib/tb_import (which redacts its launch command)
+ * checked and converted by lib/result/tb_import (which redacts its launch command)
  * and written as a finished job by the one job insert (api_jobs.h), then
- * checked for regressions (lib/tb_regress) like a job the workers ran.
+ * checked for regressions (lib/db/tb_regress) like a job the workers ran.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +13,9 @@
 #include "api_jobs.h"
 #include "api_report.h"
 #include "q_result.h"
-#include "tb_import.h"
-#include "tb_log.h"
-#include "tb_regress.h"
+#include "result/tb_import.h"
+#include "base/tb_log.h"
+#include "db/tb_regress.h"
 
 enum MHD_Result
 tb_api_results_import(struct tb_api_req *r)

@@ -29,9 +29,9 @@
 #include "api_spec.h"
 #include "api_streams.h"
 #include "q_jobs.h"
-#include "tb_jobdoc.h"
-#include "tb_log.h"
-#include "tb_plan.h"
+#include "result/tb_jobdoc.h"
+#include "base/tb_log.h"
+#include "spec/tb_plan.h"
 
 /* A job row from spec, within ten's limits (see tb_api_job_insert). */
 static int

@@ -9,7 +9,7 @@
  * scopes are within the parent's (403 otherwise), it expires no later than
  * the parent (an expiry asked beyond it, or none, is the parent's), and
  * revoking the parent revokes it (tb_auth.h).  The list's statement:
- * service/q_keys.c; making and revoking keys: lib/tb_auth.c.
+ * service/q_keys.c; making and revoking keys: lib/db/tb_auth.c.
  */
 #include <openssl/crypto.h>
 #include <string.h>
@@ -31,7 +31,7 @@ tb_api_keys_create(struct tb_api_req *r)
     mask = (unsigned)json_integer_value(json_object_get(spec, "scopes"));
   int64_t exp = json_integer_value(json_object_get(spec, "expires_in"));
   const char *name = json_string_value(json_object_get(spec, "name"));
-  if ((tb_auth_effective(mask) & ~r->scopes) != 0) {
+  if ((tb_scope_effective(mask) & ~r->scopes) != 0) {
     json_decref(spec);
     return tb_api_reply_error(r, TB_EC_FORBIDDEN,
                               "a key cannot make a key with a scope it does not hold", NULL);

@@ -12,7 +12,7 @@
 
 #include "api_auth.h"
 #include "api_jobcache.h"
-#include "tb_log.h"
+#include "base/tb_log.h"
 
 #define TB_NOTIFY_TICK_MS 100
 

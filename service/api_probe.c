@@ -6,9 +6,9 @@
 #include <openssl/crypto.h>
 #include <string.h>
 
-#include "tb_engine.h"
-#include "tb_http.h"
-#include "tb_log.h"
+#include "engine/tb_engine.h"
+#include "net/tb_http.h"
+#include "base/tb_log.h"
 
 #define TB_PROBE_THREADS_MAX 64
 

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "api.h"
-#include "tb_log.h"
+#include "base/tb_log.h"
 
 const char *
 tb_api_header(struct tb_api_req *r, const char *name)

@@ -1,6 +1,6 @@
 /*
  * api_report: GET /v1/jobs/{id}/report, a job's document (api_result.c,
- * lib/tb_jobdoc) rendered by lib/tb_report: the stored result of a finished
+ * lib/result/tb_jobdoc) rendered by lib/render/tb_report: the stored result of a finished
  * job, or, while it runs, its header and the cells measured so far (status
  * "running", so the report says it is partial).  The format comes from
  * ?format=, else the first media type of Accept we know (text/html,

@@ -15,7 +15,7 @@
 #define TB_API_REPORT_H
 
 #include "api.h"
-#include "tb_report.h"
+#include "render/tb_report.h"
 
 /* The format of a rendered answer: ?format=, else the first known media type
  * of Accept, else dflt.  False (a 400 queued into *ret) on an unknown

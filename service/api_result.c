@@ -1,7 +1,7 @@
 /*
  * api_result: GET /v1/jobs/{id}/result, and the one reader of a job's
  * document (tb_api_result_doc) that /report and /v1/compare render.  The
- * document itself is built by lib/tb_jobdoc, which also holds the words for
+ * document itself is built by lib/result/tb_jobdoc, which also holds the words for
  * states (queued ... cancelled) and statuses (complete ... running).  The
  * statement: service/q_result.c.
  */
@@ -11,7 +11,7 @@
 
 #include "api_handlers.h"
 #include "q_result.h"
-#include "tb_jobdoc.h"
+#include "result/tb_jobdoc.h"
 
 int
 tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **labels)

@@ -1,5 +1,5 @@
 /*
- * api_result: a job's document (lib/tb_jobdoc: the stored result of a
+ * api_result: a job's document (lib/result/tb_jobdoc: the stored result of a
  * finished job, else its header and the cells so far), read by one
  * statement for GET /v1/jobs/{id}/result, /report and /v1/compare.
  */

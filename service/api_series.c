@@ -1,7 +1,7 @@
 /*
  * api_series: GET /v1/series, one history series of the project (issue 14):
  * the points the regression check recorded as jobs finished (sql/0010,
- * lib/tb_history) and the change points over them (lib/tb_verdict).
+ * lib/db/tb_history) and the change points over them (lib/result/tb_verdict).
  *
  * Query: endpoint_id (required), labels (a JSON object, exactly the jobs'
  * labels; default {}), phase (decode | prefill; default decode), context
@@ -14,7 +14,7 @@
  * the segments either side of the change point.
  * Without context, the series is the matrix's (scope "matrix"; context and
  * concurrency null): per job, the geometric mean over its cells of the
- * cell's figure over the cell's median (lib/tb_verdict's matrix series;
+ * cell's figure over the cell's median (lib/result/tb_verdict's matrix series;
  * a cell counts once it has TB_VERDICT_MIN_HISTORY points), se and ci95
  * null.
  */
@@ -25,9 +25,9 @@
 
 #include "api_handlers.h"
 #include "api_report.h"
-#include "tb_compare.h"
-#include "tb_history.h"
-#include "tb_verdict.h"
+#include "result/tb_compare.h"
+#include "db/tb_history.h"
+#include "result/tb_verdict.h"
 
 #define SERIES_LABELS_MAX 4096 /* bytes of the labels argument */
 

@@ -2,14 +2,14 @@
  * api_spec: see api_spec.h.
  *
  * Each body is a static table of fields (name, type, range) checked by the
- * one walker of lib/tb_spec (tb_spec_run), the walker a job spec is checked
+ * one walker of lib/spec/tb_spec (tb_spec_run), the walker a job spec is checked
  * by, so the rules of a field sit on one line.
  */
 #include "api_spec.h"
 
 #include <stdlib.h>
 
-#include "tb_redact.h"
+#include "base/tb_redact.h"
 
 #define S(n, t, fl, lo, hi) { .name = n, .type = t, .flags = fl, .min = lo, .max = hi, \
                               .member = TB_SPEC_NO_MEMBER }

@@ -1,6 +1,6 @@
 /*
  * api_spec: the request bodies of the api other than a job spec (which is
- * lib/tb_spec's tb_spec_job), validated in full by pure functions (JSON
+ * lib/spec/tb_spec's tb_spec_job), validated in full by pure functions (JSON
  * text in, normalized JSON or a list of errors out), so that they can be
  * unit-tested and fuzzed without a server (tests/fuzz/fuzz_jobspec.c).
  *
@@ -14,8 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tb_spec.h"
-#include "tb_util.h"
+#include "spec/tb_spec.h"
+#include "base/tb_util.h"
 
 #define TB_API_SPEC_MAX_LAUNCH 16384
 #define TB_API_SPEC_MAX_API_KEY 4096

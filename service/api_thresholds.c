@@ -1,6 +1,6 @@
 /*
  * api_thresholds: /v1/thresholds, the tolerated loss per label set that
- * /v1/compare and the regression check (lib/tb_regress) apply.
+ * /v1/compare and the regression check (lib/db/tb_regress) apply.
  *   GET    /v1/thresholds         the project's thresholds
  *   POST   /v1/thresholds         {labels, tolerance_pct}: create or replace
  *   DELETE /v1/thresholds/{id}

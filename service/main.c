@@ -47,12 +47,12 @@
 #include "api_probe.h"
 #include "api_streams.h"
 #include "api_web.h"
-#include "tb_egress.h"
-#include "tb_http.h"
-#include "tb_log.h"
-#include "tb_masterkey.h"
+#include "net/tb_egress.h"
+#include "net/tb_http.h"
+#include "base/tb_log.h"
+#include "net/tb_masterkey.h"
 #include "tb_metrics.h"
-#include "tb_migrate.h"
+#include "db/tb_migrate.h"
 
 static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_DATABASE_URL", NULL, "PostgreSQL URL (libpq)", true },

@@ -2,15 +2,15 @@
  * q_deliveries: the statements of /v1/callbacks and /v1/deliveries
  * (service/api_deliveries.c); tables callbacks and webhook_deliveries in
  * sql/0006_hooks_deliveries.sql (what the dispatcher itself runs is
- * lib/tb_deliver.c).  One function per statement (the SQL beside it in
+ * service/tb_deliver.c).  One function per statement (the SQL beside it in
  * q_deliveries.c), columns read by name; each returns the row count or
  * TB_DB_SOFT / TB_DB_HARD.  The callback document never holds the secret.
  */
 #ifndef TB_Q_DELIVERIES_H
 #define TB_Q_DELIVERIES_H
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* Inserts callback id of project_id (events: a JSON array of names;
  * sealed: its sealed secret); 1 with its document (*doc, new). */

@@ -13,8 +13,8 @@
 
 #include <stdbool.h>
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* A new endpoint (strings borrowed; NULL = SQL NULL; hardware and engine
  * JSON texts, NULL: {}). */

@@ -1,7 +1,7 @@
 /*
  * q_events: the statements of GET /v1/jobs/{id}/events
  * (service/api_events.c); table job_events in sql/0002_endpoints_jobs.sql,
- * written by lib/tb_queue.c and service/q_jobs.c.  One function per
+ * written by lib/db/tb_queue.c and service/q_jobs.c.  One function per
  * statement (the SQL beside it in q_events.c), columns read by name; each
  * returns the row count or TB_DB_SOFT / TB_DB_HARD.
  */
@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* The most events one tb_q_events_next reads. */
 #define TB_Q_EVENTS_BATCH 200

@@ -9,8 +9,8 @@
 #ifndef TB_Q_HOOKS_H
 #define TB_Q_HOOKS_H
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* Inserts hook id of project_id for the project's preset named preset
  * (events: a JSON array of names; sealed: its sealed secret).  1 with the

@@ -4,7 +4,7 @@
  * sql/0003_api.sql, sql/0007_job_request_id.sql, sql/0009_tenancy.sql.
  *
  * One function per statement, the SQL beside it in q_jobs.c (as
- * lib/tb_queue.c does), result columns read by name.  Every function takes a
+ * lib/db/tb_queue.c does), result columns read by name.  Every function takes a
  * connection (the caller's, inside its transaction if it has one) and
  * returns the row count or TB_DB_SOFT / TB_DB_HARD unless it says otherwise.
  * Documents are built by PostgreSQL (json_build_object) in the statement
@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 #define TB_Q_JOBS_ID_LEN 36
 

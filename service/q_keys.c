@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tb_auth.h"
+#include "db/tb_auth.h"
 
 static const struct tb_db_stmt keys_list = {
   "api_keys_list",

@@ -2,7 +2,7 @@
  * q_keys: the statements of /v1/keys (service/api_keys.c) and the key
  * lookup of every authenticated request (service/api_auth.c); table
  * api_keys in sql/0001_projects_keys.sql.  Making and revoking keys is
- * lib/tb_auth.c (the CLI does it too).  One function per statement (the
+ * lib/db/tb_auth.c (the CLI does it too).  One function per statement (the
  * SQL beside it in q_keys.c), columns read by name; each returns the row
  * count or TB_DB_SOFT / TB_DB_HARD.
  */
@@ -11,8 +11,8 @@
 
 #include <stdbool.h>
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* The project's keys as a JSON array (*doc, new; no hashes); always 1 row. */
 int tb_q_keys_list(struct tb_db *db, const char *project_id, char **doc) TB_MUST_CHECK;

@@ -7,8 +7,8 @@
 #ifndef TB_Q_METRICS_H
 #define TB_Q_METRICS_H
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 struct tb_q_metrics {
   char *jobs_by_state;  /* JSON object {state: count}, new */

@@ -9,8 +9,8 @@
 
 #include <stdbool.h>
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* Inserts preset name of project_id with spec (normalised JSON text).  1
  * with its document (*doc, new); *name_taken set (TB_DB_HARD) when the

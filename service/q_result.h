@@ -10,8 +10,8 @@
 #ifndef TB_Q_RESULT_H
 #define TB_Q_RESULT_H
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* What a job's document is built from (new strings, NULL when NULL). */
 struct tb_q_result_job {

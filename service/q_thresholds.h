@@ -1,7 +1,7 @@
 /*
  * q_thresholds: the statements of /v1/thresholds
  * (service/api_thresholds.c); table thresholds in sql/0005_thresholds.sql
- * (what the regression check reads of it is lib/tb_history.c).  One
+ * (what the regression check reads of it is lib/db/tb_history.c).  One
  * function per statement (the SQL beside it in q_thresholds.c), columns
  * read by name; each returns the row count or TB_DB_SOFT / TB_DB_HARD.
  */
@@ -10,8 +10,8 @@
 
 #include <stdbool.h>
 
-#include "tb_db.h"
-#include "tb_util.h"
+#include "db/tb_db.h"
+#include "base/tb_util.h"
 
 /* The project's thresholds as a JSON array (*doc, new); always 1 row. */
 int tb_q_thresholds_list(struct tb_db *db, const char *project_id, char **doc) TB_MUST_CHECK;

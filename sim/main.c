@@ -12,7 +12,7 @@
 #include "sim_fault.h"
 #include "sim_profile.h"
 #include "sim_server.h"
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 static void
 usage(FILE *f)

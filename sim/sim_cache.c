@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 struct node {
   uint64_t key;

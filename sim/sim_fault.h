@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 #define SIM_FAULT_SPEC_CAP 512
 

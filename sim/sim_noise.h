@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 #define SIM_NOISE_SPEC_CAP 256
 #define SIM_NOISE_TAG_CAP 128 /* the run name taken from a prompt's tag */

@@ -15,7 +15,7 @@
 
 #include "sim_cache.h"
 #include "sim_tok.h"
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 static const char bad_prompt[] =
   "prompt must be a string, a list of one string or a list of token ids";

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 #define SIM_PROFILE_MAX_POINTS 64
 #define SIM_PROFILE_TEXT_CAP 256

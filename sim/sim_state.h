@@ -41,7 +41,7 @@
 #include "sim_prep.h"
 #include "sim_server.h"
 #include "sim_tls.h"
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 #define SIM_OUT_CAP (16 * 1024 * 1024)   /* unsent bytes per connection */
 #define SIM_IN_CAP (SIM_HTTP_HEAD_CAP + SIM_HTTP_BODY_CAP)

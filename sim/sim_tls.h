@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 #define SIM_TLS_RECV 16384 /* ciphertext bytes read per recv() */
 #define SIM_TLS_HANDSHAKE_NS (10 * 1000000000LL) /* from accept to done */

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 enum { TOK_BOS = 1, TOK_MSG_START = 3, TOK_ROLE = 4, TOK_MSG_SEP = 5, TOK_MSG_END = 6,
        TOK_ROLE_ASSISTANT = 7, TOK_ROLE_SYSTEM = 8, TOK_ROLE_USER = 9 };

@@ -1,6 +1,6 @@
 -- Regression thresholds (issue 6): per project and label set, the tolerated
 -- loss when a finished job is compared with the last good job of the same
--- endpoint and labels (lib/tb_regress.c).  labels {} matches every job; a job
+-- endpoint and labels (lib/db/tb_regress.c).  labels {} matches every job; a job
 -- takes the most specific threshold whose labels it carries (labels <@ the
 -- job's labels, most keys first); none: 5%.
 CREATE TABLE thresholds (

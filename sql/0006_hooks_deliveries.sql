@@ -65,7 +65,7 @@ CREATE TABLE callbacks (
 CREATE INDEX callbacks_project ON callbacks (project_id) WHERE deleted_at IS NULL;
 
 -- One outbound delivery: one job end to one URL.  The dispatcher (a thread
--- of tokbench-api, lib/tb_deliver.c) claims due rows with FOR UPDATE SKIP
+-- of tokbench-api, service/tb_deliver.c) claims due rows with FOR UPDATE SKIP
 -- LOCKED, sets status 'sending' with a lease, POSTs, and records the
 -- outcome: 'succeeded', back to 'pending' with next_attempt_at (exponential
 -- backoff, about a day), or 'failed' for good.  payload is built at the first

@@ -3,13 +3,13 @@
 -- Exclusive groups are the project's own: a job's busy_key is the endpoint
 -- id, 'group:<project id>:<name>' for a group of the project, or
 -- 'shared:<name>' for a group the operator lists in TOKBENCH_SHARED_GROUPS
--- (lib/tb_tenancy.h).  Jobs queued or running from before this migration
+-- (lib/db/tb_tenancy.h).  Jobs queued or running from before this migration
 -- named a group by its bare name: they become their project's group.
 UPDATE jobs SET busy_key = 'group:' || project_id::text || ':' || busy_key
  WHERE state IN ('queued', 'running')
    AND busy_key <> endpoint_id::text AND busy_key NOT LIKE 'import:%';
 
--- Fair share (lib/tb_queue.c's claim): a running job holds one of its
+-- Fair share (lib/db/tb_queue.c's claim): a running job holds one of its
 -- project's run slots 1..TOKBENCH_LIMIT_RUNNING; the partial unique index
 -- makes "at most that many running jobs per project" a database fact, as
 -- jobs_one_running_per_busy_key does for busy keys.  NULL: a job claimed

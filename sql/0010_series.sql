@@ -1,5 +1,5 @@
 -- Series (issue 14): one point per finished job, cell and metric, kept as
--- jobs finish (lib/tb_regress through lib/tb_history), so that a job is
+-- jobs finish (lib/db/tb_regress through lib/db/tb_history), so that a job is
 -- judged against its history and GET /v1/series can draw it.  A series is
 -- (project, endpoint, labels, phase, context, concurrency, metric); a
 -- preset's jobs carry the preset's labels.  value is the cell's figure

@@ -1,4 +1,4 @@
--- Rate cells (issue 15, lib/tb_rate): a job's cells may be of phase 'rate'
+-- Rate cells (issue 15, lib/engine/tb_rate): a job's cells may be of phase 'rate'
 -- too.  Their key is (context = the mean prompt tokens asked, concurrency =
 -- the cell's number in the run), so the primary key holds as it is.  Series
 -- (series_points) stay prefill and decode: the verdict reads only those.

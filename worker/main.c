@@ -23,13 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tb_cfg.h"
-#include "tb_egress.h"
-#include "tb_http.h"
-#include "tb_log.h"
-#include "tb_masterkey.h"
-#include "tb_migrate.h"
-#include "tb_tenancy.h"
+#include "base/tb_cfg.h"
+#include "net/tb_egress.h"
+#include "net/tb_http.h"
+#include "base/tb_log.h"
+#include "net/tb_masterkey.h"
+#include "db/tb_migrate.h"
+#include "db/tb_tenancy.h"
 #include "worker.h"
 
 static const struct tb_cfg_key worker_keys[] = {

@@ -15,10 +15,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tb_crypto.h"
-#include "tb_db.h"
-#include "tb_queue.h"
-#include "tb_util.h"
+#include "base/tb_crypto.h"
+#include "db/tb_db.h"
+#include "db/tb_queue.h"
+#include "base/tb_util.h"
 
 /* ----------------------------------------------------------- worker_spec */
 

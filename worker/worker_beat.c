@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "tb_log.h"
+#include "base/tb_log.h"
 #include "worker.h"
 
 /* How long one wait for a notification may last: bounds how late the

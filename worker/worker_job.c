@@ -22,10 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "tb_engine.h"
-#include "tb_log.h"
-#include "tb_regress.h"
-#include "tb_masterkey.h"
+#include "engine/tb_engine.h"
+#include "base/tb_log.h"
+#include "db/tb_regress.h"
+#include "net/tb_masterkey.h"
 #include "worker.h"
 
 /* While stopping (SIGTERM), give up a write the database does not take after
@@ -151,7 +151,7 @@ hook_header(void *cls, const json_t *header)
 /* ------------------------------------------------------------------ ends */
 
 /*
- * The end of a succeeded job and its regression check (lib/tb_regress: the
+ * The end of a succeeded job and its regression check (lib/db/tb_regress: the
  * comparison with the last good job of the same endpoint and labels) commit
  * together, so whoever reads the job's end (callbacks, CI, tokbench submit)
  * finds its regressions.  A check that fails is logged and the job stands.
@@ -322,6 +322,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
   struct tb_engine_target target = {
     .base_url = ep.base_url, .run_id = run_id, .endpoint = endpoint,
     .cell_memory_max = w->cell_memory_max,
+    .key_hint = "the endpoint's api_key", .model_hint = "the job's model",
   };
   tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
          "cells_stored", TB_LI, (int64_t)rc, NULL);

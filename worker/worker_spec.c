@@ -1,13 +1,13 @@
 /*
  * worker_spec: what the worker adds to a job's spec: its endpoint (the
  * report header's endpoint block) and a run id.  The job's settings are
- * parsed by lib/tb_spec (tb_spec_parse, in worker_job.c) against the table
+ * parsed by lib/spec/tb_spec (tb_spec_parse, in worker_job.c) against the table
  * the api validated them with; nothing here knows a setting's name.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "tb_crypto.h"
+#include "base/tb_crypto.h"
 #include "worker.h"
 
 json_t *

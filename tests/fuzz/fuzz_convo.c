@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_convo.h"
+#include "engine/tb_convo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_discover.h"
+#include "engine/tb_discover.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

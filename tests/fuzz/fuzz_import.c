@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "tb_cmpreport.h"
-#include "tb_compare.h"
-#include "tb_import.h"
-#include "tb_report.h"
+#include "render/tb_cmpreport.h"
+#include "result/tb_compare.h"
+#include "result/tb_import.h"
+#include "render/tb_report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

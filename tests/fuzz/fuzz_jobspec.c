@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api_spec.h"
-#include "tb_redact.h"
+#include "base/tb_redact.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

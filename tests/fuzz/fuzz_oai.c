@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tb_oai.h"
+#include "net/tb_oai.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,8 +3,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_discover.h"
-#include "tb_prom.h"
+#include "engine/tb_discover.h"
+#include "net/tb_prom.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,8 +3,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tb_oai.h"
-#include "tb_sse.h"
+#include "net/tb_oai.h"
+#include "net/tb_sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

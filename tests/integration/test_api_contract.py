@@ -11,7 +11,7 @@
   every $ref resolves.
 - The running api agrees on the public/keyed split: a keyed route without a
   key answers 401 problem+json; a path the contract lacks answers 404.
-- The JobSpec schema is the job spec's field table (lib/tb_spec.c, printed by
+- The JobSpec schema is the job spec's field table (lib/spec/tb_spec.c, printed by
   `tokbench spec-table`): the same fields both ways, types, bounds, defaults.
 """
 import json
@@ -182,7 +182,7 @@ def test_running_api_matches_the_public_split(ctx):
 
 
 def spec_table():
-    """The job spec's field table (lib/tb_spec.c) as `tokbench spec-table` prints it."""
+    """The job spec's field table (lib/spec/tb_spec.c) as `tokbench spec-table` prints it."""
     p = subprocess.run([harness.bin("tokbench"), "spec-table"], capture_output=True, timeout=60)
     assert p.returncode == 0, p.stderr.decode()
     return json.loads(p.stdout)
@@ -257,7 +257,7 @@ def schema_problems(field, prop, spec):
 
 
 def test_job_spec_schema_is_the_spec_table(ctx):
-    """api/openapi.yaml's JobSpec and lib/tb_spec.c's table: the same fields,
+    """api/openapi.yaml's JobSpec and lib/spec/tb_spec.c's table: the same fields,
     both ways, with the same types, bounds, defaults and required set."""
     spec = contract()
     schema = spec["components"]["schemas"]["JobSpec"]

@@ -1,4 +1,4 @@
-"""Rate cells and sweeps (issue 15, lib/tb_rate) against tokbench-sim's
+"""Rate cells and sweeps (issue 15, lib/engine/tb_rate) against tokbench-sim's
 `tiny` profile, through `tokbench run`.
 
 - At a low rate (constant arrivals, no two requests in flight at once) each

@@ -1,4 +1,4 @@
-"""The server's view and the self-checks of rate cells (lib/tb_ratewatch.c,
+"""The server's view and the self-checks of rate cells (lib/engine/tb_ratewatch.c,
 docs/engine.md "Self-checks"), through `tokbench run --rates` against
 tokbench-sim.
 

@@ -1,5 +1,5 @@
 """The server's view of every cell (server_series) and the cells' self-checks
-(checks), through `tokbench run` against tokbench-sim (lib/tb_sampler.c,
+(checks), through `tokbench run` against tokbench-sim (lib/engine/tb_sampler.c,
 docs/engine.md "Server view" and "Self-checks").
 
 - A cell's series has about one sample a second over its window, in the

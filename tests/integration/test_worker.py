@@ -1,4 +1,4 @@
-"""tokbench-worker and the PostgreSQL queue (lib/tb_queue.c), issue 5.
+"""tokbench-worker and the PostgreSQL queue (lib/db/tb_queue.c), issue 5.
 
 Jobs are inserted with SQL (the contract with the api: INSERT a queued job,
 then NOTIFY tb_jobs_queued '<id>'), run by real workers against tokbench-sim

@@ -11,7 +11,7 @@
 
 #include "api.h"
 #include "api_spec.h"
-#include "tb_auth.h"
+#include "db/tb_auth.h"
 
 #define EP "0e7e4b2a-4524-4bd4-9cd9-a930e616e5be"
 
@@ -40,21 +40,21 @@ test_auth_helpers(void **state)
 {
   (void)state;
   unsigned m;
-  assert_true(tb_auth_parse_scopes("read,write", &m));
+  assert_true(tb_scope_parse("read,write", &m));
   assert_int_equal(m, TB_SCOPE_READ | TB_SCOPE_WRITE);
-  assert_false(tb_auth_parse_scopes("read,", &m));
-  assert_false(tb_auth_parse_scopes("root", &m));
-  assert_int_equal(tb_auth_effective(TB_SCOPE_ADMIN), TB_SCOPE_ADMIN | TB_SCOPE_WRITE | TB_SCOPE_READ);
+  assert_false(tb_scope_parse("read,", &m));
+  assert_false(tb_scope_parse("root", &m));
+  assert_int_equal(tb_scope_effective(TB_SCOPE_ADMIN), TB_SCOPE_ADMIN | TB_SCOPE_WRITE | TB_SCOPE_READ);
   char buf[32];
-  tb_auth_scopes_csv(TB_SCOPE_READ | TB_SCOPE_ADMIN, buf, sizeof buf);
+  tb_scope_csv(TB_SCOPE_READ | TB_SCOPE_ADMIN, buf, sizeof buf);
   assert_string_equal(buf, "read,admin");
   int64_t s;
-  assert_true(tb_auth_parse_duration("30d", &s));
+  assert_true(tb_scope_parse_duration("30d", &s));
   assert_int_equal(s, 30 * 86400);
-  assert_true(tb_auth_parse_duration("3600", &s));
-  assert_false(tb_auth_parse_duration("0", &s));
-  assert_false(tb_auth_parse_duration("-5m", &s));
-  assert_false(tb_auth_parse_duration("99999999999w", &s));
+  assert_true(tb_scope_parse_duration("3600", &s));
+  assert_false(tb_scope_parse_duration("0", &s));
+  assert_false(tb_scope_parse_duration("-5m", &s));
+  assert_false(tb_scope_parse_duration("99999999999w", &s));
   assert_true(tb_auth_key_wellformed("tkb_0123456789abcdefghijABCDEFGHIJ0123456789", 44));
   assert_false(tb_auth_key_wellformed("tkb_0123456789abcdefghijABCDEFGHIJ012345678!", 44));
   assert_false(tb_auth_key_wellformed("tkx_0123456789abcdefghijABCDEFGHIJ0123456789", 44));

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "tb_arrival.h"
+#include "base/tb_arrival.h"
 
 #define N 200000
 

@@ -10,27 +10,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_auth.h"
-#include "tb_crypto.h"
+#include "db/tb_auth.h"
+#include "base/tb_crypto.h"
 
 static void
 test_parse_scopes(void **state)
 {
   (void)state;
   unsigned m = 99;
-  assert_true(tb_auth_parse_scopes("read", &m));
+  assert_true(tb_scope_parse("read", &m));
   assert_int_equal(m, TB_SCOPE_READ);
-  assert_true(tb_auth_parse_scopes("read,write", &m));
+  assert_true(tb_scope_parse("read,write", &m));
   assert_int_equal(m, TB_SCOPE_READ | TB_SCOPE_WRITE);
-  assert_true(tb_auth_parse_scopes("admin,read", &m));
+  assert_true(tb_scope_parse("admin,read", &m));
   assert_int_equal(m, TB_SCOPE_ADMIN | TB_SCOPE_READ);
-  assert_true(tb_auth_parse_scopes("write,write", &m));
+  assert_true(tb_scope_parse("write,write", &m));
   assert_int_equal(m, TB_SCOPE_WRITE);
   const char *bad[] = { "", "read,", ",read", "read,,write", "READ", "readx", "rea",
                         "read write", "read,admin,", "all", "read,\xff" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    assert_false(tb_auth_parse_scopes(bad[i], &m));
-  assert_false(tb_auth_parse_scopes(NULL, &m));
+    assert_false(tb_scope_parse(bad[i], &m));
+  assert_false(tb_scope_parse(NULL, &m));
   assert_int_equal(m, 0);
 }
 
@@ -38,30 +38,30 @@ static void
 test_effective_and_csv(void **state)
 {
   (void)state;
-  assert_int_equal(tb_auth_effective(TB_SCOPE_ADMIN),
+  assert_int_equal(tb_scope_effective(TB_SCOPE_ADMIN),
                    TB_SCOPE_ADMIN | TB_SCOPE_WRITE | TB_SCOPE_READ);
-  assert_int_equal(tb_auth_effective(TB_SCOPE_WRITE), TB_SCOPE_WRITE | TB_SCOPE_READ);
-  assert_int_equal(tb_auth_effective(TB_SCOPE_READ), TB_SCOPE_READ);
-  assert_int_equal(tb_auth_effective(TB_SCOPE_NONE), TB_SCOPE_NONE);
+  assert_int_equal(tb_scope_effective(TB_SCOPE_WRITE), TB_SCOPE_WRITE | TB_SCOPE_READ);
+  assert_int_equal(tb_scope_effective(TB_SCOPE_READ), TB_SCOPE_READ);
+  assert_int_equal(tb_scope_effective(TB_SCOPE_NONE), TB_SCOPE_NONE);
   char buf[32];
-  tb_auth_scopes_csv(TB_SCOPE_READ | TB_SCOPE_WRITE | TB_SCOPE_ADMIN, buf, sizeof buf);
+  tb_scope_csv(TB_SCOPE_READ | TB_SCOPE_WRITE | TB_SCOPE_ADMIN, buf, sizeof buf);
   assert_string_equal(buf, "read,write,admin");
-  tb_auth_scopes_csv(TB_SCOPE_ADMIN | TB_SCOPE_READ, buf, sizeof buf);
+  tb_scope_csv(TB_SCOPE_ADMIN | TB_SCOPE_READ, buf, sizeof buf);
   assert_string_equal(buf, "read,admin");
-  tb_auth_scopes_csv(0, buf, sizeof buf);
+  tb_scope_csv(0, buf, sizeof buf);
   assert_string_equal(buf, "");
-  tb_auth_scopes_csv(0xf0, buf, sizeof buf); /* unknown bits: nothing */
+  tb_scope_csv(0xf0, buf, sizeof buf); /* unknown bits: nothing */
   assert_string_equal(buf, "");
   /* round trip of every mask */
   for (unsigned mask = 1; mask < 8; mask++) {
     unsigned back;
-    tb_auth_scopes_csv(mask, buf, sizeof buf);
-    assert_true(tb_auth_parse_scopes(buf, &back));
+    tb_scope_csv(mask, buf, sizeof buf);
+    assert_true(tb_scope_parse(buf, &back));
     assert_int_equal(back, mask);
   }
   /* a short buffer is never overrun (ASan watches) and stays terminated */
   char *small = malloc(7);
-  tb_auth_scopes_csv(7, small, 7);
+  tb_scope_csv(7, small, 7);
   assert_true(strlen(small) < 7);
   free(small);
 }
@@ -75,12 +75,12 @@ test_parse_duration(void **state)
     int64_t want;
   } ok[] = {
     { "3600", 3600 }, { "45s", 45 }, { "15m", 900 }, { "12h", 43200 }, { "30d", 2592000 },
-    { "2w", 1209600 }, { "1", 1 }, { "316224000", TB_AUTH_MAX_EXPIRY_S },
-    { "3660d", TB_AUTH_MAX_EXPIRY_S }, { "522w", 522LL * 7 * 86400 },
+    { "2w", 1209600 }, { "1", 1 }, { "316224000", TB_SCOPE_MAX_EXPIRY_S },
+    { "3660d", TB_SCOPE_MAX_EXPIRY_S }, { "522w", 522LL * 7 * 86400 },
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     int64_t v = -1;
-    assert_true(tb_auth_parse_duration(ok[i].s, &v));
+    assert_true(tb_scope_parse_duration(ok[i].s, &v));
     assert_int_equal(v, ok[i].want);
   }
   const char *bad[] = { "", "0", "0s", "-5", "-5m", "m", "10y", "1.5h", " 5m", "5 m",
@@ -89,11 +89,11 @@ test_parse_duration(void **state)
                         "12345678901234567890123", "5mm", "0x10" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int64_t v = 77;
-    assert_false(tb_auth_parse_duration(bad[i], &v));
+    assert_false(tb_scope_parse_duration(bad[i], &v));
     assert_int_equal(v, 77); /* untouched */
   }
   int64_t v;
-  assert_false(tb_auth_parse_duration(NULL, &v));
+  assert_false(tb_scope_parse_duration(NULL, &v));
 }
 
 static void

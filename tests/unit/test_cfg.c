@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tb_cfg.h"
+#include "base/tb_cfg.h"
 
 static const struct tb_cfg_key keys[] = {
   { "TBT_A", "1", "a", false },

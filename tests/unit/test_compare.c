@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_compare.h"
+#include "result/tb_compare.h"
 
 static json_t *
 decode(int ctx, int conc, const char *status, double tps, double ttft, double tbt)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_convo.h"
+#include "engine/tb_convo.h"
 
 /* The messages of a body, checked against want (role, content pairs). */
 static void

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_crypto.h"
+#include "base/tb_crypto.h"
 
 static void
 test_sha256_kat(void **state)

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "pgtmp.h"
-#include "tb_db.h"
+#include "db/tb_db.h"
 
 
 static struct tb_db *

@@ -15,9 +15,9 @@
 #include <sys/epoll.h>
 
 #include "loopback.h"
-#include "tb_direct.h"
-#include "tb_egress.h"
-#include "tb_rxts.h"
+#include "net/tb_direct.h"
+#include "net/tb_egress.h"
+#include "net/tb_rxts.h"
 
 #define SLOTS 3
 #define SSE_BODY "data: {\"a\":1}\n\ndata: [DONE]\n\n"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_discover.h"
+#include "engine/tb_discover.h"
 
 #define PARSE(fn, d, text) fn(d, text, strlen(text))
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_egress.h"
+#include "net/tb_egress.h"
 
 /* Judges a numeric address under p. */
 static bool

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tb_plan.h"
+#include "spec/tb_plan.h"
 
 static void
 test_top_context(void **state)

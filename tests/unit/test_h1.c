@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_h1.h"
+#include "net/tb_h1.h"
 
 struct sink {
   char buf[4096];

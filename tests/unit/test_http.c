@@ -12,9 +12,9 @@
 #include <time.h>
 
 #include "loopback.h"
-#include "tb_egress.h"
-#include "tb_http.h"
-#include "tb_util.h"
+#include "net/tb_egress.h"
+#include "net/tb_http.h"
+#include "base/tb_util.h"
 
 /* Routes of the test server, by request target. */
 static bool

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_import.h"
-#include "tb_report.h"
+#include "result/tb_import.h"
+#include "render/tb_report.h"
 
 #define LIB_FIXTURE "tests/fixtures/llm_inference_bench_vllm.json"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_jobdoc.h"
+#include "result/tb_jobdoc.h"
 
 static void
 test_states(void **state)

@@ -7,7 +7,7 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "tb_json.h"
+#include "base/tb_json.h"
 
 static json_t *
 doc(void)

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tb_log.h"
+#include "base/tb_log.h"
 
 /* Runs fn with stderr redirected to a pipe; returns what it wrote (new). */
 static char *

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tb_masterkey.h"
+#include "net/tb_masterkey.h"
 
 #define HEX "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "pgtmp.h"
-#include "tb_migrate.h"
+#include "db/tb_migrate.h"
 
 
 static int

@@ -6,7 +6,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "tb_oai.h"
+#include "net/tb_oai.h"
 
 static enum tb_oai_status
 parse(const char *s, struct tb_oai_chunk *c)

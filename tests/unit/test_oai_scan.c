@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_oai.h"
+#include "net/tb_oai.h"
 
 static unsigned long n_scanned, n_checked;
 

@@ -6,8 +6,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "tb_discover.h"
-#include "tb_prom.h"
+#include "engine/tb_discover.h"
+#include "net/tb_prom.h"
 
 static const char *vllm =
     "# HELP vllm:num_requests_running Number of requests running.\n"

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "loopback.h"
-#include "tb_discover.h"
-#include "tb_prompt.h"
+#include "engine/tb_discover.h"
+#include "engine/tb_prompt.h"
 
 #define TEMPLATE 7
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "pgtmp.h"
-#include "tb_migrate.h"
-#include "tb_queue.h"
+#include "db/tb_migrate.h"
+#include "db/tb_queue.h"
 
 static struct tb_db *db;
 static char project[40], endpoint[40];

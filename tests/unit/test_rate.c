@@ -9,8 +9,8 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "tb_plan.h"
-#include "tb_util.h"
+#include "spec/tb_plan.h"
+#include "base/tb_util.h"
 
 /* Runs the search against a server that passes every rate <= knee; the
  * probes into rates[], their count returned, *found / *hi as the search

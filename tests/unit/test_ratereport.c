@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_report.h"
-#include "tb_ratereport.h"
+#include "render/tb_report.h"
+#include "render/tb_ratereport.h"
 
 static const char doc_text[] =
     "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"

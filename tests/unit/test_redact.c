@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_redact.h"
+#include "base/tb_redact.h"
 
 static void
 check(const char *in, const char *want)

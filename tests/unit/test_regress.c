@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_compare.h"
+#include "result/tb_compare.h"
 #include "tb_deliver.h"
-#include "tb_regress.h"
-#include "tb_render.h"
+#include "db/tb_regress.h"
+#include "render/tb_render.h"
 
 /* A result of two decode cells (8K x 1, 8K x 32) at throughput scale f. */
 static json_t *

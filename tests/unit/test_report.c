@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_compare.h"
-#include "tb_cmpreport.h"
-#include "tb_render.h"
-#include "tb_import.h"
-#include "tb_report.h"
-#include "tb_table.h"
+#include "result/tb_compare.h"
+#include "render/tb_cmpreport.h"
+#include "render/tb_render.h"
+#include "result/tb_import.h"
+#include "render/tb_report.h"
+#include "render/tb_table.h"
 
 #define FIXTURE "tests/fixtures/result_sglang.json"
 

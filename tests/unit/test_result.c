@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_result.h"
+#include "result/tb_result.h"
 
 static void
 test_over_capacity(void **state)

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tb_rxts.h"
-#include "tb_util.h"
+#include "net/tb_rxts.h"
+#include "base/tb_util.h"
 
 static void
 sleep_ms(long ms)

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_arrival.h"
-#include "tb_json.h"
-#include "tb_sampler.h"
+#include "base/tb_arrival.h"
+#include "base/tb_json.h"
+#include "engine/tb_sampler.h"
 
 #define DIR "tests/fixtures/servers/"
 #define S 1000000000LL
@@ -275,12 +275,12 @@ test_grid_and_caps(void **state)
 static json_t *
 checks(unsigned c, double achieved, double cpu, double kern, int before, int after)
 {
-  struct tb_sampler_checks_in in = {
+  struct tb_checks_in in = {
     .requested = c, .achieved = achieved, .achieved_server = true, .cpu_share = cpu,
     .kernel_stamped = kern, .kernel_wanted = true, .drained_before = before,
     .drained_after = after, .before_running = 2, .before_waiting = 1,
   };
-  return tb_sampler_checks(&in);
+  return tb_checks_json(&in);
 }
 
 static size_t
@@ -320,28 +320,28 @@ test_checks_thresholds(void **state)
   assert_int_equal(n_failed(ch), 4);
   char buf[600];
   json_t *cell = json_pack("{s:O}", "checks", ch);
-  tb_sampler_failed_text(cell, buf, sizeof buf);
+  tb_checks_failed_text(cell, buf, sizeof buf);
   assert_non_null(strstr(buf, "client CPU-bound: 95%"));
   assert_non_null(strstr(buf, "50% of reads kernel-stamped"));
   assert_non_null(strstr(buf, "not drained before the cell (2 running, 1 waiting)"));
   assert_non_null(strstr(buf, "not drained after"));
   /* a short buffer is cut, never overrun */
   char small[10];
-  tb_sampler_failed_text(cell, small, sizeof small);
+  tb_checks_failed_text(cell, small, sizeof small);
   assert_true(strlen(small) < sizeof small);
   json_decref(cell);
   json_decref(ch);
   /* client stamps asked for: a low kernel share is no failure */
-  struct tb_sampler_checks_in in = { .requested = 2, .achieved = 2, .cpu_share = NAN,
+  struct tb_checks_in in = { .requested = 2, .achieved = 2, .cpu_share = NAN,
                                      .kernel_stamped = 0, .kernel_wanted = false,
                                      .drained_before = 1, .drained_after = 1 };
-  ch = tb_sampler_checks(&in);
+  ch = tb_checks_json(&in);
   assert_true(json_is_true(json_object_get(ch, "ok")));
   assert_string_equal(tb_json_str(ch, "achieved_source"), "client");
   json_decref(ch);
   /* a cell without checks has no failed text */
   cell = json_object();
-  assert_string_equal(tb_sampler_failed_text(cell, buf, sizeof buf), "");
+  assert_string_equal(tb_checks_failed_text(cell, buf, sizeof buf), "");
   json_decref(cell);
 }
 
@@ -350,13 +350,13 @@ test_checks_thresholds(void **state)
 static json_t *
 rate_checks(double rate, double lag, double cv, double expected, double gaps, double dropped)
 {
-  struct tb_sampler_checks_in in = {
+  struct tb_checks_in in = {
     .requested = 0, .achieved = NAN, .cpu_share = 0.1, .kernel_stamped = 1,
     .kernel_wanted = true, .drained_before = 1, .drained_after = 1, .rate = true,
     .rate_rps = rate, .lag_p99_ms = lag, .cv = cv, .cv_expected = expected, .gaps = gaps,
     .dropped = dropped, .server_peak = NAN, .max_in_flight = NAN,
   };
-  return tb_sampler_checks(&in);
+  return tb_checks_json(&in);
 }
 
 static const char *
@@ -370,15 +370,15 @@ test_rate_checks(void **state)
 {
   (void)state;
   /* the lag limit: a tenth of the mean gap, at least 5 ms */
-  assert_true(fabs(tb_sampler_lag_limit_ms(200) - TB_CHECK_LAG_MIN_MS) < 1e-12);
-  assert_true(fabs(tb_sampler_lag_limit_ms(1) - 100.0) < 1e-9);
-  assert_true(fabs(tb_sampler_lag_limit_ms(0.5) - 200.0) < 1e-9);
-  assert_true(fabs(tb_sampler_lag_limit_ms(0) - TB_CHECK_LAG_MIN_MS) < 1e-12);
+  assert_true(fabs(tb_checks_lag_limit_ms(200) - TB_CHECK_LAG_MIN_MS) < 1e-12);
+  assert_true(fabs(tb_checks_lag_limit_ms(1) - 100.0) < 1e-9);
+  assert_true(fabs(tb_checks_lag_limit_ms(0.5) - 200.0) < 1e-9);
+  assert_true(fabs(tb_checks_lag_limit_ms(0) - TB_CHECK_LAG_MIN_MS) < 1e-12);
   /* the CV tolerance: 4 standard errors c sqrt((1 + c^2) / 2n), floor 0.05 */
-  assert_true(fabs(tb_sampler_cv_tolerance(1, 100) - 4 * sqrt(1.0 / 100)) < 1e-12);
-  assert_true(fabs(tb_sampler_cv_tolerance(2, 50) - 4 * 2 * sqrt(5.0 / 100)) < 1e-12);
-  assert_true(fabs(tb_sampler_cv_tolerance(0, 1000) - TB_CHECK_CV_ABS) < 1e-12);
-  assert_true(isnan(tb_sampler_cv_tolerance(1, 1)));
+  assert_true(fabs(tb_checks_cv_tolerance(1, 100) - 4 * sqrt(1.0 / 100)) < 1e-12);
+  assert_true(fabs(tb_checks_cv_tolerance(2, 50) - 4 * 2 * sqrt(5.0 / 100)) < 1e-12);
+  assert_true(fabs(tb_checks_cv_tolerance(0, 1000) - TB_CHECK_CV_ABS) < 1e-12);
+  assert_true(isnan(tb_checks_cv_tolerance(1, 1)));
   /* all good: no concurrency members, the arrivals' figures beside */
   json_t *ch = rate_checks(10, 0.4, 0.95, 1, 99, 0);
   assert_true(json_is_true(json_object_get(ch, "ok")));
@@ -408,17 +408,17 @@ test_rate_checks(void **state)
   assert_true(json_is_true(json_object_get(ch, "ok")));
   json_decref(ch);
   /* the server held more than the cell ever had in flight */
-  struct tb_sampler_checks_in in = {
+  struct tb_checks_in in = {
     .achieved = NAN, .cpu_share = NAN, .kernel_stamped = NAN, .drained_before = -1,
     .drained_after = -1, .rate = true, .rate_rps = 10, .lag_p99_ms = NAN, .cv = NAN,
     .dropped = NAN, .server_peak = 7, .max_in_flight = 7,
   };
-  ch = tb_sampler_checks(&in);
+  ch = tb_checks_json(&in);
   assert_true(json_is_true(json_object_get(ch, "ok")));
   assert_int_equal(json_integer_value(json_object_get(ch, "max_in_flight")), 7);
   json_decref(ch);
   in.server_peak = 9;
-  ch = tb_sampler_checks(&in);
+  ch = tb_checks_json(&in);
   assert_int_equal(n_failed(ch), 1);
   assert_non_null(strstr(failed0(ch), "the server held 9 requests, more than the 7"));
   json_decref(ch);
@@ -462,7 +462,7 @@ test_cv_tolerance_vs_generator(void **state)
       json_decref(ch);
     }
     double mean = sum / TRIALS, sd = sqrt((sum2 - sum * mean) / (TRIALS - 1));
-    double se = tb_sampler_cv_tolerance(expected, N) / TB_CHECK_CV_SE;
+    double se = tb_checks_cv_tolerance(expected, N) / TB_CHECK_CV_SE;
     assert_true(fabs(sd / se - 1) < 0.2);
     assert_true(alarms <= TRIALS / 100);
   }
@@ -477,7 +477,7 @@ test_combine_checks(void **state)
   json_t *r1 = json_pack("{s:i, s:o}", "repeat", 1, "checks", checks(4, 4.0, 0.2, 1.0, 1, 1));
   json_t *r2 = json_pack("{s:i, s:o}", "repeat", 2, "checks", checks(4, 6.0, 0.4, 0.8, 1, -1));
   json_t *reps[] = { r1, r2 };
-  json_t *c = tb_sampler_combine_checks(reps, 2);
+  json_t *c = tb_checks_combine(reps, 2);
   assert_non_null(c);
   assert_false(json_is_true(json_object_get(c, "ok")));
   /* repeat 2: concurrency and stamps */
@@ -490,11 +490,11 @@ test_combine_checks(void **state)
   assert_true(json_is_true(json_object_get(c, "drained_before")));
   assert_true(json_is_null(json_object_get(c, "drained_after")));
   json_decref(c);
-  c = tb_sampler_combine_checks(reps, 1);
+  c = tb_checks_combine(reps, 1);
   assert_true(json_is_true(json_object_get(c, "ok")));
   json_decref(c);
   json_t *bare = json_object();
-  assert_null(tb_sampler_combine_checks(&bare, 1));
+  assert_null(tb_checks_combine(&bare, 1));
   json_decref(bare);
   json_decref(r1);
   json_decref(r2);

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_discover.h"
-#include "tb_oai.h"
-#include "tb_prom.h"
-#include "tb_sse.h"
+#include "engine/tb_discover.h"
+#include "net/tb_oai.h"
+#include "net/tb_prom.h"
+#include "net/tb_sse.h"
 
 #define DIR "tests/fixtures/servers/"
 

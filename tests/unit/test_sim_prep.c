@@ -19,7 +19,7 @@
 #include "sim_cache.h"
 #include "sim_prep.h"
 #include "sim_tok.h"
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 #define BS 16
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_spec.h"
+#include "spec/tb_spec.h"
 
 #define EP "0e7e4b2a-4524-4bd4-9cd9-a930e616e5be"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_sse.h"
+#include "net/tb_sse.h"
 
 struct rec {
   char ev[16][128];

@@ -34,7 +34,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "tb_stats.h"
+#include "base/tb_stats.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (double)(b)) < 1e-9 * (fabs((double)(b)) + 1))
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_plan.h"
-#include "tb_spec.h"
-#include "tb_tenancy.h"
+#include "spec/tb_plan.h"
+#include "spec/tb_spec.h"
+#include "db/tb_tenancy.h"
 
 static const struct tb_cfg_key keys[] = { TB_TENANCY_CFG_KEYS };
 

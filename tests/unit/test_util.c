@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_util.h"
+#include "base/tb_util.h"
 
 static void
 test_parse_tokens(void **state)

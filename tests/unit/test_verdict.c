@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tb_verdict.h"
+#include "result/tb_verdict.h"
 
 #define CLOSE(x, ref, tol) assert_true(fabs((x) - (ref)) <= (tol))
 
@@ -33,39 +33,39 @@ static void
 test_betainc(void **state)
 {
   (void)state;
-  CLOSE(tb_verdict_betainc(2, 3, 0.4), 0.5248, 1e-13);
-  CLOSE(tb_verdict_betainc(0.5, 0.5, 0.3), 0.36901011956554538, 1e-13);
-  CLOSE(tb_verdict_betainc(10, 0.5, 0.9), 0.15164090963470997, 1e-13);
-  CLOSE(tb_verdict_betainc(50, 0.5, 0.95), 0.02387270549699075, 1e-13);
-  CLOSE(tb_verdict_betainc(1.5, 7.25, 0.05), 0.14303295721639327, 1e-13);
-  assert_true(tb_verdict_betainc(2, 3, 0) == 0 && tb_verdict_betainc(2, 3, 1) == 1);
-  assert_true(isnan(tb_verdict_betainc(-1, 3, 0.5)));
-  assert_true(isnan(tb_verdict_betainc(1, 3, 1.5)));
+  CLOSE(tb_stats_betainc(2, 3, 0.4), 0.5248, 1e-13);
+  CLOSE(tb_stats_betainc(0.5, 0.5, 0.3), 0.36901011956554538, 1e-13);
+  CLOSE(tb_stats_betainc(10, 0.5, 0.9), 0.15164090963470997, 1e-13);
+  CLOSE(tb_stats_betainc(50, 0.5, 0.95), 0.02387270549699075, 1e-13);
+  CLOSE(tb_stats_betainc(1.5, 7.25, 0.05), 0.14303295721639327, 1e-13);
+  assert_true(tb_stats_betainc(2, 3, 0) == 0 && tb_stats_betainc(2, 3, 1) == 1);
+  assert_true(isnan(tb_stats_betainc(-1, 3, 0.5)));
+  assert_true(isnan(tb_stats_betainc(1, 3, 1.5)));
 }
 
 static void
 test_t_cdf(void **state)
 {
   (void)state;
-  CLOSE(tb_verdict_t_cdf(2.0, 10), 0.96330598261462982, 1e-13);
-  CLOSE(tb_verdict_t_cdf(-1.5, 3.5), 0.10890909350767262, 1e-13);
-  CLOSE(tb_verdict_t_cdf(1, 1), 0.75, 1e-13);
-  CLOSE(tb_verdict_t_cdf(4.0, 30), 0.99980907718195812, 1e-13);
-  CLOSE(tb_verdict_t_cdf(0.3, 2), 0.60375716957991119, 1e-13);
-  CLOSE(tb_verdict_t_cdf(0, 7), 0.5, 1e-15);
-  assert_true(isnan(tb_verdict_t_cdf(1, 0)));
+  CLOSE(tb_stats_t_cdf(2.0, 10), 0.96330598261462982, 1e-13);
+  CLOSE(tb_stats_t_cdf(-1.5, 3.5), 0.10890909350767262, 1e-13);
+  CLOSE(tb_stats_t_cdf(1, 1), 0.75, 1e-13);
+  CLOSE(tb_stats_t_cdf(4.0, 30), 0.99980907718195812, 1e-13);
+  CLOSE(tb_stats_t_cdf(0.3, 2), 0.60375716957991119, 1e-13);
+  CLOSE(tb_stats_t_cdf(0, 7), 0.5, 1e-15);
+  assert_true(isnan(tb_stats_t_cdf(1, 0)));
 }
 
 static void
 test_t_quantile(void **state)
 {
   (void)state;
-  CLOSE(tb_verdict_t_quantile(0.975, 10), 2.2281388519862742, 1e-9);
-  CLOSE(tb_verdict_t_quantile(0.975, 1), 12.706204736174693, 1e-8);
-  CLOSE(tb_verdict_t_quantile(0.995, 20), 2.8453397097861081, 1e-9);
-  CLOSE(tb_verdict_t_quantile(0.9995, 21), 3.8192771642745085, 1e-9);
-  CLOSE(tb_verdict_t_quantile(0.025, 10), -2.2281388519862742, 1e-9);
-  assert_true(isnan(tb_verdict_t_quantile(1.0, 10)));
+  CLOSE(tb_stats_t_quantile(0.975, 10), 2.2281388519862742, 1e-9);
+  CLOSE(tb_stats_t_quantile(0.975, 1), 12.706204736174693, 1e-8);
+  CLOSE(tb_stats_t_quantile(0.995, 20), 2.8453397097861081, 1e-9);
+  CLOSE(tb_stats_t_quantile(0.9995, 21), 3.8192771642745085, 1e-9);
+  CLOSE(tb_stats_t_quantile(0.025, 10), -2.2281388519862742, 1e-9);
+  assert_true(isnan(tb_stats_t_quantile(1.0, 10)));
 }
 
 static void

@@ -1,0 +1,1451 @@
+/*
+ * tb_rate: rate cells and sweeps.  See tb_rate.h.
+ *
+ * Design.  A cell is one loop on an epoll set of its own: a timerfd armed
+ * at the next scheduled arrival (absolute CLOCK_MONOTONIC, so a late wake-up
+ * never shifts the schedule that follows) and the connections of a
+ * tb_direct_set of TB_RATE_MAX_INFLIGHT slots.  Free slots are a stack, so
+ * the connection that just finished a request (kept alive) takes the next
+ * one.  Each turn launches every arrival that is due, in order, stamping
+ * its actual start; the schedule itself comes from tb_arrival alone, never
+ * from what the server answered (no coordinated omission).
+ *
+ * Prompts.  Each request's prompt is the pool's prompt of its length
+ * (sized once on the server's tokenizer, tb_prompt) whose tag carries a
+ * marker, "RQ" and eight hex digits, replaced in a copy of the request body
+ * by the request's own number: every prompt differs from the first bytes
+ * on, so no request finds another's prefix in the server's cache (with a
+ * shared prefix, the system prompt before it is the same for all, and the
+ * marker carries k mod prefix.suffixes).  The
+ * body's max_tokens is rendered space-padded to a fixed width so that each
+ * request's own output length is patched in place, and one request head
+ * (Content-Length) serves every body of a pool entry.
+ *
+ * Timing.  A request's figures are taken from the kernel's receive stamps
+ * of its reads: TTFT = first output token - actual start; TPOT = (last
+ * token - first token) / (tokens - 1); TBT = each gap between two token
+ * chunks (per token when a chunk carries several); e2e = last byte -
+ * actual start.  Lag = actual start - scheduled start.
+ */
+#include "engine/tb_rate.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/tb_arrival.h"
+#include "engine/tb_convo.h"
+#include "net/tb_direct.h"
+#include "net/tb_http.h"
+#include "net/tb_oai.h"
+#include "engine/tb_prompt.h"
+#include "engine/tb_ratewatch.h"
+#include "result/tb_result.h"
+#include "net/tb_rxts.h"
+#include "net/tb_sse.h"
+#include "base/tb_stats.h"
+
+#define NS_PER_S 1000000000LL
+#define TIMER_TAG 1ULL
+#define SCAN_NS 10000000LL    /* per-request timeout checks */
+#define CANCEL_NS 100000000LL /* cancelled() polls */
+#define LEAD_NS 20000000LL    /* the first arrival: this long after set-up */
+#define MARKER "RQ00000000"
+#define MARKER_DIGITS 8
+#define MAXTOK_WIDTH 8        /* max_tokens rendered in 8 columns */
+#define MAXTOK_PLACEHOLDER 99999999
+#define ERRBODY_MAX 200
+#define FAIL_PAUSE_NS 100000000LL /* a closed-loop user after a failed request */
+
+/* ------------------------------------------------------------- settings */
+
+static json_t *
+slo_json(const struct tb_spec_slo *slo)
+{
+  json_t *o = json_object();
+  if (slo->ttft_ms > 0)
+    json_object_set_new(o, "ttft_ms", json_real(slo->ttft_ms));
+  if (slo->tpot_ms > 0)
+    json_object_set_new(o, "tpot_ms", json_real(slo->tpot_ms));
+  if (slo->tbt_ms > 0)
+    json_object_set_new(o, "tbt_ms", json_real(slo->tbt_ms));
+  if (slo->e2e_ms > 0)
+    json_object_set_new(o, "e2e_ms", json_real(slo->e2e_ms));
+  return o;
+}
+
+/* The workload, as settings.rate.workload: cold prompts, a shared system
+ * prompt, conversations (with the prefix when both); everything a run
+ * needs to be repeated exactly, with the seed and lengths beside it. */
+static json_t *
+workload_json(const struct tb_spec *s)
+{
+  const struct tb_spec_convo *cv = &s->conversation;
+  json_t *o = json_pack("{s:s}", "kind",
+                        cv->turns > 0           ? "multi_turn"
+                        : s->prefix.tokens > 0 ? "shared_prefix"
+                                               : "cold");
+  if (s->prefix.tokens > 0) {
+    json_object_set_new(o, "prefix_tokens", json_integer(s->prefix.tokens));
+    json_object_set_new(o, "suffixes", json_integer(s->prefix.suffixes));
+  }
+  if (cv->turns > 0) {
+    json_object_set_new(o, "turns", json_integer(cv->turns));
+    json_object_set_new(o, "think_time_s", json_real(cv->think_time_s));
+    json_object_set_new(o, "think", json_string(cv->think));
+  }
+  return o;
+}
+
+json_t *
+tb_rate_settings_json(const struct tb_spec *s)
+{
+  json_t *rates = json_array();
+  for (size_t i = 0; i < s->rates.n; i++)
+    json_array_append_new(rates, json_real(s->rates.v[i]));
+  json_t *o = json_pack("{s:o, s:f, s:o, s:s, s:I, s:s, s:s, s:o}", "rates", rates,
+                        "duration_s", s->rate_duration_s, "requests",
+                        s->rate_requests > 0 ? json_integer(s->rate_requests) : json_null(),
+                        "arrival", s->arrival, "seed",
+                        (json_int_t)s->seed, "input_tokens", s->input_tokens,
+                        "output_tokens", s->output_tokens, "slo", slo_json(&s->slo));
+  json_object_set_new(o, "workload", workload_json(s));
+  return o;
+}
+
+/* ------------------------------------------------------------- structures */
+
+struct rcell;
+struct sess;
+
+struct rq {
+  struct rcell *c;
+  struct sess *ss;      /* its conversation or user (NULL: a lone arrival) */
+  unsigned turn;        /* its turn in the conversation (0-based) */
+  unsigned slot;
+  unsigned pool;
+  uint64_t k;           /* its number in the cell's requests */
+  int64_t t_sched, t_start, t_first, t_prev, t_last, t_byte, now;
+  struct tb_oai_count count;
+  int64_t tokens, want;
+  int64_t max_gap;
+  int http_status;
+  bool http_checked, failed;
+  char reason[160];
+  char errbody[ERRBODY_MAX];
+  size_t errlen;
+  struct tb_sse sse;
+  char *body;
+  char *head;           /* its own request head (a conversation's turn), or NULL */
+};
+
+struct pool_entry {
+  char *tmpl;          /* the request body, marker and max_tokens to patch */
+  size_t len;
+  size_t marker_at, maxtok_at;
+  char *head;          /* holds the key */
+  size_t head_len;
+  int64_t tokens;      /* as the server counts the prompt (-1 unknown) */
+  char *text;          /* the prompt's text (conversations' user messages) */
+  size_t text_marker_at;
+};
+
+/* A conversation (conversation.turns > 0) or a closed-loop user: what
+ * sends its next request when the last one ended. */
+struct sess {
+  uint64_t conv;        /* its conversation's number in the cell */
+  unsigned turn;        /* turns sent in this conversation */
+  bool user;            /* a closed-loop user: starts another when done */
+  bool has_cv;
+  int64_t due;          /* when its next request is due (in the heap) */
+  struct tb_rng rng;    /* its own draws: prompt, output length, think */
+  struct tb_convo cv;
+};
+
+/* What a cell counts per turn of its conversations. */
+struct turnstat {
+  struct tb_stats ttft;
+  uint64_t sent, ok;
+  int64_t prompt_sum, cached_sum, cached_prompt_sum;
+  uint64_t prompt_n, cached_n;
+};
+
+struct rrun {
+  const struct tb_plan *p;
+  const struct tb_spec *s;   /* p->spec */
+  const struct tb_rate_env *env;
+  struct tb_direct dt;
+  bool direct;
+  int epfd, tfd;
+  char *auth;
+  struct tb_length in, out;
+  struct pool_entry pool[TB_RATE_INPUT_POOL];
+  unsigned n_pool;
+  double in_mean;
+  char *sys;           /* the shared system prompt (spec prefix), or NULL */
+  int64_t sys_tokens;  /* as the server counts it alone (-1 unknown) */
+  char *setup_err;     /* every cell is an error with this */
+  bool cancelled;
+  unsigned index;      /* cells so far */
+  int slack;           /* the thread's timer slack before (ns; 0: unchanged) */
+};
+
+struct rcell {
+  struct rrun *r;
+  double rate;          /* open loop: arrivals per second; 0 closed */
+  unsigned users;       /* closed loop: users; 0 open */
+  unsigned index;
+  struct tb_direct_set ds;
+  struct rq **slots;
+  unsigned *free_slots;
+  unsigned n_free;
+  unsigned inflight, max_inflight;
+  struct tb_sse_budget mem;
+  /* counts */
+  uint64_t scheduled, started, ok, errors, dropped, good;
+  int64_t out_tokens, prompt_tokens_sum;
+  uint64_t prompt_n;
+  /* the server's prefix cache, from usage.prompt_tokens_details */
+  int64_t cached_sum, cached_prompt_sum;
+  uint64_t cached_n;
+  char first_error[200];
+  /* times */
+  int64_t t0, t_end_arrivals, t_last_end;
+  struct tb_stats ttft, tpot, tbt, e2e, lag;
+  /* actual inter-start gaps */
+  int64_t prev_start;   /* the last request's start */
+  double gap_sum, gap_sum2;
+  uint64_t gap_n;
+  /* per-request samples, in order of start */
+  json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
+  struct tb_ratewatch *watch; /* the server's view and the checks */
+  /* sessions (conversations, closed-loop users): those due, by due time */
+  struct sess **heap;
+  size_t nheap, nsess;
+  uint64_t arrivals;    /* conversations (or closed-loop requests) begun */
+  uint64_t sess_made;
+  int64_t flight_t;
+  double flight_area;   /* in flight x ns, for the time-weighted mean */
+  uint64_t conv_started, conv_completed, conv_abandoned, conv_dropped;
+  size_t text_bytes;    /* the live conversations' text */
+  struct turnstat *turns;
+  int64_t t_window_end; /* closed loop: no arrival begins after it */
+};
+
+/* ---------------------------------------------------------- a request */
+
+static void rq_fail(struct rq *q, const char *fmt, ...) TB_PRINTF(2, 3);
+
+static void
+rq_fail(struct rq *q, const char *fmt, ...)
+{
+  if (q->failed)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(q->reason, sizeof q->reason, fmt, ap);
+  va_end(ap);
+  q->failed = true;
+}
+
+static void
+rq_tokens(struct rq *q, int64_t delta)
+{
+  struct rcell *c = q->c;
+  if (q->t_first == 0) {
+    q->t_first = q->now;
+  } else {
+    int64_t gap = (q->now - q->t_prev) / (delta > 0 ? delta : 1);
+    tb_stats_add(&c->tbt, gap);
+    if (q->now - q->t_prev > q->max_gap)
+      q->max_gap = q->now - q->t_prev;
+  }
+  q->t_prev = q->t_last = q->now;
+  q->tokens += delta;
+}
+
+static bool
+rq_event(void *cls, const char *data, size_t len)
+{
+  struct rq *q = cls;
+  int64_t delta;
+  char why[200];
+  if (!tb_oai_count_event(&q->count, data, len, &delta, why, sizeof why)) {
+    rq_fail(q, "%s", why);
+    return false;
+  }
+  if (q->count.done)
+    return true; /* [DONE] */
+  if (q->ss != NULL && q->ss->has_cv) { /* the answer, for the next turn */
+    if (!tb_convo_take(&q->ss->cv, data, len)) {
+      rq_fail(q, "answer over %zu bytes (the conversation's cap for %" PRId64 " tokens)",
+              q->ss->cv.amax, q->want);
+      return false;
+    }
+  }
+  if (delta > 0)
+    rq_tokens(q, delta);
+  return true;
+}
+
+static bool
+rq_body(void *cls, unsigned slot, int status, int64_t stamp, const char *data, size_t n)
+{
+  struct rcell *c = cls;
+  struct rq *q = c->slots[slot];
+  if (q == NULL)
+    return false;
+  if (!q->http_checked) {
+    q->http_checked = true;
+    q->http_status = status;
+  }
+  q->now = stamp;
+  q->t_byte = stamp;
+  if (status != 200) {
+    size_t room = sizeof q->errbody - 1 - q->errlen;
+    size_t k = n < room ? n : room;
+    memcpy(q->errbody + q->errlen, data, k);
+    q->errlen += k;
+    q->errbody[q->errlen] = '\0';
+    return true;
+  }
+  enum tb_sse_status st = tb_sse_feed(&q->sse, data, n);
+  if (st == TB_SSE_TOO_LONG)
+    rq_fail(q, "SSE line or event over its cap");
+  else if (st == TB_SSE_OVER_BUDGET)
+    rq_fail(q, "the cell's SSE buffers went over its memory budget of %zu KiB",
+            c->mem.max / 1024);
+  return st == TB_SSE_OK;
+}
+
+static json_t *
+ms_or_null(int64_t ns, bool have)
+{
+  return have ? json_real((double)ns / 1e6) : json_null();
+}
+
+/* Request k's sample in a (its place made at launch; past
+ * TB_RESULT_SAMPLES_MAX requests there is none). */
+static void
+put(json_t *a, uint64_t k, json_t *v)
+{
+  if (k < json_array_size(a))
+    json_array_set_new(a, (size_t)k, v);
+  else
+    json_decref(v);
+}
+
+/* Whether a finished request met every objective of the spec. */
+static bool
+meets_slo(const struct tb_spec_slo *slo, int64_t ttft, int64_t tpot, bool have_tpot,
+          int64_t max_gap, int64_t e2e)
+{
+  if (slo->ttft_ms > 0 && (double)ttft / 1e6 > slo->ttft_ms)
+    return false;
+  if (slo->tpot_ms > 0 && have_tpot && (double)tpot / 1e6 > slo->tpot_ms)
+    return false;
+  if (slo->tbt_ms > 0 && (double)max_gap / 1e6 > slo->tbt_ms)
+    return false;
+  if (slo->e2e_ms > 0 && (double)e2e / 1e6 > slo->e2e_ms)
+    return false;
+  return true;
+}
+
+static void
+note_error(struct rcell *c, const char *why)
+{
+  c->errors++;
+  if (c->first_error[0] == '\0')
+    snprintf(c->first_error, sizeof c->first_error, "%s", why);
+}
+
+static void
+rq_free(struct rq *q)
+{
+  tb_sse_free(&q->sse);
+  free(q->body);
+  if (q->head != NULL)
+    tb_http_secret_free(q->head);
+  free(q);
+}
+
+/* Requests in flight change by d: the time-weighted mean follows. */
+static void
+flight(struct rcell *c, int d)
+{
+  int64_t now = tb_time_mono_ns();
+  if (c->flight_t != 0)
+    c->flight_area += (double)c->inflight * (double)(now - c->flight_t);
+  c->flight_t = now;
+  c->inflight = (unsigned)((int)c->inflight + d);
+  if (c->inflight > c->max_inflight)
+    c->max_inflight = c->inflight;
+}
+
+/* ------------------------------------------------------ sessions: a heap */
+
+static void
+heap_swap(struct rcell *c, size_t a, size_t b)
+{
+  struct sess *t = c->heap[a];
+  c->heap[a] = c->heap[b];
+  c->heap[b] = t;
+}
+
+/* ss is due at ss->due. */
+static void
+heap_push(struct rcell *c, struct sess *ss)
+{
+  size_t i = c->nheap++;
+  c->heap[i] = ss;
+  while (i > 0 && c->heap[(i - 1) / 2]->due > c->heap[i]->due) {
+    heap_swap(c, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+}
+
+static struct sess *
+heap_pop(struct rcell *c)
+{
+  struct sess *top = c->heap[0];
+  c->heap[0] = c->heap[--c->nheap];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < c->nheap && c->heap[l]->due < c->heap[m]->due)
+      m = l;
+    if (l + 1 < c->nheap && c->heap[l + 1]->due < c->heap[m]->due)
+      m = l + 1;
+    if (m == i)
+      break;
+    heap_swap(c, i, m);
+    i = m;
+  }
+  return top;
+}
+
+/* A think time of the session's user, ns. */
+static int64_t
+think_ns(const struct rcell *c, struct sess *ss)
+{
+  const struct tb_spec_convo *cs = &c->r->s->conversation;
+  double t = cs->think_time_s;
+  if (strcmp(cs->think, "exponential") == 0)
+    t = -t * log1p(-tb_rng_uniform(&ss->rng));
+  return (int64_t)llround(t * NS_PER_S);
+}
+
+/* Whether another arrival (conversation, or a closed-loop request) may
+ * begin now. */
+static bool
+arrivals_open(const struct rcell *c, int64_t now)
+{
+  const struct tb_spec *s = c->r->s;
+  return now < c->t_window_end &&
+         (s->rate_requests <= 0 || c->arrivals < (uint64_t)s->rate_requests);
+}
+
+/* A new conversation in ss (its first turn not sent). */
+static void
+sess_conversation(struct rcell *c, struct sess *ss)
+{
+  if (c->r->s->conversation.turns <= 0)
+    return;
+  if (ss->has_cv)
+    tb_convo_free(&ss->cv);
+  tb_convo_init(&ss->cv, c->r->sys, &c->text_bytes);
+  ss->has_cv = true;
+  ss->turn = 0;
+  ss->conv = c->conv_started++;
+}
+
+/* A new session (a conversation, or a closed-loop user), or NULL when the
+ * cell holds as many as it may. */
+static struct sess *
+sess_new(struct rcell *c, bool user)
+{
+  if (c->nsess >= TB_RATE_MAX_SESSIONS || c->text_bytes > c->r->env->cell_memory_max)
+    return NULL;
+  struct sess *ss = tb_xcalloc(1, sizeof *ss);
+  ss->user = user;
+  /* its draws: a function of the seed, the cell and its own number */
+  tb_rng_seed(&ss->rng, (uint64_t)c->r->s->seed ^ ((uint64_t)c->index << 40) ^
+                            (c->sess_made++ * 0x9e3779b97f4a7c15ULL) ^ 0x73657373ULL);
+  sess_conversation(c, ss);
+  c->nsess++;
+  return ss;
+}
+
+static void
+sess_free(struct rcell *c, struct sess *ss)
+{
+  if (ss->has_cv)
+    tb_convo_free(&ss->cv);
+  c->nsess--;
+  free(ss);
+}
+
+/* ss's request ended (failed or not): its next turn is due after a think
+ * time; a conversation over (done, or abandoned after a failed turn) ends,
+ * or, for a closed-loop user, the user begins the next one. */
+static void
+sess_after(struct rcell *c, struct sess *ss, bool failed)
+{
+  int64_t now = tb_time_mono_ns();
+  if (ss->has_cv) {
+    if (!failed) {
+      tb_convo_answered(&ss->cv);
+      if (ss->turn < (unsigned)c->r->s->conversation.turns) {
+        ss->due = now + think_ns(c, ss);
+        heap_push(c, ss);
+        return;
+      }
+      c->conv_completed++;
+    } else {
+      c->conv_abandoned++;
+    }
+  }
+  if (ss->user && arrivals_open(c, now)) {
+    c->arrivals++;
+    sess_conversation(c, ss);
+    /* after a failure the user waits a moment: a server failing at once
+     * is not sent thousands of requests a second */
+    ss->due = now + (failed ? FAIL_PAUSE_NS : ss->has_cv ? think_ns(c, ss) : 0);
+    heap_push(c, ss);
+    return;
+  }
+  sess_free(c, ss);
+}
+
+/* The request in slot ended (err: a transport error, or NULL). */
+static void
+rq_end(struct rcell *c, unsigned slot, const char *err)
+{
+  struct rq *q = c->slots[slot];
+  if (q == NULL)
+    return;
+  struct rrun *r = c->r;
+  int64_t end = q->t_byte != 0 ? q->t_byte : tb_time_mono_ns();
+  if (!q->failed) {
+    if (!q->http_checked)
+      q->http_status = tb_direct_status(&c->ds, slot);
+    if (err != NULL)
+      rq_fail(q, "%s", err);
+    else if (q->http_status != 200 && r->env->error_bodies)
+      rq_fail(q, "HTTP %d: %.120s", q->http_status, q->errbody);
+    else if (q->http_status != 200)
+      rq_fail(q, "HTTP %d", q->http_status);
+    else if (!tb_sse_idle(&q->sse))
+      rq_fail(q, "stream ended inside an SSE event");
+    else if (!q->count.done)
+      rq_fail(q, "stream ended before [DONE] (cut)");
+    else if (q->t_first == 0)
+      rq_fail(q, "no output token");
+  }
+  bool good = false;
+  /* TTFT from when the request could go out (a new connection's handshake
+   * is the network's, not the server's); e2e from its start */
+  int64_t ttft = q->t_first - tb_direct_sent_at(&c->ds, slot, q->t_start);
+  int64_t e2e = end - q->t_start, tpot = 0;
+  bool have_tpot = q->tokens > 1 && q->t_last > q->t_first;
+  if (have_tpot)
+    tpot = (q->t_last - q->t_first) / (q->tokens - 1);
+  if (q->failed) {
+    note_error(c, q->reason);
+  } else {
+    c->ok++;
+    tb_stats_add(&c->ttft, ttft);
+    tb_stats_add(&c->e2e, e2e);
+    if (have_tpot)
+      tb_stats_add(&c->tpot, tpot);
+    c->out_tokens += q->tokens;
+    if (q->count.prompt_tokens >= 0) {
+      c->prompt_tokens_sum += q->count.prompt_tokens;
+      c->prompt_n++;
+      if (q->count.saw_cached) {
+        c->cached_sum += q->count.cached_tokens;
+        c->cached_prompt_sum += q->count.prompt_tokens;
+        c->cached_n++;
+      }
+    }
+    good = meets_slo(&r->s->slo, ttft, tpot, have_tpot, q->max_gap, e2e);
+    c->good += good;
+    if (end > c->t_last_end)
+      c->t_last_end = end;
+    if (q->ss != NULL && q->ss->has_cv) {
+      struct turnstat *ts = &c->turns[q->turn];
+      ts->ok++;
+      tb_stats_add(&ts->ttft, ttft);
+      if (q->count.prompt_tokens >= 0) {
+        ts->prompt_sum += q->count.prompt_tokens;
+        ts->prompt_n++;
+        if (q->count.saw_cached) {
+          ts->cached_sum += q->count.cached_tokens;
+          ts->cached_prompt_sum += q->count.prompt_tokens;
+          ts->cached_n++;
+        }
+      }
+    }
+  }
+  put(c->s_ttft, q->k, ms_or_null(ttft, !q->failed));
+  put(c->s_tpot, q->k, ms_or_null(tpot, !q->failed && have_tpot));
+  put(c->s_e2e, q->k, ms_or_null(e2e, !q->failed));
+  put(c->s_maxtbt, q->k, ms_or_null(q->max_gap, !q->failed && q->tokens > 1));
+  put(c->s_tokens, q->k, json_integer(q->tokens));
+  put(c->s_good, q->k, json_integer(good));
+  c->slots[slot] = NULL;
+  tb_direct_release(&c->ds, slot);
+  c->free_slots[c->n_free++] = slot;
+  flight(c, -1);
+  struct sess *ss = q->ss;
+  bool failed = q->failed;
+  rq_free(q);
+  if (ss != NULL)
+    sess_after(c, ss, failed);
+}
+
+static void
+direct_end(void *cls, unsigned slot, const char *err)
+{
+  rq_end(cls, slot, err);
+}
+
+/* Patches the request number into a body copy (hex, MARKER_DIGITS wide). */
+static void
+patch_hex(char *at, uint32_t v)
+{
+  static const char hex[] = "0123456789abcdef";
+  for (int i = MARKER_DIGITS - 1; i >= 0; i--) {
+    at[i] = hex[v & 15];
+    v >>= 4;
+  }
+}
+
+static void
+patch_maxtok(char *at, int64_t v)
+{
+  char buf[MAXTOK_WIDTH + 1];
+  snprintf(buf, sizeof buf, "%*" PRId64, MAXTOK_WIDTH, v);
+  memcpy(at, buf, MAXTOK_WIDTH);
+}
+
+/* The request number k of the cell: its places in the samples (made at
+ * launch; past TB_RESULT_SAMPLES_MAX requests there are none). */
+static void
+sample_places(struct rcell *c, uint64_t k)
+{
+  if (k >= TB_RESULT_SAMPLES_MAX)
+    return;
+  json_t *const lat[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e, c->s_maxtbt };
+  for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
+    json_array_append_new(lat[i], json_null());
+  json_array_append_new(c->s_tokens, json_integer(0));
+  json_array_append_new(c->s_good, json_integer(0));
+}
+
+/* A request that could not be sent: counted, with why. */
+static void
+drop(struct rcell *c, const char *why)
+{
+  sample_places(c, c->scheduled);
+  c->scheduled++;
+  c->dropped++;
+  note_error(c, why);
+}
+
+/* The marker's value of a request: the cell and the request's number (or,
+ * in a conversation, its conversation's, mixed with the turn after the
+ * first), so no request finds another's prefix in the server's cache; a
+ * shared prefix's suffixes repeat every prefix.suffixes requests (or
+ * conversations). */
+static uint32_t
+marker_value(const struct rcell *c, uint64_t n, unsigned turn)
+{
+  const struct tb_spec_prefix *px = &c->r->s->prefix;
+  uint64_t sk = px->tokens > 0 && px->suffixes > 0 ? n % (uint64_t)px->suffixes : n;
+  uint32_t v = ((uint32_t)(c->index & 0xff) << 24) | (uint32_t)(sk & 0xffffff);
+  return turn > 0 ? v ^ (turn * 0x9e3779b1u) : v;
+}
+
+/* Launches the next request (scheduled at t_sched): a lone arrival (ss
+ * NULL, drawing from lens), a closed-loop user's next request or a
+ * conversation's next turn (drawing from the session's own generator). */
+static void
+launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
+{
+  struct rrun *r = c->r;
+  struct tb_rng *g = ss != NULL ? &ss->rng : lens;
+  unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(g) % r->n_pool) : 0;
+  int64_t want = tb_length_draw(&r->out, g);
+  if (c->n_free == 0) {
+    drop(c, "dropped: every connection slot busy (2048 requests in flight)");
+    if (ss != NULL) { /* its conversation ends here (a user would retry at once) */
+      c->conv_abandoned += ss->has_cv;
+      sess_free(c, ss);
+    }
+    return;
+  }
+  uint64_t k = c->scheduled++;
+  sample_places(c, k);
+  const struct pool_entry *pe = &r->pool[pi];
+  struct rq *q = tb_xcalloc(1, sizeof *q);
+  q->c = c;
+  q->ss = ss;
+  q->k = k;
+  q->pool = pi;
+  q->want = want;
+  q->count.prompt_tokens = -1;
+  const char *head = pe->head;
+  size_t head_len = pe->head_len, len = pe->len;
+  if (ss != NULL && ss->has_cv) { /* the turn: the history and a new message */
+    q->turn = ss->turn++;
+    c->turns[q->turn].sent++;
+    char *text = tb_xstrdup(pe->text);
+    patch_hex(text + pe->text_marker_at, marker_value(c, ss->conv, q->turn));
+    q->body = tb_convo_next(&ss->cv, r->env->d->model, text, want);
+    free(text);
+    if (q->body == NULL) {
+      q->body = tb_xstrdup("");
+      rq_fail(q, "the conversation's request body could not be made");
+    }
+    len = strlen(q->body);
+    q->head = tb_direct_head_new(&r->dt, r->auth, len);
+    head = q->head;
+    head_len = strlen(head);
+  } else {
+    q->body = tb_xmalloc(pe->len + 1);
+    memcpy(q->body, pe->tmpl, pe->len + 1);
+    patch_hex(q->body + pe->marker_at, marker_value(c, k, 0));
+    patch_maxtok(q->body + pe->maxtok_at, want);
+  }
+  tb_sse_init(&q->sse, rq_event, NULL, q);
+  tb_sse_set_budget(&q->sse, &c->mem);
+  unsigned slot = c->free_slots[--c->n_free];
+  q->slot = slot;
+  c->slots[slot] = q;
+  flight(c, +1);
+  q->t_sched = t_sched;
+  q->t_start = tb_time_mono_ns();
+  c->started++;
+  int64_t lag = q->t_start - t_sched;
+  tb_stats_add(&c->lag, lag);
+  put(c->s_lag, k, json_real((double)lag / 1e6));
+  if (c->prev_start != 0) {
+    double gp = (double)(q->t_start - c->prev_start);
+    c->gap_sum += gp;
+    c->gap_sum2 += gp * gp;
+    c->gap_n++;
+  }
+  c->prev_start = q->t_start;
+  if (q->failed)
+    rq_end(c, slot, NULL);
+  else if (!tb_direct_start_req(&c->ds, slot, head, head_len, q->body, len))
+    rq_end(c, slot, c->ds.c[slot].err[0] ? c->ds.c[slot].err : "could not start");
+}
+
+/* Per-request timeouts (every SCAN_NS). */
+static void
+scan(struct rcell *c, int64_t now)
+{
+  const struct tb_spec *s = c->r->s;
+  for (unsigned i = 0; i < c->ds.n; i++) {
+    struct rq *q = c->slots[i];
+    if (q == NULL)
+      continue;
+    const char *why = NULL;
+    char buf[120];
+    if (q->t_first == 0 && now - q->t_start > (int64_t)(s->first_token_timeout_s * NS_PER_S)) {
+      snprintf(buf, sizeof buf, "no first token after %.1f s", s->first_token_timeout_s);
+      why = buf;
+    } else if (q->t_first != 0 && now - q->t_byte > (int64_t)(s->stall_timeout_s * NS_PER_S)) {
+      snprintf(buf, sizeof buf, "stream stalled: no token for %.1f s", s->stall_timeout_s);
+      why = buf;
+    }
+    if (why != NULL) {
+      rq_fail(q, "%s", why);
+      rq_end(c, i, NULL);
+    }
+  }
+}
+
+static void
+arm(int tfd, int64_t at)
+{
+  struct itimerspec its = { { 0, 0 }, { (time_t)(at / NS_PER_S), (long)(at % NS_PER_S) } };
+  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+    its.it_value.tv_nsec = 1;
+  (void)timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/* The percentiles of a sample of ns as ms, with the max. */
+static json_t *
+pct(struct tb_stats *st)
+{
+  json_t *o = json_object();
+  bool any = st->n > 0;
+  json_object_set_new(o, "p50", any ? json_real(tb_stats_quantile(st, 0.5) / 1e6) : json_null());
+  json_object_set_new(o, "p90", any ? json_real(tb_stats_quantile(st, 0.9) / 1e6) : json_null());
+  json_object_set_new(o, "p99", any ? json_real(tb_stats_quantile(st, 0.99) / 1e6) : json_null());
+  return o;
+}
+
+/* A conversation cell's own figures: its conversations, and per turn the
+ * requests, TTFT and the share of the prompt the server's cache held (the
+ * later turns carry the earlier ones: what a cache can serve grows). */
+static void
+conversation_figures(struct rcell *c, json_t *cell)
+{
+  json_object_set_new(cell, "conversations",
+                      json_pack("{s:I, s:I, s:I, s:I}", "started", (json_int_t)c->conv_started,
+                                "completed", (json_int_t)c->conv_completed, "abandoned",
+                                (json_int_t)c->conv_abandoned, "dropped",
+                                (json_int_t)c->conv_dropped));
+  json_t *turns = json_array();
+  for (int64_t t = 0; t < c->r->s->conversation.turns; t++) {
+    struct turnstat *ts = &c->turns[t];
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "turn", (json_int_t)(t + 1), "requests",
+                          (json_int_t)ts->sent, "completed", (json_int_t)ts->ok, "ttft_ms",
+                          pct(&ts->ttft));
+    json_object_set_new(o, "prompt_tokens_mean",
+                        ts->prompt_n ? json_real((double)ts->prompt_sum / (double)ts->prompt_n)
+                                     : json_null());
+    json_object_set_new(o, "cached_pct",
+                        ts->cached_prompt_sum > 0
+                            ? json_real(100.0 * (double)ts->cached_sum /
+                                        (double)ts->cached_prompt_sum)
+                            : json_null());
+    json_array_append_new(turns, o);
+  }
+  json_object_set_new(cell, "turns", turns);
+}
+
+/* The figures of a measured cell. */
+static void
+cell_figures(struct rcell *c, json_t *cell)
+{
+  const struct tb_spec *s = c->r->s;
+  double dur = c->t_last_end > c->t0 ? (double)(c->t_last_end - c->t0) / 1e9 : 0;
+  double arr = (double)(c->t_end_arrivals - c->t0) / 1e9;
+  json_object_set_new(cell, "status", json_string(c->ok > 0 ? "valid" : "error"));
+  if (c->ok == 0)
+    json_object_set_new(cell, "reason",
+                        json_string(c->first_error[0] ? c->first_error : "no request finished"));
+  json_object_set_new(cell, "requests", json_integer((json_int_t)c->scheduled));
+  json_object_set_new(cell, "completed", json_integer((json_int_t)c->ok));
+  json_object_set_new(cell, "requests_started", json_integer((json_int_t)c->started));
+  json_object_set_new(cell, "errors", json_integer((json_int_t)c->errors));
+  json_object_set_new(cell, "dropped", json_integer((json_int_t)c->dropped));
+  json_object_set_new(cell, "good", json_integer((json_int_t)c->good));
+  json_object_set_new(cell, "error_share",
+                      json_real(c->scheduled ? (double)c->errors / (double)c->scheduled : 0));
+  if (c->first_error[0] && c->ok > 0)
+    json_object_set_new(cell, "first_error", json_string(c->first_error));
+  json_object_set_new(cell, "offered_rps", json_real(arr > 0 ? (double)c->started / arr : 0));
+  json_object_set_new(cell, "achieved_rps", json_real(dur > 0 ? (double)c->ok / dur : 0));
+  json_object_set_new(cell, "goodput_rps", json_real(dur > 0 ? (double)c->good / dur : 0));
+  json_object_set_new(cell, "attainment",
+                      json_real(c->scheduled ? (double)c->good / (double)c->scheduled : 0));
+  json_object_set_new(cell, "slo", slo_json(&s->slo));
+  json_object_set_new(cell, "total_tps", json_real(dur > 0 ? (double)c->out_tokens / dur : 0));
+  json_object_set_new(cell, "output_tokens", json_integer(c->out_tokens));
+  json_object_set_new(cell, "prompt_tokens_mean",
+                      c->prompt_n ? json_real((double)c->prompt_tokens_sum / (double)c->prompt_n)
+                                  : json_null());
+  if (c->cached_n > 0) { /* the server said how much of the prompts its cache held */
+    json_t *pc = json_pack("{s:I, s:I, s:I, s:f}", "requests", (json_int_t)c->cached_n,
+                           "prompt_tokens", (json_int_t)c->cached_prompt_sum, "cached_tokens",
+                           (json_int_t)c->cached_sum, "hit_pct",
+                           c->cached_prompt_sum > 0
+                               ? 100.0 * (double)c->cached_sum / (double)c->cached_prompt_sum
+                               : 0.0);
+    json_object_set_new(cell, "prefix_cache", pc);
+  }
+  json_object_set_new(cell, "measured_s", json_real(dur));
+  json_object_set_new(cell, "arrivals_s", json_real(arr));
+  json_object_set_new(cell, "ttft_ms", pct(&c->ttft));
+  json_object_set_new(cell, "tpot_ms", pct(&c->tpot));
+  json_object_set_new(cell, "tbt_ms", pct(&c->tbt));
+  json_object_set_new(cell, "e2e_ms", pct(&c->e2e));
+  json_t *lag = pct(&c->lag);
+  json_object_del(lag, "p90");
+  json_object_set_new(lag, "max", c->lag.n ? json_real(tb_stats_quantile(&c->lag, 1) / 1e6)
+                                           : json_null());
+  json_object_set_new(cell, "schedule_lag_ms", lag);
+  double cv = NAN;
+  if (c->gap_n > 1) {
+    double m = c->gap_sum / (double)c->gap_n;
+    double var = (c->gap_sum2 - c->gap_sum * m) / (double)(c->gap_n - 1);
+    cv = var > 0 && m > 0 ? sqrt(var) / m : 0;
+  }
+  json_object_set_new(cell, "interarrival_cv", isfinite(cv) ? json_real(cv) : json_null());
+  json_object_set_new(cell, "max_in_flight", json_integer(c->max_inflight));
+  /* the time-weighted mean from the first start to the last end */
+  double span = c->flight_t > c->t0 ? (double)(c->flight_t - c->t0) : 0;
+  json_object_set_new(cell, "avg_in_flight",
+                      span > 0 ? json_real(c->flight_area / span) : json_null());
+  json_object_set_new(cell, "load", json_string(c->users > 0 ? "closed" : "open"));
+  if (c->users > 0)
+    json_object_set_new(cell, "users", json_integer(c->users));
+  if (c->turns != NULL)
+    conversation_figures(c, cell);
+  uint64_t reads = c->ds.rx_kernel + c->ds.rx_user;
+  json_object_set_new(cell, "kernel_stamped",
+                      json_real(reads ? (double)c->ds.rx_kernel / (double)reads : 0));
+  json_t *smp = json_object();
+  json_object_set_new(smp, "lag_ms", c->s_lag);
+  json_object_set_new(smp, "ttft_ms", c->s_ttft);
+  json_object_set_new(smp, "tpot_ms", c->s_tpot);
+  json_object_set_new(smp, "e2e_ms", c->s_e2e);
+  json_object_set_new(smp, "max_tbt_ms", c->s_maxtbt);
+  json_object_set_new(smp, "output_tokens", c->s_tokens);
+  json_object_set_new(smp, "good", c->s_good);
+  c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
+  json_object_set_new(cell, "samples", smp);
+  tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
+}
+
+/* A cell's schedule: a function of the seed, the cell's rate and nothing
+ * else (never of what the server answered). */
+struct sched {
+  struct tb_arrival arr;
+  struct tb_rng lens;
+  uint64_t k, total;
+  int64_t next_t, window;
+  int64_t armed;        /* the timer's deadline (0: none) */
+  bool by_count, done;
+};
+
+/* An open-loop arrival at sc->next_t: a lone request, or a conversation's
+ * first turn. */
+static void
+arrive(struct rcell *c, struct sched *sc)
+{
+  if (c->r->s->conversation.turns <= 0) {
+    launch(c, NULL, sc->next_t, &sc->lens);
+    return;
+  }
+  c->arrivals++;
+  struct sess *ss = sess_new(c, false);
+  if (ss == NULL) {
+    c->conv_dropped++;
+    drop(c, c->nsess >= TB_RATE_MAX_SESSIONS
+                ? "dropped: a conversation arrived with 8192 alive"
+                : "dropped: the live conversations' text is over the cell's memory budget");
+    return;
+  }
+  launch(c, ss, sc->next_t, NULL);
+}
+
+/* Launches every arrival and every session's request due by now, in order
+ * of their due times; re-arms the timer at the next one. */
+static void
+launch_due(struct rcell *c, struct sched *sc)
+{
+  int64_t now = tb_time_mono_ns();
+  for (;;) {
+    bool open = !sc->done && sc->next_t <= now;
+    bool sess = c->nheap > 0 && c->heap[0]->due <= now;
+    if (!open && !sess)
+      break;
+    if (sess && (!open || c->heap[0]->due < sc->next_t)) {
+      struct sess *ss = heap_pop(c);
+      launch(c, ss, ss->due, NULL);
+    } else {
+      arrive(c, sc);
+      sc->k++;
+      int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
+      sc->next_t += gap > 0 ? gap : 1;
+      if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
+          sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
+        sc->done = true;
+        c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+      }
+    }
+    now = tb_time_mono_ns();
+  }
+  int64_t next = sc->done ? 0 : sc->next_t;
+  if (c->nheap > 0 && (next == 0 || c->heap[0]->due < next))
+    next = c->heap[0]->due;
+  if (next != 0 && next != sc->armed) {
+    arm(c->r->tfd, next);
+    sc->armed = next;
+  }
+}
+
+/* Runs one cell into cell (its key set): open loop at rate (users 0), or
+ * closed loop with users; false: cancelled. */
+static bool
+cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *cell)
+{
+  const struct tb_spec *s = r->s;
+  struct rcell cc;
+  struct rcell *c = &cc;
+  memset(c, 0, sizeof *c);
+  c->r = r;
+  c->rate = rate;
+  c->users = users;
+  c->index = index;
+  c->mem.max = r->env->cell_memory_max;
+  unsigned n = TB_RATE_MAX_INFLIGHT;
+  c->slots = tb_xcalloc(n, sizeof *c->slots);
+  c->free_slots = tb_xcalloc(n, sizeof *c->free_slots);
+  for (unsigned i = 0; i < n; i++)
+    c->free_slots[c->n_free++] = n - 1 - i; /* slot 0 on top */
+  c->heap = tb_xcalloc(TB_RATE_MAX_SESSIONS, sizeof *c->heap);
+  if (s->conversation.turns > 0)
+    c->turns = tb_xcalloc((size_t)s->conversation.turns, sizeof *c->turns);
+  const struct tb_direct_ops ops = { c, rq_body, direct_end };
+  tb_direct_set_init(&c->ds, &r->dt, n, r->auth, "", 0, &ops);
+  c->s_lag = json_array();
+  c->s_ttft = json_array();
+  c->s_tpot = json_array();
+  c->s_e2e = json_array();
+  c->s_maxtbt = json_array();
+  c->s_tokens = json_array();
+  c->s_good = json_array();
+
+  struct sched sc;
+  memset(&sc, 0, sizeof sc);
+  bool ok = users > 0 || tb_arrival_init(&sc.arr, s->arrival, rate, (uint64_t)s->seed);
+  tb_rng_seed(&sc.lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
+  sc.by_count = s->rate_requests > 0;
+  sc.total = sc.by_count ? (uint64_t)s->rate_requests : UINT64_MAX;
+  sc.window = (int64_t)(s->rate_duration_s * NS_PER_S);
+  sc.done = !ok || users > 0; /* closed loop: no open arrivals */
+  bool cancelled = false;
+  c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
+  c->t0 = tb_time_mono_ns() + LEAD_NS;
+  c->t_window_end = c->t0 + sc.window;
+  sc.next_t = c->t0;
+  /* closed loop: every user is due at t0 */
+  for (unsigned u = 0; u < users; u++) {
+    struct sess *ss = sess_new(c, true);
+    if (ss == NULL)
+      break;
+    c->arrivals++;
+    ss->due = c->t0;
+    heap_push(c, ss);
+  }
+  int64_t next_scan = 0, next_cancel = 0;
+  arm(r->tfd, c->t0);
+  sc.armed = c->t0;
+  struct epoll_event evs[256];
+  while (!sc.done || c->inflight > 0 || c->nheap > 0) {
+    launch_due(c, &sc);
+    int64_t now = tb_time_mono_ns();
+    if (now >= next_scan) {
+      scan(c, now);
+      next_scan = now + SCAN_NS;
+    }
+    if (now >= next_cancel) {
+      next_cancel = now + CANCEL_NS;
+      if (r->env->cancelled != NULL && r->env->cancelled(r->env->cls)) {
+        cancelled = true;
+        break;
+      }
+    }
+    if (sc.done && c->inflight == 0 && c->nheap == 0)
+      break;
+    int wait_ms = 10; /* the scan's pace; arrivals come by the timerfd */
+    int nev = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
+    int64_t rt_off = nev > 0 ? tb_rxts_offset() : 0;
+    for (int i = 0; i < nev; i++) {
+      if (evs[i].data.u64 == TIMER_TAG) {
+        uint64_t ticks;
+        (void)!read(r->tfd, &ticks, sizeof ticks);
+        sc.armed = 0;
+        continue;
+      }
+      if (evs[i].data.u64 & TB_DIRECT_TAG)
+        tb_direct_event(&c->ds, evs[i].data.u64, evs[i].events, rt_off);
+      /* an arrival falling due while reads are handled goes out now, not
+       * after the rest of the batch */
+      int64_t t = tb_time_mono_ns();
+      if ((!sc.done && t >= sc.next_t) || (c->nheap > 0 && t >= c->heap[0]->due))
+        launch_due(c, &sc);
+    }
+  }
+  tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s, r->env->cancelled, r->env->cls);
+  if (!ok)
+    snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
+  if (users > 0)
+    c->t_end_arrivals = c->prev_start > c->t0 ? c->prev_start : c->t0; /* the last start */
+  flight(c, 0);
+  /* what is left (cancelled): closed, not counted */
+  for (unsigned i = 0; i < n; i++) {
+    struct rq *q = c->slots[i];
+    if (q == NULL)
+      continue;
+    c->slots[i] = NULL;
+    if (q->ss != NULL)
+      sess_free(c, q->ss);
+    rq_free(q);
+  }
+  while (c->nheap > 0)
+    sess_free(c, heap_pop(c));
+  tb_direct_set_free(&c->ds);
+  struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+  (void)timerfd_settime(r->tfd, 0, &off, NULL);
+  if (!cancelled)
+    cell_figures(c, cell);
+  json_decref(c->s_lag);
+  json_decref(c->s_ttft);
+  json_decref(c->s_tpot);
+  json_decref(c->s_e2e);
+  json_decref(c->s_maxtbt);
+  json_decref(c->s_tokens);
+  json_decref(c->s_good);
+  tb_stats_free(&c->ttft);
+  tb_stats_free(&c->tpot);
+  tb_stats_free(&c->tbt);
+  tb_stats_free(&c->e2e);
+  tb_stats_free(&c->lag);
+  tb_ratewatch_free(c->watch);
+  for (int64_t t = 0; t < s->conversation.turns; t++)
+    tb_stats_free(&c->turns[t].ttft);
+  free(c->turns);
+  free(c->heap);
+  free(c->slots);
+  free(c->free_slots);
+  return !cancelled;
+}
+
+/* ------------------------------------------------------------- set-up */
+
+/* The request body of a prompt: model, the prompt, max_tokens padded to
+ * MAXTOK_WIDTH columns; offsets of the marker and of max_tokens' digits. */
+static bool
+make_entry(struct rrun *r, const struct tb_prompt *p, struct pool_entry *pe)
+{
+  json_t *b = json_pack("{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model",
+                        r->env->d->model, "messages", "role", "user", "content", p->text,
+                        "max_tokens", (json_int_t)MAXTOK_PLACEHOLDER, "stream", 1, "ignore_eos",
+                        1, "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
+  if (r->sys != NULL) /* the shared system prompt goes first */
+    json_array_insert_new(json_object_get(b, "messages"), 0,
+                          json_pack("{s:s, s:s}", "role", "system", "content", r->sys));
+  char *text = json_dumps(b, JSON_COMPACT);
+  json_decref(b);
+  if (text == NULL)
+    return false;
+  char ph[48];
+  snprintf(ph, sizeof ph, "\"max_tokens\":%d", MAXTOK_PLACEHOLDER);
+  char *m = strstr(text, MARKER), *t = strstr(text, ph);
+  if (m == NULL || t == NULL) {
+    free(text);
+    return false;
+  }
+  pe->tmpl = text;
+  pe->len = strlen(text);
+  pe->marker_at = (size_t)(m - text) + 2;
+  pe->maxtok_at = (size_t)(t - text) + strlen("\"max_tokens\":");
+  pe->tokens = p->tokens;
+  pe->text = tb_xstrdup(p->text);
+  pe->text_marker_at = (size_t)(strstr(pe->text, MARKER) - pe->text) + 2;
+  pe->head = tb_direct_head_new(&r->dt, r->auth, pe->len);
+  pe->head_len = strlen(pe->head);
+  return true;
+}
+
+static void
+raise_nofile(unsigned need)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return;
+  rlim_t want = (rlim_t)need + 256;
+  if (rl.rlim_cur >= want)
+    return;
+  rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static void
+setup(struct rrun *r)
+{
+  const struct tb_spec *s = r->s;
+  const struct tb_rate_env *env = r->env;
+  if (tb_length_parse(s->input_tokens, 1, TB_SPEC_MAX_CONTEXT, &r->in) != NULL ||
+      tb_length_parse(s->output_tokens, 1, TB_SPEC_MAX_OUTPUT, &r->out) != NULL) {
+    r->setup_err = tb_xstrdup("input_tokens or output_tokens: bad length");
+    return;
+  }
+  /* a conversation's last turn carries every earlier one: each turn's
+   * message and answer, and a template's few tokens a message (counted
+   * as 8, more than the engines' templates take) */
+  int64_t turns = s->conversation.turns > 0 ? s->conversation.turns : 1;
+  int64_t last = turns * (r->in.hi + r->out.hi + 16) + s->prefix.tokens;
+  if (s->conversation.turns > 0 && env->d->max_model_len > 0 &&
+      last > env->d->max_model_len) {
+    r->setup_err = tb_xasprintf("a conversation's last turn (%" PRId64 " turns of up to %" PRId64
+                                " + %" PRId64 " tokens, with the prefix: %" PRId64
+                                ") exceeds max_model_len (%" PRId64 ")",
+                                turns, r->in.hi, r->out.hi, last, env->d->max_model_len);
+    return;
+  }
+  if (env->d->max_model_len > 0 && r->in.hi + r->out.hi > env->d->max_model_len) {
+    r->setup_err = tb_xasprintf("input + output tokens (%" PRId64 " + %" PRId64
+                                ") exceed max_model_len (%" PRId64 ")",
+                                r->in.hi, r->out.hi, env->d->max_model_len);
+    return;
+  }
+  r->epfd = epoll_create1(EPOLL_CLOEXEC);
+  r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (r->epfd < 0 || r->tfd < 0) {
+    r->setup_err = tb_xstrdup("cannot set up the event loop");
+    return;
+  }
+  struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TIMER_TAG };
+  (void)epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &ev);
+  char *chat_url = tb_xasprintf("%s/v1/chat/completions", env->d->base_url);
+  r->direct = tb_direct_setup(&r->dt, chat_url, env->kernel_stamps, r->epfd);
+  free(chat_url);
+  if (!r->direct) {
+    r->setup_err = tb_xstrdup("rate cells need the engine's own transport: a plain-HTTP "
+                              "endpoint without a proxy (and TB_ENGINE_CURL_STREAMS unset)");
+    return;
+  }
+  raise_nofile(TB_RATE_MAX_INFLIGHT);
+  /* the timerfd's wake-ups: 1 us of slack instead of the default 50 us
+   * (the thread's own setting comes back in teardown) */
+  r->slack = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  r->auth = tb_http_auth_header(env->api_key);
+  /* a shared prefix: one system prompt for every request, tagged with the
+   * run only (the same in every cell; never the marker) */
+  r->sys_tokens = -1;
+  if (s->prefix.tokens > 0) {
+    char *stag = tb_xasprintf("%s-SYSTEM", env->run_id);
+    struct tb_prompt_ctx *sc = tb_prompt_ctx_new(env->d, env->api_key, stag);
+    free(stag);
+    struct tb_prompt p = { 0 };
+    char *perr = NULL;
+    if (tb_prompt_build(sc, s->prefix.tokens, s->prefix.tokens, &p, &perr) != 0) {
+      r->setup_err = tb_xasprintf("shared prefix of %" PRId64 " tokens: %s", s->prefix.tokens,
+                                  perr ? perr : "failed");
+      free(perr);
+    } else {
+      r->sys = p.text;
+      r->sys_tokens = p.tokens;
+      p.text = NULL;
+    }
+    tb_prompt_free(&p);
+    tb_prompt_ctx_free(sc);
+    if (r->setup_err != NULL)
+      return;
+  }
+  /* the prompts: one per length of the pool, tagged with the marker */
+  char *tag = tb_xasprintf("%s-" MARKER, env->run_id);
+  struct tb_prompt_ctx *pc = tb_prompt_ctx_new(env->d, env->api_key, tag);
+  free(tag);
+  r->n_pool = r->in.hi > r->in.lo ? TB_RATE_INPUT_POOL : 1;
+  double sum = 0;
+  for (unsigned i = 0; i < r->n_pool && r->setup_err == NULL; i++) {
+    int64_t len = r->n_pool == 1 ? r->in.lo
+                                 : r->in.lo + (r->in.hi - r->in.lo) * (int64_t)i /
+                                                  (int64_t)(r->n_pool - 1);
+    struct tb_prompt p = { 0 };
+    char *perr = NULL;
+    if (tb_prompt_build(pc, len, len, &p, &perr) != 0) {
+      r->setup_err = tb_xasprintf("prompt of %" PRId64 " tokens: %s", len, perr ? perr : "failed");
+      free(perr);
+    } else if (!make_entry(r, &p, &r->pool[i])) {
+      r->setup_err = tb_xstrdup("prompt: its tag is not in the request body");
+    }
+    sum += (double)len;
+    tb_prompt_free(&p);
+  }
+  r->in_mean = sum / r->n_pool;
+  tb_prompt_ctx_free(pc);
+}
+
+static void
+teardown(struct rrun *r)
+{
+  for (unsigned i = 0; i < TB_RATE_INPUT_POOL; i++) {
+    free(r->pool[i].tmpl);
+    free(r->pool[i].text);
+    if (r->pool[i].head != NULL)
+      tb_http_secret_free(r->pool[i].head);
+  }
+  tb_http_secret_free(r->auth);
+  free(r->sys);
+  if (r->slack > 0)
+    (void)prctl(PR_SET_TIMERSLACK, (unsigned long)r->slack, 0UL, 0UL, 0UL);
+  if (r->direct)
+    tb_direct_free(&r->dt);
+  if (r->tfd >= 0)
+    close(r->tfd);
+  if (r->epfd >= 0)
+    close(r->epfd);
+  free(r->setup_err);
+}
+
+/* ------------------------------------------------------------- the run */
+
+static json_t *
+cell_key(const struct rrun *r, unsigned index, double rate, unsigned users)
+{
+  int64_t ctx = (r->in.lo + r->in.hi) / 2;
+  json_t *cell = tb_result_cell_new("rate", ctx, index);
+  if (users > 0) {
+    json_object_set_new(cell, "users", json_integer(users));
+  } else {
+    json_object_set_new(cell, "rate_rps", json_real(rate));
+    json_object_set_new(cell, "arrival", json_string(r->s->arrival));
+  }
+  return cell;
+}
+
+/* Whether done (a cell of an earlier attempt) is the cell at rate (or of
+ * users). */
+static bool
+same_load(const json_t *done, double rate, unsigned users)
+{
+  if (users > 0)
+    return json_integer_value(json_object_get(done, "users")) == (json_int_t)users;
+  return fabs(json_number_value(json_object_get(done, "rate_rps")) - rate) < 1e-9 * rate;
+}
+
+/* One cell, open loop at rate (users 0) or closed loop with users: kept
+ * from done_cells, or measured and emitted.  The cell's attainment into
+ * *att (NAN when not valid).  false: stop. */
+static bool
+one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *att)
+{
+  const struct tb_rate_env *env = r->env;
+  unsigned index = ++r->index;
+  *att = NAN;
+  json_t *cell = cell_key(r, index, rate, users);
+  const json_t *done = tb_result_find_cell(env->done_cells, "rate",
+                                           json_integer_value(json_object_get(cell, "context")),
+                                           index);
+  if (done != NULL && same_load(done, rate, users)) {
+    json_decref(cell);
+    const json_t *a = json_object_get(done, "attainment");
+    if (json_is_number(a))
+      *att = json_number_value(a);
+    if (env->keep != NULL)
+      env->keep(env->cls, done);
+    return true;
+  }
+  json_object_set_new(cell, "role", json_string(role));
+  if (env->progress != NULL)
+    env->progress(env->cls, cell);
+  if (r->setup_err != NULL) {
+    tb_result_cell_set_status(cell, "error", r->setup_err);
+  } else if (!cell_run(r, rate, users, index, cell)) {
+    r->cancelled = true;
+    json_decref(cell);
+    return false;
+  }
+  const json_t *a = json_object_get(cell, "attainment");
+  if (json_is_number(a))
+    *att = json_number_value(a);
+  if (!env->emit(env->cls, cell)) {
+    r->cancelled = true;
+    return false;
+  }
+  return true;
+}
+
+/* A key of the sweep's object: "<what>_rps" over rate, or
+ * "<what>_concurrency" over concurrency (static buffer). */
+static const char *
+sweep_key(bool closed, const char *what)
+{
+  static char k[48];
+  snprintf(k, sizeof k, "%s_%s", what, closed ? "concurrency" : "rps");
+  return k;
+}
+
+/* The sweep: its probes (cells), then its object (docs/engine.md,
+ * "Sweeps"). */
+static json_t *
+run_sweep(struct rrun *r)
+{
+  const struct tb_spec_sweep *sw = &r->s->sweep;
+  bool closed = r->p->sweep_closed;
+  double target = sw->attainment_pct / 100.0;
+  double vals[64];
+  bool pass[64];
+  size_t n = 0;
+  double found = 0, hi = 0, att;
+  json_t *probes = json_array();
+  for (;;) {
+    double next = tb_plan_sweep_next(sw, vals, pass, n, &found, &hi);
+    if (next <= 0 || n >= TB_ARRAY_LEN(vals))
+      break;
+    unsigned index = r->index + 1;
+    unsigned users = closed ? (unsigned)llround(next) : 0;
+    if (!one_cell(r, closed ? 0 : next, users, "sweep", &att))
+      break;
+    vals[n] = next;
+    pass[n] = isfinite(att) && att >= target - 1e-12;
+    json_t *pr = json_pack("{s:I, s:o, s:b}", "cell", (json_int_t)index, "attainment",
+                           isfinite(att) ? json_real(att) : json_null(), "pass", pass[n]);
+    json_object_set_new(pr, closed ? "users" : "rate_rps",
+                        closed ? json_integer(users) : json_real(next));
+    json_array_append_new(probes, pr);
+    n++;
+  }
+  (void)tb_plan_sweep_next(sw, vals, pass, n, &found, &hi);
+  double vmax = closed ? (double)sw->max_concurrency : sw->max_rps;
+  double step = closed ? (double)sw->step_concurrency : sw->step_rps;
+  json_t *o = json_object();
+  json_object_set_new(o, "over", json_string(closed ? "concurrency" : "rate"));
+  json_object_set_new(o, "attainment_pct", json_real(sw->attainment_pct));
+  json_object_set_new(o, "slo", slo_json(&r->s->slo));
+  json_object_set_new(o, sweep_key(closed, "min"),
+                      closed ? json_integer(sw->min_concurrency) : json_real(sw->min_rps));
+  json_object_set_new(o, sweep_key(closed, "max"),
+                      closed ? json_integer(sw->max_concurrency) : json_real(sw->max_rps));
+  json_object_set_new(o, sweep_key(closed, "step"),
+                      closed ? json_integer(sw->step_concurrency) : json_real(sw->step_rps));
+  json_object_set_new(o, "max_probes", json_integer(sw->max_probes));
+  json_object_set_new(o, "probes", probes);
+  json_object_set_new(o, sweep_key(closed, "found"), found > 0 ? json_real(found) : json_null());
+  json_object_set_new(o, sweep_key(closed, "fails_at"), hi > 0 ? json_real(hi) : json_null());
+  char why[48];
+  snprintf(why, sizeof why, "%s",
+           r->cancelled                                   ? "cancelled"
+           : found == 0                                   ? sweep_key(closed, "below_min")
+           : hi == 0 && found >= vmax                     ? sweep_key(closed, "at_max")
+           : hi > 0 && hi - found <= step * (1 + 1e-9) ? "converged"
+                                                          : "out_of_probes");
+  json_object_set_new(o, "outcome", json_string(why));
+  return o;
+}
+
+enum tb_rate_status
+tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env, json_t **sweep)
+{
+  struct rrun run;
+  struct rrun *r = &run;
+  memset(r, 0, sizeof *r);
+  r->p = p;
+  r->s = p->spec;
+  r->env = env;
+  r->epfd = r->tfd = -1;
+  *sweep = NULL;
+  setup(r);
+  double att;
+  const struct tb_plan_cell *rate = p->cells + p->n_matrix;
+  for (size_t i = 0; i < p->n_rate && !r->cancelled; i++)
+    if (!one_cell(r, rate[i].rate_rps, 0, "rate", &att))
+      break;
+  if (p->sweep && !r->cancelled)
+    *sweep = run_sweep(r);
+  enum tb_rate_status st = r->cancelled ? TB_RATE_CANCELLED : TB_RATE_OK;
+  teardown(r);
+  return st;
+}

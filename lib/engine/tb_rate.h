@@ -1,0 +1,104 @@
+/*
+ * tb_rate: rate cells and sweeps (issue 15; docs/engine.md, "Rate cells").
+ *
+ * A rate cell (phase "rate") sends requests that arrive at a given rate,
+ * on a seeded schedule (tb_arrival: Poisson, gamma with a burstiness
+ * factor, or constant), for rate_duration_s or rate_requests requests, each
+ * with a prompt of its own (cold: no prefix shared with another request;
+ * or, with the spec's prefix, a system prompt shared by all and one of
+ * prefix.suffixes user messages) and its own output length.  It is an open-loop generator: a request
+ * starts at its scheduled time however many are in flight, on its own
+ * connection slot, from a timerfd deadline on the cell's epoll loop; what
+ * is late is measured (schedule_lag_ms = actual start - scheduled start),
+ * never hidden.  Arrival times are the kernel's receive stamps, as in the
+ * matrix (tb_direct, tb_rxts).
+ *
+ * Conversations (the spec's conversation.turns): each arrival starts a
+ * conversation; its turn t is sent a think time (seeded) after turn t - 1
+ * ended and carries the earlier turns, the server's answers as it streamed
+ * them (tb_convo).  A failed turn ends its conversation (abandoned).  The
+ * cell's arrivals are conversations; its figures count requests, and per
+ * turn (TTFT, prompt tokens, the server's cached share).
+ *
+ * Closed-loop cells (a sweep over concurrency): N users, each sending its
+ * next request (or conversation turn) when its last one ended, plus the
+ * think time in a conversation, for rate_duration_s (or until
+ * rate_requests arrivals started).  Lag is then actual start minus the
+ * moment the user was due.
+ *
+ * A sweep looks for the highest rate (or concurrency) at which at least
+ * attainment_pct of the requests meet every SLO of the spec: values double
+ * from the minimum until one fails (or the maximum), then bisection to the
+ * step, at most max_probes probes; each probe is a cell (the search:
+ * tb_plan_sweep_next).  Which cells and how long they take: tb_plan.
+ *
+ * A cell's key: phase "rate", context = the mean prompt tokens asked,
+ * concurrency = the cell's number in the run (1, 2, ...: the spec's rates
+ * in order, then the sweep's probes), rate_rps (open loop) or users
+ * (closed loop).  Its figures: see
+ * cell_figures in tb_rate.c and docs/engine.md.
+ *
+ * The module owns its loop (an epoll set, a timerfd, a tb_direct of its
+ * own); the engine calls tb_rate_run after the matrix, on its thread.
+ */
+#ifndef TB_RATE_H
+#define TB_RATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/tb_discover.h"
+#include "spec/tb_plan.h"
+#include "spec/tb_spec.h"
+#include "base/tb_util.h"
+
+/* Requests a rate cell keeps in flight at most (one connection each);
+ * an arrival with none free is an error of that request ("dropped"). */
+#define TB_RATE_MAX_INFLIGHT 2048u
+/* Conversations alive in a cell at most (in flight or thinking); an
+ * arrival past it is dropped, as is one while the live conversations'
+ * text is over the cell's memory budget. */
+#define TB_RATE_MAX_SESSIONS 8192u
+/* Distinct prompt lengths of a uniform input distribution (each prompt is
+ * sized on the server's tokenizer once). */
+#define TB_RATE_INPUT_POOL 8u
+
+/* What a run lends its rate cells (all borrowed). */
+struct tb_rate_env {
+  const struct tb_discover *d; /* endpoint: base_url, model, max_model_len */
+  const char *api_key;         /* may be NULL; never logged */
+  const char *run_id;
+  size_t cell_memory_max;      /* SSE buffers of a cell, all requests */
+  bool kernel_stamps;
+  bool server_series;          /* /metrics sampled during cells (tb_ratewatch) */
+  bool error_bodies;           /* tb_engine_hooks.error_bodies */
+  const json_t *done_cells;    /* cells of an earlier attempt (may be NULL) */
+  void *cls;
+  /* a finished cell (stolen); false stops the run */
+  bool (*emit)(void *cls, json_t *cell);
+  /* a cell of done_cells kept as it is (borrowed) */
+  void (*keep)(void *cls, const json_t *cell);
+  /* the cell about to run (its key, borrowed); may be NULL */
+  void (*progress)(void *cls, const json_t *key);
+  /* polled every 100 ms; true cancels; may be NULL */
+  bool (*cancelled)(void *cls);
+};
+
+enum tb_rate_status { TB_RATE_OK = 0, TB_RATE_CANCELLED = 1 };
+
+/* The settings of rate cells for the result header's settings.rate (new). */
+json_t *tb_rate_settings_json(const struct tb_spec *s) TB_MUST_CHECK;
+
+/*
+ * Runs the rate cells of plan p (tb_plan: its spec's rates), then its
+ * sweep, against env.  Every cell goes out through env->emit (or env->keep
+ * when done_cells holds it).  *sweep: a new object describing the sweep
+ * (probes, found_rps), or NULL when p has none.  A setup problem (no
+ * plain-HTTP transport, prompts that cannot be built) makes each cell an
+ * error with the reason.
+ */
+enum tb_rate_status tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env,
+                                json_t **sweep) TB_MUST_CHECK;
+
+#endif

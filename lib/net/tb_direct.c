@@ -1,0 +1,507 @@
+/*
+ * tb_direct: the engine's own stream transport.  See tb_direct.h.
+ *
+ * Why.  Per read this is one system call (recvmsg, with the kernel's
+ * receive stamp of the bytes) where libcurl's read path makes three (the
+ * stamp peek, recv and a poll() that asks whether more is pending), and
+ * about half the CPU time per token on a bench (bench/bench_engine.sh
+ * prints both).
+ *
+ * A slot's life: tb_direct_start sends on the kept-alive connection if the
+ * slot has one (a server that closed it meanwhile gets the request once
+ * more on a new connection), else connects (non-blocking) and sends once
+ * connected; each readiness is one recvmsg, fed to tb_h1, whose body goes
+ * to ops.body; the end of the response (or an error) goes to ops.end, and
+ * the engine's tb_direct_release keeps a cleanly ended connection for the
+ * slot's next request.  A server that stops reading the request (EPIPE,
+ * reset) may have answered first (a front end refusing a large body with
+ * 413): that answer is read and wins over the send error, as with libcurl.
+ *
+ * Epoll data of a connection: TB_DIRECT_TAG | gen << 32 | slot, so that an
+ * event of a connection closed earlier in the same batch is told apart.
+ */
+#include "net/tb_direct.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "net/tb_egress.h"
+#include "net/tb_http.h"
+#include "net/tb_rxts.h"
+
+#define GEN_MASK 0x3fffffffu
+
+/* ---------------------------------------------------------------- set-up */
+
+static bool
+env_set(const char *name)
+{
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0';
+}
+
+/* The address libcurl connects to for the endpoint (its resolver, its
+ * choice among the addresses), from one CONNECT_ONLY connection.  That
+ * connection goes through the egress guard (tb_egress), so the address
+ * kept, which every slot connects to without resolving again, is one the
+ * policy allowed.  A refusal: false (the engine's libcurl streams are
+ * refused by their own guard, with the rule in the cell's error). */
+static bool
+direct_resolve(struct tb_direct *d, const char *url)
+{
+  struct tb_egress_guard guard;
+  CURL *e = curl_easy_init();
+  if (e == NULL)
+    return false;
+  if (!tb_egress_guard_easy(&guard, tb_egress_current(), e, url)) {
+    curl_easy_cleanup(e);
+    return false;
+  }
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, TB_DIRECT_CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  bool ok = false;
+  char *ip = NULL;
+  long port = 0;
+  if (curl_easy_perform(e) == CURLE_OK &&
+      curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip != NULL &&
+      curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK &&
+      port > 0 && port < 65536) {
+    struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                              .ai_socktype = SOCK_STREAM };
+    struct addrinfo *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%ld", port);
+    if (getaddrinfo(ip, ps, &hints, &res) == 0 && res != NULL &&
+        res->ai_addrlen <= sizeof d->addr) {
+      memcpy(&d->addr, res->ai_addr, res->ai_addrlen);
+      d->addrlen = res->ai_addrlen;
+      ok = true;
+    }
+    if (res != NULL)
+      freeaddrinfo(res);
+  }
+  curl_easy_cleanup(e);
+  return ok;
+}
+
+bool
+tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
+                int epfd)
+{
+  memset(d, 0, sizeof *d);
+  d->kernel_stamps = kernel_stamps;
+  d->epfd = epfd;
+  const char *force = getenv("TB_ENGINE_CURL_STREAMS");
+  if (force != NULL && strcmp(force, "1") == 0)
+    return false;
+  if (env_set("http_proxy") || env_set("all_proxy") || env_set("ALL_PROXY"))
+    return false;
+  CURLU *u = curl_url();
+  if (u == NULL)
+    return false;
+  char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL,
+       *query = NULL, *user = NULL;
+  bool ok = curl_url_set(u, CURLUPART_URL, chat_url, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            strcmp(scheme, "http") == 0 &&
+            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
+            curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_OK;
+  if (ok) {
+    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+      port = NULL; /* none in the URL: no port in Host either */
+    if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
+      query = NULL;
+    d->host = port != NULL ? tb_xasprintf("%s:%s", host, port) : tb_xstrdup(host);
+    d->path = query != NULL ? tb_xasprintf("%s?%s", path, query) : tb_xstrdup(path);
+    ok = direct_resolve(d, chat_url);
+  }
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(port);
+  curl_free(path);
+  curl_free(query);
+  curl_free(user);
+  curl_url_cleanup(u);
+  if (ok)
+    d->rbuf = tb_xmalloc(TB_DIRECT_RBUF_SIZE);
+  else
+    tb_direct_free(d); /* the contract: nothing to free after false */
+  return ok;
+}
+
+void
+tb_direct_free(struct tb_direct *d)
+{
+  free(d->host);
+  free(d->path);
+  free(d->rbuf);
+  d->host = d->path = d->rbuf = NULL;
+}
+
+void
+tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d, unsigned n,
+                   const char *auth, const char *body, size_t body_len,
+                   const struct tb_direct_ops *ops)
+{
+  memset(set, 0, sizeof *set);
+  set->d = d;
+  set->n = n;
+  set->c = tb_xcalloc(n, sizeof *set->c);
+  for (unsigned i = 0; i < n; i++)
+    set->c[i].fd = -1;
+  set->body = body;
+  set->body_len = body_len;
+  set->ops = *ops;
+  set->head = tb_direct_head_new(d, auth, body_len);
+  set->head_len = strlen(set->head);
+}
+
+char *
+tb_direct_head_new(const struct tb_direct *d, const char *auth, size_t body_len)
+{
+  return tb_xasprintf("POST %s HTTP/1.1\r\nHost: %s\r\n"
+                      "User-Agent: tokbench/" TB_VERSION "\r\n%s%s"
+                      "Content-Type: application/json\r\n"
+                      "Accept: text/event-stream\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      d->path, d->host, auth ? auth : "", auth ? "\r\n" : "", body_len);
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void
+conn_close(struct tb_direct_conn *k)
+{
+  if (k->fd >= 0)
+    close(k->fd); /* which also takes it out of the epoll set */
+  k->fd = -1;
+  k->connecting = k->idle = false;
+  k->gen++;
+}
+
+void
+tb_direct_close_all(struct tb_direct_set *set)
+{
+  for (unsigned i = 0; set->c != NULL && i < set->n; i++)
+    conn_close(&set->c[i]);
+}
+
+void
+tb_direct_set_free(struct tb_direct_set *set)
+{
+  tb_direct_close_all(set);
+  free(set->c);
+  set->c = NULL;
+  tb_http_secret_free(set->head); /* it holds the endpoint's key */
+  set->head = NULL;
+}
+
+static void
+conn_watch(struct tb_direct_set *set, unsigned slot, uint32_t events, int op)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  struct epoll_event ev = {0};
+  ev.events = events;
+  ev.data.u64 = TB_DIRECT_TAG | ((uint64_t)(k->gen & GEN_MASK) << 32) | slot;
+  (void)epoll_ctl(set->d->epfd, op, k->fd, &ev);
+}
+
+/* Writes what is left of slot's request (head, then body); false after a
+ * transport error (its reason in err). */
+static bool
+conn_send(struct tb_direct_set *set, unsigned slot)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  size_t total = k->rq_head_len + k->rq_body_len;
+  while (k->wr_off < total) {
+    struct iovec iov[2];
+    int n_iov = 0;
+    if (k->wr_off < k->rq_head_len) {
+      iov[n_iov++] = (struct iovec){ (char *)k->rq_head + k->wr_off, k->rq_head_len - k->wr_off };
+      iov[n_iov++] = (struct iovec){ (char *)k->rq_body, k->rq_body_len };
+    } else {
+      size_t off = k->wr_off - k->rq_head_len;
+      iov[n_iov++] = (struct iovec){ (char *)k->rq_body + off, k->rq_body_len - off };
+    }
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+    ssize_t n = sendmsg(k->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      conn_watch(set, slot, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
+      return true;
+    }
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      /* The server stopped reading: it may have answered first (a front
+       * end refusing a large body with 413, say); read that, if anything. */
+      k->send_errno = errno;
+      k->wr_off = total;
+      break;
+    }
+    if (n < 0) {
+      snprintf(k->err, sizeof k->err, "send: %s", strerror(errno));
+      return false;
+    }
+    k->wr_off += (size_t)n;
+  }
+  conn_watch(set, slot, EPOLLIN, EPOLL_CTL_MOD);
+  return true;
+}
+
+/* Opens slot's connection and sends once connected; false after an error
+ * (its reason in err). */
+static bool
+conn_open(struct tb_direct_set *set, unsigned slot)
+{
+  struct tb_direct *d = set->d;
+  struct tb_direct_conn *k = &set->c[slot];
+  conn_close(k);
+  k->reused = false;
+  k->wr_off = 0;
+  k->send_errno = 0;
+  tb_h1_init(&k->h1);
+  int fd = socket(d->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(k->err, sizeof k->err, "socket: %s", strerror(errno));
+    return false;
+  }
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (d->kernel_stamps)
+    (void)tb_rxts_enable(fd);
+  k->fd = fd;
+  int rc = connect(fd, (struct sockaddr *)&d->addr, d->addrlen);
+  if (rc != 0 && errno != EINPROGRESS) {
+    snprintf(k->err, sizeof k->err, "connect: %s", strerror(errno));
+    conn_close(k);
+    return false;
+  }
+  k->connecting = rc != 0;
+  k->t_ready = k->connecting ? 0 : tb_time_mono_ns();
+  conn_watch(set, slot, k->connecting ? EPOLLOUT : EPOLLIN, EPOLL_CTL_ADD);
+  return k->connecting ? true : conn_send(set, slot);
+}
+
+bool
+tb_direct_start(struct tb_direct_set *set, unsigned slot)
+{
+  return tb_direct_start_req(set, slot, set->head, set->head_len, set->body, set->body_len);
+}
+
+bool
+tb_direct_start_req(struct tb_direct_set *set, unsigned slot, const char *head,
+                    size_t head_len, const char *body, size_t body_len)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  k->rq_head = head;
+  k->rq_head_len = head_len;
+  k->rq_body = body;
+  k->rq_body_len = body_len;
+  k->busy = true;
+  k->got_bytes = k->keep = false;
+  k->wr_off = 0;
+  k->send_errno = 0;
+  k->err[0] = '\0';
+  if (k->fd >= 0 && k->idle) {
+    k->idle = false;
+    k->reused = true;
+    tb_h1_init(&k->h1);
+    if (conn_send(set, slot))
+      return true;
+    /* the server closed it meanwhile: once more on a new connection */
+    k->err[0] = '\0';
+  }
+  return conn_open(set, slot);
+}
+
+void
+tb_direct_release(struct tb_direct_set *set, unsigned slot)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  if (!k->busy)
+    return;
+  k->busy = false;
+  if (k->keep)
+    k->idle = true;
+  else
+    conn_close(k); /* mid-response: closing aborts the request */
+}
+
+int64_t
+tb_direct_sent_at(const struct tb_direct_set *set, unsigned slot, int64_t t_start)
+{
+  if (set->c == NULL || slot >= set->n)
+    return t_start;
+  const struct tb_direct_conn *k = &set->c[slot];
+  return !k->reused && k->t_ready > t_start ? k->t_ready : t_start;
+}
+
+bool
+tb_direct_connecting(const struct tb_direct_set *set, unsigned slot)
+{
+  return set->c != NULL && slot < set->n && set->c[slot].connecting;
+}
+
+int
+tb_direct_status(const struct tb_direct_set *set, unsigned slot)
+{
+  const struct tb_direct_conn *k = &set->c[slot];
+  return k->h1.head_done ? k->h1.status : 0;
+}
+
+/* ------------------------------------------------------------------ reads */
+
+struct feed_ctx {
+  struct tb_direct_set *set;
+  unsigned slot;
+  int64_t stamp;
+};
+
+static bool
+feed_body(void *cls, const char *data, size_t n)
+{
+  struct feed_ctx *f = cls;
+  struct tb_direct_set *set = f->set;
+  return set->ops.body(set->ops.cls, f->slot, set->c[f->slot].h1.status,
+                       f->stamp, data, n);
+}
+
+static void
+end(struct tb_direct_set *set, unsigned slot, const char *err)
+{
+  set->ops.end(set->ops.cls, slot, err);
+}
+
+/* One read of slot's connection. */
+static void
+conn_read(struct tb_direct_set *set, unsigned slot, int64_t rt_off)
+{
+  struct tb_direct *d = set->d;
+  struct tb_direct_conn *k = &set->c[slot];
+  union {
+    char buf[TB_RXTS_CMSG_SPACE];
+    struct cmsghdr align;
+  } ctl;
+  struct iovec iov = { d->rbuf, TB_DIRECT_RBUF_SIZE };
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+                      .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+  ssize_t n;
+  do
+    n = recvmsg(k->fd, &m, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return;
+  if (!k->busy) { /* an idle connection: closed by the server, or junk */
+    conn_close(k);
+    return;
+  }
+  if (n <= 0) {
+    if (k->reused && !k->got_bytes) {
+      /* a kept-alive connection the server had closed: once more anew */
+      if (!conn_open(set, slot))
+        end(set, slot, k->err);
+      return;
+    }
+    char why[160];
+    if (k->send_errno != 0 && !k->got_bytes) {
+      snprintf(why, sizeof why, "send: %s", strerror(k->send_errno));
+      end(set, slot, why);
+    } else if (n < 0) {
+      snprintf(why, sizeof why, "recv: %s", strerror(errno));
+      end(set, slot, why);
+    } else if (tb_h1_eof(&k->h1) == TB_H1_DONE) {
+      end(set, slot, NULL);
+    } else {
+      end(set, slot, k->h1.reason);
+    }
+    return;
+  }
+  k->got_bytes = true;
+  int64_t now = tb_time_mono_ns();
+  if (d->kernel_stamps) {
+    enum tb_rxts_src src;
+    now = tb_rxts_from_msg(&m, now, rt_off, &src);
+    if (src == TB_RXTS_KERNEL)
+      set->rx_kernel++;
+    else
+      set->rx_user++;
+  }
+  struct feed_ctx f = { set, slot, now };
+  size_t used;
+  enum tb_h1_status st = tb_h1_feed(&k->h1, d->rbuf, (size_t)n, &used,
+                                    feed_body, &f);
+  switch (st) {
+  case TB_H1_MORE:
+    return;
+  case TB_H1_DONE:
+    /* bytes after the response would be a response nobody asked for (the
+     * body callback never said stop: that would be TB_H1_STOPPED) */
+    k->keep = k->send_errno == 0 && used == (size_t)n &&
+              tb_h1_keep_alive(&k->h1);
+    end(set, slot, NULL);
+    return;
+  case TB_H1_STOPPED:
+    end(set, slot, "response aborted");
+    return;
+  case TB_H1_ERROR:
+    end(set, slot, k->h1.reason);
+    return;
+  }
+}
+
+void
+tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events,
+                int64_t rt_off)
+{
+  unsigned slot = (unsigned)(tag & 0xffffffffu);
+  uint32_t gen = (uint32_t)(tag >> 32) & GEN_MASK;
+  if (set->c == NULL || slot >= set->n)
+    return;
+  struct tb_direct_conn *k = &set->c[slot];
+  if (k->fd < 0 || (k->gen & GEN_MASK) != gen)
+    return; /* an event of a connection closed earlier in this batch */
+  if (k->connecting) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+      return;
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+      err = errno;
+    if (err == 0 && (events & (EPOLLERR | EPOLLHUP)))
+      err = ECONNRESET;
+    if (err != 0) {
+      if (!k->busy) {
+        conn_close(k);
+        return;
+      }
+      char why[160];
+      snprintf(why, sizeof why, "connect: %s", strerror(err));
+      end(set, slot, why);
+      return;
+    }
+    k->connecting = false;
+    k->t_ready = tb_time_mono_ns();
+    if (k->busy && !conn_send(set, slot))
+      end(set, slot, k->err);
+    return;
+  }
+  if (k->busy && (events & EPOLLOUT) &&
+      k->wr_off < k->rq_head_len + k->rq_body_len && !conn_send(set, slot)) {
+    end(set, slot, k->err);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+    conn_read(set, slot, rt_off);
+}

@@ -1,0 +1,249 @@
+/*
+ * tb_checks: see tb_checks.h.
+ */
+#include "result/tb_checks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/tb_json.h"
+#include "base/tb_util.h"
+
+static json_t *
+tri(int v)
+{
+  return v < 0 ? json_null() : json_boolean(v > 0);
+}
+
+/* Rate cells.  The start lag: latencies are taken from each request's
+ * actual start, so a late start never enters them; it shifts the arrival
+ * process the server sees.  A tenth of the mean gap keeps that shift small
+ * against the process's own spread (at 200 req/s, 0.5 ms); the 5 ms floor
+ * is below one decode step of any engine (10-50 ms), so at low rates a
+ * start that late lands in the same batch step it was meant for.
+ *
+ * The inter-arrival CV: the gaps of gamma arrivals of shape k have CV
+ * c = 1/sqrt(k), skewness 2/sqrt(k) and kurtosis 3 + 6/k.  By the delta
+ * method the sample CV of n gaps has variance
+ *   c^2/n * (c^2 - c*skewness + (kurtosis - 1)/4) = c^2 (1 + c^2) / (2n)
+ * (Poisson: 1/n; normal gaps would give c^2 (1/2 + c^2) / n).  Four
+ * standard errors would be a false alarm once in 16,000 cells were the
+ * sample CV normal; it is skewed, and over simulated schedules (Poisson and
+ * gamma:4, 50 to 1,000 gaps) at most about one in 400 fails, while a loop
+ * that bunches or flattens its starts moves the CV by far more.
+ * test_sampler holds this to tb_arrival's own generator.  The absolute
+ * floor covers constant arrivals (c = 0), whose actual gaps differ only by
+ * the timer's jitter. */
+double
+tb_checks_lag_limit_ms(double rate_rps)
+{
+  double share = rate_rps > 0 ? TB_CHECK_LAG_GAP_SHARE * 1000.0 / rate_rps : 0;
+  return share > TB_CHECK_LAG_MIN_MS ? share : TB_CHECK_LAG_MIN_MS;
+}
+
+double
+tb_checks_cv_tolerance(double expected, double n)
+{
+  if (!(n >= 2) || !isfinite(expected) || expected < 0)
+    return NAN;
+  double se = expected * sqrt((1 + expected * expected) / (2 * n));
+  return TB_CHECK_CV_SE * se > TB_CHECK_CV_ABS ? TB_CHECK_CV_SE * se : TB_CHECK_CV_ABS;
+}
+
+static double
+round_to(double v, double scale)
+{
+  return round(v * scale) / scale;
+}
+
+static void
+rate_checks(const struct tb_checks_in *in, json_t *o, json_t *failed)
+{
+  char why[200];
+  if (isfinite(in->lag_p99_ms)) {
+    double lim = tb_checks_lag_limit_ms(in->rate_rps);
+    json_object_set_new(o, "schedule_lag_p99_ms", json_real(round_to(in->lag_p99_ms, 1e4)));
+    json_object_set_new(o, "schedule_lag_limit_ms", json_real(round_to(lim, 1e4)));
+    if (in->lag_p99_ms > lim) {
+      snprintf(why, sizeof why, "start lag p99 %.3f ms over %.3f ms", in->lag_p99_ms, lim);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+  if (isfinite(in->dropped)) {
+    json_object_set_new(o, "dropped", json_integer((json_int_t)in->dropped));
+    if (in->dropped > 0) {
+      snprintf(why, sizeof why, "%.0f arrivals dropped (no connection slot free)", in->dropped);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+  /* The server can hold no more of the cell's requests than the cell had
+   * in flight: a request ends on the server before its last bytes reach
+   * the client.  More is another client's work during the cell (or a
+   * request the client cut that the server still runs). */
+  if (isfinite(in->server_peak) && isfinite(in->max_in_flight)) {
+    json_object_set_new(o, "server_peak_requests", json_real(in->server_peak));
+    json_object_set_new(o, "max_in_flight", json_integer((json_int_t)in->max_in_flight));
+    if (in->server_peak > in->max_in_flight + 0.5) {
+      snprintf(why, sizeof why,
+               "the server held %.0f requests, more than the %.0f this cell had in flight",
+               in->server_peak, in->max_in_flight);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+  double tol = tb_checks_cv_tolerance(in->cv_expected, in->gaps);
+  if (isfinite(in->cv) && isfinite(tol)) {
+    json_object_set_new(o, "interarrival_cv", json_real(round_to(in->cv, 1e4)));
+    json_object_set_new(o, "interarrival_cv_expected", json_real(round_to(in->cv_expected, 1e4)));
+    json_object_set_new(o, "interarrival_cv_tolerance", json_real(round_to(tol, 1e4)));
+    if (fabs(in->cv - in->cv_expected) > tol) {
+      snprintf(why, sizeof why,
+               "inter-arrival CV %.3f vs %.3f expected (tolerance %.3f over %.0f gaps)", in->cv,
+               in->cv_expected, tol, in->gaps);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+}
+
+json_t *
+tb_checks_json(const struct tb_checks_in *in)
+{
+  json_t *o = json_object();
+  json_t *failed = json_array();
+  char why[200];
+  double c = (double)in->requested;
+  if (in->requested > 0)
+    json_object_set_new(o, "requested_concurrency", json_integer((json_int_t)in->requested));
+  if (in->requested > 0 && isfinite(in->achieved)) {
+    json_object_set_new(o, "achieved_concurrency",
+                        json_real(round(in->achieved * 1000.0) / 1000.0));
+    json_object_set_new(o, "achieved_source",
+                        json_string(in->achieved_server ? "server" : "client"));
+    double tol = TB_CHECK_CONC_REL * c > TB_CHECK_CONC_ABS ? TB_CHECK_CONC_REL * c
+                                                          : TB_CHECK_CONC_ABS;
+    if (fabs(in->achieved - c) > tol) {
+      snprintf(why, sizeof why,
+               "achieved concurrency %.2f (%s) vs %u requested", in->achieved,
+               in->achieved_what != NULL ? in->achieved_what
+               : in->achieved_server     ? "server's running gauge"
+                                         : "client in flight",
+               in->requested);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+  if (isfinite(in->cpu_share)) {
+    json_object_set_new(o, "client_cpu_share", json_real(round(in->cpu_share * 1000.0) / 1000.0));
+    if (in->cpu_share > TB_CHECK_CPU_MAX) {
+      snprintf(why, sizeof why, "client CPU-bound: %.0f%% of the window on CPU",
+               100.0 * in->cpu_share);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+  if (isfinite(in->kernel_stamped)) {
+    json_object_set_new(o, "kernel_stamped",
+                        json_real(round(in->kernel_stamped * 10000.0) / 10000.0));
+    if (in->kernel_wanted && in->kernel_stamped < TB_CHECK_KERNEL_MIN) {
+      snprintf(why, sizeof why, "only %.0f%% of reads kernel-stamped",
+               100.0 * in->kernel_stamped);
+      json_array_append_new(failed, json_string(why));
+    }
+  }
+  if (in->rate)
+    rate_checks(in, o, failed);
+  json_object_set_new(o, "drained_before", tri(in->drained_before));
+  json_object_set_new(o, "drained_after", tri(in->drained_after));
+  if (in->drained_before == 0) {
+    snprintf(why, sizeof why, "server not drained before the cell (%.0f running, %.0f waiting)",
+             isfinite(in->before_running) ? in->before_running : 0,
+             isfinite(in->before_waiting) ? in->before_waiting : 0);
+    json_array_append_new(failed, json_string(why));
+  }
+  if (in->drained_after == 0)
+    json_array_append_new(failed, json_string("server not drained after the cell "
+                                              "(within the drain timeout)"));
+  json_object_set_new(o, "ok", json_boolean(json_array_size(failed) == 0));
+  json_object_set_new(o, "failed", failed);
+  return o;
+}
+
+const char *
+tb_checks_failed_text(const json_t *cell, char *buf, size_t len)
+{
+  if (len == 0)
+    return buf;
+  buf[0] = '\0';
+  const json_t *ch = json_object_get(cell, "checks");
+  if (!json_is_object(ch) || json_is_true(json_object_get(ch, "ok")))
+    return buf;
+  const json_t *f = json_object_get(ch, "failed");
+  size_t o = 0, i;
+  const json_t *v;
+  json_array_foreach(f, i, v) {
+    const char *s = json_string_value(v);
+    if (s == NULL)
+      continue;
+    int w = snprintf(buf + o, len - o, "%s%s", o ? "; " : "", s);
+    if (w < 0 || (size_t)w >= len - o)
+      break;
+    o += (size_t)w;
+  }
+  return buf;
+}
+
+/* ------------------------------------------------------------ repeats */
+
+json_t *
+tb_checks_combine(json_t *const *reps, size_t n)
+{
+  json_t *o = NULL, *failed = NULL;
+  double ach = 0, cpu = NAN, kern = NAN;
+  size_t n_ach = 0;
+  int before = 1, after = 1;
+  for (size_t r = 0; r < n; r++) {
+    const json_t *ch = json_object_get(reps[r], "checks");
+    if (!json_is_object(ch))
+      continue;
+    if (o == NULL) {
+      o = json_object();
+      failed = json_array();
+      json_object_set(o, "requested_concurrency", json_object_get(ch, "requested_concurrency"));
+      json_object_set(o, "achieved_source", json_object_get(ch, "achieved_source"));
+    }
+    json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(ch, "failed"), i, v) {
+      char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
+                               json_string_value(v) ? json_string_value(v) : "");
+      json_array_append_new(failed, json_string(why));
+      free(why);
+    }
+    double a = tb_json_num(ch, "achieved_concurrency");
+    if (isfinite(a)) {
+      ach += a;
+      n_ach++;
+    }
+    double c = tb_json_num(ch, "client_cpu_share"), k = tb_json_num(ch, "kernel_stamped");
+    if (isfinite(c) && !(c <= cpu))
+      cpu = c;
+    if (isfinite(k) && !(k >= kern))
+      kern = k;
+    const json_t *b = json_object_get(ch, "drained_before"), *f = json_object_get(ch, "drained_after");
+    before = !json_is_boolean(b) ? -1 : before < 0 ? -1 : before && json_is_true(b);
+    after = !json_is_boolean(f) ? -1 : after < 0 ? -1 : after && json_is_true(f);
+  }
+  if (o == NULL)
+    return NULL;
+  if (n_ach > 0)
+    json_object_set_new(o, "achieved_concurrency",
+                        json_real(round(ach / (double)n_ach * 1000.0) / 1000.0));
+  if (isfinite(cpu))
+    json_object_set_new(o, "client_cpu_share", json_real(cpu));
+  if (isfinite(kern))
+    json_object_set_new(o, "kernel_stamped", json_real(kern));
+  json_object_set_new(o, "drained_before", tri(before));
+  json_object_set_new(o, "drained_after", tri(after));
+  json_object_set_new(o, "ok", json_boolean(json_array_size(failed) == 0));
+  json_object_set_new(o, "failed", failed);
+  return o;
+}

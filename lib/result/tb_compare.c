@@ -1,0 +1,342 @@
+/*
+ * tb_compare: cell-by-cell comparison of two result documents.  See
+ * tb_compare.h for the comparison document.
+ *
+ * Cells are keyed by (phase, context, concurrency).  Both documents' cells
+ * are collected into one array of keys, sorted, and walked once; each side is
+ * looked up by binary search over its own sorted index, so a document with
+ * many cells costs O(n log n), and a hostile one (duplicate keys, wrong
+ * types) is read with every member type-checked: the first cell of a key
+ * wins, anything malformed is skipped.
+ */
+#include "result/tb_compare.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tb_redact.h"
+#include "result/tb_result.h"
+
+static const struct tb_compare_metric metrics[] = {
+  { .name = "prompt_tps", .phase = "prefill", .label = "Prompt tok/s", .higher_better = true },
+  { .name = "ttft_ms", .phase = "prefill", .label = "TTFT", .higher_better = false },
+  { .name = "total_tps", .phase = "decode", .label = "Total tok/s", .higher_better = true },
+  { .name = "ttft_p50_ms", .phase = "decode", .label = "TTFT (median)", .higher_better = false },
+  { .name = "tbt_p50_ms", .phase = "decode", .label = "Time between tokens (median)", .higher_better = false },
+};
+
+const struct tb_compare_metric *
+tb_compare_metrics(size_t *n)
+{
+  *n = TB_ARRAY_LEN(metrics);
+  return metrics;
+}
+
+struct key {
+  int phase; /* 0 prefill, 1 decode */
+  int64_t ctx;
+  int64_t conc;
+  const json_t *cell; /* borrowed */
+};
+
+static int
+key_cmp(const void *a, const void *b)
+{
+  const struct key *x = a, *y = b;
+  return tb_result_key_cmp(x->phase, x->ctx, x->conc, y->phase, y->ctx, y->conc);
+}
+
+static bool
+cell_key(const json_t *cell, struct key *k)
+{
+  if (!json_is_object(cell))
+    return false;
+  const char *ph = json_string_value(json_object_get(cell, "phase"));
+  const json_t *ctx = json_object_get(cell, "context");
+  const json_t *conc = json_object_get(cell, "concurrency");
+  if (ph == NULL || !json_is_integer(ctx))
+    return false;
+  if (strcmp(ph, "prefill") == 0)
+    k->phase = 0;
+  else if (strcmp(ph, "decode") == 0)
+    k->phase = 1;
+  else
+    return false;
+  k->ctx = json_integer_value(ctx);
+  k->conc = json_is_integer(conc) ? json_integer_value(conc) : 1;
+  if (k->ctx <= 0 || k->conc <= 0)
+    return false;
+  k->cell = cell;
+  return true;
+}
+
+/* Sorted keys of a document's cells, duplicates removed (first wins:
+ * qsort is not stable, so the index in the array breaks ties). */
+struct idx {
+  struct key *k;
+  size_t n;
+};
+
+struct keyi {
+  struct key k;
+  size_t i;
+};
+
+static int
+keyi_cmp(const void *a, const void *b)
+{
+  const struct keyi *x = a, *y = b;
+  int c = key_cmp(&x->k, &y->k);
+  if (c != 0)
+    return c;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static bool
+build_idx(const json_t *doc, struct idx *out, char **err, const char *which)
+{
+  out->k = NULL;
+  out->n = 0;
+  const json_t *cells = json_object_get(doc, "cells");
+  if (!json_is_object(doc) || !json_is_array(cells)) {
+    *err = tb_xasprintf("%s is not a result document (no cells array)", which);
+    return false;
+  }
+  size_t n = json_array_size(cells);
+  if (n > TB_COMPARE_MAX_CELLS) {
+    *err = tb_xasprintf("%s has %zu cells (at most %u)", which, n,
+                        TB_COMPARE_MAX_CELLS);
+    return false;
+  }
+  struct keyi *tmp = tb_xcalloc(n ? n : 1, sizeof *tmp);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (cell_key(json_array_get(cells, i), &tmp[m].k))
+      tmp[m++].i = i;
+  qsort(tmp, m, sizeof *tmp, keyi_cmp);
+  out->k = tb_xcalloc(m ? m : 1, sizeof *out->k);
+  for (size_t i = 0; i < m; i++)
+    if (out->n == 0 || key_cmp(&out->k[out->n - 1], &tmp[i].k) != 0)
+      out->k[out->n++] = tmp[i].k;
+  free(tmp);
+  return true;
+}
+
+static const json_t *
+idx_find(const struct idx *ix, const struct key *k)
+{
+  const struct key *f = bsearch(k, ix->k, ix->n, sizeof *ix->k, key_cmp);
+  return f ? f->cell : NULL;
+}
+
+static double
+num(const json_t *v)
+{
+  if (!json_is_number(v))
+    return NAN;
+  double d = json_number_value(v);
+  return isfinite(d) ? d : NAN;
+}
+
+double
+tb_compare_cell_value(const json_t *cell, const char *metric)
+{
+  if (!json_is_object(cell) || metric == NULL)
+    return NAN;
+  if (strcmp(metric, "total_tps") == 0 || strcmp(metric, "prompt_tps") == 0)
+    return num(json_object_get(cell, metric));
+  if (strcmp(metric, "ttft_ms") == 0 || strcmp(metric, "ttft_p50_ms") == 0) {
+    const json_t *t = json_object_get(cell, "ttft_ms");
+    return json_is_object(t) ? num(json_object_get(t, "p50")) : num(t);
+  }
+  if (strcmp(metric, "tbt_p50_ms") == 0) {
+    const json_t *t = json_object_get(cell, "tbt_ms");
+    return json_is_object(t) ? num(json_object_get(t, "p50")) : num(t);
+  }
+  return NAN;
+}
+
+double
+tb_compare_geomean(const double *ratios, size_t n)
+{
+  double sum = 0;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(ratios[i]) && ratios[i] > 0) {
+      sum += log(ratios[i]);
+      k++;
+    }
+  return k ? exp(sum / (double)k) : NAN;
+}
+
+static const char *
+status_of(const json_t *cell)
+{
+  return cell ? json_string_value(json_object_get(cell, "status")) : NULL;
+}
+
+static bool
+is_valid(const json_t *cell)
+{
+  const char *s = status_of(cell);
+  return s != NULL && strcmp(s, "valid") == 0;
+}
+
+static json_t *
+jnum(double d)
+{
+  return isfinite(d) ? json_real(d) : json_null();
+}
+
+static json_t *
+jstr_or_null(const char *s)
+{
+  return s ? json_string(s) : json_null();
+}
+
+/* Copies of the header members a reader needs to tell the two runs apart. */
+static json_t *
+side_header(const json_t *doc)
+{
+  static const char *const keys[] = { "run_id",   "status",   "started_at",
+                                      "finished_at", "endpoint", "engine",
+                                      "hardware", "model",    "launch_command",
+                                      "tokbench_version" };
+  json_t *h = json_object();
+  for (size_t i = 0; i < TB_ARRAY_LEN(keys); i++) {
+    const json_t *v = json_object_get(doc, keys[i]);
+    if (v != NULL)
+      json_object_set_new(h, keys[i], json_deep_copy(v));
+  }
+  /* a document written before redaction shows no secret either */
+  const char *lc = json_string_value(json_object_get(h, "launch_command"));
+  if (lc != NULL) {
+    char *red = tb_redact_command(lc);
+    json_object_set_new(h, "launch_command", json_string(red));
+    free(red);
+  }
+  return h;
+}
+
+static void
+label_of(int64_t ctx, char *buf, size_t len)
+{
+  tb_format_tokens(ctx, buf, len);
+}
+
+json_t *
+tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
+{
+  *err = NULL;
+  if (!(tolerance >= 0 && tolerance < 1)) {
+    *err = tb_xstrdup("tolerance must be in [0, 1)");
+    return NULL;
+  }
+  struct idx bi = { 0 }, hi = { 0 };
+  json_t *out = NULL;
+  struct key *all = NULL;
+  double *ratios[TB_ARRAY_LEN(metrics)] = { 0 };
+  size_t nratio[TB_ARRAY_LEN(metrics)] = { 0 };
+
+  if (!build_idx(base, &bi, err, "base") || !build_idx(head, &hi, err, "head"))
+    goto out;
+
+  /* Union of keys, in order. */
+  all = tb_xcalloc(bi.n + hi.n + 1, sizeof *all);
+  size_t na = 0, i = 0, j = 0;
+  while (i < bi.n || j < hi.n) {
+    int c = i >= bi.n ? 1 : j >= hi.n ? -1 : key_cmp(&bi.k[i], &hi.k[j]);
+    if (c <= 0)
+      all[na++] = bi.k[i++];
+    else
+      all[na++] = hi.k[j++];
+    if (c == 0)
+      j++;
+  }
+  for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
+    ratios[m] = tb_xcalloc(na + 1, sizeof(double));
+
+  json_t *cells = json_array();
+  json_t *regs = json_array();
+  for (size_t k = 0; k < na; k++) {
+    const json_t *bc = idx_find(&bi, &all[k]);
+    const json_t *hc = idx_find(&hi, &all[k]);
+    const char *phase = all[k].phase ? "decode" : "prefill";
+    char label[32];
+    label_of(all[k].ctx, label, sizeof label);
+    bool bv = is_valid(bc), hv = is_valid(hc);
+    const char *mark = bv && hv ? "both" : bv ? "base_only" : hv ? "head_only" : "neither";
+    json_t *c = json_pack("{s:s, s:I, s:s, s:I}", "phase", phase, "context",
+                          (json_int_t)all[k].ctx, "context_label", label,
+                          "concurrency", (json_int_t)all[k].conc);
+    json_object_set_new(c, "base_status", jstr_or_null(status_of(bc)));
+    json_object_set_new(c, "head_status", jstr_or_null(status_of(hc)));
+    json_object_set_new(c, "mark", json_string(mark));
+    json_t *mo = json_object();
+    for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++) {
+      if (strcmp(metrics[m].phase, phase) != 0)
+        continue;
+      double b = bv ? tb_compare_cell_value(bc, metrics[m].name) : NAN;
+      double h = hv ? tb_compare_cell_value(hc, metrics[m].name) : NAN;
+      double r = (isfinite(b) && isfinite(h) && b > 0 && h > 0) ? h / b : NAN;
+      json_object_set_new(mo, metrics[m].name,
+                          json_pack("{s:o, s:o, s:o}", "base", jnum(b), "head",
+                                    jnum(h), "ratio", jnum(r)));
+      if (!isfinite(r))
+        continue;
+      ratios[m][nratio[m]++] = r;
+      bool worse = metrics[m].higher_better ? r < 1.0 - tolerance
+                                            : r > 1.0 + tolerance;
+      if (worse) {
+        json_t *g = json_pack("{s:s, s:I, s:s, s:I, s:s, s:f, s:f, s:f, s:f, s:s}",
+                              "phase", phase, "context", (json_int_t)all[k].ctx,
+                              "context_label", label, "concurrency",
+                              (json_int_t)all[k].conc, "metric", metrics[m].name,
+                              "base", b, "head", h, "ratio", r, "change_pct",
+                              (r - 1.0) * 100.0, "kind", "worse");
+        json_array_append_new(regs, g);
+      }
+    }
+    json_object_set_new(c, "metrics", mo);
+    const char *hs = status_of(hc);
+    if (bv && hs != NULL &&
+        (strcmp(hs, "error") == 0 || strcmp(hs, "over_capacity") == 0)) {
+      json_t *g = json_pack("{s:s, s:I, s:s, s:I, s:s, s:s, s:s, s:n, s:n, s:s}",
+                            "phase", phase, "context", (json_int_t)all[k].ctx,
+                            "context_label", label, "concurrency",
+                            (json_int_t)all[k].conc, "metric", "status", "base",
+                            "valid", "head", hs, "ratio", "change_pct", "kind",
+                            "lost");
+      json_array_append_new(regs, g);
+    }
+    json_array_append_new(cells, c);
+  }
+
+  json_t *sum = json_object();
+  for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
+    json_object_set_new(sum, metrics[m].name,
+                        json_pack("{s:o, s:I, s:s}", "geomean",
+                                  jnum(tb_compare_geomean(ratios[m], nratio[m])),
+                                  "cells", (json_int_t)nratio[m], "better",
+                                  metrics[m].higher_better ? "higher" : "lower"));
+
+  out = json_object();
+  json_object_set_new(out, "schema", json_string(TB_COMPARE_SCHEMA));
+  json_object_set_new(out, "tolerance", json_real(tolerance));
+  json_object_set_new(out, "base", side_header(base));
+  json_object_set_new(out, "head", side_header(head));
+  json_object_set_new(out, "cells", cells);
+  json_object_set_new(out, "summary", sum);
+  json_object_set_new(out, "regressed", json_boolean(json_array_size(regs) > 0));
+  json_object_set_new(out, "regressions", regs);
+
+out:
+  for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
+    free(ratios[m]);
+  free(all);
+  free(bi.k);
+  free(hi.k);
+  return out;
+}

@@ -1,0 +1,980 @@
+/*
+ * tb_spec: see tb_spec.h.
+ *
+ * One walker checks an object against a table of fields, so the rules of a
+ * field sit on one line (one row of job_fields[] for a job spec).  Values
+ * are copied into a new normalized object; nothing of the input is kept.
+ * tb_spec_parse runs the same walker, then stores the engine's settings in
+ * struct tb_spec at each row's offset, by the row's type: there is no
+ * second list of names, ranges or defaults anywhere.
+ */
+#include "spec/tb_spec.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tb_arrival.h"
+#include "base/tb_scope.h"
+
+#define M(x) offsetof(struct tb_spec, x)
+#define NO TB_SPEC_NO_MEMBER
+#define ERR_MAX 1024 /* tb_spec_parse's message */
+
+static const char *
+check_input(const char *t)
+{
+  return tb_length_parse(t, 1, TB_SPEC_MAX_CONTEXT, NULL);
+}
+
+static const char *
+check_output(const char *t)
+{
+  return tb_length_parse(t, 1, TB_SPEC_MAX_OUTPUT, NULL);
+}
+
+/* The "slo" object: a rate cell's request meets them all (0 or absent: not
+ * an objective). */
+static const struct tb_spec_field slo_fields[] = {
+  { .name = "ttft_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.ttft_ms),
+    .help = "time to first token, ms" },
+  { .name = "tpot_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.tpot_ms),
+    .help = "time per output token after the first, ms" },
+  { .name = "tbt_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.tbt_ms),
+    .help = "largest time between two tokens of the request, ms" },
+  { .name = "e2e_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.e2e_ms),
+    .help = "end-to-end latency, ms" },
+};
+
+static const char *
+check_over(const char *t)
+{
+  return strcmp(t, "rate") == 0 || strcmp(t, "concurrency") == 0
+             ? NULL
+             : "must be \"rate\" or \"concurrency\"";
+}
+
+static const char *
+check_think(const char *t)
+{
+  return strcmp(t, "exponential") == 0 || strcmp(t, "constant") == 0
+             ? NULL
+             : "must be \"exponential\" or \"constant\"";
+}
+
+/* The "sweep" object: the highest rate (or concurrency) at which
+ * attainment_pct of the requests meet the SLOs, found by probes (cells). */
+static const struct tb_spec_field sweep_fields[] = {
+  { .name = "attainment_pct", .type = TB_SPEC_NUMBER, .min = 1, .max = 100,
+    .member = M(sweep.attainment_pct),
+    .help = "share of requests that must meet every SLO, %; setting it runs the sweep" },
+  { .name = "over", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
+    .def = "\"rate\"", .member = M(sweep.over), .check = check_over,
+    .help = "what the sweep varies: rate (open-loop arrivals) or concurrency (closed-loop users)" },
+  { .name = "min_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "1",
+    .member = M(sweep.min_rps), .help = "lowest rate probed, requests/s" },
+  { .name = "max_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "100",
+    .member = M(sweep.max_rps), .help = "highest rate probed, requests/s" },
+  { .name = "step_rps", .type = TB_SPEC_NUMBER, .min = 0.001, .max = TB_SPEC_MAX_RATE, .def = "1",
+    .member = M(sweep.step_rps), .help = "resolution of the answer, requests/s" },
+  { .name = "min_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
+    .def = "1", .member = M(sweep.min_concurrency),
+    .help = "lowest concurrency probed (over concurrency), users" },
+  { .name = "max_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
+    .def = "256", .member = M(sweep.max_concurrency),
+    .help = "highest concurrency probed (over concurrency), users" },
+  { .name = "step_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
+    .def = "1", .member = M(sweep.step_concurrency),
+    .help = "resolution of the answer (over concurrency), users" },
+  { .name = "max_probes", .type = TB_SPEC_INT, .min = 2, .max = 64, .def = "16",
+    .member = M(sweep.max_probes), .help = "most probes (cells) the sweep runs" },
+};
+
+/* The "conversation" object: each arrival is a conversation of turns. */
+static const struct tb_spec_field convo_fields[] = {
+  { .name = "turns", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_TURNS,
+    .member = M(conversation.turns),
+    .help = "requests per conversation; setting it makes each arrival a conversation" },
+  { .name = "think_time_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "1",
+    .member = M(conversation.think_time_s),
+    .help = "the user's think time between a turn's end and the next turn, s (mean)" },
+  { .name = "think", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
+    .def = "\"exponential\"", .member = M(conversation.think), .check = check_think,
+    .help = "think times: exponential (seeded, mean think_time_s) or constant" },
+};
+
+/* The "prefix" object: a system prompt shared by every request of a rate
+ * cell, and how many distinct user messages follow it. */
+static const struct tb_spec_field prefix_fields[] = {
+  { .name = "tokens", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_CONTEXT,
+    .member = M(prefix.tokens), .help = "the shared system prompt's tokens; setting it shares it" },
+  { .name = "suffixes", .type = TB_SPEC_INT, .min = 0, .max = 1000000, .def = "0",
+    .member = M(prefix.suffixes),
+    .help = "distinct user messages after it, request k taking k mod suffixes (0: each its own)" },
+};
+
+/* The job spec: the body of POST /v1/jobs.  Keep api/openapi.yaml's JobSpec
+ * in step (tests/integration/test_api_contract.py compares them). */
+static const struct tb_spec_field job_fields[] = {
+  { .name = "endpoint_id", .type = TB_SPEC_UUID, .flags = TB_SPEC_REQUIRED, .member = NO,
+    .help = "the endpoint to measure (one of the project's)" },
+  { .name = "model", .type = TB_SPEC_STRING, .min = 1, .max = 256, .member = M(model),
+    .cli = "model", .help = "served model (default: the first of /v1/models)" },
+  { .name = "contexts", .type = TB_SPEC_TOKENS, .min = 0, .max = (double)TB_SPEC_MAX_CONTEXT,
+    .max_items = TB_SPEC_MAX_LIST, .member = M(contexts), .cli = "contexts",
+    .help = "decode contexts, e.g. 0,8k,16k,251k (0: no prompt context; default 8K..128K "
+            "and the top one)" },
+  { .name = "concurrency", .type = TB_SPEC_INTS, .min = 1, .max = TB_SPEC_MAX_CONCURRENCY,
+    .max_items = TB_SPEC_MAX_LIST, .def = "[1,2,4,8,16,32,64,128]",
+    .member = M(concurrency), .cli = "concurrency", .help = "requests at once" },
+  { .name = "prefill_contexts", .type = TB_SPEC_TOKENS, .flags = TB_SPEC_EMPTY_OK, .min = 1,
+    .max = (double)TB_SPEC_MAX_CONTEXT, .max_items = TB_SPEC_MAX_LIST,
+    .member = M(prefill_contexts), .cli = "prefill-contexts",
+    .help = "prefill scouts (default: the contexts + max length); none: no prefill rows" },
+  { .name = "duration_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 3600, .def = "30",
+    .member = M(duration_s), .cli = "duration", .help = "measurement window per cell, s" },
+  { .name = "max_output", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_OUTPUT,
+    .def = "4096", .member = M(max_output), .cli = "max-output",
+    .help = "max output tokens per request" },
+  { .name = "repeats", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_REPEATS, .def = "1",
+    .member = M(repeats), .cli = "repeats",
+    .help = "measurements per cell, interleaved: pass 1 over the whole matrix, then pass 2, ..." },
+  { .name = "kv_budget", .type = TB_SPEC_INT, .min = 1, .max = (double)TB_SPEC_MAX_KV_BUDGET,
+    .member = M(kv_budget), .cli = "kv-budget",
+    .help = "KV budget in tokens, overriding the server's" },
+  { .name = "labels", .type = TB_SPEC_LABELS, .flags = TB_SPEC_OVERRIDE,
+    .max_items = TB_SPEC_MAX_LABELS, .member = NO,
+    .help = "string labels (thresholds, regressions, listing)" },
+  { .name = "priority", .type = TB_SPEC_INT, .min = -1000, .max = 1000, .def = "0",
+    .member = NO, .help = "higher runs first" },
+  { .name = "exclusive_group", .type = TB_SPEC_IDENT, .min = 1, .max = 100, .member = NO,
+    .help = "jobs of one group never run at once (default: the endpoint's)" },
+  { .name = "callbacks", .type = TB_SPEC_URLS, .max_items = TB_SPEC_MAX_CALLBACKS,
+    .member = NO, .help = "URLs told when the job ends" },
+  { .name = "max_attempts", .type = TB_SPEC_INT, .min = 1, .max = 20, .def = "3",
+    .member = NO, .help = "runs tried before the job fails" },
+  /* engine tuning */
+  { .name = "settle_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "3",
+    .member = M(settle_s), .cli = "settle", .help = "readiness hold before each window, s" },
+  { .name = "stall_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400, .def = "20",
+    .member = M(stall_timeout_s), .cli = "stall-timeout",
+    .help = "a stream silent this long after its first token is an error, s" },
+  { .name = "first_token_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400,
+    .def = "600", .member = M(first_token_timeout_s), .cli = "first-token-timeout",
+    .help = "a request with no token after this long is an error, s" },
+  { .name = "ready_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400, .def = "300",
+    .member = M(ready_timeout_s), .cli = "ready-timeout",
+    .help = "a cell not ready after this long is an error, s" },
+  { .name = "drain_timeout_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 86400, .def = "120",
+    .member = M(drain_timeout_s), .cli = "drain-timeout",
+    .help = "wait for the server to drain between cells, s" },
+  { .name = "metrics_interval_s", .type = TB_SPEC_NUMBER, .min = 0.01, .max = 60, .def = "0.25",
+    .member = M(metrics_interval_s), .cli = "metrics-interval",
+    .help = "/metrics sampling period in a cell, s" },
+  /* rate cells (lib/engine/tb_rate.h) */
+  { .name = "rates", .type = TB_SPEC_NUMBERS, .min = 0.01, .max = TB_SPEC_MAX_RATE,
+    .max_items = TB_SPEC_MAX_LIST, .member = M(rates), .cli = "rates",
+    .help = "rate cells: requests arriving per second, e.g. 1,3,10 (with no contexts or "
+            "concurrency given, only rate cells run)" },
+  { .name = "rate_duration_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 3600, .def = "60",
+    .member = M(rate_duration_s), .cli = "rate-duration",
+    .help = "a rate cell's arrivals last this long, s" },
+  { .name = "rate_requests", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_RATE_REQUESTS,
+    .member = M(rate_requests), .cli = "rate-requests",
+    .help = "a rate cell sends this many requests (instead of arriving for rate_duration_s)" },
+  { .name = "arrival", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1,
+    .max = TB_ARRIVAL_TEXT_MAX - 1,
+    .def = "\"poisson\"", .member = M(arrival), .cli = "arrival", .check = tb_arrival_check,
+    .help = "arrivals: poisson, constant or gamma:B (B the burstiness; 1 is poisson)" },
+  { .name = "seed", .type = TB_SPEC_INT, .min = 0, .max = 4294967295.0, .def = "1",
+    .member = M(seed), .cli = "seed", .help = "seed of arrivals and lengths" },
+  { .name = "input_tokens", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1,
+    .max = TB_ARRIVAL_TEXT_MAX - 1,
+    .def = "\"1024\"", .member = M(input_tokens), .cli = "input-tokens", .check = check_input,
+    .help = "rate cells' prompt tokens: N or uniform:A-B" },
+  { .name = "output_tokens", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1,
+    .max = TB_ARRIVAL_TEXT_MAX - 1,
+    .def = "\"128\"", .member = M(output_tokens), .cli = "output-tokens", .check = check_output,
+    .help = "rate cells' output tokens: N or uniform:A-B" },
+  { .name = "slo", .type = TB_SPEC_OBJECT, .sub = slo_fields, .nsub = TB_ARRAY_LEN(slo_fields),
+    .member = M(slo), .cli = "slo",
+    .help = "objectives of goodput, e.g. ttft_ms=500,tpot_ms=50 (also tbt_ms, e2e_ms)" },
+  { .name = "sweep", .type = TB_SPEC_OBJECT, .sub = sweep_fields,
+    .nsub = TB_ARRAY_LEN(sweep_fields), .member = M(sweep), .cli = "sweep",
+    .help = "find the highest rate (or concurrency) meeting the SLOs, e.g. "
+            "attainment_pct=90,max_rps=50 or attainment_pct=90,over=concurrency" },
+  { .name = "prefix", .type = TB_SPEC_OBJECT, .sub = prefix_fields,
+    .nsub = TB_ARRAY_LEN(prefix_fields), .member = M(prefix), .cli = "prefix",
+    .help = "rate cells share a system prompt, e.g. tokens=2000,suffixes=8" },
+  { .name = "conversation", .type = TB_SPEC_OBJECT, .sub = convo_fields,
+    .nsub = TB_ARRAY_LEN(convo_fields), .member = M(conversation), .cli = "conversation",
+    .help = "each arrival is a multi-turn conversation, e.g. turns=4,think_time_s=2" },
+};
+
+const struct tb_spec_field *
+tb_spec_fields(size_t *n)
+{
+  *n = TB_ARRAY_LEN(job_fields);
+  return job_fields;
+}
+
+const struct tb_spec_field *
+tb_spec_field(const char *name)
+{
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++)
+    if (strcmp(job_fields[i].name, name) == 0)
+      return &job_fields[i];
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- walker */
+
+static void
+add_err(json_t *errors, const char *field, const char *fmt, ...) TB_PRINTF(3, 4);
+
+static void
+add_err(json_t *errors, const char *field, const char *fmt, ...)
+{
+  char detail[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  json_t *f = json_string(field);
+  if (f == NULL)
+    f = json_string("(field name not UTF-8)");
+  json_array_append_new(errors, json_pack("{s:o,s:s}", "field", f, "detail", detail));
+}
+
+bool
+tb_spec_url_ok(const char *url)
+{
+  size_t n = strlen(url);
+  if (n > TB_SPEC_MAX_URL)
+    return false;
+  const char *rest;
+  if (strncmp(url, "http://", 7) == 0)
+    rest = url + 7;
+  else if (strncmp(url, "https://", 8) == 0)
+    rest = url + 8;
+  else
+    return false;
+  for (const char *p = url; *p; p++)
+    if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+      return false;
+  size_t host = strcspn(rest, "/?#");
+  if (host == 0)
+    return false;
+  if (memchr(rest, '@', host) != NULL) /* credentials do not belong in a listed URL */
+    return false;
+  if (rest[0] == ':')
+    return false;
+  return true;
+}
+
+static bool
+ident_ok(const char *s)
+{
+  for (; *s; s++)
+    if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '-'))
+      return false;
+  return true;
+}
+
+static bool
+get_int(const json_t *v, double min, double max, int64_t *out)
+{
+  if (!json_is_integer(v))
+    return false;
+  json_int_t i = json_integer_value(v);
+  if ((double)i < min || (double)i > max)
+    return false;
+  *out = (int64_t)i;
+  return true;
+}
+
+/* Checks one value against its field; adds the normalized value to out. */
+static void
+check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const char *path,
+            json_t *out, json_t *errors)
+{
+  char sub[256];
+  if (json_is_null(v) && patch && (f->flags & TB_SPEC_NULLABLE)) {
+    json_object_set_new(out, f->name, json_null());
+    return;
+  }
+  switch (f->type) {
+  case TB_SPEC_UUID: {
+    const char *s = json_string_value(v);
+    bool ok = s != NULL && strlen(s) == 36;
+    for (int i = 0; ok && i < 36; i++) {
+      char c = s[i];
+      ok = (i == 8 || i == 13 || i == 18 || i == 23) ? c == '-' : isxdigit((unsigned char)c) != 0;
+    }
+    if (!ok) {
+      add_err(errors, path, "must be a UUID string");
+      return;
+    }
+    char low[37];
+    for (int i = 0; i < 37; i++)
+      low[i] = (char)tolower((unsigned char)s[i]);
+    json_object_set_new(out, f->name, json_string(low));
+    return;
+  }
+  case TB_SPEC_STRING:
+  case TB_SPEC_IDENT:
+  case TB_SPEC_URL: {
+    const char *s = json_string_value(v);
+    if (s == NULL) {
+      add_err(errors, path, "must be a string");
+      return;
+    }
+    size_t n = json_string_length(v);
+    if (strlen(s) != n) {
+      add_err(errors, path, "must not contain NUL characters");
+      return;
+    }
+    if (f->type == TB_SPEC_URL) {
+      if (!tb_spec_url_ok(s)) {
+        add_err(errors, path, "must be an http:// or https:// URL with a host and no credentials "
+                              "(at most %d bytes)", TB_SPEC_MAX_URL);
+        return;
+      }
+    } else if ((double)n < f->min || (double)n > f->max) {
+      add_err(errors, path, "must be %.0f to %.0f bytes long", f->min, f->max);
+      return;
+    } else if (f->type == TB_SPEC_IDENT && !ident_ok(s)) {
+      add_err(errors, path, "may hold only letters, digits, '.', '_' and '-'");
+      return;
+    } else if (f->check != NULL && f->check(s) != NULL) {
+      add_err(errors, path, "%s", f->check(s));
+      return;
+    }
+    json_object_set_new(out, f->name, json_stringn(s, n));
+    return;
+  }
+  case TB_SPEC_INT: {
+    int64_t i;
+    if (!get_int(v, f->min, f->max, &i)) {
+      add_err(errors, path, "must be an integer from %.0f to %.0f", f->min, f->max);
+      return;
+    }
+    json_object_set_new(out, f->name, json_integer(i));
+    return;
+  }
+  case TB_SPEC_NUMBER: {
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
+        json_number_value(v) < f->min || json_number_value(v) > f->max) {
+      add_err(errors, path, "must be a number from %g to %g", f->min, f->max);
+      return;
+    }
+    json_object_set_new(out, f->name, json_real(json_number_value(v)));
+    return;
+  }
+  case TB_SPEC_TOKENS:
+  case TB_SPEC_INTS: {
+    size_t min_items = (f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1;
+    if (!json_is_array(v) || json_array_size(v) < min_items || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of %zu to %zu items", min_items, f->max_items);
+      return;
+    }
+    json_t *arr = json_array();
+    size_t i;
+    const json_t *e;
+    bool bad = false;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      int64_t t = 0;
+      bool ok;
+      if (f->type == TB_SPEC_TOKENS && json_is_string(e))
+        ok = tb_parse_tokens(json_string_value(e), &t) && t >= f->min && t <= f->max;
+      else
+        ok = get_int(e, f->min, f->max, &t);
+      if (!ok) {
+        if (f->type == TB_SPEC_TOKENS)
+          add_err(errors, sub, "must be a token count from %.0f to %.0f (an integer or a "
+                               "string like \"8k\")", f->min, f->max);
+        else
+          add_err(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
+        bad = true;
+        continue;
+      }
+      for (size_t j = 0; j < json_array_size(arr); j++) {
+        if (json_integer_value(json_array_get(arr, j)) == t) {
+          add_err(errors, sub, "duplicate value %lld", (long long)t);
+          bad = true;
+          ok = false;
+          break;
+        }
+      }
+      if (ok)
+        json_array_append_new(arr, json_integer(t));
+    }
+    if (bad)
+      json_decref(arr);
+    else
+      json_object_set_new(out, f->name, arr);
+    return;
+  }
+  case TB_SPEC_NUMBERS: {
+    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of 1 to %zu numbers", f->max_items);
+      return;
+    }
+    json_t *arr = json_array();
+    size_t i, j;
+    const json_t *e;
+    bool bad = false;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      double x = json_number_value(e);
+      if (!json_is_number(e) || !isfinite(x) || x < f->min || x > f->max) {
+        add_err(errors, sub, "must be a number from %g to %g", f->min, f->max);
+        bad = true;
+        continue;
+      }
+      for (j = 0; j < json_array_size(arr); j++)
+        if (json_number_value(json_array_get(arr, j)) == x)
+          break;
+      if (j < json_array_size(arr)) {
+        add_err(errors, sub, "duplicate value %g", x);
+        bad = true;
+        continue;
+      }
+      json_array_append_new(arr, json_real(x));
+    }
+    if (bad)
+      json_decref(arr);
+    else
+      json_object_set_new(out, f->name, arr);
+    return;
+  }
+  case TB_SPEC_LABELS: {
+    if (!json_is_object(v) || json_object_size(v) > f->max_items) {
+      add_err(errors, path, "must be an object of at most %zu string labels", f->max_items);
+      return;
+    }
+    json_t *o = json_object();
+    const char *k;
+    const json_t *e;
+    json_object_foreach((json_t *)v, k, e) {
+      snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
+      size_t kl = strlen(k);
+      if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
+        add_err(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]", TB_SPEC_MAX_LABEL_KEY);
+        continue;
+      }
+      const char *s = json_string_value(e);
+      if (s == NULL || json_string_length(e) > TB_SPEC_MAX_LABEL_VALUE ||
+          strlen(s) != json_string_length(e)) {
+        add_err(errors, sub, "label values are strings of at most %d bytes",
+                TB_SPEC_MAX_LABEL_VALUE);
+        continue;
+      }
+      json_object_set_new(o, k, json_string(s));
+    }
+    json_object_set_new(out, f->name, o);
+    return;
+  }
+  case TB_SPEC_URLS: {
+    if (!json_is_array(v) || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of at most %zu URLs", f->max_items);
+      return;
+    }
+    json_t *arr = json_array();
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      const char *s = json_string_value(e);
+      if (s == NULL || strlen(s) != json_string_length(e) || !tb_spec_url_ok(s)) {
+        add_err(errors, sub, "must be an http:// or https:// URL");
+        continue;
+      }
+      json_array_append_new(arr, json_string(s));
+    }
+    json_object_set_new(out, f->name, arr);
+    return;
+  }
+  case TB_SPEC_OBJECT: {
+    if (!json_is_object(v)) {
+      add_err(errors, path, "must be an object");
+      return;
+    }
+    json_t *o = json_object();
+    tb_spec_check(v, f->sub, f->nsub, true, path, o, errors);
+    json_object_set_new(out, f->name, o);
+    return;
+  }
+  case TB_SPEC_SCOPES: {
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > f->max_items) {
+      add_err(errors, path, "must be an array of 1 to 3 of \"read\", \"write\", \"admin\"");
+      return;
+    }
+    unsigned mask = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+      unsigned m;
+      const char *s = json_string_value(e);
+      if (s == NULL || strchr(s, ',') != NULL || !tb_scope_parse(s, &m)) {
+        add_err(errors, sub, "must be \"read\", \"write\" or \"admin\"");
+        continue;
+      }
+      mask |= m;
+    }
+    json_object_set_new(out, f->name, json_integer(mask));
+    return;
+  }
+  case TB_SPEC_DURATION: {
+    int64_t s = 0;
+    bool ok;
+    if (json_is_string(v))
+      ok = tb_scope_parse_duration(json_string_value(v), &s);
+    else
+      ok = get_int(v, 1, (double)TB_SCOPE_MAX_EXPIRY_S, &s);
+    if (!ok) {
+      add_err(errors, path, "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
+      return;
+    }
+    json_object_set_new(out, f->name, json_integer(s));
+    return;
+  }
+  }
+}
+
+void
+tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t nfields, bool patch,
+              const char *prefix, json_t *out, json_t *errors)
+{
+  char path[160];
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)obj, k, v) {
+    const struct tb_spec_field *f = NULL;
+    for (size_t i = 0; i < nfields && f == NULL; i++)
+      if (strcmp(fields[i].name, k) == 0)
+        f = &fields[i];
+    if (prefix != NULL)
+      snprintf(path, sizeof path, "%s.%.100s", prefix, k);
+    else
+      snprintf(path, sizeof path, "%.100s", k);
+    if (f == NULL) {
+      add_err(errors, path, "unknown field");
+      continue;
+    }
+    check_field(f, v, patch, path, out, errors);
+  }
+  if (!patch) {
+    for (size_t i = 0; i < nfields; i++) {
+      if ((fields[i].flags & TB_SPEC_REQUIRED) && json_object_get(obj, fields[i].name) == NULL) {
+        if (prefix != NULL)
+          snprintf(path, sizeof path, "%s.%s", prefix, fields[i].name);
+        else
+          snprintf(path, sizeof path, "%s", fields[i].name);
+        add_err(errors, path, "is required");
+      }
+    }
+  }
+}
+
+enum tb_spec_rc
+tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields, size_t nfields,
+            bool patch, json_t **out, json_t **errors)
+{
+  *out = NULL;
+  *errors = json_array();
+  json_error_t je;
+  json_t *in = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (in == NULL || !json_is_object(in)) {
+    if (in == NULL)
+      add_err(*errors, "", "not JSON: line %d, column %d: %s", je.line, je.column, je.text);
+    else
+      add_err(*errors, "", "the body must be a JSON object");
+    json_decref(in);
+    return TB_SPEC_BAD_JSON;
+  }
+  json_t *o = json_object();
+  tb_spec_check(in, fields, nfields, patch, NULL, o, *errors);
+  json_decref(in);
+  if (json_array_size(*errors) > 0) {
+    /* the api_key may sit in o: wipe what we can before freeing */
+    json_t *k = json_object_get(o, "api_key");
+    if (json_is_string(k))
+      json_string_setn(k, "", 0);
+    json_decref(o);
+    return TB_SPEC_INVALID;
+  }
+  json_decref(*errors);
+  *errors = NULL;
+  *out = o;
+  return TB_SPEC_OK;
+}
+
+enum tb_spec_rc
+tb_spec_job(const char *text, size_t len, json_t **out, json_t **errors)
+{
+  return tb_spec_run(text, len, job_fields, TB_ARRAY_LEN(job_fields), false, out, errors);
+}
+
+json_t *
+tb_spec_override(const json_t *preset_spec, const json_t *extra)
+{
+  json_t *merged = json_is_object(preset_spec) ? json_deep_copy(preset_spec) : json_object();
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
+    const struct tb_spec_field *f = &job_fields[i];
+    const json_t *v = json_object_get(extra, f->name);
+    if (!(f->flags & TB_SPEC_OVERRIDE) || v == NULL)
+      continue;
+    json_t *have = json_object_get(merged, f->name);
+    if (json_is_object(v) && json_is_object(have))
+      json_object_update(have, (json_t *)v);
+    else
+      json_object_set_new(merged, f->name, json_deep_copy(v));
+  }
+  return merged;
+}
+
+/* ---------------------------------------------------------- the struct */
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Stores v (valid for f: normalized by the walker, or a default) at f's
+ * member of s. */
+static void
+store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool given)
+{
+  char *at = (char *)s + f->member;
+  switch (f->type) {
+  case TB_SPEC_STRING: {
+    if (f->flags & TB_SPEC_INLINE) {
+      snprintf(at, TB_SPEC_INLINE_MAX, "%s", json_string_value(v));
+      return;
+    }
+    char **p = (char **)(void *)at;
+    free(*p);
+    *p = tb_xstrdup(json_string_value(v));
+    return;
+  }
+  case TB_SPEC_INT:
+    *(int64_t *)(void *)at = (int64_t)json_integer_value(v);
+    return;
+  case TB_SPEC_NUMBER:
+    *(double *)(void *)at = json_number_value(v);
+    return;
+  case TB_SPEC_TOKENS:
+  case TB_SPEC_INTS: {
+    struct tb_spec_list *l = (struct tb_spec_list *)(void *)at;
+    l->n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      if (l->n < TB_SPEC_MAX_LIST)
+        l->v[l->n++] = (int64_t)json_integer_value(e);
+    }
+    qsort(l->v, l->n, sizeof l->v[0], cmp_i64);
+    size_t o = 0;
+    for (size_t k = 0; k < l->n; k++)
+      if (o == 0 || l->v[o - 1] != l->v[k])
+        l->v[o++] = l->v[k];
+    l->n = o;
+    l->given = given;
+    return;
+  }
+  case TB_SPEC_NUMBERS: {
+    struct tb_spec_dlist *l = (struct tb_spec_dlist *)(void *)at;
+    l->n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+      if (l->n < TB_SPEC_MAX_LIST)
+        l->v[l->n++] = json_number_value(e);
+    }
+    qsort(l->v, l->n, sizeof l->v[0], cmp_double);
+    l->given = given;
+    return;
+  }
+  case TB_SPEC_OBJECT: /* its rows' members are struct tb_spec's own */
+    for (size_t i = 0; i < f->nsub; i++) {
+      const json_t *m = json_object_get(v, f->sub[i].name);
+      if (m != NULL && f->sub[i].member != TB_SPEC_NO_MEMBER)
+        store(s, &f->sub[i], m, given);
+    }
+    return;
+  default:
+    return; /* no engine setting has another type */
+  }
+}
+
+/* The defaults of fields[0..n) (and of their objects' rows) into s. */
+static void
+init_defaults(struct tb_spec *s, const struct tb_spec_field *fields, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    const struct tb_spec_field *f = &fields[i];
+    if (f->member == NO)
+      continue;
+    if (f->type == TB_SPEC_OBJECT)
+      init_defaults(s, f->sub, f->nsub);
+    if (f->def == NULL)
+      continue;
+    json_t *v = json_loads(f->def, JSON_DECODE_ANY, NULL);
+    if (v != NULL)
+      store(s, f, v, false);
+    json_decref(v);
+  }
+}
+
+void
+tb_spec_init(struct tb_spec *s)
+{
+  memset(s, 0, sizeof *s);
+  init_defaults(s, job_fields, TB_ARRAY_LEN(job_fields));
+}
+
+void
+tb_spec_free(struct tb_spec *s)
+{
+  free(s->model);
+  s->model = NULL;
+}
+
+bool
+tb_spec_parse(struct tb_spec *s, const json_t *spec, char **err)
+{
+  tb_spec_init(s);
+  *err = NULL;
+  if (!json_is_object(spec)) {
+    *err = tb_xstrdup("spec: not a JSON object");
+    return false;
+  }
+  json_t *out = json_object(), *errors = json_array();
+  tb_spec_check(spec, job_fields, TB_ARRAY_LEN(job_fields), true, NULL, out, errors);
+  if (json_array_size(errors) > 0) {
+    char msg[ERR_MAX];
+    size_t o = (size_t)snprintf(msg, sizeof msg, "spec:");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(errors, i, e) {
+      if (o >= sizeof msg)
+        break;
+      o += (size_t)snprintf(msg + o, sizeof msg - o, "%s %s %s", i > 0 ? ";" : "",
+                            json_string_value(json_object_get(e, "field")),
+                            json_string_value(json_object_get(e, "detail")));
+    }
+    *err = tb_xstrdup(msg);
+    json_decref(out);
+    json_decref(errors);
+    return false;
+  }
+  for (size_t i = 0; i < TB_ARRAY_LEN(job_fields); i++) {
+    const json_t *v = json_object_get(out, job_fields[i].name);
+    if (job_fields[i].member != NO && v != NULL)
+      store(s, &job_fields[i], v, true);
+  }
+  json_decref(out);
+  json_decref(errors);
+  return true;
+}
+
+/* The integer member name of spec, else its row's default. */
+static int64_t
+int_or_default(const json_t *spec, const char *name)
+{
+  const json_t *v = json_object_get(spec, name);
+  if (json_is_integer(v))
+    return (int64_t)json_integer_value(v);
+  const struct tb_spec_field *f = tb_spec_field(name);
+  json_t *d = f != NULL && f->def != NULL ? json_loads(f->def, JSON_DECODE_ANY, NULL) : NULL;
+  int64_t i = (int64_t)json_integer_value(d);
+  json_decref(d);
+  return i;
+}
+
+void
+tb_spec_job_row(const json_t *spec, struct tb_spec_job_row *row)
+{
+  memset(row, 0, sizeof *row);
+  row->priority = int_or_default(spec, "priority");
+  row->exclusive_group = json_string_value(json_object_get(spec, "exclusive_group"));
+  const json_t *labels = json_object_get(spec, "labels");
+  row->labels = json_is_object(labels) ? labels : NULL;
+  row->max_attempts_given = json_is_integer(json_object_get(spec, "max_attempts"));
+  row->max_attempts = int_or_default(spec, "max_attempts");
+}
+
+/* ------------------------------------------------------ the command line */
+
+/* One list item: a token count ("8k") or an integer; NULL when neither. */
+static json_t *
+arg_item(const struct tb_spec_field *f, const char *t)
+{
+  int64_t v;
+  if (f->type == TB_SPEC_TOKENS ? tb_parse_tokens(t, &v) : tb_parse_i64(t, INT64_MIN, INT64_MAX, &v))
+    return json_integer(v);
+  return NULL;
+}
+
+bool
+tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
+{
+  json_t *v = NULL;
+  switch (f->type) {
+  case TB_SPEC_TOKENS:
+  case TB_SPEC_INTS: {
+    v = json_array();
+    if ((f->flags & TB_SPEC_EMPTY_OK) && strcmp(text, "none") == 0)
+      break;
+    char *copy = tb_xstrdup(text);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      json_t *e = arg_item(f, t);
+      if (e == NULL) {
+        json_decref(v);
+        v = NULL;
+        break;
+      }
+      json_array_append_new(v, e);
+    }
+    free(copy);
+    if (v != NULL && json_array_size(v) == 0) {
+      json_decref(v);
+      v = NULL;
+    }
+    break;
+  }
+  case TB_SPEC_INT: {
+    int64_t n;
+    if (tb_parse_i64(text, INT64_MIN, INT64_MAX, &n) || tb_parse_tokens(text, &n))
+      v = json_integer(n);
+    break;
+  }
+  case TB_SPEC_NUMBER: {
+    char *end = NULL;
+    double d = strtod(text, &end);
+    if (end != text && *end == '\0' && isfinite(d))
+      v = json_real(d);
+    break;
+  }
+  case TB_SPEC_NUMBERS: {
+    /* each item as a TB_SPEC_NUMBER of the same field */
+    struct tb_spec_field item = *f;
+    item.type = TB_SPEC_NUMBER;
+    json_t *one = json_object();
+    v = json_array();
+    char *copy = tb_xstrdup(text);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      if (!tb_spec_arg(&item, t, one)) {
+        json_decref(v);
+        v = NULL;
+        break;
+      }
+      json_array_append(v, json_object_get(one, f->name));
+    }
+    free(copy);
+    json_decref(one);
+    if (v != NULL && json_array_size(v) == 0) {
+      json_decref(v);
+      v = NULL;
+    }
+    break;
+  }
+  case TB_SPEC_OBJECT: {
+    /* "k=v,k=v": each value as its row says */
+    v = json_object();
+    char *copy = tb_xstrdup(text);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(t, '=');
+      const struct tb_spec_field *sub = NULL;
+      if (eq != NULL) {
+        *eq = '\0';
+        for (size_t i = 0; i < f->nsub && sub == NULL; i++)
+          if (strcmp(f->sub[i].name, t) == 0)
+            sub = &f->sub[i];
+      }
+      if (sub == NULL || !tb_spec_arg(sub, eq + 1, v)) {
+        json_decref(v);
+        v = NULL;
+        break;
+      }
+    }
+    free(copy);
+    break;
+  }
+  default:
+    v = json_string(text);
+    break;
+  }
+  if (v == NULL)
+    return false;
+  json_object_set_new(obj, f->name, v);
+  return true;
+}
+
+/* ------------------------------------------------------------- the table */
+
+static const char *const type_names[] = {
+  [TB_SPEC_UUID] = "uuid",         [TB_SPEC_STRING] = "string", [TB_SPEC_IDENT] = "ident",
+  [TB_SPEC_URL] = "url",           [TB_SPEC_INT] = "integer",   [TB_SPEC_NUMBER] = "number",
+  [TB_SPEC_TOKENS] = "tokens",     [TB_SPEC_INTS] = "integers", [TB_SPEC_LABELS] = "labels",
+  [TB_SPEC_URLS] = "urls",         [TB_SPEC_OBJECT] = "object", [TB_SPEC_SCOPES] = "scopes",
+  [TB_SPEC_DURATION] = "duration", [TB_SPEC_NUMBERS] = "numbers",
+};
+
+static json_t *
+table_json(const struct tb_spec_field *fields, size_t n)
+{
+  json_t *a = json_array();
+  for (size_t i = 0; i < n; i++) {
+    const struct tb_spec_field *f = &fields[i];
+    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type",
+                          type_names[f->type], "required", (f->flags & TB_SPEC_REQUIRED) != 0,
+                          "override", (f->flags & TB_SPEC_OVERRIDE) != 0, "engine",
+                          f->member != NO);
+    bool ranged = f->type == TB_SPEC_INT || f->type == TB_SPEC_NUMBER ||
+                  f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS ||
+                  f->type == TB_SPEC_NUMBERS ||
+                  f->type == TB_SPEC_STRING || f->type == TB_SPEC_IDENT;
+    if (ranged) {
+      json_object_set_new(o, "min", json_real(f->min));
+      json_object_set_new(o, "max", json_real(f->max));
+    }
+    if (f->max_items > 0) {
+      json_object_set_new(o, "max_items", json_integer((json_int_t)f->max_items));
+      if (f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS || f->type == TB_SPEC_NUMBERS)
+        json_object_set_new(o, "min_items",
+                            json_integer((f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1));
+    }
+    json_object_set_new(o, "default", f->def ? json_loads(f->def, JSON_DECODE_ANY, NULL)
+                                             : json_null());
+    json_object_set_new(o, "cli", f->cli ? json_sprintf("--%s", f->cli) : json_null());
+    json_object_set_new(o, "help", json_string(f->help ? f->help : ""));
+    if (f->type == TB_SPEC_OBJECT)
+      json_object_set_new(o, "fields", table_json(f->sub, f->nsub));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
+json_t *
+tb_spec_table_json(void)
+{
+  return table_json(job_fields, TB_ARRAY_LEN(job_fields));
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# check-layers: every #include "…" in lib/<layer>/, service/, worker/, cli/
+# and sim/ against the allowed graph in lib/LAYERS.  A quoted include names
+# its folder ("db/tb_db.h"), or is a file of the includer's own folder.
+# Prints each include that runs up or sideways and exits 1; no exceptions.
+set -eu
+cd "$(dirname "$0")/.."
+graph=lib/LAYERS
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+# allowed FOLDER: the folders FOLDER may include, its own first.
+allowed() {
+  printf '%s ' "$1"
+  sed -n "s/^$1:[[:space:]]*//p" "$graph"
+}
+for dir in lib/*/ service/ worker/ cli/ sim/; do
+  dir=${dir%/}
+  folder=${dir#lib/}
+  grep -q "^$folder:" "$graph" || { echo "check-layers: $dir is not in $graph"; echo x >>"$tmp"; continue; }
+  ok=" $(allowed "$folder") "
+  for f in "$dir"/*.c "$dir"/*.h; do
+    [ -f "$f" ] || continue
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
+      inc=$(printf '%s\n' "$line" | sed 's/.*include[[:space:]]*"\([^"]*\)".*/\1/')
+      case "$inc" in
+      */*)
+        layer=${inc%%/*}
+        case "$ok" in *" $layer "*) ;; *)
+          echo "$f:${line%%:*}: includes $inc: $folder may include only:${ok% }"
+          echo x >>"$tmp" ;;
+        esac ;;
+      *)
+        if [ ! -f "$dir/$inc" ]; then
+          echo "$f:${line%%:*}: includes \"$inc\" without its folder"
+          echo x >>"$tmp"
+        fi ;;
+      esac
+    done
+  done
+done
+if [ -s "$tmp" ]; then
+  echo "check-layers: $(wc -l <"$tmp") include(s) against $graph"
+  exit 1
+fi
+echo "check-layers: every include follows $graph"
