@@ -24,7 +24,7 @@
  * orders jobs inside a project only.
  *
  * The size of a job is counted before it runs, from its spec, by the one
- * plan of its cells (lib/tb_plan.h, its bound: contexts x concurrency
+ * plan of its cells (lib/spec/tb_plan.h, its bound: contexts x concurrency
  * decode cells plus the prefill cells, each one window (duration_s) and
  * one settle (settle_s) per repeat, plus the rate cells); the api passes
  * the figure in, so this module knows nothing of specs or cells.
