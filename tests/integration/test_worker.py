@@ -28,7 +28,7 @@ MASTER_KEY = "5c" * 32
 SEAL_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
-#include "tb_crypto.h"
+#include "base/tb_crypto.h"
 int main(int argc, char **argv) {
   unsigned char key[TB_CRYPTO_KEY_LEN];
   if (argc != 4 || !tb_crypto_parse_key(argv[1], key)) return 2;
@@ -172,7 +172,7 @@ def seal(ctx, key, endpoint_id, master=MASTER_KEY):
             f.write(SEAL_C)
         lib = os.path.join(harness.ROOT, "lib")
         subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-I" + lib, "-o", exe, src,
-                        os.path.join(lib, "tb_crypto.c"), os.path.join(lib, "tb_util.c"),
+                        os.path.join(lib, "base", "tb_crypto.c"), os.path.join(lib, "base", "tb_util.c"),
                         "-lcrypto"], check=True)
     return subprocess.check_output([exe, master, key, endpoint_id]).decode().strip()
 
