@@ -2,15 +2,18 @@
 # benchmarks.  Knobs:
 #   make SANITIZE=1      ASan + UBSan build (objects in build-san/)
 #   make MODE=release    optimised build without debug checks (default: debug)
-#   make test            deps, check-layers, sanitizer build, every unit and
+#   make test            deps, check-layers, check-src, sanitizer build, every unit and
 #                        integration test
 #   make check-layers    the include graph of lib/LAYERS (in make test too)
+#   make check-src       no banned C calls: sprintf, strcpy, atoi, ... (in make test too)
 #   make valgrind        unit tests and a service smoke test under valgrind
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench           benchmarks, printing figures
 #   make bench-verdicts  the verdict's false alarms and power (in make bench too)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
+#   make real-engine     llama.cpp's llama-server on CPU with a tiny model made
+#                        here (a cached Debian sid root; make test uses it)
 #   make docker-test     docker/Dockerfile built with podman from a local
 #                        debootstrap base (no registry) and a job run through
 #                        its containers (make test runs it where it can)
@@ -96,7 +99,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check-layers unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
+.PHONY: all deps run test check-layers check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -137,7 +140,7 @@ deps:
 # The README's test command: installs what is missing, builds with
 # sanitizers, runs every test and prints "N passed, N failed".
 # Timing-exact tests also get an uninstrumented build (TB_REL_BIN_DIR).
-test: deps check-layers
+test: deps check-layers check-src
 	$(MAKE) SANITIZE=1 all unit
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests TB_REL_BIN_DIR=build-rel/bin \
@@ -146,6 +149,10 @@ test: deps check-layers
 # The include graph of lib/LAYERS: no include runs up or sideways.
 check-layers:
 	@scripts/check-layers.sh
+
+# Calls to banned C functions (scripts/checksrc.sh): none, no exceptions.
+check-src:
+	@scripts/checksrc.sh
 
 valgrind: deps
 	$(MAKE) all unit
@@ -168,6 +175,12 @@ bench-verdicts: deps
 # tests/integration/test_docker.py, or prints a SKIP line with the reason.
 docker-test:
 	scripts/docker-test.sh
+
+# A real engine on CPU: Debian's llama.cpp from a cached sid root, serving a
+# tiny model made here (scripts/real-engine.sh; docs/real-engine.md).
+# REAL_ENGINE_ARGS: e.g. --port 8090 --slots 4 --ctx 16384 --threads 1.
+real-engine:
+	scripts/real-engine.sh $(REAL_ENGINE_ARGS)
 
 # The README's run command: the service on its embedded default.
 run: deps all

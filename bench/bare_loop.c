@@ -74,8 +74,8 @@ main(int argc, char **argv)
     fprintf(stderr, "usage: bare_loop PORT STREAMS DURATION_S\n");
     return 2;
   }
-  int port = atoi(argv[1]), n = atoi(argv[2]);
-  double dur = atof(argv[3]);
+  int port = (int)strtol(argv[1], NULL, 10), n = (int)strtol(argv[2], NULL, 10);
+  double dur = strtod(argv[3], NULL);
   struct rlimit rl;
   getrlimit(RLIMIT_NOFILE, &rl);
   rl.rlim_cur = rl.rlim_max;

@@ -39,7 +39,7 @@ main(int argc, char **argv)
 {
   if (argc != 3)
     return 2;
-  double rate = atof(argv[1]), secs = atof(argv[2]);
+  double rate = strtod(argv[1], NULL), secs = strtod(argv[2], NULL);
   struct tb_arrival a;
   if (!tb_arrival_init(&a, "poisson", rate, 1))
     return 2;

@@ -231,7 +231,7 @@ try_request(struct conn *c)
   long body = 0;
   char *cl = strcasestr(c->in, "\r\ncontent-length:");
   if (cl != NULL && cl < end)
-    body = atol(cl + 17);
+    body = strtol(cl + 17, NULL, 10);
   if (body < 0 || head + (size_t)body > IN_CAP) {
     conn_kill(c);
     return;
@@ -243,7 +243,7 @@ try_request(struct conn *c)
   c->in[head + (size_t)body] = '\0';
   char *mt = strstr(c->in + head, "\"max_tokens\":");
   if (mt != NULL)
-    max_tokens = atol(mt + 13);
+    max_tokens = strtol(mt + 13, NULL, 10);
   c->in[head + (size_t)body] = save;
   if (max_tokens <= 0)
     max_tokens = 16;
@@ -372,11 +372,11 @@ main(int argc, char **argv)
     if (strcmp(argv[i], "--realtime") == 0)
       realtime = true;
     else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc)
-      port = atoi(argv[++i]);
+      port = (int)strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--step-ms") == 0 && i + 1 < argc)
-      step_ms = atof(argv[++i]);
+      step_ms = strtod(argv[++i], NULL);
     else if (strcmp(argv[i], "--spin-us") == 0 && i + 1 < argc)
-      spin_ns = (int64_t)(atof(argv[++i]) * 1e3);
+      spin_ns = (int64_t)(strtod(argv[++i], NULL) * 1e3);
     else {
       fprintf(stderr, "bare_writer: unknown option %s\n", argv[i]);
       return 2;

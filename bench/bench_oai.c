@@ -59,7 +59,7 @@ cpu_ns(void)
 int
 main(int argc, char **argv)
 {
-  long iters = argc > 1 ? atol(argv[1]) : 2000000;
+  long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 2000000;
   if (iters < (long)N_CHUNKS)
     iters = (long)N_CHUNKS;
   size_t lens[N_CHUNKS];

@@ -104,6 +104,13 @@ on_cell(void *cls, const json_t *cell)
   return true;
 }
 
+static bool
+env_is(const char *name, const char *value)
+{
+  const char *v = getenv(name);
+  return v != NULL && strcmp(v, value) == 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -112,17 +119,24 @@ main(int argc, char **argv)
     return 2;
   }
   struct bench b = {0};
-  b.n = (unsigned)atoi(argv[2]);
+  b.n = (unsigned)strtol(argv[2], NULL, 10);
   b.slots = calloc(b.n, sizeof *b.slots);
   struct tb_spec spec;
   tb_spec_init(&spec);
   spec.contexts = (struct tb_spec_list){ .v = { 1024 }, .n = 1, .given = true };
   spec.concurrency = (struct tb_spec_list){ .v = { (int64_t)b.n }, .n = 1, .given = true };
   spec.prefill_contexts = (struct tb_spec_list){ .n = 0, .given = true };
-  spec.duration_s = atof(argv[3]);
+  spec.duration_s = strtod(argv[3], NULL);
   spec.max_output = 15000;
   spec.settle_s = 0.5;
   struct tb_engine_target target = { .base_url = argv[1], .run_id = "bench" };
+  /* the engine's switches (TB_ENGINE_CFG_KEYS) as the binaries read them;
+   * with getenv, not tb_engine_target_cfg, so that this file still links
+   * against an older libtokbench.a (BENCH_ENGINE_BASE_LIB), which reads
+   * them itself */
+  target.client_stamps = env_is("TB_ENGINE_CLIENT_STAMPS", "1");
+  target.no_server_series = env_is("TB_ENGINE_SERVER_SERIES", "0");
+  target.curl_streams = env_is("TB_ENGINE_CURL_STREAMS", "1");
   struct tb_engine_hooks hooks = {.cls = &b, .on_cell = on_cell,
                                   .on_progress = on_progress,
                                   .on_event = on_event};

@@ -123,9 +123,15 @@ cpu_of_pid(int pid, bool thread_only)
   char *p = strrchr(buf, ')');
   if (p == NULL)
     return 0;
-  unsigned long ut = 0, st = 0;
-  /* fields after ")": state(3) ... utime(14) stime(15) */
-  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+  /* fields after ")": state(3) ... utime(14) stime(15), one space apart */
+  char *q = p + 1; /* the space before field 3 */
+  for (int i = 3; i < 14 && q != NULL; i++)
+    q = strchr(q + 1, ' ');
+  if (q == NULL)
+    return 0;
+  char *e1, *e2;
+  unsigned long ut = strtoul(q + 1, &e1, 10), st = strtoul(e1, &e2, 10);
+  if (e1 == q + 1 || e2 == e1)
     return 0;
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -235,21 +241,21 @@ main(int argc, char **argv)
   long max_tokens = 1000, prompt_tokens = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--port") == 0)
-      port = atoi(argv[i + 1]);
+      port = (int)strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--streams") == 0)
-      nstreams = atoi(argv[i + 1]);
+      nstreams = (int)strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--step-ms") == 0)
-      step_ms = atof(argv[i + 1]);
+      step_ms = strtod(argv[i + 1], NULL);
     else if (strcmp(argv[i], "--seconds") == 0)
-      seconds = atof(argv[i + 1]);
+      seconds = strtod(argv[i + 1], NULL);
     else if (strcmp(argv[i], "--warmup") == 0)
-      warmup = atof(argv[i + 1]);
+      warmup = strtod(argv[i + 1], NULL);
     else if (strcmp(argv[i], "--max-tokens") == 0)
-      max_tokens = atol(argv[i + 1]);
+      max_tokens = strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--sim-pid") == 0)
-      sim_pid = atoi(argv[i + 1]);
+      sim_pid = (int)strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--prompt-tokens") == 0)
-      prompt_tokens = atol(argv[i + 1]);
+      prompt_tokens = strtol(argv[i + 1], NULL, 10);
     else {
       fprintf(stderr, "sim_load: unknown option %s\n", argv[i]);
       return 2;

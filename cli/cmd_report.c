@@ -33,6 +33,7 @@
 #include "result/tb_import.h"
 #include "render/tb_cmpreport.h"
 #include "db/tb_regress.h"
+#include "result/tb_regdoc.h"
 #include "render/tb_report.h"
 #include "base/tb_util.h"
 #include "result/tb_verdict.h"
@@ -245,10 +246,10 @@ tb_cli_compare(int argc, char **argv)
   }
   rc = write_out(a.output, out, len);
   const json_t *cells = NULL;
-  if (rc == 0 && tb_regress_regressed(verdict, &cells)) {
+  if (rc == 0 && tb_regdoc_regressed(verdict, &cells)) {
     rc = 1;
     for (size_t i = 0; i < json_array_size(cells); i++) {
-      char *why = tb_regress_why(json_array_get(cells, i));
+      char *why = tb_regdoc_why(json_array_get(cells, i));
       fprintf(stderr, "tokbench: regression: %s\n", why);
       free(why);
     }

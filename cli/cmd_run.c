@@ -79,6 +79,11 @@ static const char usage_tail[] =
     "Exit status: 0 finished (error cells are results), 1 run failed,\n"
     "2 bad usage, 130 interrupted (the partial result is still written).\n";
 
+/* The environment the run reads besides TOKBENCH_ENDPOINT_API_KEY. */
+static const struct tb_cfg_key run_keys[] = {
+  TB_ENGINE_CFG_KEYS,
+};
+
 /* The usage, its settings from tb_spec's table. */
 static void
 usage(FILE *f)
@@ -106,6 +111,8 @@ usage(FILE *f)
     fputc('\n', f);
   }
   fputs(usage_tail, f);
+  fputs("\nEnvironment:\n", f);
+  tb_cfg_help_keys(run_keys, TB_ARRAY_LEN(run_keys), f);
 }
 
 struct run_ui {
@@ -286,6 +293,7 @@ tb_cli_run(int argc, char **argv)
   int rc = 2;
   char *key = NULL, *run_id = NULL;
   json_t *done = NULL, *result = NULL;
+  struct tb_cfg *cfg = NULL;
   char *err = NULL;
   int opt;
   optind = 1;
@@ -393,6 +401,11 @@ tb_cli_run(int argc, char **argv)
                                      .key_hint = "tokbench run --api-key-file",
                                      .model_hint = "tokbench run --model",
                                      .cell_memory_max = (size_t)cell_kb * 1024 };
+  cfg = tb_cfg_load(run_keys, TB_ARRAY_LEN(run_keys), NULL, &err);
+  if (cfg == NULL || !tb_engine_target_cfg(&target, cfg, &err)) {
+    fprintf(stderr, "tokbench run: %s\n", err);
+    goto out;
+  }
 
   struct run_ui ui = {0};
   bool stdout_tty = isatty(STDOUT_FILENO);
@@ -443,6 +456,7 @@ out:
   }
   free(run_id);
   free(err);
+  tb_cfg_free(cfg);
   json_decref(done);
   json_decref(result);
   json_decref(endpoint);

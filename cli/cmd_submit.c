@@ -34,7 +34,7 @@
 #include "base/tb_cfg.h"
 #include "net/tb_http.h"
 #include "result/tb_jobdoc.h"
-#include "db/tb_regress.h"
+#include "result/tb_regdoc.h"
 #include "render/tb_table.h"
 #include "base/tb_util.h"
 
@@ -351,7 +351,7 @@ tb_cli_submit(int argc, char **argv)
   }
   tb_http_resp_free(&resp);
   const json_t *rcells = NULL;
-  bool regressed = tb_regress_regressed(json_object_get(result, "regressions"), &rcells);
+  bool regressed = tb_regdoc_regressed(json_object_get(result, "regressions"), &rcells);
   size_t nregs = json_array_size(rcells);
   const char *err = json_string_value(json_object_get(job, "error"));
   if (strcmp(state, "succeeded") != 0) {
@@ -362,7 +362,7 @@ tb_cli_submit(int argc, char **argv)
     fprintf(stderr, "tokbench submit: job %s: %zu regression%s\n", id, nregs,
             nregs == 1 ? "" : "s");
     for (size_t i = 0; i < nregs && i < SUBMIT_WHY_MAX; i++) {
-      char *why = tb_regress_why(json_array_get(rcells, i));
+      char *why = tb_regdoc_why(json_array_get(rcells, i));
       fprintf(stderr, "  %s\n", why);
       free(why);
     }

@@ -14,7 +14,9 @@
 #            NEEDED library: tests/integration/test_docker.py checks it)
 #   dev      tests, tools and benchmarks: cmocka, a PostgreSQL server, python3,
 #            curl, jq, valgrind, clang (fuzzing), clang-format (make
-#            check-format), wrk, chromium, python3-yaml
+#            check-format), debootstrap (the sid root of make real-engine),
+#            wrk, chromium, python3-yaml
+#   real     what make real-engine needs on the host: debootstrap
 #   docker   building and running the image without a registry (make
 #            docker-test): podman, buildah, runc, debootstrap, podman-compose,
 #            and the host PostgreSQL server the test's containers use
@@ -27,11 +29,13 @@ group() {
                    libjansson-dev libpq-dev libssl-dev" ;;
     runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 ca-certificates" ;;
     dev)     echo "libcmocka-dev postgresql python3 curl jq openssl valgrind clang clang-format
+                   debootstrap
                    libclang-rt-14-dev wrk chromium python3-yaml" ;;
     docker)  echo "podman buildah runc debootstrap podman-compose postgresql curl jq
                    openssl ca-certificates" ;;
+    real)    echo "debootstrap" ;;
     fuzz|bench|browser) group dev ;;
-    *) echo "deps: unknown group $1 (build, runtime, dev, docker)" >&2; return 2 ;;
+    *) echo "deps: unknown group $1 (build, runtime, dev, docker, real)" >&2; return 2 ;;
   esac
 }
 

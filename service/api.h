@@ -18,6 +18,7 @@
 #ifndef TB_API_H
 #define TB_API_H
 
+#include <stdatomic.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -43,6 +44,7 @@ struct tb_api_jobcache;
 struct tb_api_notify;
 struct tb_api_probes;
 struct tb_api_streams;
+struct tb_api_quota;
 struct tb_api_req;
 
 struct tb_api {
@@ -57,8 +59,17 @@ struct tb_api {
   size_t preauth_body_max; /* TOKBENCH_PREAUTH_BODY: body read before the key is checked */
   unsigned header_timeout_s; /* TOKBENCH_HEADER_TIMEOUT_S: silence before a request's head */
   unsigned idle_timeout_s;   /* TOKBENCH_IDLE_TIMEOUT_S: silence inside a request */
+  /* issue 27: above the high-water mark of open connections (3/4 of
+   * TOKBENCH_MAX_CONNECTIONS), a connection without a request head gets
+   * TOKBENCH_HEADER_TIMEOUT_BUSY_S instead (0: off) */
+  atomic_uint conns_open;
+  unsigned conns_high_water;
+  unsigned busy_header_timeout_s;
   double rate_per_s;      /* TOKBENCH_RATE_LIMIT, 0 = off */
   double rate_burst;      /* TOKBENCH_RATE_BURST */
+  struct tb_api_quota *quota; /* per-project request rate (api_quota.h) */
+  double project_rate_per_s;  /* TOKBENCH_RATE_LIMIT_PROJECT, 0 = off */
+  int64_t limit_keys;         /* TOKBENCH_LIMIT_KEYS: live keys per project, 0 = no cap */
   int sse_ping_s;         /* TOKBENCH_SSE_PING_S */
   int wait_max_s;         /* longest ?wait= */
   char **cors_origins;    /* NULL-terminated; NULL: CORS off */

@@ -6,7 +6,8 @@
  * nanoseconds; the database round trip it saves is ~100 us).  When the table
  * is full, the oldest entry of the probe window is replaced.  The stored hash
  * is compared with the presented one in constant time.  The lookup's
- * statement: service/q_keys.c.
+ * statement: service/q_keys.c.  A request within its key's rate is then
+ * charged to its project's (api_quota.h).
  */
 #include "api_auth.h"
 
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api_quota.h"
 #include "q_keys.h"
 #include "base/tb_log.h"
 
@@ -251,5 +253,17 @@ tb_api_authenticate(struct tb_api_req *r, unsigned need, enum MHD_Result *ret)
     }
   }
   OPENSSL_cleanse(hash, sizeof hash);
+  int retry = 1;
+  if (!tb_api_quota_charge(api->quota, r->project_id, now, &retry)) {
+    char d[200];
+    snprintf(d, sizeof d,
+             "rate limit of this project reached: its keys together may send %.0f requests "
+             "per second (TOKBENCH_RATE_LIMIT_PROJECT=%.0f)",
+             api->project_rate_per_s, api->project_rate_per_s);
+    r->retry_after_s = retry;
+    *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, d,
+                              json_pack("{ss}", "limit", "TOKBENCH_RATE_LIMIT_PROJECT"));
+    return false;
+  }
   return true;
 }

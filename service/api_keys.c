@@ -8,7 +8,8 @@
  * A key made here is the child of the key that asked (issue 13): its
  * scopes are within the parent's (403 otherwise), it expires no later than
  * the parent (an expiry asked beyond it, or none, is the parent's), and
- * revoking the parent revokes it (tb_auth.h).  The list's statement:
+ * revoking the parent revokes it (tb_auth.h).  A project holds at most
+ * TOKBENCH_LIMIT_KEYS live keys (issue 27; 429 limit-reached above).  The list's statement:
  * service/q_keys.c; making and revoking keys: lib/db/tb_auth.c.
  */
 #include <openssl/crypto.h>
@@ -16,8 +17,25 @@
 
 #include "api_auth.h"
 #include "api_handlers.h"
+#include "api_jobs.h"
 #include "api_spec.h"
 #include "q_keys.h"
+
+/* 429 limit-reached: the project holds TOKBENCH_LIMIT_KEYS live keys. */
+static enum MHD_Result
+keys_full(struct tb_api_req *r)
+{
+  char d[160];
+  long long max = (long long)r->api->limit_keys;
+  snprintf(d, sizeof d,
+           "this project holds %lld live API keys, the most allowed (TOKBENCH_LIMIT_KEYS=%lld): "
+           "revoke one first",
+           max, max);
+  r->retry_after_s = TB_API_LIMIT_RETRY_S;
+  return tb_api_reply_error(r, TB_EC_LIMIT_REACHED, d,
+                            json_pack("{s:s,s:s,s:I}", "limit", "api_keys", "setting",
+                                      "TOKBENCH_LIMIT_KEYS", "max", (json_int_t)max));
+}
 
 enum MHD_Result
 tb_api_keys_create(struct tb_api_req *r)
@@ -38,10 +56,12 @@ tb_api_keys_create(struct tb_api_req *r)
   }
   char *key = NULL, *doc = NULL;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_auth_key_create(db, r->project_id, r->key_id, name ? name : "", mask, exp, &key,
-                              &doc);
+  int rc = tb_auth_key_create_capped(db, r->project_id, r->key_id, name ? name : "", mask, exp,
+                                     r->api->limit_keys, &key, &doc);
   tb_api_db_put(r, db);
   json_decref(spec);
+  if (rc == TB_AUTH_KEYS_FULL)
+    return keys_full(r);
   if (rc == 0) /* revoked or expired since it was checked */
     return tb_api_reply_error(r, TB_EC_KEY_REVOKED, "this API key is no longer valid", NULL);
   if (rc != 1)

@@ -17,6 +17,8 @@
  * cell's figure over the cell's median (lib/result/tb_verdict's matrix series;
  * a cell counts once it has TB_VERDICT_MIN_HISTORY points), se and ci95
  * null.
+ * An endpoint id that is not the project's is 404 not-found, as on every
+ * other route (it was 200 with no points).
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +27,7 @@
 
 #include "api_handlers.h"
 #include "api_report.h"
+#include "q_endpoints.h"
 #include "result/tb_compare.h"
 #include "db/tb_history.h"
 #include "result/tb_verdict.h"
@@ -238,6 +241,14 @@ tb_api_series(struct tb_api_req *r)
     }
   } else {
     lj = json_object();
+  }
+  struct tb_db *db = tb_api_db_get(r);
+  int own = tb_q_endpoints_owned(db, ep, r->project_id);
+  tb_api_db_put(r, db);
+  enum MHD_Result ret;
+  if (!tb_api_found(r, own, "no such endpoint", &ret)) {
+    json_decref(lj);
+    return ret;
   }
   char *ltxt = json_dumps(lj, JSON_COMPACT | JSON_SORT_KEYS);
   json_t *doc = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s}", "endpoint_id", ep, "labels", lj,

@@ -5,6 +5,8 @@
  * mutex (taken twice per stream, never while waiting).  An entry is freed
  * when its last slot is given back, so the table holds at most one entry per
  * open stream: its size is bounded by the connection limit, not by the keys.
+ * Projects have a table of their own, the same way (issue 27: a project
+ * makes as many keys as it likes, so a per-key cap alone multiplies).
  */
 #include "api_streams.h"
 
@@ -20,19 +22,24 @@ struct held {
   unsigned n[3]; /* by enum tb_api_stream_kind */
 };
 
+enum { BY_KEY, BY_PROJECT };
+
 struct tb_api_streams {
   pthread_mutex_t lock;
-  unsigned cap[3];
-  struct held *b[TB_STREAMS_BUCKETS];
+  unsigned cap[2][3];                     /* [BY_KEY/BY_PROJECT][kind] */
+  struct held *b[2][TB_STREAMS_BUCKETS];  /* entries by key id, by project id */
 };
 
 struct tb_api_streams *
-tb_api_streams_new(unsigned sse_per_key, unsigned wait_per_key)
+tb_api_streams_new(unsigned sse_per_key, unsigned wait_per_key, unsigned sse_per_project,
+                   unsigned wait_per_project)
 {
   struct tb_api_streams *s = tb_xcalloc(1, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
-  s->cap[TB_API_STREAM_SSE] = sse_per_key;
-  s->cap[TB_API_STREAM_WAIT] = wait_per_key;
+  s->cap[BY_KEY][TB_API_STREAM_SSE] = sse_per_key;
+  s->cap[BY_KEY][TB_API_STREAM_WAIT] = wait_per_key;
+  s->cap[BY_PROJECT][TB_API_STREAM_SSE] = sse_per_project;
+  s->cap[BY_PROJECT][TB_API_STREAM_WAIT] = wait_per_project;
   return s;
 }
 
@@ -41,14 +48,15 @@ tb_api_streams_free(struct tb_api_streams *s)
 {
   if (s == NULL)
     return;
-  for (size_t i = 0; i < TB_STREAMS_BUCKETS; i++) {
-    struct held *h = s->b[i];
-    while (h != NULL) {
-      struct held *next = h->next;
-      free(h);
-      h = next;
+  for (size_t t = 0; t < 2; t++)
+    for (size_t i = 0; i < TB_STREAMS_BUCKETS; i++) {
+      struct held *h = s->b[t][i];
+      while (h != NULL) {
+        struct held *next = h->next;
+        free(h);
+        h = next;
+      }
     }
-  }
   pthread_mutex_destroy(&s->lock);
   free(s);
 }
@@ -62,16 +70,55 @@ bucket_of(const char *key_id)
   return h & (TB_STREAMS_BUCKETS - 1);
 }
 
-/* Under the lock: the entry of key_id, or NULL; *link: where it hangs. */
+/* Under the lock: the entry of id in table t, or NULL; *link: where it
+ * hangs. */
 static struct held *
-find(struct tb_api_streams *s, const char *key_id, struct held ***link)
+find(struct tb_api_streams *s, int t, const char *key_id, struct held ***link)
 {
-  struct held **l = &s->b[bucket_of(key_id)];
+  struct held **l = &s->b[t][bucket_of(key_id)];
   while (*l != NULL && strcmp((*l)->key_id, key_id) != 0)
     l = &(*l)->next;
   if (link != NULL)
     *link = l;
   return *l;
+}
+
+/* Under the lock: true when id is below table t's cap of kind. */
+static bool
+below_cap(struct tb_api_streams *s, int t, const char *id, enum tb_api_stream_kind kind)
+{
+  struct held *h = find(s, t, id, NULL);
+  return s->cap[t][kind] == 0 || h == NULL || h->n[kind] < s->cap[t][kind];
+}
+
+/* Under the lock: one more slot of kind for id in table t. */
+static void
+hold(struct tb_api_streams *s, int t, const char *id, enum tb_api_stream_kind kind)
+{
+  struct held **link;
+  struct held *h = find(s, t, id, &link);
+  if (h == NULL) {
+    h = tb_xcalloc(1, sizeof *h);
+    snprintf(h->key_id, sizeof h->key_id, "%s", id);
+    *link = h;
+  }
+  h->n[kind]++;
+}
+
+/* Under the lock: one slot of kind fewer for id in table t. */
+static void
+unhold(struct tb_api_streams *s, int t, const char *id, int kind)
+{
+  struct held **link;
+  struct held *h = find(s, t, id, &link);
+  if (h == NULL)
+    return;
+  if (h->n[kind] > 0)
+    h->n[kind]--;
+  if (h->n[TB_API_STREAM_SSE] == 0 && h->n[TB_API_STREAM_WAIT] == 0) {
+    *link = h->next;
+    free(h);
+  }
 }
 
 bool
@@ -80,30 +127,28 @@ tb_api_streams_take(struct tb_api_req *r, enum tb_api_stream_kind kind, enum MHD
   struct tb_api_streams *s = r->api->streams;
   if (s == NULL || r->stream_held != 0)
     return true;
-  unsigned cap = s->cap[kind];
-  bool ok = true;
   pthread_mutex_lock(&s->lock);
-  struct held **link;
-  struct held *h = find(s, r->key_id, &link);
-  if (cap != 0 && h != NULL && h->n[kind] >= cap) {
-    ok = false;
-  } else {
-    if (h == NULL) {
-      h = tb_xcalloc(1, sizeof *h);
-      snprintf(h->key_id, sizeof h->key_id, "%s", r->key_id);
-      *link = h;
-    }
-    h->n[kind]++;
+  int full = !below_cap(s, BY_KEY, r->key_id, kind)           ? BY_KEY
+             : !below_cap(s, BY_PROJECT, r->project_id, kind) ? BY_PROJECT
+                                                              : -1;
+  if (full < 0) {
+    hold(s, BY_KEY, r->key_id, kind);
+    hold(s, BY_PROJECT, r->project_id, kind);
     r->stream_held = (int)kind;
   }
+  unsigned cap = full >= 0 ? s->cap[full][kind] : 0;
   pthread_mutex_unlock(&s->lock);
-  if (ok)
+  if (full < 0)
     return true;
+  static const char *const names[2][3] = {
+    [BY_KEY] = { NULL, "TOKBENCH_SSE_PER_KEY", "TOKBENCH_WAIT_PER_KEY" },
+    [BY_PROJECT] = { NULL, "TOKBENCH_SSE_PER_PROJECT", "TOKBENCH_WAIT_PER_PROJECT" },
+  };
   const char *what = kind == TB_API_STREAM_SSE ? "event streams" : "long-polls (?wait=)";
-  const char *name = kind == TB_API_STREAM_SSE ? "TOKBENCH_SSE_PER_KEY" : "TOKBENCH_WAIT_PER_KEY";
+  const char *name = names[full][kind];
   char d[160];
-  snprintf(d, sizeof d, "this API key holds %u open %s, the most allowed (%s=%u)", cap, what,
-           name, cap);
+  snprintf(d, sizeof d, "this %s holds %u open %s, the most allowed (%s=%u)",
+           full == BY_KEY ? "API key" : "project (all its keys)", cap, what, name, cap);
   r->retry_after_s = kind == TB_API_STREAM_SSE ? 5 : 1;
   *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, d, json_pack("{ss}", "limit", name));
   return false;
@@ -118,16 +163,8 @@ tb_api_streams_release(struct tb_api_req *r)
   int kind = r->stream_held;
   r->stream_held = 0;
   pthread_mutex_lock(&s->lock);
-  struct held **link;
-  struct held *h = find(s, r->key_id, &link);
-  if (h != NULL) {
-    if (h->n[kind] > 0)
-      h->n[kind]--;
-    if (h->n[TB_API_STREAM_SSE] == 0 && h->n[TB_API_STREAM_WAIT] == 0) {
-      *link = h->next;
-      free(h);
-    }
-  }
+  unhold(s, BY_KEY, r->key_id, kind);
+  unhold(s, BY_PROJECT, r->project_id, kind);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -135,7 +172,7 @@ unsigned
 tb_api_streams_held(struct tb_api_streams *s, const char *key_id, enum tb_api_stream_kind kind)
 {
   pthread_mutex_lock(&s->lock);
-  struct held *h = find(s, key_id, NULL);
+  struct held *h = find(s, BY_KEY, key_id, NULL);
   unsigned n = h != NULL ? h->n[kind] : 0;
   pthread_mutex_unlock(&s->lock);
   return n;

@@ -5,6 +5,9 @@
  * (GET /v1/jobs/{id}?wait=, TOKBENCH_WAIT_PER_KEY).  Without them one key
  * could park every connection slot of the api on its own jobs.
  *
+ * Each kind is also capped per project, across all its keys
+ * (TOKBENCH_SSE_PER_PROJECT, TOKBENCH_WAIT_PER_PROJECT; issue 27).
+ *
  * A request takes one slot before it starts waiting and gives it back when
  * it completes (main.c's completed(), tb_api_streams_release); over the cap
  * it gets 429 problem+json naming the setting, with Retry-After.
@@ -20,14 +23,16 @@ enum tb_api_stream_kind {
 };
 
 /* A new table; a cap of 0 means no cap for that kind.  Never fails. */
-struct tb_api_streams *tb_api_streams_new(unsigned sse_per_key, unsigned wait_per_key);
+struct tb_api_streams *tb_api_streams_new(unsigned sse_per_key, unsigned wait_per_key,
+                                          unsigned sse_per_project, unsigned wait_per_project);
 /* Frees the table (every slot given back first). */
 void tb_api_streams_free(struct tb_api_streams *s);
 
 /*
- * Takes a slot of kind for r's key (r authenticated).  True when r holds
- * one (also when it already held one).  False: the key is at its cap, a 429
- * naming the setting was queued and *ret holds its result.
+ * Takes a slot of kind for r's key and project (r authenticated).  True
+ * when r holds one (also when it already held one).  False: the key or the
+ * project is at its cap, a 429 naming the setting was queued and *ret
+ * holds its result.
  */
 bool tb_api_streams_take(struct tb_api_req *r, enum tb_api_stream_kind kind,
                          enum MHD_Result *ret) TB_MUST_CHECK;

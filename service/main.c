@@ -45,6 +45,7 @@
 #include "api_jobcache.h"
 #include "api_notify.h"
 #include "api_probe.h"
+#include "api_quota.h"
 #include "api_streams.h"
 #include "api_web.h"
 #include "net/tb_egress.h"
@@ -105,6 +106,21 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_PROBE_DEADLINE_MS", "10000", "total time of one probe (all its calls)", false },
   /* issue 13: per-project limits, shared exclusive groups, replay retention */
   TB_TENANCY_CFG_KEYS,
+  /* issue 27: the per-key limits again per project (a project makes keys) */
+  { "TOKBENCH_RATE_LIMIT_PROJECT", NULL,
+    "requests per second of one project, all its keys together (unset: 4 x "
+    "TOKBENCH_RATE_LIMIT; 0: no limit)", false },
+  { "TOKBENCH_RATE_BURST_PROJECT", NULL,
+    "requests a project may send at once above its rate (unset: 2 x its rate)", false },
+  { "TOKBENCH_SSE_PER_PROJECT", "64", "event streams one project may hold open (0: no cap)",
+    false },
+  { "TOKBENCH_WAIT_PER_PROJECT", "256",
+    "long-polls (?wait=) one project may hold open (0: no cap)", false },
+  { "TOKBENCH_LIMIT_KEYS", "100", "live API keys per project (POST /v1/keys: 429 above; "
+    "0: no cap)", false },
+  { "TOKBENCH_HEADER_TIMEOUT_BUSY_S", "2",
+    "TOKBENCH_HEADER_TIMEOUT_S while more than 3/4 of TOKBENCH_MAX_CONNECTIONS are open "
+    "(0: off)", false },
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -273,6 +289,40 @@ dispatch(struct tb_api_req *r)
   return route->fn(r);
 }
 
+/* The silence allowed before a request's head: TOKBENCH_HEADER_TIMEOUT_S, or
+ * the busy one while open connections are above the high-water mark, so
+ * that connections that send nothing cannot keep new clients out for long
+ * (issue 27, finding 2). */
+static unsigned
+head_timeout(struct tb_api *api)
+{
+  if (api->busy_header_timeout_s == 0 ||
+      atomic_load_explicit(&api->conns_open, memory_order_relaxed) <= api->conns_high_water)
+    return api->header_timeout_s;
+  return api->busy_header_timeout_s < api->header_timeout_s ? api->busy_header_timeout_s
+                                                            : api->header_timeout_s;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: counts open connections; a new one above
+ * the mark gets the busy head timeout.  Called in the thread that owns the
+ * connection, after libmicrohttpd listed it for timeouts, so its timeout
+ * may be set here. */
+static void
+conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+            enum MHD_ConnectionNotificationCode toe)
+{
+  struct tb_api *api = cls;
+  (void)socket_context;
+  if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    atomic_fetch_sub_explicit(&api->conns_open, 1, memory_order_relaxed);
+    return;
+  }
+  atomic_fetch_add_explicit(&api->conns_open, 1, memory_order_relaxed);
+  unsigned t = head_timeout(api);
+  if (t != api->header_timeout_s)
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, t);
+}
+
 static enum MHD_Result
 handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
        const char *version, const char *upload, size_t *upload_size, void **req_cls)
@@ -325,7 +375,7 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls,
   /* a kept-alive connection waits for its next request's head: the short
    * limit again (not on the other ends: libmicrohttpd is closing it) */
   if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, r->api->header_timeout_s);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, head_timeout(r->api));
   int64_t us = (tb_time_mono_ns() - r->t0_ns) / 1000;
   tb_metrics_request(r->route != NULL ? r->route->path : "unmatched", r->method, r->status,
                      (double)us / 1e6);
@@ -384,6 +434,34 @@ parse_cors(struct tb_api *api, const char *v)
       api->cors_origins[k++] = tb_xstrndup(s, len);
 }
 
+/* The limits of issue 27 into api: the request rate of a project (unset: 4
+ * x the key's; burst unset: 2 x the rate), the keys cap, the busy head
+ * timeout; the stream caps into *sse and *wait.  False with *err on a bad
+ * value. */
+static bool
+project_limits(struct tb_api *api, unsigned *sse, unsigned *wait, char **err)
+{
+  int64_t rate = 4 * (int64_t)api->rate_per_s, burst, s, w, busy;
+  if (tb_cfg_get(api->cfg, "TOKBENCH_RATE_LIMIT_PROJECT") != NULL &&
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_RATE_LIMIT_PROJECT", 0, 100000000, &rate, err))
+    return false;
+  burst = 2 * rate;
+  if (tb_cfg_get(api->cfg, "TOKBENCH_RATE_BURST_PROJECT") != NULL &&
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_RATE_BURST_PROJECT", 1, 1000000000, &burst, err))
+    return false;
+  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_SSE_PER_PROJECT", 0, 1000000, &s, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_WAIT_PER_PROJECT", 0, 1000000, &w, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_KEYS", 0, 100000000, &api->limit_keys, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_HEADER_TIMEOUT_BUSY_S", 0, 3600, &busy, err))
+    return false;
+  api->busy_header_timeout_s = (unsigned)busy;
+  api->project_rate_per_s = (double)rate;
+  api->quota = tb_api_quota_new((double)rate, (double)burst);
+  *sse = (unsigned)s;
+  *wait = (unsigned)w;
+  return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -440,10 +518,19 @@ main(int argc, char **argv)
   api.body_max = (size_t)body_max;
   api.preauth_body_max = (size_t)(preauth < body_max ? preauth : body_max);
   api.header_timeout_s = (unsigned)header_s;
+  api.conns_high_water = (unsigned)(max_conn / 4 * 3);
   api.idle_timeout_s = (unsigned)idle_s;
-  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key);
   api.rate_per_s = (double)rate;
   api.rate_burst = (double)(burst < rate ? rate : burst);
+  unsigned sse_pp = 0, wait_pp = 0;
+  if (!project_limits(&api, &sse_pp, &wait_pp, &err)) {
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    rc = 2;
+    goto out;
+  }
+  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key,
+                                   sse_pp, wait_pp);
   api.sse_ping_s = (int)ping_s;
   api.wait_max_s = 60;
   parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
@@ -522,7 +609,7 @@ main(int argc, char **argv)
     api.header_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TB_API_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-    completed, &api, MHD_OPTION_END);
+    completed, &api, MHD_OPTION_NOTIFY_CONNECTION, conn_notify, &api, MHD_OPTION_END);
   if (api.daemon == NULL) {
     tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, port, NULL);
     goto out;
@@ -550,6 +637,7 @@ out:
   tb_api_keycache_free(api.keys);
   tb_api_jobcache_free(api.jobs_cache);
   tb_api_streams_free(api.streams);
+  tb_api_quota_free(api.quota);
   for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
     free(*p);
   free(api.cors_origins);

@@ -58,6 +58,18 @@ tb_q_endpoints_get(struct tb_db *db, const char *id, const char *project_id, cha
   return tb_db_exec_str(db, &ep_get, 2, p, "doc", doc, NULL);
 }
 
+static const struct tb_db_stmt ep_owned = {
+  "api_ep_owned",
+  "SELECT 1 AS one FROM endpoints WHERE id = $1 AND project_id = $2",
+};
+
+int
+tb_q_endpoints_owned(struct tb_db *db, const char *id, const char *project_id)
+{
+  const char *p[] = { id, project_id };
+  return tb_db_exec(db, &ep_owned, 2, p, NULL);
+}
+
 static const struct tb_db_stmt ep_patch = {
   "api_ep_patch",
   "UPDATE endpoints SET "

@@ -31,6 +31,9 @@ int tb_q_endpoints_list(struct tb_db *db, const char *project_id, char **doc) TB
 /* One endpoint's document (*doc, new); 0: no such endpoint. */
 int tb_q_endpoints_get(struct tb_db *db, const char *id, const char *project_id,
                        char **doc) TB_MUST_CHECK;
+/* 1 when endpoint id is the project's (deleted or not: its history stays
+ * the project's), 0 when it is not or does not exist. */
+int tb_q_endpoints_owned(struct tb_db *db, const char *id, const char *project_id) TB_MUST_CHECK;
 /* Applies patch (a JSON object of the members to set; "api_key" present
  * means sealed/key_origin replace the key) to the endpoint; new_origin is
  * the origin of a new base_url (NULL: none), and a base_url of another

@@ -7,7 +7,7 @@
  * the row over.
  */
 #include "tb_deliver.h"
-#include "db/tb_regress.h"
+#include "result/tb_regdoc.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -115,12 +115,12 @@ tb_deliver_payload(const char *event, const json_t *job, const json_t *result,
   json_object_set_new(data, "figures", tb_deliver_figures(result));
   /* regressions: set on the result by the regression check (tb_regress) */
   const json_t *regs = NULL;
-  bool regressed = tb_regress_regressed(json_object_get(result, "regressions"), &regs);
+  bool regressed = tb_regdoc_regressed(json_object_get(result, "regressions"), &regs);
   json_t *rcopy = json_array();
   size_t nregs = json_array_size(regs);
   for (size_t i = 0; i < nregs && i < TB_DELIVER_REGRESSIONS_MAX; i++) {
     json_t *g = json_deep_copy(json_array_get(regs, i));
-    char *why = json_is_object(g) ? tb_regress_why(g) : NULL;
+    char *why = json_is_object(g) ? tb_regdoc_why(g) : NULL;
     if (why != NULL)
       json_object_set_new(g, "why", json_string(why));
     free(why);

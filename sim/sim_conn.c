@@ -290,13 +290,30 @@ error_type(int status)
   }
 }
 
-/* OpenAI-style error body: {"error": {message, type, param, code}}. */
+/* llama.cpp b11669's error types (format_error_response). */
+static const char *
+llama_error_type(int status)
+{
+  switch (status) {
+  case 401: return "authentication_error";
+  case 403: return "permission_error";
+  case 404: return "not_found_error";
+  case 501: return "not_supported_error";
+  case 503: return "unavailable_error";
+  default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+/* OpenAI-style error body: {"error": {message, type, param, code}};
+ * llama.cpp b11669's {"error": {code, message, type}}. */
 void
 sim_conn_reply_error(struct server *s, struct conn *c, int status, const char *msg, bool keep_alive)
 {
   s->st.errors++;
-  json_t *doc = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", msg, "type",
-                          error_type(status), "param", "code", status);
+  json_t *doc = llama_new(s) ? json_pack("{s:{s:i, s:s, s:s}}", "error", "code", status,
+                                         "message", msg, "type", llama_error_type(status))
+                             : json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", msg,
+                                         "type", error_type(status), "param", "code", status);
   sim_conn_reply_json(s, c, status, doc, keep_alive);
 }
 

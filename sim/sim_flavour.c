@@ -12,6 +12,25 @@
 #include <string.h>
 
 #include "sim_conn.h"
+#include "sim_tok.h"
+
+/* llama.cpp b11669's model type and default sampling parameters (/props,
+ * and each busy slot of /slots), as tests/fixtures/servers/llamacpp-b11669/
+ * has them; nothing here samples. */
+#define LLAMA_FTYPE "Q4_K - Medium"
+static const char llama_params[] =
+  "{\"seed\":4294967295,\"temperature\":0.8,\"dynatemp_range\":0.0,\"dynatemp_exponent\":1.0,"
+  "\"top_k\":40,\"top_p\":0.95,\"min_p\":0.05,\"top_n_sigma\":-1.0,\"xtc_probability\":0.0,"
+  "\"xtc_threshold\":0.1,\"typical_p\":1.0,\"repeat_last_n\":64,\"repeat_penalty\":1.0,"
+  "\"presence_penalty\":0.0,\"frequency_penalty\":0.0,\"dry_multiplier\":0.0,\"dry_base\":1.75,"
+  "\"dry_allowed_length\":2,\"dry_penalty_last_n\":64,\"mirostat\":0,\"mirostat_tau\":5.0,"
+  "\"mirostat_eta\":0.1,\"adaptive_target\":-1.0,\"adaptive_decay\":0.9,\"max_tokens\":-1,"
+  "\"n_predict\":-1,\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":false,\"stream\":false,"
+  "\"n_probs\":0,\"min_keep\":0,\"chat_format\":\"Content-only\",\"reasoning_format\":\"none\","
+  "\"reasoning_in_content\":false,\"generation_prompt\":\"\",\"samplers\":[\"penalties\",\"dry\","
+  "\"top_n_sigma\",\"top_k\",\"typ_p\",\"top_p\",\"min_p\",\"xtc\",\"temperature\"],"
+  "\"speculative.types\":\"none\",\"timings_per_token\":false,\"post_sampling_probs\":false,"
+  "\"backend_sampling\":false,\"lora\":[]}";
 
 /* ------------------------------------------------------------------ */
 /* the table */
@@ -35,8 +54,12 @@ static const struct sim_dialect dialects[] = {
   SGLANG("sglang-0.3", 3, NULL, false),
   SGLANG("sglang-0.4", 4, "0.4.6.post5", true),
   SGLANG("sglang-0.5", 5, "0.5.4.post1", true),
-  { .name = "llamacpp", .family = SIM_FLAVOUR_LLAMACPP, .version = "b6915-2a2bd1f0",
-    .reasoning = "reasoning_content", .role_chunk = true, .finish_chunk = true },
+  { .name = "llamacpp-b6915", .family = SIM_FLAVOUR_LLAMACPP, .rev = 6915,
+    .version = "b6915-2a2bd1f0", .reasoning = "reasoning_content", .role_chunk = true,
+    .finish_chunk = true },
+  { .name = "llamacpp-b11669", .family = SIM_FLAVOUR_LLAMACPP, .rev = SIM_LLAMA_B11669,
+    .version = "b11669-Debian", .reasoning = "reasoning_content", .role_chunk = true,
+    .finish_chunk = true },
   TGI("tgi-2.2", 22, "2.2.0"),
   TGI("tgi-3.3", 33, "3.3.6"),
   { .name = "gateway", .family = SIM_FLAVOUR_GATEWAY, .reasoning = "reasoning_content",
@@ -54,8 +77,9 @@ static const struct {
   { "vllm", "vllm-2026", true },
   { "sglang", "sglang-0.4", true },
   { "tgi", "tgi-3.3", false },
-  { "llama.cpp", "llamacpp", false },
-  { "llama-server", "llamacpp", false },
+  { "llamacpp", "llamacpp-b11669", false },
+  { "llama.cpp", "llamacpp-b11669", false },
+  { "llama-server", "llamacpp-b11669", false },
 };
 
 const struct sim_dialect *
@@ -78,9 +102,9 @@ const char *
 sim_flavour_names(void)
 {
   return "vllm-0.7, vllm-0.8, vllm-0.10, vllm-0.11, vllm-2026, sglang-0.3, sglang-0.4, "
-         "sglang-0.5, llamacpp, tgi-2.2, tgi-3.3, gateway, openai; aliases: vllm "
-         "(vllm-2026), sglang (sglang-0.4), tgi (tgi-3.3), llama.cpp and llama-server "
-         "(llamacpp)";
+         "sglang-0.5, llamacpp-b6915, llamacpp-b11669, tgi-2.2, tgi-3.3, gateway, openai; "
+         "aliases: vllm (vllm-2026), sglang (sglang-0.4), tgi (tgi-3.3), llamacpp, "
+         "llama.cpp and llama-server (llamacpp-b11669)";
 }
 
 int
@@ -96,6 +120,39 @@ static int
 rev(const struct server *s)
 {
   return s->cfg->dialect->rev;
+}
+
+/* llama.cpp b11669's additions to its model card: aliases, tags, the
+ * modalities, and meta.n_ctx (a slot's context, as /props says) and
+ * meta.ftype. */
+static void
+llama_card(const struct server *s, json_t *m)
+{
+  json_t *meta = json_object_get(m, "meta");
+  json_object_set_new(meta, "n_ctx", json_integer(s->p->max_model_len));
+  json_object_set_new(meta, "ftype", json_string(LLAMA_FTYPE));
+  json_object_set_new(m, "aliases", json_pack("[s]", s->p->model));
+  json_object_set_new(m, "tags", json_array());
+  json_object_set_new(m, "architecture", json_pack("{s:[s], s:[s]}", "input_modalities", "text",
+                                                   "output_modalities", "text"));
+}
+
+json_t *
+sim_flavour_models(const struct server *s)
+{
+  json_t *doc = json_pack("{s:s, s:[o]}", "object", "list", "data", sim_flavour_model_card(s));
+  if (!llama_new(s))
+    return doc;
+  /* b11669 lists its model a second time, as ollama's /api/tags does */
+  json_object_set_new(
+    doc, "models",
+    json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[s], s:[s], s:s, "
+              "s:{s:s, s:s, s:s, s:[s], s:s, s:s}}]",
+              "name", s->p->model, "model", s->p->model, "modified_at", "", "size", "",
+              "digest", "", "type", "model", "description", "", "tags", "", "capabilities",
+              "completion", "parameters", "", "details", "parent_model", "", "format", "gguf",
+              "family", "", "families", "", "parameter_size", "", "quantization_level", ""));
+  return doc;
 }
 
 json_t *
@@ -132,12 +189,14 @@ sim_flavour_model_card(const struct server *s)
       json_object_set_new(m, "max_model_len", json_integer(s->p->max_model_len));
     break;
   case SIM_FLAVOUR_LLAMACPP:
-    /* the training context only; a slot's context is /props' n_ctx */
+    /* b6915: the training context only; a slot's context is /props' n_ctx */
     json_object_set_new(m, "meta", json_pack("{s:i, s:i, s:I, s:i, s:I, s:I}", "vocab_type", 2,
                                              "n_vocab", 101000, "n_ctx_train",
                                              (json_int_t)s->p->max_model_len * 4, "n_embd",
                                              4096, "n_params", (json_int_t)8190735360LL,
                                              "size", (json_int_t)5027783488LL));
+    if (d->rev >= SIM_LLAMA_B11669)
+      llama_card(s, m);
     break;
   default:
     break;
@@ -443,6 +502,67 @@ llamacpp_metrics(const struct server *s, struct conn *o)
   sim_conn_out_printf(o, "llamacpp:requests_deferred %d\n", s->q_n);
 }
 
+/* b11669: counters as that server adds to them (struct llama_stats):
+ * prompts when evaluated, predicted tokens when a request completes; the
+ * throughput gauges over the bucket since the last read
+ * (sim_flavour_metrics_read empties it). */
+static void
+llamacpp_b11669_metrics(const struct server *s, struct conn *o)
+{
+  const struct llama_stats *l = &s->st.llama;
+  const struct llama_bucket *b = &l->b;
+  int64_t ntok = l->n_tokens_max;
+  for (int i = 0; i < s->batch_n; i++)
+    if (s->batch[i]->prompt + s->batch[i]->out > ntok)
+      ntok = s->batch[i]->prompt + s->batch[i]->out;
+  const struct {
+    const char *name, *type, *help;
+    double v;
+  } f[] = {
+    { "prompt_tokens_total", "counter",
+      "Number of prompt tokens processed, excluding cached tokens", (double)l->prompt_n },
+    { "prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache",
+      (double)l->cached_n },
+    { "prompt_seconds_total", "counter", "Total time spent processing prompts",
+      l->prompt_ms / 1e3 },
+    { "tokens_predicted_total", "counter", "Number of generation tokens processed",
+      (double)l->predicted_n },
+    { "tokens_predicted_seconds_total", "counter", "Total time spent generating tokens",
+      l->predicted_ms / 1e3 },
+    { "n_decode_total", "counter",
+      "Total number of llama_decode() calls, excluding speculative decoding and multimodal "
+      "decoding", (double)l->decodes },
+    { "n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)",
+      (double)ntok },
+    { "spec_decode_num_draft_tokens_total", "counter",
+      "Speculative: Total draft tokens generated", 0 },
+    { "spec_decode_num_accepted_tokens_total", "counter",
+      "Speculative: Total draft tokens accepted by the target model", 0 },
+    { "spec_decode_num_drafts_total", "counter",
+      "Speculative: Total speculative decoding verification steps", 0 },
+    { "prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s",
+      b->prompt_ms > 0 ? 1e3 * (double)b->prompt_n / b->prompt_ms : 0 },
+    { "predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s",
+      b->predicted_ms > 0 ? 1e3 * (double)b->predicted_n / b->predicted_ms : 0 },
+    { "requests_processing", "gauge", "Number of requests processing", s->running },
+    { "requests_deferred", "gauge", "Number of requests deferred", s->q_n },
+    { "n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call",
+      l->decodes ? (double)l->busy / (double)l->decodes : 0 }, /* since start */
+  };
+  for (size_t i = 0; i < TB_ARRAY_LEN(f); i++) {
+    char n[64];
+    snprintf(n, sizeof(n), "llamacpp:%s", f[i].name);
+    family(o, n, f[i].type, f[i].help);
+    sim_conn_out_printf(o, "%s %.6g\n", n, f[i].v);
+  }
+}
+
+void
+sim_flavour_metrics_read(struct server *s)
+{
+  memset(&s->st.llama.b, 0, sizeof(s->st.llama.b));
+}
+
 static void
 tgi_metrics(const struct server *s, struct conn *o)
 {
@@ -487,7 +607,10 @@ sim_flavour_metrics(const struct server *s, struct conn *o)
     sglang_metrics(s, o);
     return true;
   case SIM_FLAVOUR_LLAMACPP:
-    llamacpp_metrics(s, o);
+    if (rev(s) >= SIM_LLAMA_B11669)
+      llamacpp_b11669_metrics(s, o);
+    else
+      llamacpp_metrics(s, o);
     return true;
   case SIM_FLAVOUR_TGI:
     tgi_metrics(s, o);
@@ -544,9 +667,70 @@ sim_flavour_server_info(const struct server *s)
   return doc;
 }
 
+/* b11669's /props: the generation settings hold only params and n_ctx;
+ * the endpoints it serves, the template's capabilities, the model type. */
+static json_t *
+llama_props(const struct server *s)
+{
+  json_t *caps = json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
+                           "supports_object_arguments", 0, "supports_parallel_tool_calls", 0,
+                           "supports_preserve_reasoning", 0, "supports_reasoning_effort", 0,
+                           "supports_string_content", 1, "supports_system_role", 1,
+                           "supports_tool_calls", 0, "supports_tools", 0,
+                           "supports_typed_content", 0);
+  return json_pack(
+    "{s:{s:o, s:I}, s:I, s:s, s:s, s:s, s:{s:b, s:b, s:b}, s:s, s:b, s:b, s:b, s:b, s:{}, "
+    "s:s, s:o, s:s, s:s, s:s, s:b, s:b}",
+    "default_generation_settings", "params", json_loads(llama_params, 0, NULL), "n_ctx",
+    (json_int_t)s->p->max_model_len, "total_slots", (json_int_t)s->p->max_running,
+    "model_alias", s->p->model, "model_ftype", LLAMA_FTYPE, "model_path", s->p->model_root,
+    "modalities", "vision", 0, "video", 0, "audio", 0, "media_marker", "<__media__>",
+    "endpoint_slots", 1, "endpoint_props", 0, "endpoint_metrics",
+    s->cfg->metrics != SIM_METRICS_NONE, "ui", 1, "ui_settings", "chat_template",
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}",
+    "chat_template_caps", caps, "bos_token", SIM_TOK_BOS_TEXT, "eos_token", "<|im_end|>",
+    "build_info", s->version ? s->version : "unknown", "is_sleeping", 0, "cors_proxy_enabled",
+    0);
+}
+
+json_t *
+sim_flavour_slots(const struct server *s)
+{
+  json_t *arr = json_array();
+  int id = 0;
+  /* the admitted requests take the first slots, in connection order */
+  for (const struct conn *c = s->conns; c && id < s->p->max_running; c = c->next) {
+    const struct gen *g = c->gen;
+    if (g == NULL || c->dead || (g->st != G_PREFILL && g->st != G_DECODE && g->st != G_STALL))
+      continue;
+    json_t *params = json_loads(llama_params, 0, NULL);
+    json_object_set_new(params, "max_tokens", json_integer(g->max_tokens));
+    json_object_set_new(params, "n_predict", json_integer(g->max_tokens));
+    json_object_set_new(params, "stream", json_boolean(g->stream));
+    json_array_append_new(
+      arr, json_pack("{s:i, s:I, s:b, s:b, s:I, s:I, s:I, s:I, s:o, s:[{s:b, s:b, s:I, s:I}]}",
+                     "id", id++, "n_ctx", (json_int_t)s->p->max_model_len, "speculative",
+                     s->cfg->spec_k > 1, "is_processing", 1, "id_task", (json_int_t)g->task,
+                     "n_prompt_tokens", (json_int_t)(g->prompt + g->out),
+                     "n_prompt_tokens_processed", (json_int_t)(g->prompt - g->cached_tokens),
+                     "n_prompt_tokens_cache", (json_int_t)g->cached_tokens, "params", params,
+                     "next_token", "has_next_token", 1, "has_new_line", 0, "n_remain",
+                     (json_int_t)(g->limit - g->out), "n_decoded", (json_int_t)g->out));
+  }
+  for (; id < s->p->max_running; id++)
+    json_array_append_new(arr, json_pack("{s:i, s:I, s:b, s:b}", "id", id, "n_ctx",
+                                         (json_int_t)s->p->max_model_len, "speculative",
+                                         s->cfg->spec_k > 1, "is_processing", 0));
+  return arr;
+}
+
 json_t *
 sim_flavour_props(const struct server *s)
 {
+  if (rev(s) >= SIM_LLAMA_B11669)
+    return llama_props(s);
   /* n_ctx: the context of one slot; total_slots: requests served at once */
   return json_pack("{s:{s:i, s:i, s:I, s:b, s:b, s:{s:i, s:f, s:i, s:f}}, s:I, s:s, s:s, "
                    "s:{s:b, s:b}, s:s, s:s, s:s, s:s, s:b}",

@@ -124,6 +124,64 @@ model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const j
   return false;
 }
 
+/* llama.cpp b11669's answer to a prompt that fills a slot's context. */
+static void
+reply_exceed(struct server *s, struct conn *c, const struct sim_http_req *r, int64_t prompt)
+{
+  char msg[200];
+  snprintf(msg, sizeof(msg),
+           "request (%" PRId64 " tokens) exceeds the available context size (%" PRId64
+           " tokens), try increasing it", prompt, s->p->max_model_len);
+  s->st.errors++;
+  sim_conn_reply_json(s, c, 400,
+                      json_pack("{s:{s:i, s:s, s:s, s:I, s:I}}", "error", "code", 400, "message",
+                                msg, "type", "exceed_context_size_error", "n_prompt_tokens",
+                                (json_int_t)prompt, "n_ctx", (json_int_t)s->p->max_model_len),
+                      r->keep_alive);
+}
+
+/* The output a request may have into *out: max_completion_tokens (which
+ * wins) or max_tokens, or what the context leaves.  NULL when it fits,
+ * else the message of a 400 (in err when it holds numbers).  llama.cpp
+ * b11669 cuts the output to the context instead, once the prompt leaves it
+ * a token (*exceed when it does not). */
+static const char *
+output_budget(const struct server *s, const json_t *body, int64_t prompt, int64_t *out,
+              bool *exceed, char *err, size_t cap)
+{
+  const json_t *mt = json_object_get(body, "max_completion_tokens");
+  if (mt == NULL || json_is_null(mt))
+    mt = json_object_get(body, "max_tokens");
+  int64_t max_tokens;
+  if (mt == NULL || json_is_null(mt))
+    max_tokens = s->p->max_model_len - prompt;
+  else if (!json_is_integer(mt) || json_integer_value(mt) < 1)
+    return "max_tokens must be an integer >= 1";
+  else
+    max_tokens = json_integer_value(mt);
+  if (llama_new(s)) {
+    *exceed = prompt >= s->p->max_model_len;
+    if (max_tokens > s->p->max_model_len - prompt)
+      max_tokens = s->p->max_model_len - prompt;
+  }
+  *out = max_tokens;
+  /* (compared without adding: max_tokens comes from the client, and
+   * prompt + INT64_MAX would overflow) */
+  if (prompt > s->p->max_model_len ||
+      (mt != NULL && !json_is_null(mt) && max_tokens > s->p->max_model_len - prompt) ||
+      max_tokens < 1) {
+    int64_t mtok = max_tokens > 0 ? max_tokens : 0;
+    snprintf(err, cap,
+             "This model's maximum context length is %" PRId64 " tokens. However, you "
+             "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
+             " in the completion). Please reduce the length of the messages or completion.",
+             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
+             prompt, mtok);
+    return err;
+  }
+  return NULL;
+}
+
 /* Serves a generation request whose body (owned) and prompt (its chain
  * owned) are ready; req_start: its first byte. */
 static void
@@ -150,33 +208,15 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
     msg = pr->err;
     goto bad;
   }
-  const json_t *mt = json_object_get(body, "max_completion_tokens");
-  if (mt == NULL || json_is_null(mt))
-    mt = json_object_get(body, "max_tokens");
   int64_t max_tokens;
-  if (mt == NULL || json_is_null(mt)) {
-    max_tokens = s->p->max_model_len - prompt;
-  } else if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
-    msg = "max_tokens must be an integer >= 1";
-    goto bad;
-  } else {
-    max_tokens = json_integer_value(mt);
+  bool exceed = false;
+  msg = output_budget(s, body, prompt, &max_tokens, &exceed, err, sizeof(err));
+  if (exceed) {
+    reply_exceed(s, c, r, prompt);
+    goto out;
   }
-  /* (compared without adding: max_tokens comes from the client, and
-   * prompt + INT64_MAX would overflow) */
-  if (prompt > s->p->max_model_len ||
-      (mt != NULL && !json_is_null(mt) && max_tokens > s->p->max_model_len - prompt) ||
-      max_tokens < 1) {
-    int64_t mtok = max_tokens > 0 ? max_tokens : 0;
-    snprintf(err, sizeof(err),
-             "This model's maximum context length is %" PRId64 " tokens. However, you "
-             "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
-             " in the completion). Please reduce the length of the messages or completion.",
-             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
-             prompt, mtok);
-    msg = err;
+  if (msg)
     goto bad;
-  }
   const json_t *nj = json_object_get(body, "n");
   if (nj && !json_is_null(nj) && !(json_is_integer(nj) && json_integer_value(nj) == 1)) {
     msg = "tokbench-sim supports n = 1 only";
@@ -222,8 +262,12 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   const struct sim_dialect *d = s->cfg->dialect;
   /* the usage chunk at the end; llama.cpp and TGI 2.2 put usage on their
    * last chunk instead; --no-usage (a gateway): none at all */
-  g->usage = streaming && !s->cfg->no_usage && json_is_true(json_object_get(so, "include_usage")) &&
-             !flav(s, SIM_FLAVOUR_LLAMACPP) && !(flav(s, SIM_FLAVOUR_TGI) && d->rev < 23);
+  g->incl_usage = json_is_true(json_object_get(so, "include_usage"));
+  /* (llama.cpp b11669: a chat stream's usage chunk; its completions and
+   * b6915 put usage on the finish chunk) */
+  g->usage = streaming && !s->cfg->no_usage && g->incl_usage &&
+             !(flav(s, SIM_FLAVOUR_LLAMACPP) && !(llama_new(s) && chat)) &&
+             !(flav(s, SIM_FLAVOUR_TGI) && d->rev < 23);
   g->cont_usage = streaming && d->cont_usage && !s->cfg->no_usage &&
                   json_is_true(json_object_get(so, "continuous_usage_stats"));
   g->stamps = s->cfg->stamps || r->stamps;
@@ -255,6 +299,7 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;
   s->id_counter++;
+  g->task = s->id_counter;
   if (flav(s, SIM_FLAVOUR_SGLANG))
     snprintf(g->id, sizeof(g->id), "%016" PRIx64 "%016" PRIx64, (uint64_t)getpid(),
              s->id_counter);
@@ -383,12 +428,63 @@ out:
   json_decref(body);
 }
 
+/* llama.cpp b11669's POST /tokenize: {"content", "add_special" (false: the
+ * BOS), "parse_special" (true)} -> {"tokens": [ids]}, the template's
+ * markers parsed (sim_tok_special_ids): with add_special, the tokens of
+ * /apply-template's prompt are the chat's; with_pieces is not honoured. */
+static void
+handle_llama_tokenize(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *body = parse_body(s, c, r);
+  if (body == NULL)
+    return;
+  int32_t *ids = NULL;
+  size_t len = 0, cap = 0;
+  const json_t *content = json_object_get(body, "content");
+  if (json_is_string(content)) {
+    const char *t = json_string_value(content);
+    size_t tn = json_string_length(content);
+    if (json_is_true(json_object_get(body, "add_special")))
+      sim_tok_special_ids(SIM_TOK_BOS_TEXT, 3, &ids, &len, &cap);
+    if (json_is_false(json_object_get(body, "parse_special")))
+      sim_tok_ids(t, tn, &ids, &len, &cap);
+    else
+      sim_tok_special_ids(t, tn, &ids, &len, &cap);
+  }
+  json_t *toks = json_array();
+  for (size_t i = 0; i < len; i++)
+    json_array_append_new(toks, json_integer(ids[i]));
+  sim_conn_reply_json(s, c, 200, json_pack("{s:o}", "tokens", toks), r->keep_alive);
+  free(ids);
+  json_decref(body);
+}
+
+/* llama.cpp b11669's POST /apply-template: {"messages"} -> {"prompt"}, the
+ * text whose /tokenize count (add_special) is the chat's prompt_tokens. */
+static void
+handle_apply_template(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  json_t *body = parse_body(s, c, r);
+  if (body == NULL)
+    return;
+  const json_t *messages = json_object_get(body, "messages");
+  const json_t *agp = json_object_get(body, "add_generation_prompt");
+  const char *msg = "'messages' is required";
+  if (messages != NULL &&
+      sim_tok_chat(messages, true, NULL, NULL, NULL, NULL, &msg) >= 0) {
+    char *text = sim_tok_render_chat(messages, agp == NULL || json_is_true(agp));
+    sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "prompt", text), r->keep_alive);
+    free(text);
+  } else {
+    sim_conn_reply_error(s, c, 400, msg, r->keep_alive);
+  }
+  json_decref(body);
+}
+
 static void
 handle_models(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200,
-                      json_pack("{s:s, s:[o]}", "object", "list", "data", sim_flavour_model_card(s)),
-                      r->keep_alive);
+  sim_conn_reply_json(s, c, 200, sim_flavour_models(s), r->keep_alive);
 }
 
 bool
@@ -416,6 +512,7 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
     sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out,
                        tmp.out_len, r->keep_alive);
   free(tmp.out);
+  sim_flavour_metrics_read(s);
 }
 
 static void
@@ -428,6 +525,44 @@ static void
 handle_props(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   sim_conn_reply_json(s, c, 200, sim_flavour_props(s), r->keep_alive);
+}
+
+static void
+handle_slots(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200, sim_flavour_slots(s), r->keep_alive);
+}
+
+/* llama.cpp b11669's answers to what this model or these flags do not
+ * serve: 501 with its reason (POST /props before 405 for b6915). */
+static void
+handle_unsupported(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  static const struct {
+    const char *path, *msg;
+  } why[] = {
+    { "/props", "This server does not support changing global properties. Start it with "
+                "`--props`" },
+    { "/infill", "Infill is not supported by this model: prefix token is missing. suffix token "
+                 "is missing. middle token is missing. " },
+    { "/rerank", "This server does not support reranking. Start it with `--reranking`" },
+  };
+  if (!llama_new(s)) {
+    sim_conn_reply_raw(s, c, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
+                       r->keep_alive);
+    return;
+  }
+  const char *msg = "This server does not support embeddings. Start it with `--embeddings`";
+  for (size_t i = 0; i < TB_ARRAY_LEN(why); i++) /* (/rerank: also /reranking, /v1/rerank) */
+    if (strstr(r->path, why[i].path) != NULL)
+      msg = why[i].msg;
+  sim_conn_reply_error(s, c, 501, msg, r->keep_alive);
+}
+
+static void
+handle_lora(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  sim_conn_reply_json(s, c, 200, json_array(), r->keep_alive);
 }
 
 static void
@@ -627,7 +762,9 @@ static const struct route routes[] = {
   { SIM_HTTP_POST, "/v1/chat/completions", F_ALL, handle_chat },
   { SIM_HTTP_POST, "/v1/completions", F_ALL, handle_completions },
   { SIM_HTTP_GET, "/v1/models", F_ALL, handle_models },
+  { SIM_HTTP_GET, "/models", F_L, handle_models },  /* b11669 (llama_only) */
   { SIM_HTTP_GET, "/health", F_ALL, handle_health },
+  { SIM_HTTP_GET, "/v1/health", F_L, handle_health }, /* b11669 (llama_only) */
   { SIM_HTTP_GET, "/health_generate", F_S, handle_health },
   { SIM_HTTP_POST, "/tokenize", F_V | F_S, handle_tokenize },
   { SIM_HTTP_GET, "/version", F_V, handle_version },
@@ -637,12 +774,41 @@ static const struct route routes[] = {
   { SIM_HTTP_GET, "/get_model_info", F_S, handle_model_info },
   { SIM_HTTP_POST, "/abort_request", F_S, handle_abort },
   { SIM_HTTP_GET, "/props", F_L, handle_props },
+  /* llama.cpp b11669 (llama_only) */
+  { SIM_HTTP_GET, "/slots", F_L, handle_slots }, /* as run with --slots */
+  { SIM_HTTP_GET, "/lora-adapters", F_L, handle_lora },
+  { SIM_HTTP_POST, "/tokenize", F_L, handle_llama_tokenize },
+  { SIM_HTTP_POST, "/apply-template", F_L, handle_apply_template },
+  { SIM_HTTP_POST, "/props", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/infill", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/embedding", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/embeddings", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/v1/embeddings", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/rerank", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/reranking", F_L, handle_unsupported },
+  { SIM_HTTP_POST, "/v1/rerank", F_L, handle_unsupported },
   { SIM_HTTP_GET, "/info", F_T, handle_info },
   { SIM_HTTP_GET, "/sim/expected", F_ALL, handle_expected },
   { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
   { SIM_HTTP_GET, "/sim/requests", F_ALL, handle_requests },
   { SIM_HTTP_GET, "/sim/noise", F_ALL, handle_noise },
 };
+
+/* The llama.cpp routes of b11669 only (b6915's POST /props stays 405:
+ * handle_unsupported). */
+static bool
+llama_only(const char *path)
+{
+  static const char *const paths[] = {
+    "/slots", "/models", "/v1/health", "/lora-adapters", "/tokenize", "/apply-template",
+    "/infill", "/embedding",
+    "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank",
+  };
+  for (size_t i = 0; i < TB_ARRAY_LEN(paths); i++)
+    if (strcmp(path, paths[i]) == 0)
+      return true;
+  return false;
+}
 
 void
 sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r)
@@ -656,6 +822,8 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
   if (s->cfg->dialect->rev == 3 && flav(s, SIM_FLAVOUR_SGLANG) &&
       (strcmp(r->path, "/get_server_info") == 0 || strcmp(r->path, "/server_info") == 0))
     fbit = 0; /* SGLang 0.3 had no server info: its capacity is in /metrics */
+  if (flav(s, SIM_FLAVOUR_LLAMACPP) && !llama_new(s) && llama_only(r->path))
+    fbit = 0; /* b6915: as its fixture has it (and /slots as with --no-slots) */
   if ((s->cfg->no_tokenize && strcmp(r->path, "/tokenize") == 0) ||
       (s->cfg->metrics == SIM_METRICS_NONE && strcmp(r->path, "/metrics") == 0)) {
     /* --no-tokenize, --metrics none: as a server without them answers */
@@ -681,7 +849,9 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
       return;
     }
   }
-  if (path_known)
+  if (llama_new(s)) /* its router answers any other method or path so */
+    sim_conn_reply_error(s, c, 404, "File Not Found", r->keep_alive);
+  else if (path_known)
     sim_conn_reply_raw(s, c, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
                        r->keep_alive);
   else

@@ -292,6 +292,40 @@ sim_sched_gen_free(struct server *s, struct gen *g)
   free(g);
 }
 
+/* llama.cpp's metrics (struct llama_stats): a prompt evaluated. */
+static void
+llama_prompt_done(struct server *s, const struct gen *g)
+{
+  struct llama_stats *l = &s->st.llama;
+  uint64_t n = (uint64_t)(g->prompt - g->cached_tokens);
+  double ms = sim_stream_prompt_ms(g);
+  l->prompt_n += n;
+  l->cached_n += (uint64_t)g->cached_tokens;
+  l->prompt_ms += ms;
+  l->decodes++; /* the prompt's own llama_decode(), one slot busy */
+  l->busy++;
+  l->b.prompt_n += n;
+  l->b.prompt_ms += ms;
+  if (g->prompt + 1 > l->n_tokens_max)
+    l->n_tokens_max = g->prompt + 1;
+}
+
+/* ... and a request completed: only now are its tokens counted. */
+static void
+llama_predicted_done(struct server *s, const struct gen *g)
+{
+  struct llama_stats *l = &s->st.llama;
+  double ms = sim_stream_predicted_ms(g);
+  l->predicted_n += (uint64_t)g->out;
+  l->predicted_ms += ms;
+  if (g->out > 1) {
+    l->b.predicted_n += (uint64_t)(g->out - 1);
+    l->b.predicted_ms += ms;
+  }
+  if (g->prompt + g->out > l->n_tokens_max)
+    l->n_tokens_max = g->prompt + g->out;
+}
+
 /* A finished request's output enters the prefix cache: the blocks that its
  * prompt's tail and its output tokens fill, chained after the prompt's, as
  * vLLM V1 caches a request's full blocks while it decodes (docs.vllm.ai,
@@ -328,8 +362,10 @@ static void
 gen_finish(struct server *s, struct gen *g)
 {
   struct conn *c = g->c;
-  if (strcmp(g->finish, "abort") != 0)
+  if (strcmp(g->finish, "abort") != 0) {
     cache_output(s, g);
+    llama_predicted_done(s, g);
+  }
   if (g->stream) {
     if (g->usage && !g->f.no_usage) {
       char *b = s->ev;
@@ -337,7 +373,13 @@ gen_finish(struct server *s, struct gen *g)
       int n = sim_stream_chunk_head(s, g, b, cap);
       char u[512];
       sim_stream_usage_json(u, sizeof(u), g, true);
-      n += snprintf(b + n, cap - (size_t)n, "[],\"usage\":%s}", u);
+      n += snprintf(b + n, cap - (size_t)n, "[],\"usage\":%s", u);
+      if (llama_new(s)) { /* b11669: the usage chunk carries the timings */
+        n += snprintf(b + n, cap - (size_t)n, ",\"system_fingerprint\":\"%s\",\"timings\":",
+                      s->version ? s->version : "");
+        n += sim_stream_timings_json(s, g, b + n, cap - (size_t)n);
+      }
+      n += snprintf(b + n, cap - (size_t)n, "}");
       sim_stream_sse_data(s, g, n);
     }
     static const char done[] = "data: [DONE]\n\n";
@@ -428,7 +470,8 @@ static void
 first_token(struct server *s, struct gen *g, int64_t now)
 {
   s->st.tokens_generated++;
-  g->t_first = now;
+  g->t_first = g->t_last = now;
+  llama_prompt_done(s, g);
   cache_insert(s, g->hash, g->prompt);
   sim_cache_insert(s->blocks, g->chain, g->nchain);
   s->st.prompt_tokens += (uint64_t)g->prompt;
@@ -481,6 +524,7 @@ start_prefill(struct server *s, struct gen *g, int64_t now)
     g->cached_tokens = most;
     s->st.cache_hits++;
     due = grp_join(s, g, now);
+    g->t_pstart = s->grp_start; /* the group's prefill started then */
   } else {
     s->st.cache_misses++;
     /* Cold, or a shared prefix cached: the prefill lane computes the rest,
@@ -493,6 +537,7 @@ start_prefill(struct server *s, struct gen *g, int64_t now)
     int64_t start = s->lane_free > now ? s->lane_free : now;
     due = start + ms_to_ns(s, ms);
     s->lane_free = due;
+    g->t_pstart = start;
   }
   s->st.prefix_hit_tokens += (uint64_t)g->cached_tokens;
   sim_sched_heap_push(s, g, due);
@@ -554,6 +599,7 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
     if (g->c->dead)
       continue;
     g->pending++;
+    g->t_last = sched; /* the step's tokens go out at its deadline */
     s->st.tokens_generated++;
     bool last = g->out + g->pending >= g->limit;
     if (!g->stream) {
@@ -576,6 +622,10 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
     struct conn *c = g->c;
     after_tokens(s, g, now);
     sim_conn_flush(s, c);
+  }
+  if (n0 > 0) { /* one llama_decode() call for the whole batch */
+    s->st.llama.decodes++;
+    s->st.llama.busy += (uint64_t)n0;
   }
   if (s->batch_n > 0) {
     double mean = (double)s->batch_prompt_sum / s->batch_n;

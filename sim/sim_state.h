@@ -75,6 +75,7 @@ struct gen {
   struct conn *c;
   enum gstate st;
   bool chat, stream, usage, cont_usage, chunked;
+  bool incl_usage;             /* the request asked stream_options.include_usage */
   bool stamps;                 /* ": t=<ns>" before each event (--stamps or
                                 * X-Tokbench-Stamps: 1) */
   int nev;                     /* events written (a gateway's pings) */
@@ -87,9 +88,12 @@ struct gen {
   int32_t *tail;               /* the prompt's ids after its last full block, owned */
   size_t ntail;
   int64_t t_arrival, t_admit, t_first; /* monotonic ns; 0: not yet */
+  int64_t t_pstart;            /* its prefill started (lane or cache-hit group) */
+  int64_t t_last;              /* its latest token was sent (a step's deadline) */
   bool completed;              /* all its tokens were sent */
   struct sim_fault f;
   char id[64];
+  uint64_t task;               /* its number since start (llama.cpp's id_task) */
   int64_t created;
   int64_t due;                 /* timer deadline (ns) when in the heap */
   int heap_i;                  /* -1: not in the heap */
@@ -134,6 +138,24 @@ struct reqlog {
   const char *end; /* "completed", "aborted" or "disconnected" (static) */
 };
 
+/* llama.cpp b11669's /metrics as that server keeps them: prompt figures
+ * added when a prompt is evaluated (cached tokens apart), predicted ones
+ * when a request completes (an aborted one never adds), and a bucket of
+ * the same since the last GET /metrics, which reads and empties it (its
+ * gauges of prompt and predicted tokens/s). */
+struct llama_bucket {
+  uint64_t prompt_n, predicted_n;
+  double prompt_ms, predicted_ms; /* predicted_n counts n - 1 per request,
+                                   * the steps its predicted_ms spans */
+};
+
+struct llama_stats {
+  uint64_t prompt_n, cached_n, predicted_n, decodes, busy; /* busy: slots over decodes */
+  double prompt_ms, predicted_ms;
+  int64_t n_tokens_max;        /* largest prompt + output seen */
+  struct llama_bucket b;
+};
+
 struct stats {
   uint64_t requests, completed, aborted, tokens_sent, prompt_tokens, cache_hits,
     cache_misses, steps, late_steps, conns_total, errors, tokens_generated;
@@ -141,6 +163,7 @@ struct stats {
    * in cache_misses too), and tokens queried / found, as vLLM counts them */
   uint64_t cache_partial_hits, prefix_query_tokens, prefix_hit_tokens;
   int64_t max_late_ns;
+  struct llama_stats llama;
 };
 
 struct server {
@@ -216,11 +239,21 @@ ms_to_ns(const struct server *s, double ms)
   return ns > 3.6e15 ? (int64_t)3.6e15 : (int64_t)ns;
 }
 
+/* llama.cpp builds from b11669 on (the llamacpp-b11669 flavour). */
+#define SIM_LLAMA_B11669 11669
+
 /* Whether the server plays a flavour of family f. */
 static inline bool
 flav(const struct server *s, enum sim_flavour f)
 {
   return s->cfg->flavour == f;
+}
+
+/* Whether the server plays llama.cpp b11669 or later. */
+static inline bool
+llama_new(const struct server *s)
+{
+  return s->cfg->flavour == SIM_FLAVOUR_LLAMACPP && s->cfg->dialect->rev >= SIM_LLAMA_B11669;
 }
 
 #endif

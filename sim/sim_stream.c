@@ -152,6 +152,61 @@ sim_stream_chunk_head(struct server *s, const struct gen *g, char *buf, size_t c
                   s->model_json);
 }
 
+double
+sim_stream_prompt_ms(const struct gen *g)
+{
+  return g->t_first > g->t_pstart ? (double)(g->t_first - g->t_pstart) / 1e6 : 0.0;
+}
+
+double
+sim_stream_predicted_ms(const struct gen *g)
+{
+  double ms = g->t_last > g->t_first ? (double)(g->t_last - g->t_first) / 1e6 : 0.0;
+  return ms > 0.001 ? ms : 0.001;
+}
+
+int
+sim_stream_timings_json(const struct server *s, const struct gen *g, char *buf, size_t cap)
+{
+  int64_t pn = g->prompt - g->cached_tokens;
+  double pms = sim_stream_prompt_ms(g), dms = sim_stream_predicted_ms(g);
+  /* per token over the n - 1 steps between the first token and the last */
+  double dtok = g->out > 1 ? dms / (double)(g->out - 1) : 0.0;
+  char cache[40] = "";
+  if (llama_new(s))
+    snprintf(cache, sizeof(cache), "\"cache_n\":%" PRId64 ",", g->cached_tokens);
+  return snprintf(buf, cap,
+                  "{%s\"prompt_n\":%" PRId64 ",\"prompt_ms\":%.3f,"
+                  "\"prompt_per_token_ms\":%.6g,\"prompt_per_second\":%.6g,"
+                  "\"predicted_n\":%" PRId64 ",\"predicted_ms\":%.3f,"
+                  "\"predicted_per_token_ms\":%.6g,\"predicted_per_second\":%.6g}",
+                  cache, pn, pms, pn > 0 ? pms / (double)pn : 0.0,
+                  pms > 0 ? 1e3 * (double)pn / pms : 0.0, g->out, dms, dtok,
+                  dtok > 0 ? 1e3 / dtok : 0.0);
+}
+
+/* llama.cpp's finish: what its last chunk carries after the choices.
+ * b6915: usage and timings.  b11669: a chat stream's usage and timings go
+ * on a chunk of their own when include_usage asked for it (gen_finish),
+ * else the timings alone end the finish chunk; a completion's last chunk
+ * carries both. */
+static int
+llama_finish_tail(struct server *s, const struct gen *g, char *buf, size_t cap)
+{
+  int n = 0;
+  bool usage = !s->cfg->no_usage && (!llama_new(s) || (!g->chat && g->incl_usage));
+  if (llama_new(s) && g->usage)
+    return 0; /* all of it on the usage chunk */
+  if (usage) {
+    char u[256];
+    sim_stream_usage_json(u, sizeof(u), g, llama_new(s));
+    n += snprintf(buf + n, cap - (size_t)n, ",\"usage\":%s", u);
+  }
+  n += snprintf(buf + n, cap - (size_t)n, ",\"timings\":");
+  n += sim_stream_timings_json(s, g, buf + n, cap - (size_t)n);
+  return n;
+}
+
 /* Tail after the choices array: usage for continuous stats (or where the
  * flavour puts it on this chunk: TGI 2.2's last, llama.cpp's finish chunk
  * with its timings), then "}". */
@@ -159,13 +214,16 @@ static int
 chunk_tail(struct server *s, const struct gen *g, char *buf, size_t cap, bool last)
 {
   int n = 0;
-  if (flav(s, SIM_FLAVOUR_LLAMACPP))
+  if (flav(s, SIM_FLAVOUR_LLAMACPP)) {
     n += snprintf(buf + n, cap - (size_t)n, ",\"system_fingerprint\":\"%s\"",
                   s->version ? s->version : "");
+    if (last)
+      n += llama_finish_tail(s, g, buf + n, cap - (size_t)n);
+    return n + snprintf(buf + n, cap - (size_t)n, "}");
+  }
   bool usage_here = g->cont_usage ||
-                    (last && !s->cfg->no_usage &&
-                     (flav(s, SIM_FLAVOUR_LLAMACPP) ||
-                      (flav(s, SIM_FLAVOUR_TGI) && s->cfg->dialect->rev < 23)));
+                    (last && !s->cfg->no_usage && flav(s, SIM_FLAVOUR_TGI) &&
+                     s->cfg->dialect->rev < 23);
   if (usage_here) {
     char u[256];
     sim_stream_usage_json(u, sizeof(u), g, false);
@@ -173,18 +231,6 @@ chunk_tail(struct server *s, const struct gen *g, char *buf, size_t cap, bool la
   } else if (flav(s, SIM_FLAVOUR_SGLANG) ||
              (flav(s, SIM_FLAVOUR_TGI) && s->cfg->dialect->rev >= 23)) {
     n += snprintf(buf + n, cap - (size_t)n, ",\"usage\":null");
-  }
-  if (last && flav(s, SIM_FLAVOUR_LLAMACPP)) {
-    /* llama.cpp's timings: prompt and predicted counts and speeds */
-    double tbt = 1000.0 / 85.0; /* what it reports, not what the model keeps */
-    n += snprintf(buf + n, cap - (size_t)n,
-                  ",\"timings\":{\"prompt_n\":%" PRId64 ",\"prompt_ms\":%.1f,"
-                  "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.1f,"
-                  "\"predicted_n\":%" PRId64 ",\"predicted_ms\":%.1f,"
-                  "\"predicted_per_token_ms\":%.3f,\"predicted_per_second\":%.1f}",
-                  g->prompt - g->cached_tokens,
-                  (double)(g->prompt - g->cached_tokens) * 0.05, 0.05, 20000.0, g->out,
-                  (double)g->out * tbt, tbt, 1000.0 / tbt);
   }
   n += snprintf(buf + n, cap - (size_t)n, "}");
   return n;
@@ -307,9 +353,8 @@ sim_stream_emit_tokens(struct server *s, struct gen *g, int64_t k, bool last)
       char t1[1024];
       words(t1, sizeof(t1), from, to);
       n += snprintf(b + n, cap - (size_t)n,
-                    "[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,\"finish_reason\":%s,"
-                    "\"stop_reason\":null}]",
-                    t1, last ? fin : "null");
+                    "[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,\"finish_reason\":%s%s}]",
+                    t1, last ? fin : "null", llama_new(s) ? "" : ",\"stop_reason\":null");
     }
     n += chunk_tail(s, g, b + n, cap - (size_t)n, last && !own);
     sim_stream_sse_data(s, g, n);
@@ -387,6 +432,8 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
     }
     choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs",
                        "finish_reason", g->finish);
+    if (llama_new(s))
+      json_object_del(choice, "logprobs");
   } else {
     choice = json_pack("{s:i, s:s, s:n, s:s, s:n}", "index", 0, "text", content, "logprobs",
                        "finish_reason", g->finish, "stop_reason");
@@ -397,6 +444,12 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
                           "usage", usage);
   if (s->cfg->no_usage)
     json_object_del(doc, "usage"); /* --no-usage: a gateway that gives none */
+  if (llama_new(s)) { /* b11669: the build and the timings beside the usage */
+    char t[512];
+    sim_stream_timings_json(s, g, t, sizeof(t));
+    json_object_set_new(doc, "system_fingerprint", json_string(s->version ? s->version : ""));
+    json_object_set_new(doc, "timings", json_loads(t, 0, NULL));
+  }
   free(reason);
   free(content);
   struct conn *c = g->c;

@@ -24,6 +24,16 @@ void sim_stream_sse_data(struct server *s, struct gen *g, int len);
  * prompt_tokens_details.cached_tokens. */
 int sim_stream_usage_json(char *buf, size_t cap, const struct gen *g, bool details);
 
+/* llama.cpp's timings of g from the model's clock, in ms: its prompt
+ * (prefill start to first token) and its predicted tokens (first token to
+ * the latest, n - 1 steps; 0.001 for a single token, as llama.cpp says). */
+double sim_stream_prompt_ms(const struct gen *g);
+double sim_stream_predicted_ms(const struct gen *g);
+
+/* llama.cpp's "timings" object of g into buf (snprintf's return): b11669
+ * adds cache_n. */
+int sim_stream_timings_json(const struct server *s, const struct gen *g, char *buf, size_t cap);
+
 /* Head of a chunk, up to and including "\"choices\":". */
 int sim_stream_chunk_head(struct server *s, const struct gen *g, char *buf, size_t cap);
 

@@ -188,6 +188,102 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
   return total;
 }
 
+/* Appends n bytes to a growing string. */
+static void
+cat(char **b, size_t *len, size_t *cap, const char *p, size_t n)
+{
+  if (*len + n + 1 > *cap) {
+    *cap = (*len + n + 1) * 2;
+    *b = tb_xrealloc(*b, *cap);
+  }
+  memcpy(*b + *len, p, n);
+  *len += n;
+  (*b)[*len] = '\0';
+}
+
+static void
+cat_content(char **b, size_t *len, size_t *cap, const json_t *content)
+{
+  if (json_is_string(content)) {
+    cat(b, len, cap, json_string_value(content), json_string_length(content));
+    return;
+  }
+  size_t i;
+  const json_t *part;
+  bool first = true;
+  json_array_foreach(content, i, part) { /* (not an array: nothing) */
+    const json_t *t = json_object_get(part, "text");
+    if (!json_is_string(t))
+      continue;
+    if (!first)
+      cat(b, len, cap, "\n", 1);
+    cat(b, len, cap, json_string_value(t), json_string_length(t));
+    first = false;
+  }
+}
+
+char *
+sim_tok_render_chat(const json_t *messages, bool add_generation_prompt)
+{
+  char *b = NULL;
+  size_t len = 0, cap = 0;
+  cat(&b, &len, &cap, "", 0);
+  size_t i;
+  const json_t *m;
+  json_array_foreach(messages, i, m) {
+    const json_t *role = json_object_get(m, "role");
+    cat(&b, &len, &cap, "<|im_start|>", 12);
+    cat(&b, &len, &cap, json_string_value(role), json_string_length(role));
+    cat(&b, &len, &cap, "\n", 1);
+    cat_content(&b, &len, &cap, json_object_get(m, "content"));
+    cat(&b, &len, &cap, "<|im_end|>\n", 11);
+  }
+  if (add_generation_prompt)
+    cat(&b, &len, &cap, "<|im_start|>assistant\n", 22);
+  return b;
+}
+
+/* Where the next marker of the template starts in [p, end), or end. */
+static const char *
+next_marker(const char *p, const char *end)
+{
+  for (; p < end; p++)
+    if (*p == '<' && ((end - p >= 12 && memcmp(p, "<|im_start|>", 12) == 0) ||
+                      (end - p >= 10 && memcmp(p, "<|im_end|>", 10) == 0) ||
+                      (end - p >= 3 && memcmp(p, SIM_TOK_BOS_TEXT, 3) == 0)))
+      return p;
+  return end;
+}
+
+void
+sim_tok_special_ids(const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap)
+{
+  const char *p = text, *end = text + n;
+  while (p < end) {
+    const char *m = next_marker(p, end);
+    sim_tok_ids(p, (size_t)(m - p), ids, len, cap);
+    if (m == end)
+      break;
+    if (memcmp(m, SIM_TOK_BOS_TEXT, 3) == 0) {
+      push(ids, len, cap, TOK_BOS);
+      p = m + 3;
+    } else if (memcmp(m, "<|im_end|>", 10) == 0) {
+      push(ids, len, cap, TOK_MSG_END);
+      p = m + 10;
+      if (p < end && *p == '\n')
+        p++;
+    } else { /* <|im_start|>ROLE\n */
+      const char *r = m + 12, *nl = memchr(r, '\n', (size_t)(end - r));
+      const char *re = nl ? nl : end;
+      push(ids, len, cap, TOK_MSG_START);
+      push(ids, len, cap, role_id(r, (size_t)(re - r)));
+      if (nl)
+        push(ids, len, cap, TOK_MSG_SEP);
+      p = nl ? nl + 1 : end;
+    }
+  }
+}
+
 static const char *const words[] = {
   " the", " fast", " sim", " tok", " gpu", " kv", " a", " run", " of", " ben",
   " data", " step", " cell", " load", " and", " test",

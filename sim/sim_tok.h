@@ -53,6 +53,27 @@ void sim_tok_ids(const char *text, size_t n, int32_t **ids, size_t *len, size_t 
 int64_t sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
                      int32_t **ids, size_t *len, size_t *cap, const char **err);
 
+/* The chat template as text, ChatML as llama.cpp's /apply-template renders
+ * it: "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message (content parts
+ * joined by "\n"), then "<|im_start|>assistant\n" with
+ * add_generation_prompt; the BOS is not in it (llama.cpp adds it when it
+ * tokenizes with add_special, as its chat completions do).  messages as
+ * sim_tok_chat checked them (borrowed); returns a NUL-terminated string
+ * (caller frees). */
+char *sim_tok_render_chat(const json_t *messages, bool add_generation_prompt);
+
+/* The BOS as text (llama.cpp's /props bos_token). */
+#define SIM_TOK_BOS_TEXT "<s>"
+
+/* Token ids of text that may hold the template's markers (llama.cpp's
+ * /tokenize parses special tokens): SIM_TOK_BOS_TEXT is the BOS,
+ * "<|im_start|>" a message's start, the word after it its role and the
+ * "\n" after that the separator, "<|im_end|>" its end (with the "\n" after
+ * it); the rest as sim_tok_ids.  So the BOS and the ids of
+ * sim_tok_render_chat's text are sim_tok_chat's.  Appends to *ids as
+ * sim_tok_ids does. */
+void sim_tok_special_ids(const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap);
+
 /* Prompt of a completions request (text, n bytes): 1 + count; hash of the text. */
 int64_t sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids,
                        size_t *len, size_t *cap);

@@ -49,9 +49,14 @@ static const struct tb_cfg_key worker_keys[] = {
     "over it the cell fails", false },
   TB_EGRESS_CFG_KEYS,
   TB_HTTP_CFG_KEYS,
+  TB_ENGINE_CFG_KEYS,
   /* issue 13: TOKBENCH_LIMIT_RUNNING for the claim, the replay retention
    * for the prune; the rest so that api and worker read one config file */
   TB_TENANCY_CFG_KEYS,
+  /* issue 27: a job whose endpoint this worker's egress policy refuses */
+  { "TOKBENCH_EGRESS_GIVE_UP_S", "600",
+    "seconds a job refused by workers' egress policies is handed back for another worker "
+    "before it fails with the reason", false },
 };
 
 /* The slice of an idle wait: bounds how late a signal is noticed. */
@@ -79,6 +84,43 @@ idle_wait(struct tb_db *db, int poll_s)
     if (tb_db_wait_notify(db, left < IDLE_SLICE_MS ? (int)left : IDLE_SLICE_MS, NULL, 0))
       return;
   }
+}
+
+/* Jobs this worker handed back because its egress policy refuses their
+ * endpoint (WORKER_JOB_REFUSED): its claims pass them over until the
+ * give-up time, after which a claim fails them (tb_queue_refuse).  A full
+ * table forgets the entry that ends first: at worst a job is handed back
+ * once more. */
+#define REFUSED_MAX 64
+struct refused {
+  char id[TB_QUEUE_ID_LEN + 1];
+  int64_t until_ns;
+};
+
+static void
+refused_add(struct refused *t, const char *id, int64_t until_ns)
+{
+  struct refused *slot = &t[0];
+  for (size_t i = 1; i < REFUSED_MAX; i++)
+    if (t[i].until_ns < slot->until_ns)
+      slot = &t[i];
+  snprintf(slot->id, sizeof slot->id, "%s", id);
+  slot->until_ns = until_ns;
+}
+
+/* The claim's skip list, "{id,...}" into buf, or NULL when it is empty. */
+static const char *
+refused_skip(const struct refused *t, int64_t now_ns, char *buf, size_t cap)
+{
+  size_t n = 0;
+  buf[n++] = '{';
+  for (size_t i = 0; i < REFUSED_MAX; i++)
+    if (t[i].until_ns > now_ns && n + TB_QUEUE_ID_LEN + 2 < cap)
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n > 1 ? "," : "", t[i].id);
+  if (n == 1)
+    return NULL;
+  snprintf(buf + n, cap - n, "}");
+  return buf;
 }
 
 static char *
@@ -116,8 +158,9 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb;
+  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s;
   if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_EGRESS_GIVE_UP_S", 0, 7 * 86400, &give_up_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_HEARTBEAT_S", 1, 3600, &beat_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &poll_s, &err) ||
@@ -127,7 +170,8 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  w.cell_memory_max = (size_t)cell_kb * 1024;
+  w.engine.cell_memory_max = (size_t)cell_kb * 1024;
+  w.egress_give_up_s = (int)give_up_s;
   if (beat_s >= lease_s) {
     fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
     rc = 2;
@@ -149,6 +193,7 @@ main(int argc, char **argv)
   }
   if (!tb_egress_install_cfg(cfg, &err) ||
       !tb_http_set_ca_file(tb_cfg_get(cfg, "TOKBENCH_CA_FILE"), &err) ||
+      !tb_engine_target_cfg(&w.engine, cfg, &err) ||
       !tb_tenancy_from_cfg(&ten, cfg, &err)) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
@@ -210,6 +255,7 @@ main(int argc, char **argv)
          (int64_t)applied, NULL);
 
   int64_t next_prune_ns = tb_time_mono_ns();
+  struct refused *refused = tb_xcalloc(REFUSED_MAX, sizeof *refused);
   while (!stopping) {
     if (tb_time_mono_ns() >= next_prune_ns) {
       int pruned = tb_tenancy_prune(db, ten.retention_s);
@@ -219,10 +265,14 @@ main(int argc, char **argv)
       next_prune_ns = tb_time_mono_ns() + ten.prune_interval_s * 1000000000LL;
     }
     struct tb_queue_job job;
-    char closed[TB_QUEUE_ID_LEN + 1] = "";
-    int c = tb_queue_claim(db, worker_id, (int)lease_s, (int)ten.running, &job, closed);
+    char closed[TB_QUEUE_ID_LEN + 1] = "", skip[REFUSED_MAX * (TB_QUEUE_ID_LEN + 1) + 4];
+    int c = tb_queue_claim_skip(db, worker_id, (int)lease_s, (int)ten.running,
+                                refused_skip(refused, tb_time_mono_ns(), skip, sizeof skip),
+                                &job, closed);
     if (c == TB_QUEUE_CLAIMED) {
       enum worker_job_outcome jo = worker_run_job(&w, &job);
+      if (jo == WORKER_JOB_REFUSED) /* a claim after this fails it */
+        refused_add(refused, job.lease.job_id, tb_time_mono_ns() + (give_up_s + 1) * 1000000000LL);
       tb_queue_job_clear(&job);
       if (jo == WORKER_JOB_LOST)
         tb_log(TB_LOG_WARN, "job left to the worker holding it now", NULL);
@@ -235,6 +285,7 @@ main(int argc, char **argv)
     }
     idle_wait(db, (int)poll_s);
   }
+  free(refused);
   tb_log(TB_LOG_INFO, "stopping", "worker", TB_LS, worker_id, NULL);
   rc = 0;
 out:

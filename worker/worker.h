@@ -18,6 +18,7 @@
 #include "base/tb_crypto.h"
 #include "db/tb_db.h"
 #include "db/tb_queue.h"
+#include "engine/tb_engine.h"
 #include "base/tb_util.h"
 
 /* ----------------------------------------------------------- worker_spec */
@@ -75,7 +76,10 @@ struct worker_ctx {
   const char *worker_id;
   int lease_s;
   bool have_master_key;
-  size_t cell_memory_max; /* TOKBENCH_CELL_MEMORY_KB in bytes (tb_engine_target) */
+  /* the operator's part of every job's target: cell_memory_max
+   * (TOKBENCH_CELL_MEMORY_KB in bytes) and the switches (TB_ENGINE_CFG_KEYS) */
+  struct tb_engine_target engine;
+  int egress_give_up_s;   /* TOKBENCH_EGRESS_GIVE_UP_S (tb_queue_refuse) */
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */
 };
@@ -83,6 +87,9 @@ struct worker_ctx {
 enum worker_job_outcome {
   WORKER_JOB_DONE,      /* finished: succeeded, failed or cancelled */
   WORKER_JOB_RELEASED,  /* handed back (stopping) */
+  WORKER_JOB_REFUSED,   /* handed back: this worker's egress policy refuses
+                           the endpoint (do not claim it again for
+                           egress_give_up_s) */
   WORKER_JOB_LOST,      /* the lease was lost: another worker has it */
   WORKER_JOB_ABANDONED, /* could not write the end (database away while
                            stopping): the lease will expire */

@@ -13,6 +13,11 @@
  * harmless.  If the lease is lost meanwhile, the cells not stored are
  * measured again by the worker that holds the job now.
  *
+ * An endpoint this worker's own egress policy refuses (judged before the
+ * run, its name resolved) is not the job's fault: the job goes back to the
+ * pool without spending an attempt (refuse()), and main.c passes it over
+ * for a while.
+ *
  * Stop reasons, in the engine's cancelled() hook (polled every 100 ms):
  * SIGTERM (stopping), a cancel request and a lost lease (both from the
  * heartbeat thread).  The engine then returns TB_ENGINE_CANCELLED and the
@@ -25,6 +30,7 @@
 #include "engine/tb_engine.h"
 #include "base/tb_log.h"
 #include "db/tb_regress.h"
+#include "net/tb_egress.h"
 #include "net/tb_masterkey.h"
 #include "worker.h"
 
@@ -245,6 +251,32 @@ release(struct job_run *jr)
   return rc == 0 ? WORKER_JOB_LOST : WORKER_JOB_ABANDONED;
 }
 
+/* This worker's egress policy refuses the endpoint (issue 27): hand the job
+ * back without spending an attempt, for a worker allowed to reach it; or
+ * fail it when it has been handed back so for egress_give_up_s
+ * (tb_queue_refuse). */
+static enum worker_job_outcome
+refuse(struct job_run *jr, const char *why)
+{
+  int64_t t0 = tb_time_mono_ns();
+  int delay = BACKOFF_MIN_MS;
+  char *reason = tb_xasprintf("worker %s: %s", jr->w->worker_id, why);
+  bool failed = false;
+  int rc;
+  while ((rc = tb_queue_refuse(jr->w->db, jr->lease, reason, jr->w->egress_give_up_s,
+                               &failed)) == TB_DB_SOFT &&
+         keep_trying(jr, &delay, t0))
+    ;
+  if (rc == 1)
+    tb_log(TB_LOG_WARN, failed ? "job failed: no worker may reach its endpoint"
+                               : "job handed back: this worker may not reach its endpoint",
+           "job", TB_LS, jr->lease->job_id, "reason", TB_LS, reason, NULL);
+  free(reason);
+  if (rc == 1)
+    return failed ? WORKER_JOB_DONE : WORKER_JOB_REFUSED;
+  return rc == 0 || lease_lost(jr) ? WORKER_JOB_LOST : WORKER_JOB_ABANDONED;
+}
+
 /* Loads the job's endpoint (into ep when it is not NULL) or else the cells
  * already stored (into *cells), with retries (the database may be
  * restarting). */
@@ -290,6 +322,11 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     out = finish(&jr, "failed", NULL, rc == 0 ? "endpoint not found" : "endpoint deleted");
     goto out;
   }
+  char eg_why[TB_EGRESS_WHY_MAX];
+  if (!tb_egress_url_reachable(tb_egress_current(), ep.base_url, eg_why, sizeof eg_why)) {
+    out = refuse(&jr, eg_why);
+    goto out;
+  }
   if (ep.api_key_sealed != NULL && ep.api_key_sealed[0] != '\0') {
     if (!w->have_master_key) {
       out = finish(&jr, "failed", NULL,
@@ -319,11 +356,12 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
   }
   run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
   endpoint = worker_endpoint_header(&ep);
-  struct tb_engine_target target = {
-    .base_url = ep.base_url, .run_id = run_id, .endpoint = endpoint,
-    .cell_memory_max = w->cell_memory_max,
-    .key_hint = "the endpoint's api_key", .model_hint = "the job's model",
-  };
+  struct tb_engine_target target = w->engine;
+  target.base_url = ep.base_url;
+  target.run_id = run_id;
+  target.endpoint = endpoint;
+  target.key_hint = "the endpoint's api_key";
+  target.model_hint = "the job's model";
   tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
          "cells_stored", TB_LI, (int64_t)rc, NULL);
 

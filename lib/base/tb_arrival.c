@@ -184,7 +184,7 @@ tb_length_parse(const char *text, int64_t min, int64_t max, struct tb_length *ou
     return "must be \"N\" or \"uniform:A-B\" (at most 31 bytes)";
   if (strncmp(text, "uniform:", 8) == 0) {
     char buf[TB_ARRIVAL_TEXT_MAX];
-    strcpy(buf, text + 8);
+    memcpy(buf, text + 8, strlen(text + 8) + 1); /* < TB_ARRIVAL_TEXT_MAX - 8 */
     char *dash = strchr(buf, '-');
     if (dash == NULL)
       return "uniform lengths are \"uniform:A-B\"";

@@ -203,6 +203,21 @@ tb_cfg_get_int(const struct tb_cfg *cfg, const char *name, int64_t min, int64_t 
   return true;
 }
 
+bool
+tb_cfg_get_bool(const struct tb_cfg *cfg, const char *name, bool *out, char **err)
+{
+  const char *v = tb_cfg_get(cfg, name); /* aborts on an undeclared key */
+  ssize_t i = find_key(cfg, name, strlen(name));
+  if (v == NULL || v[0] == '\0')
+    v = cfg->keys[i].def != NULL ? cfg->keys[i].def : "0";
+  if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+    *err = tb_xasprintf("%s must be 0 or 1", name);
+    return false;
+  }
+  *out = v[0] == '1';
+  return true;
+}
+
 void
 tb_cfg_set(struct tb_cfg *cfg, const char *name, const char *value)
 {
@@ -217,6 +232,12 @@ tb_cfg_help(const struct tb_cfg_key *keys, size_t n_keys, FILE *out)
 {
   fprintf(out, "Configuration (environment variables, or KEY=VALUE lines in the file\n"
                "named by --config; the environment wins):\n");
+  tb_cfg_help_keys(keys, n_keys, out);
+}
+
+void
+tb_cfg_help_keys(const struct tb_cfg_key *keys, size_t n_keys, FILE *out)
+{
   for (size_t i = 0; i < n_keys; i++) {
     fprintf(out, "  %-28s %s", keys[i].name, keys[i].help);
     if (keys[i].def != NULL && !keys[i].secret)

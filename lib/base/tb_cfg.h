@@ -42,10 +42,16 @@ const char *tb_cfg_get(const struct tb_cfg *cfg, const char *name);
 /* Integer value in [min, max]; false with *err set when it is not one. */
 bool tb_cfg_get_int(const struct tb_cfg *cfg, const char *name, int64_t min,
                     int64_t max, int64_t *out, char **err) TB_MUST_CHECK;
+/* A switch: "1" true, "0" false; unset or empty: the key's default (false
+ * when it has none).  false with *err set on any other value. */
+bool tb_cfg_get_bool(const struct tb_cfg *cfg, const char *name, bool *out,
+                     char **err) TB_MUST_CHECK;
 /* Sets a value (copied). */
 void tb_cfg_set(struct tb_cfg *cfg, const char *name, const char *value);
 /* Prints the keys, defaults and help. */
 void tb_cfg_help(const struct tb_cfg_key *keys, size_t n_keys, FILE *out);
+/* The same lines without the heading (for a command without --config). */
+void tb_cfg_help_keys(const struct tb_cfg_key *keys, size_t n_keys, FILE *out);
 void tb_cfg_free(struct tb_cfg *cfg);
 
 /*

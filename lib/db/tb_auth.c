@@ -70,9 +70,77 @@ static const struct tb_db_stmt key_insert = {
   "RETURNING " TB_AUTH_KEY_JSON "::text",
 };
 
+/* Issue 27: the keys cap.  Key creations of one project take turns on a
+ * transaction-scoped advisory lock (not the project's row, which job
+ * submits lock), so the count they read holds until their insert commits. */
+static const struct tb_db_stmt keys_lock = {
+  "auth_keys_lock",
+  "SELECT pg_advisory_xact_lock(hashtextextended('tb_auth_keys:' || $1::text, 0))",
+};
+
+static const struct tb_db_stmt keys_live = {
+  "auth_keys_live",
+  "SELECT count(*) AS n FROM api_keys WHERE project_id = $1::uuid AND revoked_at IS NULL "
+  "  AND (expires_at IS NULL OR expires_at > now())",
+};
+
+/* The statements of one attempt: the cap (max_keys > 0), then the insert. */
+static int
+insert_once(struct tb_db *db, const char *const p[7], int64_t max_keys, PGresult **r)
+{
+  if (max_keys > 0) {
+    PGresult *c = NULL;
+    int rc = tb_db_exec(db, &keys_lock, 1, p, NULL);
+    if (rc >= 0)
+      rc = tb_db_exec(db, &keys_live, 1, p, &c);
+    int64_t n = rc == 1 ? tb_db_i64(c, 0, "n") : 0;
+    PQclear(c);
+    if (rc < 0)
+      return rc;
+    if (n >= max_keys)
+      return TB_AUTH_KEYS_FULL;
+  }
+  return tb_db_exec(db, &key_insert, 7, p, r);
+}
+
+/* insert_once in a transaction of its own when there is a cap (tried twice
+ * like a lone statement). */
+static int
+insert_key(struct tb_db *db, const char *const p[7], int64_t max_keys, PGresult **r)
+{
+  if (max_keys <= 0 || tb_db_in_tx(db))
+    return insert_once(db, p, max_keys, r);
+  int rc = TB_DB_SOFT;
+  for (int attempt = 0; attempt < 2 && rc == TB_DB_SOFT; attempt++) {
+    if ((rc = tb_db_begin(db)) < 0)
+      continue;
+    rc = insert_once(db, p, max_keys, r);
+    if (rc == 1) {
+      int crc = tb_db_commit(db);
+      if (crc < 0) {
+        rc = crc;
+        PQclear(*r);
+        *r = NULL;
+      }
+    } else {
+      tb_db_rollback(db);
+    }
+  }
+  return rc;
+}
+
 int
 tb_auth_key_create(struct tb_db *db, const char *project_id, const char *parent_id,
                    const char *name, unsigned mask, int64_t expires_in_s, char **key, char **doc)
+{
+  return tb_auth_key_create_capped(db, project_id, parent_id, name, mask, expires_in_s, 0, key,
+                                   doc);
+}
+
+int
+tb_auth_key_create_capped(struct tb_db *db, const char *project_id, const char *parent_id,
+                          const char *name, unsigned mask, int64_t expires_in_s,
+                          int64_t max_keys, char **key, char **doc)
 {
   char hash[65], scopes[32], prefix[32], exp[24];
   PGresult *r = NULL;
@@ -84,7 +152,7 @@ tb_auth_key_create(struct tb_db *db, const char *project_id, const char *parent_
   snprintf(prefix, sizeof prefix, "%.*s", (int)(sizeof TB_AUTH_KEY_PREFIX - 1 + TB_AUTH_DISPLAY_CHARS), k);
   snprintf(exp, sizeof exp, "%lld", (long long)expires_in_s);
   const char *p[] = { project_id, name ? name : "", prefix, hash, scopes, exp, parent_id };
-  int rc = tb_db_exec(db, &key_insert, 7, p, &r);
+  int rc = insert_key(db, p, max_keys, &r);
   if (rc == 1) {
     *key = k;
     *doc = tb_xstrdup(PQgetvalue(r, 0, 0));

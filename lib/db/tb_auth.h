@@ -55,6 +55,14 @@ int tb_auth_project_ensure(struct tb_db *db, const char *name, char id[37]) TB_M
 int tb_auth_key_create(struct tb_db *db, const char *project_id, const char *parent_id,
                        const char *name, unsigned mask, int64_t expires_in_s, char **key,
                        char **doc) TB_MUST_CHECK;
+/* As tb_auth_key_create, with a cap (issue 27): when max_keys > 0 and the
+ * project already holds max_keys live keys (neither revoked nor expired),
+ * nothing is made and TB_AUTH_KEYS_FULL is returned.  Concurrent creations
+ * in one project take turns, so the cap holds under them. */
+#define TB_AUTH_KEYS_FULL 2
+int tb_auth_key_create_capped(struct tb_db *db, const char *project_id, const char *parent_id,
+                              const char *name, unsigned mask, int64_t expires_in_s,
+                              int64_t max_keys, char **key, char **doc) TB_MUST_CHECK;
 
 /*
  * The keys of the project called project (every project when NULL), oldest

@@ -208,7 +208,7 @@ exec_once(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
     PQclear(r);
     return rc;
   }
-  int n = st == PGRES_TUPLES_OK ? PQntuples(r) : atoi(PQcmdTuples(r));
+  int n = st == PGRES_TUPLES_OK ? PQntuples(r) : (int)strtol(PQcmdTuples(r), NULL, 10); /* "": 0 */
   if (res != NULL)
     *res = r;
   else

@@ -34,6 +34,10 @@
 #define TB_QUEUE_JSON_MAX (16u << 20)
 
 #define FENCE "id = $1::uuid AND lease_owner = $2::text AND attempts = $3::int AND state = 'running'"
+/* The same, for a statement whose FROM names another table (jobs.FENCE_J). */
+#define FENCE_J                                                                         \
+  "id = $1::uuid AND jobs.lease_owner = $2::text AND jobs.attempts = $3::int AND "      \
+  "jobs.state = 'running'"
 
 void
 tb_queue_job_clear(struct tb_queue_job *job)
@@ -110,6 +114,7 @@ static const struct tb_db_stmt claim_stmt = {
   "    FROM p CROSS JOIN LATERAL ("
   "      (SELECT j.id, j.priority, j.created_at FROM jobs j"
   "        WHERE j.project_id = p.project_id AND j.state = 'queued'"
+  "          AND NOT (j.id = ANY (coalesce($4::uuid[], '{}')))"
   "          AND (j.cancel_requested OR j.attempts >= j.max_attempts"
   "               OR (($3::int = 0 OR p.slot <= $3::int)"
   "                   AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.busy_key = j.busy_key"
@@ -168,18 +173,25 @@ int
 tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, int max_running,
                struct tb_queue_job *job, char *closed_id)
 {
+  return tb_queue_claim_skip(db, owner, lease_s, max_running, NULL, job, closed_id);
+}
+
+int
+tb_queue_claim_skip(struct tb_db *db, const char *owner, int lease_s, int max_running,
+                    const char *skip, struct tb_queue_job *job, char *closed_id)
+{
   memset(job, 0, sizeof *job);
   if (strlen(owner) > TB_QUEUE_OWNER_MAX)
     return TB_DB_HARD;
   char lease[16], running[16];
   snprintf(lease, sizeof lease, "%d", lease_s);
   snprintf(running, sizeof running, "%d", max_running > 0 ? max_running : 0);
-  const char *params[] = { owner, lease, running };
+  const char *params[] = { owner, lease, running, skip };
   PGresult *r = NULL;
   int rc = TB_DB_SOFT;
   for (int i = 0; i < TB_QUEUE_CLAIM_RETRIES; i++) {
     bool uv = false;
-    rc = tb_db_exec_uv(db, &claim_stmt, 3, params, &r, &uv);
+    rc = tb_db_exec_uv(db, &claim_stmt, 4, params, &r, &uv);
     if (!uv)
       break;
     rc = TB_DB_SOFT; /* lost a race for a busy key or a run slot: look again */
@@ -453,6 +465,63 @@ tb_queue_release(struct tb_db *db, const struct tb_queue_lease *l, const char *r
   fence_params(l, att, params);
   params[3] = reason;
   return tb_db_exec(db, &release_stmt, 4, params, NULL);
+}
+
+/* ------------------------------------------------------------------ refuse */
+
+/* A hand-back (as release) by a worker whose egress policy refuses the
+ * endpoint, marked "egress_refused" in its event; or, when the first such
+ * hand-back of the job is $5 seconds old or more, the job's end: failed
+ * with the reason ($4) and how long it waited. */
+static const struct tb_db_stmt refuse_stmt = {
+  "tb_queue_refuse",
+  "WITH first AS ("
+  "  SELECT min(created_at) AS at FROM job_events"
+  "   WHERE job_id = $1::uuid AND kind = 'state' AND data ? 'egress_refused'"
+  "), upd AS ("
+  "  UPDATE jobs SET"
+  "    state = CASE WHEN first.at <= now() - make_interval(secs => $5::int)"
+  "                 THEN 'failed' ELSE 'queued' END,"
+  "    error = CASE WHEN first.at <= now() - make_interval(secs => $5::int)"
+  "                 THEN format('no worker may reach the endpoint: %s (handed back for %s s)',"
+  "                             $4::text, round(extract(epoch FROM now() - first.at)))"
+  "                 ELSE jobs.error END,"
+  "    finished_at = CASE WHEN first.at <= now() - make_interval(secs => $5::int)"
+  "                       THEN now() ELSE NULL END,"
+  "    attempts = CASE WHEN first.at <= now() - make_interval(secs => $5::int)"
+  "                    THEN jobs.attempts ELSE greatest(jobs.attempts - 1, 0) END,"
+  "    lease_owner = NULL, lease_expires_at = NULL, current_cell = NULL, eta_s = NULL,"
+  "    updated_at = now()"
+  "   FROM first WHERE jobs." FENCE_J
+  "  RETURNING jobs.id, jobs.state, jobs.attempts, jobs.error"
+  "), ev AS ("
+  "  INSERT INTO job_events (job_id, kind, data)"
+  "  SELECT id, 'state', jsonb_build_object('state', state, 'attempt', attempts,"
+  "                                         'worker', $2::text, 'error', error,"
+  "                                         'reason', $4::text, 'egress_refused', true)"
+  "    FROM upd"
+  ")"
+  "SELECT state, pg_notify('tb_job_changed', id::text),"
+  "       CASE WHEN state = 'queued' THEN pg_notify('tb_jobs_queued', id::text) END"
+  "  FROM upd",
+};
+
+int
+tb_queue_refuse(struct tb_db *db, const struct tb_queue_lease *l, const char *reason,
+                int give_up_s, bool *failed)
+{
+  char att[16], gu[16];
+  const char *params[5];
+  fence_params(l, att, params);
+  params[3] = reason;
+  snprintf(gu, sizeof gu, "%d", give_up_s > 0 ? give_up_s : 0);
+  params[4] = gu;
+  PGresult *r = NULL;
+  int rc = tb_db_exec(db, &refuse_stmt, 5, params, &r);
+  *failed = rc == 1 && tb_db_str(r, 0, "state") != NULL &&
+            strcmp(tb_db_str(r, 0, "state"), "failed") == 0;
+  PQclear(r);
+  return rc;
 }
 
 /* -------------------------------------------------------------- load cells */

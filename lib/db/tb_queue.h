@@ -2,7 +2,7 @@
  * tb_queue: the job queue in PostgreSQL, every statement of a job's life.
  *
  *   queued --claim--> running --finish--> succeeded | failed | cancelled
- *                        |  \--release (SIGTERM)--> queued
+ *                        |  \--release (SIGTERM), refuse (egress)--> queued
  *                        \--lease expired--> claimed again (attempts + 1),
  *                                            or failed past max_attempts
  *
@@ -84,6 +84,12 @@ enum tb_queue_claim_result {
  */
 int tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, int max_running,
                    struct tb_queue_job *job, char *closed_id) TB_MUST_CHECK;
+/* As tb_queue_claim, passing over the queued jobs of skip (a PostgreSQL
+ * array of job ids, "{id,id}"; NULL: none): those this worker handed back
+ * because its egress policy refuses their endpoint (tb_queue_refuse). */
+int tb_queue_claim_skip(struct tb_db *db, const char *owner, int lease_s, int max_running,
+                        const char *skip, struct tb_queue_job *job,
+                        char *closed_id) TB_MUST_CHECK;
 
 /*
  * Renews the lease for lease_s seconds.  Returns 1 (held; *cancel set from
@@ -138,6 +144,18 @@ int tb_queue_finish(struct tb_db *db, const struct tb_queue_lease *l, const char
  */
 int tb_queue_release(struct tb_db *db, const struct tb_queue_lease *l,
                      const char *reason) TB_MUST_CHECK;
+
+/*
+ * The worker's own egress policy refuses the job's endpoint (issue 27):
+ * another worker of the pool may be allowed, so the job is handed back as
+ * by tb_queue_release (this attempt not counted), with a 'state' event
+ * naming the worker and the reason ("reason", "egress_refused": true).
+ * When the job's first such hand-back is give_up_s seconds old or more, no
+ * worker took it meanwhile: the job fails instead, its error the reason
+ * (*failed set).  Returns 1, 0 (lease lost) or TB_DB_SOFT / TB_DB_HARD.
+ */
+int tb_queue_refuse(struct tb_db *db, const struct tb_queue_lease *l, const char *reason,
+                    int give_up_s, bool *failed) TB_MUST_CHECK;
 
 /*
  * The cells already stored for a job, as a new JSON array in storage order

@@ -46,6 +46,9 @@
  *   }
  *   outcome: "better", "worse", "same", "inconclusive", "too_little_history".
  *
+ * lib/result/tb_regdoc reads and tells that object (whether it regressed,
+ * why, its headline) without the database.
+ *
  * Who calls it: the worker, right after it marks a job succeeded (in that
  * transaction, behind a savepoint; a failure here must not fail the job),
  * and the api after POST /v1/results.  Calling it again recomputes and
@@ -110,36 +113,6 @@ json_t *tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json
 /* The points of head's valid cells for tb_history_record: a new JSON array
  * of { phase, context, concurrency, metric, value, se, ci_lo, ci_hi }. */
 json_t *tb_regress_points(const json_t *head);
-
-/*
- * Reads a result's "regressions" (borrowed, may be NULL): the object above,
- * or a bare array of regressions (documents written by hand or by older
- * versions).  Returns whether the job regressed (the object's "regressed";
- * an array: not empty) and, when cells is not NULL, the regressions array
- * in *cells (borrowed; NULL when none).
- */
-bool tb_regress_regressed(const json_t *regressions, const json_t **cells);
-
-/*
- * Why one regression entry (an element of "cells") counts, in one line of
- * UTF-8 (new string, caller frees), e.g.
- *   "8K × 32 total_tps: −6.1% (CI −7.9…−4.3%, p < 0.001, 12 earlier runs)"
- *   "8K × 32 total_tps: −10.0% (against the last good run: too little history)"
- *   "8K × 32: lost (valid before, error now)"
- */
-char *tb_regress_why(const json_t *entry);
-
-/*
- * The verdict of a "regressions" (either shape; may be NULL) in one
- * sentence (new string, caller frees), e.g.
- *   "Regressed: 2 significant regressions beyond 2.0% against up to 12
- *    earlier runs."
- *   "No significant regression beyond 2.0% against up to 12 earlier runs."
- *   "Too little history (fewer than 3 earlier runs): compared with the last
- *    good job; no regression beyond 5.0%."
- * NULL when there is no verdict to tell (regressions NULL).
- */
-char *tb_regress_headline(const json_t *regressions);
 
 /*
  * The tolerated loss (fraction) for a job of project_id carrying labels (a

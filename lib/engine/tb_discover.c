@@ -419,6 +419,10 @@ tb_discover_finish(struct tb_discover *d)
     d->has_tokenize = true;
   else if (d->kind != TB_KIND_SGLANG)
     d->tokenize_text_only = false;
+  /* llama.cpp's /tokenize takes text and applies no chat template; its
+   * /apply-template (PR ggml-org/llama.cpp#11489, January 2025) gives the
+   * prompt the template makes, whose tokens are what the server sees. */
+  d->apply_template = d->kind == TB_KIND_LLAMACPP;
   if (d->kv_budget < 0 && *d->kv_unknown == '\0') {
     switch (d->kind) {
     case TB_KIND_VLLM:
@@ -559,7 +563,8 @@ tb_discover_to_json(const struct tb_discover *d)
                                          : json_null());
   json_object_set_new(o, "metrics", json_boolean(d->has_metrics));
   json_object_set_new(o, "tokenize", json_string(
-      d->has_tokenize ? "chat" : d->tokenize_text_only ? "text" : "none"));
+      d->has_tokenize ? "chat" : d->tokenize_text_only ? "text"
+                                : d->apply_template  ? "template" : "none"));
   json_t *pv = tb_discover_provenance(d);
   json_object_update(o, pv);
   json_decref(pv);

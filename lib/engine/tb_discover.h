@@ -54,6 +54,8 @@ struct tb_discover {
   bool has_metrics;
   bool has_tokenize;       /* vLLM shape (chat messages) */
   bool tokenize_text_only; /* SGLang shape */
+  bool apply_template;     /* llama.cpp: POST /apply-template, then /tokenize
+                           * {content} of the prompt it gives */
   json_t *server_info;     /* SGLang's server info (new ref) or NULL */
 };
 

@@ -231,6 +231,7 @@ struct run {
   int64_t rt_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
   bool kernel_stamps;   /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
   bool server_series;   /* tb_sampler; off with TB_ENGINE_SERVER_SERIES=0 */
+  bool curl_streams;    /* no tb_direct: TB_ENGINE_CURL_STREAMS=1 */
   int stamp_hold;       /* tb_rxts_hold: stamping stays on for the run */
   /* direct transport (see Stream transport) */
   bool direct;
@@ -1573,6 +1574,7 @@ run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **
     .cell_memory_max = r->cell_memory_max,
     .kernel_stamps = r->kernel_stamps,
     .server_series = r->server_series,
+    .curl_streams = r->curl_streams,
     .error_bodies = r->hooks != NULL && r->hooks->error_bodies,
     .done_cells = done_cells,
     .cls = &x,
@@ -1867,7 +1869,7 @@ loop_setup(struct run *r, char **err)
   r->hdrs = curl_slist_append(r->hdrs, "Expect:");
   r->chat_url = tb_xasprintf("%s/v1/chat/completions", r->d.base_url);
   r->metrics_url = tb_xasprintf("%s/metrics", r->d.base_url);
-  r->direct = tb_direct_setup(&r->dt, r->chat_url, r->kernel_stamps, r->epfd);
+  r->direct = tb_direct_setup(&r->dt, r->chat_url, r->kernel_stamps, r->curl_streams, r->epfd);
   raise_nofile((unsigned)r->plan.max_concurrency);
   return 0;
 }
@@ -1918,10 +1920,9 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   r->curl_deadline = -1;
   r->hooks = hooks;
   /* For side-by-side measurements (bench/bench_engine.sh) only. */
-  const char *stamps = getenv("TB_ENGINE_CLIENT_STAMPS");
-  r->kernel_stamps = stamps == NULL || strcmp(stamps, "1") != 0;
-  const char *series = getenv("TB_ENGINE_SERVER_SERIES");
-  r->server_series = series == NULL || strcmp(series, "0") != 0;
+  r->kernel_stamps = !tgt->client_stamps;
+  r->server_series = !tgt->no_server_series;
+  r->curl_streams = tgt->curl_streams;
   /* first thing: the kernel switches stamping on during discovery, not in
    * the middle of a measurement */
   r->stamp_hold = r->kernel_stamps ? tb_rxts_hold() : -1;
@@ -1974,4 +1975,16 @@ tb_engine_probe(const char *base_url, const char *api_key, char **err)
   json_t *j = tb_discover_to_json(&d);
   tb_discover_free(&d);
   return j;
+}
+
+bool
+tb_engine_target_cfg(struct tb_engine_target *t, const struct tb_cfg *cfg, char **err)
+{
+  bool series = true;
+  if (!tb_cfg_get_bool(cfg, "TB_ENGINE_CLIENT_STAMPS", &t->client_stamps, err) ||
+      !tb_cfg_get_bool(cfg, "TB_ENGINE_SERVER_SERIES", &series, err) ||
+      !tb_cfg_get_bool(cfg, "TB_ENGINE_CURL_STREAMS", &t->curl_streams, err))
+    return false;
+  t->no_server_series = !series;
+  return true;
 }

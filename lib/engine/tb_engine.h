@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "base/tb_cfg.h"
 #include "spec/tb_spec.h"
 #include "base/tb_util.h"
 
@@ -77,7 +78,32 @@ struct tb_engine_target {
    * of an HTTP 401/403 or 404 (NULL: "the endpoint's API key", "the
    * model"): `tokbench run --api-key-file`, a service endpoint's api_key. */
   const char *key_hint, *model_hint;
+  /* The operator's switches for side-by-side measurements (bench/), never
+   * the job's; false (zero) is the normal run.  The binaries read them with
+   * tb_engine_target_cfg. */
+  bool client_stamps;    /* arrival times from the client's clock, not the
+                          * kernel's receive stamps (tb_rxts) */
+  bool no_server_series; /* no /metrics series during cells (tb_sampler) */
+  bool curl_streams;     /* libcurl streams on plain HTTP too (as over TLS),
+                          * not the engine's own transport (tb_direct) */
 };
+
+/* The keys of those switches, for the key table of each binary that runs
+ * the engine (tb_cfg; --help lists them). */
+#define TB_ENGINE_CFG_KEYS                                                                  \
+  { "TB_ENGINE_CLIENT_STAMPS", "0",                                                         \
+    "1: stamp arrivals with the client's clock, not the kernel's receive stamps "           \
+    "(side-by-side measurements)", false },                                                 \
+  { "TB_ENGINE_SERVER_SERIES", "1",                                                         \
+    "0: no /metrics series during cells (side-by-side measurements)", false },             \
+  { "TB_ENGINE_CURL_STREAMS", "0",                                                          \
+    "1: libcurl streams on plain HTTP too, as over TLS, not the engine's own transport",    \
+    false }
+
+/* Sets the switches of t from cfg (declared with TB_ENGINE_CFG_KEYS).
+ * false with *err set (caller frees) on a value other than 0 or 1. */
+bool tb_engine_target_cfg(struct tb_engine_target *t, const struct tb_cfg *cfg,
+                          char **err) TB_MUST_CHECK;
 
 /* 256 MiB: a normal stream holds well under 4 KiB (a line cut by a read
  * and one chunk's event), so 4,096 streams need about 16 MiB. */

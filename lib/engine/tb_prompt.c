@@ -43,7 +43,7 @@ struct tb_prompt_ctx {
   double a, b; /* tokens = a + b * words (generic servers) */
   int64_t overhead; /* chat template tokens (SGLang) */
   bool have_overhead;
-  enum { MODE_LINEAR = 0, MODE_CHAT, MODE_TEXT, MODE_ESTIMATE } mode;
+  enum { MODE_LINEAR = 0, MODE_CHAT, MODE_TEXT, MODE_TEMPLATE, MODE_ESTIMATE } mode;
   bool no_usage; /* a calibration request was answered without usage */
 };
 
@@ -172,6 +172,40 @@ out:
   return n;
 }
 
+/* llama.cpp: the tokens of the prompt its chat template makes of text
+ * (POST /apply-template, then POST /tokenize of that prompt with its
+ * special tokens parsed, as the server itself does); -1 on error. */
+static int64_t
+template_tokens(struct tb_prompt_ctx *c, const char *text, char **err)
+{
+  json_t *body = json_pack("{s:o}", "messages", chat_messages(text));
+  json_t *ans = NULL, *tok = NULL;
+  int64_t n = -1;
+  if (post_json(c, "/apply-template", body, TOKENIZE_TIMEOUT_MS, &ans, err) != 0)
+    goto out;
+  const char *prompt = json_string_value(json_object_get(ans, "prompt"));
+  if (prompt == NULL) {
+    *err = tb_xasprintf("POST /apply-template: no prompt in the answer");
+    goto out;
+  }
+  json_decref(body);
+  body = json_pack("{s:s, s:b, s:b}", "content", prompt, "add_special", 1, "parse_special", 1);
+  if (post_json(c, "/tokenize", body, TOKENIZE_TIMEOUT_MS, &tok, err) != 0)
+    goto out;
+  const json_t *toks = json_object_get(tok, "tokens");
+  if (!json_is_array(toks) || json_array_size(toks) == 0 ||
+      json_array_size(toks) > (size_t)COUNT_MAX) {
+    *err = tb_xasprintf("POST /tokenize: no tokens in the answer");
+    goto out;
+  }
+  n = (int64_t)json_array_size(toks);
+out:
+  json_decref(tok);
+  json_decref(ans);
+  json_decref(body);
+  return n;
+}
+
 /* prompt_tokens of a one-token chat request with this text; -1 on error. */
 static int64_t
 chat_prompt_tokens(struct tb_prompt_ctx *c, const char *text, char **err)
@@ -212,6 +246,8 @@ count_words_pad(struct tb_prompt_ctx *c, const char *tag, int64_t words,
     n = tokenize(c, text, false, err);
     if (n >= 0)
       n += c->overhead;
+  } else if (c->mode == MODE_TEMPLATE) {
+    n = template_tokens(c, text, err);
   } else {
     n = (int64_t)(c->a + c->b * (double)words + 0.5);
   }
@@ -279,6 +315,19 @@ calibrate(struct tb_prompt_ctx *c, char **err)
       goto out;
     }
   }
+  if (c->d->apply_template) {
+    /* llama.cpp: the template's prompt, tokenized; a server without those
+     * routes (an older build, a proxy) falls back to the calibration. */
+    int64_t n = template_tokens(c, tag, err);
+    free(*err);
+    *err = NULL;
+    if (n > 0) {
+      c->mode = MODE_TEMPLATE;
+      c->calibrated = true;
+      rc = 0;
+      goto out;
+    }
+  }
   if (c->d->has_tokenize) {
     c->mode = MODE_CHAT;
     c->calibrated = true;
@@ -321,7 +370,7 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
     c->b = 1.0;
     c->a = (double)((strlen(tag) + 2) / 3 + TB_PROMPT_ESTIMATE_TEMPLATE);
   }
-  bool exact = c->mode == MODE_CHAT || c->mode == MODE_TEXT;
+  bool exact = c->mode == MODE_CHAT || c->mode == MODE_TEXT || c->mode == MODE_TEMPLATE;
   out->source = exact ? "tokenizer" : c->mode == MODE_LINEAR ? "calibration" : "estimate";
   int rc = -1;
   if (target <= 0) {

@@ -8,6 +8,8 @@
  *  - vLLM: POST /tokenize with the chat `messages`, bisecting the word count;
  *  - SGLang: POST /tokenize of the text, plus the template's overhead taken
  *    once from a short calibration request's usage.prompt_tokens;
+ *  - llama.cpp: POST /apply-template of the chat `messages`, then POST
+ *    /tokenize of the prompt it gives (special tokens parsed), bisecting;
  *  - otherwise: two short calibration requests (max_tokens 1) give tokens per
  *    word and the overhead, and the size is solved from those;
  *  - a server with neither /tokenize nor usage (a gateway, a mock): a stated

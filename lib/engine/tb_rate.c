@@ -1207,7 +1207,7 @@ setup(struct rrun *r)
   struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TIMER_TAG };
   (void)epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &ev);
   char *chat_url = tb_xasprintf("%s/v1/chat/completions", env->d->base_url);
-  r->direct = tb_direct_setup(&r->dt, chat_url, env->kernel_stamps, r->epfd);
+  r->direct = tb_direct_setup(&r->dt, chat_url, env->kernel_stamps, env->curl_streams, r->epfd);
   free(chat_url);
   if (!r->direct) {
     r->setup_err = tb_xstrdup("rate cells need the engine's own transport: a plain-HTTP "

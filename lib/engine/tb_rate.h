@@ -72,6 +72,7 @@ struct tb_rate_env {
   size_t cell_memory_max;      /* SSE buffers of a cell, all requests */
   bool kernel_stamps;
   bool server_series;          /* /metrics sampled during cells (tb_ratewatch) */
+  bool curl_streams;           /* no tb_direct (tb_engine_target): the cells fail */
   bool error_bodies;           /* tb_engine_hooks.error_bodies */
   const json_t *done_cells;    /* cells of an earlier attempt (may be NULL) */
   void *cls;

@@ -65,6 +65,7 @@ struct tb_sampler {
   unsigned skipped;           /* bodies unread: over the cap or unparseable */
   bool truncated;
   bool on;                    /* begun */
+  const char *gen_unknown;    /* why the engine's tokens/s is left out (static) */
 };
 
 /* Starts a series at the window's start t0 (monotonic ns). */
@@ -85,6 +86,9 @@ void tb_sampler_free(struct tb_sampler *s);
  *    (per interval; null at the first), skipped, truncated,
  *    summary: {samples, peak_kv_pct, preemptions, prefix_hit_pct,
  *              server_tps, client_tps, server_client_ratio}}
+ * Where the engine's generation counter is not counted per step (llama.cpp),
+ * gen_tps, server_tps and the ratio are left out and the summary says why in
+ * server_tps_unknown.
  * An array whose figure the engine does not publish is left out, as is a
  * summary member that cannot be computed.  client_tps: the cell's total
  * tok/s (NAN: left out).

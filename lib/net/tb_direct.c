@@ -42,6 +42,8 @@
 
 /* ---------------------------------------------------------------- set-up */
 
+/* A proxy variable libcurl would follow (it reads them itself, in every
+ * handle): the direct transport cannot go through a proxy. */
 static bool
 env_set(const char *name)
 {
@@ -97,13 +99,12 @@ direct_resolve(struct tb_direct *d, const char *url)
 
 bool
 tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
-                int epfd)
+                bool curl_streams, int epfd)
 {
   memset(d, 0, sizeof *d);
   d->kernel_stamps = kernel_stamps;
   d->epfd = epfd;
-  const char *force = getenv("TB_ENGINE_CURL_STREAMS");
-  if (force != NULL && strcmp(force, "1") == 0)
+  if (curl_streams)
     return false;
   if (env_set("http_proxy") || env_set("all_proxy") || env_set("ALL_PROXY"))
     return false;

@@ -94,13 +94,13 @@ struct tb_direct_set {
 /*
  * Chooses the direct transport for chat_url: true (d set up) for a
  * plain-HTTP URL without user info when no proxy is in the environment and
- * TB_ENGINE_CURL_STREAMS is not 1, and libcurl could connect to it once (a
- * CONNECT_ONLY probe gives the address it picks).  false: use libcurl
- * streams (d holds nothing to free then, but tb_direct_free is harmless).
- * epfd is borrowed for the run.
+ * curl_streams is false (tb_engine_target: TB_ENGINE_CURL_STREAMS=1), and
+ * libcurl could connect to it once (a CONNECT_ONLY probe gives the address
+ * it picks).  false: use libcurl streams (d holds nothing to free then, but
+ * tb_direct_free is harmless).  epfd is borrowed for the run.
  */
 bool tb_direct_setup(struct tb_direct *d, const char *chat_url,
-                     bool kernel_stamps, int epfd);
+                     bool kernel_stamps, bool curl_streams, int epfd);
 /* Frees what tb_direct_setup allocated.  d may be zeroed. */
 void tb_direct_free(struct tb_direct *d);
 

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,15 +463,48 @@ literal_check(const struct tb_egress *p, const char *host, char *why, size_t why
   return -1;
 }
 
+/* Writes host in the one spelling the rules judge into out (cap bytes):
+ * trailing dots dropped ("169.254.169.254." is that address, not a name),
+ * lower case.  A name that is not ASCII is refused (false, with why):
+ * libcurl turns it into another name with IDNA (full-width letters and
+ * digits become ASCII ones, "。" a dot) after any check of ours could see
+ * it, so such a name is taken only in its ASCII (xn--) form. */
+static bool
+host_norm(const char *host, char *out, size_t cap, char *why, size_t why_len)
+{
+  size_t hl = strlen(host);
+  while (hl > 0 && host[hl - 1] == '.')
+    hl--;
+  if (hl >= cap) {
+    snprintf(why, why_len, "egress refused: host name longer than %d", TB_EGRESS_HOST_MAX);
+    return false;
+  }
+  for (size_t i = 0; i < hl; i++) {
+    unsigned char c = (unsigned char)host[i];
+    if (c >= 0x80 || c < 0x21) {
+      snprintf(why, why_len, "egress refused: host name not in ASCII (IDNA: give its xn-- "
+                             "form)");
+      return false;
+    }
+    out[i] = (char)tolower(c);
+  }
+  out[hl] = '\0';
+  return true;
+}
+
 bool
 tb_egress_url_ok(const struct tb_egress *p, const char *url, char *why, size_t why_len)
 {
   if (p == NULL)
     return true;
-  char *host = url_part(url, CURLUPART_HOST);
+  char *raw = url_part(url, CURLUPART_HOST), host[TB_EGRESS_HOST_MAX + 2];
   bool ok = true;
-  if (host == NULL)
+  if (raw == NULL)
     goto out;
+  if (!host_norm(raw, host, sizeof host, why, why_len)) {
+    ok = false;
+    goto out;
+  }
   int lit = literal_check(p, host, why, why_len);
   if (lit >= 0) {
     ok = lit == 1;
@@ -482,15 +516,39 @@ tb_egress_url_ok(const struct tb_egress *p, const char *url, char *why, size_t w
     goto out;
   }
   size_t hl = strlen(host);
-  while (hl > 0 && host[hl - 1] == '.')
-    hl--;
-  if ((hl == 9 && strncasecmp(host, "localhost", 9) == 0) ||
-      (hl > 10 && strncasecmp(host + hl - 10, ".localhost", 10) == 0)) {
+  if ((hl == 9 && strcmp(host, "localhost") == 0) ||
+      (hl > 10 && strcmp(host + hl - 10, ".localhost") == 0)) {
     /* RFC 6761: localhost names are loopback, whatever a resolver says */
     ok = literal_check(p, "127.0.0.1", why, why_len) == 1;
   }
 out:
-  free(host);
+  free(raw);
+  return ok;
+}
+
+bool
+tb_egress_url_reachable(const struct tb_egress *p, const char *url, char *why, size_t why_len)
+{
+  if (p == NULL || !tb_egress_url_ok(p, url, why, why_len))
+    return p == NULL;
+  char *raw = url_part(url, CURLUPART_HOST), host[TB_EGRESS_HOST_MAX + 2], w[TB_EGRESS_WHY_MAX];
+  bool ok = true;
+  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+  /* a literal or a name a rule decides was judged above; an unknown name
+   * is the run's to report */
+  if (raw == NULL || !host_norm(raw, host, sizeof host, w, sizeof w) ||
+      literal_check(p, host, w, sizeof w) >= 0 ||
+      tb_egress_host_check(p, host, w, sizeof w) != TB_EGRESS_HOST_DECIDE_BY_ADDRESS ||
+      getaddrinfo(host, NULL, &hints, &res) != 0)
+    goto out;
+  ok = false;
+  for (const struct addrinfo *a = res; a != NULL && !ok; a = a->ai_next)
+    ok = tb_egress_addr_ok(p, a->ai_addr, w, sizeof w);
+  if (!ok)
+    snprintf(why, why_len, "%s (host %s)", w, host);
+  freeaddrinfo(res);
+out:
+  free(raw);
   return ok;
 }
 
@@ -543,18 +601,23 @@ tb_egress_guard_easy(struct tb_egress_guard *g, const struct tb_egress *p, CURL 
   g->p = p;
   if (p == NULL)
     return true;
-  char *host = url_part(url, CURLUPART_HOST);
-  if (host != NULL && literal_check(p, host, g->why, sizeof g->why) == -1) {
+  char *raw = url_part(url, CURLUPART_HOST), host[TB_EGRESS_HOST_MAX + 2];
+  if (raw != NULL && !host_norm(raw, host, sizeof host, g->why, sizeof g->why)) {
+    g->refused = true;
+    free(raw);
+    return false;
+  }
+  if (raw != NULL && literal_check(p, host, g->why, sizeof g->why) == -1) {
     enum tb_egress_host hc = tb_egress_host_check(p, host, g->why, sizeof g->why);
     if (hc == TB_EGRESS_HOST_REFUSED) {
       g->refused = true;
-      free(host);
+      free(raw);
       return false;
     }
     g->host_allowed = hc == TB_EGRESS_HOST_ALLOWED;
   }
   g->why[0] = '\0';
-  free(host);
+  free(raw);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cb);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, g);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);

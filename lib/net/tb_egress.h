@@ -23,7 +23,13 @@
  * ALLOW=0.0.0.0/0 does not open 169.254.0.0/16, while
  * ALLOW=169.254.169.254 does.  IPv4 inside IPv6 (mapped ::ffff:a.b.c.d,
  * compatible ::a.b.c.d, NAT64 64:ff9b::a.b.c.d) is judged as the IPv4
- * address.  Host names (lower-cased, trailing dot dropped): an operator's
+ * address.  A host is judged in one spelling: trailing dots dropped,
+ * lower-cased; then an address literal in any form the resolver reads as
+ * one (169.254.169.254., 2852039166, 0xa9.0xfe.0xa9.0xfe, 0251.0376.43518,
+ * 169.254.43518) is judged as that address, and a name that is not ASCII
+ * is refused (libcurl maps it with IDNA to another name, full-width
+ * "ｍｅｔａｄａｔａ" to "metadata", past our checks: give the xn-- form).
+ * Host names: an operator's
  * deny refuses the name whatever it resolves to; else an operator's allow
  * admits it whatever it resolves to (the operator trusts that name's DNS);
  * else a built-in deny refuses it; else its addresses decide.
@@ -98,14 +104,22 @@ enum tb_egress_host {
 enum tb_egress_host tb_egress_host_check(const struct tb_egress *p, const char *host, char *why,
                                          size_t why_len);
 
-/* Judges a URL without resolving it (for create and patch): the host name
- * rules, an address literal (any form getaddrinfo reads as one), and
- * "localhost" names as 127.0.0.1.  A name that resolves to a refused
+/* Judges a URL without resolving it (for create and patch): the host in
+ * its one spelling (above), the host name rules, an address literal (any
+ * form getaddrinfo reads as one, a trailing dot or not), and "localhost"
+ * names as 127.0.0.1; a name not in ASCII is refused.  A name that resolves to a refused
  * address passes here and is refused when connecting.  True when not
  * refused; false with why.  A URL that does not parse is not judged (true):
  * the caller validates URLs. */
 bool tb_egress_url_ok(const struct tb_egress *p, const char *url, char *why,
                       size_t why_len) TB_MUST_CHECK;
+
+/* As tb_egress_url_ok, and a name no rule decides is resolved: false with
+ * why when every address it resolves to is refused.  For a worker judging
+ * an endpoint before it runs a job on it (a name that does not resolve is
+ * not judged: the run reports it).  Blocks on the resolver. */
+bool tb_egress_url_reachable(const struct tb_egress *p, const char *url, char *why,
+                             size_t why_len) TB_MUST_CHECK;
 
 /* The origin of a URL, "scheme://host:port" with the scheme and host
  * lower-cased and the default port written out, into a new string; NULL

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/tb_json.h"
+#include "render/tb_svg.h"
 #include "result/tb_checks.h"
 #include "result/tb_result.h"
 
@@ -28,15 +29,15 @@ series(const json_t *cell)
   return json_is_object(s) ? s : NULL;
 }
 
-static const json_t *
-summary(const json_t *cell)
+const json_t *
+tb_cellview_summary(const json_t *cell)
 {
   const json_t *s = json_object_get(series(cell), "summary");
   return json_is_object(s) ? s : NULL;
 }
 
-static const json_t *
-checks(const json_t *cell)
+const json_t *
+tb_cellview_checks(const json_t *cell)
 {
   const json_t *c = json_object_get(cell, "checks");
   return json_is_object(c) ? c : NULL;
@@ -45,7 +46,7 @@ checks(const json_t *cell)
 bool
 tb_cellview_has(const json_t *cell)
 {
-  return series(cell) != NULL || checks(cell) != NULL;
+  return series(cell) != NULL || tb_cellview_checks(cell) != NULL;
 }
 
 const char *
@@ -105,7 +106,7 @@ rate_asked(const json_t *c, double lag, char *buf, size_t len)
 static void
 row_of(const json_t *cell, struct row *r)
 {
-  const json_t *s = summary(cell), *c = checks(cell);
+  const json_t *s = tb_cellview_summary(cell), *c = tb_cellview_checks(cell);
   fmt_pct(tb_json_num(s, "peak_kv_pct"), r->kv, sizeof r->kv);
   tb_render_fmt_1(tb_json_num(s, "preemptions"), r->pre, sizeof r->pre);
   fmt_pct(tb_json_num(s, "prefix_hit_pct"), r->hit, sizeof r->hit);
@@ -138,13 +139,6 @@ row_of(const json_t *cell, struct row *r)
 
 /* ----------------------------------------------------------------- HTML */
 
-static double
-arr_num(const json_t *a, size_t i)
-{
-  const json_t *v = json_array_get(a, i);
-  return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 static size_t
 arr_len(const json_t *a)
 {
@@ -152,38 +146,35 @@ arr_len(const json_t *a)
   return n > TB_RESULT_SERIES_MAX_POINTS ? TB_RESULT_SERIES_MAX_POINTS : n;
 }
 
+/* The largest of a's numbers, and 0. */
+static double
+arr_max(const json_t *a)
+{
+  double lo, hi;
+  tb_svg_extent(a, TB_RESULT_SERIES_MAX_POINTS, &lo, &hi);
+  return hi > 0 ? hi : 0;
+}
+
+/* Series v over the times t, on the time scale ts and 0 to ymax upward. */
 static void
-polyline(struct tb_render_buf *b, const json_t *t, const json_t *v, double t0, double t1,
-         double ymax, const char *colour)
+polyline(struct tb_render_buf *b, const json_t *t, const json_t *v,
+         const struct tb_svg_scale *ts, double ymax, const char *colour)
 {
   size_t n = arr_len(t), m = arr_len(v);
   if (m < n)
     n = m;
-  if (n == 0 || !(ymax > 0) || !(t1 > t0))
+  if (n == 0 || !(ymax > 0) || !(ts->d1 > ts->d0))
     return;
-  tb_render_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                   colour);
+  const struct tb_svg_scale ys = { 0, ymax, SVG_H - 1, 1, false };
+  struct tb_svg_poly p;
+  tb_svg_poly_begin(&p, b, colour, 1.5, true);
   for (size_t i = 0; i < n; i++) {
-    double x = arr_num(t, i), y = arr_num(v, i);
+    double x = tb_svg_num(t, i), y = tb_svg_num(v, i);
     if (!isfinite(x) || !isfinite(y))
       continue;
-    double px = (x - t0) / (t1 - t0) * (SVG_W - 2) + 1;
-    double py = SVG_H - 1 - (y < 0 ? 0 : y > ymax ? ymax : y) / ymax * (SVG_H - 2);
-    tb_render_printf(b, "%.1f,%.1f ", px, py);
+    tb_svg_poly_pt(&p, tb_svg_at(ts, x), tb_svg_at(&ys, y < 0 ? 0 : y > ymax ? ymax : y));
   }
-  tb_render_puts(b, "\"/>");
-}
-
-static double
-arr_max(const json_t *a)
-{
-  double m = 0;
-  for (size_t i = 0; i < arr_len(a); i++) {
-    double v = arr_num(a, i);
-    if (isfinite(v) && v > m)
-      m = v;
-  }
-  return m;
+  tb_svg_poly_end(&p);
 }
 
 /* The timeline of a cell's series: running (blue), waiting (red), KV %
@@ -197,7 +188,7 @@ sparkline(struct tb_render_buf *b, const json_t *s)
     tb_render_puts(b, TB_RENDER_DASH);
     return;
   }
-  double t0 = arr_num(t, 0), t1 = arr_num(t, n - 1);
+  const struct tb_svg_scale ts = { tb_svg_num(t, 0), tb_svg_num(t, n - 1), 1, SVG_W - 1, false };
   const json_t *run = json_object_get(s, "running"), *wait = json_object_get(s, "waiting");
   double ymax = arr_max(run) > arr_max(wait) ? arr_max(run) : arr_max(wait);
   tb_render_printf(b, "<svg class=\"spark\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
@@ -207,12 +198,12 @@ sparkline(struct tb_render_buf *b, const json_t *s)
   tb_render_printf(b, "<rect x=\"0.5\" y=\"0.5\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
                       "stroke=\"#ddd\"/>",
                    SVG_W - 1, SVG_H - 1);
-  polyline(b, t, json_object_get(s, "kv_pct"), t0, t1, 100.0, "#2ca02c");
-  polyline(b, t, wait, t0, t1, ymax, "#d62728");
-  polyline(b, t, run, t0, t1, ymax, "#1f77b4");
+  polyline(b, t, json_object_get(s, "kv_pct"), &ts, 100.0, "#2ca02c");
+  polyline(b, t, wait, &ts, ymax, "#d62728");
+  polyline(b, t, run, &ts, ymax, "#1f77b4");
   tb_render_printf(b, "<title>0\xe2\x80\x93%.0f s; running/waiting 0\xe2\x80\x93%.0f, KV "
                       "0\xe2\x80\x93" "100%%</title></svg>",
-                   t1, ymax);
+                   ts.d1, ymax);
 }
 
 /* The words that differ between the decode cells' table and the rate
@@ -264,7 +255,7 @@ tb_cellview_html_cell(struct tb_render_buf *b, const char *ctx_label, int64_t co
 {
   struct row r;
   row_of(cell, &r);
-  const json_t *c = checks(cell);
+  const json_t *c = tb_cellview_checks(cell);
   bool failed = json_is_false(json_object_get(c, "ok"));
   tb_render_printf(b, "<tr%s><td>", failed ? " class=\"flagged\"" : "");
   tb_render_html(b, ctx_label);
@@ -332,48 +323,4 @@ tb_cellview_md_row(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
   tb_checks_failed_text(cell, why, sizeof why);
   tb_render_md(b, why[0] ? why : r.verdict);
   tb_render_puts(b, " |\n");
-}
-
-/* ------------------------------------------------------------------ CSV */
-
-const char tb_cellview_csv_head[] =
-    ",checks_ok,checks_failed,achieved_concurrency,achieved_source,client_cpu_share,"
-    "kernel_stamped,drained_before,drained_after,peak_kv_pct,preemptions,prefix_hit_pct,"
-    "server_tps,server_client_ratio,server_samples";
-
-static void
-csv_bool(struct tb_render_buf *b, const json_t *o, const char *k)
-{
-  const json_t *v = json_object_get(o, k);
-  tb_render_puts(b, json_is_true(v) ? ",true" : json_is_false(v) ? ",false" : ",");
-}
-
-static void
-csv_num(struct tb_render_buf *b, const json_t *o, const char *k)
-{
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_num(o, k));
-}
-
-void
-tb_cellview_csv_cols(struct tb_render_buf *b, const json_t *cell)
-{
-  const json_t *c = checks(cell), *s = summary(cell);
-  char why[600];
-  csv_bool(b, c, "ok");
-  tb_render_puts(b, ",");
-  tb_render_csv_str(b, tb_checks_failed_text(cell, why, sizeof why));
-  csv_num(b, c, "achieved_concurrency");
-  tb_render_puts(b, ",");
-  tb_render_csv_str(b, tb_json_str(c, "achieved_source"));
-  csv_num(b, c, "client_cpu_share");
-  csv_num(b, c, "kernel_stamped");
-  csv_bool(b, c, "drained_before");
-  csv_bool(b, c, "drained_after");
-  csv_num(b, s, "peak_kv_pct");
-  csv_num(b, s, "preemptions");
-  csv_num(b, s, "prefix_hit_pct");
-  csv_num(b, s, "server_tps");
-  csv_num(b, s, "server_client_ratio");
-  csv_num(b, s, "samples");
 }

@@ -2,9 +2,10 @@
  * tb_cellview: a decode or rate cell's server view (`server_series`, tb_sampler) and
  * self-checks (`checks`) in the report formats: an HTML section with a small
  * inline-SVG timeline per cell (running, waiting, KV %; no script), a
- * Markdown table, CSV columns, and the note a flagged cell carries in the
- * "All measurements" tables.  tb_report calls it; everything read from a
- * cell is checked and escaped, arrays are capped (TB_SAMPLER_MAX_POINTS).
+ * Markdown table, and the note a flagged cell carries in the
+ * "All measurements" tables (the CSV's columns are tb_repcsv's).  The
+ * report formats call it; everything read from a
+ * cell is checked and escaped, arrays are capped (TB_RESULT_SERIES_MAX_POINTS).
  */
 #ifndef TB_CELLVIEW_H
 #define TB_CELLVIEW_H
@@ -14,6 +15,11 @@
 #include <stdint.h>
 
 #include "render/tb_render.h"
+
+/* The cell's self-checks ("checks") and its server series' summary
+ * ("server_series"."summary"): the objects, or NULL. */
+const json_t *tb_cellview_checks(const json_t *cell);
+const json_t *tb_cellview_summary(const json_t *cell);
 
 /* True when the cell has a server series or checks to show. */
 bool tb_cellview_has(const json_t *cell);
@@ -38,10 +44,5 @@ void tb_cellview_md_head(struct tb_render_buf *b);
 void tb_cellview_rate_md_head(struct tb_render_buf *b);
 void tb_cellview_md_row(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
                         const json_t *cell);
-
-/* CSV: the extra header columns (",checks_ok,..." without line end) and a
- * cell's fields for them (each preceded by a comma). */
-extern const char tb_cellview_csv_head[];
-void tb_cellview_csv_cols(struct tb_render_buf *b, const json_t *cell);
 
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "render/tb_cellview.h"
+#include "render/tb_svg.h"
 #include "base/tb_json.h"
 
 #define PROBES_MAX 64 /* a sweep's probes drawn, at most (tb_spec's max_probes) */
@@ -39,36 +40,6 @@ tb_ratereport_any(const json_t *doc)
       return true;
   }
   return false;
-}
-
-/* ------------------------------------------------------------------ csv */
-
-void
-tb_ratereport_csv_tail(struct tb_render_buf *b, const json_t *c)
-{
-  if (!tb_ratereport_is_rate(c)) {
-    tb_render_puts(b, ",,,,,,,,,,,,,,,,,");
-    return;
-  }
-  static const char *const nums[] = { "rate_rps", NULL, "offered_rps", "achieved_rps",
-                                      "goodput_rps", "attainment", "error_share" };
-  for (size_t i = 0; i < TB_ARRAY_LEN(nums); i++) {
-    tb_render_puts(b, ",");
-    if (nums[i] == NULL)
-      tb_render_csv_str(b, tb_json_str(c, "arrival"));
-    else
-      tb_render_csv_num(b, tb_json_num(c, nums[i]));
-  }
-  tb_render_csv_pcts(b, c, "tpot_ms");
-  tb_render_csv_pcts(b, c, "e2e_ms");
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_pct(c, "schedule_lag_ms", "p50"));
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_pct(c, "schedule_lag_ms", "p99"));
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_num(c, "users"));
-  tb_render_puts(b, ",");
-  tb_render_csv_num(b, tb_json_num(c, "avg_in_flight"));
 }
 
 /* ------------------------------------------------------------- the table */
@@ -439,12 +410,11 @@ cmp_pt(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-/* The sweep's curve: rate on x; goodput (left axis) and attainment
- * (0-100%, right axis) as two polylines. */
-static void
-sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
+/* The sweep's probes that have a rate (or users), into p (PROBES_MAX),
+ * in the order of their rate; how many. */
+static size_t
+sweep_points(const json_t *doc, const json_t *sw, struct pt *p)
 {
-  struct pt p[PROBES_MAX];
   size_t n = 0;
   size_t i;
   const json_t *pr;
@@ -467,21 +437,33 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
     p[n++] = (struct pt){ r, isfinite(g) ? g : 0, isfinite(a) ? a : 0,
                           json_is_true(json_object_get(pr, "pass")) };
   }
+  qsort(p, n, sizeof p[0], cmp_pt);
+  return n;
+}
+
+/* The sweep's curve: rate on x; goodput (left axis) and attainment
+ * (0-100%, right axis) as two polylines. */
+static void
+sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
+{
+  struct pt p[PROBES_MAX];
+  size_t n = sweep_points(doc, sw, p);
   if (n == 0)
     return;
-  qsort(p, n, sizeof p[0], cmp_pt);
+  bool closed = sweep_closed(sw);
   double xmax = p[n - 1].rate, ymax = 0;
   for (size_t k = 0; k < n; k++)
-    ymax = fmax(ymax, sweep_closed(sw) ? p[k].goodput : fmax(p[k].goodput, p[k].rate));
+    ymax = fmax(ymax, closed ? p[k].goodput : fmax(p[k].goodput, p[k].rate));
   if (!(xmax > 0))
     xmax = 1;
   if (!(ymax > 0))
     ymax = 1;
   const double W = 560, H = 260, L = 56, R = 56, T = 16, B = 40;
   double pw = W - L - R, ph = H - T - B;
-#define X(v) (L + (v) / xmax * pw)
-#define YG(v) (T + ph - (v) / ymax * ph)
-#define YA(v) (T + ph - (v) * ph)
+  const struct tb_svg_scale xs = { 0, xmax, L, L + pw, false };
+  const struct tb_svg_scale gs = { 0, ymax, T + ph, T, false }; /* goodput */
+  const struct tb_svg_scale as = { 0, 1, T + ph, T, false };    /* attainment */
+  const char *unit = closed ? "users" : "req/s";
   tb_render_printf(b, "<figure class=\"chart\"><svg viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
                       "height=\"%.0f\" role=\"img\" aria-label=\"sweep: rate against goodput "
                       "and attainment\">\n", W, H, W, H);
@@ -491,25 +473,32 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
   double target = tb_json_num(sw, "attainment_pct") / 100;
   if (isfinite(target))
     tb_render_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" "
-                        "stroke-dasharray=\"4 3\"/>\n", L, YA(target), L + pw, YA(target));
-  tb_render_puts(b, "<polyline fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\" points=\"");
+                        "stroke-dasharray=\"4 3\"/>\n",
+                     L, tb_svg_at(&as, target), L + pw, tb_svg_at(&as, target));
+  struct tb_svg_poly gl, al;
+  tb_svg_poly_begin(&gl, b, "#1f6feb", 2, true);
   for (size_t k = 0; k < n; k++)
-    tb_render_printf(b, "%.1f,%.1f ", X(p[k].rate), YG(p[k].goodput));
-  tb_render_puts(b, "\"/>\n<polyline fill=\"none\" stroke=\"#2da44e\" stroke-width=\"2\" "
-                    "points=\"");
+    tb_svg_poly_pt(&gl, tb_svg_at(&xs, p[k].rate), tb_svg_at(&gs, p[k].goodput));
+  tb_svg_poly_end(&gl);
+  tb_render_puts(b, "\n");
+  tb_svg_poly_begin(&al, b, "#2da44e", 2, true);
   for (size_t k = 0; k < n; k++)
-    tb_render_printf(b, "%.1f,%.1f ", X(p[k].rate), YA(p[k].att));
-  tb_render_puts(b, "\"/>\n");
-  for (size_t k = 0; k < n; k++)
-    tb_render_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%.3g %s: "
-                        "goodput %.3g, %.1f%% meet SLOs</title></circle>\n",
-                     X(p[k].rate), YA(p[k].att), p[k].pass ? "#2da44e" : "#c33", p[k].rate,
-                     sweep_closed(sw) ? "users" : "req/s", p[k].goodput, p[k].att * 100);
+    tb_svg_poly_pt(&al, tb_svg_at(&xs, p[k].rate), tb_svg_at(&as, p[k].att));
+  tb_svg_poly_end(&al);
+  tb_render_puts(b, "\n");
+  for (size_t k = 0; k < n; k++) {
+    char title[160];
+    snprintf(title, sizeof title, "%.3g %s: goodput %.3g, %.1f%% meet SLOs", p[k].rate, unit,
+             p[k].goodput, p[k].att * 100);
+    tb_svg_dot(b, tb_svg_at(&xs, p[k].rate), tb_svg_at(&as, p[k].att),
+               p[k].pass ? "#2da44e" : "#c33", title);
+    tb_render_puts(b, "\n");
+  }
   double found = sweep_num(sw, "found");
-  const char *unit = sweep_closed(sw) ? "users" : "req/s";
   if (isfinite(found) && found <= xmax)
     tb_render_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
-                        "stroke-dasharray=\"2 2\"/>\n", X(found), T, X(found), T + ph);
+                        "stroke-dasharray=\"2 2\"/>\n",
+                     tb_svg_at(&xs, found), T, tb_svg_at(&xs, found), T + ph);
   tb_render_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">0</text>"
                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g "
                       "%s</text>"
@@ -517,15 +506,12 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">100%%</text>\n",
                    L - 4, T + ph + 14, L + pw, T + ph + 14, xmax, unit, L - 4, T + 10, ymax,
                    L + pw + 4, T + 10);
-  const char *axis = sweep_closed(sw) ? "concurrency (users)" : "arrival rate (req/s)";
+  const char *axis = closed ? "concurrency (users)" : "arrival rate (req/s)";
   tb_render_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">"
                       "%s · blue: goodput (req/s) · green: share meeting "
                       "SLOs · red dashes: target</text>\n", L + pw / 2, H - 8, axis);
   tb_render_printf(b, "</svg><figcaption>Sweep: goodput and SLO attainment by %s"
                       "</figcaption></figure>\n", axis);
-#undef X
-#undef YG
-#undef YA
 }
 
 void

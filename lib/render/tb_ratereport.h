@@ -3,9 +3,9 @@
  * of a result document in the report formats: a table of rate cells, the
  * turns of conversation cells, and the sweep's curve (rate or concurrency
  * against goodput and attainment) in Markdown and HTML
- * (an inline SVG chart), the rate columns of the CSV, and the terminal's
- * lines.  tb_report and tb_table call it; a document without rate cells
- * renders nothing here.
+ * (an inline SVG chart, tb_svg), and the terminal's lines (the CSV's rate
+ * columns are tb_repcsv's).  tb_report and tb_table call it; a document
+ * without rate cells renders nothing here.
  *
  * Every member is read with its type checked; strings are escaped for their
  * format.  Thread-safe: no global state.
@@ -19,21 +19,11 @@
 
 #include "render/tb_render.h"
 
-/* The CSV columns rate cells add after the matrix's (leading comma
- * included, no line end). */
-#define TB_RATEREPORT_CSV_COLUMNS                                                          \
-  ",rate_rps,arrival,offered_rps,achieved_rps,goodput_rps,attainment,error_share,"       \
-  "tpot_p50_ms,tpot_p90_ms,tpot_p99_ms,e2e_p50_ms,e2e_p90_ms,e2e_p99_ms,"                 \
-  "schedule_lag_p50_ms,schedule_lag_p99_ms,users,avg_in_flight"
-
 /* True when c is a rate cell. */
 bool tb_ratereport_is_rate(const json_t *c);
 /* Whether doc has rate cells or a sweep. */
 bool tb_ratereport_any(const json_t *doc);
 
-/* The values of TB_RATEREPORT_CSV_COLUMNS for cell c (empty fields for a
- * cell that is not a rate cell). */
-void tb_ratereport_csv_tail(struct tb_render_buf *b, const json_t *c);
 /* "## Rate cells" and "## Sweep" sections (nothing without them). */
 void tb_ratereport_md(struct tb_render_buf *b, const json_t *doc);
 /* The same as HTML sections, the sweep with its curve as inline SVG. */

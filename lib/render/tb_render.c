@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "base/tb_json.h"
-#include "db/tb_regress.h"
 
 /* ------------------------------------------------------------------ buffer */
 
@@ -178,16 +177,6 @@ tb_render_csv_num(struct tb_render_buf *b, double v)
   if (strtod(buf, NULL) != v)
     snprintf(buf, sizeof buf, "%.17g", v);
   tb_render_puts(b, buf);
-}
-
-void
-tb_render_csv_pcts(struct tb_render_buf *b, const json_t *cell, const char *k)
-{
-  static const char *const pct[] = { "p50", "p90", "p99" };
-  for (size_t i = 0; i < TB_ARRAY_LEN(pct); i++) {
-    tb_render_puts(b, ",");
-    tb_render_csv_num(b, tb_json_pct(cell, k, pct[i]));
-  }
 }
 
 /* ----------------------------------------------------------------- numbers */
@@ -630,172 +619,69 @@ tb_render_json(struct tb_render_buf *b, const json_t *doc)
   free(s);
 }
 
-void
-tb_render_md_matrix_head(struct tb_render_buf *b, const struct tb_render_axis *cols)
+/* ---------------------------------------------------------------- matrix */
+
+/* How a format marks up a matrix: its head (a cell per concurrency, then
+ * for Markdown the alignment row), and each row (its label, then its
+ * cells); each item between its strings. */
+struct matrix_markup {
+  const char *head_open, *col_pre, *col_post, *head_mid, *align, *head_close;
+  const char *row_pre, *row_post, *row_close;
+};
+
+static void
+matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
+       const struct matrix_markup *mk)
 {
-  tb_render_puts(b, "| Context |");
-  for (size_t c = 0; c < cols->n; c++)
-    tb_render_printf(b, " %" PRId64 " |", cols->v[c]);
-  tb_render_puts(b, "\n|---|");
-  for (size_t c = 0; c < cols->n; c++)
-    tb_render_puts(b, "---:|");
-  tb_render_puts(b, "\n");
+  char lab[32];
+  tb_render_puts(b, mk->head_open);
+  for (size_t c = 0; c < m->ncols; c++)
+    tb_render_printf(b, "%s%" PRId64 "%s", mk->col_pre, m->cols[c], mk->col_post);
+  tb_render_puts(b, mk->head_mid);
+  for (size_t c = 0; mk->align != NULL && c < m->ncols; c++)
+    tb_render_printf(b, "%s|", mk->align);
+  tb_render_puts(b, mk->head_close);
+  for (size_t r = 0; r < m->nrows; r++) {
+    tb_format_tokens(m->rows[r], lab, sizeof lab);
+    tb_render_printf(b, "%s%s%s", mk->row_pre, lab, mk->row_post);
+    for (size_t c = 0; c < m->ncols; c++)
+      m->cell(b, m->ctx, r, c);
+    tb_render_puts(b, mk->row_close);
+  }
 }
 
 void
-tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
-                           const struct tb_render_axis *cols)
+tb_render_md_matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
+                    const char *align)
 {
+  const struct matrix_markup mk = { "| Context |", " ", " |", "\n|---|", align, "\n",
+                                    "| ", " |", "\n" };
+  matrix(b, m, &mk);
+}
+
+void
+tb_render_html_matrix(struct tb_render_buf *b, const char *id, const struct tb_render_matrix *m)
+{
+  static const struct matrix_markup mk = { "\"><tr><th class=\"l\">Context</th>", "<th>", "</th>",
+                                           "", NULL, "</tr>\n", "<tr><th class=\"l\">", "</th>",
+                                           "</tr>\n" };
   tb_render_puts(b, "<table class=\"matrix\" id=\"");
   tb_render_html(b, id);
-  tb_render_puts(b, "\"><tr><th class=\"l\">Context</th>");
-  for (size_t c = 0; c < cols->n; c++)
-    tb_render_printf(b, "<th>%" PRId64 "</th>", cols->v[c]);
-  tb_render_puts(b, "</tr>\n");
-}
-
-/* ---------------------------------------------------------------- verdict */
-
-/* A number (an element of an array), NAN when not a finite number. */
-static double
-elem_num(const json_t *v)
-{
-  double d = json_is_number(v) ? json_number_value(v) : NAN;
-  return isfinite(d) ? d : NAN;
-}
-
-/* A series' recent values (a JSON array of numbers) as a small line chart,
- * the last (this job's) point in red. */
-static void
-verdict_chart(struct tb_render_buf *b, const char *title, const json_t *hist)
-{
-  size_t n = json_array_size(hist);
-  double lo = INFINITY, hi = -INFINITY;
-  for (size_t i = 0; i < n; i++) {
-    double v = elem_num(json_array_get(hist, i));
-    if (isfinite(v)) {
-      lo = v < lo ? v : lo;
-      hi = v > hi ? v : hi;
-    }
-  }
-  if (n < 2 || !(hi >= lo))
-    return;
-  double pad = (hi - lo) * 0.1;
-  if (!(pad > 0))
-    pad = fabs(hi) * 0.05 + 1e-9;
-  lo -= pad;
-  hi += pad;
-  const double w = 320, h = 90, m = 6;
-  tb_render_puts(b, "<figure class=\"history\"><figcaption>");
-  tb_render_html(b, title);
-  tb_render_printf(b, "</figcaption><svg viewBox=\"0 0 320 90\" width=\"320\" height=\"90\" "
-                      "role=\"img\"><polyline fill=\"none\" stroke=\"#1565c0\" "
-                      "stroke-width=\"1.5\" points=\"");
-  double lx = 0, ly = 0;
-  for (size_t i = 0; i < n; i++) {
-    double v = elem_num(json_array_get(hist, i));
-    if (!isfinite(v))
-      continue;
-    lx = m + (w - 2 * m) * (double)i / (double)(n - 1);
-    ly = m + (h - 2 * m) * (1 - (v - lo) / (hi - lo));
-    tb_render_printf(b, "%.1f,%.1f ", lx, ly);
-  }
-  tb_render_printf(b, "\"/><circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#d32f2f\"/>"
-                      "</svg></figure>",
-                   lx, ly);
-}
-
-/* The charts of a history verdict: the matrix's total tok/s and the first
- * regressions. */
-static void
-verdict_charts(struct tb_render_buf *b, const json_t *r, const json_t *cells)
-{
-  const char *method = json_string_value(json_object_get(r, "method"));
-  if (method == NULL || strcmp(method, "history") != 0)
-    return;
-  tb_render_puts(b, "<div class=\"charts\">");
-  const json_t *mh = json_object_get(json_object_get(json_object_get(r, "matrix"), "total_tps"),
-                                     "history");
-  verdict_chart(b, "The matrix: total tok/s, geometric mean over each cell's median, run by run",
-                mh);
-  for (size_t i = 0, shown = 0; i < json_array_size(cells) && shown < 4; i++) {
-    const json_t *g = json_array_get(cells, i);
-    const json_t *hist = json_object_get(g, "history");
-    if (json_array_size(hist) < 2)
-      continue;
-    char *why = tb_regress_why(g);
-    verdict_chart(b, why, hist);
-    free(why);
-    shown++;
-  }
-  tb_render_puts(b, "</div>");
-}
-
-/* The markup of a verdict block in one format. */
-struct verdict_markup {
-  const char *open_reg, *open_ok;   /* up to the headline */
-  const char *close_reg, *close_ok; /* after it */
-  const char *list_open, *item_open, *item_close, *list_close;
-  void (*esc)(struct tb_render_buf *b, const char *s);
-  bool charts;
-  const char *end;
-};
-
-static const struct verdict_markup verdict_md = {
-  .open_reg = "### Verdict\n\n> **", .open_ok = "### Verdict\n\n",
-  .close_reg = "**\n\n", .close_ok = "\n\n",
-  .list_open = "", .item_open = "- ", .item_close = "\n", .list_close = "\n",
-  .esc = tb_render_md, .charts = false, .end = "",
-};
-
-static const struct verdict_markup verdict_html = {
-  .open_reg = "<section class=\"banner\" id=\"verdict\"><h2>Verdict</h2><p><b>",
-  .open_ok = "<section id=\"verdict\"><h2>Verdict</h2><p>",
-  .close_reg = "</b></p>", .close_ok = "</p>",
-  .list_open = "<ul>", .item_open = "<li>", .item_close = "</li>", .list_close = "</ul>",
-  .esc = tb_render_html, .charts = true, .end = "</section>\n",
-};
-
-static void
-verdict_block(struct tb_render_buf *b, const json_t *r, const struct verdict_markup *mk)
-{
-  char *hl = tb_regress_headline(r);
-  if (hl == NULL)
-    return;
-  const json_t *cells = NULL;
-  bool reg = tb_regress_regressed(r, &cells);
-  tb_render_puts(b, reg ? mk->open_reg : mk->open_ok);
-  mk->esc(b, hl);
-  tb_render_puts(b, reg ? mk->close_reg : mk->close_ok);
-  size_t n = json_array_size(cells);
-  if (n > 0)
-    tb_render_puts(b, mk->list_open);
-  for (size_t i = 0; i < n && i < TB_RENDER_WHY_MAX; i++) {
-    char *why = tb_regress_why(json_array_get(cells, i));
-    tb_render_puts(b, mk->item_open);
-    mk->esc(b, why);
-    tb_render_puts(b, mk->item_close);
-    free(why);
-  }
-  if (n > TB_RENDER_WHY_MAX)
-    tb_render_printf(b, "%sand %zu more%s", mk->item_open, n - TB_RENDER_WHY_MAX,
-                     mk->item_close);
-  if (n > 0)
-    tb_render_puts(b, mk->list_close);
-  if (mk->charts)
-    verdict_charts(b, r, cells);
-  tb_render_puts(b, mk->end);
-  free(hl);
+  matrix(b, m, &mk);
+  tb_render_puts(b, "</table>");
 }
 
 void
-tb_render_verdict_md(struct tb_render_buf *b, const json_t *r)
+tb_render_md_result_cell(struct tb_render_buf *b, const json_t *cell,
+                         void (*valid)(struct tb_render_buf *b, const json_t *cell), bool *any_cl)
 {
-  verdict_block(b, r, &verdict_md);
-}
-
-void
-tb_render_verdict_html(struct tb_render_buf *b, const json_t *r)
-{
-  verdict_block(b, r, &verdict_html);
+  const char *st = tb_json_str(cell, "status");
+  if (st != NULL && strcmp(st, "valid") == 0) {
+    valid(b, cell);
+  } else if (cell == NULL) {
+    tb_render_puts(b, " " TB_RENDER_DASH " |");
+  } else {
+    *any_cl = *any_cl || tb_render_cell_caplimited(cell);
+    tb_render_printf(b, " %s |", tb_render_cell_word(cell));
+  }
 }

@@ -9,9 +9,7 @@
  *   - the seed reports' number formats (15.5K, 1,047 ms, 118.4, 30.0 s);
  *   - a sorted, capped axis of positive integers (contexts, concurrencies);
  *   - texts read from a document's header (title, engine line, the word for
- *     a cell status) and the HTML page scaffolding (head and style sheet);
- *   - the verdict of a job (lib/db/tb_regress): its headline and the reason of
- *     each regression, in Markdown and HTML.
+ *     a cell status) and the HTML page scaffolding (head and style sheet).
  *
  * Nothing read from a document is trusted: strings are escaped where they are
  * written, numbers are checked finite, axes are capped.  Thread-safe: no
@@ -29,6 +27,8 @@
 
 /* Largest rendered output; past it tb_render_finish fails. */
 #define TB_RENDER_MAX (32u * 1024u * 1024u)
+/* Cells of a document considered; the rest are ignored (and said so). */
+#define TB_RENDER_MAX_CELLS 20000u
 /* Distinct values an axis holds; further values set .truncated. */
 #define TB_RENDER_MAX_AXIS 64u
 
@@ -69,8 +69,6 @@ void tb_render_html(struct tb_render_buf *b, const char *s);
 void tb_render_md(struct tb_render_buf *b, const char *s);
 void tb_render_csv_str(struct tb_render_buf *b, const char *s);
 void tb_render_csv_num(struct tb_render_buf *b, double v);
-/* ",p50,p90,p99" of figure k (tb_json_pct; an empty field when absent). */
-void tb_render_csv_pcts(struct tb_render_buf *b, const json_t *cell, const char *k);
 
 /* Inserts thousands separators into the integer part of a formatted number
  * ("-1234567.5" -> "-1,234,567.5"); out is always NUL-terminated. */
@@ -130,13 +128,31 @@ void tb_render_axis_add_ctx(struct tb_render_axis *a, int64_t x);
 /* The index of x, or -1. */
 int tb_render_axis_find(const struct tb_render_axis *a, int64_t x);
 
-/* The head of a matrix whose columns are cols (concurrencies) and whose rows
- * are contexts: Markdown "| Context | 1 | 2 |" and its alignment row; HTML
- * <table class="matrix" id="ID"> and its header row (the table is left
- * open). */
-void tb_render_md_matrix_head(struct tb_render_buf *b, const struct tb_render_axis *cols);
-void tb_render_html_matrix_head(struct tb_render_buf *b, const char *id,
-                                const struct tb_render_axis *cols);
+/* A matrix whose rows are contexts (labelled 8K) and whose columns are
+ * concurrencies, as the decode matrices of the reports, the comparisons and
+ * the terminal show it; cell writes the cell at row r and column c in the
+ * format at hand (Markdown " <text> |", HTML "<td>...</td>"). */
+struct tb_render_matrix {
+  const int64_t *rows, *cols;
+  size_t nrows, ncols;
+  void (*cell)(struct tb_render_buf *b, void *ctx, size_t r, size_t c);
+  void *ctx;
+};
+
+/* Markdown: "| Context | 1 | 2 |", its alignment row (align: each
+ * concurrency column's, "---:" or "---"), then a row per context. */
+void tb_render_md_matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
+                         const char *align);
+/* HTML: <table class="matrix" id="ID"> with its header row, a row per
+ * context, and </table>. */
+void tb_render_html_matrix(struct tb_render_buf *b, const char *id,
+                           const struct tb_render_matrix *m);
+/* A result cell of a Markdown matrix (may be NULL: " — |"): valid writes a
+ * valid one; any other shows its matrix word (tb_render_cell_word) and sets
+ * *any_cl when it was capacity-limited. */
+void tb_render_md_result_cell(struct tb_render_buf *b, const json_t *cell,
+                              void (*valid)(struct tb_render_buf *b, const json_t *cell),
+                              bool *any_cl);
 
 /* A cell's "phase": 0 prefill, 1 decode, -1 anything else or missing. */
 int tb_render_cell_phase(const json_t *c);
@@ -172,17 +188,6 @@ char *tb_render_engine_line(const json_t *d);
 /* The start of an HTML page (doctype, <head> with the escaped title and the
  * reports' style sheet) up to and including "<body><main>". */
 void tb_render_html_head(struct tb_render_buf *b, const char *title);
-/* Reasons a verdict block lists, at most (the rest are counted). */
-#define TB_RENDER_WHY_MAX 50u
-
-/* The verdict block of a "regressions" (lib/db/tb_regress; borrowed; NULL or
- * JSON null: nothing is written): a "Verdict" heading, the headline
- * (tb_regress_headline) and one line per regression (tb_regress_why), e.g.
- * "8K × 32 total_tps: −6.1% (CI −7.8…−4.4%, p < 0.001, 12 earlier runs)".
- * HTML: a section id="verdict", class "banner" when regressed. */
-void tb_render_verdict_md(struct tb_render_buf *b, const json_t *regressions);
-void tb_render_verdict_html(struct tb_render_buf *b, const json_t *regressions);
-
 /* The document as indented JSON and a newline (marks b over if it cannot be
  * serialised). */
 void tb_render_json(struct tb_render_buf *b, const json_t *doc);

@@ -1,8 +1,9 @@
 /*
  * tb_report: pure renderers from a result document (api/result.schema.json,
- * "tokbench.result/v1") to the formats people read (a comparison document is
- * rendered by tb_cmpreport, the terminal tables by tb_table; the pieces they
- * share are in tb_render):
+ * "tokbench.result/v1") to the formats people read, one module each
+ * (tb_rephtml, tb_repmd, tb_repcsv, all written from tb_repview's view of
+ * the document; a comparison document is rendered by tb_cmpreport, the
+ * terminal tables by tb_table; the pieces they share are in tb_render):
  *
  *   html  one self-contained page laid out like the seed reports (header:
  *         Hardware / Engine / Run / Launch command; prefill table; decode
@@ -42,7 +43,7 @@
 /* Largest rendered report; past it rendering fails with an error. */
 #define TB_REPORT_MAX TB_RENDER_MAX
 /* Cells considered per document; the rest are ignored (and said so). */
-#define TB_REPORT_MAX_CELLS 20000u
+#define TB_REPORT_MAX_CELLS TB_RENDER_MAX_CELLS
 /* Distinct contexts / concurrencies drawn in the matrix and charts. */
 #define TB_REPORT_MAX_AXIS TB_RENDER_MAX_AXIS
 

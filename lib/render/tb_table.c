@@ -84,6 +84,118 @@ status_word(const char *st)
   return strcmp(w, "Unknown") == 0 ? "Error" : w;
 }
 
+/* The settings' list k as integers (json_integer_value: 0 for anything
+ * else), in their order: a new array of *n (caller frees). */
+static int64_t *
+axis_of(const json_t *set, const char *k, size_t *n)
+{
+  const json_t *a = json_object_get(set, k);
+  *n = json_array_size(a);
+  int64_t *v = tb_xcalloc(*n + 1, sizeof *v);
+  for (size_t i = 0; i < *n; i++)
+    v[i] = json_integer_value(json_array_get(a, i));
+  return v;
+}
+
+/* The decode matrix's cells: the first decode cell of each context and
+ * concurrency, among cells. */
+struct grid {
+  const json_t *cells;
+  const int64_t *ctx, *conc;
+  bool any_cl;
+};
+
+static void
+valid_cell(struct tb_render_buf *b, const json_t *c)
+{
+  char a[64], t[64], e[64];
+  fmt_thousands(tb_json_num(c, "total_tps"), 1, a, sizeof a);
+  fmt_thousands(p50(c, "ttft_ms"), 0, t, sizeof t);
+  pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
+  tb_render_printf(b, " %s%s · %s ms TTFT |", a, e, t);
+}
+
+static void
+grid_cell(struct tb_render_buf *b, void *ctx, size_t r, size_t k)
+{
+  struct grid *g = ctx;
+  const json_t *hit = NULL, *c;
+  size_t i;
+  json_array_foreach(g->cells, i, c) {
+    if (strcmp(str(c, "phase"), "decode") == 0 &&
+        json_integer_value(json_object_get(c, "context")) == g->ctx[r] &&
+        json_integer_value(json_object_get(c, "concurrency")) == g->conc[k]) {
+      hit = c;
+      break;
+    }
+  }
+  tb_render_md_result_cell(b, hit, valid_cell, &g->any_cl);
+}
+
+/* The decode matrix over the settings' contexts and concurrencies, in
+ * their order (tb_render_md_matrix); whether a cell was capacity-limited. */
+static bool
+decode_matrix(FILE *f, const json_t *cells, const json_t *set)
+{
+  size_t nr, nc;
+  int64_t *rows = axis_of(set, "contexts", &nr), *cols = axis_of(set, "concurrency", &nc);
+  struct grid g = { cells, rows, cols, false };
+  const struct tb_render_matrix m = { rows, cols, nr, nc, grid_cell, &g };
+  struct tb_render_buf b = { 0 };
+  tb_render_md_matrix(&b, &m, "---");
+  if (b.p != NULL)
+    fwrite(b.p, 1, b.len, f);
+  free(b.p);
+  free(rows);
+  free(cols);
+  return g.any_cl;
+}
+
+/* A cell's row of "All measurements" (not a rate cell's). */
+static void
+all_row(FILE *f, const json_t *c)
+{
+  char a[64], b[64];
+  bool pf = strcmp(str(c, "phase"), "prefill") == 0;
+  const char *st = str(c, "status");
+  fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
+          str(c, "context_label"),
+          (int64_t)json_integer_value(json_object_get(c, "concurrency")),
+          status_word(st));
+  /* Every row has the header's 14 cells; the reason of a cell not
+   * measured goes in the Note column, never in a column of its own. */
+  if (strcmp(st, "valid") != 0) {
+    fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n", str(c, "reason"));
+    return;
+  }
+  char note[TB_RENDER_NOTE_MAX];
+  char e[64];
+  if (pf) {
+    fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
+    fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
+    pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
+    fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | %s |\n", a, e, b,
+            json_is_integer(json_object_get(c, "completed"))
+                ? (int64_t)json_integer_value(json_object_get(c, "completed"))
+                : 1,
+            str(c, "prompt_tokens_source"), tb_render_cell_note(c, note, sizeof note));
+    return;
+  }
+  char t1[32], t2[32], t3[32], t4[32], t5[32];
+  fmt_thousands(tb_json_num(c, "total_tps"), 1, t1, sizeof t1);
+  pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
+  fmt_thousands(tb_json_num(c, "per_request_tps"), 1, t2, sizeof t2);
+  fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
+  fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
+  snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
+  fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
+             " | %s | %.1f s | %s | %s |\n",
+          t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
+          (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
+          tb_json_num(c, "measured_s"), str(c, "token_source"),
+          tb_render_cell_note(c, note, sizeof note));
+}
+
 void
 tb_table_print(FILE *f, const json_t *doc)
 {
@@ -149,52 +261,9 @@ tb_table_print(FILE *f, const json_t *doc)
   }
 
   /* decode matrix */
-  const json_t *ctxs = json_object_get(set, "contexts");
-  const json_t *concs = json_object_get(set, "concurrency");
   fprintf(f, "\nSustained decode\ntotal tok/s (± its 95%% interval) · rows are context "
-             "length, columns are simultaneous requests\n| Context |");
-  size_t j;
-  const json_t *cv;
-  json_array_foreach(concs, j, cv)
-    fprintf(f, " %" PRId64 " |", (int64_t)json_integer_value(cv));
-  fprintf(f, "\n|---|");
-  json_array_foreach(concs, j, cv)
-    fprintf(f, "---|");
-  fprintf(f, "\n");
-  size_t k;
-  const json_t *xv;
-  bool any_cl = false;
-  json_array_foreach(ctxs, k, xv) {
-    char label[32];
-    tb_format_tokens(json_integer_value(xv), label, sizeof label);
-    fprintf(f, "| %s |", label);
-    json_array_foreach(concs, j, cv) {
-      const json_t *hit = NULL;
-      json_array_foreach(cells, i, c) {
-        if (strcmp(str(c, "phase"), "decode") == 0 &&
-            json_integer_value(json_object_get(c, "context")) ==
-                json_integer_value(xv) &&
-            json_integer_value(json_object_get(c, "concurrency")) ==
-                json_integer_value(cv)) {
-          hit = c;
-          break;
-        }
-      }
-      if (hit == NULL) {
-        fprintf(f, " — |");
-      } else if (strcmp(str(hit, "status"), "valid") == 0) {
-        char e[64];
-        fmt_thousands(tb_json_num(hit, "total_tps"), 1, a, sizeof a);
-        fmt_thousands(p50(hit, "ttft_ms"), 0, b, sizeof b);
-        pm(hit, "total_tps", "total_tps_ci95", 1, e, sizeof e);
-        fprintf(f, " %s%s · %s ms TTFT |", a, e, b);
-      } else {
-        any_cl = any_cl || tb_render_cell_caplimited(hit);
-        fprintf(f, " %s |", tb_render_cell_word(hit));
-      }
-    }
-    fprintf(f, "\n");
-  }
+             "length, columns are simultaneous requests\n");
+  bool any_cl = decode_matrix(f, cells, set);
   fprintf(f, "%s\n", tb_render_oc_footnote(any_cl));
 
   fprintf(f, "\nAll measurements\nLatencies are medians. Total tok/s is "
@@ -205,46 +274,8 @@ tb_table_print(FILE *f, const json_t *doc)
              "Tokens from | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
              "---|---|\n");
   json_array_foreach(cells, i, c) {
-    if (tb_ratereport_is_rate(c))
-      continue; /* below */
-    bool pf = strcmp(str(c, "phase"), "prefill") == 0;
-    const char *st = str(c, "status");
-    fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
-            str(c, "context_label"),
-            (int64_t)json_integer_value(json_object_get(c, "concurrency")),
-            status_word(st));
-    /* Every row has the header's 14 cells; the reason of a cell not
-     * measured goes in the Note column, never in a column of its own. */
-    if (strcmp(st, "valid") != 0) {
-      fprintf(f, " | — | — | — | — | — | — | — | — | — | %s |\n", str(c, "reason"));
-      continue;
-    }
-    char note[TB_RENDER_NOTE_MAX];
-    char e[64];
-    if (pf) {
-      fmt_k(tb_json_num(c, "prompt_tps"), a, sizeof a);
-      fmt_thousands(tb_json_num(c, "ttft_ms"), 0, b, sizeof b);
-      pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
-      fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | %s |\n", a, e, b,
-              json_is_integer(json_object_get(c, "completed"))
-                  ? (int64_t)json_integer_value(json_object_get(c, "completed"))
-                  : 1,
-              str(c, "prompt_tokens_source"), tb_render_cell_note(c, note, sizeof note));
-      continue;
-    }
-    char t1[32], t2[32], t3[32], t4[32], t5[32];
-    fmt_thousands(tb_json_num(c, "total_tps"), 1, t1, sizeof t1);
-    pm(c, "total_tps", "total_tps_ci95", 1, e, sizeof e);
-    fmt_thousands(tb_json_num(c, "per_request_tps"), 1, t2, sizeof t2);
-    fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
-    fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
-    snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
-    fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
-               " | %s | %.1f s | %s | %s |\n",
-            t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
-            (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
-            tb_json_num(c, "measured_s"), str(c, "token_source"),
-            tb_render_cell_note(c, note, sizeof note));
+    if (!tb_ratereport_is_rate(c)) /* rate cells: below */
+      all_row(f, c);
   }
   tb_ratereport_print(f, doc);
 }

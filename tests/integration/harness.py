@@ -209,6 +209,54 @@ class Sim:
         return st in (200, 401)
 
 
+class LlamaServer:
+    """Debian's llama-server on CPU with the tiny model of make real-engine
+    (scripts/real-engine.sh), on a free port.  Raises Skip, with the
+    script's reason, where the machine cannot run it."""
+
+    def __init__(self, ctx, slots=4, ctx_len=16384, threads=1, args=()):
+        script = os.path.join(ROOT, "scripts", "real-engine.sh")
+        probe = subprocess.run([script, "--probe"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise Skip("cannot run llama.cpp here: " + (probe.stdout or probe.stderr).strip())
+        prep = subprocess.run([script, "--prepare"], capture_output=True, text=True, timeout=900)
+        if prep.returncode != 0:
+            raise AssertionError("real-engine.sh --prepare failed:\n" + prep.stdout + prep.stderr)
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.slots = slots
+        self.log_path = os.path.join(ctx.tmp, "llama-server-%d.log" % len(ctx.cleanups))
+        self.log = open(self.log_path, "wb")
+        argv = [script, "--port", str(self.port), "--slots", str(slots), "--ctx", str(ctx_len),
+                "--threads", str(threads), "--"] + list(args)
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                     start_new_session=True)
+        ctx.cleanups.append(self.stop)
+        wait_until(self._up, 120, what="llama-server on %d" % self.port)
+
+    def _up(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("llama-server exited:\n" + self.output())
+        st, _, _ = http("GET", self.url + "/health", timeout=2)
+        return st == 200
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
+
+
 class Context:
     """Per-module fixture: a temporary directory and everything started in it."""
 
@@ -221,6 +269,10 @@ class Context:
     def sim(self, profile="tiny", flavour="vllm", args=(), env=None, timing=False):
         """tokbench-sim; timing=True for tests that hold timings to a tolerance."""
         return Sim(self, profile, flavour, args, env, timing)
+
+    def llama(self, **kw):
+        """llama-server (LlamaServer): raises Skip where it cannot run."""
+        return LlamaServer(self, **kw)
 
     def postgres(self, fresh=False):
         """The module's cluster (one per module unless fresh=True)."""

@@ -122,16 +122,18 @@ def run_profile(ctx, profile, flavour, seed_file):
 INSTRUMENTED = not harness.TIMING_EXACT
 
 
-def test_vllm_h200_seed(ctx):
+def skip_unless_timing_exact():
     if INSTRUMENTED:
-        print("# skipped: instrumented build (ASan/valgrind) cannot keep seed timing")
-        return
+        raise harness.Skip("instrumented build (ASan/valgrind) cannot keep seed timing, "
+                           "and no uninstrumented one beside it (TB_REL_BIN_DIR)")
+
+
+def test_vllm_h200_seed(ctx):
+    skip_unless_timing_exact()
     run_profile(ctx, "vllm-h200x2-step3p7", "vllm", "vllm-h200x2-step3p7-flash-fp8.txt")
 
 
 def test_sglang_rtxpro6000_seed(ctx):
-    if INSTRUMENTED:
-        print("# skipped: instrumented build (ASan/valgrind) cannot keep seed timing")
-        return
+    skip_unless_timing_exact()
     run_profile(ctx, "sglang-rtxpro6000x4-step3p7", "sglang",
                 "sglang-rtxpro6000x4-step3p7-flash-fp8.txt")

@@ -292,3 +292,173 @@ def test_metrics_labels_bounded(ctx):
     assert "other" in methods
     assert len(series) < 20, series
     assert not any("JUNK" in l or "/random/" in l or "/nope/" in l for l in text.splitlines())
+
+
+# ------------------------------- issue 27, finding 1: limits per project
+
+def child_keys(api, admin, n):
+    keys = []
+    for i in range(n):
+        st, _, k = api.json("POST", "/v1/keys", admin, {"name": "child-%d" % i,
+                                                         "scopes": ["read"]})
+        assert st == 201, (st, k)
+        keys.append(k["key"])
+    return keys
+
+
+def test_request_rate_per_project_across_child_keys(ctx):
+    """Ten child keys of one project, each well within its own rate, share
+    the project's: together they get no more than its burst plus its rate
+    (they got ten times that: keys are free).  Another project is not
+    slowed."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg, {"TOKBENCH_RATE_LIMIT": "50", "TOKBENCH_RATE_BURST": "60",
+                        "TOKBENCH_RATE_LIMIT_PROJECT": "20", "TOKBENCH_RATE_BURST_PROJECT": "20"})
+    admin = make_key(pg, "rate-p", "--admin")
+    other = make_key(pg, "rate-q", "--admin")
+    keys = child_keys(api, admin, 10)
+    time.sleep(1.2)  # the project's bucket full again
+    codes, lock = [], threading.Lock()
+
+    def burst(k):
+        for _ in range(30):
+            st, h, body = api.req("GET", "/v1/jobs", k)
+            with lock:
+                codes.append((st, h, body))
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=burst, args=(k,)) for k in keys]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    elapsed = time.monotonic() - t0
+    ok = sum(1 for c in codes if c[0] == 200)
+    limited = [c for c in codes if c[0] == 429]
+    assert len(codes) == 300 and ok + len(limited) == 300, [c[0] for c in codes]
+    assert ok <= 20 + 20 * elapsed + 5, (ok, elapsed)
+    p = json.loads(limited[0][2])
+    assert p["limit"] == "TOKBENCH_RATE_LIMIT_PROJECT", p
+    assert "TOKBENCH_RATE_LIMIT_PROJECT=20" in p["detail"] and int(limited[0][1]["retry-after"]) >= 1
+    # another project has its own bucket
+    assert api.req("GET", "/v1/jobs", other)[0] == 200
+    api.proc.stop()
+
+
+def test_stream_caps_per_project(ctx):
+    """Event streams and long-polls are capped per project as well as per
+    key: a second key of the project does not get a second allowance."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg, {"TOKBENCH_SSE_PER_KEY": "2", "TOKBENCH_SSE_PER_PROJECT": "3",
+                        "TOKBENCH_WAIT_PER_KEY": "2", "TOKBENCH_WAIT_PER_PROJECT": "3",
+                        "TOKBENCH_SSE_PING_S": "1"})
+    admin = make_key(pg, "streams-p", "--admin")
+    k1, k2 = child_keys(api, admin, 2)
+    other = make_key(pg, "streams-q", "--admin")
+    ep = new_endpoint(api, admin, "streams-ep")
+    job = submit(api, admin, ep["id"])  # no worker: it stays queued
+    open_ = [sse_open(api, k1, job["id"]) for _ in range(2)] + [sse_open(api, k2, job["id"])]
+    assert [x[1] for x in open_] == [200, 200, 200]
+    c, st, h, rest = sse_open(api, k2, job["id"])
+    assert st == 429, (st, h)
+    c.settimeout(5)
+    while len(rest) < int(h.get("content-length", "0")):
+        rest += c.recv(4096)
+    p = json.loads(rest)
+    assert p["limit"] == "TOKBENCH_SSE_PER_PROJECT" and "TOKBENCH_SSE_PER_PROJECT=3" in p["detail"], p
+    c.close()
+    # another project's job streams
+    ep2 = new_endpoint(api, other, "streams-ep2")
+    job2 = submit(api, other, ep2["id"])
+    b, st, _, _ = sse_open(api, other, job2["id"])
+    assert st == 200
+    b.close()
+    for x in open_:
+        x[0].close()
+    # long-polls: three of the project wait, the fourth (another key) is refused
+    out = []
+
+    def poll(k):
+        out.append(api.req("GET", "/v1/jobs/%s?wait=3&since=0" % job["id"], k, timeout=20)[0])
+    ts = [threading.Thread(target=poll, args=(k,)) for k in (k1, k1, k2)]
+    wait_until(lambda: all(api.req("GET", "/v1/jobs/%s?wait=1&since=0" % job["id"], k)[0] == 200
+                           for k in (k1, k2)), 15, what="stream places given back")
+    for t in ts:
+        t.start()
+    time.sleep(0.8)
+    st, h, p = api.json("GET", "/v1/jobs/%s?wait=3&since=0" % job["id"], admin)
+    assert st == 429 and p["limit"] == "TOKBENCH_WAIT_PER_PROJECT" and "retry-after" in h, (st, p)
+    for t in ts:
+        t.join()
+    assert out == [200, 200, 200], out
+    api.proc.stop()
+
+
+def test_keys_per_project_capped(ctx):
+    """TOKBENCH_LIMIT_KEYS live keys per project (an admin key minted 40 in a
+    row): the next is 429 naming the setting, also under concurrent
+    creations; a revoked key frees its place; another project is not
+    concerned."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg, {"TOKBENCH_LIMIT_KEYS": "6", "TOKBENCH_RATE_LIMIT": "0"})
+    admin = make_key(pg, "keys-p", "--admin")
+    out, lock = [], threading.Lock()
+
+    def mint(i):
+        r = api.json("POST", "/v1/keys", admin, {"name": "k%d" % i})
+        with lock:
+            out.append(r)
+    ts = [threading.Thread(target=mint, args=(i,)) for i in range(12)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    made = [r[2] for r in out if r[0] == 201]
+    refused = [r for r in out if r[0] != 201]
+    assert len(made) == 5, [r[0] for r in out]  # the admin key is the sixth
+    assert all(r[0] == 429 for r in refused), [r[0] for r in refused]
+    p = refused[0][2]
+    assert p["setting"] == "TOKBENCH_LIMIT_KEYS" and p["max"] == 6, p
+    assert "TOKBENCH_LIMIT_KEYS=6" in p["detail"] and "retry-after" in refused[0][1], p
+    n = pg.psql("SELECT count(*) FROM api_keys k JOIN projects p ON p.id = k.project_id "
+                "WHERE p.name = 'keys-p' AND k.revoked_at IS NULL").strip()
+    assert n == "6", n
+    st, _, _ = api.json("DELETE", "/v1/keys/" + made[0]["id"], admin)
+    assert st == 200
+    st, _, k = api.json("POST", "/v1/keys", admin, {"name": "again"})
+    assert st == 201, k
+    other = make_key(pg, "keys-q", "--admin")
+    st, _, k = api.json("POST", "/v1/keys", other, {"name": "q1"})
+    assert st == 201, k
+    api.proc.stop()
+
+
+# --------------------------- issue 27, finding 2: a budget new clients enter
+
+def test_busy_head_timeout_above_the_high_water_mark(ctx):
+    """Above 3/4 of TOKBENCH_MAX_CONNECTIONS, a connection that has sent no
+    request head gets TOKBENCH_HEADER_TIMEOUT_BUSY_S (1 s here) instead of
+    TOKBENCH_HEADER_TIMEOUT_S (30 s): connections from many addresses that
+    send nothing cannot hold the budget against new clients (they held it
+    for the whole head timeout).  Below the mark nothing changes."""
+    s = setup(ctx)
+    api = Api(ctx, s["pg"], {"TOKBENCH_MAX_CONNECTIONS": "40", "TOKBENCH_HEADER_TIMEOUT_S": "30",
+                             "TOKBENCH_HEADER_TIMEOUT_BUSY_S": "1",
+                             "TOKBENCH_MAX_CONNECTIONS_PER_IP": "4"})
+    time.sleep(0.5)  # the start-up check's connection gone
+    idle = []
+    for i in range(36):  # 9 addresses at their cap of 4
+        idle.append(connect(api, "127.0.1.%d" % (i // 4 + 1)))
+        time.sleep(0.02)
+    time.sleep(3.5)
+    kept = [c for c in idle if alive(c)]
+    assert len(kept) == 30, len(kept)  # the 6 above the mark (30 of 40) were closed
+    # a client with a key gets in and is answered at once
+    t0 = time.monotonic()
+    st, _, _ = api.json("GET", "/v1/jobs", s["alpha"])
+    assert st == 200 and time.monotonic() - t0 < 1.0
+    for c in idle:
+        c.close()
+    api.proc.stop()

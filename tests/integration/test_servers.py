@@ -30,6 +30,8 @@ EXPECT = {
     "sglang-0.5": ("sglang", "0.5.4.post1", 20480, "sglang /get_server_info max_total_num_tokens",
                    256, 32768),
     "llamacpp": ("llama.cpp", "b6915-2a2bd1f0", None, "llama.cpp publishes no KV budget", 4, 16384),
+    "llamacpp-b11669": ("llama.cpp", "b11669-Debian", None, "llama.cpp publishes no KV budget",
+                        4, 4096),
     "tgi-2.2": ("tgi", "2.2.0", 262144, "tgi /info max_batch_total_tokens", None, 4096),
     "tgi-3.3": ("tgi", "3.3.6", None, "tgi /info has no max_batch_total_tokens", None, 8192),
     "gateway": ("openai", None, None, "no capacity interface", None, None),

@@ -469,3 +469,29 @@ def test_child_keys_cannot_outlive_their_parent(ctx):
     assert api.req("GET", "/v1/jobs", free["key"])[0] == 200
     assert api.req("GET", "/v1/jobs", root)[0] == 200
     api.stop()
+
+
+# ------------------------------------------- issue 27, finding 3: /v1/series
+
+def test_series_of_another_projects_endpoint_is_not_found(ctx):
+    """GET /v1/series of another project's endpoint is 404 not-found, as
+    every other route answers for another project's ids (it was 200 with no
+    points); the project's own endpoint, even deleted, keeps its series."""
+    s = setup(ctx)
+    pg = s["pg"]
+    api = Api(ctx, pg)
+    key_a, ep_a = project(ctx, api, pg)
+    key_b, ep_b = project(ctx, api, pg)
+    q = "/v1/series?endpoint_id=%s&context=512"
+    st, _, doc = api.json("GET", q % ep_a, key_a)
+    assert st == 200 and doc["points"] == [], (st, doc)
+    st, _, p = api.json("GET", q % ep_a, key_b)
+    assert st == 404 and p["type"].endswith("/not-found"), (st, p)
+    st, _, p = api.json("GET", "/v1/series?endpoint_id=%s" % ep_a, key_b)
+    assert st == 404, (st, p)
+    st, _, p = api.json("GET", q % str(uuid.uuid4()), key_b)
+    assert st == 404, (st, p)
+    assert api.req("DELETE", "/v1/endpoints/" + ep_b, key_b)[0] in (200, 204)
+    st, _, doc = api.json("GET", q % ep_b, key_b)
+    assert st == 200 and doc["points"] == [], (st, doc)
+    api.stop()

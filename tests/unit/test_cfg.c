@@ -90,6 +90,55 @@ test_env_wins_over_file(void **state)
   free(err);
 }
 
+/* A switch: 0 or 1; unset or empty is the key's default; anything else is
+ * refused with the key's name.  tb_cfg_help_keys lists the keys without the
+ * heading. */
+static void
+test_bool_and_help_keys(void **state)
+{
+  (void)state;
+  static const struct tb_cfg_key sw[] = {
+    { "TBT_ON", "1", "on", false },
+    { "TBT_OFF", NULL, "off", false },
+  };
+  struct tb_cfg *c = tb_cfg_new(sw, 2);
+  char *err = NULL;
+  bool on = false, off = true;
+  assert_true(tb_cfg_get_bool(c, "TBT_ON", &on, &err));
+  assert_true(tb_cfg_get_bool(c, "TBT_OFF", &off, &err));
+  assert_true(on);
+  assert_false(off);
+  tb_cfg_set(c, "TBT_ON", "");
+  tb_cfg_set(c, "TBT_OFF", "1");
+  on = off = false;
+  assert_true(tb_cfg_get_bool(c, "TBT_ON", &on, &err));
+  assert_true(tb_cfg_get_bool(c, "TBT_OFF", &off, &err));
+  assert_true(on);
+  assert_true(off);
+  tb_cfg_set(c, "TBT_ON", "0");
+  assert_true(tb_cfg_get_bool(c, "TBT_ON", &on, &err));
+  assert_false(on);
+  const char *bad[] = { "yes", "true", "2", "01", " 1" };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tb_cfg_set(c, "TBT_OFF", bad[i]);
+    off = false;
+    assert_false(tb_cfg_get_bool(c, "TBT_OFF", &off, &err));
+    assert_false(off);
+    assert_string_equal(err, "TBT_OFF must be 0 or 1");
+    free(err);
+    err = NULL;
+  }
+  tb_cfg_free(c);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  tb_cfg_help_keys(sw, 2, f);
+  fclose(f);
+  assert_string_equal(buf, "  TBT_ON                       on (default: 1)\n"
+                           "  TBT_OFF                      off\n");
+  free(buf);
+}
+
 int
 main(void)
 {
@@ -98,6 +147,7 @@ main(void)
     cmocka_unit_test(test_parse_text),
     cmocka_unit_test(test_parse_errors),
     cmocka_unit_test(test_env_wins_over_file),
+    cmocka_unit_test(test_bool_and_help_keys),
   };
   return cmocka_run_group_tests_name("cfg", tests, NULL, NULL);
 }

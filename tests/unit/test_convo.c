@@ -97,7 +97,7 @@ test_no_system_and_cap(void **state)
   char *chunk = malloc(piece + 64);
   int n = snprintf(chunk, 64, "{\"choices\":[{\"delta\":{\"content\":\"");
   memset(chunk + n, 'a', piece);
-  strcpy(chunk + n + piece, "\"}}]}");
+  memcpy(chunk + n + piece, "\"}}]}", sizeof "\"}}]}");
   size_t took = 0;
   bool ok = true;
   while (ok && took < 2 * TB_CONVO_ANSWER_MIN) {

@@ -152,7 +152,7 @@ static const char req_body[] = "{\"model\":\"m\",\"stream\":true}";
 static void
 open_set(struct fixture *x, bool stamps)
 {
-  assert_true(tb_direct_setup(&x->d, x->url, stamps, x->epfd));
+  assert_true(tb_direct_setup(&x->d, x->url, stamps, false, x->epfd));
   const struct tb_direct_ops ops = { x, on_body, on_end };
   tb_direct_set_init(&x->set, &x->d, SLOTS, "Authorization: Bearer sk-k", req_body,
                      strlen(req_body), &ops);
@@ -199,7 +199,7 @@ test_setup_rules(void **state)
 {
   struct fixture *x = *state;
   struct tb_direct d;
-  assert_true(tb_direct_setup(&d, x->url, false, x->epfd));
+  assert_true(tb_direct_setup(&d, x->url, false, false, x->epfd));
   char host[64];
   snprintf(host, sizeof host, "127.0.0.1:%d", x->s.port);
   assert_string_equal(d.host, host);
@@ -209,36 +209,34 @@ test_setup_rules(void **state)
   tb_direct_free(&d); /* twice is harmless */
 
   char *u = tb_xasprintf("https://127.0.0.1:%d/v1/chat/completions", x->s.port);
-  assert_false(tb_direct_setup(&d, u, false, x->epfd));
+  assert_false(tb_direct_setup(&d, u, false, false, x->epfd));
   tb_direct_free(&d);
   free(u);
   u = tb_xasprintf("http://user:pw@127.0.0.1:%d/v1/chat/completions", x->s.port);
-  assert_false(tb_direct_setup(&d, u, false, x->epfd));
+  assert_false(tb_direct_setup(&d, u, false, false, x->epfd));
   tb_direct_free(&d);
   free(u);
-  assert_false(tb_direct_setup(&d, "not a url", false, x->epfd));
+  assert_false(tb_direct_setup(&d, "not a url", false, false, x->epfd));
   tb_direct_free(&d);
   u = tb_xasprintf("http://127.0.0.1:%d/v1", lb_closed_port());
-  assert_false(tb_direct_setup(&d, u, false, x->epfd));
+  assert_false(tb_direct_setup(&d, u, false, false, x->epfd));
   assert_null(d.host);
   assert_null(d.path);
   free(u);
-  setenv("TB_ENGINE_CURL_STREAMS", "1", 1);
-  assert_false(tb_direct_setup(&d, x->url, false, x->epfd));
-  unsetenv("TB_ENGINE_CURL_STREAMS");
+  assert_false(tb_direct_setup(&d, x->url, false, true, x->epfd)); /* curl_streams */
   setenv("http_proxy", "http://127.0.0.1:9", 1);
-  assert_false(tb_direct_setup(&d, x->url, false, x->epfd));
+  assert_false(tb_direct_setup(&d, x->url, false, false, x->epfd));
   unsetenv("http_proxy");
   /* the egress policy judges the address libcurl picked */
   char *err = NULL;
   tb_egress_install(tb_egress_new(NULL, NULL, &err));
-  assert_false(tb_direct_setup(&d, x->url, false, x->epfd));
+  assert_false(tb_direct_setup(&d, x->url, false, false, x->epfd));
   /* false: nothing to free (the URL's parts are not kept) */
   assert_null(d.host);
   assert_null(d.path);
   assert_null(d.rbuf);
   tb_egress_install(NULL);
-  assert_true(tb_direct_setup(&d, x->url, false, x->epfd));
+  assert_true(tb_direct_setup(&d, x->url, false, false, x->epfd));
   tb_direct_free(&d);
 }
 
@@ -368,7 +366,7 @@ test_refused(void **state)
   struct lb_server gone;
   assert_true(lb_start(&gone, handler, &x->f));
   char *url = tb_xasprintf("%s/v1/chat/completions", gone.url);
-  assert_true(tb_direct_setup(&x->d, url, false, x->epfd));
+  assert_true(tb_direct_setup(&x->d, url, false, false, x->epfd));
   lb_stop(&gone);
   const struct tb_direct_ops ops = { x, on_body, on_end };
   tb_direct_set_init(&x->set, &x->d, SLOTS, NULL, req_body, strlen(req_body), &ops);
@@ -398,9 +396,9 @@ test_ipv6(void **state)
   char *url = tb_xasprintf("%s/v1/chat/completions", s6.url);
   char *err = NULL;
   tb_egress_install(tb_egress_new(NULL, NULL, &err)); /* loopback refused */
-  assert_false(tb_direct_setup(&x->d, url, true, x->epfd));
+  assert_false(tb_direct_setup(&x->d, url, true, false, x->epfd));
   tb_egress_install(tb_egress_new("loopback", NULL, &err));
-  assert_true(tb_direct_setup(&x->d, url, true, x->epfd));
+  assert_true(tb_direct_setup(&x->d, url, true, false, x->epfd));
   tb_egress_install(NULL);
   assert_int_equal(x->d.addr.ss_family, AF_INET6);
   char host[64];

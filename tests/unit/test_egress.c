@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +208,94 @@ test_origin(void **state)
   assert_null(tb_egress_origin("not a url"));
 }
 
+/* Issue 27, finding 3: a host is judged in one spelling, so registration
+ * refuses what connection would: trailing dots, case, every spelling of an
+ * address literal, and names that IDNA would turn into other names. */
+static void
+test_url_spellings(void **state)
+{
+  (void)state;
+  struct tb_egress *p = policy(NULL, "evil.example.com");
+  char why[TB_EGRESS_WHY_MAX];
+  const char *refused[] = {
+    "http://169.254.169.254.:80/", "http://169.254.169.254../", "http://2852039166./",
+    "http://0xa9.0xfe.0xa9.0xfe/", "http://0xA9FEA9FE/", "http://0251.0376.0251.0376/",
+    "http://169.254.43518/", "http://169.16689662/", "http://%31%36%39.254.169.254/",
+    "http://0x7f.1./", "http://127.000.000.001/", "http://0177.0.0.1/", "http://0/",
+    "http://[::ffff:a9fe:a9fe]/", "http://[0:0:0:0:0:ffff:169.254.169.254]/",
+    "http://[64:ff9b::a9fe:a9fe]/", "http://LOCALHOST./", "http://a.LocalHost./",
+    "http://METADATA.Google.Internal./", "http://metadata./", "http://Evil.Example.Com./",
+    "http://\xef\xbd\x8d\xef\xbd\x85\xef\xbd\x94\xef\xbd\x81\xef\xbd\x84"
+    "\xef\xbd\x81\xef\xbd\x94\xef\xbd\x81.google.internal/", /* full-width "metadata" */
+    "http://\xef\xbc\x91\xef\xbc\x96\xef\xbc\x99" ".254.169.254/", /* full-width 169 */
+    "http://169\xe3\x80\x82" "254\xe3\x80\x82" "169\xe3\x80\x82" "254/", /* "。" dots */
+    "http://b\xc3\xbc" "cher.example/",
+  };
+  for (size_t i = 0; i < TB_ARRAY_LEN(refused); i++)
+    if (tb_egress_url_ok(p, refused[i], why, sizeof why))
+      fail_msg("%s passed", refused[i]);
+  assert_false(tb_egress_url_ok(p, "http://169.254.169.254.:80/", why, sizeof why));
+  assert_non_null(strstr(why, "169.254.169.254 by rule 169.254.169.254/32"));
+  assert_false(tb_egress_url_ok(p, "http://0xa9fea9fe/", why, sizeof why));
+  assert_non_null(strstr(why, "cloud metadata"));
+  assert_false(tb_egress_url_ok(p, "http://b\xc3\xbc" "cher.example/", why, sizeof why));
+  assert_non_null(strstr(why, "xn--"));
+  const char *allowed[] = {
+    "http://10.0.0.5.:8000/", "http://0x0a000005/", "http://GPU.Example.com./v1",
+    "http://xn--bcher-kva.example/", "http://[2001:db8::1]/",
+  };
+  for (size_t i = 0; i < TB_ARRAY_LEN(allowed); i++)
+    if (!tb_egress_url_ok(p, allowed[i], why, sizeof why))
+      fail_msg("%s refused: %s", allowed[i], why);
+  /* the guard judges the same spelling before any socket */
+  struct tb_egress_guard g;
+  CURL *e = curl_easy_init();
+  assert_non_null(e);
+  assert_false(tb_egress_guard_easy(&g, p, e, "http://Evil.Example.Com./"));
+  assert_true(g.refused);
+  assert_false(tb_egress_guard_easy(&g, p, e, "http://b\xc3\xbc" "cher.example/"));
+  assert_true(g.refused && strstr(g.why, "xn--") != NULL);
+  assert_true(tb_egress_guard_easy(&g, p, e, "http://169.254.169.254.:9/"));
+  curl_easy_setopt(e, CURLOPT_URL, "http://169.254.169.254.:9/");
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+  assert_int_not_equal(curl_easy_perform(e), CURLE_OK);
+  curl_easy_cleanup(e);
+  tb_egress_free(p);
+}
+
+/* What a worker judges before a run: the URL, and a name no rule decides
+ * by the addresses it resolves to. */
+static void
+test_url_reachable(void **state)
+{
+  (void)state;
+  struct tb_egress *p = policy(NULL, "evil.example.com");
+  char why[TB_EGRESS_WHY_MAX];
+  assert_true(tb_egress_url_reachable(NULL, "http://127.0.0.1/", why, sizeof why));
+  assert_false(tb_egress_url_reachable(p, "http://127.0.0.1:8000/", why, sizeof why));
+  assert_non_null(strstr(why, "127.0.0.0/8 (built-in: loopback)"));
+  assert_false(tb_egress_url_reachable(p, "http://169.254.169.254.:80/", why, sizeof why));
+  assert_false(tb_egress_url_reachable(p, "http://Evil.Example.Com./", why, sizeof why));
+  assert_true(tb_egress_url_reachable(p, "http://10.0.0.5:8000/", why, sizeof why));
+  /* a name that does not resolve is the run's to report */
+  assert_true(tb_egress_url_reachable(p, "http://no-such-host.invalid/", why, sizeof why));
+  /* a name resolving only to loopback (the test machine's /etc/hosts) */
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) == 0) {
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    bool lo = getaddrinfo(host, NULL, &hints, &res) == 0;
+    for (const struct addrinfo *a = res; lo && a != NULL; a = a->ai_next)
+      lo = a->ai_family == AF_INET &&
+           (ntohl(((struct sockaddr_in *)(void *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+    if (res != NULL)
+      freeaddrinfo(res);
+    char *url = tb_xasprintf("http://%s:8000/", host);
+    assert_int_equal(tb_egress_url_reachable(p, url, why, sizeof why), !lo);
+    free(url);
+  }
+  tb_egress_free(p);
+}
+
 /* The guard on a real libcurl transfer: a refused address never gets a
  * socket, and the reason comes back. */
 static void
@@ -239,6 +329,7 @@ main(void)
     cmocka_unit_test(test_precedence), cmocka_unit_test(test_bad_lists),
     cmocka_unit_test(test_hosts),      cmocka_unit_test(test_urls),
     cmocka_unit_test(test_origin),     cmocka_unit_test(test_guard),
+    cmocka_unit_test(test_url_spellings), cmocka_unit_test(test_url_reachable),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

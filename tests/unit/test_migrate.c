@@ -43,7 +43,7 @@ test_table_matches_sql_dir(void **state)
   for (unsigned i = 0; i < n; i++) {
     const struct tb_migration *m = &tb_migrations[i];
     assert_string_equal(m->name, names[i]);
-    assert_int_equal(m->version, atoi(names[i]));
+    assert_int_equal(m->version, strtol(names[i], NULL, 10));
     assert_true(m->version > 0);
     if (i > 0)
       assert_true(m->version > tb_migrations[i - 1].version);
@@ -97,7 +97,7 @@ count(struct tb_db *db, const char *sql)
 {
   PGresult *r = PQexec(tb_db_conn(db), sql);
   assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-  int n = atoi(PQgetvalue(r, 0, 0));
+  int n = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
   return n;
 }

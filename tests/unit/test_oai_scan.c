@@ -215,32 +215,32 @@ test_deep_and_wide(void **state)
   /* nesting around the scanner's depth cap and far beyond */
   for (int depth = 1; depth < 80; depth += 3) {
     size_t n = 0;
-    n += (size_t)sprintf(b + n, "{\"choices\":[{\"delta\":{\"content\":\"x\"},\"n\":");
+    n += (size_t)snprintf(b + n, cap - n, "{\"choices\":[{\"delta\":{\"content\":\"x\"},\"n\":");
     for (int i = 0; i < depth; i++)
-      b[n++] = i % 2 ? '[' : '{', n += i % 2 ? 0 : (size_t)sprintf(b + n, "\"k\":");
+      b[n++] = i % 2 ? '[' : '{', n += i % 2 ? 0 : (size_t)snprintf(b + n, cap - n, "\"k\":");
     b[n++] = '1';
     for (int i = depth - 1; i >= 0; i--)
       b[n++] = i % 2 ? ']' : '}';
-    n += (size_t)sprintf(b + n, "}]}");
+    n += (size_t)snprintf(b + n, cap - n, "}]}");
     (void)check(b, n);
   }
   /* many keys in one object, with and without a duplicate at the end */
   for (int keys = 1; keys < 70; keys += 7) {
     for (int dup = 0; dup < 2; dup++) {
-      size_t n = (size_t)sprintf(b, "{\"usage\":{\"completion_tokens\":2}");
+      size_t n = (size_t)snprintf(b, cap, "{\"usage\":{\"completion_tokens\":2}");
       for (int i = 0; i < keys; i++)
-        n += (size_t)sprintf(b + n, ",\"k%d\":%d", i, i);
+        n += (size_t)snprintf(b + n, cap - n, ",\"k%d\":%d", i, i);
       if (dup)
-        n += (size_t)sprintf(b + n, ",\"k0\":0");
+        n += (size_t)snprintf(b + n, cap - n, ",\"k0\":0");
       b[n++] = '}';
       (void)check(b, n);
     }
   }
   /* a long text with escapes */
-  size_t n = (size_t)sprintf(b, "{\"choices\":[{\"delta\":{\"content\":\"");
+  size_t n = (size_t)snprintf(b, cap, "{\"choices\":[{\"delta\":{\"content\":\"");
   for (int i = 0; i < 5000; i++)
-    n += (size_t)sprintf(b + n, i % 3 ? "ab\\n" : "\\u00e9\xe4\xb8\xad");
-  n += (size_t)sprintf(b + n, "\"}}]}");
+    n += (size_t)snprintf(b + n, cap - n, i % 3 ? "ab\\n" : "\\u00e9\xe4\xb8\xad");
+  n += (size_t)snprintf(b + n, cap - n, "\"}}]}");
   assert_true(check(b, n));
   /* over the chunk cap */
   char *big = malloc(TB_OAI_CHUNK_MAX + 16);

@@ -24,6 +24,7 @@ enum answer { GOOD = 0, HTTP500, NOT_JSON, NO_COUNT, NEGATIVE, FLAT, HUGE, SPARS
 
 struct fake {
   enum answer answer;
+  bool no_template; /* /apply-template answers 404 (an older llama.cpp) */
 };
 
 static int64_t
@@ -73,7 +74,34 @@ handler(void *cls, int fd, const struct lb_req *req)
   else if (f->answer == SPARSE) /* one token per 100 words */
     snprintf(out, sizeof out, "{\"count\":%lld,\"usage\":{\"prompt_tokens\":%lld}}",
              (long long)(100 + n / 100), (long long)(100 + n / 100));
-  else if (strstr(req->head, "POST /tokenize ") == req->head)
+  else if (strstr(req->head, "POST /apply-template ") == req->head) {
+    /* llama.cpp: the template's prompt (TEMPLATE one-token words, then the
+     * message); its /tokenize of {content} answers the tokens themselves */
+    if (f->no_template) {
+      lb_respond(fd, 404, "application/json", "{\"error\":\"not found\"}", false);
+      json_decref(body);
+      return true;
+    }
+    json_t *a = json_pack("{s:s+}", "prompt", "T T T T T T T ", content ? content : "");
+    char *txt = json_dumps(a, JSON_COMPACT);
+    lb_respond(fd, 200, "application/json", txt, false);
+    free(txt);
+    json_decref(a);
+    json_decref(body);
+    return true;
+  } else if (strstr(req->head, "POST /tokenize ") == req->head &&
+             json_string_value(json_object_get(body, "content")) != NULL) {
+    int64_t k = tokens_of(json_string_value(json_object_get(body, "content")));
+    json_t *a = json_pack("{s:[]}", "tokens");
+    for (int64_t i = 0; i < k; i++)
+      json_array_append_new(json_object_get(a, "tokens"), json_integer(i % 4000));
+    char *txt = json_dumps(a, JSON_COMPACT);
+    lb_respond(fd, 200, "application/json", txt, false);
+    free(txt);
+    json_decref(a);
+    json_decref(body);
+    return true;
+  } else if (strstr(req->head, "POST /tokenize ") == req->head)
     snprintf(out, sizeof out, "{\"count\":%lld,\"max_model_len\":262144}", (long long)n);
   else
     snprintf(out, sizeof out, "{\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":1}}",
@@ -181,6 +209,40 @@ test_text_tokenize(void **state)
   x->d.tokenize_text_only = true; /* SGLang: overhead from a calibration */
   build_exact(x, 8192, 7777);
   build_exact(x, 2048, 2000);
+}
+
+static void
+test_template_tokenize(void **state)
+{
+  struct fixture *x = *state;
+  x->f.answer = GOOD;
+  x->f.no_template = false;
+  x->d.has_tokenize = false;
+  x->d.tokenize_text_only = false;
+  x->d.apply_template = true; /* llama.cpp: /apply-template, then /tokenize */
+  build_exact(x, 8192, 7777);
+  build_exact(x, 1024, 1000);
+  /* context 0: the tag alone, counted with the template */
+  struct tb_prompt_ctx *c = tb_prompt_ctx_new(&x->d, NULL, "run1");
+  struct tb_prompt p;
+  char *err = NULL;
+  assert_int_equal(tb_prompt_build(c, 0, 0, &p, &err), 0);
+  assert_true(p.exact);
+  assert_int_equal(p.tokens, 1 + TEMPLATE);
+  assert_string_equal(p.source, "tokenizer");
+  tb_prompt_free(&p);
+  tb_prompt_ctx_free(c);
+  /* a server without /apply-template: the calibration, not exact */
+  x->f.no_template = true;
+  c = tb_prompt_ctx_new(&x->d, NULL, "run1");
+  assert_int_equal(tb_prompt_build(c, 2048, 2000, &p, &err), 0);
+  assert_null(err);
+  assert_false(p.exact);
+  assert_string_equal(p.source, "calibration");
+  tb_prompt_free(&p);
+  tb_prompt_ctx_free(c);
+  x->f.no_template = false;
+  x->d.apply_template = false;
 }
 
 static void
@@ -313,6 +375,9 @@ main(void)
       cmocka_unit_test(test_text),
       cmocka_unit_test(test_chat_tokenize),
       cmocka_unit_test(test_text_tokenize),
+      /* its own server: it makes two calls a count, past the shared one's
+       * LB_CONNS_MAX connections */
+      cmocka_unit_test_setup_teardown(test_template_tokenize, setup, teardown),
       cmocka_unit_test(test_linear_estimate),
       cmocka_unit_test(test_too_small),
       cmocka_unit_test(test_bad_answers),

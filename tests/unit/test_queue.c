@@ -453,6 +453,41 @@ test_racing_claims(void **state)
   free(c);
 }
 
+/* Issue 27: a worker whose egress policy refuses the endpoint hands the job
+ * back without spending an attempt, passes it over in its claims, and the
+ * job fails with the reason once the first hand-back is give_up_s old. */
+static void
+test_refuse_hands_back_then_gives_up(void **state)
+{
+  (void)state;
+  struct tb_queue_job j;
+  char a[40], v[256], skip[48];
+  bool failed = true;
+  job_new(a, 0, "k1", 1);
+  assert_int_equal(tb_queue_claim(db, "w1", 60, 0, &j, NULL), TB_QUEUE_CLAIMED);
+  assert_int_equal(tb_queue_refuse(db, &j.lease, "worker w1: egress refused: x", 600, &failed), 1);
+  assert_false(failed);
+  col(v, sizeof v, a, "state || ' ' || attempts || ' ' || (lease_owner IS NULL)");
+  assert_string_equal(v, "queued 0 true");
+  q1(v, sizeof v, "SELECT data->>'worker' || ' ' || (data->>'reason') FROM job_events "
+     "WHERE job_id = '%s' AND data ? 'egress_refused'", a);
+  assert_string_equal(v, "w1 worker w1: egress refused: x");
+  /* a second refusal through a stale lease writes nothing */
+  assert_int_equal(tb_queue_refuse(db, &j.lease, "again", 600, &failed), 0);
+  tb_queue_job_clear(&j);
+  snprintf(skip, sizeof skip, "{%s}", a);
+  assert_int_equal(tb_queue_claim_skip(db, "w1", 60, 0, skip, &j, NULL), TB_QUEUE_EMPTY);
+  /* another worker claims it with its one attempt still there */
+  assert_int_equal(tb_queue_claim_skip(db, "w2", 60, 0, NULL, &j, NULL), TB_QUEUE_CLAIMED);
+  assert_int_equal(j.lease.attempt, 1);
+  /* refused again, past the give-up time (0 s): failed with the reason */
+  assert_int_equal(tb_queue_refuse(db, &j.lease, "worker w2: egress refused: y", 0, &failed), 1);
+  assert_true(failed);
+  col(v, sizeof v, a, "state || ' ' || attempts || ' ' || error");
+  assert_non_null(strstr(v, "failed 1 no worker may reach the endpoint: worker w2: egress refused: y"));
+  tb_queue_job_clear(&j);
+}
+
 int
 main(void)
 {
@@ -463,6 +498,7 @@ main(void)
       cmocka_unit_test_setup(test_cancel_release_expiry, clean),
       cmocka_unit_test_setup(test_load_endpoint_and_cells, clean),
       cmocka_unit_test_setup(test_racing_claims, clean),
+      cmocka_unit_test_setup(test_refuse_hands_back_then_gives_up, clean),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

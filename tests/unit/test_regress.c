@@ -16,7 +16,9 @@
 #include "result/tb_compare.h"
 #include "tb_deliver.h"
 #include "db/tb_regress.h"
+#include "result/tb_regdoc.h"
 #include "render/tb_render.h"
+#include "render/tb_verdictview.h"
 
 /* A result of two decode cells (8K x 1, 8K x 32) at throughput scale f. */
 static json_t *
@@ -64,30 +66,30 @@ test_history_verdict(void **state)
   assert_true(json_is_true(json_object_get(v, "regressed")));
   assert_int_equal(json_integer_value(json_object_get(v, "history_runs")), 8);
   const json_t *cells = NULL;
-  assert_true(tb_regress_regressed(v, &cells));
+  assert_true(tb_regdoc_regressed(v, &cells));
   assert_int_equal(json_array_size(cells), 2);
   const json_t *g = json_array_get(cells, 0);
   assert_string_equal(json_string_value(json_object_get(g, "metric")), "total_tps");
   assert_true(fabs(json_real_value(json_object_get(g, "change_pct")) + 6.0) < 0.2);
   assert_true(json_real_value(json_object_get(g, "p")) < 0.001);
   assert_null(json_object_get(g, "fallback"));
-  char *why = tb_regress_why(g);
+  char *why = tb_regdoc_why(g);
   /* "8K × 1 total_tps: −6.0% (CI −6.x…−5.x%, p < 0.001, 8 earlier runs)" */
   assert_non_null(strstr(why, "8K \xc3\x97 1 total_tps: \xe2\x88\x92" "6.0% (CI \xe2\x88\x92"));
   assert_non_null(strstr(why, "%, p < 0.001, 8 earlier runs)"));
   free(why);
-  char *hl = tb_regress_headline(v);
+  char *hl = tb_regdoc_headline(v);
   assert_string_equal(hl, "Regressed: 2 significant regressions beyond 2.0% against up to 8 "
                           "earlier runs.");
   free(hl);
   /* the reports: the block in Markdown, and in HTML with the charts */
   struct tb_render_buf b = { 0 };
-  tb_render_verdict_md(&b, v);
+  tb_verdictview_md(&b, v);
   assert_non_null(strstr(b.p, "### Verdict\n\n> **Regressed: 2 significant"));
   assert_non_null(strstr(b.p, "- 8K \xc3\x97 1 total\\_tps: \xe2\x88\x92" "6.0% (CI"));
   free(b.p);
   b = (struct tb_render_buf){ 0 };
-  tb_render_verdict_html(&b, v);
+  tb_verdictview_html(&b, v);
   assert_non_null(strstr(b.p, "<section class=\"banner\" id=\"verdict\">"));
   /* the matrix chart and one per regression: 9 points each (8 + this job) */
   const char *poly = b.p;
@@ -108,7 +110,7 @@ test_history_verdict(void **state)
 
   /* within the spread: no regression, the cells are "same" at 2% */
   v = judge(8, 1.0, 0.05, 0.02);
-  assert_false(tb_regress_regressed(v, NULL));
+  assert_false(tb_regdoc_regressed(v, NULL));
   const json_t *vs = json_object_get(v, "verdicts");
   assert_int_equal(json_array_size(vs), 6); /* 2 cells x 3 metrics */
   for (size_t i = 0; i < json_array_size(vs); i++)
@@ -125,21 +127,21 @@ test_two_run_fallback(void **state)
   json_t *v = judge(2, 0.90, 0.05, 0.02);
   assert_string_equal(json_string_value(json_object_get(v, "method")), "two_run");
   const json_t *cells = NULL;
-  assert_true(tb_regress_regressed(v, &cells));
+  assert_true(tb_regdoc_regressed(v, &cells));
   assert_int_equal(json_array_size(cells), 2);
   const json_t *g = json_array_get(cells, 0);
   assert_true(json_is_true(json_object_get(g, "fallback")));
-  char *hl = tb_regress_headline(v);
+  char *hl = tb_regdoc_headline(v);
   assert_non_null(strstr(hl, "too little history, fewer than 3 earlier runs"));
   assert_non_null(strstr(hl, "2 regressions beyond 5.0%"));
   free(hl);
-  char *why = tb_regress_why(g);
+  char *why = tb_regdoc_why(g);
   assert_non_null(strstr(why, "too little history"));
   free(why);
   json_decref(v);
   /* 4% down is within the 5% tolerance */
   v = judge(2, 0.96, 0.05, 0.02);
-  assert_false(tb_regress_regressed(v, NULL));
+  assert_false(tb_regdoc_regressed(v, NULL));
   json_decref(v);
 }
 
@@ -152,18 +154,18 @@ test_shapes_and_payload(void **state)
                           "concurrency", 1, "metric", "status", "kind", "lost");
   json_object_set_new(json_array_get(arr, 0), "head", json_string("error"));
   const json_t *cells = NULL;
-  assert_true(tb_regress_regressed(arr, &cells));
+  assert_true(tb_regdoc_regressed(arr, &cells));
   assert_ptr_equal(cells, arr);
-  char *why = tb_regress_why(json_array_get(arr, 0));
+  char *why = tb_regdoc_why(json_array_get(arr, 0));
   assert_string_equal(why, "8K \xc3\x97 1: lost (valid before, error now)");
   free(why);
   json_t *empty = json_array();
-  assert_false(tb_regress_regressed(empty, NULL));
-  assert_false(tb_regress_regressed(NULL, &cells));
+  assert_false(tb_regdoc_regressed(empty, NULL));
+  assert_false(tb_regdoc_regressed(NULL, &cells));
   assert_null(cells);
   /* the object: "regressed" decides, even with no cell (the matrix) */
   json_t *obj = json_pack("{s:b, s:[]}", "regressed", 1, "cells");
-  assert_true(tb_regress_regressed(obj, &cells));
+  assert_true(tb_regdoc_regressed(obj, &cells));
   assert_int_equal(json_array_size(cells), 0);
   /* the callback reads the object */
   json_t *job = json_pack("{s:s, s:s}", "id", "00000000-0000-0000-0000-000000000001", "state",

@@ -55,8 +55,10 @@ static const struct expect table[] = {
   { "vllm-2026", TB_KIND_VLLM, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN },
   /* 0.5: dp ranks; the hit-rate gauge the larger of the two */
   { "sglang-0.5", TB_KIND_SGLANG, 7, 1, NAN, 1, NAN, NAN, 0.3, 1200 },
-  /* llama.cpp: no KV gauge in current builds, no preemption or prefix */
-  { "llamacpp", TB_KIND_LLAMACPP, 3, 2, NAN, NAN, NAN, NAN, NAN, 4096 },
+  /* llama.cpp: no KV gauge in current builds, no preemption or prefix, and
+   * no per-step generation counter (tokens_predicted_total grows at a
+   * request's end) */
+  { "llamacpp", TB_KIND_LLAMACPP, 3, 2, NAN, NAN, NAN, NAN, NAN, NAN },
 };
 
 static void
@@ -190,6 +192,30 @@ test_summary_math(void **state)
   assert_null(json_object_get(j, "truncated"));
   json_decref(j);
   tb_sampler_free(&s);
+}
+
+/* llama.cpp counts a request's tokens when it ends: its series has no
+ * gen_tps, server_tps or ratio, and says why. */
+static void
+test_llamacpp_gen_unknown(void **state)
+{
+  (void)state;
+  size_t len;
+  char *text = slurp("llamacpp", &len);
+  struct tb_sampler s = { 0 };
+  tb_sampler_begin(&s, 0);
+  for (int i = 0; i < 3; i++)
+    tb_sampler_feed(&s, TB_KIND_LLAMACPP, i * S, text, len);
+  json_t *j = tb_sampler_json(&s, 300.0);
+  json_t *sum = json_object_get(j, "summary");
+  assert_int_equal(json_integer_value(json_object_get(sum, "samples")), 3);
+  assert_null(json_object_get(j, "gen_tps"));
+  assert_null(json_object_get(sum, "server_tps"));
+  assert_null(json_object_get(sum, "server_client_ratio"));
+  assert_non_null(strstr(tb_json_str(sum, "server_tps_unknown"), "when it ends"));
+  json_decref(j);
+  tb_sampler_free(&s);
+  free(text);
 }
 
 /* A counter that goes back (a restarted server) gives no figure rather
@@ -508,6 +534,7 @@ main(void)
     cmocka_unit_test(test_kv_name_preference),
     cmocka_unit_test(test_summary_math),
     cmocka_unit_test(test_counter_reset_and_absent),
+    cmocka_unit_test(test_llamacpp_gen_unknown),
     cmocka_unit_test(test_grid_and_caps),
     cmocka_unit_test(test_checks_thresholds),
     cmocka_unit_test(test_rate_checks),

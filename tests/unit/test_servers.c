@@ -98,6 +98,12 @@ static const struct expect expects[] = {
     "llama.cpp publishes no KV budget (each of total_slots slots holds n_ctx tokens)", 4,
     "llama.cpp /props total_slots", 16384, "llama.cpp /props default_generation_settings.n_ctx",
     true, 3, 2 },
+  /* captured from the live server of make real-engine: 16384 over 4 slots */
+  { "llamacpp-b11669", TB_KIND_LLAMACPP, "/srv/tokbench/tiny.gguf", "b11669-Debian",
+    "llama.cpp /props build_info", -1,
+    "llama.cpp publishes no KV budget (each of total_slots slots holds n_ctx tokens)", 4,
+    "llama.cpp /props total_slots", 4096, "llama.cpp /props default_generation_settings.n_ctx",
+    true, 4, 2 },
   { "tgi-2.2", TB_KIND_TGI, "meta-llama/Meta-Llama-3-8B-Instruct", "2.2.0",
     "tgi /info version", 262144, "tgi /info max_batch_total_tokens", -1,
     "tgi /info max_batch_size null (max_concurrent_requests limits admission, not running "
@@ -264,6 +270,8 @@ static const struct stream_expect streams[] = {
   { "sglang-0.4", "stream.txt", 4, 2, 1, 3, 0, 2, false },
   { "sglang-0.5", "stream.txt", 4, 2, 1, 5, 2, 2, false },
   { "llamacpp", "stream.txt", 4, 2, 1, 6, 3, 2, false },
+  /* the role chunk, 3 tokens, the finish, the usage chunk */
+  { "llamacpp-b11669", "stream.txt", 6, 3, 1, 20, 0, 3, false },
   { "tgi-2.2", "stream.txt", 3, 3, 0, 12, 0, 3, false },
   { "tgi-2.2", "stream_error.txt", 2, 1, 0, 2, 0, -1, true },
   { "tgi-3.3", "stream.txt", 3, 2, 0, 6, 0, 2, false },
@@ -372,7 +380,7 @@ test_every_parser_on_every_file(void **state)
   static const char *const files[] = { "models.json", "models_router.json",
                                        "server_info.json", "props.json", "info.json",
                                        "version.json", "metrics.txt", "stream.txt",
-                                       "stream_error.txt" };
+                                       "stream_error.txt", "slots.json", "completion.json" };
   for (size_t i = 0; i < sizeof expects / sizeof expects[0]; i++) {
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
       size_t len;

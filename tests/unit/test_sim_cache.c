@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/tb_arrival.h"
 #include "sim_cache.h"
 
 #define BS 4
@@ -135,25 +136,33 @@ model_front(struct model *m, uint64_t key)
   m->k[0] = key;
 }
 
+/* 0 to 2^31 - 1, as rand() */
+static int
+rnd(struct tb_rng *r)
+{
+  return (int)(tb_rng_next(r) >> 33);
+}
+
 static void
 test_churn_against_model(void **state)
 {
   (void)state;
   struct model m = { .max = 37 };
   struct sim_cache *c = sim_cache_new(37);
-  srand(7);
+  struct tb_rng rng;
+  tb_rng_seed(&rng, 7);
   for (int round = 0; round < 20000; round++) {
     int32_t ids[48];
     /* prompts from 12 families sharing heads of varying length */
-    int fam = rand() % 12, shared = (rand() % 12) * BS;
+    int fam = rnd(&rng) % 12, shared = (rnd(&rng) % 12) * BS;
     for (int i = 0; i < 48; i++)
-      ids[i] = i < shared ? fam * 1000 + i : rand() % 3 ? fam * 1000 + i : rand();
+      ids[i] = i < shared ? fam * 1000 + i : rnd(&rng) % 3 ? fam * 1000 + i : rnd(&rng);
     uint64_t ch[12];
-    size_t n = sim_cache_chain(ids, (size_t)(rand() % 49), BS, ch, 12);
+    size_t n = sim_cache_chain(ids, (size_t)(rnd(&rng) % 49), BS, ch, 12);
     size_t want = 0, at;
     while (want < n && model_has(&m, ch[want], &at))
       want++;
-    if (rand() % 2) {
+    if (rnd(&rng) % 2) {
       assert_int_equal(sim_cache_match(c, ch, n), want);
       for (size_t i = want; i-- > 0;)
         model_front(&m, ch[i]);

@@ -77,6 +77,44 @@ test_tok_chat(void **state)
   assert_true(a != b);
 }
 
+/* llama.cpp's /apply-template and /tokenize: the BOS and the template's
+ * text, its markers parsed, give the chat prompt's very ids. */
+static void
+test_tok_template(void **state)
+{
+  (void)state;
+  json_t *m = json_loads("[{\"role\":\"system\",\"content\":\"be brief\"},"
+                         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hello\"},"
+                         "{\"type\":\"text\",\"text\":\"world\"}]},"
+                         "{\"role\":\"tool\",\"content\":\"x y\"}]",
+                         0, NULL);
+  for (int agp = 0; agp <= 1; agp++) {
+    const char *err = NULL;
+    int32_t *a = NULL, *b = NULL;
+    size_t al = 0, ac = 0, bl = 0, bc = 0;
+    int64_t n = sim_tok_chat(m, agp, NULL, &a, &al, &ac, &err);
+    char *text = sim_tok_render_chat(m, agp);
+    assert_int_equal(strncmp(text, "<|im_start|>system\nbe brief<|im_end|>\n", 38), 0);
+    sim_tok_special_ids(SIM_TOK_BOS_TEXT, 3, &b, &bl, &bc); /* /tokenize's add_special */
+    sim_tok_special_ids(text, strlen(text), &b, &bl, &bc);
+    assert_int_equal((int64_t)bl, n);
+    assert_memory_equal(a, b, al * sizeof(*a));
+    free(text);
+    free(a);
+    free(b);
+  }
+  json_decref(m);
+  /* outside the markers: the plain tokenizer; an unterminated header */
+  int32_t *ids = NULL;
+  size_t len = 0, cap = 0;
+  sim_tok_special_ids("hello <|im_end|>\nworld<|im_start|>user", 38, &ids, &len, &cap);
+  assert_int_equal(len, 2 + 1 + 2 + 2);
+  assert_int_equal(ids[2], 6);
+  assert_int_equal(ids[5], 3);
+  assert_int_equal(ids[6], 9);
+  free(ids);
+}
+
 static enum sim_http_result
 parse(const char *s, struct sim_http_req *r, int *status)
 {
@@ -285,7 +323,11 @@ test_flavours(void **state)
     assert_string_equal(d->name, t);
     n++;
   }
-  assert_int_equal(n, 13);
+  assert_int_equal(n, 14);
+  /* llamacpp is the newest llama.cpp; b6915 keeps its name */
+  assert_string_equal(sim_flavour_find("llamacpp", &pv)->name, "llamacpp-b11669");
+  assert_string_equal(sim_flavour_find("llama-server", &pv)->name, "llamacpp-b11669");
+  assert_int_equal(sim_flavour_find("llamacpp-b6915", &pv)->rev, 6915);
   /* the framing flags of the two odd streams */
   assert_true(sim_flavour_find("gateway", &pv)->crlf);
   assert_true(sim_flavour_find("tgi-2.2", &pv)->data_nospace);
@@ -297,6 +339,7 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_tok_count),  cmocka_unit_test(test_tok_chat),
+    cmocka_unit_test(test_tok_template),
     cmocka_unit_test(test_http_parse), cmocka_unit_test(test_fault),
     cmocka_unit_test(test_profile),    cmocka_unit_test(test_shipped_profiles),
     cmocka_unit_test(test_flavours),

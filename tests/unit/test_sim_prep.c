@@ -26,11 +26,12 @@
 static char *
 completion_body(size_t words)
 {
-  char *b = tb_xmalloc(words * 5 + 64);
-  size_t n = (size_t)sprintf(b, "{\"prompt\":\"");
+  size_t cap = words * 5 + 64;
+  char *b = tb_xmalloc(cap);
+  size_t n = (size_t)snprintf(b, cap, "{\"prompt\":\"");
   for (size_t i = 0; i < words; i++)
-    n += (size_t)sprintf(b + n, "%s%c%c", i ? " " : "", 'a' + (char)(i % 26), 'b' + (char)(i % 7));
-  sprintf(b + n, "\",\"max_tokens\":4}");
+    n += (size_t)snprintf(b + n, cap - n, "%s%c%c", i ? " " : "", 'a' + (char)(i % 26), 'b' + (char)(i % 7));
+  snprintf(b + n, cap - n, "\",\"max_tokens\":4}");
   return b;
 }
 

@@ -35,8 +35,8 @@ job_fields(const char *text, char *buf, size_t len)
   json_t *e;
   json_array_foreach(errors, i, e) {
     if (i > 0)
-      strncat(buf, ",", len - strlen(buf) - 1);
-    strncat(buf, json_string_value(json_object_get(e, "field")), len - strlen(buf) - 1);
+      snprintf(buf + strlen(buf), len - strlen(buf), ",");
+    snprintf(buf + strlen(buf), len - strlen(buf), "%s", json_string_value(json_object_get(e, "field")));
   }
   json_decref(errors);
   return buf;

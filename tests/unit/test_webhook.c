@@ -25,7 +25,7 @@ test_github_known_vector(void **state)
                    TB_WEBHOOK_OK);
   /* upper-case hex is the same bytes */
   char upper[sizeof gh_sig];
-  strcpy(upper, gh_sig);
+  memcpy(upper, gh_sig, sizeof gh_sig);
   for (char *p = upper + 7; *p; p++)
     if (*p >= 'a' && *p <= 'f')
       *p = (char)(*p - 'a' + 'A');
@@ -50,7 +50,7 @@ test_github_rejects(void **state)
                    TB_WEBHOOK_BAD_SIGNATURE);
   /* last hex digit changed */
   char bad[sizeof gh_sig];
-  strcpy(bad, gh_sig);
+  memcpy(bad, gh_sig, sizeof gh_sig);
   bad[strlen(bad) - 1] = '8';
   assert_int_equal(tb_webhook_verify_github(gh_secret, kl, bad, gh_body, bl),
                    TB_WEBHOOK_BAD_SIGNATURE);
@@ -159,7 +159,7 @@ test_generic_delivery_signed(void **state)
   char d1[65], d2[65], d3[65];
   assert_true(tb_webhook_signature_digest(sig, d1));
   char upper[72];
-  strcpy(upper, sig);
+  snprintf(upper, sizeof upper, "%s", sig);
   for (char *p = upper + 7; *p; p++)
     if (*p >= 'a' && *p <= 'f')
       *p = (char)(*p - 'a' + 'A');
