@@ -356,8 +356,15 @@ def test_job_energy_and_cost_hold_to_the_simulator(ctx):
         assert abs(e["avg_power_w"] - w) <= 0.02 * w, (e, w)
         lo, hi = e["j_per_output_token_ci95"]
         assert lo <= e["j_per_output_token"] <= hi
-        want = price / 3600 / exp["total_tok_s"] * 1e6
+        # the cost truth: the price over the tokens the simulator itself counted
+        # in the window (its generation counter, the cell's server series);
+        # the model's tok/s (/sim/expected) is that only while the machine
+        # keeps up, so it is the check's second witness, with more room
+        stps = c["server_series"]["summary"]["server_tps"]
+        want = price / 3600 / stps * 1e6
         assert abs(e["cost_per_m_output_tokens"] - want) <= 0.02 * want, (e, want)
+        model = price / 3600 / exp["total_tok_s"] * 1e6
+        assert abs(e["cost_per_m_output_tokens"] - model) <= 0.05 * model, (e, model)
         assert e["currency"] == "EUR" and e["gpus"] == 1
         assert e["gpu_util_pct"]["mean"] > 0 and e["sm_clock_mhz"]["mean"] == pw["sm_clock_mhz"]
         assert e["telemetry_samples"] >= 2
