@@ -148,6 +148,44 @@ def test_conversation_hits_the_prompt_cache(ctx):
     assert c["prefix_cache"]["cached_tokens"] > 0, c["prefix_cache"]
 
 
+def test_server_timings(ctx):
+    """tokbench's figures held to llama-server's own timing of the same
+    requests (its final chunk's `timings`), on loopback:
+    - time per output token p50 within 3% of predicted_per_token_ms p50;
+    - every request's output tokens counted exactly as predicted_n;
+    - TTFT never shorter than the server's prompt time, and at most a few
+      ms longer at the median (requests sparse enough not to queue);
+    - the prefill scout's tokens/s within 3% of prompt_n / prompt_ms, the
+      scout counting only the tokens the server evaluated."""
+    header, cells, doc = run(ctx, ["--rates", "1", "--rate-requests", "12", "--arrival",
+                                   "constant", "--input-tokens", "128", "--output-tokens", "48",
+                                   "--seed", "5"])
+    c = [c for c in cells if c["phase"] == "rate"][0]
+    assert c["status"] == "valid" and c["completed"] == 12, c
+    st = c["server_timings"]
+    assert st["source"] == "llama.cpp timings" and st["requests"] == 12, st
+    assert st["tokens_equal"] == 12, st
+    assert st["predicted_n"]["p50"] == 48, st
+    ours, theirs = c["tpot_ms"]["p50"], st["tpot_ms"]["p50"]
+    assert abs(ours - theirs) <= 0.03 * theirs, (ours, theirs)
+    gap = st["ttft_minus_prompt_ms"]
+    assert gap["min"] >= 0, gap
+    assert gap["p50"] <= 15, gap
+    # the prefill scout: 1K tokens, the template's head served from the cache
+    header, cells, doc = run(ctx, ["--contexts", "1k", "--concurrency", "1",
+                                   "--prefill-contexts", "1k", "--duration", "1",
+                                   "--settle", "0.2", "--max-output", "32"])
+    p = cell(cells, "prefill", 1024)
+    st = p["server_timings"]
+    assert st["requests"] == 1 and st["tokens_equal"] == 1, st
+    evaluated = p["prompt_tokens"] - p.get("prompt_tokens_cached", 0)
+    assert evaluated == st["prompt_n"], (p, st)
+    assert abs(p["prompt_tps"] - st["prompt_tps"]["p50"]) <= 0.03 * st["prompt_tps"]["p50"], (p, st)
+    assert p["ttft_ms"] >= st["prompt_ms"]["p50"], (p, st)
+    d = cell(cells, "decode", 1024, 1)
+    assert d["server_timings"]["tokens_equal"] == d["server_timings"]["requests"] > 0, d
+
+
 def api_setup(ctx):
     if "api" in STATE:
         return STATE
