@@ -76,6 +76,35 @@ static const char *const intro =
   "Where the server times each request itself (llama.cpp's `timings`), its figures "
   "beside tokbench's for the same requests (medians).";
 
+/* How one format writes the table: its row and cell delimiters. */
+struct fmt {
+  const char *row_open, *cell_open, *cell_close, *row_close;
+  void (*text)(struct tb_render_buf *b, const char *s);
+};
+
+static const struct fmt md_fmt = { "|", " ", " |", "\n", tb_render_md };
+static const struct fmt html_fmt = { "<tr>", "<td>", "</td>", "</tr>\n", tb_render_html };
+
+static void
+table_rows(struct tb_render_buf *b, const json_t *doc, const struct fmt *f)
+{
+  size_t i;
+  const json_t *c;
+  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+    if (timings(c) == NULL)
+      continue;
+    char col[NCOLS][48];
+    row_texts(c, col);
+    tb_render_puts(b, f->row_open);
+    for (size_t k = 0; k < NCOLS; k++) {
+      tb_render_puts(b, f->cell_open);
+      f->text(b, col[k]);
+      tb_render_puts(b, f->cell_close);
+    }
+    tb_render_puts(b, f->row_close);
+  }
+}
+
 void
 tb_srvview_md(struct tb_render_buf *b, const json_t *doc)
 {
@@ -85,21 +114,7 @@ tb_srvview_md(struct tb_render_buf *b, const json_t *doc)
   for (size_t k = 0; k < NCOLS; k++)
     tb_render_printf(b, " %s |", heads[k]);
   tb_render_puts(b, "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  size_t i;
-  const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
-    if (timings(c) == NULL)
-      continue;
-    char col[NCOLS][48];
-    row_texts(c, col);
-    tb_render_puts(b, "|");
-    for (size_t k = 0; k < NCOLS; k++) {
-      tb_render_puts(b, " ");
-      tb_render_md(b, col[k]);
-      tb_render_puts(b, " |");
-    }
-    tb_render_puts(b, "\n");
-  }
+  table_rows(b, doc, &md_fmt);
 }
 
 void
@@ -116,21 +131,7 @@ tb_srvview_html(struct tb_render_buf *b, const json_t *doc)
     tb_render_puts(b, "</th>");
   }
   tb_render_puts(b, "</tr></thead><tbody>\n");
-  size_t i;
-  const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
-    if (timings(c) == NULL)
-      continue;
-    char col[NCOLS][48];
-    row_texts(c, col);
-    tb_render_puts(b, "<tr>");
-    for (size_t k = 0; k < NCOLS; k++) {
-      tb_render_puts(b, "<td>");
-      tb_render_html(b, col[k]);
-      tb_render_puts(b, "</td>");
-    }
-    tb_render_puts(b, "</tr>\n");
-  }
+  table_rows(b, doc, &html_fmt);
   tb_render_puts(b, "</tbody></table>\n");
 }
 

@@ -15,13 +15,12 @@ read from the live server and its docs (docs/real-engine.md):
   usage.prompt_tokens_details.cached_tokens.
 """
 import json
-import os
 import subprocess
 import time
 
 import harness
 import test_engine
-from harness import http, wait_until
+from harness import http
 
 SLOTS = 4
 CTX_LEN = 16384
@@ -187,26 +186,9 @@ def test_server_timings(ctx):
 
 
 def api_setup(ctx):
-    if "api" in STATE:
-        return STATE
-    srv = server(ctx)
-    pg = ctx.postgres()
-    port = harness.free_port()
-    api = ctx.process("tokbench-api", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
-        "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0"})
-    base = "http://127.0.0.1:%d" % port
-    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
-               20, what="api up")
-    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "real", "--admin"],
-                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    worker = ctx.process("tokbench-worker", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
-        "TOKBENCH_WORKER_ID": "w-real", "TOKBENCH_LEASE_S": "15", "TOKBENCH_HEARTBEAT_S": "2"})
-    wait_until(lambda: '"msg":"worker ready"' in worker.output(), 20, what="worker ready")
-    STATE.update(api=api, base=base, key=r.stdout.strip(), worker=worker, srv=srv)
+    if "api" not in STATE:
+        srv = server(ctx)
+        STATE.update(harness.service(ctx, MASTER, "real", "w-real"), srv=srv)
     return STATE
 
 
