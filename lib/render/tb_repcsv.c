@@ -30,6 +30,8 @@ enum src {
   CHECKS,  /* the cell's self-checks */
   SUMMARY, /* its server series' summary */
   RATE,    /* the cell, when it is a rate cell (else the field is empty) */
+  SRVTIME, /* the server's own timings (server_timings); these columns are
+            * there only when some cell has them */
   EFF,     /* its cost and energy (tb_cost's "efficiency"); these columns
             * are there only when some cell has them (issue 26) */
 };
@@ -197,6 +199,15 @@ static const struct col cols[] = {
   { "schedule_lag_p99_ms", put_pct, "schedule_lag_ms", "p99", RATE },
   { "users", put_num, "users", NULL, RATE },
   { "avg_in_flight", put_num, "avg_in_flight", NULL, RATE },
+  /* the server's own timing of the cell's requests (tb_srvtime) */
+  { "server_timing_requests", put_int, "requests", NULL, SRVTIME },
+  { "server_prompt_p50_ms", put_pct, "prompt_ms", "p50", SRVTIME },
+  { "server_prompt_tps_p50", put_pct, "prompt_tps", "p50", SRVTIME },
+  { "server_tpot_p50_ms", put_pct, "tpot_ms", "p50", SRVTIME },
+  { "server_predicted_n_p50", put_pct, "predicted_n", "p50", SRVTIME },
+  { "ttft_minus_server_prompt_p50_ms", put_pct, "ttft_minus_prompt_ms", "p50", SRVTIME },
+  { "server_tokens_equal", put_int, "tokens_equal", NULL, SRVTIME },
+  { "server_cache_n", put_int, "cache_n", NULL, SRVTIME },
   /* cost and energy (tb_cost) */
   { "gpus", put_int, "gpus", NULL, EFF },
   { "tps_per_gpu", put_num, "tps_per_gpu", NULL, EFF },
@@ -217,57 +228,72 @@ static const struct col cols[] = {
   { "gpu_throttled", put_bool, "gpu_throttled", NULL, CHECKS },
 };
 
-/* Whether a column is written: the cost and energy ones (and the throttle
- * check) only when the document has them, so that a document without
- * keeps its CSV as it was. */
+/* Whether column k is written at all: the server's timings only where some
+ * cell of the document has them; the cost and energy ones (and the
+ * throttle check) likewise (issue 26), so that a document without keeps
+ * its CSV as it was. */
 static bool
-col_on(const struct col *k, bool eff)
+col_on(const struct col *k, bool srvtime, bool eff)
 {
+  if (k->src == SRVTIME)
+    return srvtime;
   return eff || (k->src != EFF && strcmp(k->name, "gpu_throttled") != 0);
 }
 
 static void
 csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_t conc,
-        bool eff)
+        bool srvtime, bool eff)
 {
   const struct row r = { c, phase, ctx, conc };
+  const json_t *st = json_object_get(c, "server_timings");
   const json_t *from[] = { c, tb_cellview_checks(c), tb_cellview_summary(c),
-                           tb_ratereport_is_rate(c) ? c : NULL,
+                           tb_ratereport_is_rate(c) ? c : NULL, json_is_object(st) ? st : NULL,
                            json_object_get(c, "efficiency") };
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++) {
-    if (!col_on(&cols[i], eff))
+    if (!col_on(&cols[i], srvtime, eff))
       continue;
     if (i > 0)
       tb_render_puts(b, ",");
-    if ((cols[i].src != RATE && cols[i].src != EFF) || from[cols[i].src] != NULL)
+    if ((cols[i].src != RATE && cols[i].src != SRVTIME && cols[i].src != EFF) ||
+        from[cols[i].src] != NULL)
       cols[i].put(b, &r, from[cols[i].src], &cols[i]);
   }
   tb_render_puts(b, "\r\n");
+}
+
+static bool
+any_srvtime(const struct tb_repview *v)
+{
+  const json_t *cells = json_object_get(v->doc, "cells");
+  for (size_t i = 0; i < v->ncells; i++)
+    if (json_is_object(json_object_get(json_array_get(cells, i), "server_timings")))
+      return true;
+  return false;
 }
 
 void
 tb_repcsv_render(struct tb_render_buf *b, const struct tb_repview *v)
 {
   const json_t *cells = json_object_get(v->doc, "cells");
-  bool eff = false;
+  bool srv = any_srvtime(v), eff = false;
   for (size_t i = 0; i < json_array_size(cells) && !eff; i++)
     eff = json_object_get(json_array_get(cells, i), "efficiency") != NULL;
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++)
-    if (col_on(&cols[i], eff))
+    if (col_on(&cols[i], srv, eff))
       tb_render_printf(b, "%s%s", i > 0 ? "," : "", cols[i].name);
   tb_render_puts(b, "\r\n");
   for (size_t i = 0; i < v->pctx.n; i++)
     if (v->pcell[i])
-      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1, eff);
+      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1, srv, eff);
   for (size_t r = 0; r < v->dctx.n; r++)
     for (size_t k = 0; k < v->conc.n; k++)
       if (tb_repview_at(v, r, k))
-        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k], eff);
+        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k], srv, eff);
   for (size_t i = 0; i < v->ncells; i++) {
     const json_t *c = json_array_get(cells, i);
     int64_t ctx, conc;
     if (tb_ratereport_is_rate(c) && tb_json_int(c, "context", &ctx) &&
         tb_json_int(c, "concurrency", &conc))
-      csv_row(b, c, 2, ctx, conc, eff); /* a rate cell: its number as concurrency */
+      csv_row(b, c, 2, ctx, conc, srv, eff); /* a rate cell: its number as concurrency */
   }
 }

@@ -21,6 +21,7 @@
 #include "render/tb_cellview.h"
 #include "render/tb_ratereport.h"
 #include "render/tb_costview.h"
+#include "render/tb_srvview.h"
 #include "render/tb_svg.h"
 #include "render/tb_verdictview.h"
 
@@ -435,6 +436,7 @@ tb_rephtml_render(struct tb_render_buf *b, const struct tb_repview *v)
   html_charts(b, v);
   html_all(b, v);
   tb_ratereport_html(b, d);
+  tb_srvview_html(b, d);
   tb_costview_html(b, d);
   tb_costview_frontier_html(b, d);
   if (v->ndropped > 0)
