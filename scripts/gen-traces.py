@@ -67,6 +67,17 @@ class Blocks:
         return ids + self.fresh(nblocks - len(ids))
 
 
+def extend(blocks, ctx, n_in, bs, grow=False):
+    """A turn's blocks: its parent's context (ctx, for n_in tokens so far) and
+    new blocks to cover n_in.  Without grow: ctx with a partial last block
+    dropped, since a block id names a block's content and a partial block
+    that grows is other content (a new id), as in Mooncake's own traces."""
+    if not grow:
+        return ctx[: n_in // bs]
+    need = -(-n_in // bs)
+    return blocks.request(need) if not ctx else ctx + blocks.fresh(need - len(ctx))
+
+
 def implied(reqs, block_tokens):
     """reqs: (input tokens, [scoped block ids]) in trace order."""
     seen, hit, total = set(), 0, 0
@@ -130,9 +141,9 @@ def mooncake_sessions(rng, out, nsess=30):
     for s, t in enumerate(arrivals(rng, nsess, 2.0)):
         ctx, n_in = [], 0
         for turn in range(rng.randint(1, 5)):
+            ctx = extend(blocks, ctx, n_in, bs)
             n_in += lognormal_int(rng, 900, 0.5, 32, 8000)
-            need = -(-n_in // bs)
-            ctx = ctx + (blocks.request(need) if not ctx else blocks.fresh(need - len(ctx)))
+            ctx = extend(blocks, ctx, n_in, bs, grow=True)
             row = {"session_id": "s%03d" % s, "input_length": n_in,
                    "output_length": lognormal_int(rng, 150, 0.6, 1, 1000), "hash_ids": list(ctx)}
             if turn == 0:
@@ -197,9 +208,9 @@ def bailian(rng, out, nsess=60):
     for t in arrivals(rng, nsess, 4.0):
         parent, ctx, n_in, ts = -1, [], 0, t
         for turn in range(1, rng.randint(1, 4) + 1):
+            ctx = extend(blocks, ctx, n_in, bs)
             n_in += lognormal_int(rng, 500, 0.5, 16, 3000)
-            need = -(-n_in // bs)
-            ctx = ctx + (blocks.request(need) if not ctx else blocks.fresh(need - len(ctx)))
+            ctx = extend(blocks, ctx, n_in, bs, grow=True)
             rows.append({"chat_id": chat, "parent_chat_id": parent, "timestamp": round(ts, 3),
                          "input_length": n_in, "output_length": lognormal_int(rng, 100, 0.6, 1, 800),
                          "type": "text", "turn": turn, "hash_ids": list(ctx)})

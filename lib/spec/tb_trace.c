@@ -11,6 +11,8 @@
  */
 #include "spec/tb_trace.h"
 
+#include "base/tb_arrival.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -979,4 +981,58 @@ tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s)
   }
   free(seen);
   s->implied_hit_rate = all > 0 ? hit / all : 0;
+}
+
+/* ---- prompts ---- */
+
+/* 64 common words of at most four bytes (one token each with its leading
+ * space on usual BPE vocabularies; one on tokbench-sim's, sim/sim_tok.h). */
+static const char *const WORDS[64] = {
+    "the", "fox", "dog", "and", "runs", "far", "into", "sky", "blue", "old", "tree", "near",
+    "sun", "day", "long", "soft", "bird", "sing", "all", "red", "over", "lazy", "hill", "when",
+    "then", "lake", "wind", "rain", "snow", "moon", "star", "road", "book", "door", "fish", "gold",
+    "hand", "home", "king", "leaf", "milk", "name", "park", "ring", "salt", "ship", "song", "time",
+    "town", "wall", "wave", "west", "wood", "year", "zero", "cold", "dark", "east", "fire", "game",
+    "iron", "open", "rock", "seed",
+};
+
+static void
+put_words(char **buf, size_t *len, size_t *cap, struct tb_rng *r, int64_t n)
+{
+  for (int64_t k = 0; k < n; k++) {
+    const char *w = WORDS[tb_rng_next(r) >> 58];
+    size_t wl = strlen(w);
+    tb_xgrow(buf, cap, *len + wl + 2, 4096);
+    if (*len > 0)
+      (*buf)[(*len)++] = ' ';
+    memcpy(*buf + *len, w, wl);
+    *len += wl;
+  }
+}
+
+char *
+tb_trace_text(const struct tb_trace *t, size_t i, uint64_t seed, int64_t max_words, int64_t *words)
+{
+  const struct tb_trace_req *r = &t->req[i];
+  int64_t want = r->in_tokens < max_words ? r->in_tokens : max_words;
+  if (want < 0)
+    want = 0;
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  tb_xgrow(&buf, &cap, 1, 4096);
+  int64_t done = 0;
+  struct tb_rng g;
+  for (uint32_t k = 0; k < r->nblk && done < want && t->block_tokens > 0; k++) {
+    uint32_t d = t->blocks[r->blk_off + k];
+    tb_rng_seed(&g, mix64(seed ^ mix64((uint64_t)d + 1)));
+    int64_t n = want - done < t->block_tokens ? want - done : t->block_tokens;
+    put_words(&buf, &len, &cap, &g, n);
+    done += n;
+  }
+  /* the request's own words: a generator no block id can have */
+  tb_rng_seed(&g, mix64(seed ^ mix64(~(uint64_t)i)) ^ 0x5bd1e9955bd1e995ULL);
+  put_words(&buf, &len, &cap, &g, want - done);
+  buf[len] = '\0';
+  *words = want;
+  return buf;
 }

@@ -115,4 +115,16 @@ void tb_trace_free(struct tb_trace *t);
 /* The figures of a trace (requests, span, rate, tokens, block reuse). */
 void tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s);
 
+/* The prompt text of request i, carrying the trace's block sharing
+ * (docs/traces.md, "Prompts"): words of at most four bytes (one token each
+ * on usual BPE vocabularies and on tokbench-sim's), block_tokens of them per
+ * block id, drawn from a generator seeded by seed and the block's dense id,
+ * so equal ids give equal words and unequal ids differ (within a run: the
+ * seed is the run's, so no two runs share a block); past its blocks (or in
+ * a trace without blocks) words seeded by the request's index alone.  In
+ * all min(in_tokens, max_words) words, separated by single spaces; the
+ * count in *words.  A new string (caller frees). */
+char *tb_trace_text(const struct tb_trace *t, size_t i, uint64_t seed, int64_t max_words,
+                    int64_t *words);
+
 #endif

@@ -17,6 +17,8 @@
 #include <zlib.h>
 
 #include "spec/tb_trace.h"
+#include "sim_cache.h"
+#include "sim_tok.h"
 
 static int
 parse(const char *text, enum tb_trace_format f, struct tb_trace *t, char *err)
@@ -440,6 +442,118 @@ test_fixtures(void **state)
   check_fixture("weka.json", TB_TRACE_WEKA);
 }
 
+static char *
+read_fixture(const char *file, size_t *n)
+{
+  char path[256];
+  snprintf(path, sizeof path, "tests/fixtures/traces/%s", file);
+  FILE *fp = fopen(path, "rb");
+  if (fp == NULL)
+    fail_msg("cannot open %s", path);
+  char *buf = malloc(4 << 20);
+  *n = fread(buf, 1, 4 << 20, fp);
+  fclose(fp);
+  return buf;
+}
+
+/* Equal block ids are equal words, unequal differ, another seed shares
+ * nothing; the count is the input's. */
+static void
+test_text(void **state)
+{
+  (void)state;
+  struct tb_trace t;
+  char err[TB_TRACE_ERR_MAX];
+  assert_int_equal(parse(MOONCAKE, TB_TRACE_MOONCAKE, &t, err), 0);
+  int64_t w0, w1, w2;
+  char *a = tb_trace_text(&t, 0, 7, 1 << 20, &w0);
+  char *b = tb_trace_text(&t, 1, 7, 1 << 20, &w1);
+  char *c = tb_trace_text(&t, 0, 8, 1 << 20, &w2);
+  assert_int_equal(w0, 6755);
+  assert_int_equal(w1, 7319);
+  assert_int_equal(sim_tok_count(a, strlen(a)), 6755);  /* a word a token on the sim */
+  assert_int_equal(sim_tok_count(b, strlen(b)), 7319);
+  /* block 0 is shared: the first 512 words agree, the 513th differs */
+  const char *pa = a, *pb = b;
+  for (int k = 0; k < 512; k++) {
+    const char *ea = strchr(pa, ' '), *eb = strchr(pb, ' ');
+    assert_int_equal(ea - pa, eb - pb);
+    assert_memory_equal(pa, pb, (size_t)(ea - pa));
+    pa = ea + 1;
+    pb = eb + 1;
+  }
+  assert_true(strncmp(pa, pb, 40) != 0);
+  assert_true(strncmp(a, c, 40) != 0);                  /* another run's seed */
+  char *cut = tb_trace_text(&t, 1, 7, 100, &w1);
+  assert_int_equal(w1, 100);
+  assert_memory_equal(cut, b, strlen(cut));
+  free(a);
+  free(b);
+  free(c);
+  free(cut);
+  tb_trace_free(&t);
+}
+
+/* The simulator's block cache (16-token blocks, vLLM's) fed the chat
+ * requests of a fixture's texts, in the trace's order, hits what the trace
+ * implies, within 2 points. */
+static void
+sim_hit(const char *file, enum tb_trace_format f)
+{
+  size_t n;
+  char *buf = read_fixture(file, &n);
+  struct tb_trace t;
+  char err[TB_TRACE_ERR_MAX];
+  if (tb_trace_parse(buf, n, f, &t, err, sizeof err) != 0)
+    fail_msg("%s: %s", file, err);
+  free(buf);
+  struct sim_cache *c = sim_cache_new(1 << 20);
+  const int64_t bs = 16;
+  double hit = 0, all = 0;
+  int32_t *ids = NULL;
+  uint64_t *chain = NULL;
+  size_t cap = 0, chcap = 0;
+  for (size_t i = 0; i < t.n; i++) {
+    int64_t w;
+    char *text = tb_trace_text(&t, i, 25, 1 << 22, &w);
+    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
+    size_t len = 0;
+    const char *e = NULL;
+    assert_true(sim_tok_chat(msgs, true, NULL, &ids, &len, &cap, &e) > 0);
+    if (len / (size_t)bs + 1 > chcap) {
+      chcap = len / (size_t)bs + 1;
+      chain = realloc(chain, chcap * sizeof *chain);
+    }
+    size_t nb = sim_cache_chain(ids, len, bs, chain, chcap);
+    hit += (double)sim_cache_match(c, chain, nb) * (double)bs;
+    all += (double)len;
+    sim_cache_insert(c, chain, nb);
+    json_decref(msgs);
+    free(text);
+  }
+  struct tb_trace_summary s;
+  tb_trace_summarize(&t, &s);
+  print_message("%-24s implied %.4f, the sim's cache %.4f\n", file, s.implied_hit_rate, hit / all);
+  if (fabs(hit / all - s.implied_hit_rate) > 0.02)
+    fail_msg("%s: the sim's cache hits %.4f, the trace implies %.4f", file, hit / all,
+             s.implied_hit_rate);
+  free(ids);
+  free(chain);
+  sim_cache_free(c);
+  tb_trace_free(&t);
+}
+
+static void
+test_text_hits_on_sim(void **state)
+{
+  (void)state;
+  sim_hit("mooncake.jsonl", TB_TRACE_MOONCAKE);
+  sim_hit("mooncake-sessions.jsonl", TB_TRACE_MOONCAKE);
+  sim_hit("bailian.jsonl", TB_TRACE_BAILIAN);
+  sim_hit("weka.json", TB_TRACE_WEKA);
+  sim_hit("azure2023.csv", TB_TRACE_AZURE);
+}
+
 int
 main(void)
 {
@@ -450,6 +564,7 @@ main(void)
     cmocka_unit_test(test_bailian),        cmocka_unit_test(test_weka),
     cmocka_unit_test(test_gzip),           cmocka_unit_test(test_gzip_cap),
     cmocka_unit_test(test_caps),           cmocka_unit_test(test_fixtures),
+    cmocka_unit_test(test_text),           cmocka_unit_test(test_text_hits_on_sim),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
