@@ -983,6 +983,60 @@ tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s)
   s->implied_hit_rate = all > 0 ? hit / all : 0;
 }
 
+/* ---- replay ---- */
+
+size_t
+tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o, struct tb_trace *out)
+{
+  memset(out, 0, sizeof *out);
+  out->format = in->format;
+  out->block_tokens = in->block_tokens;
+  out->nuniq = in->nuniq;
+  out->nsessions = in->nsessions;
+  out->gzipped = in->gzipped;
+  double speed = o->speedup > 0 ? o->speedup : 1;
+  double scale = o->rate_scale > 0 ? o->rate_scale : 1;
+  double end = o->duration_s > 0 ? o->start_s + o->duration_s : INFINITY;
+  int64_t *map = tb_xmalloc((in->n ? in->n : 1) * sizeof *map);  /* in index -> out, -1 */
+  out->req = tb_xmalloc((in->n ? in->n : 1) * sizeof *out->req);
+  out->blocks = tb_xmalloc((in->nblocks ? in->nblocks : 1) * sizeof *out->blocks);
+  for (size_t i = 0; i < in->n; i++) {
+    const struct tb_trace_req *r = &in->req[i];
+    map[i] = -1;
+    if (o->max_requests > 0 && out->n >= o->max_requests)
+      continue;
+    if (r->parent < 0 ? (r->t_s < o->start_s || r->t_s >= end) : map[r->parent] < 0)
+      continue;
+    struct tb_trace_req *w = &out->req[out->n];
+    *w = *r;
+    if (r->parent < 0) {
+      w->t_s = (r->t_s - o->start_s) / speed / scale;
+    } else {
+      w->parent = map[r->parent];
+      w->t_s = out->req[w->parent].t_s + (r->t_s - in->req[r->parent].t_s) / speed;
+      if (w->t_s < out->req[w->parent].t_s)
+        w->t_s = out->req[w->parent].t_s;
+    }
+    if (w->delay_s >= 0)
+      w->delay_s /= speed;
+    if (o->max_output > 0 && w->out_tokens > o->max_output)
+      w->out_tokens = o->max_output;
+    if (o->max_input > 0 && w->in_tokens > o->max_input)
+      w->in_tokens = o->max_input;
+    if (in->block_tokens > 0) {
+      int64_t fit = (w->in_tokens + in->block_tokens - 1) / in->block_tokens;
+      if ((int64_t)w->nblk > fit)
+        w->nblk = (uint32_t)fit;
+    }
+    w->blk_off = out->nblocks;
+    memcpy(out->blocks + out->nblocks, in->blocks + r->blk_off, w->nblk * sizeof *out->blocks);
+    out->nblocks += w->nblk;
+    map[i] = (int64_t)out->n++;
+  }
+  free(map);
+  return out->n;
+}
+
 /* ---- prompts ---- */
 
 /* 64 common words of at most four bytes (one token each with its leading

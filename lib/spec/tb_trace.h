@@ -98,6 +98,21 @@ struct tb_trace_summary {
   double implied_hit_rate;
 };
 
+/* How a trace is replayed (the spec's trace object): a window of its
+ * roots' arrivals, played faster, its arrival rate scaled, lengths capped.
+ * Zeros: the whole trace as recorded. */
+struct tb_trace_opts {
+  double start_s;        /* roots arriving before are left out */
+  double duration_s;     /* roots arriving at start_s + duration_s or later
+                          * are left out; 0: to the end */
+  double speedup;        /* every time and delay divided by it; 0 = 1 */
+  double rate_scale;     /* the roots' arrivals (not a session's delays)
+                          * divided by it again; 0 = 1 */
+  int64_t max_output;    /* output tokens capped; 0: as recorded */
+  int64_t max_input;     /* input tokens capped (the server's length); 0 */
+  size_t max_requests;   /* requests kept at most; 0: all */
+};
+
 /* "mooncake", "azure", "burstgpt", "bailian", "weka" -> *out; false for
  * any other name. */
 bool tb_trace_format_parse(const char *name, enum tb_trace_format *out) TB_MUST_CHECK;
@@ -114,6 +129,16 @@ void tb_trace_free(struct tb_trace *t);
 
 /* The figures of a trace (requests, span, rate, tokens, block reuse). */
 void tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s);
+
+/* The replay of in as o asks, into *out (a trace of its own; free with
+ * tb_trace_free): the roots inside the window, each with its session's
+ * turns (a turn whose parent is left out is left out), times from the
+ * window's start divided by speedup (roots: by rate_scale too; a turn keeps
+ * its offset from its parent, divided by speedup), delays divided by
+ * speedup, inputs (and their blocks) and outputs capped.  Its nsessions
+ * and nuniq are in's.  Returns the requests kept. */
+size_t tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o,
+                       struct tb_trace *out);
 
 /* The prompt text of request i, carrying the trace's block sharing
  * (docs/traces.md, "Prompts"): words of at most four bytes (one token each

@@ -442,6 +442,49 @@ test_fixtures(void **state)
   check_fixture("weka.json", TB_TRACE_WEKA);
 }
 
+/* A window, played 2x faster and its rate scaled 2x again, lengths capped;
+ * a session's turns follow their root in and out. */
+static void
+test_replay(void **state)
+{
+  (void)state;
+  const char *text =
+      "{\"session_id\": 1, \"timestamp\": 0, \"input_length\": 2000, \"output_length\": 50, \"hash_ids\": [1, 2, 3, 4]}\n"
+      "{\"session_id\": 2, \"timestamp\": 10000, \"input_length\": 100, \"output_length\": 500, \"hash_ids\": [5]}\n"
+      "{\"session_id\": 2, \"timestamp\": 14000, \"delay\": 3000, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [5, 6]}\n"
+      "{\"session_id\": 3, \"timestamp\": 30000, \"input_length\": 10, \"output_length\": 5}\n"
+      "{\"session_id\": 1, \"timestamp\": 31000, \"input_length\": 3000, \"output_length\": 5}\n";
+  struct tb_trace t, r;
+  char err[TB_TRACE_ERR_MAX];
+  assert_int_equal(parse(text, TB_TRACE_MOONCAKE, &t, err), 0);
+  struct tb_trace_opts o = {.start_s = 5, .duration_s = 20, .speedup = 2, .rate_scale = 2,
+                            .max_output = 100, .max_input = 600};
+  assert_int_equal(tb_trace_replay(&t, &o, &r), 2);   /* session 2 only */
+  assert_true(fabs(r.req[0].t_s - (10 - 5) / 4.0) < 1e-12);
+  assert_int_equal(r.req[0].parent, -1);
+  assert_int_equal(r.req[1].parent, 0);
+  assert_true(fabs(r.req[1].t_s - (r.req[0].t_s + 4 / 2.0)) < 1e-12);  /* offset / speedup */
+  assert_true(fabs(r.req[1].delay_s - 1.5) < 1e-12);
+  assert_int_equal(r.req[0].out_tokens, 100);
+  assert_int_equal(r.req[1].in_tokens, 600);
+  assert_int_equal(r.req[1].nblk, 2);                 /* 600 tokens: still 2 blocks of 512 */
+  assert_int_equal(r.blocks[r.req[1].blk_off], t.blocks[t.req[2].blk_off]);
+  tb_trace_free(&r);
+  /* the whole trace: a turn whose root is out stays out; the request cap */
+  struct tb_trace_opts all = {.max_requests = 3};
+  assert_int_equal(tb_trace_replay(&t, &all, &r), 3);
+  assert_int_equal(r.req[2].parent, 1);
+  tb_trace_free(&r);
+  struct tb_trace_opts late = {.start_s = 20};
+  assert_int_equal(tb_trace_replay(&t, &late, &r), 1);  /* session 3; session 1's turn is out */
+  assert_true(fabs(r.req[0].t_s - 10) < 1e-12);
+  tb_trace_free(&r);
+  struct tb_trace_opts none = {.start_s = 1000};
+  assert_int_equal(tb_trace_replay(&t, &none, &r), 0);
+  tb_trace_free(&r);
+  tb_trace_free(&t);
+}
+
 static char *
 read_fixture(const char *file, size_t *n)
 {
@@ -565,6 +608,7 @@ main(void)
     cmocka_unit_test(test_gzip),           cmocka_unit_test(test_gzip_cap),
     cmocka_unit_test(test_caps),           cmocka_unit_test(test_fixtures),
     cmocka_unit_test(test_text),           cmocka_unit_test(test_text_hits_on_sim),
+    cmocka_unit_test(test_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
