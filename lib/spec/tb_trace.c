@@ -1029,7 +1029,8 @@ tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o, struct
         w->nblk = (uint32_t)fit;
     }
     w->blk_off = out->nblocks;
-    memcpy(out->blocks + out->nblocks, in->blocks + r->blk_off, w->nblk * sizeof *out->blocks);
+    if (w->nblk > 0)
+      memcpy(out->blocks + out->nblocks, in->blocks + r->blk_off, w->nblk * sizeof *out->blocks);
     out->nblocks += w->nblk;
     map[i] = (int64_t)out->n++;
   }

@@ -479,6 +479,14 @@ test_replay(void **state)
   assert_int_equal(tb_trace_replay(&t, &late, &r), 1);  /* session 3; session 1's turn is out */
   assert_true(fabs(r.req[0].t_s - 10) < 1e-12);
   tb_trace_free(&r);
+  tb_trace_free(&t);
+  /* a trace without blocks (Azure) */
+  assert_int_equal(parse("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,4,5\n", TB_TRACE_AZURE,
+                         &t, err),
+                   0);
+  assert_int_equal(tb_trace_replay(&t, &all, &r), 2);
+  assert_int_equal(r.nblocks, 0);
+  tb_trace_free(&r);
   struct tb_trace_opts none = {.start_s = 1000};
   assert_int_equal(tb_trace_replay(&t, &none, &r), 0);
   tb_trace_free(&r);
