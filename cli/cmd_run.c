@@ -322,6 +322,7 @@ read_trace(const char *path, const char *format, struct tb_trace *t)
     ok = true;
   free(buf);
   return ok;
+}
 
 /* The run's descriptors (tb_engine_nofile): the soft limit raised to them,
  * at most to the hard one (library code never changes the process's
