@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "net/tb_direct.h"
+#include "engine/tb_cachereset.h"
 #include "engine/tb_discover.h"
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
@@ -253,6 +254,7 @@ struct run {
   bool cancelled;
   /* the prompts are sized by an estimate (tb_prompt source "estimate") */
   bool prompt_estimate;
+  bool cache_reset;       /* the spec's cache: reset (before each prefill scout) */
   /* the smallest scheduler cap measured (sched_cap of a cell), the context
    * and concurrency it was measured at; 0: none */
   int64_t cap_requests, cap_ctx, cap_conc;
@@ -1079,6 +1081,7 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
   r->cell_memory_max = t->cell_memory_max != 0 ? t->cell_memory_max
                                                : (size_t)TB_ENGINE_CELL_MEMORY_DEFAULT;
   r->model_req = s->model ? tb_xstrdup(s->model) : NULL;
+  r->cache_reset = strcmp(s->cache, "reset") == 0;
   if (t->run_id != NULL && t->run_id[0] != '\0')
     r->run_id = tb_xstrdup(t->run_id);
   else
@@ -1567,6 +1570,7 @@ run_rate_cells(struct run *r, const struct tb_spec *spec, const json_t *done_cel
     .curl_streams = r->curl_streams,
     .error_bodies = r->hooks != NULL && r->hooks->error_bodies,
     .done_cells = done_cells,
+    .trace = r->tgt->trace,
     .cls = &x,
     .emit = rate_emit,
     .keep = rate_keep,
@@ -1735,6 +1739,11 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         r->prompt_estimate = prompt.source != NULL && strcmp(prompt.source, "estimate") == 0;
         sbody = request_body(r, prompt.text, 1, &slen);
         dbody = request_body(r, prompt.text, r->max_output, &dlen);
+        /* a cold prefill: the server's prefix cache emptied first (cache: reset) */
+        char why[TB_CACHERESET_WHY_MAX] = "";
+        bool reset = r->cache_reset;
+        enum tb_cache_reset cr = reset ? tb_cache_reset(&r->d, r->api_key, why, sizeof why)
+                                       : TB_CACHE_RESET_UNSUPPORTED;
         struct cell sc;
         cell_init(&sc, r, ctx, 1, true, sbody, slen);
         cell_loop(&sc);
@@ -1755,6 +1764,10 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
                 from_usage, (double)sc.scout_ttft_ns / 1e9);
             if (!from_usage && r->prompt_estimate)
               tb_result_cell_set_prompt_estimate(cell, TB_PROMPT_ESTIMATE);
+          }
+          if (reset) {
+            json_object_set_new(cell, "cache_reset", json_string(tb_cache_reset_name(cr)));
+            json_object_set_new(cell, "cache_reset_detail", json_string(why));
           }
           repeats_measured(r, cells, &rp, cell);
         }
