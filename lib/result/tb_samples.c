@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/tb_clock.h"
 #include "base/tb_util.h"
 #include "result/tb_result.h"
 
@@ -338,4 +339,47 @@ tb_samples_cell(json_t *cell, struct tb_samples *m,
   tb_stats_free(&tbt);
   free(tps);
   return true;
+}
+
+/* --------------------------------------------------------------- shards */
+
+bool
+tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh, size_t n,
+                       double window_s)
+{
+  if (n == 0)
+    return true;
+  struct tb_stats skew = { 0 };
+  int64_t umax = 0;
+  json_t *where = json_array();
+  for (size_t i = 0; i < n; i++) {
+    int64_t a = sh[i].skew_us < 0 ? -sh[i].skew_us : sh[i].skew_us;
+    tb_stats_add(&skew, a);
+    if (sh[i].uncert_us > umax)
+      umax = sh[i].uncert_us;
+    json_array_append_new(where, json_pack("{s:s?, s:s?, s:f, s:f}", "worker", sh[i].worker,
+                                           "host", sh[i].host, "skew_ms",
+                                           (double)sh[i].skew_us / 1e3,
+                                           "clock_uncertainty_ms",
+                                           (double)sh[i].uncert_us / 1e3));
+  }
+  double p50 = tb_stats_quantile(&skew, 0.5), max = tb_stats_quantile(&skew, 1.0);
+  int64_t limit = tb_clock_skew_limit_us(window_s);
+  json_t *o = json_object();
+  json_object_set_new(o, "count", json_integer((json_int_t)n));
+  json_object_set_new(o, "skew_p50_ms", json_real(p50 / 1e3));
+  json_object_set_new(o, "skew_max_ms", json_real(max / 1e3));
+  json_object_set_new(o, "clock_uncertainty_max_ms", json_real((double)umax / 1e3));
+  json_object_set_new(o, "skew_limit_ms", json_real((double)limit / 1e3));
+  json_object_set_new(o, "where", where);
+  json_object_set_new(cell, "shards", o);
+  tb_stats_free(&skew);
+  if (max <= (double)limit)
+    return true;
+  char why[200];
+  snprintf(why, sizeof why,
+           "shards' start skew %.3f ms above the limit %.3f ms (max(2 ms, 1%% of the window))",
+           max / 1e3, (double)limit / 1e3);
+  tb_result_cell_set_status(cell, "error", why);
+  return false;
 }

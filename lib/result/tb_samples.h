@@ -124,4 +124,23 @@ bool tb_samples_cell(json_t *cell, struct tb_samples *m,
                      const struct tb_samples_extra *x, char *err,
                      size_t errlen);
 
+/* One shard of a merged cell: where it ran and how well it started. */
+struct tb_samples_shard {
+  const char *worker, *host;
+  int64_t skew_us;   /* its start on the server's timeline - T0 */
+  int64_t uncert_us; /* its clock offset's uncertainty */
+};
+
+/*
+ * Records a merged cell's shards in cell.shards: count, where [{worker,
+ * host, skew_ms, clock_uncertainty_ms}], skew_p50_ms and skew_max_ms (of
+ * |skew|), clock_uncertainty_max_ms and skew_limit_ms = max(2 ms, 1% of
+ * window_s) (tb_clock_skew_limit_us).  The self-check: when the largest
+ * |skew| is above the limit the cell's status becomes "error" with the
+ * reason, and false is returned (the tokens of the shards did not cover
+ * one interval).  n == 0 writes nothing and returns true.
+ */
+bool tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh,
+                            size_t n, double window_s);
+
 #endif

@@ -367,6 +367,42 @@ test_different_timelines_are_refused(void **state)
   tb_samples_free(&m);
 }
 
+/* Start skews (ms) 0.4, -1.1, 0.9 over a 30 s window: |skew| p50 0.9, max
+ * 1.1, limit 300 ms: valid.  Over a 0.1 s window the limit is the 2 ms
+ * floor; a shard 2.5 ms late fails the cell with the reason. */
+static void
+test_shards_skew_and_where(void **state)
+{
+  (void)state;
+  struct tb_samples_shard sh[3] = {
+    { "w1", "host-a", 400, 150 }, { "w2", "host-b", -1100, 90 }, { "w3", "host-a", 900, 300 },
+  };
+  json_t *cell = json_pack("{s:s}", "status", "valid");
+  assert_true(tb_samples_cell_shards(cell, sh, 3, 30));
+  json_t *o = json_object_get(cell, "shards");
+  assert_int_equal(json_integer_value(json_object_get(o, "count")), 3);
+  assert_true(fabs(json_real_value(json_object_get(o, "skew_p50_ms")) - 0.9) < 1e-12);
+  assert_true(fabs(json_real_value(json_object_get(o, "skew_max_ms")) - 1.1) < 1e-12);
+  assert_true(fabs(json_real_value(json_object_get(o, "clock_uncertainty_max_ms")) - 0.3) < 1e-12);
+  assert_true(fabs(json_real_value(json_object_get(o, "skew_limit_ms")) - 300) < 1e-12);
+  json_t *w = json_array_get(json_object_get(o, "where"), 1);
+  assert_string_equal(json_string_value(json_object_get(w, "worker")), "w2");
+  assert_string_equal(json_string_value(json_object_get(w, "host")), "host-b");
+  assert_true(fabs(json_real_value(json_object_get(w, "skew_ms")) + 1.1) < 1e-12);
+  assert_string_equal(json_string_value(json_object_get(cell, "status")), "valid");
+  json_decref(cell);
+  sh[2].skew_us = 2500;
+  cell = json_pack("{s:s}", "status", "valid");
+  assert_false(tb_samples_cell_shards(cell, sh, 3, 0.1));
+  assert_string_equal(json_string_value(json_object_get(cell, "status")), "error");
+  assert_non_null(strstr(json_string_value(json_object_get(cell, "reason")), "start skew 2.500 ms"));
+  json_decref(cell);
+  cell = json_object();
+  assert_true(tb_samples_cell_shards(cell, sh, 0, 30));
+  assert_null(json_object_get(cell, "shards"));
+  json_decref(cell);
+}
+
 int
 main(void)
 {
@@ -377,6 +413,7 @@ main(void)
     cmocka_unit_test(test_encoding_round_trip_and_size),
     cmocka_unit_test(test_malformed_blobs_are_refused),
     cmocka_unit_test(test_different_timelines_are_refused),
+    cmocka_unit_test(test_shards_skew_and_where),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
