@@ -5,6 +5,8 @@
  *   worker_spec.c  what the worker adds to a job spec: its endpoint, a run id
  *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
  *   worker_job.c   runs one claimed job with the engine, start to finish
+ *   worker_shard.c the merge of a sharded cell's stored shards
+ *                  (worker_shard.h)
  */
 #ifndef WORKER_H
 #define WORKER_H

@@ -16,13 +16,14 @@
 static const unsigned char magic[4] = { 'T', 'B', 'S', '1' };
 
 /* the counters, in their order on the wire */
-#define NCOUNTERS 6
+#define NCOUNTERS 10
 
 static int64_t *
 counter(struct tb_samples *m, int i)
 {
-  int64_t *c[NCOUNTERS] = { &m->tokens, &m->completed, &m->started,
-                            &m->good, &m->resolution, &m->streams };
+  int64_t *c[NCOUNTERS] = { &m->tokens,  &m->completed,    &m->started, &m->good,
+                            &m->resolution, &m->streams,   &m->active_milli,
+                            &m->chunked, &m->reads,        &m->stamped_reads };
   return c[i];
 }
 
@@ -299,8 +300,8 @@ pct_ms_us(struct tb_samples *m, enum tb_samples_series k)
 }
 
 bool
-tb_samples_cell(json_t *cell, struct tb_samples *m,
-                const struct tb_samples_extra *x, char *err, size_t errlen)
+tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
+                char *err, size_t errlen)
 {
   if (m->nslices == 0 || m->slice_us <= 0) {
     snprintf(err, errlen, "merged cell: no window (no shard gave its slices)");
@@ -319,17 +320,17 @@ tb_samples_cell(json_t *cell, struct tb_samples *m,
     .output_tokens = m->tokens,
     .ttft = &ttft,
     .tbt = &tbt,
-    .avg_active = x->avg_active,
+    .avg_active = (double)m->active_milli / 1000.0,
     .avg_active_server = false,
     .completed = (unsigned)m->completed,
     .started = (unsigned)m->started,
-    .chunk_source = x->chunk_source,
-    .kernel_stamped = x->kernel_stamped,
+    .chunk_source = m->chunked > 0,
+    .kernel_stamped = m->reads > 0 ? (double)m->stamped_reads / (double)m->reads : 1.0,
     .slices = tps,
     .n_slices = m->nslices,
     .slice_s = slice_s,
     .resolution_tokens = m->resolution,
-    .client_ready = x->client_ready,
+    .client_ready = client_ready,
   };
   tb_result_cell_set_decode(cell, &d);
   json_object_set_new(cell, "e2e_ms", pct_ms_us(m, TB_SAMPLES_E2E));

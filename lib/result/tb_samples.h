@@ -17,7 +17,9 @@
  *    sequence, not only as a multiset);
  *  - the figures that add: output tokens in the window, requests completed
  *    and started, requests meeting the SLOs (goodput), the count's
- *    resolution (tokens), the streams it drove;
+ *    resolution (tokens), the streams it drove, the requests active on
+ *    average (x 1000), shards that counted chunks, socket reads and those
+ *    the kernel stamped;
  *  - output tokens per slice of the window, the slices cut on the common
  *    timeline (the same slice width and count in every shard of a cell), so
  *    that the merged series is the element-wise sum, tokens/s adds up over
@@ -25,7 +27,7 @@
  *    timeline.
  *
  * The encoding: "TBS1", then unsigned LEB128 varints: the slice width (us),
- * the slice count, each slice's tokens, the six counters, and per series
+ * the slice count, each slice's tokens, the ten counters, and per series
  * its count and its values as zig-zag deltas from the previous (the first
  * from 0).  A sorted series of microsecond latencies costs about one or two
  * bytes a value.  Decoding checks every length against the bytes left and
@@ -65,6 +67,9 @@ struct tb_samples {
   int64_t good;       /* completed requests meeting the SLOs */
   int64_t resolution; /* tokens the window's cut can be off by */
   int64_t streams;    /* streams (C) this shard drove */
+  int64_t active_milli;  /* requests active on average x 1000 */
+  int64_t chunked;       /* shards that counted chunks, not usage */
+  int64_t reads, stamped_reads; /* socket reads, those the kernel stamped */
 };
 
 void tb_samples_init(struct tb_samples *m);
@@ -99,30 +104,20 @@ bool tb_samples_merge(struct tb_samples *into, const struct tb_samples *from,
 double tb_samples_quantile(struct tb_samples *m, enum tb_samples_series k,
                            double q);
 
-/* What a merged cell takes from its shards' runs beside the samples: not
- * additive, so the caller combines them (a mean weighted by streams, an
- * any-of). */
-struct tb_samples_extra {
-  double avg_active;     /* requests active on average, all shards */
-  bool chunk_source;     /* some shard counted chunks, not usage */
-  double kernel_stamped; /* share of reads stamped by the kernel */
-  const char *client_ready; /* NULL: every shard's window began on the
-                             * server's gauges; else why some did not
-                             * (tb_result_decode.client_ready) */
-};
-
 /*
  * Writes a merged decode cell: the figures of tb_result_cell_set_decode
  * (total_tps over the window of nslices x slice width, its batch-means
  * uncertainty over the summed slices, TTFT and time between tokens from the
  * union, completed, started, output_tokens, measured_s; conc = the streams
- * of all shards), x's figures, and e2e_ms and itl_ms {p50, p90, p99} of the
- * union and good_requests.  false with a reason when m has no window.
- * Sorts m's series.
+ * of all shards; avg_active (client), token_source "chunks" when any shard
+ * counted chunks, kernel_stamped = stamped reads / reads (1 with no read)),
+ * and e2e_ms and itl_ms {p50, p90, p99} of the union and good_requests.
+ * client_ready: NULL when every shard's window followed the server's
+ * gauges, else why not (tb_result_decode.client_ready).  false with a
+ * reason when m has no window.  Sorts m's series.
  */
-bool tb_samples_cell(json_t *cell, struct tb_samples *m,
-                     const struct tb_samples_extra *x, char *err,
-                     size_t errlen);
+bool tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
+                     char *err, size_t errlen);
 
 /* One shard of a merged cell: where it ran and how well it started. */
 struct tb_samples_shard {

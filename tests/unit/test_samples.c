@@ -144,11 +144,10 @@ test_union_is_identical_to_one_place(void **state)
     for (size_t i = 0; i < NSLICES; i++)
       assert_int_equal(merged.slices[i], whole.slices[i]);
     /* the cell documents: member for member */
-    struct tb_samples_extra x = { .avg_active = 8.0 * nshards, .kernel_stamped = 1 };
     char err[200];
     json_t *c1 = json_object(), *c2 = json_object();
-    assert_true(tb_samples_cell(c1, &merged, &x, err, sizeof err));
-    assert_true(tb_samples_cell(c2, &whole, &x, err, sizeof err));
+    assert_true(tb_samples_cell(c1, &merged, NULL, err, sizeof err));
+    assert_true(tb_samples_cell(c2, &whole, NULL, err, sizeof err));
     /* the samples' arrays keep each's arrival order (shard by shard in the
      * merge); everything else is equal */
     const char *order[] = { "ttft_ms", "tbt_ms" };
@@ -222,11 +221,20 @@ test_batch_means_over_the_merged_timeline(void **state)
     tb_samples_add(&b, TB_SAMPLES_TTFT, 2000 + i);
   }
   char err[100];
+  a.active_milli = b.active_milli = 2000;
+  a.reads = 10;
+  a.stamped_reads = 9;
+  b.reads = 10;
+  b.stamped_reads = 10;
+  b.chunked = 1;
   assert_true(tb_samples_merge(&m, &a, err, sizeof err));
   assert_true(tb_samples_merge(&m, &b, err, sizeof err));
-  struct tb_samples_extra ex = { .avg_active = 4, .kernel_stamped = 1 };
   json_t *cell = json_object();
-  assert_true(tb_samples_cell(cell, &m, &ex, err, sizeof err));
+  assert_true(tb_samples_cell(cell, &m, "no /metrics", err, sizeof err));
+  assert_true(fabs(json_real_value(json_object_get(cell, "avg_active")) - 4.0) < 1e-12);
+  assert_true(fabs(json_real_value(json_object_get(cell, "kernel_stamped")) - 0.95) < 1e-12);
+  assert_string_equal(json_string_value(json_object_get(cell, "token_source")), "chunks");
+  assert_string_equal(json_string_value(json_object_get(cell, "readiness")), "client");
   assert_true(fabs(json_real_value(json_object_get(cell, "total_tps")) - 4.0) < 1e-12);
   assert_true(fabs(json_real_value(json_object_get(cell, "total_tps_se")) - 1.1614466) < 1e-6);
   assert_true(fabs(json_real_value(json_object_get(cell, "measured_s")) - 16.0) < 1e-12);
@@ -326,11 +334,12 @@ test_malformed_blobs_are_refused(void **state)
   expect_refused(many, sizeof many, "beyond the bytes left");
   /* slices of no width */
   unsigned char nowidth[] = { 'T', 'B', 'S', '1', 0x00, 0x01, 0x01, 0, 0, 0, 0, 0, 0,
-                              0, 0, 0, 0 };
+                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
   expect_refused(nowidth, sizeof nowidth, "no width");
-  /* a series whose running value goes below 0: one value, delta -1 (zz 1) */
-  unsigned char neg[] = { 'T', 'B', 'S', '1', 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x01,
-                          0, 0, 0 };
+  /* a series whose running value goes below 0: slice width and count 0,
+   * the ten counters 0, then one value, delta -1 (zz 1) */
+  unsigned char neg[] = { 'T', 'B', 'S', '1', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                          0x01, 0x01, 0, 0, 0 };
   expect_refused(neg, sizeof neg, "out of range");
 }
 
@@ -358,8 +367,7 @@ test_different_timelines_are_refused(void **state)
   struct tb_samples e;
   tb_samples_init(&e);
   json_t *cell = json_object();
-  struct tb_samples_extra ex = { 0 };
-  assert_false(tb_samples_cell(cell, &e, &ex, err, sizeof err));
+  assert_false(tb_samples_cell(cell, &e, NULL, err, sizeof err));
   assert_non_null(strstr(err, "no window"));
   json_decref(cell);
   tb_samples_free(&a);
