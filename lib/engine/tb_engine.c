@@ -85,6 +85,7 @@
 #include "engine/tb_rate.h"
 #include "base/tb_redact.h"
 #include "result/tb_result.h"
+#include "result/tb_samples.h"
 #include "net/tb_rxts.h"
 #include "engine/tb_sampler.h"
 #include "net/tb_sse.h"
@@ -178,6 +179,11 @@ struct cell {
   double cap_running;
   int64_t sched_cap;
   struct tb_stats ttft, tbt;
+  /* a shard's (tb_engine_shard): every gap between two token chunks of a
+   * stream in the window, per token, and each completed request's e2e (ns);
+   * shard_wait: start() was called, the window waits for t0 */
+  struct tb_stats gaps, e2e;
+  bool shard_wait;
   int64_t win_tokens;
   int64_t max_chunk;    /* the most tokens one chunk brought in the window */
   /* tokens by slice of the window (count_tokens), for the SE of total
@@ -384,6 +390,8 @@ count_tokens(struct stream *s, int64_t delta)
     if (s->w_first_t == 0) {
       s->w_first_t = now;
       s->w_first_tokens = delta;
+    } else if (c->run->tgt->shard != NULL && now > s->w_last_t) {
+      tb_stats_add(&c->gaps, (now - s->w_last_t) / delta);
     }
     s->w_last_t = now;
     s->w_tokens += delta;
@@ -674,8 +682,11 @@ stream_end(struct stream *s, const char *transport_err)
     stream_free(s);
     return;
   }
-  if (c->phase == PH_WINDOW && now < c->w1)
+  if (c->phase == PH_WINDOW && now >= c->w0 && now < c->w1) {
     c->completed++;
+    if (r->tgt->shard != NULL)
+      tb_stats_add(&c->e2e, s->t_last_byte - stream_sent_at(s));
+  }
   stream_collect_tbt(s);
   stream_free(s);
   if (c->phase != PH_DONE)
@@ -914,6 +925,47 @@ sched_cap(struct cell *c, int64_t now)
   return true;
 }
 
+/* The window [at, at + duration_s): tokens count by their arrival stamps. */
+static void
+window_open(struct cell *c, int64_t at)
+{
+  const struct run *r = c->run;
+  active_change(c, at, 0);
+  c->w0 = at;
+  c->w1 = at + (int64_t)(r->duration_s * NS_PER_S);
+  c->n_slices = window_slices(r->duration_s);
+  c->slice_ns = (c->w1 - c->w0) / (int64_t)c->n_slices;
+  if (c->slice_ns < 1)
+    c->slice_ns = 1;
+  c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
+  c->act_last = at;
+  c->phase = PH_WINDOW;
+  c->cpu_w0 = tb_time_thread_cpu_ns();
+  tb_sampler_begin(&c->smp, at);
+  c->m_next = at; /* a first sample right at the window's start */
+}
+
+/* A shard, ready: asks its caller for the common start t0 (tb_engine_shard)
+ * and opens the window there, on the arrival stamps; a t0 already past
+ * opens it late, by the skew the cell records. */
+static void
+shard_start(struct cell *c, int64_t now)
+{
+  struct tb_engine_shard *sh = c->run->tgt->shard;
+  c->shard_wait = true;
+  int64_t t0 = 0;
+  char why[200] = "";
+  int rc = sh->start(sh->cls, now, &t0, why, sizeof why);
+  if (rc < 0) {
+    cell_fail(c, "shard start: %s", why);
+    return;
+  }
+  if (rc == 0)
+    return;
+  sh->skew_ns = now > t0 ? now - t0 : 0;
+  window_open(c, now > t0 ? now : t0);
+}
+
 static void
 tick(struct cell *c, int64_t now)
 {
@@ -985,21 +1037,13 @@ tick(struct cell *c, int64_t now)
                 c->m_running, c->m_waiting > 0 ? c->m_waiting : 0, c->conc, busy_s);
       return;
     }
-    if (c->ready_since != 0 &&
-        now - c->ready_since >= (int64_t)(r->settle_s * NS_PER_S)) {
-      active_change(c, now, 0);
-      c->w0 = now;
-      c->w1 = now + (int64_t)(r->duration_s * NS_PER_S);
-      c->n_slices = window_slices(r->duration_s);
-      c->slice_ns = (c->w1 - c->w0) / (int64_t)c->n_slices;
-      if (c->slice_ns < 1)
-        c->slice_ns = 1;
-      c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
-      c->act_last = now;
-      c->phase = PH_WINDOW;
-      c->cpu_w0 = tb_time_thread_cpu_ns();
-      tb_sampler_begin(&c->smp, now);
-      c->m_next = now; /* a first sample right at the window's start */
+    if (c->shard_wait ||
+        (c->ready_since != 0 &&
+         now - c->ready_since >= (int64_t)(r->settle_s * NS_PER_S))) {
+      if (r->tgt->shard != NULL)
+        shard_start(c, now);
+      else
+        window_open(c, now);
     } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
       unsigned warmed = c->n_warmed;
       cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
@@ -1340,6 +1384,10 @@ repeats_measured(struct run *r, json_t *cells, struct repeats *rp, json_t *cell)
 static int
 abort_and_drain(struct run *r)
 {
+  /* a shard leaves the server to its cell's coordinator: the other shards'
+   * streams run on it, and an abort would end theirs too */
+  if (r->tgt->shard != NULL)
+    return -1;
   if (r->d.kind == TB_KIND_SGLANG) {
     char *url = tb_xasprintf("%s/abort_request", r->d.base_url);
     const char *body = "{\"rid\":\"\",\"abort_all\":true}";
@@ -1417,6 +1465,8 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->cap_running = -1;
   if (!r->d.has_metrics)
     snprintf(c->client_ready, sizeof c->client_ready, "%s", r->d.metrics_unknown);
+  else if (r->tgt->shard != NULL)
+    snprintf(c->client_ready, sizeof c->client_ready, "%s", TB_ENGINE_SHARD_READY);
   c->drained_before = -1;
   c->before_running = c->before_waiting = NAN;
   c->mem.max = r->cell_memory_max;
@@ -1437,7 +1487,34 @@ cell_free(struct cell *c)
   free(c->slice_tok);
   tb_stats_free(&c->ttft);
   tb_stats_free(&c->tbt);
+  tb_stats_free(&c->gaps);
+  tb_stats_free(&c->e2e);
   tb_sampler_free(&c->smp);
+}
+
+/* A shard's samples (tb_engine_shard), before the writer sorts them: the
+ * series in microseconds, the window's slices on the common timeline, the
+ * figures that add. */
+static void
+shard_samples(const struct cell *c, const struct tb_result_decode *d, struct tb_samples *m)
+{
+  const struct tb_stats *from[TB_SAMPLES_NSERIES] = {
+    [TB_SAMPLES_TTFT] = &c->ttft, [TB_SAMPLES_TPOT] = &c->tbt,
+    [TB_SAMPLES_E2E] = &c->e2e,   [TB_SAMPLES_GAP] = &c->gaps,
+  };
+  for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
+    for (size_t i = 0; i < from[k]->n; i++)
+      tb_samples_add(m, (enum tb_samples_series)k, from[k]->v[i] / 1000);
+  (void)tb_samples_set_slices(m, c->slice_ns / 1000, c->slice_tok, c->n_slices);
+  m->tokens = c->win_tokens;
+  m->completed = c->completed;
+  m->started = c->started;
+  m->resolution = d->resolution_tokens;
+  m->streams = c->conc;
+  m->active_milli = (int64_t)(d->avg_active * 1000.0 + 0.5);
+  m->chunked = c->chunk_source ? 1 : 0;
+  m->reads = (int64_t)(c->rx_kernel + c->ds.rx_kernel + c->rx_user + c->ds.rx_user);
+  m->stamped_reads = (int64_t)(c->rx_kernel + c->ds.rx_kernel);
 }
 
 static json_t *
@@ -1479,6 +1556,8 @@ decode_result(struct cell *c, json_t *cell)
     .resolution_tokens = (int64_t)c->conc * (c->max_chunk > 0 ? c->max_chunk : 1),
     .client_ready = c->client_ready[0] != '\0' ? c->client_ready : NULL,
   };
+  if (c->run->tgt->shard != NULL)
+    shard_samples(c, &d, c->run->tgt->shard->samples);
   tb_result_cell_set_decode(cell, &d);
   free(slices);
   return cell;
@@ -1884,6 +1963,14 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
         json_object_set_new(cell, "repeat", json_integer(pass));
       progress(r, cell, runnable_left, scouts_left);
       json_object_del(cell, "repeat");
+      /* a sharded cell: measured by the caller's shards (worker_shard.h) */
+      if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
+          r->hooks->shard_cell(r->hooks->cls, ctx, conc, cell)) {
+        (void)abort_and_drain(r); /* what the shards left on the server */
+        repeats_measured(r, cells, &rp, cell);
+        runnable_left--;
+        continue;
+      }
       int64_t t0 = tb_time_mono_ns();
       struct cell dc;
       cell_init(&dc, r, ctx, (unsigned)conc, false, dbody, dlen);

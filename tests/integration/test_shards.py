@@ -1,0 +1,173 @@
+"""Shards of a cell (issue 24): one decode cell driven by several worker
+processes, started together, merged exactly.
+
+Jobs are inserted with SQL as test_worker does and run by real workers
+against tokbench-sim (the bench profile: one step of 20 ms / time scale at
+any batch, so C streams give C x 50 x scale tokens/s, the simulator's
+truth, /sim/expected).  Checked in the database:
+
+- the merged cell's percentiles are identical to a recomputation from the
+  samples the shards stored (cell_shards.samples, decoded here from the
+  TBS1 format of lib/result/tb_samples.h and put through the same type-7
+  quantile as lib/base/tb_stats.c), its tokens/s within 2% of the
+  simulator's truth, its shards where they ran with their start skew;
+- killing a shard's worker mid-cell fails that attempt ("lost its lease")
+  and the cell is measured again whole: stored once, by a merged attempt.
+"""
+import json
+import os
+import signal
+import time
+
+import harness
+from harness import wait_until
+from test_worker import T
+
+
+def varint(b, at):
+    x, shift = 0, 0
+    while True:
+        c = b[at]
+        at += 1
+        x |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return x, at
+        shift += 7
+
+
+def decode_tbs1(b):
+    """lib/result/tb_samples.h's encoding: magic, slice width, slices, ten
+    counters, four series of zig-zag deltas (TTFT, TPOT, E2E, GAP)."""
+    assert b[:4] == b"TBS1", b[:4]
+    at = 4
+    width, at = varint(b, at)
+    n, at = varint(b, at)
+    slices = []
+    for _ in range(n):
+        v, at = varint(b, at)
+        slices.append(v)
+    counters = []
+    for _ in range(10):
+        v, at = varint(b, at)
+        counters.append(v)
+    series = []
+    for _ in range(4):
+        n, at = varint(b, at)
+        prev, vals = 0, []
+        for _ in range(n):
+            z, at = varint(b, at)
+            prev += (z >> 1) ^ -(z & 1)
+            vals.append(prev)
+        series.append(vals)
+    assert at == len(b)
+    return {"width_us": width, "slices": slices, "tokens": counters[0],
+            "completed": counters[1], "series": series}
+
+
+def quantile(vals, q):
+    """tb_stats_quantile: type 7 on the sorted values."""
+    v = sorted(vals)
+    if q <= 0:
+        return float(v[0])
+    if q >= 1:
+        return float(v[-1])
+    pos = q * float(len(v) - 1)
+    lo = int(pos)
+    frac = pos - float(lo)
+    if lo + 1 >= len(v):
+        return float(v[lo])
+    return float(v[lo]) + frac * float(v[lo + 1] - v[lo])
+
+
+SCALE = 4  # 8 streams x 50 x 4 = 1,600 tokens/s
+SPEC = {"contexts": [1024], "concurrency": [8], "prefill_contexts": [], "duration_s": 3,
+        "settle_s": 0.3, "max_output": 4096, "shards": 2}
+
+
+def shard_workers(t, n, **env):
+    e = {"TOKBENCH_SHARD_LEASE_S": "2", "TOKBENCH_SHARD_BARRIER_S": "30",
+         "TOKBENCH_SHARD_LEAD_MS": "300"}
+    e.update(env)
+    out = {}
+    for i in range(n):
+        name = "w%d-%s" % (i, os.urandom(2).hex())
+        out[name] = t.worker(name, **e)
+    return out
+
+
+def merged_samples(t, jid):
+    """The stored samples of the job's merged barrier, decoded."""
+    rows = t.q("SELECT s.shard || '|' || encode(s.samples, 'hex') FROM cell_shards s JOIN "
+               "cell_barriers b USING (job_id, cell_key, attempt) WHERE s.job_id = '%s' AND "
+               "b.state = 'merged' ORDER BY s.shard" % jid)
+    out = []
+    for line in rows.splitlines():
+        _, hexs = line.split("|")
+        out.append(decode_tbs1(bytes.fromhex(hexs)))
+    return out
+
+
+def decode_cell(t, jid):
+    return json.loads(t.q("SELECT cell FROM job_cells WHERE job_id = '%s' AND phase = 'decode'"
+                          % jid))
+
+
+def test_sharded_cell_merges_exactly(ctx):
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    shard_workers(t, 3)
+    jid = t.submit(ep, SPEC)
+    t.wait_state(jid, "succeeded", timeout=120)
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2, cell["shards"]
+    assert {w["worker"] for w in cell["shards"]["where"]} <= {
+        r for r in t.q("SELECT DISTINCT worker FROM cell_shards WHERE job_id = '%s'"
+                       % jid).splitlines()}
+    assert cell["shards"]["skew_max_ms"] <= cell["shards"]["skew_limit_ms"], cell["shards"]
+    shards = merged_samples(t, jid)
+    assert len(shards) == 2
+    ttft = [v for s in shards for v in s["series"][0]]
+    tpot = [v for s in shards for v in s["series"][1]]
+    e2e = [v for s in shards for v in s["series"][2]]
+    gaps = [v for s in shards for v in s["series"][3]]
+    for p, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        # the writer's units: TTFT and TPOT through ns, e2e and gaps from us
+        assert cell["ttft_ms"][p] == quantile([v * 1000 for v in ttft], q) / 1e6, p
+        assert cell["tbt_ms"][p] == quantile([v * 1000 for v in tpot], q) / 1e6, p
+        if e2e:
+            assert cell["e2e_ms"][p] == quantile(e2e, q) / 1e3, p
+        assert cell["itl_ms"][p] == quantile(gaps, q) / 1e3, p
+    assert cell["output_tokens"] == sum(s["tokens"] for s in shards)
+    # the common timeline: one slice width, the summed slices are the window's tokens
+    assert len({s["width_us"] for s in shards}) == 1
+    assert sum(sum(s["slices"]) for s in shards) == cell["output_tokens"]
+    _, _, body = harness.http("GET", sim.url + "/sim/expected?context=1024&concurrency=8")
+    truth = json.loads(body)["total_tok_s"]
+    assert abs(cell["total_tps"] - truth) / truth < 0.02, (cell["total_tps"], truth)
+
+
+def test_killed_shard_measures_the_cell_again_whole(ctx):
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    ws = shard_workers(t, 3)
+    spec = dict(SPEC, duration_s=6)
+    jid = t.submit(ep, spec)
+    # a shard's worker, once the barrier has started
+    wait_until(lambda: t.q("SELECT count(*) FROM cell_barriers WHERE job_id = '%s' AND "
+                           "state = 'started'" % jid) == "1", 60, what="barrier started")
+    victim = t.q("SELECT worker FROM cell_shards WHERE job_id = '%s' AND attempt = 1 "
+                 "ORDER BY shard LIMIT 1" % jid)
+    ws[victim].kill()
+    shard_workers(t, 1)  # a replacement, so that two shards can run again
+    t.wait_state(jid, "succeeded", timeout=180)
+    assert t.cells_done(jid) == 1
+    rows = t.q("SELECT attempt || '|' || state || '|' || coalesce(reason, '') FROM "
+               "cell_barriers WHERE job_id = '%s' ORDER BY attempt" % jid).splitlines()
+    assert rows[0].startswith("1|failed|shard ") and "lost its lease" in rows[0], rows
+    assert rows[-1].split("|")[1] == "merged", rows
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2
