@@ -18,6 +18,14 @@
 #   1.128; 11 pairs, this 10.029 (7.076-12.980), base 9.911 (8.622-13.783),
 #   ratio 1.012.  Ranges overlap both times: no measurable change (the
 #   scanner is ~0.5 us of the ~10 us a token costs, bench_oai.sh).
+#   Kept (2026-12-03, load average 0.2-4, other builds running): tb_stream
+#   (one stream consumer for matrix and rate cells) against main b4f2ea0,
+#   BENCH_ENGINE_CFGS= BENCH_SERIES_RUNS=0: 11 pairs at load ~1, this 7.933
+#   s/M tokens median (7.169-10.226), base 7.724 (6.534-12.432), ratio
+#   1.027; earlier rounds 1.007 (7 pairs), 1.171 and 1.295 (11 pairs each,
+#   load rising to 4; per-pair ratios' medians ~1.03-1.05).  Ranges overlap
+#   every time.  Under callgrind (16 streams, 5 s) a read costs 7,115
+#   instructions against 7,046 (+1.0%: the owner's two callbacks).
 # BENCH_RT=1: the simulator with --realtime and both clients (engine and bare
 # loop alike) under SCHED_FIFO (chrt -f 5), so that other work on a shared
 # machine does not preempt them: it measures the code, not the neighbours.

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -250,6 +251,20 @@ read_resume(const char *path, char **run_id, const char **why)
   return cells;
 }
 
+/* The run's descriptors (tb_engine_nofile): the soft limit raised to them,
+ * at most to the hard one (library code never changes the process's
+ * limits). */
+static void
+raise_nofile(const struct tb_spec *spec)
+{
+  struct rlimit rl;
+  rlim_t want = (rlim_t)tb_engine_nofile(spec);
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int
 tb_cli_run(int argc, char **argv)
 {
@@ -424,6 +439,7 @@ tb_cli_run(int argc, char **argv)
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
+  raise_nofile(&settings);
   enum tb_engine_status st = tb_engine_run(&settings, &target, key, done, &hooks, &result,
                                            &err);
   if (ui.tty_progress)

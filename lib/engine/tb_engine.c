@@ -26,7 +26,7 @@
  * slot of a cell keeps one kept-alive connection, writes its request with
  * one sendmsg and reads the response with one recvmsg per readiness, which
  * returns the kernel's receive stamp with the bytes (tb_rxts), parsed by
- * tb_h1 (HTTP/1.1 framing) and tb_sse.  Per read that is one system call
+ * tb_h1 (HTTP/1.1 framing) and tb_stream.  Per read that is one system call
  * where libcurl's read path makes three (the stamp peek, recv and a poll()
  * that asks whether more is pending) and about half the CPU time per token
  * on a bench (bench/bench_engine.sh prints both).  Over TLS, through a
@@ -45,10 +45,13 @@
  * connection closed, which aborts the request on vLLM; SGLang also gets
  * /abort_request) and the loop waits for the server to drain.
  *
- * Counting.  Output tokens are the deltas of cumulative usage.completion_tokens
- * (continuous usage stats).  A chunk with output but no usage switches that
- * stream to counting chunks (one per choice with text), and the cell's
- * token_source becomes "chunks": a flagged fallback, never silent.
+ * Counting.  A stream's bytes, on either transport, go to tb_stream (the
+ * consumer the rate cells use too: SSE, counting, token stamps, why a
+ * stream failed); the cell adds up what its streams report.  Output tokens
+ * are the deltas of cumulative usage.completion_tokens (continuous usage
+ * stats).  A chunk with output but no usage switches that stream to
+ * counting chunks (one per choice with text), and the cell's token_source
+ * becomes "chunks": a flagged fallback, never silent.
  *
  * Result.  The document (header, cells, status) is tb_result's model; the
  * engine fills it from what it measured.
@@ -71,8 +74,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "net/tb_direct.h"
@@ -80,7 +81,6 @@
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
 #include "base/tb_json.h"
-#include "net/tb_oai.h"
 #include "engine/tb_prompt.h"
 #include "engine/tb_rate.h"
 #include "base/tb_redact.h"
@@ -88,16 +88,16 @@
 #include "result/tb_samples.h"
 #include "net/tb_rxts.h"
 #include "engine/tb_sampler.h"
-#include "net/tb_sse.h"
 #include "base/tb_stats.h"
+#include "engine/tb_stream.h"
 
-#define ERRBODY_MAX 512
 #define METRICS_BODY_MAX (4u * 1024u * 1024u)
 #define MAX_CONCURRENCY 65536
 #define MAX_LIST 64
 #define NS_PER_S 1000000000LL
 #define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
 #define CONNECT_TIMEOUT_MS TB_DIRECT_CONNECT_TIMEOUT_MS /* either transport */
+#define NOFILE_SPARE 256 /* descriptors beside the streams' (tb_engine_nofile) */
 /* How long a server may run more requests than ours before a cell that is
  * getting ready says it is loaded by someone else (at most half the ready
  * timeout). */
@@ -108,10 +108,6 @@
  * scheduler cap the server does not publish (vLLM's --max-num-seqs), or a
  * KV cache that admits only so many. */
 #define SCHED_CAP_S 3.0
-/* Without usage a stream's chunks are counted, and one chunk may carry
- * several tokens (speculative decoding): such a stream is taken as ended
- * early only when its chunks are fewer than max_tokens / this. */
-#define EARLY_CHUNK_DIV 8
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -130,23 +126,13 @@ struct run;
 struct cell;
 
 struct stream {
+  struct tb_stream st;  /* the consumer: bytes, counts, samples, reasons */
   struct cell *cell;
   CURL *easy;
-  struct tb_sse sse;
   unsigned slot;
-  int64_t now;          /* arrival stamp of the read being parsed */
-  int64_t t_start, t_first, t_last_byte;
-  struct tb_oai_count count; /* usage or chunks (tb_oai) */
-  int64_t counted;
-  int64_t w_first_t, w_last_t, w_tokens, w_first_tokens;
-  long http_status;
-  bool http_checked;
-  bool failed;
-  char reason[200];
-  char errbody[ERRBODY_MAX];
-  size_t errlen;
   char curl_err[CURL_ERROR_SIZE];
   bool direct;          /* on the cell's tb_direct_set, slot `slot` */
+  int64_t prev_tok;     /* its last token chunk (a shard's gaps) */
 };
 
 enum phase { PH_READY, PH_WINDOW, PH_DONE };
@@ -164,7 +150,11 @@ struct cell {
   int64_t all_warmed;   /* when the last slot warmed; 0 before */
   int64_t next_scan;    /* next per-stream first-token / stall scan */
   enum phase phase;
-  int64_t t_begin, w0, w1, ready_since, next_cancel_poll;
+  /* what its streams share (tb_stream): the window [sc.w0, sc.w1), the
+   * budget of their SSE buffers (run->cell_memory_max; issue 13, finding
+   * 8) */
+  struct tb_stream_cell sc;
+  int64_t t_begin, ready_since, next_cancel_poll;
   bool failed, cancelled;
   char reason[300];
   /* the failure would be the same in every cell (auth refused, model not
@@ -219,9 +209,6 @@ struct cell {
   uint64_t rx_kernel, rx_user;
   /* direct transport: a connection per slot (ds.c NULL: libcurl streams) */
   struct tb_direct_set ds;
-  /* what the endpoint makes the streams' SSE parsers buffer, all streams
-   * together (run->cell_memory_max; issue 13, finding 8) */
-  struct tb_sse_budget mem;
 };
 
 struct run {
@@ -332,21 +319,6 @@ cell_fail(struct cell *c, const char *fmt, ...)
   c->phase = PH_DONE;
 }
 
-static void stream_fail(struct stream *s, const char *fmt, ...)
-    TB_PRINTF(2, 3);
-
-static void
-stream_fail(struct stream *s, const char *fmt, ...)
-{
-  if (s->failed)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(s->reason, sizeof s->reason, fmt, ap);
-  va_end(ap);
-  s->failed = true;
-}
-
 /* When a stream's request went out: its start, plus what the transport
  * spent before it could send (a new connection's TCP and TLS handshakes,
  * which are the network's time, not the server's: METHOD.md's TTFT is the
@@ -356,24 +328,43 @@ stream_fail(struct stream *s, const char *fmt, ...)
 static int64_t
 stream_sent_at(const struct stream *s)
 {
+  int64_t t_start = s->st.t_start;
   if (s->direct)
-    return tb_direct_sent_at(&s->cell->ds, s->slot, s->t_start);
+    return tb_direct_sent_at(&s->cell->ds, s->slot, t_start);
   curl_off_t pre = 0;
   if (!s->direct && s->easy != NULL &&
       curl_easy_getinfo(s->easy, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK && pre > 0 &&
-      s->t_start + (int64_t)pre * 1000 < s->now)
-    return s->t_start + (int64_t)pre * 1000;
-  return s->t_start;
+      t_start + (int64_t)pre * 1000 < s->st.now)
+    return t_start + (int64_t)pre * 1000;
+  return t_start;
 }
 
-static void
-count_tokens(struct stream *s, int64_t delta)
+/* tb_stream_ops of the matrix's streams (cls: the struct stream). */
+
+/* An event: the cell's token source, the debug hook. */
+static bool
+on_stream_event(void *cls, struct tb_stream *st, const char *data, size_t len, int64_t delta)
 {
+  struct stream *s = cls;
   struct cell *c = s->cell;
-  int64_t now = s->now;
-  s->counted += delta;
-  if (s->t_first == 0) {
-    s->t_first = now;
+  (void)data;
+  (void)len;
+  if (st->count.chunk_mode)
+    c->chunk_source = true;
+  const struct tb_engine_hooks *h = c->run->hooks;
+  if (h != NULL && h->on_event != NULL && !c->scout)
+    h->on_event(h->cls, s->slot, st->now, NULL, 0, delta);
+  return true;
+}
+
+/* Tokens: the first one's TTFT and the slot warmed; the window's. */
+static void
+on_stream_tokens(void *cls, struct tb_stream *st, int64_t delta, unsigned flags)
+{
+  struct stream *s = cls;
+  struct cell *c = s->cell;
+  int64_t now = st->now;
+  if (flags & TB_STREAM_FIRST) {
     int64_t ttft = now - stream_sent_at(s);
     tb_stats_add(&c->ttft, ttft);
     if (!c->warmed[s->slot]) {
@@ -382,101 +373,51 @@ count_tokens(struct stream *s, int64_t delta)
       if (c->n_warmed == c->conc)
         c->all_warmed = now;
     }
-    if (c->scout) {
+    if (c->scout)
       c->scout_ttft_ns = ttft;
-    }
   }
-  if (now >= c->w0 && now < c->w1) {
-    if (s->w_first_t == 0) {
-      s->w_first_t = now;
-      s->w_first_tokens = delta;
-    } else if (c->run->tgt->shard != NULL && now > s->w_last_t) {
-      tb_stats_add(&c->gaps, (now - s->w_last_t) / delta);
-    }
-    s->w_last_t = now;
-    s->w_tokens += delta;
+  /* a shard keeps every gap inside the window, per token */
+  if ((flags & TB_STREAM_IN_WINDOW) && !(flags & TB_STREAM_FIRST) && s->prev_tok != 0 &&
+      c->run->tgt->shard != NULL && now > s->prev_tok)
+    tb_stats_add(&c->gaps, (now - s->prev_tok) / delta);
+  s->prev_tok = now;
+  if (flags & TB_STREAM_IN_WINDOW) {
     c->win_tokens += delta;
     if (delta > c->max_chunk)
       c->max_chunk = delta;
     if (c->n_slices > 0) {
-      size_t k = (size_t)((now - c->w0) / c->slice_ns);
+      size_t k = (size_t)((now - c->sc.w0) / c->slice_ns);
       c->slice_tok[k < c->n_slices ? k : c->n_slices - 1] += delta;
     }
   }
 }
 
-static bool
-on_sse_event(void *cls, const char *data, size_t len)
-{
-  struct stream *s = cls;
-  int64_t delta;
-  char why[200];
-  if (!tb_oai_count_event(&s->count, data, len, &delta, why, sizeof why)) {
-    stream_fail(s, "%s", why);
-    return false;
-  }
-  if (s->count.done)
-    return true; /* [DONE] */
-  if (s->count.chunk_mode)
-    s->cell->chunk_source = true;
-  if (delta > 0)
-    count_tokens(s, delta);
-  const struct tb_engine_hooks *h = s->cell->run->hooks;
-  if (h != NULL && h->on_event != NULL && !s->cell->scout)
-    h->on_event(h->cls, s->slot, s->now, NULL, 0, delta);
-  return true;
-}
-
 static void
-on_sse_comment(void *cls, const char *text, size_t len)
+on_stream_comment(void *cls, struct tb_stream *st, const char *text, size_t len)
 {
   struct stream *s = cls;
   const struct tb_engine_hooks *h = s->cell->run->hooks;
   if (h != NULL && h->on_event != NULL && !s->cell->scout)
-    h->on_event(h->cls, s->slot, s->now, text, len, 0);
+    h->on_event(h->cls, s->slot, st->now, text, len, 0);
 }
 
-/* Body bytes of a stream's response as they come, on either transport
- * (http_status known); false stops the response (the reason is recorded). */
-static bool
-stream_body(struct stream *s, const char *ptr, size_t n)
-{
-  int64_t io = s->cell->run->io_now;
-  int64_t now = io != 0 ? io : tb_time_mono_ns();
-  s->now = now;
-  s->t_last_byte = now;
-  if (s->http_status != 200) {
-    size_t room = sizeof s->errbody - 1 - s->errlen;
-    size_t k = n < room ? n : room;
-    memcpy(s->errbody + s->errlen, ptr, k);
-    s->errlen += k;
-    s->errbody[s->errlen] = '\0';
-    return true;
-  }
-  enum tb_sse_status st = tb_sse_feed(&s->sse, ptr, n);
-  if (st == TB_SSE_TOO_LONG) {
-    stream_fail(s, "SSE line or event over its cap");
-    return false;
-  }
-  if (st == TB_SSE_OVER_BUDGET) {
-    struct cell *c = s->cell;
-    stream_fail(s, "the endpoint's SSE lines and events (all streams of the cell) went over "
-                "the cell's memory budget of %zu KiB", c->mem.max / 1024);
-    return false;
-  }
-  return st == TB_SSE_OK;
-}
+static const struct tb_stream_ops stream_ops = {
+  .event = on_stream_event,
+  .tokens = on_stream_tokens,
+  .comment = on_stream_comment,
+};
 
 static size_t
 stream_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
   struct stream *s = ud;
   size_t n = size * nmemb;
-  if (!s->http_checked) {
-    s->http_checked = true;
-    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
-  }
-  return stream_body(s, ptr, n) ? n : 0; /* 0 aborts the transfer */
+  long status = s->st.http_status;
+  if (!s->st.http_checked)
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+  int64_t io = s->cell->run->io_now;
+  int64_t now = io != 0 ? io : tb_time_mono_ns();
+  return tb_stream_body(&s->st, status, now, ptr, n) ? n : 0; /* 0 aborts the transfer */
 }
 
 /* ------------------------------------------------- direct transport */
@@ -490,14 +431,7 @@ direct_body(void *cls, unsigned slot, int status, int64_t stamp,
 {
   struct cell *c = cls;
   struct stream *s = c->slots[slot];
-  if (!s->http_checked) {
-    s->http_checked = true;
-    s->http_status = status;
-  }
-  c->run->io_now = stamp;
-  bool go = stream_body(s, data, n);
-  c->run->io_now = 0;
-  return go;
+  return tb_stream_body(&s->st, status, stamp != 0 ? stamp : tb_time_mono_ns(), data, n);
 }
 
 static void
@@ -518,7 +452,7 @@ stream_free(struct stream *s)
   }
   if (s->direct)
     tb_direct_release(&s->cell->ds, s->slot);
-  tb_sse_free(&s->sse);
+  tb_stream_free(&s->st);
   free(s);
 }
 
@@ -526,8 +460,8 @@ static void
 active_change(struct cell *c, int64_t now, int d)
 {
   if (c->phase == PH_WINDOW) {
-    int64_t from = c->act_last > c->w0 ? c->act_last : c->w0;
-    int64_t to = now < c->w1 ? now : c->w1;
+    int64_t from = c->act_last > c->sc.w0 ? c->act_last : c->sc.w0;
+    int64_t to = now < c->sc.w1 ? now : c->sc.w1;
     if (to > from)
       c->act_ns += (to - from) * (int64_t)c->active;
   }
@@ -596,11 +530,7 @@ stream_start(struct cell *c, unsigned slot)
   struct stream *s = tb_xcalloc(1, sizeof *s);
   s->cell = c;
   s->slot = slot;
-  s->count.prompt_tokens = -1;
-  tb_sse_init(&s->sse, on_sse_event, on_sse_comment, s);
-  tb_sse_set_budget(&s->sse, &c->mem);
-  s->t_start = tb_time_mono_ns();
-  s->t_last_byte = s->t_start;
+  tb_stream_init(&s->st, &c->sc, s, tb_time_mono_ns());
   if (r->direct) {
     s->direct = true;
     if (!tb_direct_start(&c->ds, slot)) {
@@ -613,7 +543,7 @@ stream_start(struct cell *c, unsigned slot)
   }
   c->slots[slot] = s;
   c->started++;
-  active_change(c, s->t_start, +1);
+  active_change(c, s->st.t_start, +1);
   return true;
 }
 
@@ -621,14 +551,24 @@ stream_start(struct cell *c, unsigned slot)
 static void
 stream_collect_tbt(struct stream *s)
 {
-  struct cell *c = s->cell;
-  int64_t after_first = s->w_tokens - s->w_first_tokens;
-  if (after_first >= 1 && s->w_last_t > s->w_first_t)
-    tb_stats_add(&c->tbt, (s->w_last_t - s->w_first_t) / after_first);
+  int64_t tbt;
+  if (tb_stream_window_tbt(&s->st, &tbt))
+    tb_stats_add(&s->cell->tbt, tbt);
 }
 
-static void global_http(struct cell *c, long status);
-static void check_early_end(struct stream *s);
+/* The stream's HTTP status where no body byte told it. */
+static long
+stream_status(const struct stream *s)
+{
+  long status = 0;
+  if (s->easy != NULL)
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+  else if (s->direct)
+    status = tb_direct_status(&s->cell->ds, s->slot);
+  return status;
+}
+
+static void stream_global(struct stream *s);
 
 /* The stream's response ended: cleanly (transport_err NULL) or not. */
 static void
@@ -637,55 +577,43 @@ stream_end(struct stream *s, const char *transport_err)
   struct cell *c = s->cell;
   struct run *r = c->run;
   int64_t now = tb_time_mono_ns();
-  if (c->scout && !r->usage_known && !s->failed && transport_err == NULL) {
+  if (c->scout && !r->usage_known && !s->st.failed && transport_err == NULL) {
     /* The first scout tells whether this server sends usage at all; from
      * then on a stream without its usage chunk is a fault. */
     r->usage_known = true;
-    r->usage_supported = s->count.saw_usage;
+    r->usage_supported = s->st.count.saw_usage;
   }
-  if (!s->failed) {
-    if (!s->http_checked && s->easy != NULL)
-      curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &s->http_status);
-    else if (!s->http_checked)
-      s->http_status = s->direct ? tb_direct_status(&c->ds, s->slot) : 0;
-    if (transport_err != NULL)
-      stream_fail(s, "%s", transport_err);
-    else if (s->http_status != 200 && r->hooks != NULL && r->hooks->error_bodies)
-      stream_fail(s, "HTTP %ld: %.200s", s->http_status, s->errbody);
-    else if (s->http_status != 200)
-      stream_fail(s, "HTTP %ld", s->http_status);
-    else if (!tb_sse_idle(&s->sse))
-      stream_fail(s, "stream ended inside an SSE event");
-    else if (!s->count.done)
-      stream_fail(s, "stream ended before [DONE] (cut)");
-    else if (r->usage_known && r->usage_supported && !s->count.saw_final_usage)
-      stream_fail(s, "stream ended without its usage chunk");
-    else if (!c->scout)
-      check_early_end(s);
-    if (s->failed && s->http_status != 200)
-      global_http(c, s->http_status);
-  }
+  /* a decode stream ended before max_tokens: the server ignores max_tokens
+   * or ignore_eos, and the cell would measure restarts, not sustained
+   * decode */
+  const struct tb_stream_expect x = {
+    .usage = r->usage_known && r->usage_supported,
+    .max_tokens = c->scout ? 0 : r->max_output,
+  };
+  long status = s->st.http_checked ? s->st.http_status : stream_status(s);
+  if (!tb_stream_end(&s->st, status, transport_err, &x))
+    stream_global(s);
   unsigned slot = s->slot;
   c->slots[slot] = NULL;
   active_change(c, now, -1);
-  if (s->failed) {
-    cell_fail(c, "stream failed: %s", s->reason);
+  if (s->st.failed) {
+    cell_fail(c, "stream failed: %s", s->st.reason);
     stream_free(s);
     return;
   }
   if (c->scout) {
-    c->scout_prompt_tokens = s->count.prompt_tokens;
-    if (s->t_first == 0)
+    c->scout_prompt_tokens = s->st.count.prompt_tokens;
+    if (s->st.t_first == 0)
       cell_fail(c, "warm-up request produced no token");
     else
       c->phase = PH_DONE;
     stream_free(s);
     return;
   }
-  if (c->phase == PH_WINDOW && now >= c->w0 && now < c->w1) {
+  if (c->phase == PH_WINDOW && now >= c->sc.w0 && now < c->sc.w1) {
     c->completed++;
     if (r->tgt->shard != NULL)
-      tb_stats_add(&c->e2e, s->t_last_byte - stream_sent_at(s));
+      tb_stats_add(&c->e2e, s->st.t_byte - stream_sent_at(s));
   }
   stream_collect_tbt(s);
   stream_free(s);
@@ -693,15 +621,19 @@ stream_end(struct stream *s, const char *transport_err)
     (void)stream_start(c, slot);
 }
 
-/* A failure that every cell would meet, whatever its context and
- * concurrency: the run stops at it (tb_engine_run) with one line naming the
- * cause and the setting that would help. */
+/* A stream that failed at its end with a failure that every cell would
+ * meet, whatever its context and concurrency (auth refused, model not
+ * found, streams ended early before any cell was measured): the run stops
+ * at it (tb_engine_run) with one line naming the cause and the setting
+ * that would help.  The cell's first failure decides. */
 static void
-global_http(struct cell *c, long status)
+stream_global(struct stream *s)
 {
+  struct cell *c = s->cell;
   const struct run *r = c->run;
-  if (c->failed)
-    return; /* the cell's first failure decides */
+  long status = s->st.http_status;
+  if (s->st.end_rule == TB_STREAM_END_NONE || c->failed)
+    return;
   if (status == 401 || status == 403)
     snprintf(c->global, sizeof c->global,
              "the endpoint refused the API key (HTTP %ld on /v1/chat/completions): "
@@ -712,40 +644,20 @@ global_http(struct cell *c, long status)
              "HTTP 404 on /v1/chat/completions: model '%.100s' not found or no chat "
              "route (name the model: %s)", r->d.model ? r->d.model : "",
              r->tgt->model_hint ? r->tgt->model_hint : "the model");
-}
-
-/* A stream the server ended ([DONE]) before max_tokens: it ignores
- * max_tokens or ignore_eos, and the cell would measure restarts, not
- * sustained decode.  With no usage, its chunks are counted: fewer than
- * max_tokens / EARLY_CHUNK_DIV only. */
-static void
-check_early_end(struct stream *s)
-{
-  struct cell *c = s->cell;
-  struct run *r = c->run;
-  int64_t got = s->count.cum > s->counted ? s->count.cum : s->counted;
-  bool chunks = s->count.chunk_mode && !s->count.saw_usage;
-  bool early = chunks ? got * EARLY_CHUNK_DIV < r->max_output : got < r->max_output;
-  if (!early)
-    return;
-  stream_fail(s, "the server ended a stream early: asked %" PRId64 " tokens, got %" PRId64
-                 "%s (it ignores max_tokens or ignore_eos)",
-              r->max_output, got, chunks ? " chunks" : "");
-  /* The same in every cell unless some cell was measured already (then it
-   * depends on the cell: say so in this one and go on). */
-  if (r->valid_decodes == 0 && !c->failed) {
-    if (got > 0)
-      snprintf(c->global, sizeof c->global,
-               "the server ends streams early (asked %" PRId64 " tokens, got %" PRId64
-               "): it ignores max_tokens and ignore_eos, so no sustained decode can be "
-               "measured; try --max-output %" PRId64 " or less (a job's max_output)",
-               r->max_output, got, got);
-    else
-      snprintf(c->global, sizeof c->global,
-               "the server ends streams before their first token (asked %" PRId64
-               " tokens): nothing can be measured; check --max-output and the server's "
-               "limits", r->max_output);
-  }
+  if (s->st.end_rule != TB_STREAM_END_EARLY || r->valid_decodes > 0)
+    return; /* early after a cell was measured: it depends on the cell */
+  int64_t got = tb_stream_got(&s->st);
+  if (got > 0)
+    snprintf(c->global, sizeof c->global,
+             "the server ends streams early (asked %" PRId64 " tokens, got %" PRId64
+             "): it ignores max_tokens and ignore_eos, so no sustained decode can be "
+             "measured; try --max-output %" PRId64 " or less (a job's max_output)",
+             r->max_output, got, got);
+  else
+    snprintf(c->global, sizeof c->global,
+             "the server ends streams before their first token (asked %" PRId64
+             " tokens): nothing can be measured; check --max-output and the server's "
+             "limits", r->max_output);
 }
 
 static void
@@ -841,14 +753,14 @@ metrics_done(struct cell *c, CURLcode rc)
   }
   c->m_running = running;
   c->m_waiting = waiting;
-  if (r->server_series && c->phase == PH_WINDOW && now < c->w1)
+  if (r->server_series && c->phase == PH_WINDOW && now < c->sc.w1)
     tb_sampler_feed(&c->smp, r->d.kind, now, c->m_buf, c->m_len);
   /* Only a sample asked for once every stream of ours produced tells that
    * the C running are ours: an earlier one may count one of ours still
    * starting plus another client's. */
   c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5 &&
               c->all_warmed != 0 && c->m_t0 >= c->all_warmed;
-  if (c->phase == PH_WINDOW && now < c->w1) {
+  if (c->phase == PH_WINDOW && now < c->sc.w1) {
     c->run_sum += running;
     c->run_n++;
   }
@@ -901,7 +813,7 @@ sched_cap(struct cell *c, int64_t now)
   if (capped) {
     unsigned producing = 0;
     for (unsigned i = 0; i < c->conc; i++)
-      producing += c->slots[i] != NULL && c->slots[i]->t_first != 0;
+      producing += c->slots[i] != NULL && c->slots[i]->st.t_first != 0;
     capped = (double)producing > run - 0.5;
   }
   if (!capped) {
@@ -925,16 +837,49 @@ sched_cap(struct cell *c, int64_t now)
   return true;
 }
 
-/* The window [at, at + duration_s): tokens count by their arrival stamps. */
+static bool
+run_cancelled(void *cls)
+{
+  const struct run *r = cls;
+  return r->hooks != NULL && r->hooks->cancelled != NULL && r->hooks->cancelled(r->hooks->cls);
+}
+
+/* Per-stream limits: a connection, a first token, a stall (tb_stream);
+ * false when one failed the cell. */
+static bool
+scan_streams(struct cell *c, int64_t now)
+{
+  const struct run *r = c->run;
+  for (unsigned i = 0; i < c->conc; i++) {
+    struct stream *s = c->slots[i];
+    if (s == NULL)
+      continue;
+    if (s->direct && tb_direct_connecting(&c->ds, i) &&
+        now - s->st.t_start > CONNECT_TIMEOUT_MS * 1000000LL) {
+      cell_fail(c, "stream failed: connect: no answer after %.0f s",
+                CONNECT_TIMEOUT_MS / 1000.0);
+      return false;
+    }
+    char why[80];
+    if (tb_stream_overdue(&s->st, now, r->first_token_s, r->stall_s, why, sizeof why)) {
+      cell_fail(c, "%s", why);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The window [at, at + duration) begins: tokens count by their arrival
+ * stamps (a shard's at may lie ahead: its common start t0). */
 static void
 window_open(struct cell *c, int64_t at)
 {
   const struct run *r = c->run;
   active_change(c, at, 0);
-  c->w0 = at;
-  c->w1 = at + (int64_t)(r->duration_s * NS_PER_S);
+  c->sc.w0 = at;
+  c->sc.w1 = at + (int64_t)(r->duration_s * NS_PER_S);
   c->n_slices = window_slices(r->duration_s);
-  c->slice_ns = (c->w1 - c->w0) / (int64_t)c->n_slices;
+  c->slice_ns = (c->sc.w1 - c->sc.w0) / (int64_t)c->n_slices;
   if (c->slice_ns < 1)
     c->slice_ns = 1;
   c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
@@ -966,6 +911,54 @@ shard_start(struct cell *c, int64_t now)
   window_open(c, now > t0 ? now : t0);
 }
 
+/* A cell getting ready: ready held settle_s opens the window; a scheduler
+ * cap, another client's load or the ready timeout end the cell. */
+static void
+tick_ready(struct cell *c, int64_t now, bool gauges)
+{
+  const struct run *r = c->run;
+  bool ok = c->n_warmed == c->conc;
+  if (ok && gauges)
+    ok = c->m_cond;
+  if (gauges && sched_cap(c, now))
+    return;
+  if (!ok) {
+    c->ready_since = 0;
+  } else if (c->ready_since == 0) {
+    c->ready_since = now;
+  }
+  /* Every stream of ours produces and the server still runs more than C:
+   * someone else loads it, and no figure of this cell would be ours.  Say
+   * so after a while rather than at the ready timeout. */
+  bool foreign = gauges && c->n_warmed == c->conc &&
+                 c->m_running > (double)c->conc + 0.5;
+  if (!foreign)
+    c->foreign_since = 0;
+  else if (c->foreign_since == 0)
+    c->foreign_since = now;
+  double busy_s = r->ready_s / 2 < FOREIGN_LOAD_S ? r->ready_s / 2 : FOREIGN_LOAD_S;
+  if (c->foreign_since != 0 && now - c->foreign_since > (int64_t)(busy_s * NS_PER_S)) {
+    cell_fail(c, "server busy with other work: %.0f requests running (%.0f waiting) "
+                 "for %u of ours, for %.0f s",
+              c->m_running, c->m_waiting > 0 ? c->m_waiting : 0, c->conc, busy_s);
+    return;
+  }
+  if (c->shard_wait ||
+      (c->ready_since != 0 && now - c->ready_since >= (int64_t)(r->settle_s * NS_PER_S))) {
+    if (r->tgt->shard != NULL)
+      shard_start(c, now);
+    else
+      window_open(c, now);
+  } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
+    unsigned warmed = c->n_warmed;
+    cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
+              r->ready_s, warmed, c->conc,
+              gauges && !c->m_cond
+                  ? "; server not at running = C, waiting = 0"
+                  : "");
+  }
+}
+
 static void
 tick(struct cell *c, int64_t now)
 {
@@ -974,8 +967,7 @@ tick(struct cell *c, int64_t now)
     return;
   if (now >= c->next_cancel_poll) {
     c->next_cancel_poll = now + 100000000LL;
-    if (r->hooks != NULL && r->hooks->cancelled != NULL &&
-        r->hooks->cancelled(r->hooks->cls)) {
+    if (run_cancelled(r)) {
       c->cancelled = true;
       cell_fail(c, "cancelled");
       return;
@@ -983,77 +975,20 @@ tick(struct cell *c, int64_t now)
   }
   /* The per-stream scan is O(C): every SCAN_NS, not on every loop turn
    * (its limits are seconds). */
-  for (unsigned i = 0; now >= c->next_scan && i < c->conc; i++) {
-    struct stream *s = c->slots[i];
-    if (s == NULL)
-      continue;
-    if (s->direct && tb_direct_connecting(&c->ds, i) &&
-        now - s->t_start > CONNECT_TIMEOUT_MS * 1000000LL) {
-      cell_fail(c, "stream failed: connect: no answer after %.0f s",
-                CONNECT_TIMEOUT_MS / 1000.0);
+  if (now >= c->next_scan) {
+    if (!scan_streams(c, now))
       return;
-    }
-    if (s->t_first == 0) {
-      if (now - s->t_start > (int64_t)(r->first_token_s * NS_PER_S)) {
-        cell_fail(c, "no first token after %.1f s", r->first_token_s);
-        return;
-      }
-    } else if (now - s->t_last_byte > (int64_t)(r->stall_s * NS_PER_S)) {
-      cell_fail(c, "stream stalled: no data for %.1f s", r->stall_s);
-      return;
-    }
-  }
-  if (now >= c->next_scan)
     c->next_scan = now + SCAN_NS;
+  }
   if (c->scout)
     return;
   bool gauges = r->d.has_metrics && c->client_ready[0] == '\0';
   if (gauges && c->m_easy == NULL && now >= c->m_next)
     metrics_start(c);
   if (c->phase == PH_READY) {
-    bool ok = c->n_warmed == c->conc;
-    if (ok && gauges)
-      ok = c->m_cond;
-    if (gauges && sched_cap(c, now))
-      return;
-    if (!ok) {
-      c->ready_since = 0;
-    } else if (c->ready_since == 0) {
-      c->ready_since = now;
-    }
-    /* Every stream of ours produces and the server still runs more than C:
-     * someone else loads it, and no figure of this cell would be ours.  Say
-     * so after a while rather than at the ready timeout. */
-    bool foreign = gauges && c->n_warmed == c->conc &&
-                   c->m_running > (double)c->conc + 0.5;
-    if (!foreign)
-      c->foreign_since = 0;
-    else if (c->foreign_since == 0)
-      c->foreign_since = now;
-    double busy_s = r->ready_s / 2 < FOREIGN_LOAD_S ? r->ready_s / 2 : FOREIGN_LOAD_S;
-    if (c->foreign_since != 0 && now - c->foreign_since > (int64_t)(busy_s * NS_PER_S)) {
-      cell_fail(c, "server busy with other work: %.0f requests running (%.0f waiting) "
-                   "for %u of ours, for %.0f s",
-                c->m_running, c->m_waiting > 0 ? c->m_waiting : 0, c->conc, busy_s);
-      return;
-    }
-    if (c->shard_wait ||
-        (c->ready_since != 0 &&
-         now - c->ready_since >= (int64_t)(r->settle_s * NS_PER_S))) {
-      if (r->tgt->shard != NULL)
-        shard_start(c, now);
-      else
-        window_open(c, now);
-    } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
-      unsigned warmed = c->n_warmed;
-      cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
-                r->ready_s, warmed, c->conc,
-                gauges && !c->m_cond
-                    ? "; server not at running = C, waiting = 0"
-                    : "");
-    }
-  } else if (c->phase == PH_WINDOW && now >= c->w1) {
-    active_change(c, c->w1, 0);
+    tick_ready(c, now, gauges);
+  } else if (c->phase == PH_WINDOW && now >= c->sc.w1) {
+    active_change(c, c->sc.w1, 0);
     c->cpu_w1 = tb_time_thread_cpu_ns();
     c->cpu_wall1 = now;
     c->phase = PH_DONE;
@@ -1067,11 +1002,11 @@ cell_loop(struct cell *c)
   struct epoll_event evs[256];
   int running = 0;
   c->t_begin = tb_time_mono_ns();
-  c->w0 = c->w1 = INT64_MAX;
+  c->sc.w0 = c->sc.w1 = INT64_MAX;
   c->next_cancel_poll = 0;
   c->next_scan = 0;
   if (c->scout) {
-    c->w0 = 0; /* tokens of a scout are not windowed */
+    c->sc.w0 = 0; /* tokens of a scout are not windowed */
   }
   for (unsigned i = 0; i < c->conc && c->phase != PH_DONE; i++)
     (void)stream_start(c, i);
@@ -1081,8 +1016,8 @@ cell_loop(struct cell *c)
     int64_t next = now + 50000000LL; /* our own ticks: 50 ms at most */
     if (r->curl_deadline >= 0 && r->curl_deadline < next)
       next = r->curl_deadline;
-    if (c->phase == PH_WINDOW && c->w1 < next)
-      next = c->w1;
+    if (c->phase == PH_WINDOW && c->sc.w1 < next)
+      next = c->sc.w1;
     if (c->m_easy == NULL && r->d.has_metrics && c->client_ready[0] == '\0' && !c->scout &&
         c->m_next < next)
       next = c->m_next;
@@ -1399,22 +1334,8 @@ abort_and_drain(struct run *r)
     tb_http_resp_free(&resp);
     free(url);
   }
-  if (!r->d.has_metrics)
-    return -1;
-  int64_t end = tb_time_mono_ns() + (int64_t)(r->drain_s * NS_PER_S);
-  while (tb_time_mono_ns() < end) {
-    double running, waiting;
-    if (tb_discover_load(&r->d, r->api_key, &running, &waiting) != 0)
-      return -1; /* metrics gone (server down?): the next cell will tell */
-    if (running < 0.5 && waiting < 0.5)
-      return 1;
-    if (r->hooks != NULL && r->hooks->cancelled != NULL &&
-        r->hooks->cancelled(r->hooks->cls))
-      return -1;
-    struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
-  }
-  return 0;
+  /* metrics gone (server down?): -1, the next cell will tell */
+  return tb_stream_drain_wait(&r->d, r->api_key, r->drain_s, run_cancelled, r);
 }
 
 /* Before a decode cell (between cells, so a blocking call is fine): is the
@@ -1422,14 +1343,8 @@ abort_and_drain(struct run *r)
 static void
 drained_before(struct run *r, struct cell *c)
 {
-  double running, waiting;
-  c->drained_before = -1;
-  if (!r->d.has_metrics ||
-      tb_discover_load(&r->d, r->api_key, &running, &waiting) != 0)
-    return;
-  c->drained_before = running < 0.5 && waiting < 0.5;
-  c->before_running = running;
-  c->before_waiting = waiting;
+  c->drained_before = tb_stream_drained(&r->d, r->api_key, &c->before_running,
+                                        &c->before_waiting);
 }
 
 static char *
@@ -1469,7 +1384,10 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
     snprintf(c->client_ready, sizeof c->client_ready, "%s", TB_ENGINE_SHARD_READY);
   c->drained_before = -1;
   c->before_running = c->before_waiting = NAN;
-  c->mem.max = r->cell_memory_max;
+  c->sc.kind = TB_STREAM_MATRIX;
+  c->sc.mem.max = r->cell_memory_max;
+  c->sc.error_bodies = r->hooks != NULL && r->hooks->error_bodies;
+  c->sc.ops = &stream_ops;
   if (r->direct) {
     const struct tb_direct_ops ops = { c, direct_body, direct_end };
     tb_direct_set_init(&c->ds, &r->dt, conc, r->auth, body, body_len, &ops);
@@ -1530,7 +1448,7 @@ decode_result(struct cell *c, json_t *cell)
     tb_result_cell_set_sched_cap(cell, c->sched_cap, c->reason);
     return cell;
   }
-  double win = (double)(c->w1 - c->w0) / 1e9;
+  double win = (double)(c->sc.w1 - c->sc.w0) / 1e9;
   double slice_s = (double)c->slice_ns / 1e9;
   double *slices = tb_xcalloc(c->n_slices ? c->n_slices : 1, sizeof *slices);
   for (size_t i = 0; i < c->n_slices; i++)
@@ -1575,7 +1493,7 @@ cell_proofs(struct run *r, struct cell *c, json_t *cell, int drained_after)
     if (ss != NULL)
       json_object_set_new(cell, "server_series", ss);
   }
-  double wall = (double)(c->cpu_wall1 - c->w0) / 1e9;
+  double wall = (double)(c->cpu_wall1 - c->sc.w0) / 1e9;
   struct tb_checks_in in = {
     .requested = c->conc,
     .achieved = tb_json_num(cell, "avg_active"),
@@ -1593,17 +1511,17 @@ cell_proofs(struct run *r, struct cell *c, json_t *cell, int drained_after)
   json_object_set_new(cell, "checks", tb_checks_json(&in));
 }
 
-static void
-raise_nofile(unsigned need)
+uint64_t
+tb_engine_nofile(const struct tb_spec *spec)
 {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-    return;
-  rlim_t want = (rlim_t)need * 2 + 256;
-  if (rl.rlim_cur >= want)
-    return;
-  rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-  (void)setrlimit(RLIMIT_NOFILE, &rl);
+  uint64_t streams = 1;
+  if (!tb_rate_only(spec))
+    for (size_t i = 0; i < spec->concurrency.n; i++)
+      if (spec->concurrency.v[i] > 0 && (uint64_t)spec->concurrency.v[i] > streams)
+        streams = (uint64_t)spec->concurrency.v[i];
+  if (tb_rate_wanted(spec) && streams < TB_RATE_MAX_INFLIGHT)
+    streams = TB_RATE_MAX_INFLIGHT;
+  return 2 * streams + NOFILE_SPARE;
 }
 
 /* --------------------------------------------------------------- run */
@@ -1705,8 +1623,7 @@ static bool
 rate_cancelled(void *cls)
 {
   struct rate_ctx *x = cls;
-  const struct tb_engine_hooks *h = x->r->hooks;
-  return h != NULL && h->cancelled != NULL && h->cancelled(h->cls);
+  return run_cancelled(x->r);
 }
 
 /* The spec's rate cells and sweep (tb_rate), after the matrix. */
@@ -1810,11 +1727,6 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   r->chat_url = tb_xasprintf("%s/v1/chat/completions", r->d.base_url);
   r->metrics_url = tb_xasprintf("%s/metrics", r->d.base_url);
   r->direct = tb_direct_setup(&r->dt, r->chat_url, r->kernel_stamps, r->curl_streams, r->epfd);
-  unsigned maxc = 1;
-  for (size_t i = 0; i < r->n_conc; i++)
-    if (r->conc[i] > maxc)
-      maxc = (unsigned)r->conc[i];
-  raise_nofile(maxc);
   pc = tb_prompt_ctx_new(&r->d, api_key, r->run_id);
 
   /* The contexts in order: the union of decode and prefill contexts. */

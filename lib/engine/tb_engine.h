@@ -161,6 +161,17 @@ enum tb_engine_status tb_engine_run(const struct tb_spec *spec,
                                     json_t **result, char **err) TB_MUST_CHECK;
 
 /*
+ * The file descriptors a run of spec needs open at once: two for each of
+ * its most streams at a time (the matrix's largest concurrency; a rate
+ * cell's TB_RATE_MAX_INFLIGHT when it has rate cells), and 256 beside them
+ * (discovery, /metrics, the loop, logs).  Library code never changes the
+ * process's limits: the programs that run the engine (tokbench-worker,
+ * tokbench run) raise RLIMIT_NOFILE's soft limit to this, at most to the
+ * hard limit, before tb_engine_run.
+ */
+uint64_t tb_engine_nofile(const struct tb_spec *spec);
+
+/*
  * Discovery alone (POST /v1/endpoints/{id}/probe): engine, version, model,
  * max_model_len, KV budget, max running requests.  Returns a new object, or
  * NULL with *err set (caller frees).

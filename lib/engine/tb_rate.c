@@ -21,8 +21,9 @@
  * request's own output length is patched in place, and one request head
  * (Content-Length) serves every body of a pool entry.
  *
- * Timing.  A request's figures are taken from the kernel's receive stamps
- * of its reads: TTFT = first output token - actual start; TPOT = (last
+ * Timing.  A request's response goes to tb_stream (the consumer the matrix
+ * uses too).  Its figures are taken from the kernel's receive stamps of its
+ * reads: TTFT = first output token - actual start; TPOT = (last
  * token - first token) / (tokens - 1); TBT = each gap between two token
  * chunks (per token when a chunk carries several); e2e = last byte -
  * actual start.  Lag = actual start - scheduled start.
@@ -37,7 +38,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,8 +51,8 @@
 #include "engine/tb_ratewatch.h"
 #include "result/tb_result.h"
 #include "net/tb_rxts.h"
-#include "net/tb_sse.h"
 #include "base/tb_stats.h"
+#include "engine/tb_stream.h"
 
 #define NS_PER_S 1000000000LL
 #define TIMER_TAG 1ULL
@@ -63,7 +63,6 @@
 #define MARKER_DIGITS 8
 #define MAXTOK_WIDTH 8        /* max_tokens rendered in 8 columns */
 #define MAXTOK_PLACEHOLDER 99999999
-#define ERRBODY_MAX 200
 #define FAIL_PAUSE_NS 100000000LL /* a closed-loop user after a failed request */
 
 /* ------------------------------------------------------------- settings */
@@ -226,22 +225,15 @@ struct rcell;
 struct sess;
 
 struct rq {
+  struct tb_stream st;  /* the consumer: bytes, counts, samples, reasons */
   struct rcell *c;
   struct sess *ss;      /* its conversation or user (NULL: a lone arrival) */
   unsigned turn;        /* its turn in the conversation (0-based) */
   unsigned slot;
   unsigned pool;
   uint64_t k;           /* its number in the cell's requests */
-  int64_t t_sched, t_start, t_first, t_prev, t_last, t_byte, now;
-  struct tb_oai_count count;
-  int64_t tokens, want;
-  int64_t max_gap;
-  int http_status;
-  bool http_checked, failed;
-  char reason[160];
-  char errbody[ERRBODY_MAX];
-  size_t errlen;
-  struct tb_sse sse;
+  int64_t t_sched;
+  int64_t want;
   char *body;
   char *head;           /* its own request head (a conversation's turn), or NULL */
 };
@@ -269,12 +261,19 @@ struct sess {
   struct tb_convo cv;
 };
 
+/* The prompts of finished requests, as the server counted them: their
+ * tokens, and the share its prefix cache held (usage.prompt_tokens_details)
+ * where it said. */
+struct prompts {
+  int64_t sum, cached_sum, cached_prompt_sum;
+  uint64_t n, cached_n;
+};
+
 /* What a cell counts per turn of its conversations. */
 struct turnstat {
   struct tb_stats ttft;
   uint64_t sent, ok;
-  int64_t prompt_sum, cached_sum, cached_prompt_sum;
-  uint64_t prompt_n, cached_n;
+  struct prompts pr;
 };
 
 struct rrun {
@@ -306,14 +305,12 @@ struct rcell {
   unsigned *free_slots;
   unsigned n_free;
   unsigned inflight, max_inflight;
-  struct tb_sse_budget mem;
+  /* what its requests share (tb_stream): the SSE budget, the TBT sample */
+  struct tb_stream_cell sc;
   /* counts */
   uint64_t scheduled, started, ok, errors, dropped, good;
-  int64_t out_tokens, prompt_tokens_sum;
-  uint64_t prompt_n;
-  /* the server's prefix cache, from usage.prompt_tokens_details */
-  int64_t cached_sum, cached_prompt_sum;
-  uint64_t cached_n;
+  int64_t out_tokens;
+  struct prompts pr;
   char first_error[200];
   /* times */
   int64_t t0, t_end_arrivals, t_last_end;
@@ -340,88 +337,28 @@ struct rcell {
 
 /* ---------------------------------------------------------- a request */
 
-static void rq_fail(struct rq *q, const char *fmt, ...) TB_PRINTF(2, 3);
-
-static void
-rq_fail(struct rq *q, const char *fmt, ...)
-{
-  if (q->failed)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(q->reason, sizeof q->reason, fmt, ap);
-  va_end(ap);
-  q->failed = true;
-}
-
-static void
-rq_tokens(struct rq *q, int64_t delta)
-{
-  struct rcell *c = q->c;
-  if (q->t_first == 0) {
-    q->t_first = q->now;
-  } else {
-    int64_t gap = (q->now - q->t_prev) / (delta > 0 ? delta : 1);
-    tb_stats_add(&c->tbt, gap);
-    if (q->now - q->t_prev > q->max_gap)
-      q->max_gap = q->now - q->t_prev;
-  }
-  q->t_prev = q->t_last = q->now;
-  q->tokens += delta;
-}
-
+/* tb_stream_ops.event of a request (cls): a conversation keeps the answer
+ * for its next turn. */
 static bool
-rq_event(void *cls, const char *data, size_t len)
+rq_answer(void *cls, struct tb_stream *st, const char *data, size_t len, int64_t delta)
 {
   struct rq *q = cls;
-  int64_t delta;
-  char why[200];
-  if (!tb_oai_count_event(&q->count, data, len, &delta, why, sizeof why)) {
-    rq_fail(q, "%s", why);
-    return false;
-  }
-  if (q->count.done)
-    return true; /* [DONE] */
-  if (q->ss != NULL && q->ss->has_cv) { /* the answer, for the next turn */
-    if (!tb_convo_take(&q->ss->cv, data, len)) {
-      rq_fail(q, "answer over %zu bytes (the conversation's cap for %" PRId64 " tokens)",
-              q->ss->cv.amax, q->want);
-      return false;
-    }
-  }
-  if (delta > 0)
-    rq_tokens(q, delta);
-  return true;
+  (void)delta;
+  if (q->ss == NULL || !q->ss->has_cv || tb_convo_take(&q->ss->cv, data, len))
+    return true;
+  tb_stream_fail(st, "answer over %zu bytes (the conversation's cap for %" PRId64 " tokens)",
+                 q->ss->cv.amax, q->want);
+  return false;
 }
+
+static const struct tb_stream_ops rq_ops = { .event = rq_answer };
 
 static bool
 rq_body(void *cls, unsigned slot, int status, int64_t stamp, const char *data, size_t n)
 {
   struct rcell *c = cls;
   struct rq *q = c->slots[slot];
-  if (q == NULL)
-    return false;
-  if (!q->http_checked) {
-    q->http_checked = true;
-    q->http_status = status;
-  }
-  q->now = stamp;
-  q->t_byte = stamp;
-  if (status != 200) {
-    size_t room = sizeof q->errbody - 1 - q->errlen;
-    size_t k = n < room ? n : room;
-    memcpy(q->errbody + q->errlen, data, k);
-    q->errlen += k;
-    q->errbody[q->errlen] = '\0';
-    return true;
-  }
-  enum tb_sse_status st = tb_sse_feed(&q->sse, data, n);
-  if (st == TB_SSE_TOO_LONG)
-    rq_fail(q, "SSE line or event over its cap");
-  else if (st == TB_SSE_OVER_BUDGET)
-    rq_fail(q, "the cell's SSE buffers went over its memory budget of %zu KiB",
-            c->mem.max / 1024);
-  return st == TB_SSE_OK;
+  return q != NULL && tb_stream_body(&q->st, status, stamp, data, n);
 }
 
 static json_t *
@@ -468,7 +405,7 @@ note_error(struct rcell *c, const char *why)
 static void
 rq_free(struct rq *q)
 {
-  tb_sse_free(&q->sse);
+  tb_stream_free(&q->st);
   free(q->body);
   if (q->head != NULL)
     tb_http_secret_free(q->head);
@@ -623,88 +560,77 @@ sess_after(struct rcell *c, struct sess *ss, bool failed)
   sess_free(c, ss);
 }
 
+/* The prompt of a finished request, as the server counted it, into pr. */
+static void
+prompts_add(struct prompts *pr, const struct tb_oai_count *n)
+{
+  if (n->prompt_tokens < 0)
+    return;
+  pr->sum += n->prompt_tokens;
+  pr->n++;
+  if (n->saw_cached) {
+    pr->cached_sum += n->cached_tokens;
+    pr->cached_prompt_sum += n->prompt_tokens;
+    pr->cached_n++;
+  }
+}
+
+/* A request that ended soundly, counted into its cell and its turn:
+ * whether it met every objective of the spec. */
+static bool
+rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *f)
+{
+  const struct tb_stream *st = &q->st;
+  c->ok++;
+  tb_stats_add(&c->ttft, f->ttft);
+  tb_stats_add(&c->e2e, f->e2e);
+  if (f->have_tpot)
+    tb_stats_add(&c->tpot, f->tpot);
+  c->out_tokens += st->tokens;
+  prompts_add(&c->pr, &st->count);
+  bool good = meets_slo(&c->r->s->slo, f->ttft, f->tpot, f->have_tpot, st->max_gap, f->e2e);
+  c->good += good;
+  if (f->end > c->t_last_end)
+    c->t_last_end = f->end;
+  if (q->ss != NULL && q->ss->has_cv) {
+    struct turnstat *ts = &c->turns[q->turn];
+    ts->ok++;
+    tb_stats_add(&ts->ttft, f->ttft);
+    prompts_add(&ts->pr, &st->count);
+  }
+  return good;
+}
+
 /* The request in slot ended (err: a transport error, or NULL). */
 static void
 rq_end(struct rcell *c, unsigned slot, const char *err)
 {
+  static const struct tb_stream_expect expect = { .token = true };
   struct rq *q = c->slots[slot];
   if (q == NULL)
     return;
-  struct rrun *r = c->r;
-  int64_t end = q->t_byte != 0 ? q->t_byte : tb_time_mono_ns();
-  if (!q->failed) {
-    if (!q->http_checked)
-      q->http_status = tb_direct_status(&c->ds, slot);
-    if (err != NULL)
-      rq_fail(q, "%s", err);
-    else if (q->http_status != 200 && r->env->error_bodies)
-      rq_fail(q, "HTTP %d: %.120s", q->http_status, q->errbody);
-    else if (q->http_status != 200)
-      rq_fail(q, "HTTP %d", q->http_status);
-    else if (!tb_sse_idle(&q->sse))
-      rq_fail(q, "stream ended inside an SSE event");
-    else if (!q->count.done)
-      rq_fail(q, "stream ended before [DONE] (cut)");
-    else if (q->t_first == 0)
-      rq_fail(q, "no output token");
-  }
-  bool good = false;
+  int64_t now = tb_time_mono_ns();
+  bool failed = !tb_stream_end(&q->st, tb_direct_status(&c->ds, slot), err, &expect);
   /* TTFT from when the request could go out (a new connection's handshake
    * is the network's, not the server's); e2e from its start */
-  int64_t ttft = q->t_first - tb_direct_sent_at(&c->ds, slot, q->t_start);
-  int64_t e2e = end - q->t_start, tpot = 0;
-  bool have_tpot = q->tokens > 1 && q->t_last > q->t_first;
-  if (have_tpot)
-    tpot = (q->t_last - q->t_first) / (q->tokens - 1);
-  if (q->failed) {
-    note_error(c, q->reason);
-  } else {
-    c->ok++;
-    tb_stats_add(&c->ttft, ttft);
-    tb_stats_add(&c->e2e, e2e);
-    if (have_tpot)
-      tb_stats_add(&c->tpot, tpot);
-    c->out_tokens += q->tokens;
-    if (q->count.prompt_tokens >= 0) {
-      c->prompt_tokens_sum += q->count.prompt_tokens;
-      c->prompt_n++;
-      if (q->count.saw_cached) {
-        c->cached_sum += q->count.cached_tokens;
-        c->cached_prompt_sum += q->count.prompt_tokens;
-        c->cached_n++;
-      }
-    }
-    good = meets_slo(&r->s->slo, ttft, tpot, have_tpot, q->max_gap, e2e);
-    c->good += good;
-    if (end > c->t_last_end)
-      c->t_last_end = end;
-    if (q->ss != NULL && q->ss->has_cv) {
-      struct turnstat *ts = &c->turns[q->turn];
-      ts->ok++;
-      tb_stats_add(&ts->ttft, ttft);
-      if (q->count.prompt_tokens >= 0) {
-        ts->prompt_sum += q->count.prompt_tokens;
-        ts->prompt_n++;
-        if (q->count.saw_cached) {
-          ts->cached_sum += q->count.cached_tokens;
-          ts->cached_prompt_sum += q->count.prompt_tokens;
-          ts->cached_n++;
-        }
-      }
-    }
-  }
-  put(c->s_ttft, q->k, ms_or_null(ttft, !q->failed));
-  put(c->s_tpot, q->k, ms_or_null(tpot, !q->failed && have_tpot));
-  put(c->s_e2e, q->k, ms_or_null(e2e, !q->failed));
-  put(c->s_maxtbt, q->k, ms_or_null(q->max_gap, !q->failed && q->tokens > 1));
-  put(c->s_tokens, q->k, json_integer(q->tokens));
+  struct tb_stream_figures f;
+  tb_stream_figures(&q->st, tb_direct_sent_at(&c->ds, slot, q->st.t_start), now, &f);
+  bool good = false;
+  if (failed)
+    note_error(c, q->st.reason);
+  else
+    good = rq_counted(c, q, &f);
+  put(c->s_ttft, q->k, ms_or_null(f.ttft, !failed));
+  put(c->s_tpot, q->k, ms_or_null(f.tpot, !failed && f.have_tpot));
+  put(c->s_e2e, q->k, ms_or_null(f.e2e, !failed));
+  put(c->s_maxtbt, q->k, ms_or_null(q->st.max_gap, !failed && q->st.tokens > 1));
+  put(c->s_tokens, q->k, json_integer(q->st.tokens));
   put(c->s_good, q->k, json_integer(good));
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
   c->free_slots[c->n_free++] = slot;
   flight(c, -1);
   struct sess *ss = q->ss;
-  bool failed = q->failed;
   rq_free(q);
   if (ss != NULL)
     sess_after(c, ss, failed);
@@ -773,6 +699,50 @@ marker_value(const struct rcell *c, uint64_t n, unsigned turn)
   return turn > 0 ? v ^ (turn * 0x9e3779b1u) : v;
 }
 
+/* Request k of the cell (pool entry pi, want output tokens): a lone
+ * arrival's body (the entry's, its marker and max_tokens patched) or a
+ * conversation's turn (the history and a new message), with the head it
+ * goes out with (*head, borrowed) and their lengths. */
+static struct rq *
+rq_new(struct rcell *c, struct sess *ss, uint64_t k, unsigned pi, int64_t want,
+       const char **head, size_t *head_len, size_t *len)
+{
+  struct rrun *r = c->r;
+  const struct pool_entry *pe = &r->pool[pi];
+  struct rq *q = tb_xcalloc(1, sizeof *q);
+  tb_stream_init(&q->st, &c->sc, q, 0);
+  q->c = c;
+  q->ss = ss;
+  q->k = k;
+  q->pool = pi;
+  q->want = want;
+  *head = pe->head;
+  *head_len = pe->head_len;
+  *len = pe->len;
+  if (ss != NULL && ss->has_cv) { /* the turn: the history and a new message */
+    q->turn = ss->turn++;
+    c->turns[q->turn].sent++;
+    char *text = tb_xstrdup(pe->text);
+    patch_hex(text + pe->text_marker_at, marker_value(c, ss->conv, q->turn));
+    q->body = tb_convo_next(&ss->cv, r->env->d->model, text, want);
+    free(text);
+    if (q->body == NULL) {
+      q->body = tb_xstrdup("");
+      tb_stream_fail(&q->st, "the conversation's request body could not be made");
+    }
+    *len = strlen(q->body);
+    q->head = tb_direct_head_new(&r->dt, r->auth, *len);
+    *head = q->head;
+    *head_len = strlen(q->head);
+  } else {
+    q->body = tb_xmalloc(pe->len + 1);
+    memcpy(q->body, pe->tmpl, pe->len + 1);
+    patch_hex(q->body + pe->marker_at, marker_value(c, k, 0));
+    patch_maxtok(q->body + pe->maxtok_at, want);
+  }
+  return q;
+}
+
 /* Launches the next request (scheduled at t_sched): a lone arrival (ss
  * NULL, drawing from lens), a closed-loop user's next request or a
  * conversation's next turn (drawing from the session's own generator). */
@@ -793,57 +763,27 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   }
   uint64_t k = c->scheduled++;
   sample_places(c, k);
-  const struct pool_entry *pe = &r->pool[pi];
-  struct rq *q = tb_xcalloc(1, sizeof *q);
-  q->c = c;
-  q->ss = ss;
-  q->k = k;
-  q->pool = pi;
-  q->want = want;
-  q->count.prompt_tokens = -1;
-  const char *head = pe->head;
-  size_t head_len = pe->head_len, len = pe->len;
-  if (ss != NULL && ss->has_cv) { /* the turn: the history and a new message */
-    q->turn = ss->turn++;
-    c->turns[q->turn].sent++;
-    char *text = tb_xstrdup(pe->text);
-    patch_hex(text + pe->text_marker_at, marker_value(c, ss->conv, q->turn));
-    q->body = tb_convo_next(&ss->cv, r->env->d->model, text, want);
-    free(text);
-    if (q->body == NULL) {
-      q->body = tb_xstrdup("");
-      rq_fail(q, "the conversation's request body could not be made");
-    }
-    len = strlen(q->body);
-    q->head = tb_direct_head_new(&r->dt, r->auth, len);
-    head = q->head;
-    head_len = strlen(head);
-  } else {
-    q->body = tb_xmalloc(pe->len + 1);
-    memcpy(q->body, pe->tmpl, pe->len + 1);
-    patch_hex(q->body + pe->marker_at, marker_value(c, k, 0));
-    patch_maxtok(q->body + pe->maxtok_at, want);
-  }
-  tb_sse_init(&q->sse, rq_event, NULL, q);
-  tb_sse_set_budget(&q->sse, &c->mem);
+  const char *head;
+  size_t head_len, len;
+  struct rq *q = rq_new(c, ss, k, pi, want, &head, &head_len, &len);
   unsigned slot = c->free_slots[--c->n_free];
   q->slot = slot;
   c->slots[slot] = q;
   flight(c, +1);
   q->t_sched = t_sched;
-  q->t_start = tb_time_mono_ns();
+  int64_t t_start = q->st.t_start = tb_time_mono_ns();
   c->started++;
-  int64_t lag = q->t_start - t_sched;
+  int64_t lag = t_start - t_sched;
   tb_stats_add(&c->lag, lag);
   put(c->s_lag, k, json_real((double)lag / 1e6));
   if (c->prev_start != 0) {
-    double gp = (double)(q->t_start - c->prev_start);
+    double gp = (double)(t_start - c->prev_start);
     c->gap_sum += gp;
     c->gap_sum2 += gp * gp;
     c->gap_n++;
   }
-  c->prev_start = q->t_start;
-  if (q->failed)
+  c->prev_start = t_start;
+  if (q->st.failed)
     rq_end(c, slot, NULL);
   else if (!tb_direct_start_req(&c->ds, slot, head, head_len, q->body, len))
     rq_end(c, slot, c->ds.c[slot].err[0] ? c->ds.c[slot].err : "could not start");
@@ -856,19 +796,10 @@ scan(struct rcell *c, int64_t now)
   const struct tb_spec *s = c->r->s;
   for (unsigned i = 0; i < c->ds.n; i++) {
     struct rq *q = c->slots[i];
-    if (q == NULL)
-      continue;
-    const char *why = NULL;
-    char buf[120];
-    if (q->t_first == 0 && now - q->t_start > (int64_t)(s->first_token_timeout_s * NS_PER_S)) {
-      snprintf(buf, sizeof buf, "no first token after %.1f s", s->first_token_timeout_s);
-      why = buf;
-    } else if (q->t_first != 0 && now - q->t_byte > (int64_t)(s->stall_timeout_s * NS_PER_S)) {
-      snprintf(buf, sizeof buf, "stream stalled: no token for %.1f s", s->stall_timeout_s);
-      why = buf;
-    }
-    if (why != NULL) {
-      rq_fail(q, "%s", why);
+    char why[120];
+    if (q != NULL && tb_stream_overdue(&q->st, now, s->first_token_timeout_s,
+                                       s->stall_timeout_s, why, sizeof why)) {
+      tb_stream_fail(&q->st, "%s", why);
       rq_end(c, i, NULL);
     }
   }
@@ -913,12 +844,12 @@ conversation_figures(struct rcell *c, json_t *cell)
                           (json_int_t)ts->sent, "completed", (json_int_t)ts->ok, "ttft_ms",
                           pct(&ts->ttft));
     json_object_set_new(o, "prompt_tokens_mean",
-                        ts->prompt_n ? json_real((double)ts->prompt_sum / (double)ts->prompt_n)
+                        ts->pr.n ? json_real((double)ts->pr.sum / (double)ts->pr.n)
                                      : json_null());
     json_object_set_new(o, "cached_pct",
-                        ts->cached_prompt_sum > 0
-                            ? json_real(100.0 * (double)ts->cached_sum /
-                                        (double)ts->cached_prompt_sum)
+                        ts->pr.cached_prompt_sum > 0
+                            ? json_real(100.0 * (double)ts->pr.cached_sum /
+                                        (double)ts->pr.cached_prompt_sum)
                             : json_null());
     json_array_append_new(turns, o);
   }
@@ -955,14 +886,15 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "total_tps", json_real(dur > 0 ? (double)c->out_tokens / dur : 0));
   json_object_set_new(cell, "output_tokens", json_integer(c->out_tokens));
   json_object_set_new(cell, "prompt_tokens_mean",
-                      c->prompt_n ? json_real((double)c->prompt_tokens_sum / (double)c->prompt_n)
+                      c->pr.n ? json_real((double)c->pr.sum / (double)c->pr.n)
                                   : json_null());
-  if (c->cached_n > 0) { /* the server said how much of the prompts its cache held */
-    json_t *pc = json_pack("{s:I, s:I, s:I, s:f}", "requests", (json_int_t)c->cached_n,
-                           "prompt_tokens", (json_int_t)c->cached_prompt_sum, "cached_tokens",
-                           (json_int_t)c->cached_sum, "hit_pct",
-                           c->cached_prompt_sum > 0
-                               ? 100.0 * (double)c->cached_sum / (double)c->cached_prompt_sum
+  const struct prompts *pr = &c->pr;
+  if (pr->cached_n > 0) { /* the server said how much of the prompts its cache held */
+    json_t *pc = json_pack("{s:I, s:I, s:I, s:f}", "requests", (json_int_t)pr->cached_n,
+                           "prompt_tokens", (json_int_t)pr->cached_prompt_sum, "cached_tokens",
+                           (json_int_t)pr->cached_sum, "hit_pct",
+                           pr->cached_prompt_sum > 0
+                               ? 100.0 * (double)pr->cached_sum / (double)pr->cached_prompt_sum
                                : 0.0);
     json_object_set_new(cell, "prefix_cache", pc);
   }
@@ -1078,28 +1010,29 @@ launch_due(struct rcell *c, struct sched *sc)
   }
 }
 
-/* Runs one cell into cell (its key set): open loop at rate (users 0), or
- * closed loop with users; false: cancelled. */
-static bool
-cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *cell)
+/* A cell before its first arrival: open loop at rate (users 0), or closed
+ * loop with users. */
+static void
+cell_open(struct rcell *c, struct rrun *r, double rate, unsigned users, unsigned index)
 {
-  const struct tb_spec *s = r->s;
-  struct rcell cc;
-  struct rcell *c = &cc;
   memset(c, 0, sizeof *c);
   c->r = r;
   c->rate = rate;
   c->users = users;
   c->index = index;
-  c->mem.max = r->env->cell_memory_max;
+  c->sc.kind = TB_STREAM_RATE;
+  c->sc.mem.max = r->env->cell_memory_max;
+  c->sc.gaps = &c->tbt;
+  c->sc.error_bodies = r->env->error_bodies;
+  c->sc.ops = &rq_ops;
   unsigned n = TB_RATE_MAX_INFLIGHT;
   c->slots = tb_xcalloc(n, sizeof *c->slots);
   c->free_slots = tb_xcalloc(n, sizeof *c->free_slots);
   for (unsigned i = 0; i < n; i++)
     c->free_slots[c->n_free++] = n - 1 - i; /* slot 0 on top */
   c->heap = tb_xcalloc(TB_RATE_MAX_SESSIONS, sizeof *c->heap);
-  if (s->conversation.turns > 0)
-    c->turns = tb_xcalloc((size_t)s->conversation.turns, sizeof *c->turns);
+  if (r->s->conversation.turns > 0)
+    c->turns = tb_xcalloc((size_t)r->s->conversation.turns, sizeof *c->turns);
   const struct tb_direct_ops ops = { c, rq_body, direct_end };
   tb_direct_set_init(&c->ds, &r->dt, n, r->auth, "", 0, &ops);
   c->s_lag = json_array();
@@ -1109,22 +1042,29 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   c->s_maxtbt = json_array();
   c->s_tokens = json_array();
   c->s_good = json_array();
+}
 
-  struct sched sc;
-  memset(&sc, 0, sizeof sc);
-  bool ok = users > 0 || tb_arrival_init(&sc.arr, s->arrival, rate, (uint64_t)s->seed);
-  tb_rng_seed(&sc.lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
-  sc.by_count = s->rate_requests > 0;
-  sc.total = sc.by_count ? (uint64_t)s->rate_requests : UINT64_MAX;
-  sc.window = (int64_t)(s->rate_duration_s * NS_PER_S);
-  sc.done = !ok || users > 0; /* closed loop: no open arrivals */
-  bool cancelled = false;
+/* The cell's schedule (into sc), its watch, its users (closed loop), the
+ * timer at the first arrival.  false: the spec's arrival process is not one
+ * tb_arrival knows (no open arrivals then). */
+static bool
+cell_start(struct rcell *c, struct sched *sc)
+{
+  struct rrun *r = c->r;
+  const struct tb_spec *s = r->s;
+  memset(sc, 0, sizeof *sc);
+  bool ok = c->users > 0 || tb_arrival_init(&sc->arr, s->arrival, c->rate, (uint64_t)s->seed);
+  tb_rng_seed(&sc->lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
+  sc->by_count = s->rate_requests > 0;
+  sc->total = sc->by_count ? (uint64_t)s->rate_requests : UINT64_MAX;
+  sc->window = (int64_t)(s->rate_duration_s * NS_PER_S);
+  sc->done = !ok || c->users > 0; /* closed loop: no open arrivals */
   c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
-  c->t_window_end = c->t0 + sc.window;
-  sc.next_t = c->t0;
+  c->t_window_end = c->t0 + sc->window;
+  sc->next_t = c->t0;
   /* closed loop: every user is due at t0 */
-  for (unsigned u = 0; u < users; u++) {
+  for (unsigned u = 0; u < c->users; u++) {
     struct sess *ss = sess_new(c, true);
     if (ss == NULL)
       break;
@@ -1132,12 +1072,21 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
     ss->due = c->t0;
     heap_push(c, ss);
   }
-  int64_t next_scan = 0, next_cancel = 0;
   arm(r->tfd, c->t0);
-  sc.armed = c->t0;
+  sc->armed = c->t0;
+  return ok;
+}
+
+/* The cell's loop, until its arrivals are over and its last request
+ * ended.  false: cancelled. */
+static bool
+cell_loop(struct rcell *c, struct sched *sc)
+{
+  struct rrun *r = c->r;
+  int64_t next_scan = 0, next_cancel = 0;
   struct epoll_event evs[256];
-  while (!sc.done || c->inflight > 0 || c->nheap > 0) {
-    launch_due(c, &sc);
+  while (!sc->done || c->inflight > 0 || c->nheap > 0) {
+    launch_due(c, sc);
     int64_t now = tb_time_mono_ns();
     if (now >= next_scan) {
       scan(c, now);
@@ -1145,12 +1094,10 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
     }
     if (now >= next_cancel) {
       next_cancel = now + CANCEL_NS;
-      if (r->env->cancelled != NULL && r->env->cancelled(r->env->cls)) {
-        cancelled = true;
-        break;
-      }
+      if (r->env->cancelled != NULL && r->env->cancelled(r->env->cls))
+        return false;
     }
-    if (sc.done && c->inflight == 0 && c->nheap == 0)
+    if (sc->done && c->inflight == 0 && c->nheap == 0)
       break;
     int wait_ms = 10; /* the scan's pace; arrivals come by the timerfd */
     int nev = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
@@ -1159,7 +1106,7 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
       if (evs[i].data.u64 == TIMER_TAG) {
         uint64_t ticks;
         (void)!read(r->tfd, &ticks, sizeof ticks);
-        sc.armed = 0;
+        sc->armed = 0;
         continue;
       }
       if (evs[i].data.u64 & TB_DIRECT_TAG)
@@ -1167,18 +1114,28 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
       /* an arrival falling due while reads are handled goes out now, not
        * after the rest of the batch */
       int64_t t = tb_time_mono_ns();
-      if ((!sc.done && t >= sc.next_t) || (c->nheap > 0 && t >= c->heap[0]->due))
-        launch_due(c, &sc);
+      if ((!sc->done && t >= sc->next_t) || (c->nheap > 0 && t >= c->heap[0]->due))
+        launch_due(c, sc);
     }
   }
+  return true;
+}
+
+/* After the loop: the watch ends (the drain wait), what is left is closed
+ * and not counted (cancelled), the figures go into cell unless cancelled,
+ * and the cell's memory is freed.  ok: cell_start's. */
+static void
+cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
+{
+  struct rrun *r = c->r;
+  const struct tb_spec *s = r->s;
   tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s, r->env->cancelled, r->env->cls);
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
-  if (users > 0)
+  if (c->users > 0)
     c->t_end_arrivals = c->prev_start > c->t0 ? c->prev_start : c->t0; /* the last start */
   flight(c, 0);
-  /* what is left (cancelled): closed, not counted */
-  for (unsigned i = 0; i < n; i++) {
+  for (unsigned i = 0; i < TB_RATE_MAX_INFLIGHT; i++) {
     struct rq *q = c->slots[i];
     if (q == NULL)
       continue;
@@ -1194,18 +1151,13 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   (void)timerfd_settime(r->tfd, 0, &off, NULL);
   if (!cancelled)
     cell_figures(c, cell);
-  json_decref(c->s_lag);
-  json_decref(c->s_ttft);
-  json_decref(c->s_tpot);
-  json_decref(c->s_e2e);
-  json_decref(c->s_maxtbt);
-  json_decref(c->s_tokens);
-  json_decref(c->s_good);
-  tb_stats_free(&c->ttft);
-  tb_stats_free(&c->tpot);
-  tb_stats_free(&c->tbt);
-  tb_stats_free(&c->e2e);
-  tb_stats_free(&c->lag);
+  json_t *const samples[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e,
+                              c->s_maxtbt, c->s_tokens, c->s_good };
+  for (size_t i = 0; i < TB_ARRAY_LEN(samples); i++)
+    json_decref(samples[i]);
+  struct tb_stats *const stats[] = { &c->ttft, &c->tpot, &c->tbt, &c->e2e, &c->lag };
+  for (size_t i = 0; i < TB_ARRAY_LEN(stats); i++)
+    tb_stats_free(stats[i]);
   tb_ratewatch_free(c->watch);
   for (int64_t t = 0; t < s->conversation.turns; t++)
     tb_stats_free(&c->turns[t].ttft);
@@ -1213,6 +1165,19 @@ cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *ce
   free(c->heap);
   free(c->slots);
   free(c->free_slots);
+}
+
+/* Runs one cell into cell (its key set): open loop at rate (users 0), or
+ * closed loop with users; false: cancelled. */
+static bool
+cell_run(struct rrun *r, double rate, unsigned users, unsigned index, json_t *cell)
+{
+  struct rcell c;
+  struct sched sc;
+  cell_open(&c, r, rate, users, index);
+  bool ok = cell_start(&c, &sc);
+  bool cancelled = !cell_loop(&c, &sc);
+  cell_close(&c, cell, ok, cancelled);
   return !cancelled;
 }
 
@@ -1251,19 +1216,6 @@ make_entry(struct rrun *r, const struct tb_prompt *p, struct pool_entry *pe)
   pe->head = tb_direct_head_new(&r->dt, r->auth, pe->len);
   pe->head_len = strlen(pe->head);
   return true;
-}
-
-static void
-raise_nofile(unsigned need)
-{
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-    return;
-  rlim_t want = (rlim_t)need + 256;
-  if (rl.rlim_cur >= want)
-    return;
-  rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-  (void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 static void
@@ -1311,7 +1263,6 @@ setup(struct rrun *r)
                               "endpoint without a proxy (and TB_ENGINE_CURL_STREAMS unset)");
     return;
   }
-  raise_nofile(TB_RATE_MAX_INFLIGHT);
   /* the timerfd's wake-ups: 1 us of slack instead of the default 50 us
    * (the thread's own setting comes back in teardown) */
   r->slack = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);

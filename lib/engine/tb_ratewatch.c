@@ -29,9 +29,9 @@
 #include "net/tb_http.h"
 #include "base/tb_json.h"
 #include "engine/tb_sampler.h"
+#include "engine/tb_stream.h"
 
 #define NS_PER_S 1000000000LL
-#define DRAIN_POLL_NS 20000000L
 
 struct tb_ratewatch {
   const struct tb_discover *d;
@@ -49,15 +49,6 @@ struct tb_ratewatch {
   pthread_cond_t cv;
   bool started, stop;
 };
-
-/* 1 drained, 0 not, -1 unknown; the gauges into *running, *waiting. */
-static int
-drained_now(const struct tb_ratewatch *w, double *running, double *waiting)
-{
-  if (tb_discover_load(w->d, w->api_key, running, waiting) != 0)
-    return -1;
-  return *running < 0.5 && *waiting < 0.5;
-}
 
 /* One /metrics read fed at once, off the grid (the sample at the cell's
  * end). */
@@ -121,8 +112,7 @@ tb_ratewatch_begin(const struct tb_discover *d, const char *api_key, bool series
   w->api_key = api_key;
   w->before = w->after = -1;
   w->before_running = w->before_waiting = NAN;
-  if (d->has_metrics)
-    w->before = drained_now(w, &w->before_running, &w->before_waiting);
+  w->before = tb_stream_drained(d, api_key, &w->before_running, &w->before_waiting);
   w->url = tb_xasprintf("%s/metrics", d->base_url);
   pthread_mutex_init(&w->mu, NULL);
   pthread_condattr_t ca;
@@ -168,19 +158,7 @@ tb_ratewatch_end(struct tb_ratewatch *w, double drain_s, bool (*cancelled)(void 
    * counted over the span the client's are */
   if (series && !w->smp.truncated)
     sample_now(w);
-  int64_t end = tb_time_mono_ns() + (int64_t)(drain_s * NS_PER_S);
-  for (;;) {
-    double running, waiting;
-    w->after = drained_now(w, &running, &waiting);
-    if (w->after != 0 || tb_time_mono_ns() >= end)
-      return;
-    if (cancelled != NULL && cancelled(cls)) {
-      w->after = -1;
-      return;
-    }
-    struct timespec ts = { 0, DRAIN_POLL_NS };
-    nanosleep(&ts, NULL);
-  }
+  w->after = tb_stream_drain_wait(w->d, w->api_key, drain_s, cancelled, cls);
 }
 
 void

@@ -88,7 +88,9 @@ def shard_workers(t, n, **env):
     e = {"TOKBENCH_SHARD_LEASE_S": "2", "TOKBENCH_SHARD_BARRIER_S": "30",
          "TOKBENCH_SHARD_LEAD_MS": "300"}
     e.update(env)
-    out = {}
+    # every worker this module started, by name: a worker of an earlier
+    # test still runs and may hold a shard of a later one
+    out = t.ctx.__dict__.setdefault("shard_workers", {})
     for i in range(n):
         name = "w%d-%s" % (i, os.urandom(2).hex())
         out[name] = t.worker(name, **e)
