@@ -27,6 +27,7 @@ worker_shard_merge(struct tb_db *db, const struct tb_shards_key *key, double win
                    const char *client_ready, json_t *cell, char *err, size_t errlen)
 {
   struct tb_shard_row *rows = NULL;
+  int64_t t_merge = tb_time_mono_ns();
   int n = tb_shards_collect(db, key, &rows);
   if (n <= 0)
     return n;
@@ -52,8 +53,12 @@ worker_shard_merge(struct tb_db *db, const struct tb_shards_key *key, double win
   }
   if (rc == 1 && !tb_samples_cell(cell, &merged, client_ready, err, errlen))
     rc = WORKER_SHARD_BAD;
-  if (rc == 1)
+  if (rc == 1) {
     (void)tb_samples_cell_shards(cell, where, (size_t)n, window_s);
+    /* read, decode, merge and write: what sharding costs the cell */
+    json_object_set_new(json_object_get(cell, "shards"), "merge_ms",
+                        json_real((double)(tb_time_mono_ns() - t_merge) / 1e6));
+  }
   free(where);
   tb_samples_free(&merged);
   tb_shards_rows_free(rows, n);

@@ -23,7 +23,8 @@
  * When every shard of barrier key is done: their samples merged into cell
  * (the caller's cell object, its phase, context and concurrency already
  * set): the figures of the union (tb_samples_cell), shards {count, where,
- * skew, clock uncertainty} and the skew self-check over window_s (the cell
+ * skew, clock uncertainty, merge_ms: reading, decoding, merging and
+ * writing them} and the skew self-check over window_s (the cell
  * becomes an error above it).  client_ready as tb_samples_cell.  Returns 1
  * (merged), 0 (not all done yet), WORKER_SHARD_BAD, or TB_DB_SOFT /
  * TB_DB_HARD.

@@ -217,6 +217,7 @@ test_merge_is_the_recomputation(void **state)
   assert_string_equal(json_string_value(json_object_get(cell, "status")), "valid");
   json_t *sh = json_object_get(cell, "shards");
   assert_int_equal(json_integer_value(json_object_get(sh, "count")), 3);
+  assert_true(json_real_value(json_object_get(sh, "merge_ms")) > 0);
   assert_true(fabs(json_real_value(json_object_get(sh, "skew_max_ms")) - 1.2) < 1e-12);
   json_t *w1 = json_array_get(json_object_get(sh, "where"), 1);
   assert_string_equal(json_string_value(json_object_get(w1, "worker")), "w1");
