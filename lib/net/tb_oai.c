@@ -23,6 +23,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,13 +60,52 @@ usage_int(const json_t *usage, const char *key, int64_t *out)
   return true;
 }
 
-enum tb_oai_status
-tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
+static void
+timings_clear(struct tb_oai_timings *t)
+{
+  t->cache_n = t->prompt_n = t->prompt_ms = NAN;
+  t->predicted_n = t->predicted_ms = t->predicted_per_token_ms = NAN;
+}
+
+/* A member of `timings`: a finite non-negative number, else left NAN (an
+ * optional detail: a shape we do not know is not a fault). */
+static double
+timing_num(const json_t *t, const char *key)
+{
+  const json_t *v = json_object_get(t, key);
+  double d = json_is_number(v) ? json_number_value(v) : NAN;
+  return isfinite(d) && d >= 0 ? d : NAN;
+}
+
+static void
+read_timings(const json_t *t, struct tb_oai_chunk *out)
+{
+  if (!json_is_object(t))
+    return;
+  struct tb_oai_timings *x = &out->timings;
+  x->cache_n = timing_num(t, "cache_n");
+  x->prompt_n = timing_num(t, "prompt_n");
+  x->prompt_ms = timing_num(t, "prompt_ms");
+  x->predicted_n = timing_num(t, "predicted_n");
+  x->predicted_ms = timing_num(t, "predicted_ms");
+  x->predicted_per_token_ms = timing_num(t, "predicted_per_token_ms");
+  out->has_timings = true;
+}
+
+static void
+chunk_clear(struct tb_oai_chunk *out)
 {
   memset(out, 0, sizeof *out);
   out->prompt_tokens = -1;
   out->completion_tokens = -1;
   out->cached_tokens = -1;
+  timings_clear(&out->timings);
+}
+
+enum tb_oai_status
+tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
+{
+  chunk_clear(out);
   if (is_done(data, len))
     return TB_OAI_DONE;
   if (len > TB_OAI_CHUNK_MAX)
@@ -143,6 +183,7 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
     if (json_is_integer(ct) && json_integer_value(ct) >= 0)
       out->cached_tokens = json_integer_value(ct);
   }
+  read_timings(json_object_get(root, "timings"), out);
   st = TB_OAI_OK;
 out:
   json_decref(root);
@@ -710,16 +751,15 @@ chunk_member(struct scan *sc, const unsigned char *k, size_t kl, void *ctx)
     return c == 'n' ? sc_lit(sc, "null", 4) : c == '{' ? sc_usage(sc, out) : false;
   if (key_is(k, kl, "error"))
     return sc_lit(sc, "null", 4); /* an error object: jansson reads it */
+  if (key_is(k, kl, "timings"))
+    return false; /* the server's timings, once a request: jansson reads them */
   return sc_skip_value(sc);
 }
 
 bool
 tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
 {
-  memset(out, 0, sizeof *out);
-  out->prompt_tokens = -1;
-  out->completion_tokens = -1;
-  out->cached_tokens = -1;
+  chunk_clear(out);
   if (len > TB_OAI_CHUNK_MAX)
     return false;
   struct scan sc = {(const unsigned char *)data,
@@ -739,10 +779,7 @@ enum tb_oai_status
 tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
 {
   if (is_done(data, len)) {
-    memset(out, 0, sizeof *out);
-    out->prompt_tokens = -1;
-    out->completion_tokens = -1;
-    out->cached_tokens = -1;
+    chunk_clear(out);
     return TB_OAI_DONE;
   }
   if (tb_oai_scan_chunk(data, len, out))
@@ -768,6 +805,10 @@ tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_
   if (ch.is_error) {
     snprintf(why, why_len, "error in stream: %s", ch.error);
     return false;
+  }
+  if (ch.has_timings) {
+    st->timings = ch.timings;
+    st->saw_timings = true;
   }
   if (ch.has_usage) {
     if (ch.completion_tokens < st->cum) {

@@ -9,6 +9,9 @@
  * cached_tokens where the server tells it) when the server sends it
  * (continuous usage stats, or the final usage-only chunk with choices: []).
  * An `error` object (some servers stream one mid-stream) is reported as such.
+ * A `timings` object (llama.cpp's own clock, on the final chunk) is read by
+ * the reference reader: the scanner hands such a chunk to it, once a
+ * request.
  *
  * Caps: a chunk over TB_OAI_CHUNK_MAX bytes is rejected before parsing.
  *
@@ -29,6 +32,17 @@
 
 #define TB_OAI_CHUNK_MAX (1024u * 1024u)
 
+/* A server's own timing of one request, where it sends one: llama.cpp's
+ * `timings` object on the final chunk (b11669-Debian, read live; also on a
+ * non-streamed answer).  Each NAN when absent. */
+struct tb_oai_timings {
+  double cache_n;                /* prompt tokens served from its cache */
+  double prompt_n, prompt_ms;    /* prompt tokens evaluated, and their time */
+  double predicted_n;            /* output tokens */
+  double predicted_ms;           /* from the first output token to the last */
+  double predicted_per_token_ms; /* its time per output token */
+};
+
 struct tb_oai_chunk {
   bool has_usage;            /* usage object with completion_tokens */
   int64_t prompt_tokens;     /* -1 when absent */
@@ -44,6 +58,8 @@ struct tb_oai_chunk {
                               * counted once) */
   bool role_only;            /* a delta with a role and no text */
   bool finished;             /* some choice has a non-null finish_reason */
+  bool has_timings;          /* a `timings` object (llama.cpp) */
+  struct tb_oai_timings timings;
   bool is_error;             /* the chunk is an error object */
   char error[200];           /* its message, truncated */
 };
@@ -68,6 +84,8 @@ struct tb_oai_count {
   int64_t prompt_tokens;  /* the last usage's, -1 before */
   int64_t cached_tokens;  /* the last usage's cached_tokens (saw_cached) */
   bool saw_cached;
+  bool saw_timings;              /* the last `timings` the stream sent */
+  struct tb_oai_timings timings;
   bool saw_usage, saw_final_usage, chunk_mode;
   bool done;              /* [DONE] came */
 };

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "net/tb_oai.h"
@@ -94,6 +95,49 @@ test_count_events(void **state)
 #undef EV
 }
 
+/* llama.cpp's final chunk (captured from llama-server b11669-Debian:
+ * tests/fixtures/servers/llamacpp-b11669/stream.txt): usage, and the
+ * server's own timings, read by the reference reader; a stream keeps the
+ * last ones.  Members of another shape are left NAN, not a fault. */
+static void
+test_timings(void **state)
+{
+  (void)state;
+  static const char *final =
+      "{\"choices\":[],\"object\":\"chat.completion.chunk\",\"usage\":{\"completion_tokens\":3,"
+      "\"prompt_tokens\":28,\"total_tokens\":31,\"prompt_tokens_details\":{\"cached_tokens\":3}},"
+      "\"timings\":{\"cache_n\":3,\"prompt_n\":25,\"prompt_ms\":25.98,"
+      "\"prompt_per_token_ms\":1.0392000000000001,\"prompt_per_second\":962.278675904542,"
+      "\"predicted_n\":3,\"predicted_ms\":8.806,\"predicted_per_token_ms\":4.403,"
+      "\"predicted_per_second\":227.11787417669774}}";
+  struct tb_oai_chunk c;
+  assert_false(tb_oai_scan_chunk(final, strlen(final), &c)); /* the reference reads it */
+  assert_int_equal(parse(final, &c), TB_OAI_OK);
+  assert_true(c.has_timings && c.has_usage);
+  assert_true(c.timings.cache_n == 3 && c.timings.prompt_n == 25 && c.timings.predicted_n == 3);
+  assert_true(fabs(c.timings.prompt_ms - 25.98) < 1e-9);
+  assert_true(fabs(c.timings.predicted_ms - 8.806) < 1e-9);
+  assert_true(fabs(c.timings.predicted_per_token_ms - 4.403) < 1e-9);
+  assert_int_equal(c.cached_tokens, 3);
+  /* a chunk without timings has none; odd members are absent, not faults */
+  assert_int_equal(parse("{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}", &c), TB_OAI_OK);
+  assert_false(c.has_timings);
+  assert_true(isnan(c.timings.prompt_ms));
+  assert_int_equal(parse("{\"choices\":[],\"timings\":{\"prompt_ms\":\"fast\",\"predicted_n\":-2,"
+                         "\"prompt_n\":7}}", &c), TB_OAI_OK);
+  assert_true(c.has_timings && isnan(c.timings.prompt_ms) && isnan(c.timings.predicted_n));
+  assert_true(c.timings.prompt_n == 7);
+  assert_int_equal(parse("{\"choices\":[],\"timings\":[1,2]}", &c), TB_OAI_OK);
+  assert_false(c.has_timings);
+  /* the stream's count keeps them */
+  struct tb_oai_count n = { .prompt_tokens = -1 };
+  int64_t d;
+  char why[128];
+  assert_true(tb_oai_count_event(&n, final, strlen(final), &d, why, sizeof why));
+  assert_true(n.saw_timings && n.timings.predicted_n == 3 && n.saw_cached);
+  assert_int_equal(n.cached_tokens, 3);
+}
+
 int
 main(void)
 {
@@ -101,6 +145,7 @@ main(void)
       cmocka_unit_test(test_kinds),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_count_events),
+      cmocka_unit_test(test_timings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,9 +182,16 @@ test_split_every_boundary(void **state)
   char crlf[4096] = "", first[1024] = "", last[1024] = "";
   const char *src[] = { STREAM, TOK(1, "null"), TOK(3, "\"length\"") };
   char *dst[] = { crlf, first, last };
-  for (int i = 0; i < 3; i++)
-    for (const char *p = src[i]; *p; p++)
-      strcat(dst[i], *p == '\n' ? "\r\n" : (char[]){ *p, 0 });
+  const size_t cap[] = { sizeof crlf, sizeof first, sizeof last };
+  for (int i = 0; i < 3; i++) {
+    size_t o = 0;
+    for (const char *p = src[i]; *p && o + 3 < cap[i]; p++) {
+      if (*p == '\n')
+        dst[i][o++] = '\r';
+      dst[i][o++] = *p;
+    }
+    dst[i][o] = '\0';
+  }
   split_everywhere(crlf, first, last, 1);
 }
 

@@ -1,0 +1,55 @@
+/*
+ * tb_srvtime: a cell's figures by the server's own clock (issue 23).
+ *
+ * Where a server times each request itself (llama.cpp's `timings` on its
+ * final chunk: prompt tokens and milliseconds, output tokens, time per
+ * output token), the engine hands each finished request's timings here,
+ * with what tokbench measured of the same request (its TTFT, its output
+ * tokens).  The cell then carries `server_timings`: the p50 and p90 of the
+ * server's prompt ms, prompt tokens/s, time per output token and tokens
+ * predicted, and the two comparisons that hold tokbench to the server:
+ * TTFT minus the server's prompt time (p50, p90) and how many requests'
+ * output tokens tokbench counted exactly as the server did.
+ *
+ * Pure: numbers in, JSON out.
+ */
+#ifndef TB_SRVTIME_H
+#define TB_SRVTIME_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "base/tb_stats.h"
+#include "base/tb_util.h"
+
+/* One finished request: the server's timings (NAN where it gave none) and
+ * tokbench's own figures of it. */
+struct tb_srvtime_req {
+  double cache_n, prompt_n, prompt_ms;
+  double predicted_n, predicted_per_token_ms;
+  double ttft_ms;  /* tokbench's TTFT of the request (NAN: none) */
+  int64_t tokens;  /* output tokens tokbench counted */
+};
+
+struct tb_srvtime {
+  const char *source; /* static: whose timings ("llama.cpp timings") */
+  unsigned requests, tokens_equal;
+  double cache_n, prompt_n; /* sums */
+  /* in microseconds (ms figures), milli-tokens/s, tokens */
+  struct tb_stats prompt_us, prompt_mtps, tpot_us, predicted, gap_us;
+};
+
+/* Adds one request (it counts only with prompt_ms or predicted_n). */
+void tb_srvtime_add(struct tb_srvtime *t, const struct tb_srvtime_req *r);
+
+/*
+ * The cell's `server_timings` (new reference), or NULL without requests:
+ *   {source, requests, prompt_ms, prompt_tps, tpot_ms, predicted_n,
+ *    ttft_minus_prompt_ms: {p50, p90}, tokens_equal, cache_n, prompt_n}
+ * A figure no request gave is left out.
+ */
+json_t *tb_srvtime_json(struct tb_srvtime *t) TB_MUST_CHECK;
+
+void tb_srvtime_free(struct tb_srvtime *t);
+
+#endif
