@@ -14,7 +14,8 @@
 #   the merge's time (the coordinator reading, decoding, merging, writing);
 #   CPU microseconds per token of each worker process (user + system over
 #   the job, / the tokens of its shard), beside the single process's.
-# Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (window, default 5).
+# Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (window, default 5),
+# BENCH_SHARDS_COUNTS (the shard counts, default "1 2 4").
 set -eu
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -48,7 +49,7 @@ cpu_of() { # utime + stime of pid, in clock ticks
 
 printf '%-7s %9s %9s %7s | %8s %8s %8s | %9s | %s\n' shards "model/s" "tok/s" ratio \
   "skew50" "skewmax" "clock+-" "merge" "CPU us/token of each worker (coordinator first)"
-for n in 1 2 4; do
+for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
   wpids=""
   for k in $(seq 0 "$n"); do
     env TOKBENCH_DATABASE_URL="$url" TOKBENCH_MASTER_KEY="$master" TOKBENCH_LOG_LEVEL=warn \
