@@ -173,3 +173,90 @@ def test_killed_shard_measures_the_cell_again_whole(ctx):
     cell = decode_cell(t, jid)
     assert cell["status"] == "valid", cell
     assert cell["shards"]["count"] == 2
+
+
+def check_identical(cell, shards):
+    """The cell's percentiles against the stored samples, recomputed here."""
+    ttft = [v for s in shards for v in s["series"][0]]
+    gaps = [v for s in shards for v in s["series"][3]]
+    for p, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        assert cell["ttft_ms"][p] == quantile([v * 1000 for v in ttft], q) / 1e6, p
+        assert cell["itl_ms"][p] == quantile(gaps, q) / 1e3, p
+
+
+def test_sharded_job_through_the_api(ctx):
+    """POST /v1/jobs with shards: the api takes 2 and "auto", refuses 0 and
+    "AUTO" naming the field (problem+json); the endpoint's API key is sealed
+    by the api and opened by every shard's worker; /result shows the merged
+    cell with where its shards ran."""
+    t = T(ctx)
+    secret = "sk-shards-SECRET-24"
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE), "--api-key", secret])
+    master = "5c" * 32  # test_worker's MASTER_KEY: the workers' T.worker passes it
+    port = harness.free_port()
+    api = ctx.process("tokbench-api", [], env={
+        "TOKBENCH_DATABASE_URL": t.pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+        "TOKBENCH_MASTER_KEY": master, "TOKBENCH_RATE_LIMIT": "0",
+        "TOKBENCH_EGRESS_ALLOW": "loopback"})
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and harness.http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    import subprocess
+    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "shards",
+                        "--admin"], env=dict(os.environ, TOKBENCH_DATABASE_URL=t.pg.url),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    hdr = {"Authorization": "Bearer " + r.stdout.strip()}
+
+    def call(method, path, body=None):
+        st, h, data = harness.http(method, base + path, body, hdr, 10)
+        return st, h, (json.loads(data) if data else None)
+
+    st, _, ep = call("POST", "/v1/endpoints", {"name": "sharded", "base_url": sim.url,
+                                               "api_key": secret})
+    assert st == 201, ep
+    for bad in (0, "AUTO", 65):
+        st, h, doc = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"], shards=bad))
+        assert st == 422, (bad, st, doc)
+        assert {k.lower(): v for k, v in h.items()}["content-type"].startswith(
+            "application/problem+json")
+        assert "shards" in json.dumps(doc), doc
+    st, _, job = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"], shards="auto"))
+    assert st in (201, 202), job
+    assert job.get("spec", {}).get("shards", "auto") == "auto", job
+    call("POST", "/v1/jobs/%s/cancel" % job["id"])
+    st, _, job = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"]))
+    assert st in (201, 202), job
+    shard_workers(t, 3)
+    wait_until(lambda: call("GET", "/v1/jobs/" + job["id"])[2]["state"] in
+               ("succeeded", "failed"), 120, what="sharded job done")
+    st, _, res = call("GET", "/v1/jobs/%s/result" % job["id"])
+    assert st == 200, res
+    cell = next(c for c in res["cells"] if c.get("phase") == "decode")
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2
+    check_identical(cell, merged_samples(t, job["id"]))
+
+
+def test_barrier_timeout_is_recorded(ctx):
+    """Three shards asked, two workers (one holds the job): the barrier never
+    fills, each attempt fails with its reason and releases its claim, and
+    the cell ends an error saying so; the job still ends."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    for w in list(t.ctx.__dict__.get("shard_workers", {}).values()):
+        w.kill()  # the earlier tests' workers
+    t.ctx.__dict__["shard_workers"] = {}
+    shard_workers(t, 2, TOKBENCH_SHARD_BARRIER_S="2", TOKBENCH_SHARD_ATTEMPTS="2")
+    jid = t.submit(ep, dict(SPEC, shards=3))
+    t.wait_state(jid, ("succeeded", "failed"), timeout=120)
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "error", cell
+    assert "sharded cell failed on every attempt: barrier timeout: 1 of 3 shards ready " \
+           "after 2.0 s" in cell["reason"], cell["reason"]
+    rows = t.q("SELECT attempt || '|' || state FROM cell_barriers WHERE job_id = '%s' "
+               "ORDER BY attempt" % jid).splitlines()
+    assert rows == ["1|failed", "2|failed"], rows
+    assert t.q("SELECT count(*) FROM cell_shards WHERE job_id = '%s' AND state <> 'failed'"
+               % jid) == "0"
