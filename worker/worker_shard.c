@@ -160,7 +160,8 @@ shard_spec(const struct tb_shard *s, struct tb_spec *spec, int64_t *ctx, char **
   spec->concurrency = (struct tb_spec_list){ .v = { conc }, .n = 1, .given = true };
   spec->prefill_contexts = (struct tb_spec_list){ .n = 0, .given = true };
   spec->repeats = 1;
-  spec->rates.n = 0;
+  spec->rates.n = 0;               /* no rate cells ... */
+  spec->sweep.attainment_pct = 0;  /* ... and no sweep: the one decode cell */
   return true;
 }
 
