@@ -264,6 +264,24 @@ test_bad_blob_and_not_done(void **state)
   json_decref(cell);
 }
 
+/* How many shards: the spec's N, at most the streams and 64; "auto" (0)
+ * from TOKBENCH_SHARD_MAX_STREAMS. */
+static void
+test_shard_count(void **state)
+{
+  (void)state;
+  struct worker_shard_cfg cfg = { .max_streams = 2048 };
+  assert_int_equal(worker_shard_count(&cfg, 3, 8), 3);
+  assert_int_equal(worker_shard_count(&cfg, 4, 2), 2);    /* not more than the streams */
+  assert_int_equal(worker_shard_count(&cfg, 1, 512), 1);
+  assert_int_equal(worker_shard_count(&cfg, 0, 10), 1);   /* auto: one shard holds them */
+  assert_int_equal(worker_shard_count(&cfg, 0, 2048), 1);
+  assert_int_equal(worker_shard_count(&cfg, 0, 2049), 2);
+  assert_int_equal(worker_shard_count(&cfg, 0, 5000), 3);
+  cfg.max_streams = 1;
+  assert_int_equal(worker_shard_count(&cfg, 0, 1000), 64); /* the cap */
+}
+
 int
 main(void)
 {
@@ -271,6 +289,7 @@ main(void)
     cmocka_unit_test(test_merge_is_the_recomputation),
     cmocka_unit_test(test_skew_over_the_limit_fails_the_cell),
     cmocka_unit_test(test_bad_blob_and_not_done),
+    cmocka_unit_test(test_shard_count),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
