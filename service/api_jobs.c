@@ -31,6 +31,7 @@
 #include "q_jobs.h"
 #include "result/tb_jobdoc.h"
 #include "base/tb_log.h"
+#include "spec/tb_plan.h"
 
 /* A job row from spec, within ten's limits (see tb_api_job_insert). */
 static int
@@ -51,27 +52,24 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
                   const char *request_id, const json_t *spec, char job_id[TB_API_ID_LEN + 1],
                   char **doc, struct tb_tenancy_refusal *why)
 {
-  if (!tb_tenancy_check_spec(ten, spec, why))
+  struct tb_spec_job_row jr;
+  tb_spec_job_row(spec, &jr);
+  /* the size only when limited: it plans every cell */
+  double secs = ten->job_seconds > 0 ? tb_plan_job_seconds(spec) : -1;
+  if (!tb_tenancy_check_job(ten, secs, jr.max_attempts_given ? jr.max_attempts : 0, why))
     return TB_API_JOB_REFUSED;
-  char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
-  json_t *labels = json_object_get(spec, "labels");
-  char *labels_text = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
-  char prio[24], attempts[24];
-  json_t *pv = json_object_get(spec, "priority"), *av = json_object_get(spec, "max_attempts");
-  snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(pv));
   /* not given: the table's default, within the operator's limit */
-  const struct tb_spec_field *af = tb_spec_field("max_attempts");
-  long long att = av != NULL ? (long long)json_integer_value(av)
-                             : (af != NULL && af->def != NULL ? strtoll(af->def, NULL, 10) : 3);
-  if (av == NULL && att > ten->max_attempts)
-    att = ten->max_attempts;
-  snprintf(attempts, sizeof attempts, "%lld", att);
+  if (!jr.max_attempts_given && jr.max_attempts > ten->max_attempts)
+    jr.max_attempts = ten->max_attempts;
+  char *spec_text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+  char *labels_text = jr.labels ? json_dumps(jr.labels, JSON_COMPACT) : NULL;
+  char prio[24], attempts[24];
+  snprintf(prio, sizeof prio, "%lld", (long long)jr.priority);
+  snprintf(attempts, sizeof attempts, "%lld", (long long)jr.max_attempts);
   struct tb_q_jobs_row row = {
     .endpoint_id = json_string_value(json_object_get(spec, "endpoint_id")),
     .project_id = project_id, .spec = spec_text, .labels = labels_text,
-    .priority = pv ? prio : NULL,
-    .exclusive_group = json_string_value(json_object_get(spec, "exclusive_group")),
-    .max_attempts = attempts,
+    .priority = prio, .exclusive_group = jr.exclusive_group, .max_attempts = attempts,
     .request_id = request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
     .shared_groups = ten->shared_groups, .max_queued = ten->queued,
   };

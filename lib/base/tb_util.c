@@ -198,6 +198,14 @@ tb_parse_tokens(const char *s, int64_t *out)
   return true;
 }
 
+bool
+tb_over_capacity(int64_t conc, int64_t context, int64_t max_output, int64_t budget)
+{
+  if (budget <= 0)
+    return false;
+  return conc * (context + max_output) > budget;
+}
+
 void
 tb_format_tokens(int64_t tokens, char *buf, size_t len)
 {

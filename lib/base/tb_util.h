@@ -59,6 +59,11 @@ bool tb_parse_tokens(const char *s, int64_t *out) TB_MUST_CHECK;
  * 257024 -> "251K", 1000 -> "1000". */
 void tb_format_tokens(int64_t tokens, char *buf, size_t len);
 
+/* The over-capacity rule of METHOD.md: conc x (context + max_output) >
+ * budget (KV tokens); budget <= 0 is unknown: never over capacity.  One
+ * rule for the plan (tb_plan) and the result model (tb_result). */
+bool tb_over_capacity(int64_t conc, int64_t context, int64_t max_output, int64_t budget);
+
 /* Constant-time comparison of two byte strings of equal length n. */
 bool tb_ct_equal(const void *a, const void *b, size_t n);
 

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tb_rate.h"
-#include "spec/tb_spec.h"
 
 /* TOKBENCH_SHARED_GROUPS into a normalised "a,b" (spaces dropped), or NULL
  * with *err when a name is not a group name or there are too many. */
@@ -70,26 +68,6 @@ tb_tenancy_clear(struct tb_tenancy *t)
   memset(t, 0, sizeof *t);
 }
 
-double
-tb_tenancy_job_seconds(const json_t *spec)
-{
-  struct tb_spec s;
-  char *err = NULL;
-  if (!tb_spec_parse(&s, spec, &err)) {
-    free(err);
-    tb_spec_free(&s);
-    return -1;
-  }
-  double contexts = s.contexts.given ? (double)s.contexts.n : TB_TENANCY_DEFAULT_CONTEXTS;
-  double prefill = s.prefill_contexts.given ? (double)s.prefill_contexts.n : contexts + 1;
-  double cells = tb_rate_only(&s) ? 0 : contexts * (double)s.concurrency.n + prefill;
-  /* each repeat is a whole pass over the matrix (issue 14); rate cells
-   * (tb_rate) run once, after it */
-  double secs = cells * (double)s.repeats * (s.duration_s + s.settle_s) + tb_rate_seconds(&s);
-  tb_spec_free(&s);
-  return secs;
-}
-
 static void
 refuse(struct tb_tenancy_refusal *why, const char *limit, const char *setting, int64_t max,
        double value, bool too_large, const char *what)
@@ -116,17 +94,15 @@ within(struct tb_tenancy_refusal *why, const char *limit, const char *setting, i
 }
 
 bool
-tb_tenancy_check_spec(const struct tb_tenancy *t, const json_t *spec,
-                      struct tb_tenancy_refusal *why)
+tb_tenancy_check_job(const struct tb_tenancy *t, double job_seconds, int64_t max_attempts,
+                     struct tb_tenancy_refusal *why)
 {
-  json_t *ma = json_object_get(spec, "max_attempts");
-  return (!json_is_integer(ma) ||
+  return (max_attempts <= 0 ||
           within(why, "max_attempts", "TOKBENCH_LIMIT_MAX_ATTEMPTS", t->max_attempts,
-                 (double)json_integer_value(ma), true, "max_attempts is")) &&
-         (t->job_seconds <= 0 ||
-          within(why, "job_seconds", "TOKBENCH_LIMIT_JOB_SECONDS", t->job_seconds,
-                 tb_tenancy_job_seconds(spec), true,
-                 "the job would take cells x repeats x (duration_s + settle_s) ="));
+                 (double)max_attempts, true, "max_attempts is")) &&
+         (t->job_seconds <= 0 || job_seconds < 0 ||
+          within(why, "job_seconds", "TOKBENCH_LIMIT_JOB_SECONDS", t->job_seconds, job_seconds,
+                 true, "the job would take cells x repeats x (duration_s + settle_s) ="));
 }
 
 void

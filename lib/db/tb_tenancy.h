@@ -23,16 +23,15 @@
  * the fewest running jobs, then the one served least recently; priority
  * orders jobs inside a project only.
  *
- * The size of a job is counted before it runs, from its spec: contexts x
- * concurrency decode cells plus the prefill cells, each one window
- * (duration_s) and one settle (settle_s) per repeat.  Lists the spec leaves to the
- * engine count as the most the engine picks (TB_TENANCY_DEFAULT_CONTEXTS
- * contexts, and those plus the full length as prefill contexts).
+ * The size of a job is counted before it runs, from its spec, by the one
+ * plan of its cells (lib/spec/tb_plan.h, its bound: contexts x concurrency
+ * decode cells plus the prefill cells, each one window (duration_s) and
+ * one settle (settle_s) per repeat, plus the rate cells); the api passes
+ * the figure in, so this module knows nothing of specs or cells.
  */
 #ifndef TB_TENANCY_H
 #define TB_TENANCY_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,9 +39,6 @@
 #include "db/tb_db.h"
 #include "base/tb_util.h"
 
-/* The most contexts the engine picks when a spec names none: 8K, 16K, 32K,
- * 64K, 128K and the top one (lib/engine/tb_engine.c, default_contexts). */
-#define TB_TENANCY_DEFAULT_CONTEXTS 6
 /* TOKBENCH_SHARED_GROUPS: at most this many names, each an exclusive_group
  * (1 to 100 of [A-Za-z0-9._-]). */
 #define TB_TENANCY_SHARED_MAX 64
@@ -93,16 +89,13 @@ bool tb_tenancy_from_cfg(struct tb_tenancy *t, const struct tb_cfg *cfg,
                          char **err) TB_MUST_CHECK;
 void tb_tenancy_clear(struct tb_tenancy *t);
 
-/* The size of a job spec (borrowed: one tb_spec_job accepted) in seconds:
- * cells x repeats x (duration_s + settle_s), with the spec table's defaults and the
- * counts above for lists the engine picks.  Negative when spec does not
- * parse. */
-double tb_tenancy_job_seconds(const json_t *spec);
-
-/* Checks spec's own limits (size, max_attempts) against t.  True when the
- * job fits; false with *why filled (too_large set). */
-bool tb_tenancy_check_spec(const struct tb_tenancy *t, const json_t *spec,
-                           struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+/* Checks a job's own limits against t: job_seconds, its size (tb_plan's
+ * bound, tb_plan_job_seconds; negative: not known, not limited), and
+ * max_attempts, the job's own (<= 0: not given; the default is the api's,
+ * within the limit).  True when the job fits; false with *why filled
+ * (too_large set). */
+bool tb_tenancy_check_job(const struct tb_tenancy *t, double job_seconds, int64_t max_attempts,
+                          struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 /* Fills *why for a project that may not queue one more job: it has queued
  * (>= t->queued) queued jobs (TOKBENCH_LIMIT_QUEUED).  The count itself is

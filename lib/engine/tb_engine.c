@@ -81,6 +81,7 @@
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
 #include "base/tb_json.h"
+#include "spec/tb_plan.h"
 #include "engine/tb_prompt.h"
 #include "engine/tb_rate.h"
 #include "base/tb_redact.h"
@@ -93,7 +94,6 @@
 
 #define METRICS_BODY_MAX (4u * 1024u * 1024u)
 #define MAX_CONCURRENCY 65536
-#define MAX_LIST 64
 #define NS_PER_S 1000000000LL
 #define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
 #define CONNECT_TIMEOUT_MS TB_DIRECT_CONNECT_TIMEOUT_MS /* either transport */
@@ -108,17 +108,6 @@
  * scheduler cap the server does not publish (vLLM's --max-num-seqs), or a
  * KV cache that admits only so many. */
 #define SCHED_CAP_S 3.0
-
-/* ---------------------------------------------------------------- helpers */
-
-int64_t
-tb_engine_top_context(int64_t max_model_len, int64_t max_output)
-{
-  int64_t room = max_model_len - max_output - TB_ENGINE_CTX_MARGIN;
-  if (room < 1024)
-    return room > 0 ? room : 0;
-  return room / 1024 * 1024;
-}
 
 /* ------------------------------------------------------------- structures */
 
@@ -216,29 +205,17 @@ struct run {
    * endpoint's), tb_egress.h */
   struct tb_egress_guard egress;
   const struct tb_engine_target *tgt; /* borrowed for the run */
-  /* settings */
+  /* settings: the spec as parsed (borrowed) and its plan on this server
+   * (tb_plan: the cells, their order, the effective KV budget) */
+  const struct tb_spec *spec;
+  struct tb_plan plan;
   char *base_url;
-  char *model_req;
   char *run_id;
-  int64_t contexts[MAX_LIST];
-  size_t n_contexts;
-  int64_t prefill[MAX_LIST];
-  size_t n_prefill;
-  int64_t conc[MAX_LIST];
-  size_t n_conc;
-  bool contexts_given, prefill_given;
-  bool matrix;          /* false: rate cells alone (tb_rate) */
-  double duration_s, settle_s, stall_s, first_token_s, ready_s, drain_s,
-      metrics_s;
-  int64_t max_output;
-  int64_t kv_override;
-  unsigned repeats;     /* measurements per cell (passes over the matrix) */
   size_t cell_memory_max; /* the budget of each cell's SSE buffers */
   /* endpoint */
   struct tb_discover d;
   const char *api_key;
-  int64_t kv_budget;
-  const char *kv_source;
+  struct tb_prompt_ctx *pc; /* the prompts of the pass being run */
   /* loop */
   CURLM *multi;
   int epfd;
@@ -588,7 +565,7 @@ stream_end(struct stream *s, const char *transport_err)
    * decode */
   const struct tb_stream_expect x = {
     .usage = r->usage_known && r->usage_supported,
-    .max_tokens = c->scout ? 0 : r->max_output,
+    .max_tokens = c->scout ? 0 : r->spec->max_output,
   };
   long status = s->st.http_checked ? s->st.http_status : stream_status(s);
   if (!tb_stream_end(&s->st, status, transport_err, &x))
@@ -652,12 +629,12 @@ stream_global(struct stream *s)
              "the server ends streams early (asked %" PRId64 " tokens, got %" PRId64
              "): it ignores max_tokens and ignore_eos, so no sustained decode can be "
              "measured; try --max-output %" PRId64 " or less (a job's max_output)",
-             r->max_output, got, got);
+             r->spec->max_output, got, got);
   else
     snprintf(c->global, sizeof c->global,
              "the server ends streams before their first token (asked %" PRId64
              " tokens): nothing can be measured; check --max-output and the server's "
-             "limits", r->max_output);
+             "limits", r->spec->max_output);
 }
 
 static void
@@ -729,7 +706,7 @@ metrics_done(struct cell *c, CURLcode rc)
   curl_multi_remove_handle(r->multi, c->m_easy);
   curl_easy_cleanup(c->m_easy);
   c->m_easy = NULL;
-  c->m_next = now + (int64_t)(r->metrics_s * NS_PER_S);
+  c->m_next = now + (int64_t)(r->spec->metrics_interval_s * NS_PER_S);
   double running, waiting;
   if (rc != CURLE_OK || status != 200 || c->m_over || c->m_buf == NULL ||
       !tb_discover_parse_load(r->d.kind, c->m_buf, c->m_len, &running,
@@ -825,7 +802,8 @@ sched_cap(struct cell *c, int64_t now)
     c->cap_running = run;
     return false;
   }
-  double hold = r->ready_s / 2 < SCHED_CAP_S ? r->ready_s / 2 : SCHED_CAP_S;
+  double half = r->spec->ready_timeout_s / 2;
+  double hold = half < SCHED_CAP_S ? half : SCHED_CAP_S;
   if (now - c->cap_since < (int64_t)(hold * NS_PER_S))
     return false;
   c->sched_cap = llround(c->cap_running);
@@ -861,7 +839,8 @@ scan_streams(struct cell *c, int64_t now)
       return false;
     }
     char why[80];
-    if (tb_stream_overdue(&s->st, now, r->first_token_s, r->stall_s, why, sizeof why)) {
+    if (tb_stream_overdue(&s->st, now, r->spec->first_token_timeout_s,
+                          r->spec->stall_timeout_s, why, sizeof why)) {
       cell_fail(c, "%s", why);
       return false;
     }
@@ -877,8 +856,8 @@ window_open(struct cell *c, int64_t at)
   const struct run *r = c->run;
   active_change(c, at, 0);
   c->sc.w0 = at;
-  c->sc.w1 = at + (int64_t)(r->duration_s * NS_PER_S);
-  c->n_slices = window_slices(r->duration_s);
+  c->sc.w1 = at + (int64_t)(r->spec->duration_s * NS_PER_S);
+  c->n_slices = window_slices(r->spec->duration_s);
   c->slice_ns = (c->sc.w1 - c->sc.w0) / (int64_t)c->n_slices;
   if (c->slice_ns < 1)
     c->slice_ns = 1;
@@ -936,7 +915,8 @@ tick_ready(struct cell *c, int64_t now, bool gauges)
     c->foreign_since = 0;
   else if (c->foreign_since == 0)
     c->foreign_since = now;
-  double busy_s = r->ready_s / 2 < FOREIGN_LOAD_S ? r->ready_s / 2 : FOREIGN_LOAD_S;
+  double half = r->spec->ready_timeout_s / 2;
+  double busy_s = half < FOREIGN_LOAD_S ? half : FOREIGN_LOAD_S;
   if (c->foreign_since != 0 && now - c->foreign_since > (int64_t)(busy_s * NS_PER_S)) {
     cell_fail(c, "server busy with other work: %.0f requests running (%.0f waiting) "
                  "for %u of ours, for %.0f s",
@@ -944,15 +924,16 @@ tick_ready(struct cell *c, int64_t now, bool gauges)
     return;
   }
   if (c->shard_wait ||
-      (c->ready_since != 0 && now - c->ready_since >= (int64_t)(r->settle_s * NS_PER_S))) {
+      (c->ready_since != 0 &&
+       now - c->ready_since >= (int64_t)(r->spec->settle_s * NS_PER_S))) {
     if (r->tgt->shard != NULL)
       shard_start(c, now);
     else
       window_open(c, now);
-  } else if (now - c->t_begin > (int64_t)(r->ready_s * NS_PER_S)) {
+  } else if (now - c->t_begin > (int64_t)(r->spec->ready_timeout_s * NS_PER_S)) {
     unsigned warmed = c->n_warmed;
     cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
-              r->ready_s, warmed, c->conc,
+              r->spec->ready_timeout_s, warmed, c->conc,
               gauges && !c->m_cond
                   ? "; server not at running = C, waiting = 0"
                   : "");
@@ -1079,33 +1060,8 @@ cell_loop(struct cell *c)
 
 /* ------------------------------------------------------------ settings */
 
-static int
-cmp_i64(const void *a, const void *b)
-{
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
-static void
-sort_unique(int64_t *v, size_t *n)
-{
-  qsort(v, *n, sizeof *v, cmp_i64);
-  size_t o = 0;
-  for (size_t i = 0; i < *n; i++)
-    if (o == 0 || v[o - 1] != v[i])
-      v[o++] = v[i];
-  *n = o;
-}
-
-static void
-copy_list(int64_t *dst, size_t *n, const struct tb_spec_list *l)
-{
-  *n = l->n < MAX_LIST ? l->n : MAX_LIST;
-  memcpy(dst, l->v, *n * sizeof *dst);
-}
-
-/* The run's settings from the parsed spec (tb_spec: validated, lists sorted)
- * and the target; nothing here reads JSON. */
+/* The run's settings: the parsed spec (tb_spec: validated, lists sorted),
+ * its plan before discovery, and the target; nothing here reads JSON. */
 static int
 apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target *t,
            char **err)
@@ -1115,64 +1071,40 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
     return -1;
   }
   r->tgt = t;
+  r->spec = s;
   r->base_url = tb_xstrdup(t->base_url);
   r->cell_memory_max = t->cell_memory_max != 0 ? t->cell_memory_max
                                                : (size_t)TB_ENGINE_CELL_MEMORY_DEFAULT;
-  r->model_req = s->model ? tb_xstrdup(s->model) : NULL;
   if (t->run_id != NULL && t->run_id[0] != '\0')
     r->run_id = tb_xstrdup(t->run_id);
   else
     r->run_id = tb_xasprintf("%" PRIx64, (uint64_t)tb_time_real_us());
-  r->contexts_given = s->contexts.given;
-  copy_list(r->contexts, &r->n_contexts, &s->contexts);
-  r->prefill_given = s->prefill_contexts.given;
-  copy_list(r->prefill, &r->n_prefill, &s->prefill_contexts);
-  copy_list(r->conc, &r->n_conc, &s->concurrency);
-  /* rate cells alone unless the matrix is asked for too */
-  r->matrix = !tb_rate_only(s);
-  if (!r->matrix)
-    r->n_conc = 0;
-  if (r->n_conc == 0 && r->matrix) {
+  tb_plan_init(&r->plan, s, NULL);
+  if (r->plan.matrix && r->plan.n_concurrency == 0) {
     *err = tb_xstrdup("spec: concurrency is empty");
     return -1;
   }
-  r->duration_s = s->duration_s;
-  r->max_output = s->max_output;
-  r->kv_override = s->kv_budget;
-  r->repeats = s->repeats >= 1 && s->repeats <= TB_SPEC_MAX_REPEATS ? (unsigned)s->repeats : 1;
-  r->settle_s = s->settle_s;
-  r->stall_s = s->stall_timeout_s;
-  r->first_token_s = s->first_token_timeout_s;
-  r->ready_s = s->ready_timeout_s;
-  r->drain_s = s->drain_timeout_s;
-  r->metrics_s = s->metrics_interval_s;
   return 0;
 }
 
-/* Default contexts once max_model_len is known: 8K, 16K, ... below the top
- * context, then the top context ("251K"). */
-static void
-default_contexts(struct run *r)
+/* The plan again on what discovery found: the contexts the spec leaves to
+ * the engine, the cells the server cannot run, the KV budget. */
+static int
+plan_on_server(struct run *r, char **err)
 {
-  int64_t mml = r->d.max_model_len > 0 ? r->d.max_model_len : 262144;
-  int64_t top = tb_engine_top_context(mml, r->max_output);
-  if (!r->contexts_given) {
-    r->n_contexts = 0;
-    for (int64_t c = 8192; c < top && c <= 131072; c *= 2)
-      r->contexts[r->n_contexts++] = c;
-    if (top >= 1)
-      r->contexts[r->n_contexts++] = top;
+  const struct tb_plan_facts f = {
+    .max_model_len = r->d.max_model_len,
+    .kv_budget = r->d.kv_budget,
+    .max_running = r->d.max_running,
+  };
+  tb_plan_free(&r->plan);
+  tb_plan_init(&r->plan, r->spec, &f);
+  if (r->plan.matrix && r->plan.n_contexts == 0 && r->plan.n_prefill == 0) {
+    *err = tb_xasprintf("no context fits max_model_len %" PRId64 " with max output %" PRId64,
+                        r->d.max_model_len, r->spec->max_output);
+    return -1;
   }
-  if (!r->prefill_given) {
-    r->n_prefill = 0;
-    for (size_t i = 0; i < r->n_contexts; i++)
-      if (r->contexts[i] > 0) /* context 0 is a decode row only */
-        r->prefill[r->n_prefill++] = r->contexts[i];
-    int64_t full = mml / 1024 * 1024;
-    if (full > 0 && r->n_prefill < MAX_LIST)
-      r->prefill[r->n_prefill++] = full;
-    sort_unique(r->prefill, &r->n_prefill);
-  }
+  return 0;
 }
 
 /* --------------------------------------------------------------- result */
@@ -1184,6 +1116,7 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
   const char *lc = json_string_value(json_object_get(ep, "launch_command"));
   char *red = tb_redact_command(lc);
   json_t *prov = tb_discover_provenance(&r->d);
+  const struct tb_plan *p = &r->plan;
   struct tb_result_header h = {
     .run_id = r->run_id,
     .started_us = started_us,
@@ -1194,35 +1127,26 @@ build_header(struct run *r, const json_t *ep, int64_t started_us)
     .model = r->d.model,
     .max_model_len = r->d.max_model_len,
     .launch_command = red,
-    .kv_budget = r->kv_budget,
-    .kv_source = r->kv_source,
+    .kv_budget = p->kv_budget,
+    .kv_source = p->kv_override ? "override" : r->d.kv_source,
     .max_running = r->d.max_running,
     .provenance = prov,
     .metrics = r->d.has_metrics,
-    .contexts = r->contexts,
-    .n_contexts = r->n_contexts,
-    .concurrency = r->conc,
-    .n_concurrency = r->n_conc,
-    .prefill = r->prefill,
-    .n_prefill = r->n_prefill,
-    .duration_s = r->duration_s,
-    .settle_s = r->settle_s,
-    .max_output = r->max_output,
-    .repeats = r->repeats,
+    .contexts = p->contexts,
+    .n_contexts = p->n_contexts,
+    .concurrency = p->concurrency,
+    .n_concurrency = p->n_concurrency,
+    .prefill = p->prefill,
+    .n_prefill = p->n_prefill,
+    .duration_s = r->spec->duration_s,
+    .settle_s = r->spec->settle_s,
+    .max_output = r->spec->max_output,
+    .repeats = p->repeats,
   };
   json_t *doc = tb_result_header_new(&h);
   json_decref(prov);
   free(red);
   return doc;
-}
-
-static bool
-in_list(const int64_t *v, size_t n, int64_t x)
-{
-  for (size_t i = 0; i < n; i++)
-    if (v[i] == x)
-      return true;
-  return false;
 }
 
 /* Emits a finished cell: into the result and through the hook.  false:
@@ -1248,7 +1172,7 @@ progress(struct run *r, const json_t *key, unsigned remaining_cells,
   if (r->hooks == NULL || r->hooks->on_progress == NULL)
     return;
   double per = r->n_cell_timed ? r->avg_cell_s
-                               : r->duration_s + r->settle_s + 1.0;
+                               : r->spec->duration_s + r->spec->settle_s + 1.0;
   double eta = per * remaining_cells + 2.0 * remaining_scouts;
   r->hooks->on_progress(r->hooks->cls, key, r->done_count, r->total_cells,
                         eta);
@@ -1335,7 +1259,7 @@ abort_and_drain(struct run *r)
     free(url);
   }
   /* metrics gone (server down?): -1, the next cell will tell */
-  return tb_stream_drain_wait(&r->d, r->api_key, r->drain_s, run_cancelled, r);
+  return tb_stream_drain_wait(&r->d, r->api_key, r->spec->drain_timeout_s, run_cancelled, r);
 }
 
 /* Before a decode cell (between cells, so a blocking call is fine): is the
@@ -1514,13 +1438,12 @@ cell_proofs(struct run *r, struct cell *c, json_t *cell, int drained_after)
 uint64_t
 tb_engine_nofile(const struct tb_spec *spec)
 {
-  uint64_t streams = 1;
-  if (!tb_rate_only(spec))
-    for (size_t i = 0; i < spec->concurrency.n; i++)
-      if (spec->concurrency.v[i] > 0 && (uint64_t)spec->concurrency.v[i] > streams)
-        streams = (uint64_t)spec->concurrency.v[i];
-  if (tb_rate_wanted(spec) && streams < TB_RATE_MAX_INFLIGHT)
+  struct tb_plan p;
+  tb_plan_init(&p, spec, NULL);
+  uint64_t streams = (uint64_t)p.max_concurrency; /* 1 without a matrix */
+  if (p.rate && streams < TB_RATE_MAX_INFLIGHT)
     streams = TB_RATE_MAX_INFLIGHT;
+  tb_plan_free(&p);
   return 2 * streams + NOFILE_SPARE;
 }
 
@@ -1540,52 +1463,61 @@ run_free(struct run *r)
   free(r->chat_url);
   free(r->metrics_url);
   tb_direct_free(&r->dt);
+  tb_prompt_ctx_free(r->pc);
+  tb_plan_free(&r->plan);
   free(r->base_url);
-  free(r->model_req);
   free(r->run_id);
   free(r->stop);
   tb_discover_free(&r->d);
 }
 
-static json_t *
-static_status(struct run *r, int64_t ctx, int64_t conc)
+/* Whether the decode cell c does not run: the plan's gate (the server's
+ * length, running requests, KV budget), or a scheduler cap measured at
+ * this context or a smaller one, which holds here too (a scheduler cap is
+ * the same, a KV cache admits fewer of longer ones). */
+static bool
+gated(const struct run *r, const struct tb_plan_cell *c)
 {
+  return c->gate != TB_PLAN_RUN ||
+         (r->cap_requests > 0 && c->context >= r->cap_ctx && c->concurrency > r->cap_requests);
+}
+
+/* The cell of a gated decode cell c (new), or NULL when c runs. */
+static json_t *
+gated_cell(const struct run *r, const struct tb_plan_cell *c)
+{
+  if (!gated(r, c))
+    return NULL;
+  int64_t ctx = c->context, conc = c->concurrency, out = r->spec->max_output;
   json_t *cell = tb_result_cell_new("decode", ctx, conc);
-  const char *st = NULL;
   char *why = NULL;
-  if (r->d.max_model_len > 0 && ctx + r->max_output > r->d.max_model_len) {
-    st = "skipped";
-    why = tb_xasprintf("context + max output (%" PRId64
-                       ") exceeds max_model_len (%" PRId64 ")",
-                       ctx + r->max_output, r->d.max_model_len);
-  } else if (r->d.max_running > 0 && conc > r->d.max_running) {
-    st = "skipped";
-    why = tb_xasprintf("more requests than the server runs at once (%" PRId64
-                       ")",
+  switch (c->gate) {
+  case TB_PLAN_TOO_LONG:
+    why = tb_xasprintf("context + max output (%" PRId64 ") exceeds max_model_len (%" PRId64 ")",
+                       ctx + out, r->d.max_model_len);
+    tb_result_cell_set_status(cell, "skipped", why);
+    break;
+  case TB_PLAN_TOO_MANY:
+    why = tb_xasprintf("more requests than the server runs at once (%" PRId64 ")",
                        r->d.max_running);
-  } else if (tb_result_over_capacity(conc, ctx, r->max_output, r->kv_budget)) {
-    st = "over_capacity";
+    tb_result_cell_set_status(cell, "skipped", why);
+    break;
+  case TB_PLAN_OVER_KV:
     why = tb_xasprintf("%" PRId64 " x (%" PRId64 " + %" PRId64 ") = %" PRId64
                        " tokens > KV budget %" PRId64,
-                       conc, ctx, r->max_output, conc * (ctx + r->max_output),
-                       r->kv_budget);
-  } else if (r->cap_requests > 0 && ctx >= r->cap_ctx && conc > r->cap_requests) {
-    /* A cap measured at this context or a smaller one holds here too: a
-     * scheduler cap is the same, a KV cache admits fewer of longer ones. */
+                       conc, ctx, out, conc * (ctx + out), r->plan.kv_budget);
+    tb_result_cell_set_status(cell, "over_capacity", why);
+    break;
+  case TB_PLAN_RUN: {
     char lab[32];
     tb_format_tokens(r->cap_ctx, lab, sizeof lab);
     why = tb_xasprintf("more requests than the server runs at once: %" PRId64
                        " (its scheduler cap, measured at context %s with %" PRId64 ")",
                        r->cap_requests, lab, r->cap_conc);
     tb_result_cell_set_sched_cap(cell, r->cap_requests, why);
-    free(why);
-    return cell;
+    break;
   }
-  if (st == NULL) {
-    json_decref(cell);
-    return NULL;
   }
-  tb_result_cell_set_status(cell, st, why);
   free(why);
   return cell;
 }
@@ -1626,10 +1558,9 @@ rate_cancelled(void *cls)
   return run_cancelled(x->r);
 }
 
-/* The spec's rate cells and sweep (tb_rate), after the matrix. */
+/* The plan's rate cells and sweep (tb_rate), after the matrix. */
 static void
-run_rate_cells(struct run *r, const struct tb_spec *spec, const json_t *done_cells,
-               json_t *cells, json_t **sweep)
+run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **sweep)
 {
   struct rate_ctx x = { r, cells };
   const struct tb_rate_env env = {
@@ -1648,8 +1579,335 @@ run_rate_cells(struct run *r, const struct tb_spec *spec, const json_t *done_cel
     .progress = rate_progress,
     .cancelled = rate_cancelled,
   };
-  if (tb_rate_run(spec, &env, sweep) == TB_RATE_CANCELLED)
+  if (tb_rate_run(&r->plan, &env, sweep) == TB_RATE_CANCELLED)
     r->cancelled = true;
+}
+
+/* ------------------------------------------------------------ the matrix */
+
+/* What the matrix carries across its contexts and passes. */
+struct matrix {
+  json_t *cells;        /* the result's */
+  const json_t *done;   /* cells of an earlier attempt (may be NULL) */
+  struct repeats rp;
+  unsigned runnable_left, scouts_left; /* for the ETA */
+};
+
+/* One context of one pass: its cells in the plan (its prefill scout
+ * first, when planned), and what its scout made for its decode cells. */
+struct ctxrun {
+  const struct tb_plan_cell *cells;
+  size_t n;
+  int64_t ctx;
+  unsigned pass;
+  bool open_pf;         /* its prefill cell is to be measured */
+  struct tb_prompt prompt;
+  char *dbody, *sbody;
+  size_t dlen, slen;
+  char *ctx_err;        /* when set, every runnable cell here is an error */
+};
+
+/* The end of the plan's context starting at matrix cell i. */
+static size_t
+context_end(const struct tb_plan *p, size_t i)
+{
+  size_t j = i + 1;
+  while (j < p->n_matrix && p->cells[j].context == p->cells[i].context)
+    j++;
+  return j;
+}
+
+/* Whether the decode cell c is still to be measured in this pass. */
+static bool
+decode_open(const struct run *r, const struct matrix *m, const struct tb_plan_cell *c)
+{
+  return c->phase == TB_PLAN_DECODE && !gated(r, c) &&
+         tb_result_find_cell(m->done, "decode", c->context, c->concurrency) == NULL &&
+         !repeats_closed(&m->rp, "decode", c->context, c->concurrency);
+}
+
+/* The cells left to measure and the scouts that go with them, every pass
+ * measuring them all again (the ETA's counts). */
+static void
+matrix_count(struct run *r, struct matrix *m)
+{
+  const struct tb_plan *p = &r->plan;
+  for (size_t i = 0; i < p->n_matrix; i = context_end(p, i)) {
+    bool any = false;
+    for (size_t k = i; k < context_end(p, i); k++) {
+      const struct tb_plan_cell *c = &p->cells[k];
+      if (c->phase == TB_PLAN_PREFILL)
+        any |= tb_result_find_cell(m->done, "prefill", c->context, 1) == NULL;
+      else if (decode_open(r, m, c)) {
+        m->runnable_left++;
+        any = true;
+      }
+    }
+    m->scouts_left += any;
+  }
+  m->runnable_left *= p->repeats;
+  m->scouts_left *= p->repeats;
+}
+
+/* The prefill cell of a scout that ran (new). */
+static json_t *
+scout_cell(struct run *r, const struct cell *sc, const struct ctxrun *x)
+{
+  json_t *cell = tb_result_cell_new("prefill", x->ctx, 1);
+  if (sc->failed) {
+    tb_result_cell_set_status(cell, "error", sc->reason);
+    return cell;
+  }
+  bool from_usage = sc->scout_prompt_tokens > 0;
+  tb_result_cell_set_prefill(cell, from_usage ? sc->scout_prompt_tokens : x->prompt.tokens,
+                             from_usage, (double)sc->scout_ttft_ns / 1e9);
+  if (!from_usage && r->prompt_estimate)
+    tb_result_cell_set_prompt_estimate(cell, TB_PROMPT_ESTIMATE);
+  return cell;
+}
+
+/* The context's scout: its prompt and request bodies, one request that
+ * warms the server's cache for the decode cells and measures the prefill
+ * cell; then the server drains. */
+static void
+run_scout(struct run *r, struct matrix *m, struct ctxrun *x)
+{
+  json_t *key = tb_result_cell_new("prefill", x->ctx, 1);
+  if (r->plan.repeats > 1)
+    json_object_set_new(key, "repeat", json_integer(x->pass));
+  progress(r, key, m->runnable_left, m->scouts_left);
+  json_decref(key);
+  int64_t target = x->ctx;
+  if (r->d.max_model_len > 0 && target + 1 > r->d.max_model_len)
+    target = r->d.max_model_len - 1 - 16;
+  char *perr = NULL;
+  if (tb_prompt_build(r->pc, x->ctx, target, &x->prompt, &perr) != 0) {
+    x->ctx_err = tb_xasprintf("prompt: %s", perr ? perr : "failed");
+    free(perr);
+    return;
+  }
+  r->prompt_estimate = x->prompt.source != NULL && strcmp(x->prompt.source, "estimate") == 0;
+  x->sbody = request_body(r, x->prompt.text, 1, &x->slen);
+  x->dbody = request_body(r, x->prompt.text, r->spec->max_output, &x->dlen);
+  struct cell sc;
+  cell_init(&sc, r, x->ctx, 1, true, x->sbody, x->slen);
+  cell_loop(&sc);
+  if (sc.cancelled)
+    r->cancelled = true;
+  if (sc.failed && !sc.cancelled)
+    x->ctx_err = tb_xasprintf("warm-up request: %s", sc.reason);
+  if (sc.failed && sc.global[0] != '\0' && r->stop == NULL)
+    r->stop = tb_xstrdup(sc.global);
+  if (x->open_pf && !r->cancelled)
+    repeats_measured(r, m->cells, &m->rp, scout_cell(r, &sc, x));
+  cell_free(&sc);
+  if (m->scouts_left > 0)
+    m->scouts_left--;
+  if (!r->cancelled)
+    (void)abort_and_drain(r);
+}
+
+/* Measures the decode cell cell (its key; stolen) on the context's body. */
+static void
+measure_decode(struct run *r, struct matrix *m, struct ctxrun *x, const struct tb_plan_cell *pc,
+               json_t *cell)
+{
+  if (r->plan.repeats > 1)
+    json_object_set_new(cell, "repeat", json_integer(x->pass));
+  progress(r, cell, m->runnable_left, m->scouts_left);
+  json_object_del(cell, "repeat");
+  /* a sharded cell: measured by the caller's shards (worker_shard.h) */
+  if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
+      r->hooks->shard_cell(r->hooks->cls, x->ctx, pc->concurrency, cell)) {
+    (void)abort_and_drain(r); /* what the shards left on the server */
+    repeats_measured(r, m->cells, &m->rp, cell);
+    m->runnable_left--;
+    return;
+  }
+  int64_t t0 = tb_time_mono_ns();
+  struct cell dc;
+  cell_init(&dc, r, x->ctx, (unsigned)pc->concurrency, false, x->dbody, x->dlen);
+  drained_before(r, &dc);
+  cell_loop(&dc);
+  if (dc.cancelled) {
+    r->cancelled = true;
+    cell_free(&dc);
+    json_decref(cell);
+    return;
+  }
+  if (dc.sched_cap > 0 && (r->cap_requests == 0 || dc.sched_cap < r->cap_requests)) {
+    r->cap_requests = dc.sched_cap;
+    r->cap_ctx = x->ctx;
+    r->cap_conc = pc->concurrency;
+  }
+  if (!dc.failed && dc.sched_cap == 0)
+    r->valid_decodes++;
+  if (dc.failed && dc.global[0] != '\0' && r->stop == NULL)
+    r->stop = tb_xstrdup(dc.global);
+  /* drained after the cell is one of its checks: drain, then emit */
+  int drained = abort_and_drain(r);
+  cell_proofs(r, &dc, decode_result(&dc, cell), drained);
+  repeats_measured(r, m->cells, &m->rp, cell);
+  cell_free(&dc);
+  m->runnable_left--;
+  if (r->stop != NULL)
+    return;
+  double took = (double)(tb_time_mono_ns() - t0) / 1e9;
+  r->avg_cell_s = (r->avg_cell_s * r->n_cell_timed + took) / (r->n_cell_timed + 1);
+  r->n_cell_timed++;
+}
+
+/* One decode cell of the context: kept from an earlier attempt, gated,
+ * closed at an earlier pass, an error of its context, or measured.  False:
+ * the context stops here (cancelled, or the run stops). */
+static bool
+run_decode(struct run *r, struct matrix *m, struct ctxrun *x, const struct tb_plan_cell *pc)
+{
+  const json_t *done = tb_result_find_cell(m->done, "decode", x->ctx, pc->concurrency);
+  if (done != NULL) {
+    if (x->pass == 1)
+      json_array_append(m->cells, (json_t *)done);
+    return true;
+  }
+  json_t *cell = gated_cell(r, pc);
+  if (cell != NULL) {
+    if (x->pass == 1)
+      emit(r, m->cells, cell);
+    else
+      json_decref(cell);
+    return true;
+  }
+  if (repeats_closed(&m->rp, "decode", x->ctx, pc->concurrency))
+    return true; /* in error at an earlier pass */
+  cell = tb_result_cell_new("decode", x->ctx, pc->concurrency);
+  if (x->ctx_err != NULL) {
+    tb_result_cell_set_status(cell, "error", x->ctx_err);
+    repeats_measured(r, m->cells, &m->rp, cell);
+    m->runnable_left--;
+    return r->stop == NULL;
+  }
+  measure_decode(r, m, x, pc, cell);
+  return !r->cancelled && r->stop == NULL;
+}
+
+/* One context of a pass: its scout when any of its cells is still to be
+ * measured, then its decode cells. */
+static void
+run_context(struct run *r, struct matrix *m, const struct tb_plan_cell *cells, size_t n,
+            unsigned pass)
+{
+  struct ctxrun x = { .cells = cells, .n = n, .ctx = cells[0].context, .pass = pass };
+  const json_t *done_pf = tb_result_find_cell(m->done, "prefill", x.ctx, 1);
+  x.open_pf = cells[0].phase == TB_PLAN_PREFILL && done_pf == NULL &&
+              !repeats_closed(&m->rp, "prefill", x.ctx, 1);
+  bool need_scout = x.open_pf;
+  for (size_t j = 0; j < n; j++)
+    need_scout |= decode_open(r, m, &cells[j]);
+  if (done_pf != NULL && pass == 1)
+    json_array_append(m->cells, (json_t *)done_pf);
+  if (need_scout)
+    run_scout(r, m, &x);
+  /* A global failure at the warm-up: its prefill cell says it; else the
+   * first decode cell does, and the run stops there. */
+  bool stop_now = r->stop != NULL && x.open_pf;
+  for (size_t j = 0; j < n && !r->cancelled && !stop_now; j++)
+    if (cells[j].phase == TB_PLAN_DECODE && !run_decode(r, m, &x, &cells[j]))
+      break;
+  free(x.ctx_err);
+  free(x.dbody);
+  free(x.sbody);
+  tb_prompt_free(&x.prompt);
+}
+
+/* The plan's matrix: pass 1 over the whole matrix, then pass 2, ...  A pass
+ * has prompts of its own (the run id and the pass in the tag), so each
+ * pass's scouts are cold and its cells warm only on their own scout. */
+static void
+run_matrix(struct run *r, json_t *cells, const json_t *done_cells)
+{
+  const struct tb_plan *p = &r->plan;
+  struct matrix m = { .cells = cells, .done = done_cells };
+  m.rp = (struct repeats){ .n = p->repeats, .held = json_object(), .closed = json_object() };
+  matrix_count(r, &m);
+  for (unsigned pass = 1; pass <= p->repeats && !r->cancelled && r->stop == NULL; pass++) {
+    m.rp.pass = pass;
+    if (pass > 1) {
+      char *tag = tb_xasprintf("%s-r%u", r->run_id, pass);
+      tb_prompt_ctx_free(r->pc);
+      r->pc = tb_prompt_ctx_new(&r->d, r->api_key, tag);
+      free(tag);
+    }
+    for (size_t i = 0; i < p->n_matrix && !r->cancelled && r->stop == NULL;) {
+      size_t j = context_end(p, i);
+      run_context(r, &m, &p->cells[i], j - i, pass);
+      i = j;
+    }
+  }
+  json_decref(m.rp.held);
+  json_decref(m.rp.closed);
+}
+
+/* ------------------------------------------------------------- the run */
+
+/* The event loop, the streams' headers and transport, the descriptors
+ * the largest cell needs. */
+static int
+loop_setup(struct run *r, char **err)
+{
+  r->epfd = epoll_create1(EPOLL_CLOEXEC);
+  r->multi = curl_multi_init();
+  if (r->epfd < 0 || r->multi == NULL) {
+    *err = tb_xstrdup("cannot set up the event loop");
+    return -1;
+  }
+  curl_multi_setopt(r->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+  curl_multi_setopt(r->multi, CURLMOPT_SOCKETDATA, r);
+  curl_multi_setopt(r->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+  curl_multi_setopt(r->multi, CURLMOPT_TIMERDATA, r);
+  curl_multi_setopt(r->multi, CURLMOPT_MAXCONNECTS, (long)MAX_CONCURRENCY);
+  r->auth = tb_http_auth_header(r->api_key);
+  if (r->auth != NULL)
+    r->hdrs = curl_slist_append(r->hdrs, r->auth);
+  r->hdrs = curl_slist_append(r->hdrs, "Content-Type: application/json");
+  r->hdrs = curl_slist_append(r->hdrs, "Accept: text/event-stream");
+  r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+  r->chat_url = tb_xasprintf("%s/v1/chat/completions", r->d.base_url);
+  r->metrics_url = tb_xasprintf("%s/metrics", r->d.base_url);
+  r->direct = tb_direct_setup(&r->dt, r->chat_url, r->kernel_stamps, r->curl_streams, r->epfd);
+  return 0;
+}
+
+/* The run's end: its status, the measured scheduler cap in the header. */
+static enum tb_engine_status
+run_status(struct run *r, json_t *header, char **err)
+{
+  enum tb_engine_status status = r->cancelled ? TB_ENGINE_CANCELLED : TB_ENGINE_OK;
+  if (r->stop != NULL && !r->cancelled) {
+    /* Nothing can be measured: one line, not N identical error cells. */
+    *err = r->stop;
+    r->stop = NULL;
+    status = TB_ENGINE_FAILED;
+  }
+  if (r->cap_requests > 0 && header != NULL) {
+    json_t *cap = json_object_get(header, "capacity");
+    if (json_is_object(cap))
+      json_object_set_new(cap, "scheduler_cap",
+                          json_pack("{s:I, s:I, s:I, s:s}", "requests",
+                                    (json_int_t)r->cap_requests, "context",
+                                    (json_int_t)r->cap_ctx, "concurrency",
+                                    (json_int_t)r->cap_conc, "source",
+                                    "measured: running/waiting gauges"));
+  }
+  return status;
+}
+
+/* The result document's status for status. */
+static const char *
+status_name(enum tb_engine_status status, const json_t *cells)
+{
+  return status == TB_ENGINE_FAILED      ? "failed"
+         : status == TB_ENGINE_CANCELLED ? "cancelled"
+                                         : tb_result_status_of_cells(cells);
 }
 
 enum tb_engine_status
@@ -1677,281 +1935,31 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   enum tb_engine_status status = TB_ENGINE_FAILED;
   json_t *header = NULL, *sweep = NULL;
   json_t *cells = json_array();
-  struct tb_prompt_ctx *pc = NULL;
   int64_t started_us = tb_time_real_us();
   tb_http_global_init();
 
-  if (apply_spec(r, spec, tgt, err) != 0)
+  if (apply_spec(r, spec, tgt, err) != 0 ||
+      tb_discover_run(r->base_url, api_key, spec->model, &r->d, err) != 0 ||
+      plan_on_server(r, err) != 0)
     goto out;
-  if (tb_discover_run(r->base_url, api_key, r->model_req, &r->d, err) != 0)
-    goto out;
-  if (r->matrix)
-    default_contexts(r);
-  if (r->n_contexts == 0 && r->n_prefill == 0 && r->matrix) {
-    *err = tb_xasprintf("no context fits max_model_len %" PRId64
-                        " with max output %" PRId64,
-                        r->d.max_model_len, r->max_output);
-    goto out;
-  }
-  r->kv_budget = r->d.kv_budget;
-  r->kv_source = r->d.kv_source;
-  if (r->kv_override > 0) {
-    r->kv_budget = r->kv_override;
-    r->kv_source = "override";
-  }
   header = build_header(r, tgt->endpoint, started_us);
-  if (tb_rate_wanted(spec))
+  if (r->plan.rate)
     json_object_set_new(json_object_get(header, "settings"), "rate",
                         tb_rate_settings_json(spec));
   if (hooks != NULL && hooks->on_header != NULL)
     hooks->on_header(hooks->cls, header);
-
-  /* loop set-up */
-  r->epfd = epoll_create1(EPOLL_CLOEXEC);
-  r->multi = curl_multi_init();
-  if (r->epfd < 0 || r->multi == NULL) {
-    *err = tb_xstrdup("cannot set up the event loop");
+  if (loop_setup(r, err) != 0)
     goto out;
-  }
-  curl_multi_setopt(r->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-  curl_multi_setopt(r->multi, CURLMOPT_SOCKETDATA, r);
-  curl_multi_setopt(r->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-  curl_multi_setopt(r->multi, CURLMOPT_TIMERDATA, r);
-  curl_multi_setopt(r->multi, CURLMOPT_MAXCONNECTS, (long)MAX_CONCURRENCY);
-  r->auth = tb_http_auth_header(api_key);
-  if (r->auth != NULL)
-    r->hdrs = curl_slist_append(r->hdrs, r->auth);
-  r->hdrs = curl_slist_append(r->hdrs, "Content-Type: application/json");
-  r->hdrs = curl_slist_append(r->hdrs, "Accept: text/event-stream");
-  r->hdrs = curl_slist_append(r->hdrs, "Expect:");
-  r->chat_url = tb_xasprintf("%s/v1/chat/completions", r->d.base_url);
-  r->metrics_url = tb_xasprintf("%s/metrics", r->d.base_url);
-  r->direct = tb_direct_setup(&r->dt, r->chat_url, r->kernel_stamps, r->curl_streams, r->epfd);
-  pc = tb_prompt_ctx_new(&r->d, api_key, r->run_id);
-
-  /* The contexts in order: the union of decode and prefill contexts. */
-  int64_t all[2 * MAX_LIST];
-  size_t n_all = 0;
-  for (size_t i = 0; i < r->n_contexts; i++)
-    all[n_all++] = r->contexts[i];
-  for (size_t i = 0; i < r->n_prefill; i++)
-    all[n_all++] = r->prefill[i];
-  sort_unique(all, &n_all);
-  r->total_cells = (unsigned)(r->n_prefill + r->n_contexts * r->n_conc) + tb_rate_planned(spec);
-  unsigned runnable_left = 0, scouts_left = 0;
-  for (size_t k = 0; k < n_all; k++) {
-    bool any = false;
-    if (in_list(r->prefill, r->n_prefill, all[k]) &&
-        !tb_result_find_cell(done_cells, "prefill", all[k], 1))
-      any = true;
-    if (in_list(r->contexts, r->n_contexts, all[k]))
-      for (size_t j = 0; j < r->n_conc; j++) {
-        json_t *sc = static_status(r, all[k], r->conc[j]);
-        if (sc == NULL && !tb_result_find_cell(done_cells, "decode", all[k], r->conc[j])) {
-          runnable_left++;
-          any = true;
-        }
-        json_decref(sc);
-      }
-    scouts_left += any;
-  }
-  /* every pass measures them all again */
-  runnable_left *= r->repeats;
-  scouts_left *= r->repeats;
-
-  /* Repeats: pass 1 over the whole matrix, then pass 2, ...  A pass has
-   * prompts of its own (the run id and the pass in the tag), so each
-   * pass's scouts are cold and its cells warm only on their own scout. */
-  struct repeats rp = { .n = r->repeats, .held = json_object(), .closed = json_object() };
-  for (unsigned pass = 1; pass <= r->repeats && !r->cancelled && r->stop == NULL; pass++) {
-    rp.pass = pass;
-    if (pass > 1) {
-      char *tag = tb_xasprintf("%s-r%u", r->run_id, pass);
-      tb_prompt_ctx_free(pc);
-      pc = tb_prompt_ctx_new(&r->d, api_key, tag);
-      free(tag);
-    }
-  for (size_t k = 0; k < n_all && !r->cancelled && r->stop == NULL; k++) {
-    int64_t ctx = all[k];
-    bool want_prefill = in_list(r->prefill, r->n_prefill, ctx);
-    bool want_decode = in_list(r->contexts, r->n_contexts, ctx);
-    const json_t *done_pf = tb_result_find_cell(done_cells, "prefill", ctx, 1);
-    bool open_pf = want_prefill && done_pf == NULL && !repeats_closed(&rp, "prefill", ctx, 1);
-    bool need_scout = open_pf;
-    if (want_decode)
-      for (size_t j = 0; j < r->n_conc; j++) {
-        json_t *sc = static_status(r, ctx, r->conc[j]);
-        if (sc == NULL && !tb_result_find_cell(done_cells, "decode", ctx, r->conc[j]) &&
-            !repeats_closed(&rp, "decode", ctx, r->conc[j]))
-          need_scout = true;
-        json_decref(sc);
-      }
-    if (done_pf != NULL && pass == 1)
-      json_array_append(cells, (json_t *)done_pf);
-
-    struct tb_prompt prompt = {0};
-    char *dbody = NULL, *sbody = NULL;
-    size_t dlen = 0, slen = 0;
-    char *ctx_err = NULL; /* when set, every runnable cell here is an error */
-    if (need_scout) {
-      json_t *key = tb_result_cell_new("prefill", ctx, 1);
-      if (r->repeats > 1)
-        json_object_set_new(key, "repeat", json_integer(pass));
-      progress(r, key, runnable_left, scouts_left);
-      json_decref(key);
-      int64_t target = ctx;
-      if (r->d.max_model_len > 0 && target + 1 > r->d.max_model_len)
-        target = r->d.max_model_len - 1 - 16;
-      char *perr = NULL;
-      if (tb_prompt_build(pc, ctx, target, &prompt, &perr) != 0) {
-        ctx_err = tb_xasprintf("prompt: %s", perr ? perr : "failed");
-        free(perr);
-      } else {
-        r->prompt_estimate = prompt.source != NULL && strcmp(prompt.source, "estimate") == 0;
-        sbody = request_body(r, prompt.text, 1, &slen);
-        dbody = request_body(r, prompt.text, r->max_output, &dlen);
-        struct cell sc;
-        cell_init(&sc, r, ctx, 1, true, sbody, slen);
-        cell_loop(&sc);
-        if (sc.cancelled)
-          r->cancelled = true;
-        if (sc.failed && !sc.cancelled)
-          ctx_err = tb_xasprintf("warm-up request: %s", sc.reason);
-        if (sc.failed && sc.global[0] != '\0' && r->stop == NULL)
-          r->stop = tb_xstrdup(sc.global);
-        if (open_pf && !r->cancelled) {
-          json_t *cell = tb_result_cell_new("prefill", ctx, 1);
-          if (sc.failed) {
-            tb_result_cell_set_status(cell, "error", sc.reason);
-          } else {
-            bool from_usage = sc.scout_prompt_tokens > 0;
-            tb_result_cell_set_prefill(
-                cell, from_usage ? sc.scout_prompt_tokens : prompt.tokens,
-                from_usage, (double)sc.scout_ttft_ns / 1e9);
-            if (!from_usage && r->prompt_estimate)
-              tb_result_cell_set_prompt_estimate(cell, TB_PROMPT_ESTIMATE);
-          }
-          repeats_measured(r, cells, &rp, cell);
-        }
-        cell_free(&sc);
-        if (scouts_left > 0)
-          scouts_left--;
-        if (!r->cancelled)
-          (void)abort_and_drain(r);
-      }
-    }
-
-    /* A global failure at the warm-up: its prefill cell says it; else the
-     * first decode cell does, and the run stops there. */
-    bool stop_now = r->stop != NULL && open_pf;
-    for (size_t j = 0; want_decode && j < r->n_conc && !r->cancelled && !stop_now; j++) {
-      int64_t conc = r->conc[j];
-      const json_t *done = tb_result_find_cell(done_cells, "decode", ctx, conc);
-      if (done != NULL) {
-        if (pass == 1)
-          json_array_append(cells, (json_t *)done);
-        continue;
-      }
-      json_t *cell = static_status(r, ctx, conc);
-      if (cell != NULL) {
-        if (pass == 1)
-          emit(r, cells, cell);
-        else
-          json_decref(cell);
-        continue;
-      }
-      if (repeats_closed(&rp, "decode", ctx, conc))
-        continue; /* in error at an earlier pass */
-      cell = tb_result_cell_new("decode", ctx, conc);
-      if (ctx_err != NULL) {
-        tb_result_cell_set_status(cell, "error", ctx_err);
-        repeats_measured(r, cells, &rp, cell);
-        runnable_left--;
-        if (r->stop != NULL)
-          break;
-        continue;
-      }
-      if (r->repeats > 1)
-        json_object_set_new(cell, "repeat", json_integer(pass));
-      progress(r, cell, runnable_left, scouts_left);
-      json_object_del(cell, "repeat");
-      /* a sharded cell: measured by the caller's shards (worker_shard.h) */
-      if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
-          r->hooks->shard_cell(r->hooks->cls, ctx, conc, cell)) {
-        (void)abort_and_drain(r); /* what the shards left on the server */
-        repeats_measured(r, cells, &rp, cell);
-        runnable_left--;
-        continue;
-      }
-      int64_t t0 = tb_time_mono_ns();
-      struct cell dc;
-      cell_init(&dc, r, ctx, (unsigned)conc, false, dbody, dlen);
-      drained_before(r, &dc);
-      cell_loop(&dc);
-      if (dc.cancelled) {
-        r->cancelled = true;
-        cell_free(&dc);
-        json_decref(cell);
-        break;
-      }
-      if (dc.sched_cap > 0 && (r->cap_requests == 0 || dc.sched_cap < r->cap_requests)) {
-        r->cap_requests = dc.sched_cap;
-        r->cap_ctx = ctx;
-        r->cap_conc = conc;
-      }
-      if (!dc.failed && dc.sched_cap == 0)
-        r->valid_decodes++;
-      if (dc.failed && dc.global[0] != '\0' && r->stop == NULL)
-        r->stop = tb_xstrdup(dc.global);
-      /* drained after the cell is one of its checks: drain, then emit */
-      int drained = abort_and_drain(r);
-      cell_proofs(r, &dc, decode_result(&dc, cell), drained);
-      repeats_measured(r, cells, &rp, cell);
-      cell_free(&dc);
-      if (r->stop != NULL) {
-        runnable_left--;
-        break;
-      }
-      runnable_left--;
-      double took = (double)(tb_time_mono_ns() - t0) / 1e9;
-      r->avg_cell_s = (r->avg_cell_s * r->n_cell_timed + took) /
-                      (r->n_cell_timed + 1);
-      r->n_cell_timed++;
-    }
-    free(ctx_err);
-    free(dbody);
-    free(sbody);
-    tb_prompt_free(&prompt);
-  }
-  }
-  json_decref(rp.held);
-  json_decref(rp.closed);
-  if (tb_rate_wanted(spec) && !r->cancelled && r->stop == NULL)
-    run_rate_cells(r, spec, done_cells, cells, &sweep);
-  status = r->cancelled ? TB_ENGINE_CANCELLED : TB_ENGINE_OK;
-  if (r->stop != NULL && !r->cancelled) {
-    /* Nothing can be measured: one line, not N identical error cells. */
-    *err = r->stop;
-    r->stop = NULL;
-    status = TB_ENGINE_FAILED;
-  }
-  if (r->cap_requests > 0 && header != NULL) {
-    json_t *cap = json_object_get(header, "capacity");
-    if (json_is_object(cap))
-      json_object_set_new(cap, "scheduler_cap",
-                          json_pack("{s:I, s:I, s:I, s:s}", "requests",
-                                    (json_int_t)r->cap_requests, "context",
-                                    (json_int_t)r->cap_ctx, "concurrency",
-                                    (json_int_t)r->cap_conc, "source",
-                                    "measured: running/waiting gauges"));
-  }
+  r->pc = tb_prompt_ctx_new(&r->d, api_key, r->run_id);
+  r->total_cells = (unsigned)r->plan.n_cells;
+  run_matrix(r, cells, done_cells);
+  if (r->plan.rate && !r->cancelled && r->stop == NULL)
+    run_rate_cells(r, done_cells, cells, &sweep);
+  status = run_status(r, header, err);
 
 out:
-  tb_prompt_ctx_free(pc);
-  const char *st = status == TB_ENGINE_FAILED      ? "failed"
-                   : status == TB_ENGINE_CANCELLED ? "cancelled"
-                                                   : tb_result_status_of_cells(cells);
-  *result = tb_result_finish(header, r->run_id, started_us, st, *err, cells);
+  *result = tb_result_finish(header, r->run_id, started_us, status_name(status, cells), *err,
+                             cells);
   if (sweep != NULL)
     json_object_set_new(*result, "sweep", sweep);
   run_free(r);

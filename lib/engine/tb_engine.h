@@ -179,14 +179,7 @@ uint64_t tb_engine_nofile(const struct tb_spec *spec);
 json_t *tb_engine_probe(const char *base_url, const char *api_key,
                         char **err) TB_MUST_CHECK;
 
-/* The top decode context as the seeds choose it: the largest multiple of
- * 1024 with context + max_output + TB_ENGINE_CTX_MARGIN <= max_model_len
- * (262144, 4096 -> 257024 = "251K").  With less than 1024 tokens of room,
- * the room itself (a small model still gets one context); <= 0 when no
- * room is left. */
-#define TB_ENGINE_CTX_MARGIN 64
-int64_t tb_engine_top_context(int64_t max_model_len, int64_t max_output);
-
-/* The over-capacity rule of METHOD.md is tb_result_over_capacity. */
+/* Which cells run, in what order, on which contexts (the top decode
+ * context, the over-capacity rule of METHOD.md): tb_plan. */
 
 #endif

@@ -67,64 +67,6 @@
 
 /* ------------------------------------------------------------- settings */
 
-bool
-tb_rate_wanted(const struct tb_spec *s)
-{
-  return s->rates.n > 0 || s->sweep.attainment_pct > 0;
-}
-
-bool
-tb_rate_only(const struct tb_spec *s)
-{
-  return tb_rate_wanted(s) && !s->contexts.given && !s->concurrency.given &&
-         !s->prefill_contexts.given;
-}
-
-/* True when s's sweep varies the concurrency (closed-loop cells). */
-static bool
-sweep_closed(const struct tb_spec *s)
-{
-  return strcmp(s->sweep.over, "concurrency") == 0;
-}
-
-/* The longest a conversation's later turns go on after its arrival: the
- * think times (their mean; the service's job-size limit counts means). */
-static double
-convo_tail_s(const struct tb_spec *s)
-{
-  return s->conversation.turns > 1
-             ? (double)(s->conversation.turns - 1) * s->conversation.think_time_s
-             : 0;
-}
-
-/* How long one cell's arrivals last at rate (a closed-loop cell: its
- * window), with a conversation's later turns. */
-static double
-cell_seconds(const struct tb_spec *s, double rate)
-{
-  double t = s->rate_requests > 0 && rate > 0 ? (double)s->rate_requests / rate
-                                              : s->rate_duration_s;
-  return t + convo_tail_s(s);
-}
-
-double
-tb_rate_seconds(const struct tb_spec *s)
-{
-  double secs = 0;
-  for (size_t i = 0; i < s->rates.n; i++)
-    secs += cell_seconds(s, s->rates.v[i]);
-  if (s->sweep.attainment_pct > 0)
-    secs += (double)s->sweep.max_probes *
-            cell_seconds(s, sweep_closed(s) ? 0 : s->sweep.min_rps);
-  return secs;
-}
-
-unsigned
-tb_rate_planned(const struct tb_spec *s)
-{
-  return (unsigned)s->rates.n + (s->sweep.attainment_pct > 0 ? (unsigned)s->sweep.max_probes : 0);
-}
-
 static json_t *
 slo_json(const struct tb_spec_slo *slo)
 {
@@ -177,46 +119,6 @@ tb_rate_settings_json(const struct tb_spec *s)
                         "output_tokens", s->output_tokens, "slo", slo_json(&s->slo));
   json_object_set_new(o, "workload", workload_json(s));
   return o;
-}
-
-/* ------------------------------------------------------------- the sweep */
-
-double
-tb_rate_sweep_next(const struct tb_spec_sweep *sw, const double *rates, const bool *pass,
-                   size_t n, double *found, double *hi)
-{
-  bool closed = strcmp(sw->over, "concurrency") == 0;
-  double vmin = closed ? (double)sw->min_concurrency : sw->min_rps;
-  double vmax = closed ? (double)sw->max_concurrency : sw->max_rps;
-  double step = closed ? (double)sw->step_concurrency : sw->step_rps;
-  double lo = 0;
-  *found = 0;
-  *hi = 0;
-  for (size_t i = 0; i < n; i++)
-    if (pass[i] && rates[i] > lo)
-      lo = rates[i];
-  for (size_t i = 0; i < n; i++)
-    if (!pass[i] && rates[i] > lo && (*hi == 0 || rates[i] < *hi))
-      *hi = rates[i];
-  *found = lo;
-  if (n == 0)
-    return vmin;
-  if (lo == 0 || n >= (size_t)sw->max_probes)
-    return 0; /* the lowest value fails already, or out of probes */
-  if (*hi == 0) {
-    if (lo >= vmax)
-      return 0;
-    return fmin(2 * lo, vmax);
-  }
-  if (*hi - lo <= step * (1 + 1e-9))
-    return 0;
-  double k = floor((*hi - lo) / (2 * step) + 0.5);
-  if (k < 1)
-    k = 1;
-  double next = lo + k * step;
-  if (next >= *hi)
-    next = lo + step;
-  return next;
 }
 
 /* ------------------------------------------------------------- structures */
@@ -277,7 +179,8 @@ struct turnstat {
 };
 
 struct rrun {
-  const struct tb_spec *s;
+  const struct tb_plan *p;
+  const struct tb_spec *s;   /* p->spec */
   const struct tb_rate_env *env;
   struct tb_direct dt;
   bool direct;
@@ -1422,7 +1325,7 @@ static json_t *
 run_sweep(struct rrun *r)
 {
   const struct tb_spec_sweep *sw = &r->s->sweep;
-  bool closed = sweep_closed(r->s);
+  bool closed = r->p->sweep_closed;
   double target = sw->attainment_pct / 100.0;
   double vals[64];
   bool pass[64];
@@ -1430,7 +1333,7 @@ run_sweep(struct rrun *r)
   double found = 0, hi = 0, att;
   json_t *probes = json_array();
   for (;;) {
-    double next = tb_rate_sweep_next(sw, vals, pass, n, &found, &hi);
+    double next = tb_plan_sweep_next(sw, vals, pass, n, &found, &hi);
     if (next <= 0 || n >= TB_ARRAY_LEN(vals))
       break;
     unsigned index = r->index + 1;
@@ -1446,7 +1349,7 @@ run_sweep(struct rrun *r)
     json_array_append_new(probes, pr);
     n++;
   }
-  (void)tb_rate_sweep_next(sw, vals, pass, n, &found, &hi);
+  (void)tb_plan_sweep_next(sw, vals, pass, n, &found, &hi);
   double vmax = closed ? (double)sw->max_concurrency : sw->max_rps;
   double step = closed ? (double)sw->step_concurrency : sw->step_rps;
   json_t *o = json_object();
@@ -1475,21 +1378,23 @@ run_sweep(struct rrun *r)
 }
 
 enum tb_rate_status
-tb_rate_run(const struct tb_spec *s, const struct tb_rate_env *env, json_t **sweep)
+tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env, json_t **sweep)
 {
   struct rrun run;
   struct rrun *r = &run;
   memset(r, 0, sizeof *r);
-  r->s = s;
+  r->p = p;
+  r->s = p->spec;
   r->env = env;
   r->epfd = r->tfd = -1;
   *sweep = NULL;
   setup(r);
   double att;
-  for (size_t i = 0; i < s->rates.n && !r->cancelled; i++)
-    if (!one_cell(r, s->rates.v[i], 0, "rate", &att))
+  const struct tb_plan_cell *rate = p->cells + p->n_matrix;
+  for (size_t i = 0; i < p->n_rate && !r->cancelled; i++)
+    if (!one_cell(r, rate[i].rate_rps, 0, "rate", &att))
       break;
-  if (s->sweep.attainment_pct > 0 && !r->cancelled)
+  if (p->sweep && !r->cancelled)
     *sweep = run_sweep(r);
   enum tb_rate_status st = r->cancelled ? TB_RATE_CANCELLED : TB_RATE_OK;
   teardown(r);

@@ -29,7 +29,8 @@
  * A sweep looks for the highest rate (or concurrency) at which at least
  * attainment_pct of the requests meet every SLO of the spec: values double
  * from the minimum until one fails (or the maximum), then bisection to the
- * step, at most max_probes probes; each probe is a cell.
+ * step, at most max_probes probes; each probe is a cell (the search:
+ * tb_plan_sweep_next).  Which cells and how long they take: tb_plan.
  *
  * A cell's key: phase "rate", context = the mean prompt tokens asked,
  * concurrency = the cell's number in the run (1, 2, ...: the spec's rates
@@ -48,6 +49,7 @@
 #include <stdint.h>
 
 #include "engine/tb_discover.h"
+#include "spec/tb_plan.h"
 #include "spec/tb_spec.h"
 #include "base/tb_util.h"
 
@@ -86,39 +88,18 @@ struct tb_rate_env {
 
 enum tb_rate_status { TB_RATE_OK = 0, TB_RATE_CANCELLED = 1 };
 
-/* True when s asks for rate cells or a sweep. */
-bool tb_rate_wanted(const struct tb_spec *s);
-/* True when s runs rate cells alone: rates or a sweep, and none of
- * contexts, concurrency, prefill_contexts given (then no matrix). */
-bool tb_rate_only(const struct tb_spec *s);
-/* The longest the arrivals of s's rate cells and sweep last, in seconds
- * (a sweep counted at max_probes; rate_requests at the lowest rate): what
- * the service's job-size limit counts. */
-double tb_rate_seconds(const struct tb_spec *s);
-/* The rate cells s plans: its rates, plus the sweep's max_probes. */
-unsigned tb_rate_planned(const struct tb_spec *s);
 /* The settings of rate cells for the result header's settings.rate (new). */
 json_t *tb_rate_settings_json(const struct tb_spec *s) TB_MUST_CHECK;
 
 /*
- * Runs the rate cells of s, then its sweep, against env.  Every cell goes
- * out through env->emit (or env->keep when done_cells holds it).  *sweep:
- * a new object describing the sweep (probes, found_rps), or NULL when s
- * asks for none.  A setup problem (no plain-HTTP transport, prompts that
- * cannot be built) makes each cell an error with the reason.
+ * Runs the rate cells of plan p (tb_plan: its spec's rates), then its
+ * sweep, against env.  Every cell goes out through env->emit (or env->keep
+ * when done_cells holds it).  *sweep: a new object describing the sweep
+ * (probes, found_rps), or NULL when p has none.  A setup problem (no
+ * plain-HTTP transport, prompts that cannot be built) makes each cell an
+ * error with the reason.
  */
-enum tb_rate_status tb_rate_run(const struct tb_spec *s, const struct tb_rate_env *env,
+enum tb_rate_status tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env,
                                 json_t **sweep) TB_MUST_CHECK;
-
-/*
- * The sweep's next probe: given the probes so far (rates[i] and whether
- * each passed, in order), the bounds and step of sw (its rps ones, or its
- * concurrency ones when sw->over is "concurrency"), the next value to
- * probe, or a value <= 0 when the search is over (then *found: the highest
- * passing value, 0 when none; *hi: the lowest failing value above it, 0
- * when none).  Pure: exposed for tests.
- */
-double tb_rate_sweep_next(const struct tb_spec_sweep *sw, const double *rates,
-                          const bool *pass, size_t n, double *found, double *hi);
 
 #endif

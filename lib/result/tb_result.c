@@ -46,9 +46,7 @@ bool
 tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output,
                         int64_t budget)
 {
-  if (budget <= 0)
-    return false;
-  return conc * (context + max_output) > budget;
+  return tb_over_capacity(conc, context, max_output, budget);
 }
 
 /* ------------------------------------------------------------------ cells */

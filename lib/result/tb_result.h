@@ -39,7 +39,8 @@
 #define TB_RESULT_AXIS_MAX ((int64_t)1 << 40)
 
 /* Over-capacity rule of METHOD.md: C x (context + max_output) > budget.
- * budget <= 0 means unknown: never over capacity. */
+ * budget <= 0 means unknown: never over capacity (tb_over_capacity, the
+ * one rule the plan applies too). */
 bool tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output,
                              int64_t budget);
 

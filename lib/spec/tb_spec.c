@@ -803,6 +803,32 @@ tb_spec_parse(struct tb_spec *s, const json_t *spec, char **err)
   return true;
 }
 
+/* The integer member name of spec, else its row's default. */
+static int64_t
+int_or_default(const json_t *spec, const char *name)
+{
+  const json_t *v = json_object_get(spec, name);
+  if (json_is_integer(v))
+    return (int64_t)json_integer_value(v);
+  const struct tb_spec_field *f = tb_spec_field(name);
+  json_t *d = f != NULL && f->def != NULL ? json_loads(f->def, JSON_DECODE_ANY, NULL) : NULL;
+  int64_t i = (int64_t)json_integer_value(d);
+  json_decref(d);
+  return i;
+}
+
+void
+tb_spec_job_row(const json_t *spec, struct tb_spec_job_row *row)
+{
+  memset(row, 0, sizeof *row);
+  row->priority = int_or_default(spec, "priority");
+  row->exclusive_group = json_string_value(json_object_get(spec, "exclusive_group"));
+  const json_t *labels = json_object_get(spec, "labels");
+  row->labels = json_is_object(labels) ? labels : NULL;
+  row->max_attempts_given = json_is_integer(json_object_get(spec, "max_attempts"));
+  row->max_attempts = int_or_default(spec, "max_attempts");
+}
+
 /* ------------------------------------------------------ the command line */
 
 /* One list item: a token count ("8k") or an integer; NULL when neither. */

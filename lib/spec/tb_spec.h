@@ -243,6 +243,21 @@ bool tb_spec_parse(struct tb_spec *s, const json_t *spec, char **err) TB_MUST_CH
 /* Frees what *s holds (not s). */
 void tb_spec_free(struct tb_spec *s);
 
+/* The service's own members of a job spec (not engine settings): what the
+ * job row holds beside the spec. */
+struct tb_spec_job_row {
+  int64_t priority;
+  const char *exclusive_group; /* NULL: the endpoint's */
+  const json_t *labels;        /* NULL: none */
+  int64_t max_attempts;
+  bool max_attempts_given;     /* false: the table's default */
+};
+
+/* Those members of spec (borrowed: tb_spec_job's normalised object; the
+ * strings and labels point into it), each not given taking the table's
+ * default. */
+void tb_spec_job_row(const json_t *spec, struct tb_spec_job_row *row);
+
 /*
  * A command-line value for field f into obj[f->name]: lists as "8k,16k"
  * ("none": empty, for EMPTY_OK lists), tokens as "8k", numbers, integers.

@@ -1,4 +1,4 @@
-/* Unit tests: tb_rate's pure parts.  The sweep's search (tb_rate_sweep_next)
+/* Unit tests: tb_rate's pure parts.  The sweep's search (tb_plan_sweep_next)
  * on known outcomes: doubling from min_rps until a rate fails, then bisection
  * to step_rps, within max_probes; the rates it stops at.  (Rate cells against
  * the simulator: tests/integration/test_rate.py.) */
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "engine/tb_rate.h"
+#include "spec/tb_plan.h"
 #include "base/tb_util.h"
 
 /* Runs the search against a server that passes every rate <= knee; the
@@ -21,7 +21,7 @@ search(const struct tb_spec_sweep *sw, double knee, double *rates, double *found
   bool pass[64];
   size_t n = 0;
   for (;;) {
-    double next = tb_rate_sweep_next(sw, rates, pass, n, found, hi);
+    double next = tb_plan_sweep_next(sw, rates, pass, n, found, hi);
     if (next <= 0)
       break;
     assert_true(n < 64);
