@@ -17,6 +17,7 @@
 #include "base/tb_log.h"
 #include "net/tb_masterkey.h"
 #include "result/tb_result.h"
+#include "spec/tb_plan.h"
 #include "result/tb_samples.h"
 #include "worker.h"
 
@@ -270,25 +271,10 @@ coord_sleep(void)
   nanosleep(&ts, NULL);
 }
 
-/* shard k's share of conc streams: the shares add up to conc
- * (to move into lib/spec/tb_plan once it lands) */
-static int64_t
-tb_shard_share(int64_t conc, int n, int k)
-{
-  return conc / n + (k < conc % n ? 1 : 0);
-}
-
 int
 worker_shard_count(const struct worker_shard_cfg *cfg, int64_t spec_shards, int64_t conc)
 {
-  int64_t n = spec_shards;
-  if (n <= 0) /* "auto": as many as the per-shard budget needs */
-    n = cfg->max_streams > 0 ? (conc + cfg->max_streams - 1) / cfg->max_streams : 1;
-  if (n > conc)
-    n = conc;
-  if (n > 64)
-    n = 64;
-  return n < 1 ? 1 : (int)n;
+  return tb_plan_shards(spec_shards, conc, cfg->max_streams);
 }
 
 /* Ends a barrier; a close the database does not take is left to
@@ -365,7 +351,7 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
     return false;
   json_t *shares = json_array();
   for (int k = 0; k < n; k++)
-    json_array_append_new(shares, json_integer(tb_shard_share(conc, n, k)));
+    json_array_append_new(shares, json_integer(tb_plan_shard_share(conc, n, k)));
   json_t *bspec = json_pack("{s:O, s:s, s:s, s:I, s:o}", "job", j->job_spec, "endpoint_id",
                             j->endpoint_id, "run_id", j->run_id, "context", (json_int_t)ctx,
                             "shares", shares);
