@@ -335,7 +335,6 @@ tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
   tb_result_cell_set_decode(cell, &d);
   json_object_set_new(cell, "e2e_ms", pct_ms_us(m, TB_SAMPLES_E2E));
   json_object_set_new(cell, "itl_ms", pct_ms_us(m, TB_SAMPLES_GAP));
-  json_object_set_new(cell, "good_requests", json_integer(m->good));
   tb_stats_free(&ttft);
   tb_stats_free(&tbt);
   free(tps);

@@ -111,7 +111,9 @@ double tb_samples_quantile(struct tb_samples *m, enum tb_samples_series k,
  * union, completed, started, output_tokens, measured_s; conc = the streams
  * of all shards; avg_active (client), token_source "chunks" when any shard
  * counted chunks, kernel_stamped = stamped reads / reads (1 with no read)),
- * and e2e_ms and itl_ms {p50, p90, p99} of the union and good_requests.
+ * and e2e_ms and itl_ms {p50, p90, p99} of the union.  (The goodput
+ * counter travels in the encoding for rate cells; a decode cell has no
+ * SLOs and shows none.)
  * client_ready: NULL when every shard's window followed the server's
  * gauges, else why not (tb_result_decode.client_ready).  false with a
  * reason when m has no window.  Sorts m's series.
