@@ -346,7 +346,10 @@ bool
 worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell)
 {
   struct worker_ctx *w = j->w;
-  int n = worker_shard_count(&w->shard, j->spec->shards, conc);
+  /* the job's shards: an integer, "auto" (0), or absent (1) */
+  const json_t *sv = json_object_get(j->job_spec, "shards");
+  int64_t want = json_is_integer(sv) ? json_integer_value(sv) : json_is_string(sv) ? 0 : 1;
+  int n = worker_shard_count(&w->shard, want, conc);
   if (n <= 1 || j->spec->repeats > 1)
     return false;
   json_t *shares = json_array();

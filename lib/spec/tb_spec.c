@@ -156,7 +156,7 @@ static const struct tb_spec_field job_fields[] = {
   { .name = "max_attempts", .type = TB_SPEC_INT, .min = 1, .max = 20, .def = "3",
     .member = NO, .help = "runs tried before the job fails" },
   { .name = "shards", .type = TB_SPEC_INT, .flags = TB_SPEC_AUTO, .min = 1,
-    .max = TB_SPEC_MAX_SHARDS, .def = "1", .member = M(shards),
+    .max = TB_SPEC_MAX_SHARDS, .def = "1", .member = NO,
     .help = "workers that drive each cell together, its percentiles merged from "
             "all their samples (\"auto\": as many as the workers' per-shard budget "
             "needs; docs/deploy.md)" },

@@ -39,7 +39,9 @@
 #define TB_SPEC_MAX_CONTEXT (4LL * 1024 * 1024)
 #define TB_SPEC_MAX_CONCURRENCY 4096
 #define TB_SPEC_MAX_KV_BUDGET 1000000000000LL /* the engine's bound (1e12 tokens) */
-#define TB_SPEC_MAX_SHARDS 64  /* workers driving one cell together (issue 24) */
+#define TB_SPEC_MAX_SHARDS 64  /* workers driving one cell together (issue 24; the
+                                * worker's setting, not the engine's: no member,
+                                * worker_shard.h reads it from the job's spec) */
 #define TB_SPEC_MAX_REPEATS 10 /* measurements per cell: each one costs a whole matrix pass */
 #define TB_SPEC_MAX_OUTPUT 1048576
 #define TB_SPEC_MAX_LABELS 32
@@ -77,7 +79,7 @@ enum {
   TB_SPEC_INLINE = 1u << 4,   /* a string stored in a char[TB_SPEC_INLINE_MAX]
                                * member (nothing to free; max below it) */
   TB_SPEC_AUTO = 1u << 5,     /* TB_SPEC_INT: the string "auto" too (kept as
-                               * "auto" in the spec, 0 in the member) */
+                               * "auto" in the spec, 0 in a member) */
 };
 
 #define TB_SPEC_INLINE_MAX 32
@@ -169,8 +171,6 @@ struct tb_spec {
   int64_t max_output;
   int64_t kv_budget;                     /* 0: the server's */
   int64_t repeats;                       /* measurements per cell, 1..TB_SPEC_MAX_REPEATS */
-  int64_t shards;                        /* workers driving each cell together:
-                                          * 1..TB_SPEC_MAX_SHARDS, 0 = "auto" */
   double settle_s, stall_timeout_s, first_token_timeout_s, ready_timeout_s,
       drain_timeout_s, metrics_interval_s;
   /* rate cells (lib/engine/tb_rate.h): no rates and no sweep, none run */
