@@ -154,6 +154,8 @@ check-layers:
 # Calls to banned C functions (scripts/checksrc.sh): none, no exceptions.
 check-src:
 	@scripts/checksrc.sh
+	@! git grep -n -E '^(<<<<<<< |>>>>>>> |=======$$)' -- . ':!*.md' 2>/dev/null \
+	  || { echo "check-src: merge conflict markers above"; exit 1; }
 
 valgrind: deps
 	$(MAKE) all unit

@@ -87,6 +87,7 @@
 #include "base/tb_redact.h"
 #include "result/tb_result.h"
 #include "result/tb_samples.h"
+#include "result/tb_srvtime.h"
 #include "net/tb_rxts.h"
 #include "engine/tb_sampler.h"
 #include "base/tb_stats.h"
@@ -193,7 +194,10 @@ struct cell {
   int drained_before;          /* 1 / 0 / -1 unknown */
   double before_running, before_waiting;
   /* scout */
-  int64_t scout_ttft_ns, scout_prompt_tokens;
+  int64_t scout_ttft_ns, scout_prompt_tokens, scout_cached_tokens;
+  /* the server's own timing of each finished request, where it gives one
+   * (llama.cpp's `timings`): the cell's server_timings */
+  struct tb_srvtime srv;
   /* reads stamped by the kernel, by our clock */
   uint64_t rx_kernel, rx_user;
   /* direct transport: a connection per slot (ds.c NULL: libcurl streams) */
@@ -547,6 +551,25 @@ stream_status(const struct stream *s)
 
 static void stream_global(struct stream *s);
 
+/* A clean stream's timings by the server's own clock, beside tokbench's
+ * TTFT and token count of the same request (tb_srvtime). */
+static void
+srvtime_add(struct cell *c, const struct stream *s)
+{
+  const struct tb_oai_count *n = &s->st.count;
+  if (!n->saw_timings)
+    return;
+  const struct tb_oai_timings *t = &n->timings;
+  struct tb_srvtime_req q = {
+    .cache_n = t->cache_n, .prompt_n = t->prompt_n, .prompt_ms = t->prompt_ms,
+    .predicted_n = t->predicted_n, .predicted_per_token_ms = t->predicted_per_token_ms,
+    .ttft_ms = s->st.t_first > 0 ? (double)(s->st.t_first - stream_sent_at(s)) / 1e6 : NAN,
+    .tokens = tb_stream_got(&s->st),
+  };
+  c->srv.source = "llama.cpp timings";
+  tb_srvtime_add(&c->srv, &q);
+}
+
 /* The stream's response ended: cleanly (transport_err NULL) or not. */
 static void
 stream_end(struct stream *s, const char *transport_err)
@@ -578,8 +601,11 @@ stream_end(struct stream *s, const char *transport_err)
     stream_free(s);
     return;
   }
+  srvtime_add(c, s);
   if (c->scout) {
     c->scout_prompt_tokens = s->st.count.prompt_tokens;
+    if (s->st.count.saw_cached)
+      c->scout_cached_tokens = s->st.count.cached_tokens;
     if (s->st.t_first == 0)
       cell_fail(c, "warm-up request produced no token");
     else
@@ -1300,6 +1326,7 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->slots = tb_xcalloc(conc, sizeof *c->slots);
   c->warmed = tb_xcalloc(conc, sizeof *c->warmed);
   c->scout_prompt_tokens = -1;
+  c->scout_cached_tokens = -1;
   c->m_running = c->m_waiting = -1;
   c->cap_running = -1;
   if (!r->d.has_metrics)
@@ -1332,6 +1359,7 @@ cell_free(struct cell *c)
   tb_stats_free(&c->gaps);
   tb_stats_free(&c->e2e);
   tb_sampler_free(&c->smp);
+  tb_srvtime_free(&c->srv);
 }
 
 /* A shard's samples (tb_engine_shard), before the writer sorts them: the
@@ -1402,6 +1430,9 @@ decode_result(struct cell *c, json_t *cell)
     shard_samples(c, &d, c->run->tgt->shard->samples);
   tb_result_cell_set_decode(cell, &d);
   free(slices);
+  json_t *st = tb_srvtime_json(&c->srv);
+  if (st != NULL)
+    json_object_set_new(cell, "server_timings", st);
   return cell;
 }
 
@@ -1651,7 +1682,7 @@ matrix_count(struct run *r, struct matrix *m)
 
 /* The prefill cell of a scout that ran (new). */
 static json_t *
-scout_cell(struct run *r, const struct cell *sc, const struct ctxrun *x)
+scout_cell(struct run *r, struct cell *sc, const struct ctxrun *x)
 {
   json_t *cell = tb_result_cell_new("prefill", x->ctx, 1);
   if (sc->failed) {
@@ -1661,6 +1692,13 @@ scout_cell(struct run *r, const struct cell *sc, const struct ctxrun *x)
   bool from_usage = sc->scout_prompt_tokens > 0;
   tb_result_cell_set_prefill(cell, from_usage ? sc->scout_prompt_tokens : x->prompt.tokens,
                              from_usage, (double)sc->scout_ttft_ns / 1e9);
+  /* a scout is cold but for what the server's cache held of the chat
+   * template before the tag: it counts only the tokens the server evaluated */
+  if (from_usage && sc->scout_cached_tokens > 0)
+    tb_result_cell_set_prefill_cached(cell, sc->scout_cached_tokens);
+  json_t *st = tb_srvtime_json(&sc->srv);
+  if (st != NULL)
+    json_object_set_new(cell, "server_timings", st);
   if (!from_usage && r->prompt_estimate)
     tb_result_cell_set_prompt_estimate(cell, TB_PROMPT_ESTIMATE);
   return cell;

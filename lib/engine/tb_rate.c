@@ -50,6 +50,7 @@
 #include "engine/tb_prompt.h"
 #include "engine/tb_ratewatch.h"
 #include "result/tb_result.h"
+#include "result/tb_srvtime.h"
 #include "net/tb_rxts.h"
 #include "base/tb_stats.h"
 #include "engine/tb_stream.h"
@@ -210,6 +211,8 @@ struct rcell {
   unsigned inflight, max_inflight;
   /* what its requests share (tb_stream): the SSE budget, the TBT sample */
   struct tb_stream_cell sc;
+  /* the server's own timing of each request, where it gives one */
+  struct tb_srvtime srv;
   /* counts */
   uint64_t scheduled, started, ok, errors, dropped, good;
   int64_t out_tokens;
@@ -491,6 +494,16 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
     tb_stats_add(&c->tpot, f->tpot);
   c->out_tokens += st->tokens;
   prompts_add(&c->pr, &st->count);
+  if (st->count.saw_timings) {
+    const struct tb_oai_timings *t = &st->count.timings;
+    const struct tb_srvtime_req sq = {
+      .cache_n = t->cache_n, .prompt_n = t->prompt_n, .prompt_ms = t->prompt_ms,
+      .predicted_n = t->predicted_n, .predicted_per_token_ms = t->predicted_per_token_ms,
+      .ttft_ms = (double)f->ttft / 1e6, .tokens = tb_stream_got(st),
+    };
+    c->srv.source = "llama.cpp timings";
+    tb_srvtime_add(&c->srv, &sq);
+  }
   bool good = meets_slo(&c->r->s->slo, f->ttft, f->tpot, f->have_tpot, st->max_gap, f->e2e);
   c->good += good;
   if (f->end > c->t_last_end)
@@ -801,6 +814,9 @@ cell_figures(struct rcell *c, json_t *cell)
                                : 0.0);
     json_object_set_new(cell, "prefix_cache", pc);
   }
+  json_t *srv = tb_srvtime_json(&c->srv);
+  if (srv != NULL)
+    json_object_set_new(cell, "server_timings", srv);
   json_object_set_new(cell, "measured_s", json_real(dur));
   json_object_set_new(cell, "arrivals_s", json_real(arr));
   json_object_set_new(cell, "ttft_ms", pct(&c->ttft));
@@ -1062,6 +1078,7 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   for (size_t i = 0; i < TB_ARRAY_LEN(stats); i++)
     tb_stats_free(stats[i]);
   tb_ratewatch_free(c->watch);
+  tb_srvtime_free(&c->srv);
   for (int64_t t = 0; t < s->conversation.turns; t++)
     tb_stats_free(&c->turns[t].ttft);
   free(c->turns);

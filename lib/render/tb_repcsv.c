@@ -29,6 +29,8 @@ enum src {
   CHECKS,  /* the cell's self-checks */
   SUMMARY, /* its server series' summary */
   RATE,    /* the cell, when it is a rate cell (else the field is empty) */
+  SRVTIME, /* the server's own timings (server_timings); these columns are
+            * there only when some cell has them */
 };
 
 struct col {
@@ -187,42 +189,75 @@ static const struct col cols[] = {
   { "schedule_lag_p99_ms", put_pct, "schedule_lag_ms", "p99", RATE },
   { "users", put_num, "users", NULL, RATE },
   { "avg_in_flight", put_num, "avg_in_flight", NULL, RATE },
+  /* the server's own timing of the cell's requests (tb_srvtime) */
+  { "server_timing_requests", put_int, "requests", NULL, SRVTIME },
+  { "server_prompt_p50_ms", put_pct, "prompt_ms", "p50", SRVTIME },
+  { "server_prompt_tps_p50", put_pct, "prompt_tps", "p50", SRVTIME },
+  { "server_tpot_p50_ms", put_pct, "tpot_ms", "p50", SRVTIME },
+  { "server_predicted_n_p50", put_pct, "predicted_n", "p50", SRVTIME },
+  { "ttft_minus_server_prompt_p50_ms", put_pct, "ttft_minus_prompt_ms", "p50", SRVTIME },
+  { "server_tokens_equal", put_int, "tokens_equal", NULL, SRVTIME },
+  { "server_cache_n", put_int, "cache_n", NULL, SRVTIME },
 };
 
+/* Whether column k is written at all: the server's timings only where some
+ * cell of the document has them. */
+static bool
+col_on(const struct col *k, bool srvtime)
+{
+  return k->src != SRVTIME || srvtime;
+}
+
 static void
-csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_t conc)
+csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_t conc,
+        bool srvtime)
 {
   const struct row r = { c, phase, ctx, conc };
+  const json_t *st = json_object_get(c, "server_timings");
   const json_t *from[] = { c, tb_cellview_checks(c), tb_cellview_summary(c),
-                           tb_ratereport_is_rate(c) ? c : NULL };
+                           tb_ratereport_is_rate(c) ? c : NULL, json_is_object(st) ? st : NULL };
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++) {
+    if (!col_on(&cols[i], srvtime))
+      continue;
     if (i > 0)
       tb_render_puts(b, ",");
-    if (cols[i].src != RATE || from[RATE] != NULL)
+    if ((cols[i].src != RATE && cols[i].src != SRVTIME) || from[cols[i].src] != NULL)
       cols[i].put(b, &r, from[cols[i].src], &cols[i]);
   }
   tb_render_puts(b, "\r\n");
 }
 
+static bool
+any_srvtime(const struct tb_repview *v)
+{
+  const json_t *cells = json_object_get(v->doc, "cells");
+  for (size_t i = 0; i < v->ncells; i++)
+    if (json_is_object(json_object_get(json_array_get(cells, i), "server_timings")))
+      return true;
+  return false;
+}
+
 void
 tb_repcsv_render(struct tb_render_buf *b, const struct tb_repview *v)
 {
+  bool srv = any_srvtime(v);
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++)
-    tb_render_printf(b, "%s%s", i > 0 ? "," : "", cols[i].name);
+    if (col_on(&cols[i], srv))
+      tb_render_printf(b, "%s%s", i > 0 ? "," : "", cols[i].name);
   tb_render_puts(b, "\r\n");
   for (size_t i = 0; i < v->pctx.n; i++)
     if (v->pcell[i])
-      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1);
+      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1, srv);
   for (size_t r = 0; r < v->dctx.n; r++)
     for (size_t k = 0; k < v->conc.n; k++)
       if (tb_repview_at(v, r, k))
-        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k]);
+        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k], srv);
   const json_t *cells = json_object_get(v->doc, "cells");
   for (size_t i = 0; i < v->ncells; i++) {
     const json_t *c = json_array_get(cells, i);
     int64_t ctx, conc;
     if (tb_ratereport_is_rate(c) && tb_json_int(c, "context", &ctx) &&
         tb_json_int(c, "concurrency", &conc))
-      csv_row(b, c, 2, ctx, conc); /* a rate cell: its number as concurrency */
+      csv_row(b, c, 2, ctx, conc, srv); /* a rate cell: its number as concurrency */
   }
 }

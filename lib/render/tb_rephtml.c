@@ -20,6 +20,7 @@
 #include "base/tb_json.h"
 #include "render/tb_cellview.h"
 #include "render/tb_ratereport.h"
+#include "render/tb_srvview.h"
 #include "render/tb_svg.h"
 #include "render/tb_verdictview.h"
 
@@ -434,6 +435,7 @@ tb_rephtml_render(struct tb_render_buf *b, const struct tb_repview *v)
   html_charts(b, v);
   html_all(b, v);
   tb_ratereport_html(b, d);
+  tb_srvview_html(b, d);
   if (v->ndropped > 0)
     tb_render_printf(b, "<p class=\"muted\">%zu malformed or duplicate cells were left out.</p>\n",
                      v->ndropped);

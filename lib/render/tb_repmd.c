@@ -16,6 +16,7 @@
 #include "base/tb_json.h"
 #include "render/tb_cellview.h"
 #include "render/tb_ratereport.h"
+#include "render/tb_srvview.h"
 #include "render/tb_verdictview.h"
 
 static void
@@ -180,4 +181,5 @@ tb_repmd_render(struct tb_render_buf *b, const struct tb_repview *v)
     tb_repview_cellview_rows(b, v, tb_cellview_md_row);
   }
   tb_ratereport_md(b, v->doc);
+  tb_srvview_md(b, v->doc);
 }

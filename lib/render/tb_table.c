@@ -17,6 +17,7 @@
 
 #include "base/tb_json.h"
 #include "render/tb_ratereport.h"
+#include "render/tb_srvview.h"
 #include "base/tb_redact.h"
 #include "render/tb_render.h"
 #include "result/tb_checks.h"
@@ -300,6 +301,8 @@ tb_table_cell_line(FILE *f, const json_t *cell)
     fprintf(f, " TTFT %.0f ms", tb_json_num(cell, "ttft_ms"));
   else if (strcmp(st, "error") == 0)
     fprintf(f, ": %s", str(cell, "reason"));
+  if (strcmp(st, "valid") == 0)
+    tb_srvview_cell_line(f, cell);
   char why[600];
   if (tb_checks_failed_text(cell, why, sizeof why)[0] != '\0')
     fprintf(f, " [checks failed: %s]", why);

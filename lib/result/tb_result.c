@@ -242,6 +242,18 @@ tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens, bool from_usage,
   json_object_set_new(cell, "completed", json_integer(1));
 }
 
+void
+tb_result_cell_set_prefill_cached(json_t *cell, int64_t cached)
+{
+  int64_t tokens = json_integer_value(json_object_get(cell, "prompt_tokens"));
+  double ttft_s = tb_json_num(cell, "ttft_ms") / 1e3;
+  if (cached <= 0 || cached >= tokens)
+    return;
+  json_object_set_new(cell, "prompt_tokens_cached", json_integer(cached));
+  json_object_set_new(cell, "prompt_tps",
+                      json_real(ttft_s > 0 ? (double)(tokens - cached) / ttft_s : 0));
+}
+
 /* ---------------------------------------------------------------- repeats */
 
 static double

@@ -104,6 +104,10 @@ void tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d);
  * "usage" or "tokenizer"), its time to first token. */
 void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens,
                                 bool from_usage, double ttft_s);
+/* The server's cache held `cached` of the scout's prompt tokens (usage's
+ * prompt_tokens_details.cached_tokens): prompt_tokens_cached, and prompt_tps
+ * over the tokens it evaluated (prompt_tokens - cached). */
+void tb_result_cell_set_prefill_cached(json_t *cell, int64_t cached);
 
 /* Flags a cell (prefill or decode) whose prompt size is an estimate, not
  * the server's count: prompt_tokens_source "estimate" and

@@ -45,7 +45,7 @@ void tb_srvtime_add(struct tb_srvtime *t, const struct tb_srvtime_req *r);
 /*
  * The cell's `server_timings` (new reference), or NULL without requests:
  *   {source, requests, prompt_ms, prompt_tps, tpot_ms, predicted_n,
- *    ttft_minus_prompt_ms: {p50, p90}, tokens_equal, cache_n, prompt_n}
+ *    ttft_minus_prompt_ms: {p50, p90, min}, tokens_equal, cache_n, prompt_n}
  * A figure no request gave is left out.
  */
 json_t *tb_srvtime_json(struct tb_srvtime *t) TB_MUST_CHECK;

@@ -257,6 +257,31 @@ class LlamaServer:
             self.log.close()
 
 
+def service(ctx, master, project, worker_id, api_env=None, worker_env=None):
+    """tokbench-api on a free port and one tokbench-worker over the module's
+    cluster, and an admin key of project made with `tokbench keys create`:
+    {pg, api, base, key, worker}."""
+    pg = ctx.postgres()
+    port = free_port()
+    env = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+           "TOKBENCH_MASTER_KEY": master, "TOKBENCH_RATE_LIMIT": "0"}
+    env.update(api_env or {})
+    api = ctx.process("tokbench-api", [], env=env)
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    r = subprocess.run([bin("tokbench"), "keys", "create", "--project", project, "--admin"],
+                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    env = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": master,
+           "TOKBENCH_WORKER_ID": worker_id, "TOKBENCH_LEASE_S": "15", "TOKBENCH_HEARTBEAT_S": "2"}
+    env.update(worker_env or {})
+    worker = ctx.process("tokbench-worker", [], env=env)
+    wait_until(lambda: '"msg":"worker ready"' in worker.output(), 20, what="worker ready")
+    return {"pg": pg, "api": api, "base": base, "key": r.stdout.strip(), "worker": worker}
+
+
 class Context:
     """Per-module fixture: a temporary directory and everything started in it."""
 

@@ -145,10 +145,6 @@ def test_metadata_and_link_local_refused_at_create(ctx):
     assert st == 201, cb
 
 
-<<<<<<< HEAD
-def defaults_api(ctx):
-    """An api of the shared cluster without the harness's allow list."""
-=======
 def test_every_spelling_of_a_refused_host_refused_at_create(ctx):
     """Issue 27, finding 3: registration refuses what connection would.  A
     trailing dot, upper case, an address in hex, octal or short form, and a
@@ -176,11 +172,8 @@ def test_every_spelling_of_a_refused_host_refused_at_create(ctx):
     assert st == 201, ep
 
 
-def test_defaults_refuse_loopback_and_check_the_resolved_address(ctx):
-    """Without the harness's allow list: loopback is refused at create, and a
-    name that resolves to loopback (here from /etc/hosts) passes create but
-    is refused on the address the probe connects to."""
->>>>>>> tenancy2
+def defaults_api(ctx):
+    """An api of the shared cluster without the harness's allow list."""
     s = setup(ctx)
     if "api_defaults" not in s:
         s["api_defaults"] = Api(ctx, s["pg"], env={"TOKBENCH_EGRESS_ALLOW": ""})

@@ -15,13 +15,12 @@ read from the live server and its docs (docs/real-engine.md):
   usage.prompt_tokens_details.cached_tokens.
 """
 import json
-import os
 import subprocess
 import time
 
 import harness
 import test_engine
-from harness import http, wait_until
+from harness import http
 
 SLOTS = 4
 CTX_LEN = 16384
@@ -148,27 +147,48 @@ def test_conversation_hits_the_prompt_cache(ctx):
     assert c["prefix_cache"]["cached_tokens"] > 0, c["prefix_cache"]
 
 
+def test_server_timings(ctx):
+    """tokbench's figures held to llama-server's own timing of the same
+    requests (its final chunk's `timings`), on loopback:
+    - time per output token p50 within 3% of predicted_per_token_ms p50;
+    - every request's output tokens counted exactly as predicted_n;
+    - TTFT never shorter than the server's prompt time, and at most a few
+      ms longer at the median (requests sparse enough not to queue);
+    - the prefill scout's tokens/s within 3% of prompt_n / prompt_ms, the
+      scout counting only the tokens the server evaluated."""
+    header, cells, doc = run(ctx, ["--rates", "1", "--rate-requests", "12", "--arrival",
+                                   "constant", "--input-tokens", "128", "--output-tokens", "48",
+                                   "--seed", "5"])
+    c = [c for c in cells if c["phase"] == "rate"][0]
+    assert c["status"] == "valid" and c["completed"] == 12, c
+    st = c["server_timings"]
+    assert st["source"] == "llama.cpp timings" and st["requests"] == 12, st
+    assert st["tokens_equal"] == 12, st
+    assert st["predicted_n"]["p50"] == 48, st
+    ours, theirs = c["tpot_ms"]["p50"], st["tpot_ms"]["p50"]
+    assert abs(ours - theirs) <= 0.03 * theirs, (ours, theirs)
+    gap = st["ttft_minus_prompt_ms"]
+    assert gap["min"] >= 0, gap
+    assert gap["p50"] <= 15, gap
+    # the prefill scout: 1K tokens, the template's head served from the cache
+    header, cells, doc = run(ctx, ["--contexts", "1k", "--concurrency", "1",
+                                   "--prefill-contexts", "1k", "--duration", "1",
+                                   "--settle", "0.2", "--max-output", "32"])
+    p = cell(cells, "prefill", 1024)
+    st = p["server_timings"]
+    assert st["requests"] == 1 and st["tokens_equal"] == 1, st
+    evaluated = p["prompt_tokens"] - p.get("prompt_tokens_cached", 0)
+    assert evaluated == st["prompt_n"], (p, st)
+    assert abs(p["prompt_tps"] - st["prompt_tps"]["p50"]) <= 0.03 * st["prompt_tps"]["p50"], (p, st)
+    assert p["ttft_ms"] >= st["prompt_ms"]["p50"], (p, st)
+    d = cell(cells, "decode", 1024, 1)
+    assert d["server_timings"]["tokens_equal"] == d["server_timings"]["requests"] > 0, d
+
+
 def api_setup(ctx):
-    if "api" in STATE:
-        return STATE
-    srv = server(ctx)
-    pg = ctx.postgres()
-    port = harness.free_port()
-    api = ctx.process("tokbench-api", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
-        "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0"})
-    base = "http://127.0.0.1:%d" % port
-    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
-               20, what="api up")
-    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "real", "--admin"],
-                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    worker = ctx.process("tokbench-worker", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
-        "TOKBENCH_WORKER_ID": "w-real", "TOKBENCH_LEASE_S": "15", "TOKBENCH_HEARTBEAT_S": "2"})
-    wait_until(lambda: '"msg":"worker ready"' in worker.output(), 20, what="worker ready")
-    STATE.update(api=api, base=base, key=r.stdout.strip(), worker=worker, srv=srv)
+    if "api" not in STATE:
+        srv = server(ctx)
+        STATE.update(harness.service(ctx, MASTER, "real", "w-real"), srv=srv)
     return STATE
 
 

@@ -3,8 +3,6 @@ an endpoint registered over HTTP with its API key (sealed by the api, opened
 by the worker), jobs submitted, followed, cancelled and read back over HTTP.
 The queue's own edge cases are in test_worker.py."""
 import json
-import os
-import subprocess
 import time
 
 import harness
@@ -24,24 +22,8 @@ STATE = {}
 def setup(ctx):
     if STATE:
         return STATE
-    pg = ctx.postgres()
-    port = harness.free_port()
-    api = ctx.process("tokbench-api", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
-        "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0"})
-    base = "http://127.0.0.1:%d" % port
-    wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
-               20, what="api up")
-    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "wk", "--admin"],
-                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    worker = ctx.process("tokbench-worker", [], env={
-        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_MASTER_KEY": MASTER,
-        "TOKBENCH_WORKER_ID": "w-api", "TOKBENCH_LEASE_S": "15", "TOKBENCH_HEARTBEAT_S": "2"})
-    wait_until(lambda: '"msg":"worker ready"' in worker.output(), 20, what="worker ready")
-    sim = ctx.sim("tiny", args=["--api-key", EP_SECRET])
-    STATE.update(pg=pg, base=base, key=r.stdout.strip(), worker=worker, api=api, sim=sim)
+    STATE.update(harness.service(ctx, MASTER, "wk", "w-api"))
+    STATE["sim"] = ctx.sim("tiny", args=["--api-key", EP_SECRET])
     return STATE
 
 

@@ -58,6 +58,7 @@ test_figures(void **state)
   /* TTFT minus the server's prompt time: 2 ms for each of the ten */
   assert_true(fabs(pct(j, "ttft_minus_prompt_ms", "p50") - 2) < 1e-9);
   assert_true(fabs(pct(j, "ttft_minus_prompt_ms", "p90") - 2) < 1e-9);
+  assert_true(fabs(pct(j, "ttft_minus_prompt_ms", "min") - 2) < 1e-9);
   json_decref(j);
   tb_srvtime_free(&t);
   assert_int_equal(t.requests, 0);
