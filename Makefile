@@ -41,7 +41,7 @@ else
 BINDIR ?= $(BUILD)/bin
 endif
 
-PKGS    := libmicrohttpd libcurl jansson libpq openssl
+PKGS    := libmicrohttpd libcurl jansson libpq openssl zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

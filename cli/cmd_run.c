@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "spec/tb_trace.h"
 #include "base/tb_cfg.h"
 #include "engine/tb_engine.h"
 #include "net/tb_http.h"
@@ -53,6 +54,9 @@ static const char usage_head[] =
     "  --api-key-file F        file holding the endpoint's API key (first line);\n"
     "                          else env TOKBENCH_ENDPOINT_API_KEY; sent as Bearer\n"
     "  --cacert FILE           PEM file of the CAs to trust for an https URL\n"
+    "  --trace FILE            replay a production trace as a rate cell (gzip or not;\n"
+    "                          docs/traces.md); with --trace-format\n"
+    "  --trace-format F        mooncake, azure, burstgpt, bailian or weka\n"
     "                          (a self-signed or private CA's certificate),\n"
     "                          instead of the system's\n"
     "  --name NAME             endpoint name for the report header\n"
@@ -251,6 +255,75 @@ read_resume(const char *path, char **run_id, const char **why)
   return cells;
 }
 
+/* --trace FILE and --trace-format F into the spec's trace object (beside
+ * --trace-replay's options): both or neither; a trace object with no file
+ * is an error here (the service names an uploaded one instead). */
+static bool
+trace_flags(json_t *spec, const char *file, const char *format)
+{
+  json_t *t = json_object_get(spec, "trace");
+  if (file == NULL && format == NULL) {
+    if (t == NULL)
+      return true;
+    fprintf(stderr, "tokbench run: --trace-replay needs --trace FILE --trace-format F\n");
+    return false;
+  }
+  if (file == NULL || format == NULL) {
+    fprintf(stderr, "tokbench run: --trace FILE and --trace-format F go together "
+                    "(mooncake, azure, burstgpt, bailian or weka)\n");
+    return false;
+  }
+  if (t == NULL) {
+    t = json_object();
+    json_object_set_new(spec, "trace", t);
+  }
+  json_object_set_new(t, "format", json_string(format));
+  return true;
+}
+
+/* The trace file, read whole (at most TB_TRACE_MAX_BYTES, gzip inflated
+ * by tb_trace_parse to the same cap), parsed into *t. */
+static bool
+read_trace(const char *path, const char *format, struct tb_trace *t)
+{
+  enum tb_trace_format f;
+  if (!tb_trace_format_parse(format, &f)) {
+    fprintf(stderr, "tokbench run: --trace-format: mooncake, azure, burstgpt, bailian or weka\n");
+    return false;
+  }
+  FILE *fp = fopen(path, "rb");
+  if (fp == NULL) {
+    fprintf(stderr, "tokbench run: --trace %s: %s\n", path, strerror(errno));
+    return false;
+  }
+  size_t cap = 1 << 20, len = 0;
+  char *buf = tb_xmalloc(cap);
+  size_t n;
+  while ((n = fread(buf + len, 1, cap - len, fp)) > 0) {
+    len += n;
+    if (len == cap) {
+      if (cap > TB_TRACE_MAX_BYTES)
+        break;
+      cap *= 2;
+      buf = tb_xrealloc(buf, cap);
+    }
+  }
+  bool bad = ferror(fp) != 0;
+  fclose(fp);
+  char why[TB_TRACE_ERR_MAX];
+  bool ok = false;
+  if (bad)
+    fprintf(stderr, "tokbench run: --trace %s: cannot read it\n", path);
+  else if (len > TB_TRACE_MAX_BYTES)
+    fprintf(stderr, "tokbench run: --trace %s: larger than %u bytes\n", path, TB_TRACE_MAX_BYTES);
+  else if (tb_trace_parse(buf, len, f, t, why, sizeof why) != 0)
+    fprintf(stderr, "tokbench run: --trace %s: %s\n", path, why);
+  else
+    ok = true;
+  free(buf);
+  return ok;
+}
+
 /* The run's descriptors (tb_engine_nofile): the soft limit raised to them,
  * at most to the hard one (library code never changes the process's
  * limits). */
@@ -270,6 +343,7 @@ tb_cli_run(int argc, char **argv)
 {
   enum {
     O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM, O_CACERT,
+    O_TRACE, O_TRACEFMT,
     O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
   static const struct option fixed[] = {
@@ -284,6 +358,8 @@ tb_cli_run(int argc, char **argv)
       {"run-id", required_argument, NULL, O_RUNID},
       {"cell-memory-kb", required_argument, NULL, O_CELLMEM},
       {"cacert", required_argument, NULL, O_CACERT},
+      {"trace", required_argument, NULL, O_TRACE},
+      {"trace-format", required_argument, NULL, O_TRACEFMT},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
@@ -303,6 +379,8 @@ tb_cli_run(int argc, char **argv)
   struct tb_spec settings;
   tb_spec_init(&settings);
   const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL, *cacert = NULL;
+  const char *trace_file = NULL, *trace_format = NULL;
+  struct tb_trace trace = {0};
   int64_t cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024;
   bool force_jsonl = false, force_table = false, quiet = false;
   int rc = 2;
@@ -360,6 +438,12 @@ tb_cli_run(int argc, char **argv)
     case O_CACERT:
       cacert = optarg;
       break;
+    case O_TRACE:
+      trace_file = optarg;
+      break;
+    case O_TRACEFMT:
+      trace_format = optarg;
+      break;
     case 'q':
       quiet = true;
       break;
@@ -382,6 +466,8 @@ tb_cli_run(int argc, char **argv)
     fprintf(stderr, "tokbench run: --url is required (see tokbench run --help)\n");
     goto out;
   }
+  if (!trace_flags(spec, trace_file, trace_format))
+    goto out;
   /* the flags' values against the job spec's table: the api's ranges */
   if (!tb_spec_parse(&settings, spec, &err)) {
     fprintf(stderr, "tokbench run: bad settings: %s\n", err);
@@ -412,10 +498,13 @@ tb_cli_run(int argc, char **argv)
       goto out;
     }
   }
+  if (trace_file != NULL && !read_trace(trace_file, trace_format, &trace))
+    goto out;
   struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint,
                                      .key_hint = "tokbench run --api-key-file",
                                      .model_hint = "tokbench run --model",
-                                     .cell_memory_max = (size_t)cell_kb * 1024 };
+                                     .cell_memory_max = (size_t)cell_kb * 1024,
+                                     .trace = trace_file != NULL ? &trace : NULL };
   cfg = tb_cfg_load(run_keys, TB_ARRAY_LEN(run_keys), NULL, &err);
   if (cfg == NULL || !tb_engine_target_cfg(&target, cfg, &err)) {
     fprintf(stderr, "tokbench run: %s\n", err);
@@ -478,6 +567,7 @@ out:
   json_decref(endpoint);
   json_decref(spec);
   tb_spec_free(&settings);
+  tb_trace_free(&trace);
   free(opts);
   return rc;
 }

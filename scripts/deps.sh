@@ -26,8 +26,8 @@ set -eu
 group() {
   case "$1" in
     build)   echo "build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-                   libjansson-dev libpq-dev libssl-dev" ;;
-    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 ca-certificates" ;;
+                   libjansson-dev libpq-dev libssl-dev zlib1g-dev" ;;
+    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 zlib1g ca-certificates" ;;
     dev)     echo "libcmocka-dev postgresql python3 curl jq openssl valgrind clang clang-format
                    debootstrap
                    libclang-rt-14-dev wrk chromium python3-yaml" ;;

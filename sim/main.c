@@ -41,6 +41,8 @@ usage(FILE *f)
     "                        /metrics: no running/waiting gauges)\n"
     "  --no-usage            no usage in any answer, whatever stream_options ask\n"
     "  --no-tokenize         POST /tokenize answers 404\n"
+    "  --dev-mode            vLLM flavours: as with VLLM_SERVER_DEV_MODE=1 (POST\n"
+    "                        /reset_prefix_cache served; else 404, as vLLM)\n"
     "  --fault SPEC          fault applied to every generation request (see README)\n"
     "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
     "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
@@ -141,6 +143,9 @@ main(int argc, char **argv)
       continue;
     } else if (strcmp(a, "--no-tokenize") == 0) {
       cfg.no_tokenize = true;
+      continue;
+    } else if (strcmp(a, "--dev-mode") == 0) {
+      cfg.dev_mode = true;
       continue;
     } else if (strcmp(a, "--realtime") == 0) {
       cfg.realtime = true;

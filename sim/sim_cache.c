@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/tb_util.h"
 
@@ -72,6 +73,17 @@ int64_t
 sim_cache_blocks(const struct sim_cache *c)
 {
   return c->used;
+}
+
+void
+sim_cache_clear(struct sim_cache *c)
+{
+  for (int64_t i = 0; i < c->max; i++)
+    c->nodes[i].next = i + 1 < c->max ? (int32_t)(i + 1) : -1;
+  c->free_head = 0;
+  c->head = c->tail = -1;
+  c->used = 0;
+  memset(c->table, 0, ((size_t)c->mask + 1) * sizeof(*c->table));
 }
 
 size_t

@@ -48,5 +48,7 @@ void sim_cache_insert(struct sim_cache *c, const uint64_t *chain, size_t n);
 
 /* Blocks held now. */
 int64_t sim_cache_blocks(const struct sim_cache *c);
+/* Drops every block (an engine's prefix-cache reset); the capacity stays. */
+void sim_cache_clear(struct sim_cache *c);
 
 #endif

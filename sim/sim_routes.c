@@ -571,6 +571,62 @@ handle_info(struct server *s, struct conn *c, const struct sim_http_req *r)
   sim_conn_reply_json(s, c, 200, sim_flavour_info(s), r->keep_alive);
 }
 
+/* vLLM's POST /reset_prefix_cache (vllm/entrypoints/serve/cache/api_router.py;
+ * mounted only with VLLM_SERVER_DEV_MODE=1: --dev-mode here, else 404 as the
+ * dispatcher answers an unknown path): 200, no body. */
+static void
+handle_reset_prefix(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  if (!s->cfg->dev_mode) {
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                       r->keep_alive);
+    return;
+  }
+  (void)sim_sched_cache_reset(s);
+  sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
+}
+
+/* SGLang's POST /flush_cache: flushed only when no request is running or
+ * waiting (200), else refused (400), with its text either way. */
+static void
+handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  static const char msg[] = "Cache flushed.\nPlease check backend logs for more details. "
+                            "(When there are running or waiting requests, the operation will "
+                            "not be performed.)\n";
+  bool busy = s->running > 0 || s->q_n > 0;
+  if (!busy)
+    (void)sim_sched_cache_reset(s);
+  sim_conn_reply_raw(s, c, busy ? 400 : 200, "text/plain; charset=utf-8", msg, sizeof msg - 1,
+                     r->keep_alive);
+}
+
+/* llama.cpp's POST /slots/{id}?action=erase (b11669): {"id_slot", "n_erased"};
+ * the sim's cache is one for all slots, so any slot's erase empties it.  A
+ * busy server refuses (503), an unknown slot or action is a 400. */
+static void
+handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *r)
+{
+  char action[32];
+  int64_t id;
+  int64_t slots = s->p->max_running;
+  if (!tb_parse_i64(r->path + strlen("/slots/"), 0, slots > 0 ? slots - 1 : 0, &id)) {
+    sim_conn_reply_error(s, c, 400, "Invalid slot ID", r->keep_alive);
+    return;
+  }
+  if (!sim_http_query(r->query, "action", action, sizeof action) || strcmp(action, "erase") != 0) {
+    sim_conn_reply_error(s, c, 400, "Invalid action", r->keep_alive);
+    return;
+  }
+  if (s->running > 0 || s->q_n > 0) {
+    sim_conn_reply_error(s, c, 503, "Slot is busy", r->keep_alive);
+    return;
+  }
+  int64_t n = sim_sched_cache_reset(s);
+  json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
+  sim_conn_reply_json(s, c, 200, o, r->keep_alive);
+}
+
 static void
 handle_abort(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -773,6 +829,8 @@ static const struct route routes[] = {
   { SIM_HTTP_GET, "/server_info", F_S, handle_server_info },
   { SIM_HTTP_GET, "/get_model_info", F_S, handle_model_info },
   { SIM_HTTP_POST, "/abort_request", F_S, handle_abort },
+  { SIM_HTTP_POST, "/flush_cache", F_S, handle_flush_cache },
+  { SIM_HTTP_POST, "/reset_prefix_cache", F_V, handle_reset_prefix },
   { SIM_HTTP_GET, "/props", F_L, handle_props },
   /* llama.cpp b11669 (llama_only) */
   { SIM_HTTP_GET, "/slots", F_L, handle_slots }, /* as run with --slots */
@@ -838,6 +896,11 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
   }
   if (auth_needed(s, r->path) && !auth_ok(s, r)) {
     sim_conn_reply_error(s, c, 401, "Unauthorized", r->keep_alive);
+    return;
+  }
+  if (flav(s, SIM_FLAVOUR_LLAMACPP) && llama_new(s) && r->method == SIM_HTTP_POST &&
+      strncmp(r->path, "/slots/", 7) == 0) {
+    handle_slot_action(s, c, r);
     return;
   }
   for (size_t i = 0; i < TB_ARRAY_LEN(routes); i++) {

@@ -674,3 +674,15 @@ sim_sched_decode_step(struct server *s, int64_t sched, int64_t now)
   sim_sched_decode_prepare(s, sched, now);
   sim_sched_decode_send(s);
 }
+
+int64_t
+sim_sched_cache_reset(struct server *s)
+{
+  int64_t held = sim_cache_blocks(s->blocks) * s->p->block_size;
+  if (s->cache_tokens > held)
+    held = s->cache_tokens;
+  sim_cache_clear(s->blocks);
+  s->cache_n = 0;
+  s->cache_tokens = 0;
+  return held;
+}

@@ -30,6 +30,9 @@ void sim_sched_gen_abort_api(struct server *s, struct gen *g);
 
 /* Admits queued requests, in order, while they fit (running requests, KV). */
 void sim_sched_try_admit(struct server *s, int64_t now);
+/* An engine's prefix-cache reset: the block cache and the whole-prompt
+ * entries emptied.  Returns the tokens the cache held. */
+int64_t sim_sched_cache_reset(struct server *s);
 
 /* g's deadline has come: first byte (stream headers, then queue), end of
  * prefill (first token) or end of a stall (back into the batch). */

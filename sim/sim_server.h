@@ -83,6 +83,8 @@ struct sim_config {
   enum sim_metrics metrics;      /* --metrics engine|none|foreign */
   bool no_usage;                 /* --no-usage: no usage anywhere */
   bool no_tokenize;              /* --no-tokenize: POST /tokenize is 404 */
+  bool dev_mode;                 /* --dev-mode: vLLM's VLLM_SERVER_DEV_MODE=1
+                                  * (POST /reset_prefix_cache served) */
   int64_t early_stop;            /* --early-stop N: every request ends ("stop")
                                   * after N tokens, whatever max_tokens and
                                   * ignore_eos say; 0: never */

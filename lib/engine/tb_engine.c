@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "net/tb_direct.h"
+#include "engine/tb_cachereset.h"
 #include "engine/tb_discover.h"
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
@@ -1604,6 +1605,7 @@ run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **
     .curl_streams = r->curl_streams,
     .error_bodies = r->hooks != NULL && r->hooks->error_bodies,
     .done_cells = done_cells,
+    .trace = r->tgt->trace,
     .cls = &x,
     .emit = rate_emit,
     .keep = rate_keep,
@@ -1727,6 +1729,11 @@ run_scout(struct run *r, struct matrix *m, struct ctxrun *x)
   r->prompt_estimate = x->prompt.source != NULL && strcmp(x->prompt.source, "estimate") == 0;
   x->sbody = request_body(r, x->prompt.text, 1, &x->slen);
   x->dbody = request_body(r, x->prompt.text, r->spec->max_output, &x->dlen);
+  /* a cold prefill: the server's prefix cache emptied first (cache: reset) */
+  char why[TB_CACHERESET_WHY_MAX] = "";
+  bool reset = strcmp(r->spec->cache, "reset") == 0;
+  enum tb_cache_reset cr = reset ? tb_cache_reset(&r->d, r->api_key, why, sizeof why)
+                                 : TB_CACHE_RESET_UNSUPPORTED;
   struct cell sc;
   cell_init(&sc, r, x->ctx, 1, true, x->sbody, x->slen);
   cell_loop(&sc);
@@ -1736,8 +1743,14 @@ run_scout(struct run *r, struct matrix *m, struct ctxrun *x)
     x->ctx_err = tb_xasprintf("warm-up request: %s", sc.reason);
   if (sc.failed && sc.global[0] != '\0' && r->stop == NULL)
     r->stop = tb_xstrdup(sc.global);
-  if (x->open_pf && !r->cancelled)
-    repeats_measured(r, m->cells, &m->rp, scout_cell(r, &sc, x));
+  if (x->open_pf && !r->cancelled) {
+    json_t *pf = scout_cell(r, &sc, x);
+    if (reset) {
+      json_object_set_new(pf, "cache_reset", json_string(tb_cache_reset_name(cr)));
+      json_object_set_new(pf, "cache_reset_detail", json_string(why));
+    }
+    repeats_measured(r, m->cells, &m->rp, pf);
+  }
   cell_free(&sc);
   if (m->scouts_left > 0)
     m->scouts_left--;

@@ -93,6 +93,8 @@ struct tb_engine_shard {
 };
 
 /* Where to run: the endpoint and what the report says about it. */
+struct tb_trace;
+
 struct tb_engine_target {
   const char *base_url;   /* e.g. "http://127.0.0.1:8000" (no trailing /v1) */
   const char *run_id;     /* unique per run, part of each prompt's tag; NULL or
@@ -107,6 +109,9 @@ struct tb_engine_target {
    * setting (TOKBENCH_CELL_MEMORY_KB, tokbench run --cell-memory-kb), never
    * the job's. */
   size_t cell_memory_max;
+  /* The trace the spec's trace object replays (borrowed; tokbench run
+   * --trace FILE, or the worker's uploaded trace); NULL: none. */
+  const struct tb_trace *trace;
   /* What the caller calls the endpoint's key and the model, for the hint
    * of an HTTP 401/403 or 404 (NULL: "the endpoint's API key", "the
    * model"): `tokbench run --api-key-file`, a service endpoint's api_key. */

@@ -43,7 +43,9 @@
 #include <unistd.h>
 
 #include "base/tb_arrival.h"
+#include "engine/tb_cachereset.h"
 #include "engine/tb_convo.h"
+#include "spec/tb_trace.h"
 #include "net/tb_direct.h"
 #include "net/tb_http.h"
 #include "net/tb_oai.h"
@@ -160,6 +162,7 @@ struct sess {
   bool user;            /* a closed-loop user: starts another when done */
   bool has_cv;
   int64_t due;          /* when its next request is due (in the heap) */
+  int64_t tri;          /* a trace cell's request (its index in rrun.tr); -1 */
   struct tb_rng rng;    /* its own draws: prompt, output length, think */
   struct tb_convo cv;
 };
@@ -197,6 +200,16 @@ struct rrun {
   bool cancelled;
   unsigned index;      /* cells so far */
   int slack;           /* the thread's timer slack before (ns; 0: unchanged) */
+  /* the trace cell (the spec's trace, env->trace): its replay, the roots in
+   * order of arrival, each request's first turn after it and next sibling
+   * (-1: none), its summary, the prompts' seed */
+  struct tb_trace tr;
+  struct tb_trace_summary tr_sum;
+  size_t *tr_roots, tr_nroots;
+  int64_t *tr_child, *tr_sib;
+  uint64_t tr_seed;
+  char *tr_err;        /* the trace cell is an error with this */
+  bool trace_cell;     /* the cell running is the trace's */
 };
 
 struct rcell {
@@ -239,6 +252,7 @@ struct rcell {
   size_t text_bytes;    /* the live conversations' text */
   struct turnstat *turns;
   int64_t t_window_end; /* closed loop: no arrival begins after it */
+  uint64_t tr_abandoned; /* trace turns not sent: their parent failed */
 };
 
 /* ---------------------------------------------------------- a request */
@@ -417,6 +431,7 @@ sess_new(struct rcell *c, bool user)
     return NULL;
   struct sess *ss = tb_xcalloc(1, sizeof *ss);
   ss->user = user;
+  ss->tri = -1;
   /* its draws: a function of the seed, the cell and its own number */
   tb_rng_seed(&ss->rng, (uint64_t)c->r->s->seed ^ ((uint64_t)c->index << 40) ^
                             (c->sess_made++ * 0x9e3779b97f4a7c15ULL) ^ 0x73657373ULL);
@@ -437,10 +452,36 @@ sess_free(struct rcell *c, struct sess *ss)
 /* ss's request ended (failed or not): its next turn is due after a think
  * time; a conversation over (done, or abandoned after a failed turn) ends,
  * or, for a closed-loop user, the user begins the next one. */
+/* A trace request ended: each turn that follows it in its session is due
+ * its recorded delay after now, or (no delay in the trace) at its recorded
+ * time and never before now; after a failure they are not sent. */
+static void
+trace_after(struct rcell *c, const struct sess *ss, bool failed, int64_t now)
+{
+  struct rrun *r = c->r;
+  for (int64_t j = r->tr_child[ss->tri]; j >= 0; j = r->tr_sib[j]) {
+    struct sess *k = failed ? NULL : sess_new(c, false);
+    if (k == NULL) {
+      c->tr_abandoned++;
+      continue;
+    }
+    const struct tb_trace_req *q = &r->tr.req[j];
+    int64_t at = c->t0 + (int64_t)llround(q->t_s * NS_PER_S);
+    k->tri = j;
+    k->due = q->delay_s >= 0 ? now + (int64_t)llround(q->delay_s * NS_PER_S) : at > now ? at : now;
+    heap_push(c, k);
+  }
+}
+
 static void
 sess_after(struct rcell *c, struct sess *ss, bool failed)
 {
   int64_t now = tb_time_mono_ns();
+  if (ss->tri >= 0) {
+    trace_after(c, ss, failed, now);
+    sess_free(c, ss);
+    return;
+  }
   if (ss->has_cv) {
     if (!failed) {
       tb_convo_answered(&ss->cv);
@@ -573,6 +614,8 @@ static void
 patch_maxtok(char *at, int64_t v)
 {
   char buf[MAXTOK_WIDTH + 1];
+  if (v < 0 || v > MAXTOK_PLACEHOLDER) /* never: TB_SPEC_MAX_OUTPUT is below */
+    v = MAXTOK_PLACEHOLDER;
   snprintf(buf, sizeof buf, "%*" PRId64, MAXTOK_WIDTH, v);
   memcpy(at, buf, MAXTOK_WIDTH);
 }
@@ -615,6 +658,24 @@ marker_value(const struct rcell *c, uint64_t n, unsigned turn)
   return turn > 0 ? v ^ (turn * 0x9e3779b1u) : v;
 }
 
+/* The body of trace request i: its prompt (tb_trace_text: the trace's
+ * block sharing, seeded by the run) as the user's message, want output
+ * tokens; NULL when it cannot be made. */
+static char *
+trace_body(struct rrun *r, int64_t i, int64_t want)
+{
+  int64_t words;
+  char *text = tb_trace_text(&r->tr, (size_t)i, r->tr_seed, TB_SPEC_MAX_CONTEXT, &words);
+  json_t *b = json_pack("{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model",
+                        r->env->d->model, "messages", "role", "user", "content", text,
+                        "max_tokens", (json_int_t)want, "stream", 1, "ignore_eos", 1,
+                        "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
+  free(text);
+  char *body = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
+  json_decref(b);
+  return body;
+}
+
 /* Request k of the cell (pool entry pi, want output tokens): a lone
  * arrival's body (the entry's, its marker and max_tokens patched) or a
  * conversation's turn (the history and a new message), with the head it
@@ -635,7 +696,17 @@ rq_new(struct rcell *c, struct sess *ss, uint64_t k, unsigned pi, int64_t want,
   *head = pe->head;
   *head_len = pe->head_len;
   *len = pe->len;
-  if (ss != NULL && ss->has_cv) { /* the turn: the history and a new message */
+  if (ss != NULL && ss->tri >= 0) { /* a trace request: its own prompt */
+    q->body = trace_body(r, ss->tri, want);
+    if (q->body == NULL) {
+      q->body = tb_xstrdup("");
+      tb_stream_fail(&q->st, "the trace request's body could not be made");
+    }
+    *len = strlen(q->body);
+    q->head = tb_direct_head_new(&r->dt, r->auth, *len);
+    *head = q->head;
+    *head_len = strlen(q->head);
+  } else if (ss != NULL && ss->has_cv) { /* the turn: the history and a new message */
     q->turn = ss->turn++;
     c->turns[q->turn].sent++;
     char *text = tb_xstrdup(pe->text);
@@ -668,7 +739,10 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   struct rrun *r = c->r;
   struct tb_rng *g = ss != NULL ? &ss->rng : lens;
   unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(g) % r->n_pool) : 0;
-  int64_t want = tb_length_draw(&r->out, g);
+  int64_t want = ss != NULL && ss->tri >= 0 ? r->tr.req[ss->tri].out_tokens
+                                            : tb_length_draw(&r->out, g);
+  if (want < 1) /* a trace's failed request (BurstGPT's 0 response tokens) */
+    want = 1;
   if (c->n_free == 0) {
     drop(c, "dropped: every connection slot busy (2048 requests in flight)");
     if (ss != NULL) { /* its conversation ends here (a user would retry at once) */
@@ -773,6 +847,8 @@ conversation_figures(struct rcell *c, json_t *cell)
 }
 
 /* The figures of a measured cell. */
+static void trace_figures(struct rcell *c, json_t *cell);
+
 static void
 cell_figures(struct rcell *c, json_t *cell)
 {
@@ -845,6 +921,8 @@ cell_figures(struct rcell *c, json_t *cell)
     json_object_set_new(cell, "users", json_integer(c->users));
   if (c->turns != NULL)
     conversation_figures(c, cell);
+  if (c->r->trace_cell)
+    trace_figures(c, cell);
   uint64_t reads = c->ds.rx_kernel + c->ds.rx_user;
   json_object_set_new(cell, "kernel_stamped",
                       json_real(reads ? (double)c->ds.rx_kernel / (double)reads : 0));
@@ -859,6 +937,31 @@ cell_figures(struct rcell *c, json_t *cell)
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
   json_object_set_new(cell, "samples", smp);
   tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
+}
+
+/* The trace cell's own figures beside the rate cell's: the replay (its
+ * requests, sessions, span and rate: the trace's own rate after the
+ * window, speed-up and scale) against what was offered and achieved
+ * (offered_rps, achieved_rps), and the prefix-cache hit rate the trace
+ * implies beside the server's (prefix_cache.hit_pct, where it says). */
+static void
+trace_figures(struct rcell *c, json_t *cell)
+{
+  const struct rrun *r = c->r;
+  const struct tb_spec_trace *t = &r->s->trace;
+  const struct tb_trace_summary *sm = &r->tr_sum;
+  json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I}", "format", t->format,
+                        "requests", (json_int_t)sm->requests, "sessions",
+                        (json_int_t)sm->sessions, "span_s", sm->span_s, "trace_rps", sm->rate,
+                        "speedup", t->speedup, "rate_scale", t->rate_scale, "block_tokens",
+                        (json_int_t)sm->block_tokens, "abandoned", (json_int_t)c->tr_abandoned);
+  json_object_set_new(o, "implied_hit_pct", json_real(100.0 * sm->implied_hit_rate));
+  const struct prompts *pr = &c->pr;
+  json_object_set_new(o, "hit_pct", pr->cached_prompt_sum > 0
+                                        ? json_real(100.0 * (double)pr->cached_sum /
+                                                    (double)pr->cached_prompt_sum)
+                                        : json_null());
+  json_object_set_new(cell, "trace", o);
 }
 
 /* A cell's schedule: a function of the seed, the cell's rate and nothing
@@ -877,6 +980,16 @@ struct sched {
 static void
 arrive(struct rcell *c, struct sched *sc)
 {
+  if (c->r->trace_cell) { /* a trace's root: a session of its own */
+    struct sess *ss = sess_new(c, false);
+    if (ss == NULL) {
+      drop(c, "dropped: a trace session arrived with 8192 alive");
+      return;
+    }
+    ss->tri = (int64_t)c->r->tr_roots[sc->k];
+    launch(c, ss, sc->next_t, NULL);
+    return;
+  }
   if (c->r->s->conversation.turns <= 0) {
     launch(c, NULL, sc->next_t, &sc->lens);
     return;
@@ -891,6 +1004,13 @@ arrive(struct rcell *c, struct sched *sc)
     return;
   }
   launch(c, ss, sc->next_t, NULL);
+}
+
+/* Root k's arrival in the replay, ns after the cell's t0. */
+static int64_t
+root_ns(const struct rrun *r, size_t k)
+{
+  return (int64_t)llround(r->tr.req[r->tr_roots[k]].t_s * NS_PER_S);
 }
 
 /* Launches every arrival and every session's request due by now, in order
@@ -910,12 +1030,21 @@ launch_due(struct rcell *c, struct sched *sc)
     } else {
       arrive(c, sc);
       sc->k++;
-      int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
-      sc->next_t += gap > 0 ? gap : 1;
-      if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
-          sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
-        sc->done = true;
-        c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+      if (c->r->trace_cell) { /* the next root at its time in the replay */
+        if (sc->k < c->r->tr_nroots) {
+          sc->next_t = c->t0 + root_ns(c->r, sc->k);
+        } else {
+          sc->done = true;
+          c->t_end_arrivals = sc->next_t;
+        }
+      } else {
+        int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
+        sc->next_t += gap > 0 ? gap : 1;
+        if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
+            sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
+          sc->done = true;
+          c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+        }
       }
     }
     now = tb_time_mono_ns();
@@ -972,16 +1101,17 @@ cell_start(struct rcell *c, struct sched *sc)
   struct rrun *r = c->r;
   const struct tb_spec *s = r->s;
   memset(sc, 0, sizeof *sc);
-  bool ok = c->users > 0 || tb_arrival_init(&sc->arr, s->arrival, c->rate, (uint64_t)s->seed);
+  bool ok = c->users > 0 || r->trace_cell ||
+            tb_arrival_init(&sc->arr, s->arrival, c->rate, (uint64_t)s->seed);
   tb_rng_seed(&sc->lens, (uint64_t)s->seed ^ 0x6c656e67746873ULL); /* "lengths" */
   sc->by_count = s->rate_requests > 0;
   sc->total = sc->by_count ? (uint64_t)s->rate_requests : UINT64_MAX;
   sc->window = (int64_t)(s->rate_duration_s * NS_PER_S);
-  sc->done = !ok || c->users > 0; /* closed loop: no open arrivals */
+  sc->done = !ok || c->users > 0 || (r->trace_cell && r->tr_nroots == 0);
   c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
-  c->t_window_end = c->t0 + sc->window;
-  sc->next_t = c->t0;
+  c->t_window_end = r->trace_cell ? INT64_MAX : c->t0 + sc->window;
+  sc->next_t = c->t0 + (r->trace_cell && r->tr_nroots > 0 ? root_ns(r, 0) : 0);
   /* closed loop: every user is due at t0 */
   for (unsigned u = 0; u < c->users; u++) {
     struct sess *ss = sess_new(c, true);
@@ -1236,9 +1366,75 @@ setup(struct rrun *r)
   tb_prompt_ctx_free(pc);
 }
 
+static int
+cmp_root(const void *a, const void *b, void *cls)
+{
+  const struct tb_trace *t = cls;
+  double x = t->req[*(const size_t *)a].t_s, y = t->req[*(const size_t *)b].t_s;
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  return x < y ? -1 : x > y ? 1 : (i > j) - (i < j);
+}
+
+/* The trace cell's replay of env->trace as the spec's trace object asks
+ * (inputs capped to fit the server's length with their output), its roots
+ * in order of arrival, the turns after each request, the summary, the
+ * prompts' seed (the spec's seed and the run: no two runs share a block). */
+static void
+trace_setup(struct rrun *r)
+{
+  const struct tb_spec *s = r->s;
+  const struct tb_spec_trace *t = &s->trace;
+  if (r->env->trace == NULL) {
+    r->tr_err = tb_xstrdup("the spec's trace names no trace (tokbench run --trace FILE, or an "
+                           "uploaded trace's id)");
+    return;
+  }
+  int64_t mml = r->env->d->max_model_len;
+  int64_t cap_out = t->max_output > 0 ? t->max_output : 0;
+  struct tb_trace_opts o = {
+    .start_s = t->start_s, .duration_s = t->duration_s, .speedup = t->speedup,
+    .rate_scale = t->rate_scale, .max_output = cap_out,
+    .max_requests = (size_t)t->max_requests,
+  };
+  if (mml > 0) { /* input + output + the template's few tokens within the length */
+    if (o.max_output == 0 || o.max_output > mml / 2)
+      o.max_output = mml / 2;
+    o.max_input = mml - o.max_output - 64;
+  }
+  tb_trace_replay(r->env->trace, &o, &r->tr);
+  tb_trace_summarize(&r->tr, &r->tr_sum);
+  size_t n = r->tr.n ? r->tr.n : 1;
+  r->tr_roots = tb_xmalloc(n * sizeof *r->tr_roots);
+  r->tr_child = tb_xmalloc(n * sizeof *r->tr_child);
+  r->tr_sib = tb_xmalloc(n * sizeof *r->tr_sib);
+  for (size_t i = 0; i < r->tr.n; i++)
+    r->tr_child[i] = r->tr_sib[i] = -1;
+  for (size_t i = r->tr.n; i-- > 0;) { /* children in file order */
+    int64_t p = r->tr.req[i].parent;
+    if (p < 0) {
+      r->tr_roots[r->tr_nroots++] = i;
+    } else {
+      r->tr_sib[i] = r->tr_child[p];
+      r->tr_child[p] = (int64_t)i;
+    }
+  }
+  qsort_r(r->tr_roots, r->tr_nroots, sizeof *r->tr_roots, cmp_root, &r->tr);
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *p = r->env->run_id ? r->env->run_id : ""; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  r->tr_seed = h ^ (uint64_t)s->seed;
+  if (r->tr.n == 0)
+    r->tr_err = tb_xstrdup("the trace's window holds no request");
+}
+
 static void
 teardown(struct rrun *r)
 {
+  tb_trace_free(&r->tr);
+  free(r->tr_roots);
+  free(r->tr_child);
+  free(r->tr_sib);
+  free(r->tr_err);
   for (unsigned i = 0; i < TB_RATE_INPUT_POOL; i++) {
     free(r->pool[i].tmpl);
     free(r->pool[i].text);
@@ -1284,6 +1480,20 @@ same_load(const json_t *done, double rate, unsigned users)
   return fabs(json_number_value(json_object_get(done, "rate_rps")) - rate) < 1e-9 * rate;
 }
 
+/* The server's prefix cache emptied before a rate or trace cell when the
+ * spec says so (cache: reset; tb_cachereset), the outcome in the cell:
+ * cache_reset "done", "unsupported" or "refused", and why. */
+static void
+cache_reset(const struct rrun *r, json_t *cell)
+{
+  if (strcmp(r->s->cache, "reset") != 0)
+    return;
+  char why[TB_CACHERESET_WHY_MAX];
+  enum tb_cache_reset cr = tb_cache_reset(r->env->d, r->env->api_key, why, sizeof why);
+  json_object_set_new(cell, "cache_reset", json_string(tb_cache_reset_name(cr)));
+  json_object_set_new(cell, "cache_reset_detail", json_string(why));
+}
+
 /* One cell, open loop at rate (users 0) or closed loop with users: kept
  * from done_cells, or measured and emitted.  The cell's attainment into
  * *att (NAN when not valid).  false: stop. */
@@ -1309,6 +1519,8 @@ one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *
   json_object_set_new(cell, "role", json_string(role));
   if (env->progress != NULL)
     env->progress(env->cls, cell);
+  if (r->setup_err == NULL)
+    cache_reset(r, cell);
   if (r->setup_err != NULL) {
     tb_result_cell_set_status(cell, "error", r->setup_err);
   } else if (!cell_run(r, rate, users, index, cell)) {
@@ -1319,6 +1531,46 @@ one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *
   const json_t *a = json_object_get(cell, "attainment");
   if (json_is_number(a))
     *att = json_number_value(a);
+  if (!env->emit(env->cls, cell)) {
+    r->cancelled = true;
+    return false;
+  }
+  return true;
+}
+
+/* The trace cell: the spec's trace replayed (kept from done_cells when
+ * an earlier attempt measured it).  false: stop. */
+static bool
+trace_cell(struct rrun *r)
+{
+  const struct tb_rate_env *env = r->env;
+  unsigned index = ++r->index;
+  int64_t ctx = (int64_t)llround(r->tr_sum.in.mean);
+  json_t *cell = tb_result_cell_new("rate", ctx, index);
+  json_object_set_new(cell, "trace_format", json_string(r->s->trace.format));
+  const json_t *done = tb_result_find_cell(env->done_cells, "rate", ctx, index);
+  if (done != NULL && json_object_get(done, "trace") != NULL) {
+    json_decref(cell);
+    if (env->keep != NULL)
+      env->keep(env->cls, done);
+    return true;
+  }
+  json_object_set_new(cell, "role", json_string("trace"));
+  if (env->progress != NULL)
+    env->progress(env->cls, cell);
+  if (r->setup_err != NULL || r->tr_err != NULL) {
+    tb_result_cell_set_status(cell, "error", r->setup_err ? r->setup_err : r->tr_err);
+  } else {
+    cache_reset(r, cell);
+    r->trace_cell = true;
+    bool ok = cell_run(r, 0, 0, index, cell);
+    r->trace_cell = false;
+    if (!ok) {
+      r->cancelled = true;
+      json_decref(cell);
+      return false;
+    }
+  }
   if (!env->emit(env->cls, cell)) {
     r->cancelled = true;
     return false;
@@ -1406,11 +1658,15 @@ tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env, json_t **swe
   r->epfd = r->tfd = -1;
   *sweep = NULL;
   setup(r);
+  if (p->trace)
+    trace_setup(r);
   double att;
   const struct tb_plan_cell *rate = p->cells + p->n_matrix;
   for (size_t i = 0; i < p->n_rate && !r->cancelled; i++)
     if (!one_cell(r, rate[i].rate_rps, 0, "rate", &att))
       break;
+  if (p->trace && !r->cancelled)
+    (void)trace_cell(r);
   if (p->sweep && !r->cancelled)
     *sweep = run_sweep(r);
   enum tb_rate_status st = r->cancelled ? TB_RATE_CANCELLED : TB_RATE_OK;

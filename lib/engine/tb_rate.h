@@ -65,6 +65,8 @@
 #define TB_RATE_INPUT_POOL 8u
 
 /* What a run lends its rate cells (all borrowed). */
+struct tb_trace;
+
 struct tb_rate_env {
   const struct tb_discover *d; /* endpoint: base_url, model, max_model_len */
   const char *api_key;         /* may be NULL; never logged */
@@ -75,6 +77,7 @@ struct tb_rate_env {
   bool curl_streams;           /* no tb_direct (tb_engine_target): the cells fail */
   bool error_bodies;           /* tb_engine_hooks.error_bodies */
   const json_t *done_cells;    /* cells of an earlier attempt (may be NULL) */
+  const struct tb_trace *trace; /* the spec's trace (tb_engine_target.trace) or NULL */
   void *cls;
   /* a finished cell (stolen); false stops the run */
   bool (*emit)(void *cls, json_t *cell);

@@ -166,6 +166,13 @@ rate_cells(struct tb_plan *p)
     secs += c->window_s;
     p->n_rate++;
   }
+  if (p->trace) { /* its window when the spec bounds it (the file is the engine's) */
+    struct tb_plan_cell *c = add(p, TB_PLAN_TRACE);
+    const struct tb_spec_trace *t = &s->trace;
+    c->window_s = t->duration_s > 0 ? t->duration_s / t->speedup / t->rate_scale : 0;
+    secs += c->window_s;
+    p->n_trace = 1;
+  }
   if (!p->sweep)
     return secs;
   double found, hi;
@@ -193,7 +200,8 @@ tb_plan_init(struct tb_plan *p, const struct tb_spec *spec, const struct tb_plan
     p->facts = *facts;
   p->sweep = spec->sweep.attainment_pct > 0;
   p->sweep_closed = p->sweep && strcmp(spec->sweep.over, "concurrency") == 0;
-  p->rate = spec->rates.n > 0 || p->sweep;
+  p->trace = spec->trace.format[0] != '\0';
+  p->rate = spec->rates.n > 0 || p->sweep || p->trace;
   p->matrix = !(p->rate && !spec->contexts.given && !spec->concurrency.given &&
                 !spec->prefill_contexts.given);
   p->repeats = (unsigned)spec->repeats;
@@ -205,7 +213,7 @@ tb_plan_init(struct tb_plan *p, const struct tb_spec *spec, const struct tb_plan
                                              : TB_PLAN_DEFAULT_LENGTH;
   if (p->matrix)
     axes(p, mml);
-  size_t n = p->n_prefill + p->n_contexts * p->n_concurrency + spec->rates.n +
+  size_t n = p->n_prefill + p->n_contexts * p->n_concurrency + spec->rates.n + p->trace +
              (p->sweep ? (size_t)spec->sweep.max_probes : 0);
   p->cells = tb_xcalloc(n > 0 ? n : 1, sizeof *p->cells);
   if (p->matrix)

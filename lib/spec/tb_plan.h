@@ -14,7 +14,8 @@
  * The order: repeats passes over the matrix (each pass the same cells: by
  * context ascending over the union of decode and prefill contexts, at each
  * context its prefill scout first, then its decode cells by concurrency),
- * then the rate cells (the spec's rates in order), then the sweep's probes.
+ * then the rate cells (the spec's rates in order), the trace cell (the
+ * spec's trace), then the sweep's probes.
  * The plan holds the matrix once (cells[0 .. n_matrix)), the passes being
  * repeats.
  *
@@ -76,6 +77,7 @@ enum tb_plan_phase {
   TB_PLAN_DECODE,  /* a decode cell: context x concurrency */
   TB_PLAN_RATE,    /* a rate cell of the spec's rates */
   TB_PLAN_SWEEP,   /* a probe of the sweep (at most max_probes) */
+  TB_PLAN_TRACE,   /* the spec's trace replayed (a rate cell of its own) */
 };
 
 /* Whether a matrix cell runs (rate cells and probes always do). */
@@ -108,6 +110,7 @@ struct tb_plan {
                        * of contexts, concurrency, prefill_contexts given) */
   bool rate;          /* rate cells or a sweep */
   bool sweep, sweep_closed; /* a sweep; over concurrency (closed loop) */
+  bool trace;         /* the spec's trace: one trace cell after the rate cells */
   /* the matrix's axes, sorted (empty without a matrix) */
   int64_t contexts[TB_SPEC_MAX_LIST];
   size_t n_contexts;
@@ -121,7 +124,7 @@ struct tb_plan {
   bool kv_override;
   struct tb_plan_facts facts; /* as given (zeros before discovery) */
   struct tb_plan_cell *cells; /* n_matrix + n_rate + n_sweep, in order */
-  size_t n_cells, n_matrix, n_rate, n_sweep;
+  size_t n_cells, n_matrix, n_rate, n_sweep, n_trace;
   double bound_s;
 };
 

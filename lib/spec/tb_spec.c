@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/tb_arrival.h"
+#include "spec/tb_trace.h"
 #include "base/tb_scope.h"
 
 #define M(x) offsetof(struct tb_spec, x)
@@ -103,6 +104,45 @@ static const struct tb_spec_field convo_fields[] = {
   { .name = "think", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
     .def = "\"exponential\"", .member = M(conversation.think), .check = check_think,
     .help = "think times: exponential (seeded, mean think_time_s) or constant" },
+};
+
+static const char *
+check_trace_format(const char *t)
+{
+  enum tb_trace_format f;
+  return tb_trace_format_parse(t, &f)
+             ? NULL
+             : "must be one of mooncake, azure, burstgpt, bailian, weka";
+}
+
+static const char *
+check_cache(const char *t)
+{
+  return strcmp(t, "reset") == 0 || strcmp(t, "keep") == 0 ? NULL
+                                                             : "must be \"reset\" or \"keep\"";
+}
+
+/* The "trace" object: a production trace replayed as a rate cell. */
+static const struct tb_spec_field trace_fields[] = {
+  { .name = "format", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE | TB_SPEC_REQUIRED,
+    .min = 1, .max = 16, .member = M(trace.format), .check = check_trace_format,
+    .help = "the trace's format: mooncake, azure, burstgpt, bailian or weka" },
+  { .name = "id", .type = TB_SPEC_UUID, .member = NO,
+    .help = "an uploaded trace (POST /v1/traces) of the project" },
+  { .name = "start_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 1e9, .def = "0",
+    .member = M(trace.start_s), .help = "roots arriving before this are left out, s" },
+  { .name = "duration_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 1e9, .def = "0",
+    .member = M(trace.duration_s),
+    .help = "roots arriving this long after start_s or later are left out, s (0: to the end)" },
+  { .name = "speedup", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 1000, .def = "1",
+    .member = M(trace.speedup), .help = "every time and delay divided by it" },
+  { .name = "rate_scale", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 1000, .def = "1",
+    .member = M(trace.rate_scale),
+    .help = "the roots' arrival rate multiplied by it (a session's delays are not)" },
+  { .name = "max_output", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_OUTPUT,
+    .member = M(trace.max_output), .help = "output tokens capped at this (default: as recorded)" },
+  { .name = "max_requests", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_RATE_REQUESTS,
+    .member = M(trace.max_requests), .help = "requests replayed at most (default: all)" },
 };
 
 /* The "prefix" object: a system prompt shared by every request of a rate
@@ -216,6 +256,14 @@ static const struct tb_spec_field job_fields[] = {
   { .name = "conversation", .type = TB_SPEC_OBJECT, .sub = convo_fields,
     .nsub = TB_ARRAY_LEN(convo_fields), .member = M(conversation), .cli = "conversation",
     .help = "each arrival is a multi-turn conversation, e.g. turns=4,think_time_s=2" },
+  { .name = "trace", .type = TB_SPEC_OBJECT, .sub = trace_fields,
+    .nsub = TB_ARRAY_LEN(trace_fields), .member = M(trace), .cli = "trace-replay",
+    .help = "a production trace replayed as a rate cell (docs/traces.md), e.g. "
+            "format=mooncake,speedup=2,duration_s=60" },
+  { .name = "cache", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 8,
+    .def = "\"reset\"", .member = M(cache), .cli = "cache", .check = check_cache,
+    .help = "reset: the server's prefix cache emptied before each prefill scout, rate and "
+            "trace cell where its engine offers it; keep: never" },
 };
 
 const struct tb_spec_field *

@@ -161,6 +161,17 @@ struct tb_spec_sweep {
   int64_t max_probes;        /* cells it may run */
 };
 
+/* A trace replayed as a rate cell (the spec's "trace" object; docs/traces.md):
+ * on when format is set.  The trace itself is a file (`tokbench run --trace
+ * FILE`) or an uploaded trace (id, POST /v1/traces); these say how it is
+ * replayed (lib/spec/tb_trace.h, struct tb_trace_opts). */
+struct tb_spec_trace {
+  char format[TB_SPEC_INLINE_MAX]; /* tb_trace_format_parse's names; "": off */
+  double start_s, duration_s;      /* the window of the roots' arrivals (0: all) */
+  double speedup, rate_scale;
+  int64_t max_output, max_requests; /* 0: as recorded, all */
+};
+
 /* The engine's settings, parsed.  Lists are sorted, without repeats. */
 struct tb_spec {
   char *model;                           /* NULL: the first of /v1/models */
@@ -185,6 +196,11 @@ struct tb_spec {
   struct tb_spec_sweep sweep;
   struct tb_spec_prefix prefix;
   struct tb_spec_convo conversation;
+  struct tb_spec_trace trace;
+  /* "reset": the server's prefix cache emptied before every prefill scout,
+   * rate and trace cell where the engine offers it (tb_cachereset);
+   * "keep": never */
+  char cache[TB_SPEC_INLINE_MAX];
 };
 
 enum tb_spec_rc {

@@ -709,3 +709,64 @@ def test_large_prompt_prepared_off_the_loop(ctx):
     assert http("GET", sim.url + "/health")[0] == 200
     st, _, stats = http_json("GET", sim.url + "/sim/stats")
     assert st == 200 and stats["requests"] >= 2
+
+
+def test_prefix_cache_reset(ctx):
+    """Each flavour's prefix-cache reset (issue 25): vLLM's POST
+    /reset_prefix_cache (served only with VLLM_SERVER_DEV_MODE=1: --dev-mode;
+    else 404 and the cache stays warm), SGLang's POST /flush_cache (refused,
+    400, while a request runs) and llama.cpp's POST /slots/{id}?action=erase
+    (503 while busy, 400 for an unknown slot or action).  After a reset the
+    same prompt is cold again; before it, warm."""
+    prompt = " ".join(["abcd"] * 300)
+
+    def hits(sim):
+        st, _, _ = http_json("POST", sim.url + "/v1/chat/completions",
+                             {"model": MODEL, "max_tokens": 2, "ignore_eos": True,
+                              "messages": [{"role": "user", "content": prompt}]})
+        assert st == 200
+        s = http_json("GET", sim.url + "/sim/stats")[2]
+        return s["cache_hits"] + s["cache_partial_hits"]
+
+    def busy(sim, method, path, status):
+        """path answers status while a long request runs."""
+        body = {"model": MODEL, "max_tokens": 3000, "ignore_eos": True, "stream": True,
+                "messages": [{"role": "user", "content": "long"}]}
+        s = Stream(sim.url, "/v1/chat/completions", body)
+        harness.wait_until(lambda: http_json("GET", sim.url + "/sim/stats")[2]["running"] >= 1, 5)
+        st, _, _ = http(method, sim.url + path)
+        s.close()
+        harness.wait_until(lambda: http_json("GET", sim.url + "/sim/stats")[2]["running"] == 0, 5)
+        assert st == status, (path, st)
+
+    cases = (("vllm", ["--dev-mode"], "/reset_prefix_cache", None),
+             ("vllm-0.7", ["--dev-mode"], "/reset_prefix_cache", None),
+             ("sglang", [], "/flush_cache", 400),
+             ("llamacpp", [], "/slots/0?action=erase", 503))
+    for flavour, args, path, busy_status in cases:
+        sim = ctx.sim(flavour=flavour, args=args)
+        h0 = hits(sim)
+        h1 = hits(sim)
+        assert h1 == h0 + 1, (flavour, h0, h1)   # warm
+        if busy_status is not None:
+            busy(sim, "POST", path, busy_status)
+            assert hits(sim) == h1 + 1, flavour  # a refused reset kept it warm
+            h1 += 1
+        st, _, body = http("POST", sim.url + path)
+        assert st == 200, (flavour, st, body)
+        if flavour == "llamacpp":
+            doc = json.loads(body)
+            assert doc["id_slot"] == 0 and doc["n_erased"] > 0, doc
+        if flavour == "sglang":
+            assert body.startswith(b"Cache flushed."), body
+        assert hits(sim) == h1, flavour          # cold after the reset
+        assert hits(sim) == h1 + 1, flavour      # and warm again
+    sim = ctx.sim(flavour="vllm")                # no dev mode: as vLLM, 404
+    h0 = hits(sim)
+    assert http("POST", sim.url + "/reset_prefix_cache")[0] == 404
+    assert hits(sim) == h0 + 1
+    sim = ctx.sim(flavour="llamacpp")
+    assert http("POST", sim.url + "/slots/9999?action=erase")[0] == 400
+    assert http("POST", sim.url + "/slots/0?action=save")[0] == 400
+    sim = ctx.sim(flavour="tgi-3.3")             # no reset route at all
+    assert http("POST", sim.url + "/flush_cache")[0] == 404

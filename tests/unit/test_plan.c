@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "spec/tb_plan.h"
@@ -410,6 +411,43 @@ test_shards(void **state)
   assert_int_equal(tb_plan_shard_share(10, 3, 2), 3);
   assert_int_equal(tb_plan_shard_share(10, 3, 3), 0);
   assert_int_equal(tb_plan_shard_share(10, 0, 0), 0);
+/* The spec's trace: one trace cell after the rate cells, the matrix only
+ * when asked for; its window in the bound when the spec bounds it. */
+static void
+test_trace_cell(void **state)
+{
+  (void)state;
+  struct tb_spec s;
+  struct tb_plan p;
+  spec_of(&s, "\"trace\":{\"format\":\"mooncake\",\"duration_s\":60,\"speedup\":2,"
+              "\"rate_scale\":1.5}");
+  tb_plan_init(&p, &s, NULL);
+  assert_false(p.matrix);
+  assert_true(p.rate && p.trace);
+  assert_int_equal(p.n_cells, 1);
+  assert_int_equal(p.n_trace, 1);
+  assert_int_equal(p.cells[0].phase, TB_PLAN_TRACE);
+  assert_true(fabs(p.bound_s - 20.0) < 1e-9);
+  tb_plan_free(&p);
+  tb_spec_free(&s);
+  spec_of(&s, "\"rates\":[2,4],\"rate_duration_s\":10,\"contexts\":[1024],"
+              "\"concurrency\":[1],\"trace\":{\"format\":\"azure\"}");
+  tb_plan_init(&p, &s, NULL);
+  assert_true(p.matrix);
+  assert_int_equal(p.n_rate, 2);
+  assert_int_equal(p.n_trace, 1);
+  assert_int_equal(p.cells[p.n_cells - 1].phase, TB_PLAN_TRACE);
+  assert_int_equal(p.cells[p.n_matrix].phase, TB_PLAN_RATE);
+  assert_true(p.cells[p.n_cells - 1].window_s == 0);  /* unbounded: the file says */
+  tb_plan_free(&p);
+  tb_spec_free(&s);
+  /* no trace: as before */
+  spec_of(&s, "\"rates\":[2]");
+  tb_plan_init(&p, &s, NULL);
+  assert_false(p.trace);
+  assert_int_equal(p.n_trace, 0);
+  tb_plan_free(&p);
+  tb_spec_free(&s);
 }
 
 int
@@ -425,6 +463,7 @@ main(void)
     cmocka_unit_test(test_sweeps),
     cmocka_unit_test(test_list_caps),
     cmocka_unit_test(test_shards),
+    cmocka_unit_test(test_trace_cell),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

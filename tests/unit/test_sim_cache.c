@@ -73,6 +73,28 @@ test_match_and_shared_prefix(void **state)
   sim_cache_free(c);
 }
 
+/* A reset (the engines' prefix-cache resets) empties the cache; it fills
+ * again to its capacity as before. */
+static void
+test_clear(void **state)
+{
+  (void)state;
+  struct sim_cache *c = sim_cache_new(12);
+  int32_t a[40];
+  uint64_t ca[10];
+  prompt(a, 40, 17, 1);
+  size_t na = sim_cache_chain(a, 40, BS, ca, 10);
+  sim_cache_insert(c, ca, na);
+  assert_int_equal(sim_cache_match(c, ca, na), 10);
+  sim_cache_clear(c);
+  assert_int_equal(sim_cache_blocks(c), 0);
+  assert_int_equal(sim_cache_match(c, ca, na), 0);
+  sim_cache_insert(c, ca, na);
+  assert_int_equal(sim_cache_blocks(c), 10);
+  assert_int_equal(sim_cache_match(c, ca, na), 10);
+  sim_cache_free(c);
+}
+
 /* Full cache: the least recently used chain goes first, from its tail, so
  * a chain cut short keeps its head. */
 static void
@@ -182,6 +204,7 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_chain),
     cmocka_unit_test(test_match_and_shared_prefix),
+    cmocka_unit_test(test_clear),
     cmocka_unit_test(test_eviction_order),
     cmocka_unit_test(test_churn_against_model),
   };

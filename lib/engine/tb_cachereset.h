@@ -1,0 +1,42 @@
+/*
+ * tb_cachereset: a server's prefix cache emptied before a cell, where its
+ * engine offers a way (issue 25; docs/traces.md, "Prefix-cache control"):
+ *  - vLLM: POST /reset_prefix_cache (vllm/entrypoints/serve/cache/
+ *    api_router.py; mounted only when the server runs with
+ *    VLLM_SERVER_DEV_MODE=1, so a stock server answers 404);
+ *  - SGLang: POST /flush_cache (200 when flushed; 400 while requests run
+ *    or wait: it then does nothing);
+ *  - llama.cpp: POST /slots/{id}?action=erase for every slot (0 ..
+ *    total_slots - 1), as its server README documents the slots API;
+ *  - any other engine: no call.
+ * The answer is one of three, recorded in the cell as cache_reset:
+ * "done" (every call 2xx), "unsupported" (no such engine or route: 404,
+ * 405, 501, or an engine without one) or "refused" (any other answer, or no
+ * answer), with the reason beside it.
+ */
+#ifndef TB_CACHERESET_H
+#define TB_CACHERESET_H
+
+#include <stddef.h>
+
+#include "engine/tb_discover.h"
+
+#define TB_CACHERESET_WHY_MAX 256
+#define TB_CACHERESET_TIMEOUT_MS 10000
+#define TB_CACHERESET_MAX_SLOTS 1024   /* llama.cpp slots erased at most */
+
+enum tb_cache_reset {
+  TB_CACHE_RESET_DONE,
+  TB_CACHE_RESET_UNSUPPORTED,
+  TB_CACHE_RESET_REFUSED,
+};
+
+/* "done", "unsupported", "refused". */
+const char *tb_cache_reset_name(enum tb_cache_reset r);
+
+/* Resets d's server's prefix cache as its engine offers (above); why gets
+ * one line saying what was called and what came back (never a secret). */
+enum tb_cache_reset tb_cache_reset(const struct tb_discover *d, const char *api_key, char *why,
+                                   size_t whylen);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * tb_trace: production traces read into one internal schema (docs/traces.md).
+ *
+ * A trace is a list of requests: when each arrived, its input and output
+ * tokens, the ids of its prompt's blocks (equal ids = equal token blocks, so
+ * a prefix cache hits), and, for multi-turn sessions, the request it follows
+ * (its parent) and the delay after the parent's end.  Five formats are read,
+ * each as its own repository or the peers' readers define it (the sources are
+ * named in docs/traces.md and beside each reader in tb_trace.c):
+ *
+ *  - "mooncake": JSON lines, timestamp (ms), input_length, output_length,
+ *    hash_ids (512-token blocks); AIPerf's session_id and delay (ms), and the
+ *    aliases input_tokens, output_tokens, created_time, delay_ms;
+ *  - "azure": CSV with TIMESTAMP (date-time text or seconds), ContextTokens,
+ *    GeneratedTokens (Azure LLM inference traces 2023 and 2024; no blocks);
+ *  - "burstgpt": CSV with Timestamp (s), Model, Request tokens, Response
+ *    tokens, Total tokens, Log Type (no blocks);
+ *  - "bailian": JSON lines, chat_id, parent_chat_id (-1 for a root),
+ *    timestamp (s), input_length, output_length, type, turn, hash_ids
+ *    (16-token blocks); each turn already holds its whole context;
+ *  - "weka": one JSON object per conversation (a file of one, an array, or
+ *    JSON lines): block_size (64), requests[] of t (s from the conversation's
+ *    start), in, out, hash_ids, think_time; "subagent" entries nest requests
+ *    of their own, with a cache of their own.
+ *
+ * The reader is pure: bytes in (gzip is inflated first, by zlib), a
+ * struct tb_trace or an error naming the line and the field out.  Every
+ * count a file sets is held to a named cap before anything is allocated
+ * for it.  Block ids are renumbered densely (0 .. nuniq - 1) in the order
+ * first seen; ids a format scopes to one conversation (WEKA) or subagent
+ * never meet another's.
+ */
+#ifndef TB_TRACE_H
+#define TB_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/tb_util.h"
+
+#define TB_TRACE_MAX_BYTES (256u << 20)    /* inflated size of one trace */
+#define TB_TRACE_MAX_LINE (4u << 20)       /* one JSON line or CSV row */
+#define TB_TRACE_MAX_REQUESTS 1000000u     /* requests in one trace */
+#define TB_TRACE_MAX_REQ_BLOCKS 65536u     /* hash_ids of one request */
+#define TB_TRACE_MAX_BLOCKS 16000000u      /* hash_ids of the whole trace */
+#define TB_TRACE_MAX_TOKENS 10000000       /* input or output of one request */
+#define TB_TRACE_MAX_DEPTH 4               /* WEKA subagents within subagents */
+#define TB_TRACE_ERR_MAX 256
+
+enum tb_trace_format {
+  TB_TRACE_MOONCAKE,
+  TB_TRACE_AZURE,
+  TB_TRACE_BURSTGPT,
+  TB_TRACE_BAILIAN,
+  TB_TRACE_WEKA,
+};
+
+struct tb_trace_req {
+  double t_s;        /* arrival, s from the trace's first (recorded, or
+                      * estimated as the parent's for a turn with a delay
+                      * only) */
+  int64_t in_tokens, out_tokens;
+  size_t blk_off;    /* its block ids: trace->blocks[blk_off .. + nblk) */
+  uint32_t nblk;
+  int64_t session;   /* dense session index, -1 for none */
+  int64_t parent;    /* index of the request it follows, -1 for a root */
+  double delay_s;    /* after the parent's end; -1 when the trace has none
+                      * (then: at t_s, and never before the parent ends) */
+};
+
+struct tb_trace {
+  enum tb_trace_format format;
+  int64_t block_tokens;   /* tokens a block id stands for; 0: no blocks */
+  size_t n;
+  struct tb_trace_req *req;
+  uint32_t *blocks;       /* dense ids, all requests' together */
+  size_t nblocks;
+  size_t nuniq;           /* distinct block ids */
+  size_t nsessions;
+  bool gzipped;           /* the input was gzip */
+};
+
+/* Token distribution of a trace's requests. */
+struct tb_trace_dist {
+  double mean, p50, p90, p99, max;
+};
+
+struct tb_trace_summary {
+  size_t requests, sessions, blocks, unique_blocks;
+  int64_t block_tokens;
+  double span_s;            /* last arrival - first */
+  double rate;              /* requests / span_s (0 for a span of 0) */
+  struct tb_trace_dist in, out;
+  /* Input tokens an unbounded prefix cache would hold, over all input
+   * tokens: in the trace's order, each request's leading blocks already
+   * seen count block_tokens each (capped at its input). */
+  double implied_hit_rate;
+};
+
+/* How a trace is replayed (the spec's trace object): a window of its
+ * roots' arrivals, played faster, its arrival rate scaled, lengths capped.
+ * Zeros: the whole trace as recorded. */
+struct tb_trace_opts {
+  double start_s;        /* roots arriving before are left out */
+  double duration_s;     /* roots arriving at start_s + duration_s or later
+                          * are left out; 0: to the end */
+  double speedup;        /* every time and delay divided by it; 0 = 1 */
+  double rate_scale;     /* the roots' arrivals (not a session's delays)
+                          * divided by it again; 0 = 1 */
+  int64_t max_output;    /* output tokens capped; 0: as recorded */
+  int64_t max_input;     /* input tokens capped (the server's length); 0 */
+  size_t max_requests;   /* requests kept at most; 0: all */
+};
+
+/* "mooncake", "azure", "burstgpt", "bailian", "weka" -> *out; false for
+ * any other name. */
+bool tb_trace_format_parse(const char *name, enum tb_trace_format *out) TB_MUST_CHECK;
+const char *tb_trace_format_name(enum tb_trace_format f);
+/* The block size a format's ids stand for by default (0: no blocks). */
+int64_t tb_trace_format_block_tokens(enum tb_trace_format f);
+
+/* Reads len bytes of a trace in format f (gzip or not) into *out.  0 on
+ * success; -1 with a one-line reason in err ("line 12: field
+ * \"input_length\": ...") and *out empty.  Free with tb_trace_free. */
+int tb_trace_parse(const void *data, size_t len, enum tb_trace_format f,
+                   struct tb_trace *out, char *err, size_t errlen) TB_MUST_CHECK;
+void tb_trace_free(struct tb_trace *t);
+
+/* The figures of a trace (requests, span, rate, tokens, block reuse). */
+void tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s);
+
+/* The replay of in as o asks, into *out (a trace of its own; free with
+ * tb_trace_free): the roots inside the window, each with its session's
+ * turns (a turn whose parent is left out is left out), times from the
+ * window's start divided by speedup (roots: by rate_scale too; a turn keeps
+ * its offset from its parent, divided by speedup), delays divided by
+ * speedup, inputs (and their blocks) and outputs capped.  Its nsessions
+ * and nuniq are in's.  Returns the requests kept. */
+size_t tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o,
+                       struct tb_trace *out);
+
+/* The prompt text of request i, carrying the trace's block sharing
+ * (docs/traces.md, "Prompts"): words of at most four bytes (one token each
+ * on usual BPE vocabularies and on tokbench-sim's), block_tokens of them per
+ * block id, drawn from a generator seeded by seed and the block's dense id,
+ * so equal ids give equal words and unequal ids differ (within a run: the
+ * seed is the run's, so no two runs share a block); past its blocks (or in
+ * a trace without blocks) words seeded by the request's index alone.  In
+ * all min(in_tokens, max_words) words, separated by single spaces; the
+ * count in *words.  A new string (caller frees). */
+char *tb_trace_text(const struct tb_trace *t, size_t i, uint64_t seed, int64_t max_words,
+                    int64_t *words);
+
+#endif
