@@ -411,6 +411,8 @@ test_shards(void **state)
   assert_int_equal(tb_plan_shard_share(10, 3, 2), 3);
   assert_int_equal(tb_plan_shard_share(10, 3, 3), 0);
   assert_int_equal(tb_plan_shard_share(10, 0, 0), 0);
+}
+
 /* The spec's trace: one trace cell after the rate cells, the matrix only
  * when asked for; its window in the bound when the spec bounds it. */
 static void
