@@ -10,6 +10,7 @@
 #   make fuzz            libFuzzer targets (clang), FUZZ_SECONDS each
 #   make bench           benchmarks, printing figures
 #   make bench-verdicts  the verdict's false alarms and power (in make bench too)
+#   make bench-shards    one cell driven by 1, 2 and 4 worker processes (issue 24)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
 #   make real-engine     llama.cpp's llama-server on CPU with a tiny model made
@@ -99,7 +100,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check-layers check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts clean docker-test
+.PHONY: all deps run test check-layers check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -171,6 +172,12 @@ bench: deps
 bench-verdicts: deps
 	$(MAKE) MODE=release build-rel/libtokbench.a
 	TB_BIN_DIR=build-rel/bin bench/bench_verdicts.sh
+
+# One decode cell driven by 1, 2 and 4 worker processes (issue 24): tokens/s
+# against the model's, start skew, merge time, CPU per token of each worker.
+bench-shards: deps
+	$(MAKE) MODE=release all
+	TB_BIN_DIR=build-rel/bin bench/bench_shards.sh
 
 # The image built and run for real (scripts/docker-test.sh; installs podman,
 # runc, debootstrap through scripts/deps.sh docker).  make test runs it from

@@ -11,7 +11,11 @@
  *   (p50, p99).  The arrival is what the engine records (the kernel's receive
  *   stamp where it has one, see tb_rxts.h); the lag shows how far behind its
  *   loop reads, which the kernel stamp keeps out of the figures.
- * usage: engine_load URL STREAMS DURATION_S
+ * After those ten figures it prints four more for bench_firehose.sh: the
+ * SSE data events the engine handled over the cell, the requests it
+ * completed there, CPU microseconds per completed request, and the CPU
+ * seconds the process spent over the cell.
+ * usage: engine_load URL STREAMS DURATION_S [MAX_OUTPUT]
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -32,10 +36,10 @@ struct bench {
   struct slot *slots;
   unsigned n;
   struct tb_stats delay, gap, lag;
-  int64_t tokens;
+  int64_t tokens, events;
   bool in_cell;
   double cpu0, cpu1;
-  int64_t tok0, tok1;
+  int64_t tok0, tok1, ev0, ev1;
 };
 
 static double
@@ -63,6 +67,7 @@ on_event(void *cls, unsigned slot, int64_t arrival, const char *comment,
     return;
   }
   b->tokens += tokens;
+  b->events++;
   if (s->stamp == 0 || tokens == 0)
     return;
   if (b->in_cell) {
@@ -88,6 +93,7 @@ on_progress(void *cls, const json_t *key, unsigned done, unsigned total,
     b->in_cell = true;
     b->cpu0 = cpu_s();
     b->tok0 = b->tokens;
+    b->ev0 = b->events;
   }
 }
 
@@ -100,6 +106,7 @@ on_cell(void *cls, const json_t *cell)
     b->in_cell = false;
     b->cpu1 = cpu_s();
     b->tok1 = b->tokens;
+    b->ev1 = b->events;
   }
   return true;
 }
@@ -114,8 +121,8 @@ env_is(const char *name, const char *value)
 int
 main(int argc, char **argv)
 {
-  if (argc != 4) {
-    fprintf(stderr, "usage: engine_load URL STREAMS DURATION_S\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: engine_load URL STREAMS DURATION_S [MAX_OUTPUT]\n");
     return 2;
   }
   /* the streams' descriptors: the library never raises the limit, its
@@ -135,7 +142,7 @@ main(int argc, char **argv)
   spec.concurrency = (struct tb_spec_list){ .v = { (int64_t)b.n }, .n = 1, .given = true };
   spec.prefill_contexts = (struct tb_spec_list){ .n = 0, .given = true };
   spec.duration_s = strtod(argv[3], NULL);
-  spec.max_output = 15000;
+  spec.max_output = argc == 5 ? strtoll(argv[4], NULL, 10) : 15000;
   spec.settle_s = 0.5;
   struct tb_engine_target target = { .base_url = argv[1], .run_id = "bench" };
   /* the engine's switches (TB_ENGINE_CFG_KEYS) as the binaries read them;
@@ -167,7 +174,8 @@ main(int argc, char **argv)
   /* 10th: the server series' samples (tb_sampler; 0 with it off) */
   json_int_t samples = json_integer_value(json_object_get(
       json_object_get(json_object_get(cell, "server_series"), "summary"), "samples"));
-  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %lld\n", b.n, tps,
+  json_int_t done = json_integer_value(json_object_get(cell, "completed"));
+  printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %.3f %.4f\n", b.n, tps,
          toks > 0 ? cpu / (double)toks * 1e6 : 0.0,
          tb_stats_quantile(&b.delay, 0.5) / 1e6,
          tb_stats_quantile(&b.delay, 0.99) / 1e6,
@@ -175,7 +183,9 @@ main(int argc, char **argv)
          json_number_value(json_object_get(
              json_object_get(cell, "tbt_ms"), "p50")),
          tb_stats_quantile(&b.lag, 0.5) / 1e6,
-         tb_stats_quantile(&b.lag, 0.99) / 1e6, (long long)samples);
+         tb_stats_quantile(&b.lag, 0.99) / 1e6, (long long)samples,
+         (long long)(b.ev1 - b.ev0), (long long)done,
+         done > 0 ? cpu / (double)done * 1e6 : 0.0, cpu);
   rc = 0;
 out:
   free(err);

@@ -29,6 +29,9 @@
 #    the compose file offers (--scale worker=3), done with the same image:
 #    three worker containers on one queue run three jobs against three
 #    simulated endpoints at once (three distinct lease owners seen together).
+# 7. Shards (issue 24): a job with shards: 2 on those three workers: its one
+#    cell driven by two worker containers, its percentiles equal to a
+#    recomputation from the samples they stored, tokens/s within 2%.
 # The last line says the job succeeded.  On exit, also on failure or Ctrl-C,
 # every container, image and byte of storage it made is removed, and the
 # cluster stopped and deleted.  Timings are printed as it goes.
@@ -334,6 +337,50 @@ for j in "${jobs[@]}"; do
   [ "$st" = succeeded ] || die "scaled job $j ended $st"
 done
 say "--scale worker=3 done by hand: 3 workers on one queue ran 3 jobs against 3 endpoints at once ($owners), all succeeded in $(($(date +%s) - t)) s"
+
+# -- 7. one cell driven by two worker containers (issue 24) ----------------------
+# A job with shards: 2 on the three workers: one holds the job and merges,
+# two drive the cell's shards.  Its percentiles must equal a recomputation
+# from the samples the shards stored (tests/integration/test_shards.py's
+# decoder and type-7 quantile), its tokens/s the simulator's within 2%.
+t=$(date +%s)
+sjob=$(curl -fsS -H "$H" -H 'Content-Type: application/json' \
+  -d '{"endpoint_id": "'"${eps[1]}"'", "contexts": ["1k"], "concurrency": [8],
+       "prefill_contexts": [], "duration_s": 3, "max_output": 1024, "shards": 2,
+       "labels": {"try": "shards"}}' "$B/v1/jobs" | jq -er .id)
+st=""
+for _ in $(seq 1 240); do
+  st=$(curl -fsS -H "$H" "$B/v1/jobs/$sjob" | jq -r .state)
+  case "$st" in succeeded|failed|cancelled) break ;; esac
+  sleep 0.5
+done
+[ "$st" = succeeded ] || die "sharded job $sjob ended $st"
+scell=$(psql_q "SELECT cell FROM job_cells WHERE job_id = '$sjob' AND phase = 'decode'")
+sblobs=$(psql_q "SELECT string_agg(encode(s.samples, 'hex'), ' ' ORDER BY s.shard) FROM cell_shards s
+                 JOIN cell_barriers b USING (job_id, cell_key, attempt)
+                 WHERE s.job_id = '$sjob' AND b.state = 'merged'")
+struth=$(curl -fsS "http://127.0.0.1:$sim2/sim/expected?context=1024&concurrency=8" | jq -er .total_tok_s)
+swhy=$(python3 - "$scell" "$sblobs" "$struth" <<'PY'
+import json, sys
+sys.path.insert(0, "tests/integration")
+from test_shards import decode_tbs1, quantile
+cell, blobs, truth = json.loads(sys.argv[1]), sys.argv[2].split(), float(sys.argv[3])
+shards = [decode_tbs1(bytes.fromhex(b)) for b in blobs]
+ttft = [v * 1000 for s in shards for v in s["series"][0]]
+bad = []
+if cell.get("status") != "valid" or cell.get("shards", {}).get("count") != 2 or len(shards) != 2:
+    bad.append("cell %s, shards %s" % (cell.get("status"), cell.get("shards", {}).get("count")))
+for p, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+    if ttft and cell["ttft_ms"][p] != quantile(ttft, q) / 1e6:
+        bad.append("ttft %s differs from the stored samples'" % p)
+if abs(cell.get("total_tps", 0) - truth) / truth >= 0.02:
+    bad.append("tokens/s %s vs the simulator's %s" % (cell.get("total_tps"), truth))
+print("; ".join(bad) if bad else "ok %.0f tok/s (model %.0f), shards on %s" % (
+    cell["total_tps"], truth, ", ".join(w["worker"] for w in cell["shards"]["where"])))
+PY
+)
+case "$swhy" in ok*) ;; *) die "sharded job $sjob: $swhy" ;; esac
+say "shards: one cell driven by two worker containers, merged exactly: $swhy, in $(($(date +%s) - t)) s"
 
 say "total $(($(date +%s) - t_start)) s"
 verdict="job $job succeeded: the README quick start, through containers built from docker/Dockerfile"

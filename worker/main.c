@@ -7,9 +7,10 @@
  * (under the migration lock: harmless beside the api), LISTEN
  * tb_jobs_queued, and the heartbeat thread with its own connection.
  *
- * Loop: claim (at most TOKBENCH_LIMIT_RUNNING running jobs per project,
+ * Loop: a shard of a sharded cell first (worker_shard_try: its cell waits
+ * at a barrier), else claim (at most TOKBENCH_LIMIT_RUNNING running jobs per project,
  * fair share across projects: tb_queue.h); when there is nothing, wait for a
- * tb_jobs_queued notification or the polling floor (TOKBENCH_POLL_S: expired
+ * tb_jobs_queued or tb_shards_open notification or the polling floor (TOKBENCH_POLL_S: expired
  * leases notify nobody), then claim again.  Every TOKBENCH_PRUNE_INTERVAL_S,
  * between jobs, hook deliveries and Idempotency-Keys older than
  * TOKBENCH_REPLAY_RETENTION_S are deleted (tb_tenancy_prune; several
@@ -57,6 +58,8 @@ static const struct tb_cfg_key worker_keys[] = {
   { "TOKBENCH_EGRESS_GIVE_UP_S", "600",
     "seconds a job refused by workers' egress policies is handed back for another worker "
     "before it fails with the reason", false },
+  /* issue 24: shards of a cell (worker_shard.h) */
+  TB_SHARD_CFG_KEYS,
 };
 
 /* The slice of an idle wait: bounds how late a signal is noticed. */
@@ -158,13 +161,19 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s;
+  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s, sh_streams, sh_barrier, sh_lead,
+      sh_lease, sh_attempts;
   if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_EGRESS_GIVE_UP_S", 0, 7 * 86400, &give_up_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_HEARTBEAT_S", 1, 3600, &beat_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &poll_s, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err)) {
+      !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_STREAMS", 1, 1000000, &sh_streams, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_BARRIER_S", 1, 3600, &sh_barrier, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEAD_MS", 0, 60000, &sh_lead, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEASE_S", 2, 3600, &sh_lease, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_ATTEMPTS", 1, 20, &sh_attempts, &err)) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
     rc = 2;
@@ -172,6 +181,9 @@ main(int argc, char **argv)
   }
   w.engine.cell_memory_max = (size_t)cell_kb * 1024;
   w.egress_give_up_s = (int)give_up_s;
+  w.shard = (struct worker_shard_cfg){ .max_streams = sh_streams, .barrier_s = (double)sh_barrier,
+                                       .lead_s = (double)sh_lead / 1000.0,
+                                       .lease_s = (int)sh_lease, .attempts = (int)sh_attempts };
   if (beat_s >= lease_s) {
     fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
     rc = 2;
@@ -225,8 +237,8 @@ main(int argc, char **argv)
     free(err);
     goto out;
   }
-  if (!tb_db_listen(db, "tb_jobs_queued")) {
-    tb_log(TB_LOG_ERROR, "cannot LISTEN tb_jobs_queued", NULL);
+  if (!tb_db_listen(db, "tb_jobs_queued") || !tb_db_listen(db, "tb_shards_open")) {
+    tb_log(TB_LOG_ERROR, "cannot LISTEN tb_jobs_queued and tb_shards_open", NULL);
     goto out;
   }
   struct tb_db *beat_db = tb_db_connect(url, (int)wait_ms, &err);
@@ -264,6 +276,9 @@ main(int argc, char **argv)
                (int64_t)pruned, NULL);
       next_prune_ns = tb_time_mono_ns() + ten.prune_interval_s * 1000000000LL;
     }
+    /* a shard first: its cell waits at a barrier for it */
+    if (worker_shard_try(&w))
+      continue;
     struct tb_queue_job job;
     char closed[TB_QUEUE_ID_LEN + 1] = "", skip[REFUSED_MAX * (TB_QUEUE_ID_LEN + 1) + 4];
     int c = tb_queue_claim_skip(db, worker_id, (int)lease_s, (int)ten.running,

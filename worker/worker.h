@@ -5,6 +5,8 @@
  *   worker_spec.c  what the worker adds to a job spec: its endpoint, a run id
  *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
  *   worker_job.c   runs one claimed job with the engine, start to finish
+ *   worker_shard.c the merge of a sharded cell's stored shards
+ *                  (worker_shard.h)
  */
 #ifndef WORKER_H
 #define WORKER_H
@@ -20,6 +22,7 @@
 #include "db/tb_queue.h"
 #include "engine/tb_engine.h"
 #include "base/tb_util.h"
+#include "worker_shard.h"
 
 /* ----------------------------------------------------------- worker_spec */
 
@@ -80,6 +83,7 @@ struct worker_ctx {
    * (TOKBENCH_CELL_MEMORY_KB in bytes) and the switches (TB_ENGINE_CFG_KEYS) */
   struct tb_engine_target engine;
   int egress_give_up_s;   /* TOKBENCH_EGRESS_GIVE_UP_S (tb_queue_refuse) */
+  struct worker_shard_cfg shard; /* TB_SHARD_CFG_KEYS (issue 24) */
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */
 };

@@ -49,6 +49,7 @@ struct job_run {
   bool lost;           /* a write found the lease gone */
   bool store_failed;   /* a cell could not be stored (hard error) */
   bool db_away;        /* the last write met a lost connection */
+  struct worker_shard_job shards; /* the engine's sharded cells (issue 24) */
 };
 
 static void
@@ -142,6 +143,15 @@ hook_cancelled(void *cls)
   bool cancel, lost;
   worker_beat_state(jr->w->beat, &cancel, &lost);
   return cancel || lost;
+}
+
+/* A decode cell the spec shards: measured by shards of idle workers and
+ * merged here (worker_shard.h); false: the engine measures it. */
+static bool
+hook_shard_cell(void *cls, int64_t ctx, int64_t conc, json_t *cell)
+{
+  struct job_run *jr = cls;
+  return worker_shard_cell(&jr->shards, ctx, conc, cell);
 }
 
 static void
@@ -386,7 +396,12 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     .on_progress = hook_progress,
     .cancelled = hook_cancelled,
     .on_header = hook_header,
+    .shard_cell = hook_shard_cell,
   };
+  jr.shards = (struct worker_shard_job){ .w = w, .lease = &job->lease, .spec = &spec,
+                                         .job_spec = job->spec, .endpoint_id = job->endpoint_id,
+                                         .run_id = run_id, .cancelled = hook_cancelled,
+                                         .cls = &jr };
   raise_nofile(&spec);
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
   if (api_key != NULL) {

@@ -87,6 +87,7 @@
 #include "engine/tb_rate.h"
 #include "base/tb_redact.h"
 #include "result/tb_result.h"
+#include "result/tb_samples.h"
 #include "result/tb_srvtime.h"
 #include "net/tb_rxts.h"
 #include "engine/tb_sampler.h"
@@ -123,6 +124,7 @@ struct stream {
   unsigned slot;
   char curl_err[CURL_ERROR_SIZE];
   bool direct;          /* on the cell's tb_direct_set, slot `slot` */
+  int64_t prev_tok;     /* its last token chunk (a shard's gaps) */
 };
 
 enum phase { PH_READY, PH_WINDOW, PH_DONE };
@@ -159,6 +161,11 @@ struct cell {
   double cap_running;
   int64_t sched_cap;
   struct tb_stats ttft, tbt;
+  /* a shard's (tb_engine_shard): every gap between two token chunks of a
+   * stream in the window, per token, and each completed request's e2e (ns);
+   * shard_wait: start() was called, the window waits for t0 */
+  struct tb_stats gaps, e2e;
+  bool shard_wait;
   int64_t win_tokens;
   int64_t max_chunk;    /* the most tokens one chunk brought in the window */
   /* tokens by slice of the window (count_tokens), for the SE of total
@@ -355,6 +362,11 @@ on_stream_tokens(void *cls, struct tb_stream *st, int64_t delta, unsigned flags)
     if (c->scout)
       c->scout_ttft_ns = ttft;
   }
+  /* a shard keeps every gap inside the window, per token */
+  if ((flags & TB_STREAM_IN_WINDOW) && !(flags & TB_STREAM_FIRST) && s->prev_tok != 0 &&
+      c->run->tgt->shard != NULL && now > s->prev_tok)
+    tb_stats_add(&c->gaps, (now - s->prev_tok) / delta);
+  s->prev_tok = now;
   if (flags & TB_STREAM_IN_WINDOW) {
     c->win_tokens += delta;
     if (delta > c->max_chunk)
@@ -606,8 +618,11 @@ stream_end(struct stream *s, const char *transport_err)
     stream_free(s);
     return;
   }
-  if (c->phase == PH_WINDOW && now < c->sc.w1)
+  if (c->phase == PH_WINDOW && now >= c->sc.w0 && now < c->sc.w1) {
     c->completed++;
+    if (r->tgt->shard != NULL)
+      tb_stats_add(&c->e2e, s->st.t_byte - stream_sent_at(s));
+  }
   stream_collect_tbt(s);
   stream_free(s);
   if (c->phase != PH_DONE)
@@ -864,25 +879,47 @@ scan_streams(struct cell *c, int64_t now)
   return true;
 }
 
-/* The window [now, now + duration) begins. */
+/* The window [at, at + duration) begins: tokens count by their arrival
+ * stamps (a shard's at may lie ahead: its common start t0). */
 static void
-window_open(struct cell *c, int64_t now)
+window_open(struct cell *c, int64_t at)
 {
   const struct run *r = c->run;
-  active_change(c, now, 0);
-  c->sc.w0 = now;
-  c->sc.w1 = now + (int64_t)(r->spec->duration_s * NS_PER_S);
+  active_change(c, at, 0);
+  c->sc.w0 = at;
+  c->sc.w1 = at + (int64_t)(r->spec->duration_s * NS_PER_S);
   c->n_slices = window_slices(r->spec->duration_s);
   c->slice_ns = (c->sc.w1 - c->sc.w0) / (int64_t)c->n_slices;
   if (c->slice_ns < 1)
     c->slice_ns = 1;
   c->slice_tok = tb_xcalloc(c->n_slices, sizeof *c->slice_tok);
-  c->act_last = now;
+  c->act_last = at;
   c->phase = PH_WINDOW;
   c->cpu_w0 = tb_time_thread_cpu_ns();
-  tb_sampler_begin(&c->smp, now);
-  c->m_next = now; /* a first sample right at the window's start */
+  tb_sampler_begin(&c->smp, at);
+  c->m_next = at; /* a first sample right at the window's start */
   tb_telemetry_poke(r->tel); /* and a telemetry read (issue 26) */
+}
+
+/* A shard, ready: asks its caller for the common start t0 (tb_engine_shard)
+ * and opens the window there, on the arrival stamps; a t0 already past
+ * opens it late, by the skew the cell records. */
+static void
+shard_start(struct cell *c, int64_t now)
+{
+  struct tb_engine_shard *sh = c->run->tgt->shard;
+  c->shard_wait = true;
+  int64_t t0 = 0;
+  char why[200] = "";
+  int rc = sh->start(sh->cls, now, &t0, why, sizeof why);
+  if (rc < 0) {
+    cell_fail(c, "shard start: %s", why);
+    return;
+  }
+  if (rc == 0)
+    return;
+  sh->skew_ns = now > t0 ? now - t0 : 0;
+  window_open(c, now > t0 ? now : t0);
 }
 
 /* A cell getting ready: ready held settle_s opens the window; a scheduler
@@ -918,9 +955,13 @@ tick_ready(struct cell *c, int64_t now, bool gauges)
               c->m_running, c->m_waiting > 0 ? c->m_waiting : 0, c->conc, busy_s);
     return;
   }
-  if (c->ready_since != 0 &&
-      now - c->ready_since >= (int64_t)(r->spec->settle_s * NS_PER_S)) {
-    window_open(c, now);
+  if (c->shard_wait ||
+      (c->ready_since != 0 &&
+       now - c->ready_since >= (int64_t)(r->spec->settle_s * NS_PER_S))) {
+    if (r->tgt->shard != NULL)
+      shard_start(c, now);
+    else
+      window_open(c, now);
   } else if (now - c->t_begin > (int64_t)(r->spec->ready_timeout_s * NS_PER_S)) {
     unsigned warmed = c->n_warmed;
     cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
@@ -1236,6 +1277,10 @@ repeats_measured(struct run *r, json_t *cells, struct repeats *rp, json_t *cell)
 static int
 abort_and_drain(struct run *r)
 {
+  /* a shard leaves the server to its cell's coordinator: the other shards'
+   * streams run on it, and an abort would end theirs too */
+  if (r->tgt->shard != NULL)
+    return -1;
   if (r->d.kind == TB_KIND_SGLANG) {
     char *url = tb_xasprintf("%s/abort_request", r->d.base_url);
     const char *body = "{\"rid\":\"\",\"abort_all\":true}";
@@ -1294,6 +1339,8 @@ cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
   c->cap_running = -1;
   if (!r->d.has_metrics)
     snprintf(c->client_ready, sizeof c->client_ready, "%s", r->d.metrics_unknown);
+  else if (r->tgt->shard != NULL)
+    snprintf(c->client_ready, sizeof c->client_ready, "%s", TB_ENGINE_SHARD_READY);
   c->drained_before = -1;
   c->before_running = c->before_waiting = NAN;
   c->sc.kind = TB_STREAM_MATRIX;
@@ -1317,8 +1364,35 @@ cell_free(struct cell *c)
   free(c->slice_tok);
   tb_stats_free(&c->ttft);
   tb_stats_free(&c->tbt);
+  tb_stats_free(&c->gaps);
+  tb_stats_free(&c->e2e);
   tb_sampler_free(&c->smp);
   tb_srvtime_free(&c->srv);
+}
+
+/* A shard's samples (tb_engine_shard), before the writer sorts them: the
+ * series in microseconds, the window's slices on the common timeline, the
+ * figures that add. */
+static void
+shard_samples(const struct cell *c, const struct tb_result_decode *d, struct tb_samples *m)
+{
+  const struct tb_stats *from[TB_SAMPLES_NSERIES] = {
+    [TB_SAMPLES_TTFT] = &c->ttft, [TB_SAMPLES_TPOT] = &c->tbt,
+    [TB_SAMPLES_E2E] = &c->e2e,   [TB_SAMPLES_GAP] = &c->gaps,
+  };
+  for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
+    for (size_t i = 0; i < from[k]->n; i++)
+      tb_samples_add(m, (enum tb_samples_series)k, from[k]->v[i] / 1000);
+  (void)tb_samples_set_slices(m, c->slice_ns / 1000, c->slice_tok, c->n_slices);
+  m->tokens = c->win_tokens;
+  m->completed = c->completed;
+  m->started = c->started;
+  m->resolution = d->resolution_tokens;
+  m->streams = c->conc;
+  m->active_milli = (int64_t)(d->avg_active * 1000.0 + 0.5);
+  m->chunked = c->chunk_source ? 1 : 0;
+  m->reads = (int64_t)(c->rx_kernel + c->ds.rx_kernel + c->rx_user + c->ds.rx_user);
+  m->stamped_reads = (int64_t)(c->rx_kernel + c->ds.rx_kernel);
 }
 
 static json_t *
@@ -1360,6 +1434,8 @@ decode_result(struct cell *c, json_t *cell)
     .resolution_tokens = (int64_t)c->conc * (c->max_chunk > 0 ? c->max_chunk : 1),
     .client_ready = c->client_ready[0] != '\0' ? c->client_ready : NULL,
   };
+  if (c->run->tgt->shard != NULL)
+    shard_samples(c, &d, c->run->tgt->shard->samples);
   tb_result_cell_set_decode(cell, &d);
   free(slices);
   json_t *st = tb_srvtime_json(&c->srv);
@@ -1703,6 +1779,14 @@ measure_decode(struct run *r, struct matrix *m, struct ctxrun *x, const struct t
     json_object_set_new(cell, "repeat", json_integer(x->pass));
   progress(r, cell, m->runnable_left, m->scouts_left);
   json_object_del(cell, "repeat");
+  /* a sharded cell: measured by the caller's shards (worker_shard.h) */
+  if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
+      r->hooks->shard_cell(r->hooks->cls, x->ctx, pc->concurrency, cell)) {
+    (void)abort_and_drain(r); /* what the shards left on the server */
+    repeats_measured(r, m->cells, &m->rp, cell);
+    m->runnable_left--;
+    return;
+  }
   int64_t t0 = tb_time_mono_ns();
   struct cell dc;
   cell_init(&dc, r, x->ctx, (unsigned)pc->concurrency, false, x->dbody, x->dlen);

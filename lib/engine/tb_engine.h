@@ -45,6 +45,11 @@ struct tb_engine_hooks {
    * index within its cell.  Must be cheap: it runs inside the measurement. */
   void (*on_event)(void *cls, unsigned slot, int64_t arrival_ns,
                    const char *comment, size_t comment_len, int64_t tokens);
+  /* A decode cell about to be measured (cell: a new object with phase,
+   * context and concurrency set): true when the caller measured it instead
+   * (cell filled: a sharded cell, worker_shard.h), false to let the engine
+   * measure it.  May be NULL. */
+  bool (*shard_cell)(void *cls, int64_t context, int64_t concurrency, json_t *cell);
   /* True: a stream's HTTP error keeps up to 200 bytes of the endpoint's
    * answer in the cell's error (tokbench run: the user's own endpoint).
    * False (the service): "HTTP <status>" only, since the answer of an
@@ -57,6 +62,34 @@ enum tb_engine_status {
   TB_ENGINE_OK = 0,        /* all cells done (some may be error cells) */
   TB_ENGINE_CANCELLED = 1, /* cancelled() said so, or on_cell returned false */
   TB_ENGINE_FAILED = 2,    /* the run could not go on: *err says why */
+};
+
+struct tb_samples;
+
+/*
+ * One shard of a sharded decode cell (issue 24): the engine runs the spec's
+ * one decode cell, and once every stream produces (and has for settle_s)
+ * it polls start() on the cell's thread every loop turn (<= 50 ms): 0 not
+ * yet, 1 *t0_ns holds the window's start on this process's monotonic clock
+ * (the common start mapped through the clock offset), -1 give up (the cell
+ * fails with "shard start: " and why).  The window is [t0, t0 + duration_s)
+ * on the arrival stamps, so every shard counts the same interval; the
+ * ready timeout no longer applies once start() was called.  At the cell's
+ * end its samples go into *samples (tb_samples: TTFT, time per output
+ * token, e2e and every token gap in microseconds, the slices' tokens and
+ * the figures that add), and skew_ns is how late the window opened after
+ * t0 (0 when t0 was known before it came).
+ */
+/* A shard's readiness is its own streams producing: the server's gauges
+ * count every shard's streams (the cell's readiness_reason). */
+#define TB_ENGINE_SHARD_READY                                                          \
+  "a shard of a sharded cell: each shard's streams producing (the server's gauges "  \
+  "count every shard's)"
+struct tb_engine_shard {
+  int (*start)(void *cls, int64_t now_ns, int64_t *t0_ns, char *why, size_t len);
+  void *cls;
+  struct tb_samples *samples;
+  int64_t skew_ns;
 };
 
 /* Where to run: the endpoint and what the report says about it. */
@@ -91,6 +124,8 @@ struct tb_engine_target {
   bool no_server_series; /* no /metrics series during cells (tb_sampler) */
   bool curl_streams;     /* libcurl streams on plain HTTP too (as over TLS),
                           * not the engine's own transport (tb_direct) */
+  /* A shard of a sharded cell (NULL: a whole run); see above. */
+  struct tb_engine_shard *shard;
 };
 
 /* The keys of those switches, for the key table of each binary that runs

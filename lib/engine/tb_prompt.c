@@ -342,6 +342,26 @@ out:
   return rc;
 }
 
+/* Lands exactly on target from `words` words counting *n: pads with
+ * one-token words, a few tries at most; *pad the padding that fits.
+ * Returns 0, or -1 with *err when a count failed. */
+static int
+pad_to_target(struct tb_prompt_ctx *c, const char *tag, int64_t words, int64_t target,
+              int64_t *n, int64_t *pad, char **err)
+{
+  for (int tries = 0; tries < 4 && *n < target; tries++) {
+    int64_t p = *pad + (target - *n);
+    int64_t got = count_words_pad(c, tag, words, p, err);
+    if (got < 0)
+      return -1;
+    if (got > target)
+      break;
+    *pad = p;
+    *n = got;
+  }
+  return 0;
+}
+
 int
 tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
                 struct tb_prompt *out, char **err)
@@ -445,18 +465,9 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
                         (long long)target);
     goto out;
   }
-  /* Land exactly: pad with one-token words, a few tries at most. */
   int64_t pad = 0;
-  for (int tries = 0; tries < 4 && lo_n < target; tries++) {
-    int64_t p = pad + (target - lo_n);
-    int64_t n = count_words_pad(c, tag, lo, p, err);
-    if (n < 0)
-      goto out;
-    if (n > target)
-      break;
-    pad = p;
-    lo_n = n;
-  }
+  if (pad_to_target(c, tag, lo, target, &lo_n, &pad, err) != 0)
+    goto out;
   rc = 0;
   out->text = prompt_text_pad(tag, lo, pad);
   out->tokens = lo_n;

@@ -289,3 +289,26 @@ tb_plan_sweep_next(const struct tb_spec_sweep *sw, const double *vals, const boo
     next = lo + step;
   return next;
 }
+
+/* ------------------------------------------------------------- shards */
+
+int
+tb_plan_shards(int64_t spec_shards, int64_t conc, int64_t max_streams)
+{
+  int64_t n = spec_shards;
+  if (n <= 0)
+    n = max_streams > 0 ? (conc + max_streams - 1) / max_streams : 1;
+  if (n > conc)
+    n = conc;
+  if (n > TB_SPEC_MAX_SHARDS)
+    n = TB_SPEC_MAX_SHARDS;
+  return n < 1 ? 1 : (int)n;
+}
+
+int64_t
+tb_plan_shard_share(int64_t conc, int n, int k)
+{
+  if (n < 1 || k < 0 || k >= n || conc < 0)
+    return 0;
+  return conc / n + (k < conc % n ? 1 : 0);
+}

@@ -141,6 +141,16 @@ void tb_plan_free(struct tb_plan *p);
  * discovery, in seconds; negative when it does not parse. */
 double tb_plan_job_seconds(const json_t *spec);
 
+/* Shards of a decode cell (issue 24; worker_shard.h runs them): how many a
+ * cell of conc streams gets, the spec's shards (0: "auto", as many as
+ * max_streams per shard needs: ceil(conc / max_streams)), at most conc and
+ * TB_SPEC_MAX_SHARDS, at least 1. */
+int tb_plan_shards(int64_t spec_shards, int64_t conc, int64_t max_streams);
+/* Shard k of n's share of a cell's conc streams: conc / n, one more for
+ * k < conc mod n, so that the shares add up to conc; 0 for k outside
+ * [0, n). */
+int64_t tb_plan_shard_share(int64_t conc, int n, int k);
+
 /*
  * The sweep's next probe: given the probes so far (vals[i] and whether
  * each passed, in order), the bounds and step of sw (its rps ones, or its

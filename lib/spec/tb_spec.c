@@ -195,6 +195,11 @@ static const struct tb_spec_field job_fields[] = {
     .member = NO, .help = "URLs told when the job ends" },
   { .name = "max_attempts", .type = TB_SPEC_INT, .min = 1, .max = 20, .def = "3",
     .member = NO, .help = "runs tried before the job fails" },
+  { .name = "shards", .type = TB_SPEC_INT, .flags = TB_SPEC_AUTO, .min = 1,
+    .max = TB_SPEC_MAX_SHARDS, .def = "1", .member = NO,
+    .help = "workers that drive each cell together, its percentiles merged from "
+            "all their samples (\"auto\": as many as the workers' per-shard budget "
+            "needs; docs/deploy.md)" },
   /* engine tuning */
   { .name = "settle_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "3",
     .member = M(settle_s), .cli = "settle", .help = "readiness hold before each window, s" },
@@ -405,8 +410,14 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
   }
   case TB_SPEC_INT: {
     int64_t i;
+    if ((f->flags & TB_SPEC_AUTO) && json_is_string(v) &&
+        strcmp(json_string_value(v), "auto") == 0) {
+      json_object_set_new(out, f->name, json_string("auto"));
+      return;
+    }
     if (!get_int(v, f->min, f->max, &i)) {
-      add_err(errors, path, "must be an integer from %.0f to %.0f", f->min, f->max);
+      add_err(errors, path, "must be an integer from %.0f to %.0f%s", f->min, f->max,
+              (f->flags & TB_SPEC_AUTO) ? ", or \"auto\"" : "");
       return;
     }
     json_object_set_new(out, f->name, json_integer(i));
@@ -719,8 +730,8 @@ store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool gi
     *p = tb_xstrdup(json_string_value(v));
     return;
   }
-  case TB_SPEC_INT:
-    *(int64_t *)(void *)at = (int64_t)json_integer_value(v);
+  case TB_SPEC_INT: /* "auto" (TB_SPEC_AUTO) is 0 */
+    *(int64_t *)(void *)at = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
     return;
   case TB_SPEC_NUMBER:
     *(double *)(void *)at = json_number_value(v);
@@ -908,7 +919,9 @@ tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
   }
   case TB_SPEC_INT: {
     int64_t n;
-    if (tb_parse_i64(text, INT64_MIN, INT64_MAX, &n) || tb_parse_tokens(text, &n))
+    if ((f->flags & TB_SPEC_AUTO) && strcmp(text, "auto") == 0)
+      v = json_string("auto");
+    else if (tb_parse_i64(text, INT64_MIN, INT64_MAX, &n) || tb_parse_tokens(text, &n))
       v = json_integer(n);
     break;
   }
@@ -1014,6 +1027,8 @@ table_json(const struct tb_spec_field *fields, size_t n)
                                              : json_null());
     json_object_set_new(o, "cli", f->cli ? json_sprintf("--%s", f->cli) : json_null());
     json_object_set_new(o, "help", json_string(f->help ? f->help : ""));
+    if (f->flags & TB_SPEC_AUTO)
+      json_object_set_new(o, "auto", json_true());
     if (f->type == TB_SPEC_OBJECT)
       json_object_set_new(o, "fields", table_json(f->sub, f->nsub));
     json_array_append_new(a, o);

@@ -39,6 +39,9 @@
 #define TB_SPEC_MAX_CONTEXT (4LL * 1024 * 1024)
 #define TB_SPEC_MAX_CONCURRENCY 4096
 #define TB_SPEC_MAX_KV_BUDGET 1000000000000LL /* the engine's bound (1e12 tokens) */
+#define TB_SPEC_MAX_SHARDS 64  /* workers driving one cell together (issue 24; the
+                                * worker's setting, not the engine's: no member,
+                                * worker_shard.h reads it from the job's spec) */
 #define TB_SPEC_MAX_REPEATS 10 /* measurements per cell: each one costs a whole matrix pass */
 #define TB_SPEC_MAX_OUTPUT 1048576
 #define TB_SPEC_MAX_LABELS 32
@@ -75,6 +78,8 @@ enum {
   TB_SPEC_EMPTY_OK = 1u << 3, /* a list may be empty */
   TB_SPEC_INLINE = 1u << 4,   /* a string stored in a char[TB_SPEC_INLINE_MAX]
                                * member (nothing to free; max below it) */
+  TB_SPEC_AUTO = 1u << 5,     /* TB_SPEC_INT: the string "auto" too (kept as
+                               * "auto" in the spec, 0 in a member) */
 };
 
 #define TB_SPEC_INLINE_MAX 32

@@ -191,6 +191,13 @@ def spec_table():
 def schema_problems(field, prop, spec):
     """What differs between one row of the table and its schema property."""
     bad = []
+    outer = prop
+    if field.get("auto"):
+        # an integer or the string "auto": the integer's rules on its branch
+        branches = prop.get("oneOf", [])
+        if {"const": "auto"} not in branches:
+            bad.append("%s: no {const: auto} branch" % field["name"])
+        prop = next((o for o in branches if o.get("type") == "integer"), {})
 
     def want(key, value, node=prop):
         if node.get(key) != value:
@@ -250,8 +257,8 @@ def schema_problems(field, prop, spec):
         want("maxItems", field["max_items"])
     else:
         bad.append("%s: type %s has no rule here" % (field["name"], t))
-    if prop.get("default") != field["default"]:
-        bad.append("%s: default is %r, the table says %r" % (field["name"], prop.get("default"),
+    if outer.get("default") != field["default"]:
+        bad.append("%s: default is %r, the table says %r" % (field["name"], outer.get("default"),
                                                             field["default"]))
     return bad
 

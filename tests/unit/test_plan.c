@@ -383,6 +383,36 @@ test_list_caps(void **state)
   tb_spec_free(&s);
 }
 
+/* Shards (issue 24): the count ("auto" from the per-shard budget, capped
+ * by the streams and TB_SPEC_MAX_SHARDS) and the shares, which add up to
+ * the cell's streams and differ by at most one. */
+static void
+test_shards(void **state)
+{
+  (void)state;
+  assert_int_equal(tb_plan_shards(3, 8, 2048), 3);
+  assert_int_equal(tb_plan_shards(4, 2, 2048), 2);
+  assert_int_equal(tb_plan_shards(0, 2048, 2048), 1);
+  assert_int_equal(tb_plan_shards(0, 2049, 2048), 2);
+  assert_int_equal(tb_plan_shards(0, 1000, 1), TB_SPEC_MAX_SHARDS);
+  for (int64_t conc = 1; conc <= 130; conc++)
+    for (int n = 1; n <= 9; n++) {
+      int64_t sum = 0, lo = INT64_MAX, hi = 0;
+      for (int k = 0; k < n; k++) {
+        int64_t v = tb_plan_shard_share(conc, n, k);
+        sum += v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+      }
+      assert_int_equal(sum, conc);
+      assert_true(hi - lo <= 1);
+    }
+  assert_int_equal(tb_plan_shard_share(10, 3, 0), 4);
+  assert_int_equal(tb_plan_shard_share(10, 3, 2), 3);
+  assert_int_equal(tb_plan_shard_share(10, 3, 3), 0);
+  assert_int_equal(tb_plan_shard_share(10, 0, 0), 0);
+}
+
 /* The spec's trace: one trace cell after the rate cells, the matrix only
  * when asked for; its window in the bound when the spec bounds it. */
 static void
@@ -434,6 +464,7 @@ main(void)
     cmocka_unit_test(test_rate_cells),
     cmocka_unit_test(test_sweeps),
     cmocka_unit_test(test_list_caps),
+    cmocka_unit_test(test_shards),
     cmocka_unit_test(test_trace_cell),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -266,7 +266,8 @@ test_shipped_profiles(void **state)
   (void)state;
   const char *names[] = { "sim/profiles/tiny.json", "sim/profiles/bench.json",
                           "sim/profiles/vllm-h200x2-step3p7.json",
-                          "sim/profiles/sglang-rtxpro6000x4-step3p7.json" };
+                          "sim/profiles/sglang-rtxpro6000x4-step3p7.json",
+                          "sim/profiles/firehose.json" };
   char err[256];
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
     struct sim_profile p;
@@ -288,6 +289,13 @@ test_shipped_profiles(void **state)
   assert_true(fabs(32000.0 / sim_profile_step_ms(&s, 32, 8192) - 1310.0) < 0.05);
   assert_true(fabs(sim_profile_prefill_ms(&s, 262144) - 25453) < 0.1);
   sim_profile_free(&s);
+  /* firehose (bench_firehose.sh): no compute behind the stream, a step of
+   * 1 us at any batch */
+  struct sim_profile h;
+  assert_true(sim_profile_load(&h, names[4], err, sizeof(err)));
+  assert_true(sim_profile_step_ms(&h, 1, 1024) <= 0.001 &&
+              sim_profile_step_ms(&h, 4096, 1024) <= 0.001);
+  sim_profile_free(&h);
 }
 
 /* Every flavour the help lists resolves; the aliases name the right ones. */

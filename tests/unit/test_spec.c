@@ -306,6 +306,40 @@ test_rate_fields(void **state)
                      "\"sweep\":{\"attainment_pct\":90}}"));
 }
 
+/* shards (issue 24): an integer 1..64, or "auto"; anything else names the
+ * field and says both forms.  The worker's setting (no member: the engine
+ * runs one shard or one whole cell, never sees it). */
+static void
+test_shards_field(void **state)
+{
+  (void)state;
+  json_t *o = job_ok("{\"endpoint_id\":\"" EP "\",\"shards\":3}");
+  assert_int_equal(json_integer_value(json_object_get(o, "shards")), 3);
+  json_decref(o);
+  o = job_ok("{\"endpoint_id\":\"" EP "\",\"shards\":\"auto\"}");
+  assert_string_equal(json_string_value(json_object_get(o, "shards")), "auto");
+  json_decref(o);
+  char buf[256];
+  const char *bad[] = { "0", "65", "\"AUTO\"", "\"3\"", "2.5", "null", "[2]" };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[200];
+    snprintf(text, sizeof text, "{\"endpoint_id\":\"" EP "\",\"shards\":%s}", bad[i]);
+    assert_string_equal(job_fields(text, buf, sizeof buf), "shards");
+  }
+  json_t *out = NULL, *errors = NULL;
+  const char *zero = "{\"endpoint_id\":\"" EP "\",\"shards\":0}";
+  assert_int_equal(tb_spec_job(zero, strlen(zero), &out, &errors), TB_SPEC_INVALID);
+  assert_non_null(strstr(json_string_value(json_object_get(json_array_get(errors, 0),
+                                                           "detail")), "or \"auto\""));
+  json_decref(errors);
+  /* the table says so */
+  const struct tb_spec_field *f = tb_spec_field("shards");
+  assert_non_null(f);
+  assert_true(f->flags & TB_SPEC_AUTO);
+  assert_true(f->member == TB_SPEC_NO_MEMBER);
+  assert_string_equal(f->def, "1");
+}
+
 int
 main(void)
 {
@@ -318,6 +352,7 @@ main(void)
     cmocka_unit_test(test_override),
     cmocka_unit_test(test_table),
     cmocka_unit_test(test_rate_fields),
+    cmocka_unit_test(test_shards_field),
   };
   return cmocka_run_group_tests_name("spec", tests, NULL, NULL);
 }

@@ -1,0 +1,143 @@
+/*
+ * tb_samples: one shard's per-request samples of a cell, their compact
+ * lossless encoding, and the exact merge of a cell's shards (issue 24).
+ *
+ * A cell driven by N workers is judged as one cell: its percentiles are
+ * those of the union of every shard's samples, never an average of the
+ * shards' percentiles (which is not a percentile of anything).  So each
+ * shard keeps every sample, stores it (db: a bytea per shard) and the cell
+ * is computed from the union, by the same writer a one-process cell uses
+ * (tb_result_cell_set_decode): the figures of a merged cell are identical
+ * to those of one process holding all its samples.
+ *
+ * What a shard holds:
+ *  - four series of microseconds (int64 >= 0): TTFT and e2e per request,
+ *    time per output token per stream, and every gap between two token
+ *    chunks; a series keeps its order (the encoding is lossless as a
+ *    sequence, not only as a multiset);
+ *  - the figures that add: output tokens in the window, requests completed
+ *    and started, requests meeting the SLOs (goodput), the count's
+ *    resolution (tokens), the streams it drove, the requests active on
+ *    average (x 1000), shards that counted chunks, socket reads and those
+ *    the kernel stamped;
+ *  - output tokens per slice of the window, the slices cut on the common
+ *    timeline (the same slice width and count in every shard of a cell), so
+ *    that the merged series is the element-wise sum, tokens/s adds up over
+ *    exactly one interval and issue 14's batch means run over the merged
+ *    timeline.
+ *
+ * The encoding: "TBS1", then unsigned LEB128 varints: the slice width (us),
+ * the slice count, each slice's tokens, the ten counters, and per series
+ * its count and its values as zig-zag deltas from the previous (the first
+ * from 0).  A sorted series of microsecond latencies costs about one or two
+ * bytes a value.  Decoding checks every length against the bytes left and
+ * against TB_SAMPLES_MAX_VALUES, so a bad or hostile blob is a clear error,
+ * never a large allocation or a read past its end.
+ */
+#ifndef TB_SAMPLES_H
+#define TB_SAMPLES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/tb_stats.h"
+
+enum tb_samples_series {
+  TB_SAMPLES_TTFT,
+  TB_SAMPLES_TPOT,
+  TB_SAMPLES_E2E,
+  TB_SAMPLES_GAP,
+  TB_SAMPLES_NSERIES
+};
+
+/* caps of one shard's document: values in one series, slices */
+#define TB_SAMPLES_MAX_VALUES (64u * 1024 * 1024)
+#define TB_SAMPLES_MAX_SLICES (1u << 20)
+
+struct tb_samples {
+  struct tb_stats s[TB_SAMPLES_NSERIES]; /* microseconds */
+  int64_t slice_us;                      /* width of a slice (0: none) */
+  int64_t *slices;                       /* output tokens per slice */
+  size_t nslices;
+  int64_t tokens;     /* output tokens in the window */
+  int64_t completed;  /* requests completed in the window */
+  int64_t started;    /* requests started in the cell */
+  int64_t good;       /* completed requests meeting the SLOs */
+  int64_t resolution; /* tokens the window's cut can be off by */
+  int64_t streams;    /* streams (C) this shard drove */
+  int64_t active_milli;  /* requests active on average x 1000 */
+  int64_t chunked;       /* shards that counted chunks, not usage */
+  int64_t reads, stamped_reads; /* socket reads, those the kernel stamped */
+};
+
+void tb_samples_init(struct tb_samples *m);
+void tb_samples_free(struct tb_samples *m);
+/* Appends one value (us, clamped at 0) to a series. */
+void tb_samples_add(struct tb_samples *m, enum tb_samples_series k, int64_t us);
+/* Sets the window's slices: n slices of width_us, tokens[i] each (copied).
+ * false (nothing changed) when n or width_us is out of range. */
+bool tb_samples_set_slices(struct tb_samples *m, int64_t width_us,
+                           const int64_t *tokens, size_t n);
+
+/* The encoding of m into *out (tb_xmalloc'd, *len bytes; the caller frees). */
+void tb_samples_encode(const struct tb_samples *m, unsigned char **out,
+                       size_t *len);
+/* Decodes len bytes into m (initialised here; freed by the caller even on
+ * failure).  false with a reason in err on anything malformed: magic,
+ * truncation, an over-long varint, a count over its cap or the bytes left,
+ * a negative value, trailing bytes. */
+bool tb_samples_decode(const unsigned char *buf, size_t len,
+                       struct tb_samples *m, char *err, size_t errlen);
+
+/* Adds shard `from` into `into`: the series appended, the counters added,
+ * the slices summed element-wise.  An empty `into` (no slices yet) takes
+ * from's timeline.  false with a reason in err (into unchanged) when the
+ * two timelines differ (slice width or count): shards of one cell are cut
+ * on one timeline, and two that are not cannot be added. */
+bool tb_samples_merge(struct tb_samples *into, const struct tb_samples *from,
+                      char *err, size_t errlen);
+
+/* The q-quantile (type 7, tb_stats) of a series, in microseconds; NAN when
+ * empty.  Sorts that series in place. */
+double tb_samples_quantile(struct tb_samples *m, enum tb_samples_series k,
+                           double q);
+
+/*
+ * Writes a merged decode cell: the figures of tb_result_cell_set_decode
+ * (total_tps over the window of nslices x slice width, its batch-means
+ * uncertainty over the summed slices, TTFT and time between tokens from the
+ * union, completed, started, output_tokens, measured_s; conc = the streams
+ * of all shards; avg_active (client), token_source "chunks" when any shard
+ * counted chunks, kernel_stamped = stamped reads / reads (1 with no read)),
+ * and e2e_ms and itl_ms {p50, p90, p99} of the union.  (The goodput
+ * counter travels in the encoding for rate cells; a decode cell has no
+ * SLOs and shows none.)
+ * client_ready: NULL when every shard's window followed the server's
+ * gauges, else why not (tb_result_decode.client_ready).  false with a
+ * reason when m has no window.  Sorts m's series.
+ */
+bool tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
+                     char *err, size_t errlen);
+
+/* One shard of a merged cell: where it ran and how well it started. */
+struct tb_samples_shard {
+  const char *worker, *host;
+  int64_t skew_us;   /* its start on the server's timeline - T0 */
+  int64_t uncert_us; /* its clock offset's uncertainty */
+};
+
+/*
+ * Records a merged cell's shards in cell.shards: count, where [{worker,
+ * host, skew_ms, clock_uncertainty_ms}], skew_p50_ms and skew_max_ms (of
+ * |skew|), clock_uncertainty_max_ms and skew_limit_ms = max(2 ms, 1% of
+ * window_s) (tb_clock_skew_limit_us).  The self-check: when the largest
+ * |skew| is above the limit the cell's status becomes "error" with the
+ * reason, and false is returned (the tokens of the shards did not cover
+ * one interval).  n == 0 writes nothing and returns true.
+ */
+bool tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh,
+                            size_t n, double window_s);
+
+#endif

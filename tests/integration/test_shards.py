@@ -1,0 +1,262 @@
+"""Shards of a cell (issue 24): one decode cell driven by several worker
+processes, started together, merged exactly.
+
+Jobs are inserted with SQL as test_worker does and run by real workers
+against tokbench-sim (the bench profile: one step of 20 ms / time scale at
+any batch, so C streams give C x 50 x scale tokens/s, the simulator's
+truth, /sim/expected).  Checked in the database:
+
+- the merged cell's percentiles are identical to a recomputation from the
+  samples the shards stored (cell_shards.samples, decoded here from the
+  TBS1 format of lib/result/tb_samples.h and put through the same type-7
+  quantile as lib/base/tb_stats.c), its tokens/s within 2% of the
+  simulator's truth, its shards where they ran with their start skew;
+- killing a shard's worker mid-cell fails that attempt ("lost its lease")
+  and the cell is measured again whole: stored once, by a merged attempt.
+"""
+import json
+import os
+import signal
+import time
+
+import harness
+from harness import wait_until
+from test_worker import T
+
+
+def varint(b, at):
+    x, shift = 0, 0
+    while True:
+        c = b[at]
+        at += 1
+        x |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return x, at
+        shift += 7
+
+
+def decode_tbs1(b):
+    """lib/result/tb_samples.h's encoding: magic, slice width, slices, ten
+    counters, four series of zig-zag deltas (TTFT, TPOT, E2E, GAP)."""
+    assert b[:4] == b"TBS1", b[:4]
+    at = 4
+    width, at = varint(b, at)
+    n, at = varint(b, at)
+    slices = []
+    for _ in range(n):
+        v, at = varint(b, at)
+        slices.append(v)
+    counters = []
+    for _ in range(10):
+        v, at = varint(b, at)
+        counters.append(v)
+    series = []
+    for _ in range(4):
+        n, at = varint(b, at)
+        prev, vals = 0, []
+        for _ in range(n):
+            z, at = varint(b, at)
+            prev += (z >> 1) ^ -(z & 1)
+            vals.append(prev)
+        series.append(vals)
+    assert at == len(b)
+    return {"width_us": width, "slices": slices, "tokens": counters[0],
+            "completed": counters[1], "series": series}
+
+
+def quantile(vals, q):
+    """tb_stats_quantile: type 7 on the sorted values."""
+    v = sorted(vals)
+    if q <= 0:
+        return float(v[0])
+    if q >= 1:
+        return float(v[-1])
+    pos = q * float(len(v) - 1)
+    lo = int(pos)
+    frac = pos - float(lo)
+    if lo + 1 >= len(v):
+        return float(v[lo])
+    return float(v[lo]) + frac * float(v[lo + 1] - v[lo])
+
+
+SCALE = 4  # 8 streams x 50 x 4 = 1,600 tokens/s
+SPEC = {"contexts": [1024], "concurrency": [8], "prefill_contexts": [], "duration_s": 3,
+        "settle_s": 0.3, "max_output": 4096, "shards": 2}
+
+
+def shard_workers(t, n, **env):
+    e = {"TOKBENCH_SHARD_LEASE_S": "2", "TOKBENCH_SHARD_BARRIER_S": "30",
+         "TOKBENCH_SHARD_LEAD_MS": "300"}
+    e.update(env)
+    # every worker this module started, by name: a worker of an earlier
+    # test still runs and may hold a shard of a later one
+    out = t.ctx.__dict__.setdefault("shard_workers", {})
+    for i in range(n):
+        name = "w%d-%s" % (i, os.urandom(2).hex())
+        out[name] = t.worker(name, **e)
+    return out
+
+
+def merged_samples(t, jid):
+    """The stored samples of the job's merged barrier, decoded."""
+    rows = t.q("SELECT s.shard || '|' || encode(s.samples, 'hex') FROM cell_shards s JOIN "
+               "cell_barriers b USING (job_id, cell_key, attempt) WHERE s.job_id = '%s' AND "
+               "b.state = 'merged' ORDER BY s.shard" % jid)
+    out = []
+    for line in rows.splitlines():
+        _, hexs = line.split("|")
+        out.append(decode_tbs1(bytes.fromhex(hexs)))
+    return out
+
+
+def decode_cell(t, jid):
+    return json.loads(t.q("SELECT cell FROM job_cells WHERE job_id = '%s' AND phase = 'decode'"
+                          % jid))
+
+
+def test_sharded_cell_merges_exactly(ctx):
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    shard_workers(t, 3)
+    jid = t.submit(ep, SPEC)
+    t.wait_state(jid, "succeeded", timeout=120)
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2, cell["shards"]
+    assert {w["worker"] for w in cell["shards"]["where"]} <= {
+        r for r in t.q("SELECT DISTINCT worker FROM cell_shards WHERE job_id = '%s'"
+                       % jid).splitlines()}
+    assert cell["shards"]["skew_max_ms"] <= cell["shards"]["skew_limit_ms"], cell["shards"]
+    shards = merged_samples(t, jid)
+    assert len(shards) == 2
+    ttft = [v for s in shards for v in s["series"][0]]
+    tpot = [v for s in shards for v in s["series"][1]]
+    e2e = [v for s in shards for v in s["series"][2]]
+    gaps = [v for s in shards for v in s["series"][3]]
+    for p, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        # the writer's units: TTFT and TPOT through ns, e2e and gaps from us
+        assert cell["ttft_ms"][p] == quantile([v * 1000 for v in ttft], q) / 1e6, p
+        assert cell["tbt_ms"][p] == quantile([v * 1000 for v in tpot], q) / 1e6, p
+        if e2e:
+            assert cell["e2e_ms"][p] == quantile(e2e, q) / 1e3, p
+        assert cell["itl_ms"][p] == quantile(gaps, q) / 1e3, p
+    assert cell["output_tokens"] == sum(s["tokens"] for s in shards)
+    # the common timeline: one slice width, the summed slices are the window's tokens
+    assert len({s["width_us"] for s in shards}) == 1
+    assert sum(sum(s["slices"]) for s in shards) == cell["output_tokens"]
+    _, _, body = harness.http("GET", sim.url + "/sim/expected?context=1024&concurrency=8")
+    truth = json.loads(body)["total_tok_s"]
+    assert abs(cell["total_tps"] - truth) / truth < 0.02, (cell["total_tps"], truth)
+
+
+def test_killed_shard_measures_the_cell_again_whole(ctx):
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    ws = shard_workers(t, 3)
+    spec = dict(SPEC, duration_s=6)
+    jid = t.submit(ep, spec)
+    # a shard's worker, once the barrier has started
+    wait_until(lambda: t.q("SELECT count(*) FROM cell_barriers WHERE job_id = '%s' AND "
+                           "state = 'started'" % jid) == "1", 60, what="barrier started")
+    victim = t.q("SELECT worker FROM cell_shards WHERE job_id = '%s' AND attempt = 1 "
+                 "ORDER BY shard LIMIT 1" % jid)
+    ws[victim].kill()
+    shard_workers(t, 1)  # a replacement, so that two shards can run again
+    t.wait_state(jid, "succeeded", timeout=180)
+    assert t.cells_done(jid) == 1
+    rows = t.q("SELECT attempt || '|' || state || '|' || coalesce(reason, '') FROM "
+               "cell_barriers WHERE job_id = '%s' ORDER BY attempt" % jid).splitlines()
+    assert rows[0].startswith("1|failed|shard ") and "lost its lease" in rows[0], rows
+    assert rows[-1].split("|")[1] == "merged", rows
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2
+
+
+def check_identical(cell, shards):
+    """The cell's percentiles against the stored samples, recomputed here."""
+    ttft = [v for s in shards for v in s["series"][0]]
+    gaps = [v for s in shards for v in s["series"][3]]
+    for p, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        assert cell["ttft_ms"][p] == quantile([v * 1000 for v in ttft], q) / 1e6, p
+        assert cell["itl_ms"][p] == quantile(gaps, q) / 1e3, p
+
+
+def test_sharded_job_through_the_api(ctx):
+    """POST /v1/jobs with shards: the api takes 2 and "auto", refuses 0 and
+    "AUTO" naming the field (problem+json); the endpoint's API key is sealed
+    by the api and opened by every shard's worker; /result shows the merged
+    cell with where its shards ran."""
+    t = T(ctx)
+    secret = "sk-shards-SECRET-24"
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE), "--api-key", secret])
+    master = "5c" * 32  # test_worker's MASTER_KEY: the workers' T.worker passes it
+    port = harness.free_port()
+    api = ctx.process("tokbench-api", [], env={
+        "TOKBENCH_DATABASE_URL": t.pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+        "TOKBENCH_MASTER_KEY": master, "TOKBENCH_RATE_LIMIT": "0",
+        "TOKBENCH_EGRESS_ALLOW": "loopback"})
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and harness.http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+    import subprocess
+    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", "shards",
+                        "--admin"], env=dict(os.environ, TOKBENCH_DATABASE_URL=t.pg.url),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    hdr = {"Authorization": "Bearer " + r.stdout.strip()}
+
+    def call(method, path, body=None):
+        st, h, data = harness.http(method, base + path, body, hdr, 10)
+        return st, h, (json.loads(data) if data else None)
+
+    st, _, ep = call("POST", "/v1/endpoints", {"name": "sharded", "base_url": sim.url,
+                                               "api_key": secret})
+    assert st == 201, ep
+    for bad in (0, "AUTO", 65):
+        st, h, doc = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"], shards=bad))
+        assert st == 422, (bad, st, doc)
+        assert {k.lower(): v for k, v in h.items()}["content-type"].startswith(
+            "application/problem+json")
+        assert "shards" in json.dumps(doc), doc
+    st, _, job = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"], shards="auto"))
+    assert st in (201, 202), job
+    assert job.get("spec", {}).get("shards", "auto") == "auto", job
+    call("POST", "/v1/jobs/%s/cancel" % job["id"])
+    st, _, job = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"]))
+    assert st in (201, 202), job
+    shard_workers(t, 3)
+    wait_until(lambda: call("GET", "/v1/jobs/" + job["id"])[2]["state"] in
+               ("succeeded", "failed"), 120, what="sharded job done")
+    st, _, res = call("GET", "/v1/jobs/%s/result" % job["id"])
+    assert st == 200, res
+    cell = next(c for c in res["cells"] if c.get("phase") == "decode")
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2
+    check_identical(cell, merged_samples(t, job["id"]))
+
+
+def test_barrier_timeout_is_recorded(ctx):
+    """Three shards asked, two workers (one holds the job): the barrier never
+    fills, each attempt fails with its reason and releases its claim, and
+    the cell ends an error saying so; the job still ends."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    for w in list(t.ctx.__dict__.get("shard_workers", {}).values()):
+        w.kill()  # the earlier tests' workers
+    t.ctx.__dict__["shard_workers"] = {}
+    shard_workers(t, 2, TOKBENCH_SHARD_BARRIER_S="2", TOKBENCH_SHARD_ATTEMPTS="2")
+    jid = t.submit(ep, dict(SPEC, shards=3))
+    t.wait_state(jid, ("succeeded", "failed"), timeout=120)
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "error", cell
+    assert "sharded cell failed on every attempt: barrier timeout: 1 of 3 shards ready " \
+           "after 2.0 s" in cell["reason"], cell["reason"]
+    rows = t.q("SELECT attempt || '|' || state FROM cell_barriers WHERE job_id = '%s' "
+               "ORDER BY attempt" % jid).splitlines()
+    assert rows == ["1|failed", "2|failed"], rows
+    assert t.q("SELECT count(*) FROM cell_shards WHERE job_id = '%s' AND state <> 'failed'"
+               % jid) == "0"
