@@ -100,7 +100,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check-layers check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
+.PHONY: all deps run test check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -141,11 +141,15 @@ deps:
 # The README's test command: installs what is missing, builds with
 # sanitizers, runs every test and prints "N passed, N failed".
 # Timing-exact tests also get an uninstrumented build (TB_REL_BIN_DIR).
-test: deps check-layers check-src
+test: deps check-layers check-src check-format
 	$(MAKE) SANITIZE=1 all unit
 	$(MAKE) MODE=release all
 	TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests TB_REL_BIN_DIR=build-rel/bin \
 	  scripts/run-tests.sh
+
+# Every C file follows .clang-format (scripts/check-format.sh --fix formats).
+check-format:
+	@scripts/check-format.sh
 
 # The include graph of lib/LAYERS: no include runs up or sideways.
 check-layers:
