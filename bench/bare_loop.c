@@ -63,8 +63,8 @@ cpu_s(void)
 {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
 }
 
 int
@@ -90,7 +90,7 @@ main(int argc, char **argv)
                       "\r\n%s",
                       strlen(body), body);
   int ep = epoll_create1(0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
   inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
   for (int i = 0; i < n; i++) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -101,7 +101,7 @@ main(int argc, char **argv)
       perror("bare_loop: connect");
       return 1;
     }
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
     epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
   }
   static char buf[65536];
@@ -129,12 +129,10 @@ main(int argc, char **argv)
       }
       reads++;
       int64_t arrival = now_ns();
-      for (char *p = buf; (p = memmem(p, (size_t)(buf + r - p), "data: ", 6));
-           p += 6)
+      for (char *p = buf; (p = memmem(p, (size_t)(buf + r - p), "data: ", 6)); p += 6)
         events++;
       /* the sim's send stamps: ": t=<ns>" before each event */
-      for (char *p = buf; (p = memmem(p, (size_t)(buf + r - p), ": t=", 4));
-           p += 4) {
+      for (char *p = buf; (p = memmem(p, (size_t)(buf + r - p), ": t=", 4)); p += 4) {
         if (t0 == 0 || nd >= MAX_SAMPLES)
           continue;
         int64_t st = strtoll(p + 4, NULL, 10);
@@ -155,9 +153,8 @@ main(int argc, char **argv)
   long ev = events - ev0;
   /* streams, events/s, CPU s per million events, events per CPU-second,
    * reads per event, delay p50/p99 ms, gap error p99 ms */
-  printf("%d %.0f %.3f %.0f %.2f %.3f %.3f %.3f\n", n, ev / el,
-         ev ? cpu / ev * 1e6 : 0.0, cpu > 0 ? ev / cpu : 0.0,
-         (double)(reads - rd0) / (ev ? ev : 1), pct(delays, nd, 0.5),
+  printf("%d %.0f %.3f %.0f %.2f %.3f %.3f %.3f\n", n, ev / el, ev ? cpu / ev * 1e6 : 0.0,
+         cpu > 0 ? ev / cpu : 0.0, (double)(reads - rd0) / (ev ? ev : 1), pct(delays, nd, 0.5),
          pct(delays, nd, 0.99), pct(gaps, ng, 0.99));
   return 0;
 }

@@ -63,19 +63,19 @@
 #define SPIN_NS 300000 /* default: the timer fires this long before a deadline */
 #define IN_CAP 8192    /* request head + body; sim_load's is ~200 bytes */
 #define STAMP_DIGITS 19
-#define STALL_NS 100000 /* stamp-to-stamp interval within a step counted as a stall */
+#define STALL_NS 100000   /* stamp-to-stamp interval within a step counted as a stall */
 #define OUT_MAX (4 << 20) /* a client this far behind is not reading: closed */
 
 struct conn {
   int fd;
-  int slot;             /* index in slots[]: the stream's place in a step */
-  bool dead;            /* closed; freed at the end of the loop iteration */
-  bool streaming;       /* a response is open */
-  bool want_out;        /* EPOLLOUT armed */
-  long left;            /* token events still to send */
-  char in[IN_CAP + 1];  /* request bytes, NUL-terminated */
+  int slot;            /* index in slots[]: the stream's place in a step */
+  bool dead;           /* closed; freed at the end of the loop iteration */
+  bool streaming;      /* a response is open */
+  bool want_out;       /* EPOLLOUT armed */
+  long left;           /* token events still to send */
+  char in[IN_CAP + 1]; /* request bytes, NUL-terminated */
   size_t inl;
-  char *out;            /* bytes a full socket buffer did not take */
+  char *out; /* bytes a full socket buffer did not take */
   size_t out_len, out_cap;
   struct conn *next_dead;
 };
@@ -398,8 +398,8 @@ main(int argc, char **argv)
   size_t dpay = 4 + STAMP_DIGITS + 1 + (sizeof(done_data) - 1);
   hl = snprintf(done_buf, sizeof(done_buf), "%zx\r\n", dpay);
   done_stamp_off = (size_t)hl + 4;
-  done_len = (size_t)snprintf(done_buf, sizeof(done_buf), "%zx\r\n: t=%0*d\n%s\r\n0\r\n\r\n",
-                              dpay, STAMP_DIGITS, 0, done_data);
+  done_len = (size_t)snprintf(done_buf, sizeof(done_buf), "%zx\r\n: t=%0*d\n%s\r\n0\r\n\r\n", dpay,
+                              STAMP_DIGITS, 0, done_data);
 
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -501,7 +501,7 @@ main(int argc, char **argv)
           "bare_writer: steps %" PRIu64 " events %" PRIu64 " requests %" PRIu64
           " connections %" PRIu64 " late_wakeups %" PRIu64 " max_late_us %.0f"
           " stalls %" PRIu64 " max_stall_us %.0f buffered_sends %" PRIu64 "\n",
-          n_steps, n_events, n_requests, n_accepted, n_late, (double)max_late_ns / 1e3,
-          n_stalls, (double)max_stall_ns / 1e3, n_buffered);
+          n_steps, n_events, n_requests, n_accepted, n_late, (double)max_late_ns / 1e3, n_stalls,
+          (double)max_stall_ns / 1e3, n_buffered);
   return 0;
 }

@@ -40,10 +40,10 @@
 
 #define TB_CELLS 6
 #define HISTORIES 400
-#define RUNS 30      /* jobs in a history without a change */
-#define STEP_AT 20   /* jobs before the step */
-#define SLICES 30    /* per-second slices of a 30 s cell window */
-#define JITTER 0.05  /* per-slice jitter */
+#define RUNS 30     /* jobs in a history without a change */
+#define STEP_AT 20  /* jobs before the step */
+#define SLICES 30   /* per-second slices of a 30 s cell window */
+#define JITTER 0.05 /* per-slice jitter */
 #define STEP 0.05
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -114,8 +114,8 @@ regressed(struct tb_verdict_point pts[][RUNS], size_t upto, bool *enough)
   }
   struct tb_verdict mv;
   size_t nout;
-  tb_verdict_matrix(cells, ncell, TB_CELLS, TB_VERDICT_DEFAULT_MIN_EFFECT, true,
-                    TB_VERDICT_ALPHA, &mv, NULL, NULL, 0, &nout);
+  tb_verdict_matrix(cells, ncell, TB_CELLS, TB_VERDICT_DEFAULT_MIN_EFFECT, true, TB_VERDICT_ALPHA,
+                    &mv, NULL, NULL, 0, &nout);
   worse |= mv.outcome == TB_VERDICT_WORSE;
   return worse;
 }

@@ -47,13 +47,12 @@ cpu_s(void)
 {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
 }
 
 static void
-on_event(void *cls, unsigned slot, int64_t arrival, const char *comment,
-         size_t len, int64_t tokens)
+on_event(void *cls, unsigned slot, int64_t arrival, const char *comment, size_t len, int64_t tokens)
 {
   struct bench *b = cls;
   if (slot >= b->n)
@@ -84,8 +83,7 @@ on_event(void *cls, unsigned slot, int64_t arrival, const char *comment,
 }
 
 static void
-on_progress(void *cls, const json_t *key, unsigned done, unsigned total,
-            double eta)
+on_progress(void *cls, const json_t *key, unsigned done, unsigned total, double eta)
 {
   struct bench *b = cls;
   const char *ph = json_string_value(json_object_get(key, "phase"));
@@ -133,7 +131,7 @@ main(int argc, char **argv)
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
-  struct bench b = {0};
+  struct bench b = { 0 };
   b.n = (unsigned)strtol(argv[2], NULL, 10);
   b.slots = calloc(b.n, sizeof *b.slots);
   struct tb_spec spec;
@@ -152,13 +150,12 @@ main(int argc, char **argv)
   target.client_stamps = env_is("TB_ENGINE_CLIENT_STAMPS", "1");
   target.no_server_series = env_is("TB_ENGINE_SERVER_SERIES", "0");
   target.curl_streams = env_is("TB_ENGINE_CURL_STREAMS", "1");
-  struct tb_engine_hooks hooks = {.cls = &b, .on_cell = on_cell,
-                                  .on_progress = on_progress,
-                                  .on_event = on_event};
+  struct tb_engine_hooks hooks = {
+    .cls = &b, .on_cell = on_cell, .on_progress = on_progress, .on_event = on_event
+  };
   json_t *res = NULL;
   char *err = NULL;
-  enum tb_engine_status st = tb_engine_run(&spec, &target, NULL, NULL, &hooks, &res,
-                                           &err);
+  enum tb_engine_status st = tb_engine_run(&spec, &target, NULL, NULL, &hooks, &res, &err);
   int rc = 1;
   const json_t *cells = json_object_get(res, "cells");
   const json_t *cell = json_array_get(cells, json_array_size(cells) - 1);
@@ -172,19 +169,15 @@ main(int argc, char **argv)
   double cpu = b.cpu1 - b.cpu0;
   int64_t toks = b.tok1 - b.tok0;
   /* 10th: the server series' samples (tb_sampler; 0 with it off) */
-  json_int_t samples = json_integer_value(json_object_get(
-      json_object_get(json_object_get(cell, "server_series"), "summary"), "samples"));
+  json_int_t samples = json_integer_value(
+    json_object_get(json_object_get(json_object_get(cell, "server_series"), "summary"), "samples"));
   json_int_t done = json_integer_value(json_object_get(cell, "completed"));
   printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %.3f %.4f\n", b.n, tps,
-         toks > 0 ? cpu / (double)toks * 1e6 : 0.0,
-         tb_stats_quantile(&b.delay, 0.5) / 1e6,
-         tb_stats_quantile(&b.delay, 0.99) / 1e6,
-         tb_stats_quantile(&b.gap, 0.99) / 1e6,
-         json_number_value(json_object_get(
-             json_object_get(cell, "tbt_ms"), "p50")),
-         tb_stats_quantile(&b.lag, 0.5) / 1e6,
-         tb_stats_quantile(&b.lag, 0.99) / 1e6, (long long)samples,
-         (long long)(b.ev1 - b.ev0), (long long)done,
+         toks > 0 ? cpu / (double)toks * 1e6 : 0.0, tb_stats_quantile(&b.delay, 0.5) / 1e6,
+         tb_stats_quantile(&b.delay, 0.99) / 1e6, tb_stats_quantile(&b.gap, 0.99) / 1e6,
+         json_number_value(json_object_get(json_object_get(cell, "tbt_ms"), "p50")),
+         tb_stats_quantile(&b.lag, 0.5) / 1e6, tb_stats_quantile(&b.lag, 0.99) / 1e6,
+         (long long)samples, (long long)(b.ev1 - b.ev0), (long long)done,
          done > 0 ? cpu / (double)done * 1e6 : 0.0, cpu);
   rc = 0;
 out:

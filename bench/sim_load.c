@@ -53,9 +53,9 @@ struct stream {
   int64_t stamp;      /* stamp of the event being read */
   int64_t prev_stamp; /* of the previous token event, 0 at stream start */
   int64_t prev_arr;
-  int64_t tokens;     /* token events in the current response */
-  int64_t want;       /* tokens asked in the current request */
-  bool started;       /* produced a token since connect */
+  int64_t tokens; /* token events in the current response */
+  int64_t want;   /* tokens asked in the current request */
+  bool started;   /* produced a token since connect */
 };
 
 struct samples {
@@ -223,7 +223,7 @@ warm_prompt(const struct sockaddr_in *a)
   free(r);
   char buf[4096];
   ssize_t got = 0, k;
-  char head[13] = {0};
+  char head[13] = { 0 };
   while (ok && (k = recv(fd, buf, sizeof(buf), 0)) > 0) {
     if (got < 12)
       memcpy(head + got, buf, (size_t)(k < 12 - got ? k : 12 - got));

@@ -30,22 +30,21 @@
 static void
 usage(FILE *out)
 {
-  fprintf(out,
-          "usage: tokbench keys create --project NAME [--admin] [--scopes LIST]\n"
-          "                            [--name NAME] [--expires-in DURATION]\n"
-          "                            [--database-url URL]\n\n"
-          "Creates an API key in project NAME (created when missing) and prints\n"
-          "the key, once, on stdout.  --admin grants read,write,admin; --scopes\n"
-          "takes a comma list of read, write, admin (default read,write).\n"
-          "DURATION: 3600, 45s, 15m, 12h, 30d, 2w (default: never expires).\n"
-          "The database URL defaults to TOKBENCH_DATABASE_URL; the migrations\n"
-          "are applied first.\n\n"
-          "usage: tokbench keys list [--project NAME] [--json] [--database-url URL]\n\n"
-          "Lists the keys (of project NAME, else of every project): id, project,\n"
-          "name, prefix, scopes, created, expires, revoked, last used.\n\n"
-          "usage: tokbench keys revoke ID [--database-url URL]\n\n"
-          "Revokes the key ID (as list shows it); api processes stop accepting\n"
-          "it at once.  Exit 1 when no key has this id.\n");
+  fprintf(out, "usage: tokbench keys create --project NAME [--admin] [--scopes LIST]\n"
+               "                            [--name NAME] [--expires-in DURATION]\n"
+               "                            [--database-url URL]\n\n"
+               "Creates an API key in project NAME (created when missing) and prints\n"
+               "the key, once, on stdout.  --admin grants read,write,admin; --scopes\n"
+               "takes a comma list of read, write, admin (default read,write).\n"
+               "DURATION: 3600, 45s, 15m, 12h, 30d, 2w (default: never expires).\n"
+               "The database URL defaults to TOKBENCH_DATABASE_URL; the migrations\n"
+               "are applied first.\n\n"
+               "usage: tokbench keys list [--project NAME] [--json] [--database-url URL]\n\n"
+               "Lists the keys (of project NAME, else of every project): id, project,\n"
+               "name, prefix, scopes, created, expires, revoked, last used.\n\n"
+               "usage: tokbench keys revoke ID [--database-url URL]\n\n"
+               "Revokes the key ID (as list shows it); api processes stop accepting\n"
+               "it at once.  Exit 1 when no key has this id.\n");
 }
 
 /* Connects to url (NULL: TOKBENCH_DATABASE_URL unset) and applies the
@@ -74,7 +73,10 @@ connect_db(const char *url)
   return db;
 }
 
-enum { ARG_OTHER = -1, ARG_TAKEN = -2 };
+enum {
+  ARG_OTHER = -1,
+  ARG_TAKEN = -2
+};
 
 /* argv[*i] among the arguments every keys command takes: --help (usage on
  * stdout, exit status 0), --database-url URL and, when project is not
@@ -195,8 +197,9 @@ field(json_t *k, const char *name, char *buf, size_t len)
     size_t i, o = 0;
     json_t *e;
     buf[0] = '\0';
-    json_array_foreach(v, i, e) {
-      int n = snprintf(buf + o, len - o, "%s%s", i ? "," : "", json_string_value(e) ? json_string_value(e) : "?");
+    json_array_foreach (v, i, e) {
+      int n = snprintf(buf + o, len - o, "%s%s", i ? "," : "",
+                       json_string_value(e) ? json_string_value(e) : "?");
       if (n < 0 || (size_t)n >= len - o)
         break;
       o += (size_t)n;
@@ -246,7 +249,7 @@ keys_list(int argc, char **argv)
          "PREFIX", "SCOPES", "CREATED", "EXPIRES", "REVOKED", "LAST USED");
   size_t i;
   json_t *k;
-  json_array_foreach(list, i, k) {
+  json_array_foreach (list, i, k) {
     char sc[64];
     const char *name = field(k, "name", sc, sizeof sc);
     printf("%-36s  %-16s  %-16s  %-12s  ", field(k, "id", sc, sizeof sc),

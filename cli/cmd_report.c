@@ -42,41 +42,41 @@
 #define COMPARE_FILES_MAX 200
 
 static const char report_usage[] =
-    "usage: tokbench report RESULT.json [--format html|md|csv|json] [--output FILE]\n"
-    "\n"
-    "Renders a result document (from `tokbench run --output`, the API, or the\n"
-    "benchmark_results.json of llm-inference-bench) as:\n"
-    "  html  one self-contained page: header, prefill, decode matrix as a heat\n"
-    "        map, charts, all measurements (default)\n"
-    "  md    Markdown tables, for a pull-request comment\n"
-    "  csv   all measurements, one row per cell\n"
-    "  json  the result document (llm-inference-bench files come out converted)\n"
-    "RESULT.json may be - for standard input.\n"
-    "\n"
-    "  -f, --format F   output format (default html)\n"
-    "  -o, --output F   write to F instead of standard output\n"
-    "  -h, --help       this text\n";
+  "usage: tokbench report RESULT.json [--format html|md|csv|json] [--output FILE]\n"
+  "\n"
+  "Renders a result document (from `tokbench run --output`, the API, or the\n"
+  "benchmark_results.json of llm-inference-bench) as:\n"
+  "  html  one self-contained page: header, prefill, decode matrix as a heat\n"
+  "        map, charts, all measurements (default)\n"
+  "  md    Markdown tables, for a pull-request comment\n"
+  "  csv   all measurements, one row per cell\n"
+  "  json  the result document (llm-inference-bench files come out converted)\n"
+  "RESULT.json may be - for standard input.\n"
+  "\n"
+  "  -f, --format F   output format (default html)\n"
+  "  -o, --output F   write to F instead of standard output\n"
+  "  -h, --help       this text\n";
 
 static const char compare_usage[] =
-    "usage: tokbench compare [EARLIER.json ...] BASE.json HEAD.json\n"
-    "                        [--format html|md|csv|json] [--tolerance PCT]\n"
-    "                        [--output FILE]\n"
-    "\n"
-    "Compares two result documents cell by cell: base and head figures and the\n"
-    "ratio head/base for total tok/s, TTFT and time between tokens (prefill:\n"
-    "prompt tok/s and TTFT), cells valid in only one of them, the geometric mean\n"
-    "of the ratios per metric.  The verdict judges HEAD against all earlier\n"
-    "files (oldest first, BASE the newest): with 3 or more, a t-test against\n"
-    "their spread, the tolerance being the smallest change that matters (default\n"
-    "2%); with fewer, cells whose throughput fell or latency rose by more than\n"
-    "the tolerance (default 5%).  Each regression is told on stderr.\n"
-    "\n"
-    "  -f, --format F      output format (default md)\n"
-    "  -t, --tolerance P   the tolerance in percent (defaults above)\n"
-    "  -o, --output F      write to F instead of standard output\n"
-    "  -h, --help          this text\n"
-    "\n"
-    "Exit status: 0 no regression, 1 regressions, 2 usage or input error.\n";
+  "usage: tokbench compare [EARLIER.json ...] BASE.json HEAD.json\n"
+  "                        [--format html|md|csv|json] [--tolerance PCT]\n"
+  "                        [--output FILE]\n"
+  "\n"
+  "Compares two result documents cell by cell: base and head figures and the\n"
+  "ratio head/base for total tok/s, TTFT and time between tokens (prefill:\n"
+  "prompt tok/s and TTFT), cells valid in only one of them, the geometric mean\n"
+  "of the ratios per metric.  The verdict judges HEAD against all earlier\n"
+  "files (oldest first, BASE the newest): with 3 or more, a t-test against\n"
+  "their spread, the tolerance being the smallest change that matters (default\n"
+  "2%); with fewer, cells whose throughput fell or latency rose by more than\n"
+  "the tolerance (default 5%).  Each regression is told on stderr.\n"
+  "\n"
+  "  -f, --format F      output format (default md)\n"
+  "  -t, --tolerance P   the tolerance in percent (defaults above)\n"
+  "  -o, --output F      write to F instead of standard output\n"
+  "  -h, --help          this text\n"
+  "\n"
+  "Exit status: 0 no regression, 1 regressions, 2 usage or input error.\n";
 
 /* Writes the report to path (via path.tmp + rename) or standard output. */
 static int
@@ -158,9 +158,7 @@ parse(int argc, char **argv, bool compare, struct args *a)
         return 2;
       }
       break;
-    case 'o':
-      a->output = optarg;
-      break;
+    case 'o': a->output = optarg; break;
     case 't': {
       char *end = NULL;
       errno = 0;
@@ -173,12 +171,8 @@ parse(int argc, char **argv, bool compare, struct args *a)
       a->tolerance_set = true;
       break;
     }
-    case 'h':
-      fputs(usage, stdout);
-      return 0;
-    default:
-      fputs(usage, stderr);
-      return 2;
+    case 'h': fputs(usage, stdout); return 0;
+    default: fputs(usage, stderr); return 2;
     }
   }
   a->nfiles = argc - optind;
@@ -236,8 +230,7 @@ tb_cli_compare(int argc, char **argv)
     goto out;
   }
   verdict = tb_regress_judge_docs((const json_t *const *)docs, nd - 1, head, cmp, a.tolerance,
-                                  a.tolerance_set ? a.tolerance
-                                                  : TB_VERDICT_DEFAULT_MIN_EFFECT);
+                                  a.tolerance_set ? a.tolerance : TB_VERDICT_DEFAULT_MIN_EFFECT);
   json_object_set(cmp, "verdict", verdict);
   out = tb_cmpreport_render(cmp, a.fmt, &len, &err);
   if (out == NULL) {

@@ -43,51 +43,51 @@ on_sigint(int sig)
 }
 
 static const char usage_head[] =
-    "usage: tokbench run --url URL [options]\n"
-    "\n"
-    "Runs the speed test matrix (METHOD.md) against one OpenAI-compatible\n"
-    "endpoint (vLLM, SGLang or generic): a cold prefill scout per context, then\n"
-    "sustained decode at each (context, concurrency) for a fixed window.\n"
-    "\n"
-    "Endpoint:\n"
-    "  --url URL               base URL, e.g. http://127.0.0.1:8000 (no /v1)\n"
-    "  --api-key-file F        file holding the endpoint's API key (first line);\n"
-    "                          else env TOKBENCH_ENDPOINT_API_KEY; sent as Bearer\n"
-    "  --cacert FILE           PEM file of the CAs to trust for an https URL\n"
-    "  --trace FILE            replay a production trace as a rate cell (gzip or not;\n"
-    "                          docs/traces.md); with --trace-format\n"
-    "  --trace-format F        mooncake, azure, burstgpt, bailian or weka\n"
-    "                          (a self-signed or private CA's certificate),\n"
-    "                          instead of the system's\n"
-    "  --name NAME             endpoint name for the report header\n"
-    "  --launch-command CMD    server launch command for the report (secrets\n"
-    "                          are redacted)\n"
-    "  --gpu NAME:COUNT        the GPUs the endpoint runs on (e.g. H200:2)\n"
-    "  --price-per-hour X      what the endpoint costs an hour: cost per million\n"
-    "                          tokens in every cell (--currency C, default USD)\n"
-    "  --telemetry-url URL     the GPUs' telemetry (dcgm-exporter's /metrics),\n"
-    "                          read during cells: joules per token, throttling\n"
-    "Settings (the job spec's fields, same ranges and defaults; K = 1024):\n";
+  "usage: tokbench run --url URL [options]\n"
+  "\n"
+  "Runs the speed test matrix (METHOD.md) against one OpenAI-compatible\n"
+  "endpoint (vLLM, SGLang or generic): a cold prefill scout per context, then\n"
+  "sustained decode at each (context, concurrency) for a fixed window.\n"
+  "\n"
+  "Endpoint:\n"
+  "  --url URL               base URL, e.g. http://127.0.0.1:8000 (no /v1)\n"
+  "  --api-key-file F        file holding the endpoint's API key (first line);\n"
+  "                          else env TOKBENCH_ENDPOINT_API_KEY; sent as Bearer\n"
+  "  --cacert FILE           PEM file of the CAs to trust for an https URL\n"
+  "  --trace FILE            replay a production trace as a rate cell (gzip or not;\n"
+  "                          docs/traces.md); with --trace-format\n"
+  "  --trace-format F        mooncake, azure, burstgpt, bailian or weka\n"
+  "                          (a self-signed or private CA's certificate),\n"
+  "                          instead of the system's\n"
+  "  --name NAME             endpoint name for the report header\n"
+  "  --launch-command CMD    server launch command for the report (secrets\n"
+  "                          are redacted)\n"
+  "  --gpu NAME:COUNT        the GPUs the endpoint runs on (e.g. H200:2)\n"
+  "  --price-per-hour X      what the endpoint costs an hour: cost per million\n"
+  "                          tokens in every cell (--currency C, default USD)\n"
+  "  --telemetry-url URL     the GPUs' telemetry (dcgm-exporter's /metrics),\n"
+  "                          read during cells: joules per token, throttling\n"
+  "Settings (the job spec's fields, same ranges and defaults; K = 1024):\n";
 
 static const char usage_tail[] =
-    "Output:\n"
-    "  --output FILE           write the result document (JSON) to FILE\n"
-    "  --jsonl                 JSON lines on stdout (a header line, then one\n"
-    "                          line per cell as measured, then the document);\n"
-    "                          the default when stdout is not a terminal\n"
-    "  --table                 print the report tables even when stdout is not\n"
-    "                          a terminal (instead of JSON lines)\n"
-    "  --resume FILE           a JSON lines file of an earlier run: its cells are\n"
-    "                          kept, not measured again\n"
-    "  --run-id ID             run id (part of the prompt tags; default: new)\n"
-    "  --cell-memory-kb N      KiB the endpoint may make one cell buffer (SSE\n"
-    "                          lines and events of all its streams; default\n"
-    "                          262144); over it the cell fails\n"
-    "  -q, --quiet             no progress bar\n"
-    "  -h, --help              this text\n"
-    "\n"
-    "Exit status: 0 finished (error cells are results), 1 run failed,\n"
-    "2 bad usage, 130 interrupted (the partial result is still written).\n";
+  "Output:\n"
+  "  --output FILE           write the result document (JSON) to FILE\n"
+  "  --jsonl                 JSON lines on stdout (a header line, then one\n"
+  "                          line per cell as measured, then the document);\n"
+  "                          the default when stdout is not a terminal\n"
+  "  --table                 print the report tables even when stdout is not\n"
+  "                          a terminal (instead of JSON lines)\n"
+  "  --resume FILE           a JSON lines file of an earlier run: its cells are\n"
+  "                          kept, not measured again\n"
+  "  --run-id ID             run id (part of the prompt tags; default: new)\n"
+  "  --cell-memory-kb N      KiB the endpoint may make one cell buffer (SSE\n"
+  "                          lines and events of all its streams; default\n"
+  "                          262144); over it the cell fails\n"
+  "  -q, --quiet             no progress bar\n"
+  "  -h, --help              this text\n"
+  "\n"
+  "Exit status: 0 finished (error cells are results), 1 run failed,\n"
+  "2 bad usage, 130 interrupted (the partial result is still written).\n";
 
 /* The environment the run reads besides TOKBENCH_ENDPOINT_API_KEY. */
 static const struct tb_cfg_key run_keys[] = {
@@ -108,9 +108,9 @@ cost_opt(json_t *endpoint, int which, const char *v)
       fprintf(stderr, "tokbench run: --gpu NAME:COUNT (e.g. H200:2)\n");
       return false;
     }
-    json_object_set_new(endpoint, "gpu", json_pack("{s:s%, s:I}", "name", v,
-                                                   (size_t)(colon - v), "count",
-                                                   (json_int_t)n));
+    json_object_set_new(
+      endpoint, "gpu",
+      json_pack("{s:s%, s:I}", "name", v, (size_t)(colon - v), "count", (json_int_t)n));
   } else if (which == 1) {
     double x = strtod(v, &end);
     if (end == v || *end != '\0' || !(x >= 0 && x <= 1e8)) {
@@ -145,12 +145,11 @@ usage(FILE *f)
     if (fields[i].cli == NULL)
       continue;
     enum tb_spec_type t = fields[i].type;
-    const char *meta = t == TB_SPEC_TOKENS || t == TB_SPEC_INTS || t == TB_SPEC_NUMBERS
-                           ? "LIST"
-                       : t == TB_SPEC_OBJECT                    ? "K=V,.."
-                       : t == TB_SPEC_NUMBER                    ? "S"
-                       : t == TB_SPEC_INT                       ? "N"
-                                                                : "NAME";
+    const char *meta = t == TB_SPEC_TOKENS || t == TB_SPEC_INTS || t == TB_SPEC_NUMBERS ? "LIST"
+                       : t == TB_SPEC_OBJECT                                            ? "K=V,.."
+                       : t == TB_SPEC_NUMBER                                            ? "S"
+                       : t == TB_SPEC_INT                                               ? "N"
+                                                                                        : "NAME";
     char flag[48];
     snprintf(flag, sizeof flag, "%s %s", fields[i].cli, meta);
     fprintf(f, "  --%-21s %s", flag, fields[i].help);
@@ -205,8 +204,7 @@ hook_cell(void *cls, const json_t *cell)
 }
 
 static void
-hook_progress(void *cls, const json_t *key, unsigned done, unsigned total,
-              double eta_s)
+hook_progress(void *cls, const json_t *key, unsigned done, unsigned total, double eta_s)
 {
   struct run_ui *ui = cls;
   if (!ui->tty_progress)
@@ -222,11 +220,9 @@ hook_progress(void *cls, const json_t *key, unsigned done, unsigned total,
   if (json_is_integer(json_object_get(key, "repeat"))) /* --repeats: the pass */
     snprintf(pass, sizeof pass, " (repeat %" PRId64 ")",
              (int64_t)json_integer_value(json_object_get(key, "repeat")));
-  fprintf(stderr, "\r\033[K[%s] cell %u of %u · %s %s x%" PRId64
-                  "%s · about %dm%02ds left",
-          bar, done + 1, total, str(key, "phase"), str(key, "context_label"),
-          (int64_t)json_integer_value(json_object_get(key, "concurrency")), pass, m,
-          s);
+  fprintf(stderr, "\r\033[K[%s] cell %u of %u · %s %s x%" PRId64 "%s · about %dm%02ds left", bar,
+          done + 1, total, str(key, "phase"), str(key, "context_label"),
+          (int64_t)json_integer_value(json_object_get(key, "concurrency")), pass, m, s);
   fflush(stderr);
 }
 
@@ -246,11 +242,8 @@ hook_header(void *cls, const json_t *header)
     const json_t *eng = json_object_get(header, "engine");
     const json_t *cap = json_object_get(header, "capacity");
     fprintf(stderr, "%s · %s %s · KV budget %s (%s)\n",
-            str(json_object_get(header, "model"), "served"), str(eng, "name"),
-            str(eng, "version"),
-            json_is_integer(json_object_get(cap, "kv_budget_tokens"))
-                ? "known"
-                : "unknown",
+            str(json_object_get(header, "model"), "served"), str(eng, "name"), str(eng, "version"),
+            json_is_integer(json_object_get(cap, "kv_budget_tokens")) ? "known" : "unknown",
             str(cap, "source"));
   }
 }
@@ -279,7 +272,7 @@ read_resume(const char *path, char **run_id, const char **why)
       /* a whole result document: its cells */
       size_t i;
       json_t *c;
-      json_array_foreach(cs, i, c) {
+      json_array_foreach (cs, i, c) {
         const char *st = json_string_value(json_object_get(c, "status"));
         if (st != NULL && strcmp(st, "error") != 0)
           json_array_append(cells, c);
@@ -387,31 +380,45 @@ int
 tb_cli_run(int argc, char **argv)
 {
   enum {
-    O_URL = 256, O_KEYFILE, O_OUTPUT, O_JSONL, O_TABLE, O_RESUME, O_NAME, O_LAUNCH, O_RUNID, O_CELLMEM, O_CACERT,
-    O_TRACE, O_TRACEFMT,
-    O_GPU = 300, O_PRICE, O_CURRENCY, O_TELEMETRY, /* cost_opt */
+    O_URL = 256,
+    O_KEYFILE,
+    O_OUTPUT,
+    O_JSONL,
+    O_TABLE,
+    O_RESUME,
+    O_NAME,
+    O_LAUNCH,
+    O_RUNID,
+    O_CELLMEM,
+    O_CACERT,
+    O_TRACE,
+    O_TRACEFMT,
+    O_GPU = 300,
+    O_PRICE,
+    O_CURRENCY,
+    O_TELEMETRY,  /* cost_opt */
     O_SPEC = 512, /* + the field's index in tb_spec's table */
   };
   static const struct option fixed[] = {
-      {"url", required_argument, NULL, O_URL},
-      {"api-key-file", required_argument, NULL, O_KEYFILE},
-      {"output", required_argument, NULL, O_OUTPUT},
-      {"jsonl", no_argument, NULL, O_JSONL},
-      {"table", no_argument, NULL, O_TABLE},
-      {"resume", required_argument, NULL, O_RESUME},
-      {"name", required_argument, NULL, O_NAME},
-      {"launch-command", required_argument, NULL, O_LAUNCH},
-      {"run-id", required_argument, NULL, O_RUNID},
-      {"cell-memory-kb", required_argument, NULL, O_CELLMEM},
-      {"cacert", required_argument, NULL, O_CACERT},
-      {"gpu", required_argument, NULL, O_GPU},
-      {"price-per-hour", required_argument, NULL, O_PRICE},
-      {"currency", required_argument, NULL, O_CURRENCY},
-      {"telemetry-url", required_argument, NULL, O_TELEMETRY},
-      {"trace", required_argument, NULL, O_TRACE},
-      {"trace-format", required_argument, NULL, O_TRACEFMT},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
+    { "url", required_argument, NULL, O_URL },
+    { "api-key-file", required_argument, NULL, O_KEYFILE },
+    { "output", required_argument, NULL, O_OUTPUT },
+    { "jsonl", no_argument, NULL, O_JSONL },
+    { "table", no_argument, NULL, O_TABLE },
+    { "resume", required_argument, NULL, O_RESUME },
+    { "name", required_argument, NULL, O_NAME },
+    { "launch-command", required_argument, NULL, O_LAUNCH },
+    { "run-id", required_argument, NULL, O_RUNID },
+    { "cell-memory-kb", required_argument, NULL, O_CELLMEM },
+    { "cacert", required_argument, NULL, O_CACERT },
+    { "gpu", required_argument, NULL, O_GPU },
+    { "price-per-hour", required_argument, NULL, O_PRICE },
+    { "currency", required_argument, NULL, O_CURRENCY },
+    { "telemetry-url", required_argument, NULL, O_TELEMETRY },
+    { "trace", required_argument, NULL, O_TRACE },
+    { "trace-format", required_argument, NULL, O_TRACEFMT },
+    { "quiet", no_argument, NULL, 'q' },
+    { "help", no_argument, NULL, 'h' },
   };
   /* every field of the job spec with a flag is an option */
   size_t nfields;
@@ -422,15 +429,14 @@ tb_cli_run(int argc, char **argv)
     opts[nopts++] = fixed[i];
   for (size_t i = 0; i < nfields; i++)
     if (fields[i].cli != NULL)
-      opts[nopts++] = (struct option){ fields[i].cli, required_argument, NULL,
-                                       O_SPEC + (int)i };
+      opts[nopts++] = (struct option){ fields[i].cli, required_argument, NULL, O_SPEC + (int)i };
   json_t *spec = json_object();
   json_t *endpoint = json_object();
   struct tb_spec settings;
   tb_spec_init(&settings);
   const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL, *cacert = NULL;
   const char *trace_file = NULL, *trace_format = NULL;
-  struct tb_trace trace = {0};
+  struct tb_trace trace = { 0 };
   int64_t cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024;
   bool force_jsonl = false, force_table = false, quiet = false;
   int rc = 2;
@@ -456,30 +462,14 @@ tb_cli_run(int argc, char **argv)
       continue;
     }
     switch (opt) {
-    case O_URL:
-      url = optarg;
-      break;
-    case O_KEYFILE:
-      key_file = optarg;
-      break;
-    case O_OUTPUT:
-      output = optarg;
-      break;
-    case O_JSONL:
-      force_jsonl = true;
-      break;
-    case O_TABLE:
-      force_table = true;
-      break;
-    case O_RESUME:
-      resume = optarg;
-      break;
-    case O_NAME:
-      json_object_set_new(endpoint, "name", json_string(optarg));
-      break;
-    case O_LAUNCH:
-      json_object_set_new(endpoint, "launch_command", json_string(optarg));
-      break;
+    case O_URL: url = optarg; break;
+    case O_KEYFILE: key_file = optarg; break;
+    case O_OUTPUT: output = optarg; break;
+    case O_JSONL: force_jsonl = true; break;
+    case O_TABLE: force_table = true; break;
+    case O_RESUME: resume = optarg; break;
+    case O_NAME: json_object_set_new(endpoint, "name", json_string(optarg)); break;
+    case O_LAUNCH: json_object_set_new(endpoint, "launch_command", json_string(optarg)); break;
     case O_RUNID:
       free(run_id);
       run_id = tb_xstrdup(optarg);
@@ -490,25 +480,18 @@ tb_cli_run(int argc, char **argv)
         goto out;
       }
       break;
-    case O_CACERT:
-      cacert = optarg;
-      break;
-    case O_TRACE:
-      trace_file = optarg;
-      break;
-    case O_TRACEFMT:
-      trace_format = optarg;
-      break;
-    case 'q':
-      quiet = true;
-      break;
+    case O_CACERT: cacert = optarg; break;
+    case O_TRACE: trace_file = optarg; break;
+    case O_TRACEFMT: trace_format = optarg; break;
+    case 'q': quiet = true; break;
     case 'h':
       usage(stdout);
       rc = 0;
       goto out;
     default:
-      fprintf(stderr, "tokbench run: unknown or incomplete option '%s' "
-                      "(see tokbench run --help)\n",
+      fprintf(stderr,
+              "tokbench run: unknown or incomplete option '%s' "
+              "(see tokbench run --help)\n",
               argv[optind - 1]);
       goto out;
     }
@@ -548,14 +531,15 @@ tb_cli_run(int argc, char **argv)
     const char *why = NULL;
     done = read_resume(resume, &run_id, &why);
     if (done == NULL) {
-      fprintf(stderr, "tokbench run: cannot read --resume %s: %s\n", resume,
-              why);
+      fprintf(stderr, "tokbench run: cannot read --resume %s: %s\n", resume, why);
       goto out;
     }
   }
   if (trace_file != NULL && !read_trace(trace_file, trace_format, &trace))
     goto out;
-  struct tb_engine_target target = { .base_url = url, .run_id = run_id, .endpoint = endpoint,
+  struct tb_engine_target target = { .base_url = url,
+                                     .run_id = run_id,
+                                     .endpoint = endpoint,
                                      .key_hint = "tokbench run --api-key-file",
                                      .model_hint = "tokbench run --model",
                                      .cell_memory_max = (size_t)cell_kb * 1024,
@@ -566,26 +550,25 @@ tb_cli_run(int argc, char **argv)
     goto out;
   }
 
-  struct run_ui ui = {0};
+  struct run_ui ui = { 0 };
   bool stdout_tty = isatty(STDOUT_FILENO);
   ui.jsonl = force_jsonl || (!stdout_tty && !force_table);
   ui.tty_progress = !quiet && isatty(STDERR_FILENO) && !ui.jsonl;
   struct tb_engine_hooks hooks = {
-      .cls = &ui,
-      .on_cell = hook_cell,
-      .on_progress = hook_progress,
-      .cancelled = hook_cancelled,
-      .on_header = hook_header,
-      .error_bodies = true, /* the user's own endpoint: its answer helps */
+    .cls = &ui,
+    .on_cell = hook_cell,
+    .on_progress = hook_progress,
+    .cancelled = hook_cancelled,
+    .on_header = hook_header,
+    .error_bodies = true, /* the user's own endpoint: its answer helps */
   };
-  struct sigaction sa = {0};
+  struct sigaction sa = { 0 };
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
   raise_nofile(&settings);
-  enum tb_engine_status st = tb_engine_run(&settings, &target, key, done, &hooks, &result,
-                                           &err);
+  enum tb_engine_status st = tb_engine_run(&settings, &target, key, done, &hooks, &result, &err);
   if (ui.tty_progress)
     fprintf(stderr, "\r\033[K");
   if (output != NULL && result != NULL) {

@@ -45,28 +45,31 @@
 #define SUBMIT_REPORT_MAX (32u * 1024u * 1024u)
 #define SUBMIT_WHY_MAX 20 /* regressions told on stderr, at most */
 
-enum { EXIT_OK = 0, EXIT_REGRESSION = 1, EXIT_ERROR = 2 };
+enum {
+  EXIT_OK = 0,
+  EXIT_REGRESSION = 1,
+  EXIT_ERROR = 2
+};
 
 static void
 usage(FILE *out)
 {
-  fprintf(out,
-          "usage: tokbench submit --preset NAME [--api URL] [--api-key-file FILE]\n"
-          "                       [--label KEY=VALUE ...] [--wait] [--timeout SECONDS]\n"
-          "                       [--quiet]\n\n"
-          "Starts a job from the preset NAME of the key's project (POST\n"
-          "/v1/presets/NAME/jobs), with the labels given added to the preset's.\n"
-          "With --wait, follows it to its end, prints its Markdown report on\n"
-          "stdout and exits 0 (succeeded), 1 (succeeded with regressions) or\n"
-          "2 (failed, cancelled, timed out, or any error).  Without --wait,\n"
-          "prints the job id and exits 0 once it is queued.\n\n"
-          "  --api URL            the API (default: $TOKBENCH_API_URL, else\n"
-          "                       http://127.0.0.1:8080)\n"
-          "  --api-key-file FILE  file holding the API key (default:\n"
-          "                       $TOKBENCH_API_KEY)\n"
-          "  --label KEY=VALUE    a label for the job (repeat; e.g. sha=$GITHUB_SHA)\n"
-          "  --timeout SECONDS    give up waiting after this long (default 21600)\n"
-          "  --quiet              no progress lines on stderr\n");
+  fprintf(out, "usage: tokbench submit --preset NAME [--api URL] [--api-key-file FILE]\n"
+               "                       [--label KEY=VALUE ...] [--wait] [--timeout SECONDS]\n"
+               "                       [--quiet]\n\n"
+               "Starts a job from the preset NAME of the key's project (POST\n"
+               "/v1/presets/NAME/jobs), with the labels given added to the preset's.\n"
+               "With --wait, follows it to its end, prints its Markdown report on\n"
+               "stdout and exits 0 (succeeded), 1 (succeeded with regressions) or\n"
+               "2 (failed, cancelled, timed out, or any error).  Without --wait,\n"
+               "prints the job id and exits 0 once it is queued.\n\n"
+               "  --api URL            the API (default: $TOKBENCH_API_URL, else\n"
+               "                       http://127.0.0.1:8080)\n"
+               "  --api-key-file FILE  file holding the API key (default:\n"
+               "                       $TOKBENCH_API_KEY)\n"
+               "  --label KEY=VALUE    a label for the job (repeat; e.g. sha=$GITHUB_SHA)\n"
+               "  --timeout SECONDS    give up waiting after this long (default 21600)\n"
+               "  --quiet              no progress lines on stderr\n");
 }
 
 /* The key from a file's first line (refused when group or others may read
@@ -133,7 +136,7 @@ print_problem(const char *what, const struct tb_http_resp *r)
   json_t *errs = json_object_get(p, "errors");
   size_t i;
   json_t *x;
-  json_array_foreach(errs, i, x) {
+  json_array_foreach (errs, i, x) {
     fprintf(stderr, "  %s: %s\n", json_string_value(json_object_get(x, "field")),
             json_string_value(json_object_get(x, "detail")));
   }
@@ -188,15 +191,9 @@ tb_cli_submit(int argc, char **argv)
   int o;
   while ((o = getopt_long(argc, argv, "p:a:k:l:wt:qh", opts, NULL)) != -1) {
     switch (o) {
-    case 'p':
-      preset = optarg;
-      break;
-    case 'a':
-      api = optarg;
-      break;
-    case 'k':
-      key_file = optarg;
-      break;
+    case 'p': preset = optarg; break;
+    case 'a': api = optarg; break;
+    case 'k': key_file = optarg; break;
     case 'l': {
       const char *eq = strchr(optarg, '=');
       if (eq == NULL || eq == optarg || json_object_size(labels) >= SUBMIT_LABELS_MAX) {
@@ -215,25 +212,19 @@ tb_cli_submit(int argc, char **argv)
       free(k);
       break;
     }
-    case 'w':
-      wait = true;
-      break;
+    case 'w': wait = true; break;
     case 't':
       if (!tb_parse_i64(optarg, 1, 7 * 86400, &timeout_s)) {
         fprintf(stderr, "tokbench submit: --timeout: 1 to 604800 seconds\n");
         goto out;
       }
       break;
-    case 'q':
-      quiet = true;
-      break;
+    case 'q': quiet = true; break;
     case 'h':
       usage(stdout);
       rc = EXIT_OK;
       goto out;
-    default:
-      usage(stderr);
-      goto out;
+    default: usage(stderr); goto out;
     }
   }
   if (preset == NULL || optind != argc) {
@@ -256,8 +247,10 @@ tb_cli_submit(int argc, char **argv)
     goto out;
   }
   if (strncasecmp(api, "http://", 7) == 0 && !host_is_loopback(api))
-    fprintf(stderr, "tokbench submit: warning: the API key goes over plain http:// to %.*s, "
-            "readable on the way; use https://\n", (int)al, api);
+    fprintf(stderr,
+            "tokbench submit: warning: the API key goes over plain http:// to %.*s, "
+            "readable on the way; use https://\n",
+            (int)al, api);
   tb_http_global_init();
 
   /* 1. submit */
@@ -355,8 +348,7 @@ tb_cli_submit(int argc, char **argv)
   size_t nregs = json_array_size(rcells);
   const char *err = json_string_value(json_object_get(job, "error"));
   if (strcmp(state, "succeeded") != 0) {
-    fprintf(stderr, "tokbench submit: job %s %s%s%s\n", id, state, err ? ": " : "",
-            err ? err : "");
+    fprintf(stderr, "tokbench submit: job %s %s%s%s\n", id, state, err ? ": " : "", err ? err : "");
     rc = EXIT_ERROR;
   } else if (regressed) {
     fprintf(stderr, "tokbench submit: job %s: %zu regression%s\n", id, nregs,

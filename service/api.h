@@ -55,8 +55,8 @@ struct tb_api {
   /* The master key (when has_master_key) sealing endpoint keys. */
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   bool has_master_key;
-  size_t body_max;        /* TOKBENCH_MAX_BODY */
-  size_t preauth_body_max; /* TOKBENCH_PREAUTH_BODY: body read before the key is checked */
+  size_t body_max;           /* TOKBENCH_MAX_BODY */
+  size_t preauth_body_max;   /* TOKBENCH_PREAUTH_BODY: body read before the key is checked */
   unsigned header_timeout_s; /* TOKBENCH_HEADER_TIMEOUT_S: silence before a request's head */
   unsigned idle_timeout_s;   /* TOKBENCH_IDLE_TIMEOUT_S: silence inside a request */
   /* issue 27: above the high-water mark of open connections (3/4 of
@@ -65,22 +65,22 @@ struct tb_api {
   atomic_uint conns_open;
   unsigned conns_high_water;
   unsigned busy_header_timeout_s;
-  double rate_per_s;      /* TOKBENCH_RATE_LIMIT, 0 = off */
-  double rate_burst;      /* TOKBENCH_RATE_BURST */
+  double rate_per_s;          /* TOKBENCH_RATE_LIMIT, 0 = off */
+  double rate_burst;          /* TOKBENCH_RATE_BURST */
   struct tb_api_quota *quota; /* per-project request rate (api_quota.h) */
   double project_rate_per_s;  /* TOKBENCH_RATE_LIMIT_PROJECT, 0 = off */
   int64_t limit_keys;         /* TOKBENCH_LIMIT_KEYS: live keys per project, 0 = no cap */
-  int sse_ping_s;         /* TOKBENCH_SSE_PING_S */
-  int wait_max_s;         /* longest ?wait= */
-  char **cors_origins;    /* NULL-terminated; NULL: CORS off */
+  int sse_ping_s;             /* TOKBENCH_SSE_PING_S */
+  int wait_max_s;             /* longest ?wait= */
+  char **cors_origins;        /* NULL-terminated; NULL: CORS off */
   bool cors_any;
-  char *web_dir;          /* TOKBENCH_WEB_DIR resolved (api_web.h) */
+  char *web_dir; /* TOKBENCH_WEB_DIR resolved (api_web.h) */
   struct tb_api_keycache *keys;
   struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
   struct tb_api_notify *notify;
-  struct tb_api_probes *probes; /* the probe pool (api_probe.h) */
+  struct tb_api_probes *probes;   /* the probe pool (api_probe.h) */
   struct tb_api_streams *streams; /* SSE streams and long-polls per key (api_streams.h) */
-  struct tb_tenancy tenancy;    /* per-project limits, shared groups (tb_tenancy.h) */
+  struct tb_tenancy tenancy;      /* per-project limits, shared groups (tb_tenancy.h) */
 };
 
 /* A handler: see the file comment for what it returns. */
@@ -122,7 +122,7 @@ struct tb_api_req {
   char id[TB_API_ID_LEN + 1];
   char param[TB_API_PARAM_MAX + 1];
   char request_id[TB_API_REQUEST_ID_MAX + 1];
-  char allow[64];      /* for 405: the methods the path allows */
+  char allow[64]; /* for 405: the methods the path allows */
   /* Body, at most body_limit bytes (api->preauth_body_max until the key is
    * checked on the request's head, then api->body_max); over that too_big
    * is set and the rest is discarded. */
@@ -132,20 +132,20 @@ struct tb_api_req {
   size_t body_limit;
   bool too_big;
   bool replied;
-  bool early;          /* a reply was queued on the first call */
-  unsigned status;     /* status of the queued reply (for the log) */
+  bool early;      /* a reply was queued on the first call */
+  unsigned status; /* status of the queued reply (for the log) */
   int64_t t0_ns;
-  int retry_after_s;   /* for 429 */
+  int retry_after_s; /* for 429 */
   /* The authenticated key. */
   bool authed;
   char key_id[TB_API_ID_LEN + 1];
   char project_id[TB_API_ID_LEN + 1];
-  unsigned scopes;     /* effective (implications applied) */
+  unsigned scopes; /* effective (implications applied) */
   /* Long-poll and SSE. */
   struct tb_api_waiter waiter;
   int64_t wait_deadline_ns;
-  int stream_held;              /* a per-key slot held (api_streams.h), 0: none */
-  void *state;                  /* a handler's own state */
+  int stream_held; /* a per-key slot held (api_streams.h), 0: none */
+  void *state;     /* a handler's own state */
   void (*state_free)(void *state);
 };
 
@@ -177,8 +177,8 @@ enum MHD_Result tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t 
 /* The one error reply: the problem document of code (api_error.c) with
  * detail (may be NULL) and, when extra is not NULL, its members merged in
  * (stolen; e.g. "errors": [...]). */
-enum MHD_Result tb_api_reply_error(struct tb_api_req *r, enum tb_api_ec code,
-                                   const char *detail, json_t *extra);
+enum MHD_Result tb_api_reply_error(struct tb_api_req *r, enum tb_api_ec code, const char *detail,
+                                   json_t *extra);
 /* 422 naming one field: detail "<field>: <detail>", errors [{field, detail}]. */
 enum MHD_Result tb_api_reply_invalid(struct tb_api_req *r, const char *field, const char *detail);
 /* True when the object body has no member but those of allowed
@@ -214,8 +214,7 @@ enum MHD_Result tb_api_reply_deleted(struct tb_api_req *r, int rc, const char *n
  * connection): a list of the project's rows (200 {"<wrap>": [...]}), one
  * row by r->id (200, or 404 not_found), a delete by r->id (204, or 404). */
 typedef int (*tb_api_list_fn)(struct tb_db *db, const char *project_id, char **doc);
-typedef int (*tb_api_get_fn)(struct tb_db *db, const char *id, const char *project_id,
-                             char **doc);
+typedef int (*tb_api_get_fn)(struct tb_db *db, const char *id, const char *project_id, char **doc);
 typedef int (*tb_api_delete_fn)(struct tb_db *db, const char *id, const char *project_id);
 enum MHD_Result tb_api_reply_list(struct tb_api_req *r, tb_api_list_fn q, const char *wrap);
 enum MHD_Result tb_api_reply_get(struct tb_api_req *r, tb_api_get_fn q, const char *not_found);
@@ -233,7 +232,11 @@ bool tb_api_is_uuid(const char *s);
 /* True when s[0..n) is 1 to max characters of [A-Za-z0-9._~-] (a "{name}"
  * path segment; also the rule for the names such segments carry). */
 bool tb_api_segment_ok(const char *s, size_t n, size_t max);
-enum tb_api_match { TB_API_MATCH_OK, TB_API_MATCH_NO_PATH, TB_API_MATCH_NO_METHOD };
+enum tb_api_match {
+  TB_API_MATCH_OK,
+  TB_API_MATCH_NO_PATH,
+  TB_API_MATCH_NO_METHOD
+};
 /* Finds the route of (method, path); fills r->route, r->id, r->param, and
  * r->allow (on NO_METHOD, and for OPTIONS). */
 enum tb_api_match tb_api_route_find(struct tb_api_req *r, const char *method, const char *path);

@@ -30,11 +30,11 @@ struct entry {
   char hash[65];
   char key_id[TB_API_ID_LEN + 1];
   char project_id[TB_API_ID_LEN + 1];
-  unsigned scopes;     /* effective */
-  int64_t expires_us;  /* 0: never */
+  unsigned scopes;    /* effective */
+  int64_t expires_us; /* 0: never */
   bool revoked;
   int64_t fetched_ns;
-  double tokens;       /* rate limit bucket */
+  double tokens; /* rate limit bucket */
   int64_t bucket_ns;
 };
 
@@ -222,7 +222,9 @@ tb_api_authenticate(struct tb_api_req *r, unsigned need, enum MHD_Result *ret)
   if ((rec.scopes & need) != need) {
     char d[96];
     snprintf(d, sizeof d, "this route needs the %s scope",
-             need & TB_SCOPE_ADMIN ? "admin" : need & TB_SCOPE_WRITE ? "write" : "read");
+             need & TB_SCOPE_ADMIN   ? "admin"
+             : need & TB_SCOPE_WRITE ? "write"
+                                     : "read");
     *ret = tb_api_reply_error(r, TB_EC_FORBIDDEN, d, NULL);
     return false;
   }
@@ -247,8 +249,7 @@ tb_api_authenticate(struct tb_api_req *r, unsigned need, enum MHD_Result *ret)
     }
     pthread_mutex_unlock(&api->keys->lock);
     if (!ok) {
-      *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, "rate limit of this API key reached",
-                                NULL);
+      *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, "rate limit of this API key reached", NULL);
       return false;
     }
   }

@@ -22,15 +22,14 @@ tb_api_ci_uuid(char out[TB_API_ID_LEN + 1])
   b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
   b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
   tb_hex_encode(b, sizeof b, hex);
-  snprintf(out, TB_API_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
-           hex + 16, hex + 20);
+  snprintf(out, TB_API_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16,
+           hex + 20);
   return true;
 }
 
 bool
 tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char *no_master_key,
-                     char id[TB_API_ID_LEN + 1], char **secret, char **sealed,
-                     enum MHD_Result *ret)
+                     char id[TB_API_ID_LEN + 1], char **secret, char **sealed, enum MHD_Result *ret)
 {
   if (!r->api->has_master_key) {
     *ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, no_master_key, NULL);
@@ -67,7 +66,7 @@ tb_api_ci_new_events(struct tb_api_req *r, struct tb_api_ci_new *n, const char *
     *ret = tb_api_reply_invalid(r, "events", bad_array);
     return false;
   }
-  json_array_foreach(events, i, e) {
+  json_array_foreach (events, i, e) {
     if (!json_is_string(e) || !name_ok(json_string_value(e))) {
       *ret = tb_api_reply_invalid(r, "events", bad_name);
       return false;
@@ -124,9 +123,9 @@ tb_api_ci_public_url(struct tb_api *api)
 
 int
 tb_api_ci_start_job(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
-                    const char *request_id, const json_t *preset_spec,
-                    const json_t *extra_labels, char job_id[TB_API_ID_LEN + 1], char **doc,
-                    json_t **errors, struct tb_tenancy_refusal *why)
+                    const char *request_id, const json_t *preset_spec, const json_t *extra_labels,
+                    char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors,
+                    struct tb_tenancy_refusal *why)
 {
   /* the members a preset's job may set over the preset: tb_spec's table */
   json_t *extra = json_pack("{s:O?}", "labels", (json_t *)extra_labels);

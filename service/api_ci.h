@@ -43,11 +43,11 @@ bool tb_api_ci_new_secret(struct tb_api_req *r, char *(*make)(void), const char 
 /* What the create handler of a hook or a callback holds, freed in one
  * place (tb_api_ci_new_clear, the secret wiped). */
 struct tb_api_ci_new {
-  json_t *body;   /* the request's JSON object */
-  char *events;   /* its "events" as a JSON array text */
+  json_t *body; /* the request's JSON object */
+  char *events; /* its "events" as a JSON array text */
   char id[TB_API_ID_LEN + 1];
   char *secret, *sealed;
-  char *doc;      /* the new row's document, as the insert returned it */
+  char *doc; /* the new row's document, as the insert returned it */
 };
 /* Reads r's body into n->body (a JSON object of the allowed members
  * only).  False with a reply queued into *ret. */

@@ -23,10 +23,8 @@ tb_api_compare(struct tb_api_req *r)
   if (!tb_api_report_format(r, TB_REPORT_HTML, &f, &ret))
     return ret;
   const char *base_id = tb_api_arg(r, "base"), *head_id = tb_api_arg(r, "head");
-  if (base_id == NULL || head_id == NULL || !tb_api_is_uuid(base_id) ||
-      !tb_api_is_uuid(head_id))
-    return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                              "base and head must be job ids (UUIDs)", NULL);
+  if (base_id == NULL || head_id == NULL || !tb_api_is_uuid(base_id) || !tb_api_is_uuid(head_id))
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "base and head must be job ids (UUIDs)", NULL);
   double tol = NAN;
   const char *t = tb_api_arg(r, "tolerance");
   if (t != NULL) {
@@ -34,8 +32,8 @@ tb_api_compare(struct tb_api_req *r)
     errno = 0;
     double pct = strtod(t, &end);
     if (errno != 0 || end == t || *end != '\0' || !(pct >= 0 && pct < 100))
-      return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                                "tolerance is a percentage in [0, 100)", NULL);
+      return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "tolerance is a percentage in [0, 100)",
+                                NULL);
     tol = pct / 100.0;
   }
   json_t *base = NULL, *head = NULL, *cmp = NULL;

@@ -50,8 +50,9 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
   if (scope == NULL)
     scope = "all";
   if (strcmp(scope, "all") != 0 && strcmp(scope, "named") != 0) {
-    ret = tb_api_reply_invalid(r, "scope", "all (every job of the project) or named (jobs whose spec lists "
-                              "the URL in callbacks)");
+    ret = tb_api_reply_invalid(r, "scope",
+                               "all (every job of the project) or named (jobs whose spec lists "
+                               "the URL in callbacks)");
     goto out;
   }
   static const char *const bad = "a non-empty array of succeeded, failed, cancelled";
@@ -62,8 +63,8 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
                             &n.sealed, &ret))
     goto out;
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_deliveries_callback_insert(db, n.id, r->project_id, url, scope, n.events,
-                                           n.sealed, &n.doc);
+  int rc = tb_q_deliveries_callback_insert(db, n.id, r->project_id, url, scope, n.events, n.sealed,
+                                           &n.doc);
   tb_api_db_put(r, db);
   if (rc <= 0 || n.doc == NULL)
     ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
@@ -96,8 +97,8 @@ tb_api_deliveries_list(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "job_id: a job id", NULL);
   if (status != NULL && strcmp(status, "pending") != 0 && strcmp(status, "sending") != 0 &&
       strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0)
-    return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                              "status: pending, sending, succeeded or failed", NULL);
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "status: pending, sending, succeeded or failed",
+                              NULL);
   if (limit_s != NULL && !tb_parse_i64(limit_s, 1, 200, &limit))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "limit: 1 to 200", NULL);
   char *doc = NULL;

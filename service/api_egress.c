@@ -8,8 +8,7 @@
 #include "net/tb_egress.h"
 
 bool
-tb_api_egress_check(struct tb_api_req *r, const char *field, const char *url,
-                    enum MHD_Result *ret)
+tb_api_egress_check(struct tb_api_req *r, const char *field, const char *url, enum MHD_Result *ret)
 {
   char why[TB_EGRESS_WHY_MAX];
   if (url == NULL || tb_egress_url_ok(tb_egress_current(), url, why, sizeof why))

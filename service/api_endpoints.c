@@ -50,8 +50,8 @@ wipe_spec_key(json_t *spec)
  * or NULL when the key is null/absent.  False when a key was given but
  * there is no master key or sealing failed. */
 static bool
-take_and_seal(struct tb_api *api, json_t *spec, const char *id, const char *base_url,
-              char **sealed, char **origin, enum tb_api_ec *ec)
+take_and_seal(struct tb_api *api, json_t *spec, const char *id, const char *base_url, char **sealed,
+              char **origin, enum tb_api_ec *ec)
 {
   *sealed = NULL;
   *origin = NULL;
@@ -126,9 +126,12 @@ tb_api_endpoints_create(struct tb_api_req *r)
     goto out;
   }
   if (!take_and_seal(r->api, spec, id, base, &sealed, &origin, &ec)) {
-    ret = tb_api_reply_error(r, ec, ec == TB_EC_NO_MASTER_KEY ?
-                             "set TOKBENCH_MASTER_KEY or TOKBENCH_MASTER_KEY_FILE to store "
-                             "endpoint API keys" : NULL, NULL);
+    ret = tb_api_reply_error(r, ec,
+                             ec == TB_EC_NO_MASTER_KEY
+                               ? "set TOKBENCH_MASTER_KEY or TOKBENCH_MASTER_KEY_FILE to store "
+                                 "endpoint API keys"
+                               : NULL,
+                             NULL);
     goto out;
   }
   hw = dump_or_null(json_object_get(spec, "hardware"));
@@ -137,15 +140,19 @@ tb_api_endpoints_create(struct tb_api_req *r)
   if (json_is_number(json_object_get(spec, "price_per_hour")))
     price = tb_xasprintf("%.17g", json_number_value(json_object_get(spec, "price_per_hour")));
   struct tb_q_endpoints_new e = {
-    .id = id, .project_id = r->project_id,
+    .id = id,
+    .project_id = r->project_id,
     .name = json_string_value(json_object_get(spec, "name")),
     .base_url = json_string_value(json_object_get(spec, "base_url")),
     .api_key_sealed = sealed,
     .engine_hint = json_string_value(json_object_get(spec, "engine_hint")),
-    .hardware = hw, .engine = eng,
+    .hardware = hw,
+    .engine = eng,
     .launch_command = json_string_value(json_object_get(spec, "launch_command")),
     .exclusive_group = json_string_value(json_object_get(spec, "exclusive_group")),
-    .api_key_origin = origin, .gpu = gpu, .price_per_hour = price,
+    .api_key_origin = origin,
+    .gpu = gpu,
+    .price_per_hour = price,
     .currency = json_string_value(json_object_get(spec, "currency")),
     .telemetry_url = json_string_value(json_object_get(spec, "telemetry_url")),
   };
@@ -155,8 +162,7 @@ tb_api_endpoints_create(struct tb_api_req *r)
   int rc = tb_q_endpoints_insert(db, &e, &doc, &uv);
   tb_api_db_put(r, db);
   if (uv) {
-    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "an endpoint of this name exists already",
-                             NULL);
+    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "an endpoint of this name exists already", NULL);
   } else if (rc != 1 || doc == NULL) {
     ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
   } else {
@@ -230,8 +236,7 @@ tb_api_endpoints_patch(struct tb_api_req *r)
   tb_api_db_put(r, db);
   if (uv) {
     free(doc);
-    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "an endpoint of this name exists already",
-                             NULL);
+    ret = tb_api_reply_error(r, TB_EC_NAME_TAKEN, "an endpoint of this name exists already", NULL);
   } else {
     ret = tb_api_reply_doc(r, rc, doc, MHD_HTTP_OK, NULL, "no such endpoint");
   }
@@ -318,7 +323,7 @@ tb_api_endpoints_reseal(struct tb_api *api, struct tb_db *db)
   struct reseal rs = { .api = api, .db = db };
   int n = tb_q_endpoints_legacy(db, reseal_one, &rs);
   if (rs.done > 0)
-    tb_log(TB_LOG_INFO, "endpoint keys re-sealed to their origin", "count", TB_LI,
-           (int64_t)rs.done, NULL);
+    tb_log(TB_LOG_INFO, "endpoint keys re-sealed to their origin", "count", TB_LI, (int64_t)rs.done,
+           NULL);
   return n < 0 ? n : rs.done;
 }

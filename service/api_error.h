@@ -33,17 +33,17 @@ enum tb_api_ec {
   TB_EC_SHUTTING_DOWN,        /* 503 */
   TB_EC_BAD_SIGNATURE,        /* 401 webhook signature missing, wrong or stale (issue 7) */
   /* issue 13: egress policy, probe pool */
-  TB_EC_EGRESS_REFUSED,       /* 422 the URL is refused by the egress policy (+ rule) */
-  TB_EC_PROBE_BUSY,           /* 429 too many probes in flight (+ Retry-After) */
+  TB_EC_EGRESS_REFUSED, /* 422 the URL is refused by the egress policy (+ rule) */
+  TB_EC_PROBE_BUSY,     /* 429 too many probes in flight (+ Retry-After) */
   /* issue 13: per-project limits (tb_tenancy.h) */
-  TB_EC_LIMIT_REACHED,        /* 429 a count of the project is at its limit (+ limit) */
-  TB_EC_JOB_TOO_LARGE,        /* 422 the job is over a size limit (+ limit) */
+  TB_EC_LIMIT_REACHED, /* 429 a count of the project is at its limit (+ limit) */
+  TB_EC_JOB_TOO_LARGE, /* 422 the job is over a size limit (+ limit) */
   TB_EC_COUNT_,
 };
 
 struct tb_api_error_def {
   unsigned status;
-  const char *type;  /* the last part of the problem type URI */
+  const char *type; /* the last part of the problem type URI */
   const char *title;
 };
 

@@ -58,7 +58,6 @@ count(const char *kind, const char *outcome)
   tb_metric_add(hook_metric(), v, 1);
 }
 
-
 /* A GitHub event name a hook may take ("*": all). */
 static bool
 hook_event_ok(const char *s)
@@ -231,8 +230,7 @@ tb_api_hooks_receive(struct tb_api_req *r)
     events = json_loads(hook.events != NULL ? hook.events : "", 0, &e2);
     if (!tb_webhook_event_accepted(events, event)) {
       count(kind, "ignored");
-      ret = reply_small(r, MHD_HTTP_ACCEPTED,
-                        json_pack("{s:b,s:s}", "ignored", 1, "event", event));
+      ret = reply_small(r, MHD_HTTP_ACCEPTED, json_pack("{s:b,s:s}", "ignored", 1, "event", event));
       goto out;
     }
     if (!delivery_id_ok(delivery)) {
@@ -244,8 +242,8 @@ tb_api_hooks_receive(struct tb_api_req *r)
     event = "generic";
     delivery = tb_api_header(r, "X-Tokbench-Delivery");
     if (delivery != NULL && !delivery_id_ok(delivery)) {
-      ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-Tokbench-Delivery: 1 to 200 characters",
-                               NULL);
+      ret =
+        tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-Tokbench-Delivery: 1 to 200 characters", NULL);
       goto out;
     }
     if (delivery == NULL) { /* the signature is unique per (timestamp, body) */

@@ -51,9 +51,9 @@ tb_api_results_import(struct tb_api_req *r)
   enum tb_import_source src;
   doc = tb_import(in, &src, &err);
   if (doc == NULL) {
-    ret = tb_api_reply_error(r, TB_EC_INVALID, err,
-                             json_pack("{s:[{s:s, s:s}]}", "errors", "field", "result",
-                                       "detail", err));
+    ret =
+      tb_api_reply_error(r, TB_EC_INVALID, err,
+                         json_pack("{s:[{s:s, s:s}]}", "errors", "field", "result", "detail", err));
     goto out;
   }
   /* issue 26: an import's price and GPUs come from its labels */
@@ -83,14 +83,12 @@ tb_api_results_import(struct tb_api_req *r)
     goto out;
   }
   json_t *reg = regressions != NULL ? json_loads(regressions, 0, NULL) : NULL;
-  json_t *reply = json_pack("{s:s, s:s, s:s, s:O, s:I, s:o}", "job_id", id, "source",
-                            src == TB_IMPORT_LLM_INFERENCE_BENCH ? "llm-inference-bench"
-                                                                 : "tokbench",
-                            "state", "succeeded", "status",
-                            json_object_get(doc, "status") ? json_object_get(doc, "status")
-                                                           : json_null(),
-                            "cells", (json_int_t)json_array_size(json_object_get(doc, "cells")),
-                            "regressions", reg ? reg : json_null());
+  json_t *reply = json_pack(
+    "{s:s, s:s, s:s, s:O, s:I, s:o}", "job_id", id, "source",
+    src == TB_IMPORT_LLM_INFERENCE_BENCH ? "llm-inference-bench" : "tokbench", "state", "succeeded",
+    "status", json_object_get(doc, "status") ? json_object_get(doc, "status") : json_null(),
+    "cells", (json_int_t)json_array_size(json_object_get(doc, "cells")), "regressions",
+    reg ? reg : json_null());
   char *loc = tb_xasprintf("/v1/jobs/%s", id);
   const char *hdr[] = { "Location", loc, NULL };
   ret = tb_api_reply_json(r, MHD_HTTP_CREATED, reply, hdr);

@@ -108,11 +108,11 @@ tb_api_jobcache_ticket(struct tb_api_jobcache *c, const char *job_id)
 
 void
 tb_api_jobcache_put(struct tb_api_jobcache *c, uint64_t ticket, const char *job_id,
-                    const char *project_id, const char *state, int64_t cells_done,
-                    const char *etag, const char *doc, size_t len)
+                    const char *project_id, const char *state, int64_t cells_done, const char *etag,
+                    const char *doc, size_t len)
 {
-  if (c == NULL || c->ttl_ns == 0 || len > TB_JOBCACHE_DOC_MAX ||
-      strlen(job_id) > TB_API_ID_LEN || strlen(project_id) > TB_API_ID_LEN)
+  if (c == NULL || c->ttl_ns == 0 || len > TB_JOBCACHE_DOC_MAX || strlen(job_id) > TB_API_ID_LEN ||
+      strlen(project_id) > TB_API_ID_LEN)
     return;
   struct tb_api_jobdoc *d = tb_xmalloc(sizeof *d + len + 1);
   snprintf(d->job_id, sizeof d->job_id, "%s", job_id);

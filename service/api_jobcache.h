@@ -42,8 +42,8 @@ struct tb_api_jobdoc {
   int64_t cells_done;
   char etag[96];
   size_t len;
-  int refs;     /* under the cache lock */
-  char doc[];   /* len bytes + NUL */
+  int refs;   /* under the cache lock */
+  char doc[]; /* len bytes + NUL */
 };
 
 /* A new cache; ttl_ms 0: off (lookups miss, stores are dropped). */

@@ -68,10 +68,15 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
   snprintf(attempts, sizeof attempts, "%lld", (long long)jr.max_attempts);
   struct tb_q_jobs_row row = {
     .endpoint_id = json_string_value(json_object_get(spec, "endpoint_id")),
-    .project_id = project_id, .spec = spec_text, .labels = labels_text,
-    .priority = prio, .exclusive_group = jr.exclusive_group, .max_attempts = attempts,
+    .project_id = project_id,
+    .spec = spec_text,
+    .labels = labels_text,
+    .priority = prio,
+    .exclusive_group = jr.exclusive_group,
+    .max_attempts = attempts,
     .request_id = request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
-    .shared_groups = ten->shared_groups, .max_queued = ten->queued,
+    .shared_groups = ten->shared_groups,
+    .max_queued = ten->queued,
   };
   int rc = spec_text == NULL ? TB_DB_HARD : insert(db, ten, &row, job_id, doc, why);
   free(spec_text);
@@ -90,15 +95,18 @@ tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char 
   char ncells[24];
   snprintf(ncells, sizeof ncells, "%zu", json_array_size(json_object_get(result, "cells")));
   struct tb_q_jobs_row row = {
-    .endpoint_id = endpoint_id, .project_id = project_id, .spec = spec_text,
+    .endpoint_id = endpoint_id,
+    .project_id = project_id,
+    .spec = spec_text,
     .labels = labels_text,
     .request_id = request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
-    .result = result_text, .cells = ncells,
+    .result = result_text,
+    .cells = ncells,
   };
   int64_t queued;
   int rc = spec_text == NULL || result_text == NULL
-               ? TB_DB_HARD
-               : tb_q_jobs_insert(db, &row, job_id, NULL, &queued);
+             ? TB_DB_HARD
+             : tb_q_jobs_insert(db, &row, job_id, NULL, &queued);
   free(spec_text);
   free(labels_text);
   free(result_text);
@@ -114,8 +122,7 @@ replay(struct tb_api_req *r, const struct tb_q_jobs_idem *first, const char *has
                               "this Idempotency-Key was used with another request body", NULL);
   int64_t st = 0;
   if (!tb_parse_i64(first->status, 100, 599, &st))
-    return tb_api_reply_error(r, TB_EC_DB_UNAVAILABLE, "the first request is still running",
-                              NULL);
+    return tb_api_reply_error(r, TB_EC_DB_UNAVAILABLE, "the first request is still running", NULL);
   const char *h[] = { "Location", first->location, "Idempotent-Replayed", "true", NULL };
   return tb_api_reply_text(r, (unsigned)st, first->body != NULL ? first->body : "", h);
 }
@@ -351,8 +358,13 @@ tb_api_jobs_list(struct tb_api_req *r)
   json_decref(la.obj);
   struct list_body lb = { .limit = (int)limit };
   struct tb_q_jobs_filter f = {
-    .project_id = r->project_id, .state = state, .endpoint_id = ep, .labels = labels,
-    .after_us = cur ? cur_us : NULL, .after_id = cur ? cur_id : NULL, .limit = (int)limit + 1,
+    .project_id = r->project_id,
+    .state = state,
+    .endpoint_id = ep,
+    .labels = labels,
+    .after_us = cur ? cur_us : NULL,
+    .after_id = cur ? cur_id : NULL,
+    .limit = (int)limit + 1,
   };
   list_add(&lb, "{\"jobs\":[", 9);
   struct tb_db *db = tb_api_db_get(r);
@@ -456,7 +468,8 @@ tb_api_jobs_get(struct tb_api_req *r)
       return tb_api_reply_db(r, rc);
     }
     bool etag_same = inm != NULL && strcmp(inm, d->etag) == 0;
-    bool unchanged = etag_same || (since >= 0 && d->cells_done <= since && !tb_jobdoc_terminal(d->state));
+    bool unchanged =
+      etag_same || (since >= 0 && d->cells_done <= since && !tb_jobdoc_terminal(d->state));
     if (unchanged && waiting && !tb_jobdoc_terminal(d->state)) {
       job_doc_release(r, d);
       if (tb_api_notify_suspend(r))
@@ -492,8 +505,8 @@ tb_api_jobs_cancel(struct tb_api_req *r)
     snprintf(d, sizeof d, "the job has %s already", old);
     ret = tb_api_reply_error(r, TB_EC_JOB_FINISHED, d, NULL);
   } else {
-    ret = tb_api_reply_text(r, strcmp(old, "queued") == 0 ? MHD_HTTP_OK : MHD_HTTP_ACCEPTED, doc,
-                            NULL);
+    ret =
+      tb_api_reply_text(r, strcmp(old, "queued") == 0 ? MHD_HTTP_OK : MHD_HTTP_ACCEPTED, doc, NULL);
   }
   free(doc);
   return ret;

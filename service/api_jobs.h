@@ -32,9 +32,8 @@
  * TB_DB_SOFT / TB_DB_HARD on database errors.
  */
 int tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
-                      const char *request_id, const json_t *spec,
-                      char job_id[TB_API_ID_LEN + 1], char **doc,
-                      struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+                      const char *request_id, const json_t *spec, char job_id[TB_API_ID_LEN + 1],
+                      char **doc, struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 /* The problem+json of a refusal: 422 job-too-large for the job's own size
  * or attempts, 429 limit-reached (Retry-After) for the project's count; both
@@ -51,8 +50,7 @@ enum MHD_Result tb_api_reply_refusal(struct tb_api_req *r, const struct tb_tenan
  */
 int tb_api_job_insert_finished(struct tb_db *db, const char *project_id, const char *request_id,
                                const char *endpoint_id, const json_t *spec, const json_t *labels,
-                               const json_t *result,
-                               char job_id[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
+                               const json_t *result, char job_id[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
 
 /* NOTIFY tb_jobs_queued '<job_id>' in a transaction of its own (not inside
  * one: see api_jobs.c); a failure is logged, the workers' polling floor

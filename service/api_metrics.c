@@ -50,7 +50,7 @@ set_from_object(struct tb_metric *f, const char *json, const char *const *always
   }
   const char *k;
   json_t *n;
-  json_object_foreach(o, k, n) {
+  json_object_foreach (o, k, n) {
     const char *v[] = { k };
     tb_metric_set(f, v, json_number_value(n));
   }
@@ -63,16 +63,18 @@ tb_api_metrics(struct tb_api_req *r)
   static const char *const state_l[] = { "state", NULL };
   static const char *const status_l[] = { "status", NULL };
   static const char *const worker_l[] = { "worker", NULL };
-  static const char *const states[] = { "queued", "running", "succeeded", "failed", "cancelled",
-                                        NULL };
+  static const char *const states[] = { "queued", "running",   "succeeded",
+                                        "failed", "cancelled", NULL };
   static const char *const dstates[] = { "pending", "sending", "succeeded", "failed", NULL };
   const char *want = tb_cfg_get(r->api->cfg, "TOKBENCH_METRICS_TOKEN");
   if (want == NULL || want[0] == '\0')
     return tb_api_reply_error(r, TB_EC_NOT_FOUND, "metrics are off: set TOKBENCH_METRICS_TOKEN",
                               NULL);
   if (!token_ok(r))
-    return tb_api_reply_error(r, TB_EC_UNAUTHORIZED, "send Authorization: Bearer "
-                              "<TOKBENCH_METRICS_TOKEN>", NULL);
+    return tb_api_reply_error(r, TB_EC_UNAUTHORIZED,
+                              "send Authorization: Bearer "
+                              "<TOKBENCH_METRICS_TOKEN>",
+                              NULL);
   struct tb_metrics *m = tb_metrics_global();
   struct tb_metric *jobs = tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_jobs",
                                              "Jobs by state (cluster-wide).", state_l, NULL, 0);
@@ -80,22 +82,22 @@ tb_api_metrics(struct tb_api_req *r)
                                               "Jobs waiting in the queue.", NULL, NULL, 0);
   struct tb_metric *age = tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_queue_oldest_seconds",
                                             "Age of the oldest queued job.", NULL, NULL, 0);
-  struct tb_metric *cells = tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_cells_measured",
-                                              "Cells measured and stored (cluster-wide).", NULL,
-                                              NULL, 0);
+  struct tb_metric *cells =
+    tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_cells_measured",
+                      "Cells measured and stored (cluster-wide).", NULL, NULL, 0);
   struct tb_metric *workers = tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_workers_busy",
                                                 "Workers holding a job lease.", NULL, NULL, 0);
-  struct tb_metric *lease = tb_metrics_family(
-    m, TB_METRIC_GAUGE, "tokbench_worker_lease_remaining_seconds",
-    "Seconds left on each busy worker's lease (renewed by its heartbeat; "
-    "negative: the heartbeat stopped).",
-    worker_l, NULL, 0);
-  struct tb_metric *dl = tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_webhook_deliveries",
-                                           "Outbound webhook deliveries by status.", status_l,
-                                           NULL, 0);
-  struct tb_metric *up = tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_database_up",
-                                           "1 when the scrape could read the database.", NULL,
-                                           NULL, 0);
+  struct tb_metric *lease =
+    tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_worker_lease_remaining_seconds",
+                      "Seconds left on each busy worker's lease (renewed by its heartbeat; "
+                      "negative: the heartbeat stopped).",
+                      worker_l, NULL, 0);
+  struct tb_metric *dl =
+    tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_webhook_deliveries",
+                      "Outbound webhook deliveries by status.", status_l, NULL, 0);
+  struct tb_metric *up =
+    tb_metrics_family(m, TB_METRIC_GAUGE, "tokbench_database_up",
+                      "1 when the scrape could read the database.", NULL, NULL, 0);
   struct tb_db *db = tb_api_db_get(r);
   struct tb_q_metrics q;
   int rc = tb_q_metrics_read(db, &q);

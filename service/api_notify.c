@@ -128,8 +128,7 @@ run(void *cls)
           /* the cached copy goes first: a woken waiter must not find it */
           tb_api_jobcache_invalidate(n->api->jobs_cache, nt->extra);
           fire_matching(n, nt->extra);
-        }
-        else if (strcmp(nt->relname, "tb_keys_changed") == 0)
+        } else if (strcmp(nt->relname, "tb_keys_changed") == 0)
           tb_api_keycache_flush(n->api->keys);
         PQfreemem(nt);
       }

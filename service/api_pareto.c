@@ -62,11 +62,10 @@ tb_api_pareto_report(struct tb_api_req *r, json_t *doc)
   json_t *pts = json_array();
   size_t i;
   const json_t *p;
-  json_array_foreach(c.points, i, p) {
+  json_array_foreach (c.points, i, p) {
     json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:b}", "x", json_object_get(p, "x"), "y",
-                          json_object_get(p, "y"), "concurrency",
-                          json_object_get(p, "concurrency"), "frontier",
-                          json_object_get(p, "frontier"), "own", i >= others);
+                          json_object_get(p, "y"), "concurrency", json_object_get(p, "concurrency"),
+                          "frontier", json_object_get(p, "frontier"), "own", i >= others);
     json_object_set(o, "context", json_object_get(p, "context"));
     json_array_append_new(pts, o);
   }
@@ -139,12 +138,14 @@ tb_api_pareto(struct tb_api_req *r)
   const char *since = tb_api_arg(r, "since"), *until = tb_api_arg(r, "until");
   enum tb_pareto_y y = TB_PARETO_TPS_PER_GPU, obj;
   if (tb_api_arg(r, "y") != NULL && !tb_pareto_y_parse(tb_api_arg(r, "y"), &y))
-    return tb_api_reply_invalid(r, "y", "tps_per_gpu, cost_per_m_output_tokens or "
-                                        "j_per_output_token");
+    return tb_api_reply_invalid(r, "y",
+                                "tps_per_gpu, cost_per_m_output_tokens or "
+                                "j_per_output_token");
   obj = y;
   if (tb_api_arg(r, "objective") != NULL && !tb_pareto_y_parse(tb_api_arg(r, "objective"), &obj))
-    return tb_api_reply_invalid(r, "objective", "tps_per_gpu, cost_per_m_output_tokens or "
-                                                "j_per_output_token");
+    return tb_api_reply_invalid(r, "objective",
+                                "tps_per_gpu, cost_per_m_output_tokens or "
+                                "j_per_output_token");
   if (ep != NULL && !tb_api_is_uuid(ep))
     return tb_api_reply_invalid(r, "endpoint_id", "an endpoint id (UUID)");
   if (!time_ok(since) || !time_ok(until))
@@ -187,10 +188,9 @@ tb_api_pareto(struct tb_api_req *r)
     return tb_api_reply_db(r, rc);
   }
   size_t on = tb_pareto_mark(c.points, y);
-  json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:I}", "x", "tps_per_user", "y",
-                          tb_pareto_y_name(y), "better",
-                          y == TB_PARETO_TPS_PER_GPU ? "higher" : "lower", "jobs", c.jobs,
-                          "frontier", (json_int_t)on);
+  json_t *doc = json_pack(
+    "{s:s, s:s, s:s, s:i, s:I}", "x", "tps_per_user", "y", tb_pareto_y_name(y), "better",
+    y == TB_PARETO_TPS_PER_GPU ? "higher" : "lower", "jobs", c.jobs, "frontier", (json_int_t)on);
   json_object_set_new(doc, "best", asked ? tb_pareto_best(c.points, &slo, obj) : json_null());
   json_object_set_new(doc, "points", c.points);
   return tb_api_reply_json(r, MHD_HTTP_OK, doc, NULL);

@@ -27,9 +27,9 @@ check_spec(struct tb_api_req *r, const json_t *spec, char **norm, enum MHD_Resul
 {
   json_t *out = NULL, *errors = NULL;
   if (!json_is_object(spec)) {
-    *ret = tb_api_reply_error(r, TB_EC_INVALID, "spec: an object (the body of POST /v1/jobs)",
-                              json_pack("{s:[{s:s,s:s}]}", "errors", "field", "spec", "detail",
-                                        "an object"));
+    *ret = tb_api_reply_error(
+      r, TB_EC_INVALID, "spec: an object (the body of POST /v1/jobs)",
+      json_pack("{s:[{s:s,s:s}]}", "errors", "field", "spec", "detail", "an object"));
     return false;
   }
   char *text = json_dumps(spec, JSON_COMPACT);
@@ -39,7 +39,7 @@ check_spec(struct tb_api_req *r, const json_t *spec, char **norm, enum MHD_Resul
     /* name the fields under spec. */
     size_t i;
     json_t *e;
-    json_array_foreach(errors, i, e) {
+    json_array_foreach (errors, i, e) {
       const char *f = json_string_value(json_object_get(e, "field"));
       char *nf = tb_xasprintf("spec.%s", f ? f : "");
       json_object_set_new(e, "field", json_string(nf));

@@ -196,7 +196,8 @@ tb_api_probe_start(struct tb_api_req *r, char *base_url, char *key)
   } else if (mine >= p->o.per_project) {
     snprintf(detail, sizeof detail,
              "this project has %u probes in flight, the most allowed "
-             "(TOKBENCH_PROBE_PER_PROJECT=%u)", mine, p->o.per_project);
+             "(TOKBENCH_PROBE_PER_PROJECT=%u)",
+             mine, p->o.per_project);
   } else if (p->count >= p->o.queue_max) {
     snprintf(detail, sizeof detail,
              "%u probes are in flight, the most allowed (TOKBENCH_PROBE_QUEUE=%u)", p->count,

@@ -31,10 +31,10 @@
 struct tb_api_probes;
 
 struct tb_api_probe_opts {
-  unsigned threads;      /* pool threads */
-  unsigned per_project;  /* probes of one project queued or running */
-  unsigned queue_max;    /* probes queued or running in all */
-  long deadline_ms;      /* one probe's total time */
+  unsigned threads;     /* pool threads */
+  unsigned per_project; /* probes of one project queued or running */
+  unsigned queue_max;   /* probes queued or running in all */
+  long deadline_ms;     /* one probe's total time */
 };
 
 /* Starts the pool.  NULL with *err (caller frees). */

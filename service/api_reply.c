@@ -81,8 +81,8 @@ tb_api_add_common_headers(struct tb_api_req *r, struct MHD_Response *resp)
 }
 
 enum MHD_Result
-tb_api_reply(struct tb_api_req *r, unsigned status, const char *ctype, const char *body,
-             size_t len, const char *const *headers)
+tb_api_reply(struct tb_api_req *r, unsigned status, const char *ctype, const char *body, size_t len,
+             const char *const *headers)
 {
   struct MHD_Response *resp =
     MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -161,8 +161,7 @@ tb_api_reply_error(struct tb_api_req *r, enum tb_api_ec code, const char *detail
   } else if (d->status == MHD_HTTP_METHOD_NOT_ALLOWED) {
     hdrs[n++] = "Allow";
     hdrs[n++] = r->allow;
-  } else if (d->status == MHD_HTTP_TOO_MANY_REQUESTS ||
-             d->status == MHD_HTTP_SERVICE_UNAVAILABLE) {
+  } else if (d->status == MHD_HTTP_TOO_MANY_REQUESTS || d->status == MHD_HTTP_SERVICE_UNAVAILABLE) {
     hdrs[n++] = "Retry-After";
     hdrs[n++] = retry;
   }
@@ -181,8 +180,7 @@ enum MHD_Result
 tb_api_reply_db(struct tb_api_req *r, int db_rc)
 {
   if (db_rc == TB_DB_SOFT)
-    return tb_api_reply_error(r, TB_EC_DB_UNAVAILABLE, "the database does not answer; retry",
-                              NULL);
+    return tb_api_reply_error(r, TB_EC_DB_UNAVAILABLE, "the database does not answer; retry", NULL);
   return tb_api_reply_error(r, TB_EC_INTERNAL, "database error", NULL);
 }
 
@@ -224,7 +222,6 @@ tb_api_reply_spec_errors(struct tb_api_req *r, int rc, json_t *errors)
   free(detail);
   return ret;
 }
-
 
 bool
 tb_api_found(struct tb_api_req *r, int rc, const char *not_found, enum MHD_Result *ret)
@@ -326,7 +323,7 @@ tb_api_only_members(struct tb_api_req *r, json_t *body, const char *const *allow
 {
   const char *k;
   json_t *v;
-  json_object_foreach(body, k, v) {
+  json_object_foreach (body, k, v) {
     bool ok = false;
     for (size_t i = 0; allowed[i] != NULL && !ok; i++)
       ok = strcmp(allowed[i], k) == 0;

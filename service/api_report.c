@@ -19,14 +19,13 @@
 
 bool
 tb_api_report_format(struct tb_api_req *r, enum tb_report_format dflt, enum tb_report_format *f,
-            enum MHD_Result *ret)
+                     enum MHD_Result *ret)
 {
   const char *q = tb_api_arg(r, "format");
   if (q != NULL) {
     if (tb_report_format_parse(q, f))
       return true;
-    *ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                              "format must be html, md, csv or json", NULL);
+    *ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "format must be html, md, csv or json", NULL);
     return false;
   }
   *f = dflt;
@@ -60,12 +59,12 @@ tb_api_report_format(struct tb_api_req *r, enum tb_report_format dflt, enum tb_r
 
 /* The HTML of a report allows no script, no remote anything. */
 static const char report_csp[] =
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
-    "form-action 'none'";
+  "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+  "form-action 'none'";
 
 enum MHD_Result
 tb_api_report_reply(struct tb_api_req *r, enum tb_report_format f, char *body, size_t len,
-               const char *err)
+                    const char *err)
 {
   if (body == NULL)
     return tb_api_reply_error(r, TB_EC_INTERNAL, err ? err : "cannot render", NULL);

@@ -29,8 +29,13 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
   if (j.cells_total != NULL && !tb_parse_i64(j.cells_total, 0, INT64_MAX, &total))
     total = -1;
   struct tb_jobdoc_row row = {
-    .job_id = id, .state = j.state, .result = j.result, .header = j.header,
-    .cells = j.cells, .error = j.error, .cells_total = total,
+    .job_id = id,
+    .state = j.state,
+    .result = j.result,
+    .header = j.header,
+    .cells = j.cells,
+    .error = j.error,
+    .cells_total = total,
   };
   *doc = tb_jobdoc_build(&row);
   if (labels != NULL)

@@ -64,10 +64,10 @@ change_points(const double *y, size_t n, const char *const *ids, const char *con
   for (size_t k = 0; k < ncp; k++) {
     size_t lo = k > 0 ? cp[k - 1] : 0, hi = k + 1 < ncp ? cp[k + 1] : n;
     double before = seg_mean(y, lo, cp[k]), after = seg_mean(y, cp[k], hi);
-    json_array_append_new(cps, json_pack("{s:I, s:s, s:s, s:f, s:f, s:f}", "index",
-                                         (json_int_t)cp[k], "job_id", ids[cp[k]], "at",
-                                         at[cp[k]], "before", before, "after", after,
-                                         "change_pct", (after / before - 1.0) * 100.0));
+    json_array_append_new(cps,
+                          json_pack("{s:I, s:s, s:s, s:f, s:f, s:f}", "index", (json_int_t)cp[k],
+                                    "job_id", ids[cp[k]], "at", at[cp[k]], "before", before,
+                                    "after", after, "change_pct", (after / before - 1.0) * 100.0));
   }
   free(cp);
   return cps;
@@ -89,8 +89,8 @@ cell_series(struct tb_api_req *r, const char *ep, const char *ltxt, const char *
   if (n < 0)
     return n;
   double *y = tb_xcalloc((size_t)n + 1, sizeof *y);
-  const char **ids = tb_xcalloc((size_t)n + 1, sizeof *ids), **at = tb_xcalloc((size_t)n + 1,
-                                                                                sizeof *at);
+  const char **ids = tb_xcalloc((size_t)n + 1, sizeof *ids),
+             **at = tb_xcalloc((size_t)n + 1, sizeof *at);
   json_t *points = json_array();
   for (int i = 0; i < n; i++) {
     const char *v = tb_db_str(res, i, "value");
@@ -103,9 +103,8 @@ cell_series(struct tb_api_req *r, const char *ep, const char *ltxt, const char *
       json_array_append_new(ci, num_or_null(res, i, "ci_lo"));
       json_array_append_new(ci, num_or_null(res, i, "ci_hi"));
     }
-    json_array_append_new(points, json_pack("{s:s, s:s, s:o, s:o, s:o}", "job_id", ids[i],
-                                            "at", at[i], "value",
-                                            num_or_null(res, i, "value"), "se",
+    json_array_append_new(points, json_pack("{s:s, s:s, s:o, s:o, s:o}", "job_id", ids[i], "at",
+                                            at[i], "value", num_or_null(res, i, "value"), "se",
                                             num_or_null(res, i, "se"), "ci95", ci));
   }
   json_object_set_new(doc, "points", points);
@@ -156,8 +155,9 @@ matrix_series(struct tb_api_req *r, const char *ep, const char *ltxt, const char
     }
     const char *v = tb_db_str(res, (int)i, "value");
     if (cells[c].n < TB_HISTORY_MATRIX_JOBS + 1)
-      cells[c].p[cells[c].n++] = (struct tb_verdict_point){
-        .job = (long)(njob - 1), .value = v ? strtod(v, NULL) : NAN, .se = NAN };
+      cells[c].p[cells[c].n++] = (struct tb_verdict_point){ .job = (long)(njob - 1),
+                                                            .value = v ? strtod(v, NULL) : NAN,
+                                                            .se = NAN };
   }
   const struct tb_verdict_point **cp = tb_xcalloc(ncell + 1, sizeof *cp);
   size_t *cn = tb_xcalloc(ncell + 1, sizeof *cn);
@@ -178,8 +178,8 @@ matrix_series(struct tb_api_req *r, const char *ep, const char *ltxt, const char
   for (size_t i = 0; i < ns; i++) {
     sid[i] = ids[jobs[i]];
     sat[i] = at[jobs[i]];
-    json_array_append_new(points, json_pack("{s:s, s:s, s:f, s:n, s:n}", "job_id", sid[i],
-                                            "at", sat[i], "value", y[i], "se", "ci95"));
+    json_array_append_new(points, json_pack("{s:s, s:s, s:f, s:n, s:n}", "job_id", sid[i], "at",
+                                            sat[i], "value", y[i], "se", "ci95"));
   }
   json_object_set_new(doc, "points", points);
   json_object_set_new(doc, "change_points", change_points(y, ns, sid, sat));
@@ -213,8 +213,8 @@ tb_api_series(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "phase is decode or prefill", NULL);
   int64_t context = 0, concurrency = 1;
   if (ctx != NULL && (!tb_parse_tokens(ctx, &context) || context <= 0))
-    return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                              "context is a token count (e.g. 8192 or 8k)", NULL);
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "context is a token count (e.g. 8192 or 8k)",
+                              NULL);
   if (conc != NULL && !tb_parse_i64(conc, 1, 1 << 20, &concurrency))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "concurrency is a positive integer", NULL);
   size_t nm;
@@ -236,8 +236,8 @@ tb_api_series(struct tb_api_req *r)
       lj = json_loads(labels, 0, NULL);
     if (!tb_api_labels_ok(lj)) {
       json_decref(lj);
-      return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                                "labels is a JSON object of string values", NULL);
+      return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "labels is a JSON object of string values",
+                                NULL);
     }
   } else {
     lj = json_object();
@@ -251,13 +251,12 @@ tb_api_series(struct tb_api_req *r)
     return ret;
   }
   char *ltxt = json_dumps(lj, JSON_COMPACT | JSON_SORT_KEYS);
-  json_t *doc = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s}", "endpoint_id", ep, "labels", lj,
-                          "phase", phase, "metric", mm->name, "better",
-                          mm->higher_better ? "higher" : "lower", "scope",
-                          ctx != NULL ? "cell" : "matrix");
+  json_t *doc =
+    json_pack("{s:s, s:o, s:s, s:s, s:s, s:s}", "endpoint_id", ep, "labels", lj, "phase", phase,
+              "metric", mm->name, "better", mm->higher_better ? "higher" : "lower", "scope",
+              ctx != NULL ? "cell" : "matrix");
   json_object_set_new(doc, "context", ctx != NULL ? json_integer(context) : json_null());
-  json_object_set_new(doc, "concurrency",
-                      ctx != NULL ? json_integer(concurrency) : json_null());
+  json_object_set_new(doc, "concurrency", ctx != NULL ? json_integer(concurrency) : json_null());
   int rc = ctx != NULL ? cell_series(r, ep, ltxt, phase, context, concurrency, mm->name, doc)
                        : matrix_series(r, ep, ltxt, phase, mm, doc);
   free(ltxt);

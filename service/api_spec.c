@@ -11,8 +11,10 @@
 
 #include "base/tb_redact.h"
 
-#define S(n, t, fl, lo, hi) { .name = n, .type = t, .flags = fl, .min = lo, .max = hi, \
-                              .member = TB_SPEC_NO_MEMBER }
+#define S(n, t, fl, lo, hi)                                                              \
+  {                                                                                      \
+    .name = n, .type = t, .flags = fl, .min = lo, .max = hi, .member = TB_SPEC_NO_MEMBER \
+  }
 
 static const struct tb_spec_field hardware_fields[] = {
   S("gpu", TB_SPEC_STRING, 0, 0, 200),
@@ -22,12 +24,9 @@ static const struct tb_spec_field hardware_fields[] = {
 };
 
 static const struct tb_spec_field engine_fields[] = {
-  S("name", TB_SPEC_STRING, 0, 0, 500),
-  S("version", TB_SPEC_STRING, 0, 0, 500),
-  S("quantization", TB_SPEC_STRING, 0, 0, 500),
-  S("backend", TB_SPEC_STRING, 0, 0, 500),
-  S("repository", TB_SPEC_STRING, 0, 0, 500),
-  S("build", TB_SPEC_STRING, 0, 0, 500),
+  S("name", TB_SPEC_STRING, 0, 0, 500),         S("version", TB_SPEC_STRING, 0, 0, 500),
+  S("quantization", TB_SPEC_STRING, 0, 0, 500), S("backend", TB_SPEC_STRING, 0, 0, 500),
+  S("repository", TB_SPEC_STRING, 0, 0, 500),   S("build", TB_SPEC_STRING, 0, 0, 500),
   S("commit", TB_SPEC_STRING, 0, 0, 500),
 };
 
@@ -52,17 +51,32 @@ static const struct tb_spec_field endpoint_fields[] = {
   S("base_url", TB_SPEC_URL, TB_SPEC_REQUIRED, 0, 0),
   S("api_key", TB_SPEC_STRING, TB_SPEC_NULLABLE, 1, TB_API_SPEC_MAX_API_KEY),
   S("engine_hint", TB_SPEC_IDENT, TB_SPEC_NULLABLE, 1, 50),
-  { .name = "hardware", .type = TB_SPEC_OBJECT, .sub = hardware_fields,
-    .nsub = TB_ARRAY_LEN(hardware_fields), .member = TB_SPEC_NO_MEMBER },
-  { .name = "engine", .type = TB_SPEC_OBJECT, .sub = engine_fields,
-    .nsub = TB_ARRAY_LEN(engine_fields), .member = TB_SPEC_NO_MEMBER },
+  { .name = "hardware",
+    .type = TB_SPEC_OBJECT,
+    .sub = hardware_fields,
+    .nsub = TB_ARRAY_LEN(hardware_fields),
+    .member = TB_SPEC_NO_MEMBER },
+  { .name = "engine",
+    .type = TB_SPEC_OBJECT,
+    .sub = engine_fields,
+    .nsub = TB_ARRAY_LEN(engine_fields),
+    .member = TB_SPEC_NO_MEMBER },
   S("launch_command", TB_SPEC_STRING, TB_SPEC_NULLABLE, 0, TB_API_SPEC_MAX_LAUNCH),
   S("exclusive_group", TB_SPEC_IDENT, TB_SPEC_NULLABLE, 1, 100),
-  { .name = "gpu", .type = TB_SPEC_OBJECT, .flags = TB_SPEC_NULLABLE, .sub = gpu_fields,
-    .nsub = TB_ARRAY_LEN(gpu_fields), .member = TB_SPEC_NO_MEMBER },
+  { .name = "gpu",
+    .type = TB_SPEC_OBJECT,
+    .flags = TB_SPEC_NULLABLE,
+    .sub = gpu_fields,
+    .nsub = TB_ARRAY_LEN(gpu_fields),
+    .member = TB_SPEC_NO_MEMBER },
   S("price_per_hour", TB_SPEC_NUMBER, TB_SPEC_NULLABLE, 0, 1e8),
-  { .name = "currency", .type = TB_SPEC_STRING, .flags = TB_SPEC_NULLABLE, .min = 3, .max = 3,
-    .check = currency_check, .member = TB_SPEC_NO_MEMBER },
+  { .name = "currency",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_NULLABLE,
+    .min = 3,
+    .max = 3,
+    .check = currency_check,
+    .member = TB_SPEC_NO_MEMBER },
   S("telemetry_url", TB_SPEC_URL, TB_SPEC_NULLABLE, 0, 0),
 };
 
@@ -75,8 +89,8 @@ static const struct tb_spec_field key_fields[] = {
 enum tb_spec_rc
 tb_api_spec_endpoint(const char *text, size_t len, bool patch, json_t **out, json_t **errors)
 {
-  enum tb_spec_rc rc = tb_spec_run(text, len, endpoint_fields, TB_ARRAY_LEN(endpoint_fields),
-                                   patch, out, errors);
+  enum tb_spec_rc rc =
+    tb_spec_run(text, len, endpoint_fields, TB_ARRAY_LEN(endpoint_fields), patch, out, errors);
   if (rc != TB_SPEC_OK)
     return rc;
   const char *lc = json_string_value(json_object_get(*out, "launch_command"));

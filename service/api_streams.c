@@ -22,12 +22,15 @@ struct held {
   unsigned n[3]; /* by enum tb_api_stream_kind */
 };
 
-enum { BY_KEY, BY_PROJECT };
+enum {
+  BY_KEY,
+  BY_PROJECT
+};
 
 struct tb_api_streams {
   pthread_mutex_t lock;
-  unsigned cap[2][3];                     /* [BY_KEY/BY_PROJECT][kind] */
-  struct held *b[2][TB_STREAMS_BUCKETS];  /* entries by key id, by project id */
+  unsigned cap[2][3];                    /* [BY_KEY/BY_PROJECT][kind] */
+  struct held *b[2][TB_STREAMS_BUCKETS]; /* entries by key id, by project id */
 };
 
 struct tb_api_streams *

@@ -18,7 +18,7 @@
 #include "api.h"
 
 enum tb_api_stream_kind {
-  TB_API_STREAM_SSE = 1,  /* r->stream_held values; 0 is none */
+  TB_API_STREAM_SSE = 1, /* r->stream_held values; 0 is none */
   TB_API_STREAM_WAIT = 2,
 };
 

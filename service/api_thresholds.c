@@ -28,9 +28,10 @@ tb_api_labels_ok(const json_t *l)
     return false;
   const char *k;
   const json_t *v;
-  json_object_foreach((json_t *)l, k, v) {
+  json_object_foreach ((json_t *)l, k, v) {
     size_t n = strlen(k);
-    if (n == 0 || n > LABEL_KEY_MAX || strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+    if (n == 0 || n > LABEL_KEY_MAX ||
+        strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
       return false;
     if (!json_is_string(v) || json_string_length(v) > LABEL_VALUE_MAX)
       return false;
@@ -60,14 +61,14 @@ tb_api_thresholds_put(struct tb_api_req *r)
     bad = "tolerance_pct";
   if (bad != NULL) {
     const char *d = strcmp(bad, "labels") == 0
-                        ? "an object of at most 16 string values (keys [A-Za-z0-9._-])"
-                        : "a number in [0, 100): the tolerated loss in percent";
+                      ? "an object of at most 16 string values (keys [A-Za-z0-9._-])"
+                      : "a number in [0, 100): the tolerated loss in percent";
     ret = tb_api_reply_invalid(r, bad, d);
     json_decref(body);
     return ret;
   }
-  char *ltxt = json_is_object(labels) ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)
-                                      : tb_xstrdup("{}");
+  char *ltxt =
+    json_is_object(labels) ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS) : tb_xstrdup("{}");
   char tol[48];
   snprintf(tol, sizeof tol, "%.17g", json_number_value(pct) / 100.0);
   char *doc = NULL;

@@ -37,9 +37,9 @@ static const struct {
 /* The web app may run its own scripts and talk to this origin, nothing else;
  * the reports it shows in sandboxed srcdoc frames need inline styles. */
 static const char web_csp[] =
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+  "img-src 'self' data:; connect-src 'self'; frame-src 'self'; object-src 'none'; "
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 static bool
 has_index(const char *dir)
@@ -87,13 +87,13 @@ serve(struct tb_api_req *r, const char *name)
   }
   if (ctype == NULL)
     return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such file", NULL);
-  int dfd = open(r->api->web_dir != NULL ? r->api->web_dir : "web", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd =
+    open(r->api->web_dir != NULL ? r->api->web_dir : "web", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int fd = dfd < 0 ? -1 : openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (dfd >= 0)
     close(dfd);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_size > TB_API_WEB_FILE_MAX) {
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > TB_API_WEB_FILE_MAX) {
     if (fd >= 0)
       close(fd);
     return tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such file", NULL);
@@ -109,8 +109,13 @@ serve(struct tb_api_req *r, const char *name)
     got += (size_t)k;
   }
   close(fd);
-  const char *html_headers[] = { "Content-Security-Policy", web_csp, "X-Frame-Options", "DENY",
-                                 "Referrer-Policy", "no-referrer", NULL };
+  const char *html_headers[] = { "Content-Security-Policy",
+                                 web_csp,
+                                 "X-Frame-Options",
+                                 "DENY",
+                                 "Referrer-Policy",
+                                 "no-referrer",
+                                 NULL };
   enum MHD_Result ret = tb_api_reply(r, MHD_HTTP_OK, ctype, buf, got,
                                      strncmp(ctype, "text/html", 9) == 0 ? html_headers : NULL);
   free(buf);

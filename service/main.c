@@ -109,18 +109,22 @@ static const struct tb_cfg_key api_keys[] = {
   /* issue 27: the per-key limits again per project (a project makes keys) */
   { "TOKBENCH_RATE_LIMIT_PROJECT", NULL,
     "requests per second of one project, all its keys together (unset: 4 x "
-    "TOKBENCH_RATE_LIMIT; 0: no limit)", false },
+    "TOKBENCH_RATE_LIMIT; 0: no limit)",
+    false },
   { "TOKBENCH_RATE_BURST_PROJECT", NULL,
     "requests a project may send at once above its rate (unset: 2 x its rate)", false },
   { "TOKBENCH_SSE_PER_PROJECT", "64", "event streams one project may hold open (0: no cap)",
     false },
-  { "TOKBENCH_WAIT_PER_PROJECT", "256",
-    "long-polls (?wait=) one project may hold open (0: no cap)", false },
-  { "TOKBENCH_LIMIT_KEYS", "100", "live API keys per project (POST /v1/keys: 429 above; "
-    "0: no cap)", false },
+  { "TOKBENCH_WAIT_PER_PROJECT", "256", "long-polls (?wait=) one project may hold open (0: no cap)",
+    false },
+  { "TOKBENCH_LIMIT_KEYS", "100",
+    "live API keys per project (POST /v1/keys: 429 above; "
+    "0: no cap)",
+    false },
   { "TOKBENCH_HEADER_TIMEOUT_BUSY_S", "2",
     "TOKBENCH_HEADER_TIMEOUT_S while more than 3/4 of TOKBENCH_MAX_CONNECTIONS are open "
-    "(0: off)", false },
+    "(0: off)",
+    false },
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -137,7 +141,6 @@ static const struct tb_cfg_key api_keys[] = {
  * cores: GET (cached, CPU only) loses nothing measurable, POST /v1/jobs
  * gains about 2x over 4 (bench/bench_api.sh). */
 
-
 static bool
 request_id_ok(const char *s)
 {
@@ -146,8 +149,8 @@ request_id_ok(const char *s)
     return false;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '-' || c == '_' || c == '.'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '_' || c == '.'))
       return false;
   }
   return true;
@@ -194,11 +197,14 @@ preflight(struct tb_api_req *r)
   snprintf(methods, sizeof methods, "%s%s", r->allow,
            strstr(r->allow, "OPTIONS") ? "" : ", OPTIONS");
   const char *h[] = {
-    "Allow", methods,
-    "Access-Control-Allow-Methods", methods,
+    "Allow",
+    methods,
+    "Access-Control-Allow-Methods",
+    methods,
     "Access-Control-Allow-Headers",
     "Authorization, Content-Type, Idempotency-Key, If-None-Match, Last-Event-ID, X-Request-Id",
-    "Access-Control-Max-Age", "600",
+    "Access-Control-Max-Age",
+    "600",
     NULL,
   };
   return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, h);
@@ -212,10 +218,10 @@ reply_too_big(struct tb_api_req *r)
   if (r->body_limit < r->api->body_max)
     snprintf(d, sizeof d,
              "the body is larger than %zu bytes, the most read before a valid API key "
-             "(TOKBENCH_PREAUTH_BODY)", r->body_limit);
-  else
-    snprintf(d, sizeof d, "the body is larger than %zu bytes (TOKBENCH_MAX_BODY)",
+             "(TOKBENCH_PREAUTH_BODY)",
              r->body_limit);
+  else
+    snprintf(d, sizeof d, "the body is larger than %zu bytes (TOKBENCH_MAX_BODY)", r->body_limit);
   return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
 }
 
@@ -231,10 +237,9 @@ admit(struct tb_api_req *r)
   struct tb_api *api = r->api;
   struct MHD_Connection *c = r->conn;
   r->body_limit = api->preauth_body_max;
-  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                               MHD_HTTP_HEADER_CONTENT_LENGTH);
-  const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                               MHD_HTTP_HEADER_TRANSFER_ENCODING);
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const char *te =
+    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
   int64_t len = 0;
   if (cl != NULL && !tb_parse_i64(cl, 0, INT64_MAX, &len))
     len = INT64_MAX;
@@ -362,8 +367,7 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 }
 
 static void
-completed(void *cls, struct MHD_Connection *c, void **req_cls,
-          enum MHD_RequestTerminationCode toe)
+completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
   (void)cls;
   struct tb_api_req *r = *req_cls;
@@ -380,15 +384,14 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls,
   tb_metrics_request(r->route != NULL ? r->route->path : "unmatched", r->method, r->status,
                      (double)us / 1e6);
   tb_log(TB_LOG_INFO, "request", "request_id", TB_LS, r->request_id, "method", TB_LS, r->method,
-         "path", TB_LS, r->url, "status", TB_LI, (int64_t)r->status, "us", TB_LI, us,
-         "key", TB_LS, r->authed ? r->key_id : NULL, "completed", TB_LI,
+         "path", TB_LS, r->url, "status", TB_LI, (int64_t)r->status, "us", TB_LI, us, "key", TB_LS,
+         r->authed ? r->key_id : NULL, "completed", TB_LI,
          (int64_t)(toe == MHD_REQUEST_TERMINATED_COMPLETED_OK), NULL);
   if (r->state_free != NULL)
     r->state_free(r->state);
   free(r->body);
   free(r);
 }
-
 
 /* The probe pool (api_probe.h), and endpoint keys sealed before they were
  * bound to their origin re-sealed (api_endpoints.c). */
@@ -466,9 +469,8 @@ int
 main(int argc, char **argv)
 {
   const char *config = NULL;
-  int arc = tb_cfg_daemon_args(argc, argv, "tokbench-api",
-                               "The tokbench REST API.",
-                               api_keys, TB_ARRAY_LEN(api_keys), &config);
+  int arc = tb_cfg_daemon_args(argc, argv, "tokbench-api", "The tokbench REST API.", api_keys,
+                               TB_ARRAY_LEN(api_keys), &config);
   if (arc >= 0)
     return arc;
   /* SIGTERM and SIGINT are blocked in every thread (the threads started
@@ -529,8 +531,7 @@ main(int argc, char **argv)
     rc = 2;
     goto out;
   }
-  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key,
-                                   sse_pp, wait_pp);
+  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key, sse_pp, wait_pp);
   api.sse_ping_s = (int)ping_s;
   api.wait_max_s = 60;
   parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
@@ -554,9 +555,7 @@ main(int argc, char **argv)
   switch (tb_masterkey_load(tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY"),
                             tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY_FILE"), api.master_key,
                             &err)) {
-  case TB_MASTERKEY_OK:
-    api.has_master_key = true;
-    break;
+  case TB_MASTERKEY_OK: api.has_master_key = true; break;
   case TB_MASTERKEY_NONE:
     tb_log(TB_LOG_WARN, "no master key: endpoints cannot be given an API key", NULL);
     break;
@@ -602,8 +601,7 @@ main(int argc, char **argv)
   }
   signal(SIGPIPE, SIG_IGN);
   api.daemon = MHD_start_daemon(
-    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-      MHD_USE_ERROR_LOG,
+    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
     0, NULL, NULL, handle, &api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT,
     api.header_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,

@@ -5,8 +5,8 @@
 
 #include <stdio.h>
 
-#define CALLBACK_JSON                                                                      \
-  "json_build_object('id', c.id, 'url', c.url, 'scope', c.scope, 'events', c.events, "     \
+#define CALLBACK_JSON                                                                  \
+  "json_build_object('id', c.id, 'url', c.url, 'scope', c.scope, 'events', c.events, " \
   "'created_at', c.created_at)"
 
 static const struct tb_db_stmt cb_insert = {

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EP_DOC                                                                            \
-  "json_build_object('id', id, 'name', name, 'base_url', base_url, "                      \
-  "'api_key_set', api_key_sealed IS NOT NULL, 'engine_hint', engine_hint, "               \
-  "'hardware', hardware, 'engine', engine, 'launch_command', launch_command, "            \
-  "'exclusive_group', exclusive_group, 'gpu', gpu, 'price_per_hour', price_per_hour, "        \
-  "'currency', currency, 'telemetry_url', telemetry_url, "                                 \
+#define EP_DOC                                                                         \
+  "json_build_object('id', id, 'name', name, 'base_url', base_url, "                   \
+  "'api_key_set', api_key_sealed IS NOT NULL, 'engine_hint', engine_hint, "            \
+  "'hardware', hardware, 'engine', engine, 'launch_command', launch_command, "         \
+  "'exclusive_group', exclusive_group, 'gpu', gpu, 'price_per_hour', price_per_hour, " \
+  "'currency', currency, 'telemetry_url', telemetry_url, "                             \
   "'created_at', created_at, 'updated_at', updated_at)"
 
 static const struct tb_db_stmt ep_insert = {
@@ -29,10 +29,21 @@ int
 tb_q_endpoints_insert(struct tb_db *db, const struct tb_q_endpoints_new *e, char **doc,
                       bool *name_taken)
 {
-  const char *p[] = { e->id, e->project_id, e->name, e->base_url, e->api_key_sealed,
-                      e->engine_hint, e->hardware, e->engine, e->launch_command,
-                      e->exclusive_group, e->api_key_origin, e->gpu, e->price_per_hour,
-                      e->currency, e->telemetry_url };
+  const char *p[] = { e->id,
+                      e->project_id,
+                      e->name,
+                      e->base_url,
+                      e->api_key_sealed,
+                      e->engine_hint,
+                      e->hardware,
+                      e->engine,
+                      e->launch_command,
+                      e->exclusive_group,
+                      e->api_key_origin,
+                      e->gpu,
+                      e->price_per_hour,
+                      e->currency,
+                      e->telemetry_url };
   return tb_db_exec_str(db, &ep_insert, 15, p, "doc", doc, name_taken);
 }
 
@@ -108,8 +119,8 @@ static const struct tb_db_stmt ep_patch = {
 
 int
 tb_q_endpoints_patch(struct tb_db *db, const char *id, const char *project_id, const char *patch,
-                     const char *sealed, const char *new_origin, const char *key_origin,
-                     char **doc, bool *name_taken)
+                     const char *sealed, const char *new_origin, const char *key_origin, char **doc,
+                     bool *name_taken)
 {
   const char *p[] = { id, project_id, patch, sealed, new_origin, key_origin };
   return tb_db_exec_str(db, &ep_patch, 6, p, "doc", doc, name_taken);

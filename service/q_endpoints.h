@@ -63,7 +63,7 @@ typedef void (*tb_q_endpoints_legacy_fn)(void *cls, const char *id, const char *
 int tb_q_endpoints_legacy(struct tb_db *db, tb_q_endpoints_legacy_fn fn, void *cls) TB_MUST_CHECK;
 /* Replaces the legacy seal old of endpoint id by sealed, bound to origin;
  * 1, or 0 when the row changed meanwhile. */
-int tb_q_endpoints_reseal(struct tb_db *db, const char *id, const char *sealed,
-                          const char *origin, const char *old) TB_MUST_CHECK;
+int tb_q_endpoints_reseal(struct tb_db *db, const char *id, const char *sealed, const char *origin,
+                          const char *old) TB_MUST_CHECK;
 
 #endif

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HOOK_JSON                                                                          \
-  "json_build_object('id', h.id, 'name', h.name, 'kind', h.kind, 'events', h.events, "     \
+#define HOOK_JSON                                                                      \
+  "json_build_object('id', h.id, 'name', h.name, 'kind', h.kind, 'events', h.events, " \
   "'preset', p.name, 'created_at', h.created_at)"
 
 static const struct tb_db_stmt hook_insert = {

@@ -15,9 +15,9 @@
 /* Inserts hook id of project_id for the project's preset named preset
  * (events: a JSON array of names; sealed: its sealed secret).  1 with the
  * hook's document (*doc, new); 0 when the project has no such preset. */
-int tb_q_hooks_insert(struct tb_db *db, const char *id, const char *project_id,
-                      const char *preset, const char *name, const char *kind,
-                      const char *events, const char *sealed, char **doc) TB_MUST_CHECK;
+int tb_q_hooks_insert(struct tb_db *db, const char *id, const char *project_id, const char *preset,
+                      const char *name, const char *kind, const char *events, const char *sealed,
+                      char **doc) TB_MUST_CHECK;
 /* The project's hooks as a JSON array (*doc, new); always 1 row. */
 int tb_q_hooks_list(struct tb_db *db, const char *project_id, char **doc) TB_MUST_CHECK;
 /* One hook's document (*doc, new); 0: no such hook. */

@@ -8,17 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JOB_MEMBERS                                                                       \
-  "'id', j.id, 'endpoint_id', j.endpoint_id, 'state', j.state, "                          \
-  "'cancel_requested', j.cancel_requested, 'priority', j.priority, 'labels', j.labels, "  \
-  "'spec', j.spec, 'progress', json_build_object('cells_done', j.cells_done, "            \
-  "'cells_total', j.cells_total, 'current_cell', j.current_cell, 'eta_s', j.eta_s), "     \
-  "'attempts', j.attempts, 'max_attempts', j.max_attempts, 'error', j.error, "            \
-  "'created_at', j.created_at, 'started_at', j.started_at, "                              \
+#define JOB_MEMBERS                                                                      \
+  "'id', j.id, 'endpoint_id', j.endpoint_id, 'state', j.state, "                         \
+  "'cancel_requested', j.cancel_requested, 'priority', j.priority, 'labels', j.labels, " \
+  "'spec', j.spec, 'progress', json_build_object('cells_done', j.cells_done, "           \
+  "'cells_total', j.cells_total, 'current_cell', j.current_cell, 'eta_s', j.eta_s), "    \
+  "'attempts', j.attempts, 'max_attempts', j.max_attempts, 'error', j.error, "           \
+  "'created_at', j.created_at, 'started_at', j.started_at, "                             \
   "'finished_at', j.finished_at, 'updated_at', j.updated_at"
 
-#define JOB_CELLS                                                                         \
-  "coalesce((SELECT json_agg(c.cell ORDER BY c.seq) FROM job_cells c "                   \
+#define JOB_CELLS                                                      \
+  "coalesce((SELECT json_agg(c.cell ORDER BY c.seq) FROM job_cells c " \
   "WHERE c.job_id = j.id), '[]'::json)"
 
 #define UPDATED_US "(extract(epoch FROM j.updated_at) * 1000000)::bigint"
@@ -64,8 +64,8 @@ static const struct tb_db_stmt job_insert = {
 
 /* The statement(s) of one attempt; see tb_q_jobs_insert. */
 static int
-insert_once(struct tb_db *db, const struct tb_q_jobs_row *w, bool limit, char *job_id,
-            char **doc, int64_t *queued)
+insert_once(struct tb_db *db, const struct tb_q_jobs_row *w, bool limit, char *job_id, char **doc,
+            int64_t *queued)
 {
   char maxq[24];
   snprintf(maxq, sizeof maxq, "%lld", limit ? (long long)w->max_queued : 0LL);
@@ -76,8 +76,8 @@ insert_once(struct tb_db *db, const struct tb_q_jobs_row *w, bool limit, char *j
       return lrc;
   }
   const char *p[12] = {
-    w->endpoint_id, w->project_id, w->spec, w->labels, w->priority, w->exclusive_group,
-    w->max_attempts, w->request_id, w->result, w->cells, w->shared_groups, maxq,
+    w->endpoint_id,  w->project_id, w->spec,   w->labels, w->priority,      w->exclusive_group,
+    w->max_attempts, w->request_id, w->result, w->cells,  w->shared_groups, maxq,
   };
   PGresult *res = NULL;
   int rc = tb_db_exec(db, &job_insert, 12, p, &res);
@@ -160,8 +160,7 @@ static const struct tb_db_stmt job_get = {
 };
 
 int
-tb_q_jobs_get(struct tb_db *db, const char *id, const char *project_id,
-              struct tb_q_jobs_doc *out)
+tb_q_jobs_get(struct tb_db *db, const char *id, const char *project_id, struct tb_q_jobs_doc *out)
 {
   memset(out, 0, sizeof *out);
   const char *p[] = { id, project_id };
@@ -196,13 +195,12 @@ static const struct tb_db_stmt job_list = {
 };
 
 int
-tb_q_jobs_list(struct tb_db *db, const struct tb_q_jobs_filter *f, tb_q_jobs_item_fn fn,
-               void *cls)
+tb_q_jobs_list(struct tb_db *db, const struct tb_q_jobs_filter *f, tb_q_jobs_item_fn fn, void *cls)
 {
   char lim[24];
   snprintf(lim, sizeof lim, "%d", f->limit);
   const char *p[] = { f->project_id, f->state, f->endpoint_id, f->labels, f->after_us,
-                      f->after_id, lim };
+                      f->after_id,   lim };
   PGresult *res = NULL;
   int rc = tb_db_exec(db, &job_list, 7, p, &res);
   if (rc > 0) {
@@ -308,8 +306,8 @@ static const struct tb_db_stmt idem_store = {
 };
 
 int
-tb_q_jobs_idem_store(struct tb_db *db, const char *api_key_id, const char *key,
-                     const char *status, const char *location, const char *body)
+tb_q_jobs_idem_store(struct tb_db *db, const char *api_key_id, const char *key, const char *status,
+                     const char *location, const char *body)
 {
   const char *p[] = { api_key_id, key, status, location, body };
   return tb_db_exec(db, &idem_store, 5, p, NULL);

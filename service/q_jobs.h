@@ -30,10 +30,10 @@ struct tb_q_jobs_row {
   const char *exclusive_group; /* the spec's; NULL: the endpoint's */
   const char *max_attempts;    /* integer text; NULL: 3 */
   const char *request_id;
-  const char *result;          /* a finished job's document; NULL: a queued job */
-  const char *cells;           /* with result: its cell count */
-  const char *shared_groups;   /* TOKBENCH_SHARED_GROUPS, "a,b" */
-  int64_t max_queued;          /* TOKBENCH_LIMIT_QUEUED; <= 0: no limit */
+  const char *result;        /* a finished job's document; NULL: a queued job */
+  const char *cells;         /* with result: its cell count */
+  const char *shared_groups; /* TOKBENCH_SHARED_GROUPS, "a,b" */
+  int64_t max_queued;        /* TOKBENCH_LIMIT_QUEUED; <= 0: no limit */
 };
 
 /* tb_q_jobs_insert's answer when the project's queued jobs are at max_queued. */
@@ -60,8 +60,7 @@ struct tb_q_jobs_row {
  * written); TB_DB_SOFT / TB_DB_HARD.
  */
 int tb_q_jobs_insert(struct tb_db *db, const struct tb_q_jobs_row *row,
-                     char job_id[TB_Q_JOBS_ID_LEN + 1], char **doc,
-                     int64_t *queued) TB_MUST_CHECK;
+                     char job_id[TB_Q_JOBS_ID_LEN + 1], char **doc, int64_t *queued) TB_MUST_CHECK;
 
 /* NOTIFY tb_jobs_queued '<job_id>': outside the insert's transaction (see
  * q_jobs.c). */
@@ -70,9 +69,9 @@ int tb_q_jobs_notify_queued(struct tb_db *db, const char *job_id) TB_MUST_CHECK;
 /* A job's document with what its ETag is made of (GET /v1/jobs/{id}). */
 struct tb_q_jobs_doc {
   char state[16];
-  char cells_done[24];  /* integer text */
-  char updated_us[24];  /* updated_at in microseconds since the epoch, text */
-  char *doc;            /* new: the job document, cells included */
+  char cells_done[24]; /* integer text */
+  char updated_us[24]; /* updated_at in microseconds since the epoch, text */
+  char *doc;           /* new: the job document, cells included */
   size_t len;
 };
 /* Reads job id of project_id into *out (free out->doc).  Returns 1, 0 (no
@@ -100,8 +99,8 @@ int tb_q_jobs_list(struct tb_db *db, const struct tb_q_jobs_filter *f, tb_q_jobs
  * tb_job_changed.  Returns 1 with its state before (old_state) and, when it
  * was queued or running, its document after (*doc, new; else NULL); 0 no
  * such job; TB_DB_SOFT / TB_DB_HARD. */
-int tb_q_jobs_cancel(struct tb_db *db, const char *id, const char *project_id,
-                     char old_state[16], char **doc) TB_MUST_CHECK;
+int tb_q_jobs_cancel(struct tb_db *db, const char *id, const char *project_id, char old_state[16],
+                     char **doc) TB_MUST_CHECK;
 
 /* Idempotency-Key: claims (api_key_id, key) for a request of hash (a new
  * row with status 0).  Returns 1 (claimed), 0 (seen before). */
@@ -118,7 +117,6 @@ int tb_q_jobs_idem_get(struct tb_db *db, const char *api_key_id, const char *key
 void tb_q_jobs_idem_clear(struct tb_q_jobs_idem *i);
 /* Stores the answer (status, location, body) of the claimed key. */
 int tb_q_jobs_idem_store(struct tb_db *db, const char *api_key_id, const char *key,
-                         const char *status, const char *location,
-                         const char *body) TB_MUST_CHECK;
+                         const char *status, const char *location, const char *body) TB_MUST_CHECK;
 
 #endif

@@ -11,12 +11,12 @@
 #include "base/tb_util.h"
 
 struct tb_q_metrics {
-  char *jobs_by_state;  /* JSON object {state: count}, new */
-  double queued;        /* jobs waiting */
-  double oldest_s;      /* age of the oldest queued job */
-  double cells;         /* cells stored */
-  char *leases;         /* JSON object {worker: seconds left on its lease}, new */
-  char *deliveries;     /* JSON object {status: count}, new */
+  char *jobs_by_state; /* JSON object {state: count}, new */
+  double queued;       /* jobs waiting */
+  double oldest_s;     /* age of the oldest queued job */
+  double cells;        /* cells stored */
+  char *leases;        /* JSON object {worker: seconds left on its lease}, new */
+  char *deliveries;    /* JSON object {status: count}, new */
 };
 /* Reads them into *out (free with tb_q_metrics_clear).  Returns 1 or
  * TB_DB_SOFT / TB_DB_HARD. */

@@ -23,7 +23,7 @@
 typedef void (*tb_q_pareto_fn)(void *cls, const char *job_id, const char *endpoint_id,
                                const char *endpoint_name, const json_t *labels, json_t *doc);
 int tb_q_pareto_jobs(struct tb_db *db, const char *project_id, const char *endpoint_id,
-                     const char *labels, const char *since, const char *until,
-                     tb_q_pareto_fn fn, void *cls) TB_MUST_CHECK;
+                     const char *labels, const char *since, const char *until, tb_q_pareto_fn fn,
+                     void *cls) TB_MUST_CHECK;
 
 #endif

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRESET_JSON                                                                        \
-  "json_build_object('id', p.id, 'name', p.name, 'spec', p.spec, "                         \
+#define PRESET_JSON                                                \
+  "json_build_object('id', p.id, 'name', p.name, 'spec', p.spec, " \
   "'created_at', p.created_at, 'updated_at', p.updated_at)"
 
 /* Runs one of the two saves below: the document and whether the row is

@@ -19,8 +19,8 @@ int tb_q_presets_insert(struct tb_db *db, const char *project_id, const char *na
                         const char *spec, char **doc, bool *name_taken) TB_MUST_CHECK;
 /* Creates or replaces preset name: 1 with its document (*doc, new) and
  * *created (false: replaced). */
-int tb_q_presets_put(struct tb_db *db, const char *project_id, const char *name,
-                     const char *spec, char **doc, bool *created) TB_MUST_CHECK;
+int tb_q_presets_put(struct tb_db *db, const char *project_id, const char *name, const char *spec,
+                     char **doc, bool *created) TB_MUST_CHECK;
 /* The project's presets as a JSON array (*doc, new); always 1 row. */
 int tb_q_presets_list(struct tb_db *db, const char *project_id, char **doc) TB_MUST_CHECK;
 /* Preset name: 1 with its document (*doc) and its spec (*spec, JSON text),

@@ -16,7 +16,7 @@
 /* What a job's document is built from (new strings, NULL when NULL). */
 struct tb_q_result_job {
   char *state, *result, *header;
-  char *cells;       /* JSON array of the cells stored, in order */
+  char *cells; /* JSON array of the cells stored, in order */
   char *error, *labels;
   char *cells_total; /* integer text, NULL when unknown */
 };

@@ -3,7 +3,7 @@
  */
 #include "q_thresholds.h"
 
-#define THRESHOLD_JSON                                                                   \
+#define THRESHOLD_JSON                                                                     \
   "json_build_object('id', t.id, 'labels', t.labels, 'tolerance_pct', t.tolerance * 100, " \
   "'created_at', t.created_at, 'updated_at', t.updated_at)"
 

@@ -46,7 +46,7 @@ tb_deliver_figures(const json_t *result)
   const json_t *best_dec = NULL, *best_pre = NULL, *single = NULL;
   size_t i;
   const json_t *c;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     const char *st = json_string_value(json_object_get(c, "status"));
     const char *phase = json_string_value(json_object_get(c, "phase"));
     if (st == NULL || phase == NULL)
@@ -78,9 +78,10 @@ tb_deliver_figures(const json_t *result)
   json_object_set_new(f, "cells_error", json_integer(error));
   if (best_dec != NULL)
     json_object_set_new(f, "best_decode",
-                        json_pack("{s:O?,s:O?,s:O?}", "context", json_object_get(best_dec, "context"),
-                                  "concurrency", json_object_get(best_dec, "concurrency"),
-                                  "total_tps", json_object_get(best_dec, "total_tps")));
+                        json_pack("{s:O?,s:O?,s:O?}", "context",
+                                  json_object_get(best_dec, "context"), "concurrency",
+                                  json_object_get(best_dec, "concurrency"), "total_tps",
+                                  json_object_get(best_dec, "total_tps")));
   if (best_pre != NULL)
     json_object_set_new(f, "best_prefill",
                         json_pack("{s:O?,s:O?}", "context", json_object_get(best_pre, "context"),
@@ -89,9 +90,9 @@ tb_deliver_figures(const json_t *result)
     const json_t *tps = json_object_get(single, "output_tps");
     if (!json_is_number(tps))
       tps = json_object_get(single, "total_tps");
-    json_object_set_new(f, "single_stream",
-                        json_pack("{s:O?,s:O?}", "context", json_object_get(single, "context"),
-                                  "tps", tps));
+    json_object_set_new(
+      f, "single_stream",
+      json_pack("{s:O?,s:O?}", "context", json_object_get(single, "context"), "tps", tps));
   }
   return f;
 }
@@ -138,24 +139,25 @@ tb_deliver_payload(const char *event, const json_t *job, const json_t *result,
     char *res = tb_xasprintf("%s/result", job_url);
     char *rep = tb_xasprintf("%s/report?format=html", job_url);
     char *md = tb_xasprintf("%s/report?format=md", job_url);
-    json_object_set_new(data, "links", json_pack("{s:s,s:s,s:s,s:s}", "job", job_url, "result",
-                                                 res, "report", rep, "report_md", md));
+    json_object_set_new(data, "links",
+                        json_pack("{s:s,s:s,s:s,s:s}", "job", job_url, "result", res, "report", rep,
+                                  "report_md", md));
     free(job_url);
     free(res);
     free(rep);
     free(md);
   }
-  json_t *doc = json_pack("{s:s,s:s,s:o}", "type", event != NULL ? event : "job.ended",
-                          "timestamp", ts, "data", data);
+  json_t *doc = json_pack("{s:s,s:s,s:o}", "type", event != NULL ? event : "job.ended", "timestamp",
+                          ts, "data", data);
   char *text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(doc);
   if (text != NULL && strlen(text) > TB_DELIVER_PAYLOAD_MAX) {
     /* a huge label set or error text: drop the bulky members, keep the verdict */
     free(text);
-    json_t *small = json_pack("{s:s,s:s,s:{s:s?,s:O?,s:b,s:I}}", "type",
-                              event != NULL ? event : "job.ended", "timestamp", ts, "data",
-                              "job_id", id, "state", json_object_get(job, "state"), "regressed",
-                              regressed, "regressions_total", (json_int_t)nregs);
+    json_t *small =
+      json_pack("{s:s,s:s,s:{s:s?,s:O?,s:b,s:I}}", "type", event != NULL ? event : "job.ended",
+                "timestamp", ts, "data", "job_id", id, "state", json_object_get(job, "state"),
+                "regressed", regressed, "regressions_total", (json_int_t)nregs);
     text = json_dumps(small, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(small);
   }
@@ -410,8 +412,8 @@ deliver_one(struct tb_deliver *d, struct tb_db *db, PGresult *res, int row)
   tb_metric_add(d->m_total, lv, 1);
   tb_metric_observe(d->m_seconds, NULL, (double)(tb_time_mono_ns() - t0) / 1e9);
   tb_log(code >= 200 && code <= 299 ? TB_LOG_INFO : TB_LOG_WARN, "webhook delivery", "delivery",
-         TB_LS, id, "job", TB_LS, job_id, "attempt", TB_LI, n_att, "status", TB_LI,
-         (int64_t)code, "outcome", TB_LS, outcome, "error", TB_LS, err, NULL);
+         TB_LS, id, "job", TB_LS, job_id, "attempt", TB_LI, n_att, "status", TB_LI, (int64_t)code,
+         "outcome", TB_LS, outcome, "error", TB_LS, err, NULL);
 out:
   if (secret != NULL) {
     OPENSSL_cleanse(secret, strlen(secret));
@@ -491,10 +493,9 @@ tb_deliver_start(const struct tb_deliver_opts *o, char **err)
                                  "Outbound webhook delivery attempts by outcome "
                                  "(succeeded, retry, failed).",
                                  labels, NULL, 0);
-  d->m_seconds = tb_metrics_family(m, TB_METRIC_HISTOGRAM,
-                                   "tokbench_webhook_delivery_duration_seconds",
-                                   "Time of one outbound webhook delivery attempt.", NULL,
-                                   buckets, TB_ARRAY_LEN(buckets));
+  d->m_seconds = tb_metrics_family(
+    m, TB_METRIC_HISTOGRAM, "tokbench_webhook_delivery_duration_seconds",
+    "Time of one outbound webhook delivery attempt.", NULL, buckets, TB_ARRAY_LEN(buckets));
   if (pthread_create(&d->thread, NULL, dispatcher, d) != 0) {
     *err = tb_xstrdup("tb_deliver: cannot start the thread");
     OPENSSL_cleanse(d->key, sizeof d->key);

@@ -21,8 +21,8 @@
 struct series {
   struct series *hash_next;
   struct series *next; /* creation order */
-  char *key;       /* the values joined by 0x1f, for lookups */
-  char *value_buf; /* the same, split: values point into it */
+  char *key;           /* the values joined by 0x1f, for lookups */
+  char *value_buf;     /* the same, split: values point into it */
   char **values;
   double value; /* counter/gauge; histogram: sum */
   double count; /* histogram */
@@ -470,9 +470,8 @@ tb_metrics_render(struct tb_metrics *m)
   return o.p;
 }
 
-static const double request_buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10,
-                                          30,     60 };
+static const double request_buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                          0.25,   0.5,   1,      2.5,   5,    10,    30,   60 };
 
 static struct tb_metric *req_family, *lat_family;
 static pthread_once_t request_once = PTHREAD_ONCE_INIT;
@@ -486,17 +485,15 @@ request_init(void)
   req_family =
     tb_metrics_family(m, TB_METRIC_COUNTER, "tokbench_http_requests_total",
                       "HTTP requests by route pattern, method and status.", req_labels, NULL, 0);
-  lat_family = tb_metrics_family(
-    m, TB_METRIC_HISTOGRAM, "tokbench_http_request_duration_seconds",
-    "HTTP request latency by route pattern.", lat_labels, request_buckets,
-    TB_ARRAY_LEN(request_buckets));
+  lat_family = tb_metrics_family(m, TB_METRIC_HISTOGRAM, "tokbench_http_request_duration_seconds",
+                                 "HTTP request latency by route pattern.", lat_labels,
+                                 request_buckets, TB_ARRAY_LEN(request_buckets));
 }
 
 const char *
 tb_metrics_method_label(const char *method)
 {
-  static const char *const known[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
-                                       "OPTIONS" };
+  static const char *const known[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS" };
   for (size_t i = 0; method != NULL && i < TB_ARRAY_LEN(known); i++)
     if (strcmp(method, known[i]) == 0)
       return known[i];

@@ -27,7 +27,11 @@
 #define TB_METRICS_SERIES_MAX 2000
 #define TB_METRICS_VALUE_MAX 256 /* longer label values are cut */
 
-enum tb_metric_type { TB_METRIC_COUNTER, TB_METRIC_GAUGE, TB_METRIC_HISTOGRAM };
+enum tb_metric_type {
+  TB_METRIC_COUNTER,
+  TB_METRIC_GAUGE,
+  TB_METRIC_HISTOGRAM
+};
 
 struct tb_metrics;
 struct tb_metric;
@@ -75,7 +79,6 @@ char *tb_metrics_render(struct tb_metrics *m);
 /* method as a label: one of GET HEAD POST PUT PATCH DELETE OPTIONS, else
  * "other" (static string). */
 const char *tb_metrics_method_label(const char *method);
-void tb_metrics_request(const char *route, const char *method, unsigned status,
-                        double seconds);
+void tb_metrics_request(const char *route, const char *method, unsigned status, double seconds);
 
 #endif

@@ -21,16 +21,11 @@ const char *
 tb_webhook_verdict_str(enum tb_webhook_verdict v)
 {
   switch (v) {
-  case TB_WEBHOOK_OK:
-    return "ok";
-  case TB_WEBHOOK_MISSING:
-    return "signature header missing";
-  case TB_WEBHOOK_MALFORMED:
-    return "signature header malformed";
-  case TB_WEBHOOK_BAD_SIGNATURE:
-    return "signature does not match";
-  case TB_WEBHOOK_STALE:
-    return "timestamp outside the replay window";
+  case TB_WEBHOOK_OK: return "ok";
+  case TB_WEBHOOK_MISSING: return "signature header missing";
+  case TB_WEBHOOK_MALFORMED: return "signature header malformed";
+  case TB_WEBHOOK_BAD_SIGNATURE: return "signature does not match";
+  case TB_WEBHOOK_STALE: return "timestamp outside the replay window";
   }
   return "unknown";
 }
@@ -175,8 +170,7 @@ tb_webhook_signature_digest(const char *sig_header, char out[65])
 }
 
 bool
-tb_webhook_secret_key(const char *secret, unsigned char key[TB_WEBHOOK_SECRET_MAX],
-                      size_t *key_len)
+tb_webhook_secret_key(const char *secret, unsigned char key[TB_WEBHOOK_SECRET_MAX], size_t *key_len)
 {
   static const char prefix[] = "whsec_";
   size_t n = secret != NULL ? strlen(secret) : 0;
@@ -239,8 +233,7 @@ tb_webhook_sign_standard(const char *secret, const char *msg_id, int64_t ts, con
 
 enum tb_webhook_verdict
 tb_webhook_verify_standard(const char *secret, const char *msg_id, const char *ts_header,
-                           const char *sig_header, const void *body, size_t body_len,
-                           int64_t now_s)
+                           const char *sig_header, const void *body, size_t body_len, int64_t now_s)
 {
   unsigned char want[TB_SHA256_LEN];
   int64_t ts;
@@ -322,7 +315,7 @@ tb_webhook_event_accepted(const json_t *events, const char *event)
   const json_t *e;
   if (!json_is_array(events) || event == NULL)
     return false;
-  json_array_foreach(events, i, e) {
+  json_array_foreach (events, i, e) {
     const char *s = json_string_value(e);
     if (s != NULL && (strcmp(s, "*") == 0 || strcmp(s, event) == 0))
       return true;
@@ -365,16 +358,26 @@ struct gh_event_fields {
 
 static const struct gh_event_fields gh_events[] = {
   { .event = "push", .ref = { "ref" }, .sha = { "after" } },
-  { .event = "workflow_run", .ref = { "workflow_run", "head_branch" },
-    .sha = { "workflow_run", "head_sha" }, .ref_is_branch = true },
-  { .event = "workflow_job", .ref = { "workflow_job", "head_branch" },
-    .sha = { "workflow_job", "head_sha" }, .ref_is_branch = true },
-  { .event = "pull_request", .ref = { "pull_request", "head", "ref" },
-    .sha = { "pull_request", "head", "sha" }, .ref_is_branch = true },
-  { .event = "check_suite", .ref = { "check_suite", "head_branch" },
-    .sha = { "check_suite", "head_sha" }, .ref_is_branch = true },
-  { .event = "check_run", .ref = { "check_run", "check_suite", "head_branch" },
-    .sha = { "check_run", "head_sha" }, .ref_is_branch = true },
+  { .event = "workflow_run",
+    .ref = { "workflow_run", "head_branch" },
+    .sha = { "workflow_run", "head_sha" },
+    .ref_is_branch = true },
+  { .event = "workflow_job",
+    .ref = { "workflow_job", "head_branch" },
+    .sha = { "workflow_job", "head_sha" },
+    .ref_is_branch = true },
+  { .event = "pull_request",
+    .ref = { "pull_request", "head", "ref" },
+    .sha = { "pull_request", "head", "sha" },
+    .ref_is_branch = true },
+  { .event = "check_suite",
+    .ref = { "check_suite", "head_branch" },
+    .sha = { "check_suite", "head_sha" },
+    .ref_is_branch = true },
+  { .event = "check_run",
+    .ref = { "check_run", "check_suite", "head_branch" },
+    .sha = { "check_run", "head_sha" },
+    .ref_is_branch = true },
   { .event = "release", .ref = { "release", "tag_name" } },
   { .event = "create", .ref = { "ref" } },
 };

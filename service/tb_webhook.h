@@ -39,11 +39,11 @@
 
 #include "base/tb_util.h"
 
-#define TB_WEBHOOK_WINDOW_S 300        /* generic form: replay window */
-#define TB_WEBHOOK_MAX_ATTEMPTS 15     /* outbound: attempts before giving up */
-#define TB_WEBHOOK_SIG_MAX 128         /* "v1," + 44 base64 + NUL fits easily */
-#define TB_WEBHOOK_SECRET_MAX 256      /* longest secret we accept (bytes) */
-#define TB_WEBHOOK_LABEL_MAX 256       /* longest label value taken from a payload */
+#define TB_WEBHOOK_WINDOW_S 300    /* generic form: replay window */
+#define TB_WEBHOOK_MAX_ATTEMPTS 15 /* outbound: attempts before giving up */
+#define TB_WEBHOOK_SIG_MAX 128     /* "v1," + 44 base64 + NUL fits easily */
+#define TB_WEBHOOK_SECRET_MAX 256  /* longest secret we accept (bytes) */
+#define TB_WEBHOOK_LABEL_MAX 256   /* longest label value taken from a payload */
 
 enum tb_webhook_verdict {
   TB_WEBHOOK_OK = 0,
@@ -106,9 +106,8 @@ bool tb_webhook_secret_key(const char *secret, unsigned char key[TB_WEBHOOK_SECR
 
 /* Standard Webhooks: the value of the webhook-signature header,
  * "v1,<base64>", into out.  False when the secret is unusable. */
-bool tb_webhook_sign_standard(const char *secret, const char *msg_id, int64_t ts,
-                              const void *body, size_t body_len,
-                              char out[TB_WEBHOOK_SIG_MAX]) TB_MUST_CHECK;
+bool tb_webhook_sign_standard(const char *secret, const char *msg_id, int64_t ts, const void *body,
+                              size_t body_len, char out[TB_WEBHOOK_SIG_MAX]) TB_MUST_CHECK;
 
 /* Standard Webhooks: verifies a webhook-signature header (space-separated
  * "v1,<base64>" entries, one match suffices) and the 5-minute window.  For

@@ -17,7 +17,8 @@
 static void
 usage(FILE *f)
 {
-  fprintf(f,
+  fprintf(
+    f,
     "usage: tokbench-sim [options]\n"
     "  --profile NAME|FILE   tiny (default), vllm-h200x2-step3p7, sglang-rtxpro6000x4-step3p7,\n"
     "                        bench, or a path to a profile JSON file\n"
@@ -115,8 +116,12 @@ int
 main(int argc, char **argv)
 {
   struct sim_config cfg = {
-    .host = "127.0.0.1", .port = 8000, .time_scale = 1, .spec_k = 1,
-    .reasoning_tokens = 16, .max_conns = 10000,
+    .host = "127.0.0.1",
+    .port = 8000,
+    .time_scale = 1,
+    .spec_k = 1,
+    .reasoning_tokens = 16,
+    .max_conns = 10000,
   };
   cfg.dialect = sim_flavour_find("vllm", &cfg.profile_version);
   cfg.flavour = cfg.dialect->family;

@@ -29,8 +29,7 @@ void sim_cache_free(struct sim_cache *c);
 /* The block chain of ids[0..n): out[i] names block i (tokens
  * [i*bs, (i+1)*bs)); only full blocks.  Returns the number of blocks
  * written, at most out_cap. */
-size_t sim_cache_chain(const int32_t *ids, size_t n, int64_t bs, uint64_t *out,
-                       size_t out_cap);
+size_t sim_cache_chain(const int32_t *ids, size_t n, int64_t bs, uint64_t *out, size_t out_cap);
 
 /* The chain continued: as sim_cache_chain, but the first block's hash
  * starts from h (the hash of the block before it; 0 starts a chain). */

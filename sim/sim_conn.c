@@ -57,8 +57,7 @@ sim_conn_out_append(struct conn *c, const void *data, size_t n)
   c->out_len += n;
 }
 
-void TB_PRINTF(2, 3)
-sim_conn_out_printf(struct conn *c, const char *fmt, ...)
+void TB_PRINTF(2, 3) sim_conn_out_printf(struct conn *c, const char *fmt, ...)
 {
   va_list ap;
   out_reserve(c, 256);
@@ -249,13 +248,12 @@ reason_phrase(int status)
 }
 
 void
-sim_conn_reply_raw(struct server *s, struct conn *c, int status, const char *ctype, const char *body,
-                   size_t len, bool keep_alive)
+sim_conn_reply_raw(struct server *s, struct conn *c, int status, const char *ctype,
+                   const char *body, size_t len, bool keep_alive)
 {
   if (!keep_alive)
     c->close_after = true;
-  sim_conn_out_printf(c,
-                      "HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\n%s%s\r\n",
+  sim_conn_out_printf(c, "HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\n%s%s\r\n",
                       status, reason_phrase(status), ctype, len,
                       (status == 429 || status == 503) ? "retry-after: 1\r\n" : "",
                       c->close_after ? "connection: close\r\n" : "");
@@ -310,8 +308,8 @@ void
 sim_conn_reply_error(struct server *s, struct conn *c, int status, const char *msg, bool keep_alive)
 {
   s->st.errors++;
-  json_t *doc = llama_new(s) ? json_pack("{s:{s:i, s:s, s:s}}", "error", "code", status,
-                                         "message", msg, "type", llama_error_type(status))
+  json_t *doc = llama_new(s) ? json_pack("{s:{s:i, s:s, s:s}}", "error", "code", status, "message",
+                                         msg, "type", llama_error_type(status))
                              : json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", msg,
                                          "type", error_type(status), "param", "code", status);
   sim_conn_reply_json(s, c, status, doc, keep_alive);
@@ -381,8 +379,8 @@ sim_conn_read(struct server *s, struct conn *c)
     /* a draining TLS connection has sent its close_notify: what comes is
      * read raw and dropped */
     ssize_t n = c->tls && !c->draining
-                    ? sim_tls_recv(c->tls, c->fd, c->in + c->in_len, c->in_cap - c->in_len)
-                    : recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+                  ? sim_tls_recv(c->tls, c->fd, c->in + c->in_len, c->in_cap - c->in_len)
+                  : recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (n > 0) {
       c->last_active = now_ns();
       if (c->in_len == 0)

@@ -33,13 +33,16 @@ void sim_conn_flush_stamped(struct server *s, struct conn *c);
 
 /* Replies status with a body of type ctype and sends it; closes after it
  * unless keep_alive. */
-void sim_conn_reply_raw(struct server *s, struct conn *c, int status, const char *ctype, const char *body, size_t len, bool keep_alive);
+void sim_conn_reply_raw(struct server *s, struct conn *c, int status, const char *ctype,
+                        const char *body, size_t len, bool keep_alive);
 
 /* Replies with a JSON document and steals it. */
-void sim_conn_reply_json(struct server *s, struct conn *c, int status, json_t *doc, bool keep_alive);
+void sim_conn_reply_json(struct server *s, struct conn *c, int status, json_t *doc,
+                         bool keep_alive);
 
 /* OpenAI-style error body: {"error": {message, type, param, code}}. */
-void sim_conn_reply_error(struct server *s, struct conn *c, int status, const char *msg, bool keep_alive);
+void sim_conn_reply_error(struct server *s, struct conn *c, int status, const char *msg,
+                          bool keep_alive);
 
 /* Reads what the socket has (up to SIM_IN_CAP buffered) and serves the
  * complete requests; kills the connection on EOF, error or abuse. */

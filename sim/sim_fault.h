@@ -34,22 +34,21 @@
 #define SIM_FAULT_SPEC_CAP 512
 
 struct sim_fault {
-  int status;              /* 0: none */
-  int64_t cut_after;       /* -1: none */
-  int64_t stall_after;     /* -1: none */
+  int status;          /* 0: none */
+  int64_t cut_after;   /* -1: none */
+  int64_t stall_after; /* -1: none */
   double stall_ms;
   int64_t malformed_after; /* -1: none */
   int64_t error_after;     /* -1: none; else an in-band error event, then the end */
   double first_byte_ms;    /* 0: none */
   bool no_usage;
-  double refuse_ms;        /* 0: none */
+  double refuse_ms; /* 0: none */
 };
 
 /* A spec with no fault. */
 void sim_fault_init(struct sim_fault *f);
 /* Parses spec over *f (items set in spec replace those in *f).  false with a
  * message in err on a syntax error; *f is then unspecified. */
-bool sim_fault_parse(struct sim_fault *f, const char *spec, char *err, size_t errlen)
-  TB_MUST_CHECK;
+bool sim_fault_parse(struct sim_fault *f, const char *spec, char *err, size_t errlen) TB_MUST_CHECK;
 
 #endif

@@ -35,15 +35,21 @@ static const char llama_params[] =
 /* ------------------------------------------------------------------ */
 /* the table */
 
-#define VLLM(n, r, v, rsn)                                                                  \
-  { .name = n, .family = SIM_FLAVOUR_VLLM, .rev = r, .version = v, .reasoning = rsn,       \
-    .cont_usage = true, .role_chunk = true }
-#define SGLANG(n, r, v, cont)                                                               \
-  { .name = n, .family = SIM_FLAVOUR_SGLANG, .rev = r, .version = v,                       \
-    .reasoning = "reasoning_content", .cont_usage = cont, .role_chunk = true }
-#define TGI(n, r, v)                                                                        \
-  { .name = n, .family = SIM_FLAVOUR_TGI, .rev = r, .version = v,                          \
-    .reasoning = "reasoning_content", .data_nospace = true }
+#define VLLM(n, r, v, rsn)                                                           \
+  {                                                                                  \
+    .name = n, .family = SIM_FLAVOUR_VLLM, .rev = r, .version = v, .reasoning = rsn, \
+    .cont_usage = true, .role_chunk = true                                           \
+  }
+#define SGLANG(n, r, v, cont)                                                \
+  {                                                                          \
+    .name = n, .family = SIM_FLAVOUR_SGLANG, .rev = r, .version = v,         \
+    .reasoning = "reasoning_content", .cont_usage = cont, .role_chunk = true \
+  }
+#define TGI(n, r, v)                                              \
+  {                                                               \
+    .name = n, .family = SIM_FLAVOUR_TGI, .rev = r, .version = v, \
+    .reasoning = "reasoning_content", .data_nospace = true        \
+  }
 
 static const struct sim_dialect dialects[] = {
   VLLM("vllm-0.7", 7, "0.7.3", "reasoning_content"),
@@ -54,18 +60,34 @@ static const struct sim_dialect dialects[] = {
   SGLANG("sglang-0.3", 3, NULL, false),
   SGLANG("sglang-0.4", 4, "0.4.6.post5", true),
   SGLANG("sglang-0.5", 5, "0.5.4.post1", true),
-  { .name = "llamacpp-b6915", .family = SIM_FLAVOUR_LLAMACPP, .rev = 6915,
-    .version = "b6915-2a2bd1f0", .reasoning = "reasoning_content", .role_chunk = true,
+  { .name = "llamacpp-b6915",
+    .family = SIM_FLAVOUR_LLAMACPP,
+    .rev = 6915,
+    .version = "b6915-2a2bd1f0",
+    .reasoning = "reasoning_content",
+    .role_chunk = true,
     .finish_chunk = true },
-  { .name = "llamacpp-b11669", .family = SIM_FLAVOUR_LLAMACPP, .rev = SIM_LLAMA_B11669,
-    .version = "b11669-Debian", .reasoning = "reasoning_content", .role_chunk = true,
+  { .name = "llamacpp-b11669",
+    .family = SIM_FLAVOUR_LLAMACPP,
+    .rev = SIM_LLAMA_B11669,
+    .version = "b11669-Debian",
+    .reasoning = "reasoning_content",
+    .role_chunk = true,
     .finish_chunk = true },
   TGI("tgi-2.2", 22, "2.2.0"),
   TGI("tgi-3.3", 33, "3.3.6"),
-  { .name = "gateway", .family = SIM_FLAVOUR_GATEWAY, .reasoning = "reasoning_content",
-    .crlf = true, .pings = true, .role_chunk = true, .finish_chunk = true },
-  { .name = "openai", .family = SIM_FLAVOUR_OPENAI, .reasoning = "reasoning_content",
-    .cont_usage = true, .role_chunk = true },
+  { .name = "gateway",
+    .family = SIM_FLAVOUR_GATEWAY,
+    .reasoning = "reasoning_content",
+    .crlf = true,
+    .pings = true,
+    .role_chunk = true,
+    .finish_chunk = true },
+  { .name = "openai",
+    .family = SIM_FLAVOUR_OPENAI,
+    .reasoning = "reasoning_content",
+    .cont_usage = true,
+    .role_chunk = true },
 };
 
 /* Names kept from before the versioned flavours; vllm and sglang report the
@@ -133,8 +155,9 @@ llama_card(const struct server *s, json_t *m)
   json_object_set_new(meta, "ftype", json_string(LLAMA_FTYPE));
   json_object_set_new(m, "aliases", json_pack("[s]", s->p->model));
   json_object_set_new(m, "tags", json_array());
-  json_object_set_new(m, "architecture", json_pack("{s:[s], s:[s]}", "input_modalities", "text",
-                                                   "output_modalities", "text"));
+  json_object_set_new(
+    m, "architecture",
+    json_pack("{s:[s], s:[s]}", "input_modalities", "text", "output_modalities", "text"));
 }
 
 json_t *
@@ -144,14 +167,14 @@ sim_flavour_models(const struct server *s)
   if (!llama_new(s))
     return doc;
   /* b11669 lists its model a second time, as ollama's /api/tags does */
-  json_object_set_new(
-    doc, "models",
-    json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[s], s:[s], s:s, "
-              "s:{s:s, s:s, s:s, s:[s], s:s, s:s}}]",
-              "name", s->p->model, "model", s->p->model, "modified_at", "", "size", "",
-              "digest", "", "type", "model", "description", "", "tags", "", "capabilities",
-              "completion", "parameters", "", "details", "parent_model", "", "format", "gguf",
-              "family", "", "families", "", "parameter_size", "", "quantization_level", ""));
+  json_object_set_new(doc, "models",
+                      json_pack("[{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:[s], s:[s], s:s, "
+                                "s:{s:s, s:s, s:s, s:[s], s:s, s:s}}]",
+                                "name", s->p->model, "model", s->p->model, "modified_at", "",
+                                "size", "", "digest", "", "type", "model", "description", "",
+                                "tags", "", "capabilities", "completion", "parameters", "",
+                                "details", "parent_model", "", "format", "gguf", "family", "",
+                                "families", "", "parameter_size", "", "quantization_level", ""));
   return doc;
 }
 
@@ -165,23 +188,22 @@ sim_flavour_model_card(const struct server *s)
                       : d->family == SIM_FLAVOUR_LLAMACPP ? "llamacpp"
                       : d->family == SIM_FLAVOUR_TGI      ? s->p->model
                                                           : "system";
-  json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", s->p->model, "object", "model",
-                        "created", now, "owned_by", owner);
+  json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", s->p->model, "object", "model", "created",
+                        now, "owned_by", owner);
   switch (d->family) {
   case SIM_FLAVOUR_VLLM:
     json_object_set_new(m, "root", json_string(s->p->model_root));
     json_object_set_new(m, "parent", json_null());
     json_object_set_new(m, "max_model_len", json_integer(s->p->max_model_len));
-    json_object_set_new(m, "permission",
-                        d->rev == 7 ? json_pack("[{s:s, s:s, s:I, s:b, s:b, s:b, s:b, s:b, s:b, "
-                                                "s:s, s:n, s:b}]",
-                                                "id", "modelperm-sim", "object",
-                                                "model_permission", "created", now,
-                                                "allow_create_engine", 0, "allow_sampling", 1,
-                                                "allow_logprobs", 1, "allow_search_indices", 0,
-                                                "allow_view", 1, "allow_fine_tuning", 0,
-                                                "organization", "*", "group", "is_blocking", 0)
-                                    : json_array());
+    json_object_set_new(
+      m, "permission",
+      d->rev == 7 ? json_pack("[{s:s, s:s, s:I, s:b, s:b, s:b, s:b, s:b, s:b, "
+                              "s:s, s:n, s:b}]",
+                              "id", "modelperm-sim", "object", "model_permission", "created", now,
+                              "allow_create_engine", 0, "allow_sampling", 1, "allow_logprobs", 1,
+                              "allow_search_indices", 0, "allow_view", 1, "allow_fine_tuning", 0,
+                              "organization", "*", "group", "is_blocking", 0)
+                  : json_array());
     break;
   case SIM_FLAVOUR_SGLANG:
     json_object_set_new(m, "root", json_string(s->p->model_root));
@@ -190,16 +212,15 @@ sim_flavour_model_card(const struct server *s)
     break;
   case SIM_FLAVOUR_LLAMACPP:
     /* b6915: the training context only; a slot's context is /props' n_ctx */
-    json_object_set_new(m, "meta", json_pack("{s:i, s:i, s:I, s:i, s:I, s:I}", "vocab_type", 2,
-                                             "n_vocab", 101000, "n_ctx_train",
-                                             (json_int_t)s->p->max_model_len * 4, "n_embd",
-                                             4096, "n_params", (json_int_t)8190735360LL,
-                                             "size", (json_int_t)5027783488LL));
+    json_object_set_new(m, "meta",
+                        json_pack("{s:i, s:i, s:I, s:i, s:I, s:I}", "vocab_type", 2, "n_vocab",
+                                  101000, "n_ctx_train", (json_int_t)s->p->max_model_len * 4,
+                                  "n_embd", 4096, "n_params", (json_int_t)8190735360LL, "size",
+                                  (json_int_t)5027783488LL));
     if (d->rev >= SIM_LLAMA_B11669)
       llama_card(s, m);
     break;
-  default:
-    break;
+  default: break;
   }
   return m;
 }
@@ -260,15 +281,17 @@ vllm_cache_config(const struct server *s, struct conn *o)
   family(o, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
   switch (rev(s)) {
   case 7: /* V0: no engine or model_name label */
-    sim_conn_out_printf(o,
-                        "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
-                        "calculate_kv_scales=\"False\",cpu_offload_gb=\"0\","
-                        "enable_prefix_caching=\"False\",gpu_memory_utilization=\"0.9\","
-                        "is_attention_free=\"False\",num_cpu_blocks=\"2048\",num_gpu_blocks=\"%"
-                        PRId64 "\",num_gpu_blocks_override=\"None\",sliding_window=\"None\","
-                        "swap_space_bytes=\"4294967296\"} 1.0\n", bs, blocks);
+    sim_conn_out_printf(
+      o,
+      "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
+      "calculate_kv_scales=\"False\",cpu_offload_gb=\"0\","
+      "enable_prefix_caching=\"False\",gpu_memory_utilization=\"0.9\","
+      "is_attention_free=\"False\",num_cpu_blocks=\"2048\",num_gpu_blocks=\"%" PRId64
+      "\",num_gpu_blocks_override=\"None\",sliding_window=\"None\","
+      "swap_space_bytes=\"4294967296\"} 1.0\n",
+      bs, blocks);
     break;
-  case 8:  /* written before the blocks are known: "None" */
+  case 8: /* written before the blocks are known: "None" */
   case 10: {
     char nb[32];
     if (rev(s) == 8)
@@ -297,7 +320,8 @@ vllm_cache_config(const struct server *s, struct conn *o)
                         "num_cpu_blocks=\"None\",num_gpu_blocks=\"%" PRId64 "\","
                         "num_gpu_blocks_override=\"None\",prefix_caching_hash_algo=\"sha256\","
                         "sliding_window=\"None\",swap_space=\"4\","
-                        "swap_space_bytes=\"4294967296\"} 1.0\n", bs, blocks);
+                        "swap_space_bytes=\"4294967296\"} 1.0\n",
+                        bs, blocks);
     break;
   default: /* 2026: block_size is the smallest over the KV-cache groups (here
             * 8 of them), so blocks x block_size is 8 times below the tokens */
@@ -308,8 +332,8 @@ vllm_cache_config(const struct server *s, struct conn *o)
                         "kv_cache_memory_bytes=\"None\",kv_cache_size_tokens=\"%" PRId64 "\","
                         "num_cpu_blocks=\"None\",num_gpu_blocks=\"%" PRId64 "\","
                         "num_gpu_blocks_override=\"None\",sliding_window=\"None\"} 1.0\n",
-                        bs, (double)s->p->kv_budget / (double)s->p->max_model_len,
-                        s->p->kv_budget, blocks / 8);
+                        bs, (double)s->p->kv_budget / (double)s->p->max_model_len, s->p->kv_budget,
+                        blocks / 8);
     break;
   }
 }
@@ -387,12 +411,13 @@ vllm_metrics(const struct server *s, struct conn *o)
   if (r == 7) { /* V0: a hit-rate gauge instead of the token counters */
     family(o, "vllm:gpu_prefix_cache_hit_rate", "gauge", "GPU prefix cache block hit rate.");
     sim_conn_out_printf(o, "vllm:gpu_prefix_cache_hit_rate{%s} %.6f\n", lab,
-                        s->st.prefix_query_tokens ? (double)s->st.prefix_hit_tokens /
-                                                      (double)s->st.prefix_query_tokens
-                                                  : 0.0);
+                        s->st.prefix_query_tokens
+                          ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
+                          : 0.0);
   }
   /* admission reserves a request's whole KV need: nothing is ever preempted */
-  family(o, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
+  family(o, "vllm:num_preemptions_total", "counter",
+         "Cumulative number of preemption from the engine.");
   sim_conn_out_printf(o, "vllm:num_preemptions_total{%s} 0.0\n", lab);
   if (r != 7)
     vllm_cache_config(s, o);
@@ -448,7 +473,8 @@ sglang_metrics(const struct server *s, struct conn *o)
       if (r == 5)
         snprintf(lab, sizeof(lab),
                  "dp_rank=\"%d\",engine_type=\"unified\",model_name=%s,pp_rank=\"0\","
-                 "tp_rank=\"0\"", k, s->model_json);
+                 "tp_rank=\"0\"",
+                 k, s->model_json);
       else
         snprintf(lab, sizeof(lab), "model_name=%s", s->model_json);
       double v;
@@ -485,10 +511,8 @@ llamacpp_metrics(const struct server *s, struct conn *o)
   family(o, "llamacpp:prompt_seconds_total", "counter", "Prompt process time");
   sim_conn_out_printf(o, "llamacpp:prompt_seconds_total %.3f\n",
                       (double)s->st.prompt_tokens / 20000.0);
-  family(o, "llamacpp:tokens_predicted_total", "counter",
-         "Number of generation tokens processed.");
-  sim_conn_out_printf(o, "llamacpp:tokens_predicted_total %" PRIu64 "\n",
-                      s->st.tokens_generated);
+  family(o, "llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.");
+  sim_conn_out_printf(o, "llamacpp:tokens_predicted_total %" PRIu64 "\n", s->st.tokens_generated);
   family(o, "llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls");
   sim_conn_out_printf(o, "llamacpp:n_decode_total %" PRIu64 "\n", s->st.steps);
   family(o, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.");
@@ -531,11 +555,12 @@ llamacpp_b11669_metrics(const struct server *s, struct conn *o)
       l->predicted_ms / 1e3 },
     { "n_decode_total", "counter",
       "Total number of llama_decode() calls, excluding speculative decoding and multimodal "
-      "decoding", (double)l->decodes },
+      "decoding",
+      (double)l->decodes },
     { "n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)",
       (double)ntok },
-    { "spec_decode_num_draft_tokens_total", "counter",
-      "Speculative: Total draft tokens generated", 0 },
+    { "spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated",
+      0 },
     { "spec_decode_num_accepted_tokens_total", "counter",
       "Speculative: Total draft tokens accepted by the target model", 0 },
     { "spec_decode_num_drafts_total", "counter",
@@ -583,7 +608,8 @@ gateway_metrics(const struct server *s, struct conn *o)
   family(o, "http_requests_total", "counter", "Total HTTP requests.");
   sim_conn_out_printf(o,
                       "http_requests_total{code=\"200\",method=\"post\","
-                      "route=\"/v1/chat/completions\"} %" PRIu64 "\n", s->st.requests);
+                      "route=\"/v1/chat/completions\"} %" PRIu64 "\n",
+                      s->st.requests);
   family(o, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
   sim_conn_out_printf(o, "process_resident_memory_bytes 8.1e+07\n");
   family(o, "upstream_inflight_requests", "gauge", "Requests in flight to upstreams.");
@@ -600,23 +626,16 @@ sim_flavour_metrics(const struct server *s, struct conn *o)
     return true;
   }
   switch (s->cfg->flavour) {
-  case SIM_FLAVOUR_VLLM:
-    vllm_metrics(s, o);
-    return true;
-  case SIM_FLAVOUR_SGLANG:
-    sglang_metrics(s, o);
-    return true;
+  case SIM_FLAVOUR_VLLM: vllm_metrics(s, o); return true;
+  case SIM_FLAVOUR_SGLANG: sglang_metrics(s, o); return true;
   case SIM_FLAVOUR_LLAMACPP:
     if (rev(s) >= SIM_LLAMA_B11669)
       llamacpp_b11669_metrics(s, o);
     else
       llamacpp_metrics(s, o);
     return true;
-  case SIM_FLAVOUR_TGI:
-    tgi_metrics(s, o);
-    return true;
-  default:
-    return false;
+  case SIM_FLAVOUR_TGI: tgi_metrics(s, o); return true;
+  default: return false;
   }
 }
 
@@ -627,9 +646,9 @@ sim_flavour_server_info(const struct server *s)
 {
   int dp = rev(s) == 5 ? sim_flavour_dp(s) : 1;
   json_int_t tp = (json_int_t)json_integer_value(json_object_get(s->p->engine, "gpu_count"));
-  json_t *doc = json_pack("{s:s, s:s, s:n, s:I, s:i}", "model_path", s->p->model_root,
-                          "tokenizer_path", s->p->model_root, "context_length", "tp_size",
-                          tp > 0 ? tp : 1, "dp_size", dp);
+  json_t *doc =
+    json_pack("{s:s, s:s, s:n, s:I, s:i}", "model_path", s->p->model_root, "tokenizer_path",
+              s->p->model_root, "context_length", "tp_size", tp > 0 ? tp : 1, "dp_size", dp);
   json_t *states = json_array();
   if (rev(s) == 5) {
     /* the top-level argument is null (not given); the effective limit is per
@@ -641,21 +660,21 @@ sim_flavour_server_info(const struct server *s)
     json_object_set_new(doc, "enable_dp_attention", json_false());
     for (int k = 0; k < dp; k++)
       json_array_append_new(
-        states, json_pack("{s:s, s:n, s:s, s:i, s:f, s:{s:f, s:f, s:I, s:i}, s:I}",
-                          "model_path", s->p->model_root, "context_length", "attention_backend",
-                          "fa3", "chunked_prefill_size", 8192, "last_gen_throughput",
-                          gen_throughput(s) / dp, "memory_usage", "weight", 0.98, "kvcache",
-                          0.23, "token_capacity", (json_int_t)s->p->kv_budget, "graph", 0,
-                          "effective_max_running_requests_per_dp",
-                          (json_int_t)(s->p->max_running / dp)));
+        states,
+        json_pack("{s:s, s:n, s:s, s:i, s:f, s:{s:f, s:f, s:I, s:i}, s:I}", "model_path",
+                  s->p->model_root, "context_length", "attention_backend", "fa3",
+                  "chunked_prefill_size", 8192, "last_gen_throughput", gen_throughput(s) / dp,
+                  "memory_usage", "weight", 0.98, "kvcache", 0.23, "token_capacity",
+                  (json_int_t)s->p->kv_budget, "graph", 0, "effective_max_running_requests_per_dp",
+                  (json_int_t)(s->p->max_running / dp)));
   } else {
     json_object_set_new(doc, "dtype", json_string("auto"));
     json_object_set_new(doc, "max_running_requests", json_integer(s->p->max_running));
     json_object_set_new(doc, "max_total_num_tokens_override", json_null());
     json_object_set_new(doc, "schedule_policy", json_string("fcfs"));
-    json_array_append_new(states, json_pack("{s:s, s:i, s:f}", "attention_backend",
-                                            "flashinfer", "chunked_prefill_size", 8192,
-                                            "last_gen_throughput", gen_throughput(s)));
+    json_array_append_new(states, json_pack("{s:s, s:i, s:f}", "attention_backend", "flashinfer",
+                                            "chunked_prefill_size", 8192, "last_gen_throughput",
+                                            gen_throughput(s)));
   }
   json_object_set_new(doc, "chunked_prefill_size", json_integer(8192));
   json_object_set_new(doc, "enable_metrics", json_true());
@@ -672,27 +691,25 @@ sim_flavour_server_info(const struct server *s)
 static json_t *
 llama_props(const struct server *s)
 {
-  json_t *caps = json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}",
-                           "supports_object_arguments", 0, "supports_parallel_tool_calls", 0,
-                           "supports_preserve_reasoning", 0, "supports_reasoning_effort", 0,
-                           "supports_string_content", 1, "supports_system_role", 1,
-                           "supports_tool_calls", 0, "supports_tools", 0,
-                           "supports_typed_content", 0);
+  json_t *caps =
+    json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b}", "supports_object_arguments", 0,
+              "supports_parallel_tool_calls", 0, "supports_preserve_reasoning", 0,
+              "supports_reasoning_effort", 0, "supports_string_content", 1, "supports_system_role",
+              1, "supports_tool_calls", 0, "supports_tools", 0, "supports_typed_content", 0);
   return json_pack(
     "{s:{s:o, s:I}, s:I, s:s, s:s, s:s, s:{s:b, s:b, s:b}, s:s, s:b, s:b, s:b, s:b, s:{}, "
     "s:s, s:o, s:s, s:s, s:s, s:b, s:b}",
     "default_generation_settings", "params", json_loads(llama_params, 0, NULL), "n_ctx",
-    (json_int_t)s->p->max_model_len, "total_slots", (json_int_t)s->p->max_running,
-    "model_alias", s->p->model, "model_ftype", LLAMA_FTYPE, "model_path", s->p->model_root,
-    "modalities", "vision", 0, "video", 0, "audio", 0, "media_marker", "<__media__>",
-    "endpoint_slots", 1, "endpoint_props", 0, "endpoint_metrics",
-    s->cfg->metrics != SIM_METRICS_NONE, "ui", 1, "ui_settings", "chat_template",
+    (json_int_t)s->p->max_model_len, "total_slots", (json_int_t)s->p->max_running, "model_alias",
+    s->p->model, "model_ftype", LLAMA_FTYPE, "model_path", s->p->model_root, "modalities", "vision",
+    0, "video", 0, "audio", 0, "media_marker", "<__media__>", "endpoint_slots", 1, "endpoint_props",
+    0, "endpoint_metrics", s->cfg->metrics != SIM_METRICS_NONE, "ui", 1, "ui_settings",
+    "chat_template",
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\\n' }}{% endif %}",
     "chat_template_caps", caps, "bos_token", SIM_TOK_BOS_TEXT, "eos_token", "<|im_end|>",
-    "build_info", s->version ? s->version : "unknown", "is_sleeping", 0, "cors_proxy_enabled",
-    0);
+    "build_info", s->version ? s->version : "unknown", "is_sleeping", 0, "cors_proxy_enabled", 0);
 }
 
 json_t *
@@ -732,27 +749,25 @@ sim_flavour_props(const struct server *s)
   if (rev(s) >= SIM_LLAMA_B11669)
     return llama_props(s);
   /* n_ctx: the context of one slot; total_slots: requests served at once */
-  return json_pack("{s:{s:i, s:i, s:I, s:b, s:b, s:{s:i, s:f, s:i, s:f}}, s:I, s:s, s:s, "
-                   "s:{s:b, s:b}, s:s, s:s, s:s, s:s, s:b}",
-                   "default_generation_settings", "id", 0, "id_task", -1, "n_ctx",
-                   (json_int_t)s->p->max_model_len, "speculative", s->cfg->spec_k > 1,
-                   "is_processing", s->running > 0, "params", "n_predict", -1, "temperature",
-                   0.8, "top_k", 40, "top_p", 0.95, "total_slots",
-                   (json_int_t)s->p->max_running, "model_alias", s->p->model, "model_path",
-                   s->p->model_root, "modalities", "vision", 0, "audio", 0, "chat_template",
-                   "{{ messages }}", "bos_token", "<s>", "eos_token", "</s>", "build_info",
-                   s->version ? s->version : "unknown", "is_sleeping", 0);
+  return json_pack(
+    "{s:{s:i, s:i, s:I, s:b, s:b, s:{s:i, s:f, s:i, s:f}}, s:I, s:s, s:s, "
+    "s:{s:b, s:b}, s:s, s:s, s:s, s:s, s:b}",
+    "default_generation_settings", "id", 0, "id_task", -1, "n_ctx", (json_int_t)s->p->max_model_len,
+    "speculative", s->cfg->spec_k > 1, "is_processing", s->running > 0, "params", "n_predict", -1,
+    "temperature", 0.8, "top_k", 40, "top_p", 0.95, "total_slots", (json_int_t)s->p->max_running,
+    "model_alias", s->p->model, "model_path", s->p->model_root, "modalities", "vision", 0, "audio",
+    0, "chat_template", "{{ messages }}", "bos_token", "<s>", "eos_token", "</s>", "build_info",
+    s->version ? s->version : "unknown", "is_sleeping", 0);
 }
 
 json_t *
 sim_flavour_info(const struct server *s)
 {
-  json_t *in = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I}", "model_id", s->p->model,
-                         "model_sha", "e1945c40cd546c78e41f1151f4db032b271faeaa",
-                         "model_pipeline_tag", "text-generation", "max_concurrent_requests", 128,
-                         "max_best_of", 2, "max_stop_sequences", 4, "max_input_tokens",
-                         (json_int_t)(s->p->max_model_len - 1), "max_total_tokens",
-                         (json_int_t)s->p->max_model_len);
+  json_t *in = json_pack(
+    "{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I}", "model_id", s->p->model, "model_sha",
+    "e1945c40cd546c78e41f1151f4db032b271faeaa", "model_pipeline_tag", "text-generation",
+    "max_concurrent_requests", 128, "max_best_of", 2, "max_stop_sequences", 4, "max_input_tokens",
+    (json_int_t)(s->p->max_model_len - 1), "max_total_tokens", (json_int_t)s->p->max_model_len);
   if (rev(s) < 23) {
     /* before 2.3: the KV budget (max_batch_total_tokens) and the dtype */
     json_object_set_new(in, "model_dtype", json_string("torch.float16"));
@@ -767,8 +782,8 @@ sim_flavour_info(const struct server *s)
   json_object_set_new(in, "router", json_string("text-generation-router"));
   json_object_set_new(in, "version", json_string(s->version ? s->version : "unknown"));
   /* a release image names its commit; 3.3.6 here is a native build */
-  json_object_set_new(in, "sha", rev(s) < 23 ? json_string("db7e043ded45e14ed24188d5a963911c96049618")
-                                             : json_null());
+  json_object_set_new(
+    in, "sha", rev(s) < 23 ? json_string("db7e043ded45e14ed24188d5a963911c96049618") : json_null());
   json_object_set_new(in, "docker_label", rev(s) < 23 ? json_string("sha-db7e043") : json_null());
   return in;
 }

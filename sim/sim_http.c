@@ -199,8 +199,8 @@ sim_http_parse(const char *buf, size_t len, struct sim_http_req *req, int *statu
       copy_trim(req->fault, sizeof(req->fault), v, vlen);
     } else if (IS("x-tokbench-stamps")) {
       copy_trim(val, sizeof(val), v, vlen);
-      req->stamps = strcmp(val, "1") == 0 || strcasecmp(val, "true") == 0 ||
-                    strcasecmp(val, "yes") == 0;
+      req->stamps =
+        strcmp(val, "1") == 0 || strcasecmp(val, "true") == 0 || strcasecmp(val, "yes") == 0;
     } else if (IS("expect")) {
       copy_trim(val, sizeof(val), v, vlen);
       if (strcasecmp(val, "100-continue") != 0) {

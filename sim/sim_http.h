@@ -24,26 +24,35 @@
 #define SIM_HTTP_PATH_CAP 2048
 #define SIM_HTTP_VALUE_CAP 512
 
-enum sim_http_method { SIM_HTTP_OTHER = 0, SIM_HTTP_GET, SIM_HTTP_POST, SIM_HTTP_HEAD };
+enum sim_http_method {
+  SIM_HTTP_OTHER = 0,
+  SIM_HTTP_GET,
+  SIM_HTTP_POST,
+  SIM_HTTP_HEAD
+};
 
 struct sim_http_req {
   enum sim_http_method method;
-  char path[SIM_HTTP_PATH_CAP];   /* without the query, NUL-terminated */
-  char query[SIM_HTTP_PATH_CAP];  /* after '?', or "" */
-  int minor;                      /* HTTP/1.<minor> */
+  char path[SIM_HTTP_PATH_CAP];  /* without the query, NUL-terminated */
+  char query[SIM_HTTP_PATH_CAP]; /* after '?', or "" */
+  int minor;                     /* HTTP/1.<minor> */
   bool keep_alive;
   bool has_auth;
   char auth[SIM_HTTP_VALUE_CAP];  /* Authorization value, if has_auth */
   char fault[SIM_HTTP_VALUE_CAP]; /* X-Sim-Fault value, or "" */
   bool stamps;                    /* X-Tokbench-Stamps: 1 (or true, yes) */
-  bool expect_continue;            /* "Expect: 100-continue" was sent */
+  bool expect_continue;           /* "Expect: 100-continue" was sent */
   size_t head_len;                /* also set on NEED_MORE once the head is in */
   const char *body;               /* into the caller's buffer */
   size_t body_len;
-  size_t total_len;               /* head + body */
+  size_t total_len; /* head + body */
 };
 
-enum sim_http_result { SIM_HTTP_NEED_MORE = 0, SIM_HTTP_DONE = 1, SIM_HTTP_ERROR = -1 };
+enum sim_http_result {
+  SIM_HTTP_NEED_MORE = 0,
+  SIM_HTTP_DONE = 1,
+  SIM_HTTP_ERROR = -1
+};
 
 /* Parses buf[0..len).  DONE: *req is filled.  ERROR: *status holds the HTTP
  * status to answer (400, 411, 413, 431, 501, 505) and the connection must be

@@ -182,7 +182,8 @@ tag_run(const char *text, size_t len, const char **run, size_t *run_len)
       continue;
     const char *p = text + i + ol;
     size_t rest = len - i - ol;
-    const char *close = memchr(p, ']', rest < SIM_NOISE_TAG_CAP + 32 ? rest : SIM_NOISE_TAG_CAP + 32);
+    const char *close =
+      memchr(p, ']', rest < SIM_NOISE_TAG_CAP + 32 ? rest : SIM_NOISE_TAG_CAP + 32);
     if (close == NULL)
       return false;
     /* the run is what comes before the last "_CTX_" or "_CAL" */
@@ -245,11 +246,11 @@ sim_noise_request_body(struct sim_noise *n, const json_t *body)
   const json_t *msgs = json_object_get(body, "messages");
   size_t i, j;
   const json_t *m, *part;
-  json_array_foreach(msgs, i, m) {
+  json_array_foreach (msgs, i, m) {
     const json_t *content = json_object_get(m, "content");
     if (json_is_string(content) && request_text(n, content))
       return;
-    json_array_foreach(content, j, part) {
+    json_array_foreach (content, j, part) {
       if (request_text(n, json_object_get(part, "text")))
         return;
     }

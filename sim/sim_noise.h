@@ -45,25 +45,24 @@
 
 struct sim_noise {
   /* settings */
-  double drift, jitter;     /* relative, 0..1 */
+  double drift, jitter; /* relative, 0..1 */
   uint64_t seed;
-  double slowdown;          /* 0: none; else 0 < s < 1 */
-  int64_t slow_requests;    /* from this request on (1-based); 0: unused */
-  double slow_after_s;      /* from this time after start; < 0: unused */
+  double slowdown;       /* 0: none; else 0 < s < 1 */
+  int64_t slow_requests; /* from this request on (1-based); 0: unused */
+  double slow_after_s;   /* from this time after start; < 0: unused */
   /* state */
-  uint64_t rng;             /* jitter's generator */
-  double run_factor;        /* drift factor of the current run */
+  uint64_t rng;      /* jitter's generator */
+  double run_factor; /* drift factor of the current run */
   char run[SIM_NOISE_TAG_CAP];
-  int64_t requests;         /* generation requests seen */
-  int64_t start_ns;         /* sim_noise_start's clock */
+  int64_t requests; /* generation requests seen */
+  int64_t start_ns; /* sim_noise_start's clock */
   bool slow_on;
 };
 
 /* No noise, no slowdown, seed 1. */
 void sim_noise_init(struct sim_noise *n);
 /* "drift=2%,jitter=5%,seed=7" over *n.  false with a message in err. */
-bool sim_noise_parse(struct sim_noise *n, const char *spec, char *err, size_t errlen)
-    TB_MUST_CHECK;
+bool sim_noise_parse(struct sim_noise *n, const char *spec, char *err, size_t errlen) TB_MUST_CHECK;
 /* "5%", "5%@requests=100", "0.05@t=30" over *n.  false with a message. */
 bool sim_noise_parse_slowdown(struct sim_noise *n, const char *spec, char *err,
                               size_t errlen) TB_MUST_CHECK;

@@ -39,8 +39,9 @@ sim_power_parse_throttle(struct sim_throttle *t, const char *v, char *err, size_
   }
   return true;
 bad:
-  snprintf(err, errlen, "--throttle: MASK[@t=S] (a clock-event bitmask, not 0, e.g. 0x4; "
-                        "S seconds after start)");
+  snprintf(err, errlen,
+           "--throttle: MASK[@t=S] (a clock-event bitmask, not 0, e.g. 0x4; "
+           "S seconds after start)");
   return false;
 }
 
@@ -51,7 +52,8 @@ energy_j(const struct server *s, int64_t now)
   const struct sim_profile *p = s->p;
   double el = (double)(now - s->started_ns) / 1e9;
   uint64_t pre = s->st.prompt_tokens > s->st.prefix_hit_tokens
-                   ? s->st.prompt_tokens - s->st.prefix_hit_tokens : 0;
+                   ? s->st.prompt_tokens - s->st.prefix_hit_tokens
+                   : 0;
   return p->idle_w * p->gpus * el + p->j_decode * (double)s->st.tokens_generated +
          p->j_prefill * (double)pre;
 }
@@ -79,7 +81,8 @@ sim_power_metrics(struct server *s, int64_t now, size_t *len)
   const char *model = p->hardware[0] ? p->hardware : "Simulated GPU";
   size_t cap = 1024 + (size_t)p->gpus * 1400;
   char *out = tb_xmalloc(cap);
-  size_t at = (size_t)snprintf(out, cap,
+  size_t at = (size_t)snprintf(
+    out, cap,
     "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).\n"
     "# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n"
     "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n"

@@ -35,11 +35,11 @@ struct sim_profile;
 /* --throttle MASK[@t=S]: reasons (hex or decimal, not 0) from S seconds
  * after start (default 0). */
 struct sim_throttle {
-  uint64_t mask;    /* 0: none */
+  uint64_t mask; /* 0: none */
   double after_s;
 };
-bool sim_power_parse_throttle(struct sim_throttle *t, const char *v, char *err, size_t errlen)
-  TB_MUST_CHECK;
+bool sim_power_parse_throttle(struct sim_throttle *t, const char *v, char *err,
+                              size_t errlen) TB_MUST_CHECK;
 
 /* The telemetry text of s at now (new string, *len its length).  Updates
  * the gauge's state. */

@@ -23,12 +23,12 @@ static const char bad_prompt[] =
 /* Counts the prompt of a completions request: a string, an array of one
  * string, or an array of token ids; its ids go to *ids. */
 static int64_t
-completion_prompt(const json_t *prompt, uint64_t *hash, int32_t **ids, size_t *len,
-                  size_t *cap, const char **err)
+completion_prompt(const json_t *prompt, uint64_t *hash, int32_t **ids, size_t *len, size_t *cap,
+                  const char **err)
 {
   if (json_is_string(prompt))
-    return sim_tok_prompt(json_string_value(prompt), json_string_length(prompt), hash, ids,
-                          len, cap);
+    return sim_tok_prompt(json_string_value(prompt), json_string_length(prompt), hash, ids, len,
+                          cap);
   if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
       json_is_string(json_array_get(prompt, 0)))
     return completion_prompt(json_array_get(prompt, 0), hash, ids, len, cap, err);
@@ -36,7 +36,7 @@ completion_prompt(const json_t *prompt, uint64_t *hash, int32_t **ids, size_t *l
     uint64_t h = 1469598103934665603ull;
     size_t i;
     const json_t *v;
-    json_array_foreach(prompt, i, v) {
+    json_array_foreach (prompt, i, v) {
       if (!json_is_integer(v)) {
         *err = bad_prompt;
         return -1;
@@ -56,8 +56,8 @@ completion_prompt(const json_t *prompt, uint64_t *hash, int32_t **ids, size_t *l
 }
 
 void
-sim_prep_prompt(const json_t *body, bool chat, int64_t bs, int32_t **ids, size_t *len,
-                size_t *cap, struct sim_prompt *out)
+sim_prep_prompt(const json_t *body, bool chat, int64_t bs, int32_t **ids, size_t *len, size_t *cap,
+                struct sim_prompt *out)
 {
   memset(out, 0, sizeof(*out));
   *len = 0;

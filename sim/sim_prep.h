@@ -36,12 +36,12 @@
 
 /* A prompt as the scheduler needs it. */
 struct sim_prompt {
-  int64_t tokens;   /* -1: a bad prompt, err says why */
-  const char *err;  /* static message, when tokens < 0 */
-  uint64_t hash;    /* whole-prompt hash */
-  uint64_t *chain;  /* block chain (sim_cache_chain), owned; NULL if none */
+  int64_t tokens;  /* -1: a bad prompt, err says why */
+  const char *err; /* static message, when tokens < 0 */
+  uint64_t hash;   /* whole-prompt hash */
+  uint64_t *chain; /* block chain (sim_cache_chain), owned; NULL if none */
   size_t nchain;
-  int32_t *tail;    /* the ids after the last full block, owned; NULL if none */
+  int32_t *tail; /* the ids after the last full block, owned; NULL if none */
   size_t ntail;
 };
 
@@ -61,12 +61,12 @@ struct sim_prep_job {
   struct sim_http_req req; /* the request; req.body points into body */
   char *body;              /* owned copy */
   bool chat;
-  int64_t req_start;       /* the request's first byte (monotonic ns) */
-  int64_t bs;              /* block size */
+  int64_t req_start; /* the request's first byte (monotonic ns) */
+  int64_t bs;        /* block size */
   /* out: written by the worker */
-  json_t *doc;             /* the parsed body (owned), NULL: jerr */
-  char jerr[160];          /* jansson's message when doc is NULL */
-  struct sim_prompt pr;    /* valid when doc is a JSON object */
+  json_t *doc;          /* the parsed body (owned), NULL: jerr */
+  char jerr[160];       /* jansson's message when doc is NULL */
+  struct sim_prompt pr; /* valid when doc is a JSON object */
   struct sim_prep_job *next;
 };
 

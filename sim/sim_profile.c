@@ -42,12 +42,11 @@ get_int(const json_t *o, const char *key, int64_t *out, int64_t min)
 static int
 get_axis(const json_t *a, double *out)
 {
-  if (!json_is_array(a) || json_array_size(a) == 0 ||
-      json_array_size(a) > SIM_PROFILE_MAX_POINTS)
+  if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > SIM_PROFILE_MAX_POINTS)
     return -1;
   size_t i;
   const json_t *v;
-  json_array_foreach(a, i, v) {
+  json_array_foreach (a, i, v) {
     if (!json_is_number(v))
       return -1;
     out[i] = json_number_value(v);
@@ -272,23 +271,20 @@ sim_profile_expected(const struct sim_profile *p, int64_t ctx, int64_t conc, int
   bool len_ok = ctx + max_tokens <= p->max_model_len;
   bool kv_ok = conc * (ctx + max_tokens) <= p->kv_budget;
   bool run_ok = conc <= p->max_running;
-  const char *why = !len_ok ? "context + max_tokens > max_model_len"
-                  : !kv_ok  ? "concurrency x (context + max_tokens) > kv_budget_tokens"
-                  : !run_ok ? "concurrency > max_running_requests"
-                            : NULL;
-  json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:b, "
-                        "s:b, s:b, s:I, s:I, s:I}",
-                        "profile", p->name, "context", (json_int_t)ctx, "concurrency",
-                        (json_int_t)conc, "max_tokens", (json_int_t)max_tokens,
-                        "time_scale", scale, "tbt_ms", step, "step_ms", step,
-                        "total_tok_s", (double)conc * 1000.0 / step,
-                        "per_request_tok_s", 1000.0 / step, "prefill_ttft_ms", prefill,
-                        "prefill_tok_s", (double)ctx * 1000.0 / prefill, "fits",
-                        len_ok && kv_ok && run_ok, "fits_kv", kv_ok, "fits_running", run_ok,
-                        "fits_model_len", len_ok, "kv_budget_tokens",
-                        (json_int_t)p->kv_budget, "max_running_requests",
-                        (json_int_t)p->max_running, "max_model_len",
-                        (json_int_t)p->max_model_len);
+  const char *why = !len_ok   ? "context + max_tokens > max_model_len"
+                    : !kv_ok  ? "concurrency x (context + max_tokens) > kv_budget_tokens"
+                    : !run_ok ? "concurrency > max_running_requests"
+                              : NULL;
+  json_t *o =
+    json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:b, "
+              "s:b, s:b, s:I, s:I, s:I}",
+              "profile", p->name, "context", (json_int_t)ctx, "concurrency", (json_int_t)conc,
+              "max_tokens", (json_int_t)max_tokens, "time_scale", scale, "tbt_ms", step, "step_ms",
+              step, "total_tok_s", (double)conc * 1000.0 / step, "per_request_tok_s", 1000.0 / step,
+              "prefill_ttft_ms", prefill, "prefill_tok_s", (double)ctx * 1000.0 / prefill, "fits",
+              len_ok && kv_ok && run_ok, "fits_kv", kv_ok, "fits_running", run_ok, "fits_model_len",
+              len_ok, "kv_budget_tokens", (json_int_t)p->kv_budget, "max_running_requests",
+              (json_int_t)p->max_running, "max_model_len", (json_int_t)p->max_model_len);
   json_object_set_new(o, "cached_ttft_ms", json_real(cached));
   json_object_set_new(o, "reason", why ? json_string(why) : json_null());
   return o;

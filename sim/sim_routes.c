@@ -43,15 +43,12 @@ auth_needed(const struct server *s, const char *path)
   if (s->cfg->api_key == NULL || strncmp(path, "/sim/", 5) == 0)
     return false;
   switch (s->cfg->flavour) {
-  case SIM_FLAVOUR_VLLM:
-    return strncmp(path, "/v1/", 4) == 0;
+  case SIM_FLAVOUR_VLLM: return strncmp(path, "/v1/", 4) == 0;
   case SIM_FLAVOUR_SGLANG:
     return strcmp(path, "/health") != 0 && strcmp(path, "/health_generate") != 0;
   case SIM_FLAVOUR_LLAMACPP:
-  case SIM_FLAVOUR_TGI:
-    return strcmp(path, "/health") != 0;
-  default:
-    return true;
+  case SIM_FLAVOUR_TGI: return strcmp(path, "/health") != 0;
+  default: return true;
   }
 }
 
@@ -131,7 +128,8 @@ reply_exceed(struct server *s, struct conn *c, const struct sim_http_req *r, int
   char msg[200];
   snprintf(msg, sizeof(msg),
            "request (%" PRId64 " tokens) exceeds the available context size (%" PRId64
-           " tokens), try increasing it", prompt, s->p->max_model_len);
+           " tokens), try increasing it",
+           prompt, s->p->max_model_len);
   s->st.errors++;
   sim_conn_reply_json(s, c, 400,
                       json_pack("{s:{s:i, s:s, s:s, s:I, s:I}}", "error", "code", 400, "message",
@@ -175,8 +173,8 @@ output_budget(const struct server *s, const json_t *body, int64_t prompt, int64_
              "This model's maximum context length is %" PRId64 " tokens. However, you "
              "requested %" PRId64 " tokens (%" PRId64 " in the messages, %" PRId64
              " in the completion). Please reduce the length of the messages or completion.",
-             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok,
-             prompt, mtok);
+             s->p->max_model_len, mtok > INT64_MAX - prompt ? INT64_MAX : prompt + mtok, prompt,
+             mtok);
     return err;
   }
   return NULL;
@@ -185,8 +183,8 @@ output_budget(const struct server *s, const json_t *body, int64_t prompt, int64_
 /* Serves a generation request whose body (owned) and prompt (its chain
  * owned) are ready; req_start: its first byte. */
 static void
-generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat,
-         json_t *body, struct sim_prompt *pr, int64_t req_start)
+generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat, json_t *body,
+         struct sim_prompt *pr, int64_t req_start)
 {
   char err[400];
   const char *msg = NULL;
@@ -301,8 +299,7 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   s->id_counter++;
   g->task = s->id_counter;
   if (flav(s, SIM_FLAVOUR_SGLANG))
-    snprintf(g->id, sizeof(g->id), "%016" PRIx64 "%016" PRIx64, (uint64_t)getpid(),
-             s->id_counter);
+    snprintf(g->id, sizeof(g->id), "%016" PRIx64 "%016" PRIx64, (uint64_t)getpid(), s->id_counter);
   else
     snprintf(g->id, sizeof(g->id), "%s-%016" PRIx64 "%08" PRIx64, chat ? "chatcmpl" : "cmpl",
              s->id_counter, (uint64_t)getpid());
@@ -396,8 +393,7 @@ handle_tokenize(struct server *s, struct conn *c, const struct sim_http_req *r)
     prompt = json_object_get(body, "text");
   if (messages && !flav(s, SIM_FLAVOUR_SGLANG)) {
     const json_t *agp = json_object_get(body, "add_generation_prompt");
-    count = sim_tok_chat(messages, agp == NULL || json_is_true(agp), NULL, &ids, &len, &cap,
-                         &msg);
+    count = sim_tok_chat(messages, agp == NULL || json_is_true(agp), NULL, &ids, &len, &cap, &msg);
   } else if (json_is_string(prompt)) {
     const json_t *ast = json_object_get(body, "add_special_tokens");
     bool special = ast == NULL || json_is_true(ast);
@@ -470,8 +466,7 @@ handle_apply_template(struct server *s, struct conn *c, const struct sim_http_re
   const json_t *messages = json_object_get(body, "messages");
   const json_t *agp = json_object_get(body, "add_generation_prompt");
   const char *msg = "'messages' is required";
-  if (messages != NULL &&
-      sim_tok_chat(messages, true, NULL, NULL, NULL, NULL, &msg) >= 0) {
+  if (messages != NULL && sim_tok_chat(messages, true, NULL, NULL, NULL, NULL, &msg) >= 0) {
     char *text = sim_tok_render_chat(messages, agp == NULL || json_is_true(agp));
     sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "prompt", text), r->keep_alive);
     free(text);
@@ -509,8 +504,8 @@ handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
     sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
                        r->keep_alive);
   else
-    sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out,
-                       tmp.out_len, r->keep_alive);
+    sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
+                       r->keep_alive);
   free(tmp.out);
   sim_flavour_metrics_read(s);
 }
@@ -664,9 +659,10 @@ handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   char v[64];
   int64_t ctx = 0, conc = 1, mt = 4096;
-  if (!sim_http_query(r->query, "context", v, sizeof(v)) || !tb_parse_tokens(v, &ctx) ||
-      ctx < 1 || ctx > (1LL << 40)) {
-    sim_conn_reply_error(s, c, 400, "context=<tokens> is required (e.g. 8192 or 8K)", r->keep_alive);
+  if (!sim_http_query(r->query, "context", v, sizeof(v)) || !tb_parse_tokens(v, &ctx) || ctx < 1 ||
+      ctx > (1LL << 40)) {
+    sim_conn_reply_error(s, c, 400, "context=<tokens> is required (e.g. 8192 or 8K)",
+                         r->keep_alive);
     return;
   }
   if (sim_http_query(r->query, "concurrency", v, sizeof(v)) &&
@@ -674,8 +670,7 @@ handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
     sim_conn_reply_error(s, c, 400, "concurrency must be an integer >= 1", r->keep_alive);
     return;
   }
-  if (sim_http_query(r->query, "max_tokens", v, sizeof(v)) &&
-      !tb_parse_tokens(v, &mt)) {
+  if (sim_http_query(r->query, "max_tokens", v, sizeof(v)) && !tb_parse_tokens(v, &mt)) {
     sim_conn_reply_error(s, c, 400, "max_tokens must be a token count", r->keep_alive);
     return;
   }
@@ -688,15 +683,15 @@ handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
   }
   json_t *doc = sim_profile_expected(s->p, ctx, conc, mt, s->cfg->time_scale);
   /* the TTFT of a prompt whose first cached_tokens the prefix cache holds */
-  json_object_set_new(doc, "prefix_ttft_ms",
-                      json_real(sim_profile_prefix_ms(s->p, (double)conc, (double)ctx,
-                                                      (double)cached) /
-                                s->cfg->time_scale));
+  json_object_set_new(
+    doc, "prefix_ttft_ms",
+    json_real(sim_profile_prefix_ms(s->p, (double)conc, (double)ctx, (double)cached) /
+              s->cfg->time_scale));
   json_object_set_new(doc, "spec_k", json_integer(s->cfg->spec_k));
   sim_power_expected(s->p, doc);
-  json_object_set_new(doc, "chunk_interval_ms",
-                      json_real(json_number_value(json_object_get(doc, "tbt_ms")) *
-                                s->cfg->spec_k));
+  json_object_set_new(
+    doc, "chunk_interval_ms",
+    json_real(json_number_value(json_object_get(doc, "tbt_ms")) * s->cfg->spec_k));
   sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
 }
 
@@ -725,18 +720,17 @@ handle_stats(struct server *s, struct conn *c, const struct sim_http_req *r)
   json_t *doc = json_pack(
     "{s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
     "s:I, s:f}",
-    "requests", (json_int_t)s->st.requests, "tokens_generated",
-    (json_int_t)s->st.tokens_generated, "completed", (json_int_t)s->st.completed, "aborted",
-    (json_int_t)s->st.aborted, "tokens_sent", (json_int_t)s->st.tokens_sent, "active",
-    s->running, "running", s->running, "waiting", s->q_n, "batch", s->batch_n,
-    "prompt_tokens", (json_int_t)s->st.prompt_tokens, "cache_hits",
+    "requests", (json_int_t)s->st.requests, "tokens_generated", (json_int_t)s->st.tokens_generated,
+    "completed", (json_int_t)s->st.completed, "aborted", (json_int_t)s->st.aborted, "tokens_sent",
+    (json_int_t)s->st.tokens_sent, "active", s->running, "running", s->running, "waiting", s->q_n,
+    "batch", s->batch_n, "prompt_tokens", (json_int_t)s->st.prompt_tokens, "cache_hits",
     (json_int_t)s->st.cache_hits, "cache_misses", (json_int_t)s->st.cache_misses,
-    "kv_reserved_tokens", (json_int_t)s->kv_used, "kv_budget_tokens",
-    (json_int_t)s->p->kv_budget, "steps", (json_int_t)s->st.steps, "late_steps",
-    (json_int_t)s->st.late_steps, "errors", (json_int_t)s->st.errors, "connections",
-    (json_int_t)s->nconns, "connections_total", (json_int_t)s->st.conns_total,
-    "max_late_ms", (double)s->st.max_late_ns / 1e6);
-  json_object_set_new(doc, "cache_partial_hits", json_integer((json_int_t)s->st.cache_partial_hits));
+    "kv_reserved_tokens", (json_int_t)s->kv_used, "kv_budget_tokens", (json_int_t)s->p->kv_budget,
+    "steps", (json_int_t)s->st.steps, "late_steps", (json_int_t)s->st.late_steps, "errors",
+    (json_int_t)s->st.errors, "connections", (json_int_t)s->nconns, "connections_total",
+    (json_int_t)s->st.conns_total, "max_late_ms", (double)s->st.max_late_ns / 1e6);
+  json_object_set_new(doc, "cache_partial_hits",
+                      json_integer((json_int_t)s->st.cache_partial_hits));
   json_object_set_new(doc, "prefix_query_tokens",
                       json_integer((json_int_t)s->st.prefix_query_tokens));
   json_object_set_new(doc, "prefix_hit_tokens", json_integer((json_int_t)s->st.prefix_hit_tokens));
@@ -763,13 +757,12 @@ handle_requests(struct server *s, struct conn *c, const struct sim_http_req *r)
   for (uint64_t q = first; q < s->log_seq; q++) {
     const struct reqlog *e = &s->log[q % SIM_REQLOG];
     json_array_append_new(
-      list, json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "seq",
-                      (json_int_t)e->seq, "id", e->id, "arrival_ns", (json_int_t)e->arrival_ns,
-                      "admitted_ns", (json_int_t)e->admitted_ns, "first_token_ns",
-                      (json_int_t)e->first_token_ns, "end_ns", (json_int_t)e->end_ns,
-                      "prompt_tokens", (json_int_t)e->prompt, "cached_tokens",
-                      (json_int_t)e->cached_tokens, "output_tokens", (json_int_t)e->output,
-                      "end", e->end));
+      list, json_pack(
+              "{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "seq", (json_int_t)e->seq, "id",
+              e->id, "arrival_ns", (json_int_t)e->arrival_ns, "admitted_ns",
+              (json_int_t)e->admitted_ns, "first_token_ns", (json_int_t)e->first_token_ns, "end_ns",
+              (json_int_t)e->end_ns, "prompt_tokens", (json_int_t)e->prompt, "cached_tokens",
+              (json_int_t)e->cached_tokens, "output_tokens", (json_int_t)e->output, "end", e->end));
   }
   sim_conn_reply_json(s, c, 200,
                       json_pack("{s:I, s:o}", "next", (json_int_t)s->log_seq, "requests", list),
@@ -787,8 +780,7 @@ static void
 handle_health(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   if (flav(s, SIM_FLAVOUR_LLAMACPP))
-    sim_conn_reply_raw(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15,
-                       r->keep_alive);
+    sim_conn_reply_raw(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15, r->keep_alive);
   else
     sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
 }
@@ -817,7 +809,13 @@ handle_completions(struct server *s, struct conn *c, const struct sim_http_req *
 /* Families (enum sim_flavour) as bits (SGLang 0.3 had no server info: see
  * sim_routes_dispatch). */
 enum {
-  F_V = 1, F_S = 2, F_O = 4, F_L = 8, F_T = 16, F_G = 32, F_ALL = 63,
+  F_V = 1,
+  F_S = 2,
+  F_O = 4,
+  F_L = 8,
+  F_T = 16,
+  F_G = 32,
+  F_ALL = 63,
 };
 
 struct route {
@@ -831,7 +829,7 @@ static const struct route routes[] = {
   { SIM_HTTP_POST, "/v1/chat/completions", F_ALL, handle_chat },
   { SIM_HTTP_POST, "/v1/completions", F_ALL, handle_completions },
   { SIM_HTTP_GET, "/v1/models", F_ALL, handle_models },
-  { SIM_HTTP_GET, "/models", F_L, handle_models },  /* b11669 (llama_only) */
+  { SIM_HTTP_GET, "/models", F_L, handle_models }, /* b11669 (llama_only) */
   { SIM_HTTP_GET, "/health", F_ALL, handle_health },
   { SIM_HTTP_GET, "/v1/health", F_L, handle_health }, /* b11669 (llama_only) */
   { SIM_HTTP_GET, "/health_generate", F_S, handle_health },
@@ -872,9 +870,9 @@ static bool
 llama_only(const char *path)
 {
   static const char *const paths[] = {
-    "/slots", "/models", "/v1/health", "/lora-adapters", "/tokenize", "/apply-template",
-    "/infill", "/embedding",
-    "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank",
+    "/slots",          "/models",    "/v1/health", "/lora-adapters", "/tokenize",
+    "/apply-template", "/infill",    "/embedding", "/embeddings",    "/v1/embeddings",
+    "/rerank",         "/reranking", "/v1/rerank",
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(paths); i++)
     if (strcmp(path, paths[i]) == 0)
@@ -886,8 +884,8 @@ void
 sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   static const int bits[] = {
-    [SIM_FLAVOUR_VLLM] = F_V, [SIM_FLAVOUR_SGLANG] = F_S, [SIM_FLAVOUR_OPENAI] = F_O,
-    [SIM_FLAVOUR_LLAMACPP] = F_L, [SIM_FLAVOUR_TGI] = F_T, [SIM_FLAVOUR_GATEWAY] = F_G,
+    [SIM_FLAVOUR_VLLM] = F_V,     [SIM_FLAVOUR_SGLANG] = F_S, [SIM_FLAVOUR_OPENAI] = F_O,
+    [SIM_FLAVOUR_LLAMACPP] = F_L, [SIM_FLAVOUR_TGI] = F_T,    [SIM_FLAVOUR_GATEWAY] = F_G,
   };
   int fbit = bits[s->cfg->flavour];
   bool path_known = false;
@@ -932,5 +930,6 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
     sim_conn_reply_raw(s, c, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
                        r->keep_alive);
   else
-    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22, r->keep_alive);
+    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                       r->keep_alive);
 }

@@ -235,7 +235,8 @@ grp_join(struct server *s, struct gen *g, int64_t now)
   }
   g->grp_i = s->grp_n;
   s->grp[s->grp_n++] = g;
-  int64_t due = s->grp_start + ms_to_ns(s, sim_profile_cached_ms(s->p, s->running, (double)g->prompt));
+  int64_t due =
+    s->grp_start + ms_to_ns(s, sim_profile_cached_ms(s->p, s->running, (double)g->prompt));
   if (due > s->grp_due) {
     s->grp_due = due;
     for (int i = 0; i < s->grp_n; i++) {
@@ -272,13 +273,17 @@ log_request(struct server *s, const struct gen *g)
   if (g->t_arrival == 0)
     return; /* refused before it was a request */
   struct reqlog *e = &s->log[s->log_seq % SIM_REQLOG];
-  *e = (struct reqlog){ .seq = s->log_seq++, .arrival_ns = g->t_arrival,
-                        .admitted_ns = g->t_admit, .first_token_ns = g->t_first,
-                        .end_ns = now_ns(), .prompt = g->prompt,
-                        .cached_tokens = g->cached_tokens, .output = g->out,
-                        .end = g->completed ? "completed"
+  *e = (struct reqlog){ .seq = s->log_seq++,
+                        .arrival_ns = g->t_arrival,
+                        .admitted_ns = g->t_admit,
+                        .first_token_ns = g->t_first,
+                        .end_ns = now_ns(),
+                        .prompt = g->prompt,
+                        .cached_tokens = g->cached_tokens,
+                        .output = g->out,
+                        .end = g->completed                      ? "completed"
                                : strcmp(g->finish, "abort") == 0 ? "aborted"
-                                                                : "disconnected" };
+                                                                 : "disconnected" };
   snprintf(e->id, sizeof(e->id), "%s", g->id);
 }
 
@@ -375,8 +380,8 @@ gen_finish(struct server *s, struct gen *g)
       sim_stream_usage_json(u, sizeof(u), g, true);
       n += snprintf(b + n, cap - (size_t)n, "[],\"usage\":%s", u);
       if (llama_new(s)) { /* b11669: the usage chunk carries the timings */
-        n += snprintf(b + n, cap - (size_t)n, ",\"system_fingerprint\":\"%s\",\"timings\":",
-                      s->version ? s->version : "");
+        n += snprintf(b + n, cap - (size_t)n,
+                      ",\"system_fingerprint\":\"%s\",\"timings\":", s->version ? s->version : "");
         n += sim_stream_timings_json(s, g, b + n, cap - (size_t)n);
       }
       n += snprintf(b + n, cap - (size_t)n, "}");
@@ -454,8 +459,7 @@ after_tokens(struct server *s, struct gen *g, int64_t now)
     sim_conn_kill(s, g->c);
     return false;
   }
-  if (g->f.stall_after >= 0 && !g->stall_done && g->out >= g->f.stall_after &&
-      g->out < g->limit) {
+  if (g->f.stall_after >= 0 && !g->stall_done && g->out >= g->f.stall_after && g->out < g->limit) {
     g->stall_done = true;
     batch_remove(s, g);
     g->st = G_STALL;
@@ -532,8 +536,8 @@ start_prefill(struct server *s, struct gen *g, int64_t now)
     g->cached_tokens = blocks < most ? blocks : most;
     if (g->cached_tokens > 0)
       s->st.cache_partial_hits++;
-    double ms = sim_profile_prefix_ms(s->p, s->running, (double)g->prompt,
-                                      (double)g->cached_tokens);
+    double ms =
+      sim_profile_prefix_ms(s->p, s->running, (double)g->prompt, (double)g->cached_tokens);
     int64_t start = s->lane_free > now ? s->lane_free : now;
     due = start + ms_to_ns(s, ms);
     s->lane_free = due;
@@ -565,14 +569,9 @@ sim_sched_on_timer_gen(struct server *s, struct gen *g, int64_t now)
     sim_sched_queue_push(s, g);
     sim_sched_try_admit(s, now);
     break;
-  case G_PREFILL:
-    first_token(s, g, now);
-    break;
-  case G_STALL:
-    batch_add(s, g, now);
-    break;
-  default:
-    break;
+  case G_PREFILL: first_token(s, g, now); break;
+  case G_STALL: batch_add(s, g, now); break;
+  default: break;
   }
 }
 
@@ -631,7 +630,7 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
     double mean = (double)s->batch_prompt_sum / s->batch_n;
     /* the noise model (sim_noise.h): drift, jitter, slowdown; 1 when off */
     int64_t d = ms_to_ns(s, sim_profile_step_ms(s->p, s->batch_n, mean) *
-                                sim_noise_step_factor(&s->noise, sched, s->cfg->time_scale));
+                              sim_noise_step_factor(&s->noise, sched, s->cfg->time_scale));
     s->next_step = sched + d;
     /* A step that ran late (the process was preempted) is made up by the
      * next ones, so that throughput keeps to the model; only when far behind

@@ -304,23 +304,21 @@ sim_server_run(const struct sim_config *cfg)
   }
   s->lfd = open_listener(s);
   if (s->lfd < 0) {
-    fprintf(stderr, "tokbench-sim: cannot listen on %s:%d: %s\n", host, cfg->port,
-            strerror(errno));
+    fprintf(stderr, "tokbench-sim: cannot listen on %s:%d: %s\n", host, cfg->port, strerror(errno));
     goto out;
   }
   struct sockaddr_storage bound;
   socklen_t al = sizeof(bound);
   getsockname(s->lfd, (struct sockaddr *)&bound, &al);
-  int port = bound.ss_family == AF_INET6
-                 ? ntohs(((struct sockaddr_in6 *)(void *)&bound)->sin6_port)
-                 : ntohs(((struct sockaddr_in *)(void *)&bound)->sin_port);
+  int port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)(void *)&bound)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)(void *)&bound)->sin_port);
   /* a relisten after a refuse fault takes the same port */
   if (s->addr.ss_family == AF_INET6)
     ((struct sockaddr_in6 *)(void *)&s->addr)->sin6_port = htons((uint16_t)port);
   else
     ((struct sockaddr_in *)(void *)&s->addr)->sin_port = htons((uint16_t)port);
-  printf("tokbench-sim: listening on %s:%d (profile %s, flavour %s, time scale %g%s)\n", host,
-         port, s->p->name, cfg->dialect->name, cfg->time_scale, s->tls ? ", https" : "");
+  printf("tokbench-sim: listening on %s:%d (profile %s, flavour %s, time scale %g%s)\n", host, port,
+         s->p->name, cfg->dialect->name, cfg->time_scale, s->tls ? ", https" : "");
   fflush(stdout);
   s->next_house = now_ns() + 1000000000LL;
   s->noise = cfg->noise;

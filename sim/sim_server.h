@@ -35,64 +35,72 @@
 
 /* The engine family a flavour belongs to (routes, auth, ids). */
 enum sim_flavour {
-  SIM_FLAVOUR_VLLM, SIM_FLAVOUR_SGLANG, SIM_FLAVOUR_OPENAI, SIM_FLAVOUR_LLAMACPP,
-  SIM_FLAVOUR_TGI, SIM_FLAVOUR_GATEWAY
+  SIM_FLAVOUR_VLLM,
+  SIM_FLAVOUR_SGLANG,
+  SIM_FLAVOUR_OPENAI,
+  SIM_FLAVOUR_LLAMACPP,
+  SIM_FLAVOUR_TGI,
+  SIM_FLAVOUR_GATEWAY
 };
 
 /* One dialect: a server and version whose interfaces the simulator imitates
  * (--flavour; the table in sim_flavour.c, the shapes in sim/README.md). */
 struct sim_dialect {
-  const char *name;              /* as --flavour takes it */
+  const char *name; /* as --flavour takes it */
   enum sim_flavour family;
-  int rev;                       /* version within the family: vLLM 7, 8, 10, 11,
+  int rev;               /* version within the family: vLLM 7, 8, 10, 11,
                                   * 2026; SGLang 3, 4, 5; TGI 22, 33; else 0 */
-  const char *version;           /* what it reports; NULL: the profile's */
-  const char *reasoning;         /* --reasoning auto: "reasoning_content",
+  const char *version;   /* what it reports; NULL: the profile's */
+  const char *reasoning; /* --reasoning auto: "reasoning_content",
                                   * "reasoning" or "both" */
-  bool cont_usage;               /* honours continuous_usage_stats */
-  bool data_nospace;             /* "data:{" (TGI) */
-  bool crlf;                     /* CRLF line ends in streams */
-  bool pings;                    /* ": ping" and bare ":" comment lines */
-  bool role_chunk;               /* a role-only first chunk (all but TGI) */
-  bool finish_chunk;             /* the finish on an empty-delta chunk of its own */
+  bool cont_usage;       /* honours continuous_usage_stats */
+  bool data_nospace;     /* "data:{" (TGI) */
+  bool crlf;             /* CRLF line ends in streams */
+  bool pings;            /* ": ping" and bare ":" comment lines */
+  bool role_chunk;       /* a role-only first chunk (all but TGI) */
+  bool finish_chunk;     /* the finish on an empty-delta chunk of its own */
 };
 
 /* What GET /metrics answers (--metrics): the flavour's engine gauges, 404,
  * or a gateway's own families with no engine gauge at all. */
-enum sim_metrics { SIM_METRICS_ENGINE = 0, SIM_METRICS_NONE, SIM_METRICS_FOREIGN };
+enum sim_metrics {
+  SIM_METRICS_ENGINE = 0,
+  SIM_METRICS_NONE,
+  SIM_METRICS_FOREIGN
+};
 
 struct sim_config {
-  const char *host;              /* listen address (IPv4 or IPv6), default 127.0.0.1 */
-  int port;                      /* 0: any; the chosen port is printed */
-  enum sim_flavour flavour;      /* = dialect->family */
+  const char *host;         /* listen address (IPv4 or IPv6), default 127.0.0.1 */
+  int port;                 /* 0: any; the chosen port is printed */
+  enum sim_flavour flavour; /* = dialect->family */
   const struct sim_dialect *dialect;
-  bool profile_version;          /* report the profile's engine version */
+  bool profile_version;              /* report the profile's engine version */
   const struct sim_profile *profile; /* borrowed */
-  const char *api_key;           /* NULL: none */
-  double time_scale;             /* > 0; modelled durations are divided by it */
-  int spec_k;                    /* tokens per chunk (speculative mode), >= 1 */
-  const char *reasoning_field;   /* NULL, "reasoning_content" or "reasoning" */
-  int64_t reasoning_tokens;      /* first N output tokens are reasoning */
-  int64_t eos_after;             /* 0: never; else natural end after N tokens */
-  bool stamps;                   /* ": t=<ns>" comment lines on every stream
+  const char *api_key;               /* NULL: none */
+  double time_scale;                 /* > 0; modelled durations are divided by it */
+  int spec_k;                        /* tokens per chunk (speculative mode), >= 1 */
+  const char *reasoning_field;       /* NULL, "reasoning_content" or "reasoning" */
+  int64_t reasoning_tokens;          /* first N output tokens are reasoning */
+  int64_t eos_after;                 /* 0: never; else natural end after N tokens */
+  bool stamps;                       /* ": t=<ns>" comment lines on every stream
                                   * (else only where the request asks with
                                   * X-Tokbench-Stamps: 1) */
-  struct sim_fault fault;        /* applied to every generation request */
-  struct sim_noise noise;        /* settings: drift, jitter, slowdown */
-  struct sim_throttle throttle;  /* --throttle: clock-event reasons (sim_power) */
+  struct sim_fault fault;            /* applied to every generation request */
+  struct sim_noise noise;            /* settings: drift, jitter, slowdown */
+  struct sim_throttle throttle;      /* --throttle: clock-event reasons (sim_power) */
   /* A server that gives less (gateways, mocks): low-level switches that
    * flavours may combine. */
-  enum sim_metrics metrics;      /* --metrics engine|none|foreign */
-  bool no_usage;                 /* --no-usage: no usage anywhere */
-  bool no_tokenize;              /* --no-tokenize: POST /tokenize is 404 */
-  bool dev_mode;                 /* --dev-mode: vLLM's VLLM_SERVER_DEV_MODE=1
+  enum sim_metrics metrics; /* --metrics engine|none|foreign */
+  bool no_usage;            /* --no-usage: no usage anywhere */
+  bool no_tokenize;         /* --no-tokenize: POST /tokenize is 404 */
+  bool dev_mode;            /* --dev-mode: vLLM's VLLM_SERVER_DEV_MODE=1
                                   * (POST /reset_prefix_cache served) */
-  int64_t early_stop;            /* --early-stop N: every request ends ("stop")
+  int64_t early_stop;       /* --early-stop N: every request ends ("stop")
                                   * after N tokens, whatever max_tokens and
                                   * ignore_eos say; 0: never */
   int max_conns;
   const char *tls_cert, *tls_key; /* PEM files: HTTPS; NULL: plain HTTP */
-  bool realtime;                 /* SCHED_FIFO + mlockall, best effort */
+  bool realtime;                  /* SCHED_FIFO + mlockall, best effort */
   bool verbose;
 };
 

@@ -43,16 +43,16 @@
 #include "sim_tls.h"
 #include "base/tb_util.h"
 
-#define SIM_OUT_CAP (16 * 1024 * 1024)   /* unsent bytes per connection */
+#define SIM_OUT_CAP (16 * 1024 * 1024) /* unsent bytes per connection */
 #define SIM_IN_CAP (SIM_HTTP_HEAD_CAP + SIM_HTTP_BODY_CAP)
 #define SIM_IN_INIT 4096
-#define SIM_CACHE_ENTRIES 4096           /* whole-prompt cache entries */
-#define SIM_REQLOG 4096                  /* requests /sim/requests remembers */
-#define SIM_CACHE_MAX_BLOCKS (1 << 20)   /* block-level prefix cache: at most */
-#define SIM_IDLE_NS (300 * 1000000000LL) /* idle keep-alive connection */
+#define SIM_CACHE_ENTRIES 4096             /* whole-prompt cache entries */
+#define SIM_REQLOG 4096                    /* requests /sim/requests remembers */
+#define SIM_CACHE_MAX_BLOCKS (1 << 20)     /* block-level prefix cache: at most */
+#define SIM_IDLE_NS (300 * 1000000000LL)   /* idle keep-alive connection */
 #define SIM_PARTIAL_NS (60 * 1000000000LL) /* incomplete request */
-#define SIM_DRAIN_NS (2 * 1000000000LL)  /* lingering close */
-#define SIM_EVENT_CAP 4096               /* one SSE event payload */
+#define SIM_DRAIN_NS (2 * 1000000000LL)    /* lingering close */
+#define SIM_EVENT_CAP 4096                 /* one SSE event payload */
 #define SIM_MAX_EVENTS 256
 /* The timerfd fires this early; the rest is spun on the clock, because a
  * sleeping thread wakes up tens to hundreds of microseconds late (more in
@@ -63,11 +63,23 @@
 #define SIM_DEFER_STAMPS 6
 #define SIM_PREP_PER_MAX_NS 20000 /* prepare time per stream: at most */
 #define SIM_PREP_MAX_NS 5000000   /* how early a step is prepared: at most */
-#define SIM_STAMP_DIGITS 19 /* ": t=%019lld\n": fixed width, patched in place */
+#define SIM_STAMP_DIGITS 19       /* ": t=%019lld\n": fixed width, patched in place */
 
-enum { KIND_CONN = 1, KIND_LISTEN, KIND_TIMER, KIND_SIGNAL, KIND_PREP };
+enum {
+  KIND_CONN = 1,
+  KIND_LISTEN,
+  KIND_TIMER,
+  KIND_SIGNAL,
+  KIND_PREP
+};
 
-enum gstate { G_FIRSTBYTE, G_QUEUED, G_PREFILL, G_DECODE, G_STALL };
+enum gstate {
+  G_FIRSTBYTE,
+  G_QUEUED,
+  G_PREFILL,
+  G_DECODE,
+  G_STALL
+};
 
 struct conn;
 
@@ -75,31 +87,31 @@ struct gen {
   struct conn *c;
   enum gstate st;
   bool chat, stream, usage, cont_usage, chunked;
-  bool incl_usage;             /* the request asked stream_options.include_usage */
-  bool stamps;                 /* ": t=<ns>" before each event (--stamps or
+  bool incl_usage; /* the request asked stream_options.include_usage */
+  bool stamps;     /* ": t=<ns>" before each event (--stamps or
                                 * X-Tokbench-Stamps: 1) */
-  int nev;                     /* events written (a gateway's pings) */
+  int nev;         /* events written (a gateway's pings) */
   bool role_sent, stall_done, malformed_done, cache_hit, aborted_by_api;
   int64_t prompt, max_tokens, limit, out, pending, cached_tokens, need_kv;
-  const char *finish;          /* "length" or "stop" */
+  const char *finish; /* "length" or "stop" */
   uint64_t hash;
-  uint64_t *chain;             /* the prompt's block chain (sim_cache), owned */
+  uint64_t *chain; /* the prompt's block chain (sim_cache), owned */
   size_t nchain;
-  int32_t *tail;               /* the prompt's ids after its last full block, owned */
+  int32_t *tail; /* the prompt's ids after its last full block, owned */
   size_t ntail;
   int64_t t_arrival, t_admit, t_first; /* monotonic ns; 0: not yet */
-  int64_t t_pstart;            /* its prefill started (lane or cache-hit group) */
-  int64_t t_last;              /* its latest token was sent (a step's deadline) */
-  bool completed;              /* all its tokens were sent */
+  int64_t t_pstart;                    /* its prefill started (lane or cache-hit group) */
+  int64_t t_last;                      /* its latest token was sent (a step's deadline) */
+  bool completed;                      /* all its tokens were sent */
   struct sim_fault f;
   char id[64];
-  uint64_t task;               /* its number since start (llama.cpp's id_task) */
+  uint64_t task; /* its number since start (llama.cpp's id_task) */
   int64_t created;
-  int64_t due;                 /* timer deadline (ns) when in the heap */
-  int heap_i;                  /* -1: not in the heap */
-  int batch_i;                 /* -1: not in the batch */
-  int grp_i;                   /* -1: not in the cache-hit prefill group */
-  struct gen *qnext, *qprev;   /* FIFO queue links (G_QUEUED) */
+  int64_t due;               /* timer deadline (ns) when in the heap */
+  int heap_i;                /* -1: not in the heap */
+  int batch_i;               /* -1: not in the batch */
+  int grp_i;                 /* -1: not in the cache-hit prefill group */
+  struct gen *qnext, *qprev; /* FIFO queue links (G_QUEUED) */
 };
 
 struct conn {
@@ -111,22 +123,22 @@ struct conn {
   size_t out_len, out_off, out_cap;
   bool dead, close_after, draining, epollout, sent_continue, resume;
   int64_t last_active;
-  int64_t req_start;           /* arrival of the first byte of the request */
+  int64_t req_start; /* arrival of the first byte of the request */
   struct gen *gen;
-  struct sim_prep_job *prep;   /* its request's prompt with sim_prep's worker */
-  bool fq;                     /* in the step's send queue */
-  int nst;                     /* deferred stamps in out */
+  struct sim_prep_job *prep;       /* its request's prompt with sim_prep's worker */
+  bool fq;                         /* in the step's send queue */
+  int nst;                         /* deferred stamps in out */
   size_t st_rel[SIM_DEFER_STAMPS]; /* their offsets from out_off */
-  struct conn *next, *prev;    /* all connections */
-  struct conn *todo_next;      /* reap / resume list */
-  struct sim_tls *tls;         /* NULL: plain HTTP; out holds plaintext */
-  int64_t accepted;            /* for the TLS handshake's deadline */
+  struct conn *next, *prev;        /* all connections */
+  struct conn *todo_next;          /* reap / resume list */
+  struct sim_tls *tls;             /* NULL: plain HTTP; out holds plaintext */
+  int64_t accepted;                /* for the TLS handshake's deadline */
 };
 
 struct cache_entry {
   uint64_t hash;
   int64_t tokens;
-  int64_t used;                /* LRU clock */
+  int64_t used; /* LRU clock */
 };
 
 /* One request as the server saw it (GET /sim/requests). */
@@ -152,13 +164,13 @@ struct llama_bucket {
 struct llama_stats {
   uint64_t prompt_n, cached_n, predicted_n, decodes, busy; /* busy: slots over decodes */
   double prompt_ms, predicted_ms;
-  int64_t n_tokens_max;        /* largest prompt + output seen */
+  int64_t n_tokens_max; /* largest prompt + output seen */
   struct llama_bucket b;
 };
 
 struct stats {
-  uint64_t requests, completed, aborted, tokens_sent, prompt_tokens, cache_hits,
-    cache_misses, steps, late_steps, conns_total, errors, tokens_generated;
+  uint64_t requests, completed, aborted, tokens_sent, prompt_tokens, cache_hits, cache_misses,
+    steps, late_steps, conns_total, errors, tokens_generated;
   /* prefix cache: requests with some but not all blocks cached (counted
    * in cache_misses too), and tokens queried / found, as vLLM counts them */
   uint64_t cache_partial_hits, prefix_query_tokens, prefix_hit_tokens;
@@ -172,16 +184,16 @@ struct server {
   int ep, lfd, tfd, sfd;
   struct sockaddr_storage addr; /* the listener's (IPv4 or IPv6) */
   socklen_t addrlen;
-  struct sim_tls_ctx *tls;     /* NULL: plain HTTP */
+  struct sim_tls_ctx *tls; /* NULL: plain HTTP */
   int listen_kind, timer_kind, signal_kind, prep_kind;
-  struct sim_prep *prep;       /* NULL: every prompt prepared on the loop */
-  int prep_fd;                 /* its eventfd */
+  struct sim_prep *prep; /* NULL: every prompt prepared on the loop */
+  int prep_fd;           /* its eventfd */
   bool stop;
   struct conn *conns;
   int nconns;
   struct conn *todo;
-  int64_t armed;               /* timerfd deadline, 0: disarmed */
-  int64_t relisten_at;         /* 0: listening */
+  int64_t armed;       /* timerfd deadline, 0: disarmed */
+  int64_t relisten_at; /* 0: listening */
   int64_t next_house;
   /* model */
   struct gen **heap;
@@ -189,12 +201,12 @@ struct server {
   struct gen **batch;
   int batch_n, batch_cap;
   int64_t batch_prompt_sum;
-  int64_t next_step;           /* valid when batch_n > 0 */
+  int64_t next_step; /* valid when batch_n > 0 */
   struct gen *q_head, *q_tail;
   int q_n;
-  int running;                 /* admitted: prefill + decode + stall */
+  int running; /* admitted: prefill + decode + stall */
   int64_t kv_used;
-  int64_t lane_free;           /* cold prefill lane busy until */
+  int64_t lane_free; /* cold prefill lane busy until */
   /* Prefix-cache hits admitted while a previous hit's prefill is still
    * pending join its group and get their first token together, as an engine
    * batches the prefills it schedules in one step: the group's TTFT is
@@ -205,29 +217,29 @@ struct server {
   struct cache_entry cache[SIM_CACHE_ENTRIES];
   int cache_n;
   int64_t cache_tokens, cache_clock;
-  struct sim_cache *blocks;    /* block-level prefix cache */
-  int32_t *ids;                /* token ids of the request being parsed */
+  struct sim_cache *blocks; /* block-level prefix cache */
+  int32_t *ids;             /* token ids of the request being parsed */
   size_t ids_len, ids_cap;
-  struct reqlog *log;          /* ring of SIM_REQLOG, the last at log_seq - 1 */
+  struct reqlog *log; /* ring of SIM_REQLOG, the last at log_seq - 1 */
   uint64_t log_seq;
   uint64_t id_counter;
-  char model_json[600];        /* the served model name as a JSON string */
-  const char *version;         /* the engine version it reports, or NULL */
-  double started_real_s;       /* Unix time at start (vLLM 0.10's *_created) */
-  int64_t started_ns;          /* monotonic, at start (sim_power's clock) */
+  char model_json[600];  /* the served model name as a JSON string */
+  const char *version;   /* the engine version it reports, or NULL */
+  double started_real_s; /* Unix time at start (vLLM 0.10's *_created) */
+  int64_t started_ns;    /* monotonic, at start (sim_power's clock) */
   /* sim_power's gauge: the energy (J) at the last read it slopes from, and
    * the power it last gave */
   int64_t pw_t;
   double pw_e, pw_w;
   struct stats st;
-  struct sim_noise noise;      /* cfg's noise settings and their state */
+  struct sim_noise noise; /* cfg's noise settings and their state */
   /* the decode step's send queue (see the design note at the top) */
-  bool defer;                  /* prepare phase: conn_flush queues */
+  bool defer; /* prepare phase: conn_flush queues */
   struct conn **fq;
   int fq_n, fq_cap;
-  bool prepared;               /* a step is prepared, to send at prep_sched */
+  bool prepared; /* a step is prepared, to send at prep_sched */
   int64_t prep_sched;
-  int64_t prep_per_ns;         /* prepare time per stream (robust average) */
+  int64_t prep_per_ns; /* prepare time per stream (robust average) */
   char ev[SIM_EVENT_CAP];
 };
 

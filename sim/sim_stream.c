@@ -145,11 +145,10 @@ sim_stream_chunk_head(struct server *s, const struct gen *g, char *buf, size_t c
                     ",\"model\":%s,\"system_fingerprint\":\"%s-sim\",\"choices\":",
                     g->chat ? "chat.completion.chunk" : "text_completion", g->created,
                     s->model_json, s->version ? s->version : "");
-  return snprintf(buf, cap,
-                  "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64
-                  ",\"model\":%s,\"choices\":",
-                  g->id, g->chat ? "chat.completion.chunk" : "text_completion", g->created,
-                  s->model_json);
+  return snprintf(
+    buf, cap,
+    "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":%s,\"choices\":",
+    g->id, g->chat ? "chat.completion.chunk" : "text_completion", g->created, s->model_json);
 }
 
 double
@@ -221,9 +220,8 @@ chunk_tail(struct server *s, const struct gen *g, char *buf, size_t cap, bool la
       n += llama_finish_tail(s, g, buf + n, cap - (size_t)n);
     return n + snprintf(buf + n, cap - (size_t)n, "}");
   }
-  bool usage_here = g->cont_usage ||
-                    (last && !s->cfg->no_usage && flav(s, SIM_FLAVOUR_TGI) &&
-                     s->cfg->dialect->rev < 23);
+  bool usage_here = g->cont_usage || (last && !s->cfg->no_usage && flav(s, SIM_FLAVOUR_TGI) &&
+                                      s->cfg->dialect->rev < 23);
   if (usage_here) {
     char u[256];
     sim_stream_usage_json(u, sizeof(u), g, false);
@@ -325,9 +323,10 @@ chat_choice(struct server *s, char *b, size_t cap, const char *d, const char *fi
   /* SGLang adds matched_stop; vLLM V0 stop_reason on the finish */
   bool v0_fin = flav(s, SIM_FLAVOUR_VLLM) && s->cfg->dialect->rev == 7 && fin[0] == '"';
   return snprintf(b, cap, "[{\"index\":0,\"delta\":%s,\"logprobs\":null,\"finish_reason\":%s%s}]",
-                  d, fin, flav(s, SIM_FLAVOUR_SGLANG) ? ",\"matched_stop\":null"
-                          : v0_fin                    ? ",\"stop_reason\":null"
-                                                      : "");
+                  d, fin,
+                  flav(s, SIM_FLAVOUR_SGLANG) ? ",\"matched_stop\":null"
+                  : v0_fin                    ? ",\"stop_reason\":null"
+                                              : "");
 }
 
 /* Emits output tokens [g->out, g->out + k) as one chunk; with last, the
@@ -353,8 +352,8 @@ sim_stream_emit_tokens(struct server *s, struct gen *g, int64_t k, bool last)
       char t1[1024];
       words(t1, sizeof(t1), from, to);
       n += snprintf(b + n, cap - (size_t)n,
-                    "[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,\"finish_reason\":%s%s}]",
-                    t1, last ? fin : "null", llama_new(s) ? "" : ",\"stop_reason\":null");
+                    "[{\"index\":0,\"text\":\"%s\",\"logprobs\":null,\"finish_reason\":%s%s}]", t1,
+                    last ? fin : "null", llama_new(s) ? "" : ",\"stop_reason\":null");
     }
     n += chunk_tail(s, g, b + n, cap - (size_t)n, last && !own);
     sim_stream_sse_data(s, g, n);
@@ -384,7 +383,8 @@ sim_stream_emit_error(struct server *s, struct gen *g)
   else
     n = snprintf(s->ev, sizeof(s->ev) - 2,
                  "data: {\"error\":{\"message\":\"%s\",\"type\":\"InternalServerError\","
-                 "\"param\":null,\"code\":500}}", what);
+                 "\"param\":null,\"code\":500}}",
+                 what);
   sim_stream_sse_data(s, g, n);
 }
 
@@ -417,10 +417,10 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
   char *reason = tb_xmalloc(tl), *content = tb_xmalloc(tl);
   words(reason, tl, 0, rn);
   words(content, tl, rn, g->out);
-  json_t *usage = json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)g->prompt,
-                            "total_tokens", (json_int_t)(g->prompt + g->out),
-                            "completion_tokens", (json_int_t)g->out, "prompt_tokens_details",
-                            "cached_tokens", (json_int_t)g->cached_tokens);
+  json_t *usage =
+    json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)g->prompt, "total_tokens",
+              (json_int_t)(g->prompt + g->out), "completion_tokens", (json_int_t)g->out,
+              "prompt_tokens_details", "cached_tokens", (json_int_t)g->cached_tokens);
   json_t *choice;
   if (g->chat) {
     json_t *msg = json_pack("{s:s, s:s}", "role", "assistant", "content", content);
@@ -438,13 +438,13 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
     choice = json_pack("{s:i, s:s, s:n, s:s, s:n}", "index", 0, "text", content, "logprobs",
                        "finish_reason", g->finish, "stop_reason");
   }
-  json_t *doc = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", g->id, "object",
-                          g->chat ? "chat.completion" : "text_completion", "created",
-                          (json_int_t)g->created, "model", s->p->model, "choices", choice,
-                          "usage", usage);
+  json_t *doc =
+    json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", g->id, "object",
+              g->chat ? "chat.completion" : "text_completion", "created", (json_int_t)g->created,
+              "model", s->p->model, "choices", choice, "usage", usage);
   if (s->cfg->no_usage)
     json_object_del(doc, "usage"); /* --no-usage: a gateway that gives none */
-  if (llama_new(s)) { /* b11669: the build and the timings beside the usage */
+  if (llama_new(s)) {              /* b11669: the build and the timings beside the usage */
     char t[512];
     sim_stream_timings_json(s, g, t, sizeof(t));
     json_object_set_new(doc, "system_fingerprint", json_string(s->version ? s->version : ""));

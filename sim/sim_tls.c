@@ -19,10 +19,10 @@ struct sim_tls_ctx {
 
 struct sim_tls {
   SSL *ssl;
-  BIO *rb, *wb;           /* input and output memory BIOs (owned by ssl) */
-  char *out;              /* ciphertext not yet sent: out[off, len) */
+  BIO *rb, *wb; /* input and output memory BIOs (owned by ssl) */
+  char *out;    /* ciphertext not yet sent: out[off, len) */
   size_t off, len, cap;
-  bool shut;              /* close_notify queued */
+  bool shut; /* close_notify queued */
 };
 
 static void
@@ -46,8 +46,7 @@ alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const un
   (void)arg;
   static const unsigned char h11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
   unsigned char *sel = NULL;
-  if (SSL_select_next_proto(&sel, outlen, h11, sizeof(h11), in, inlen) ==
-      OPENSSL_NPN_NEGOTIATED) {
+  if (SSL_select_next_proto(&sel, outlen, h11, sizeof(h11), in, inlen) == OPENSSL_NPN_NEGOTIATED) {
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
   }

@@ -38,11 +38,11 @@
 
 #include "base/tb_util.h"
 
-#define SIM_TLS_RECV 16384 /* ciphertext bytes read per recv() */
+#define SIM_TLS_RECV 16384                       /* ciphertext bytes read per recv() */
 #define SIM_TLS_HANDSHAKE_NS (10 * 1000000000LL) /* from accept to done */
 
-struct sim_tls_ctx;   /* the server's: certificate, key, settings */
-struct sim_tls;       /* one connection's */
+struct sim_tls_ctx; /* the server's: certificate, key, settings */
+struct sim_tls;     /* one connection's */
 
 /* Loads a PEM certificate chain and its private key.  Returns a new context
  * (free with sim_tls_ctx_free), or NULL with err set (the file and

@@ -8,8 +8,16 @@
 
 #include "base/tb_util.h"
 
-enum { TOK_BOS = 1, TOK_MSG_START = 3, TOK_ROLE = 4, TOK_MSG_SEP = 5, TOK_MSG_END = 6,
-       TOK_ROLE_ASSISTANT = 7, TOK_ROLE_SYSTEM = 8, TOK_ROLE_USER = 9 };
+enum {
+  TOK_BOS = 1,
+  TOK_MSG_START = 3,
+  TOK_ROLE = 4,
+  TOK_MSG_SEP = 5,
+  TOK_MSG_END = 6,
+  TOK_ROLE_ASSISTANT = 7,
+  TOK_ROLE_SYSTEM = 8,
+  TOK_ROLE_USER = 9
+};
 
 /* The id of a message's role: its own for system, user and assistant
  * (so "system: X" and "user: X" are different prompts, and a chat's
@@ -102,8 +110,7 @@ sim_tok_fnv64(uint64_t h, const void *data, size_t n)
 }
 
 int64_t
-sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids, size_t *len,
-               size_t *cap)
+sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids, size_t *len, size_t *cap)
 {
   if (hash)
     *hash = sim_tok_fnv64(sim_tok_fnv64(SIM_TOK_FNV64_INIT, "P", 1), text, n);
@@ -130,7 +137,7 @@ content_tokens(const json_t *content, uint64_t *h, int32_t **ids, size_t *len, s
   if (json_is_array(content)) {
     size_t i;
     const json_t *part;
-    json_array_foreach(content, i, part) {
+    json_array_foreach (content, i, part) {
       const json_t *t = json_object_get(part, "text");
       if (json_is_string(t))
         total += content_tokens(t, h, ids, len, cap);
@@ -140,8 +147,8 @@ content_tokens(const json_t *content, uint64_t *h, int32_t **ids, size_t *len, s
 }
 
 int64_t
-sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
-             int32_t **ids, size_t *len, size_t *cap, const char **err)
+sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash, int32_t **ids,
+             size_t *len, size_t *cap, const char **err)
 {
   if (!json_is_array(messages) || json_array_size(messages) == 0) {
     *err = "messages must be a non-empty array";
@@ -157,7 +164,7 @@ sim_tok_chat(const json_t *messages, bool add_generation_prompt, uint64_t *hash,
     push(ids, len, cap, TOK_BOS);
   size_t i;
   const json_t *m;
-  json_array_foreach(messages, i, m) {
+  json_array_foreach (messages, i, m) {
     const json_t *role = json_object_get(m, "role");
     if (!json_is_object(m) || !json_is_string(role)) {
       *err = "each message must be an object with a string role";
@@ -211,7 +218,7 @@ cat_content(char **b, size_t *len, size_t *cap, const json_t *content)
   size_t i;
   const json_t *part;
   bool first = true;
-  json_array_foreach(content, i, part) { /* (not an array: nothing) */
+  json_array_foreach (content, i, part) { /* (not an array: nothing) */
     const json_t *t = json_object_get(part, "text");
     if (!json_is_string(t))
       continue;
@@ -230,7 +237,7 @@ sim_tok_render_chat(const json_t *messages, bool add_generation_prompt)
   cat(&b, &len, &cap, "", 0);
   size_t i;
   const json_t *m;
-  json_array_foreach(messages, i, m) {
+  json_array_foreach (messages, i, m) {
     const json_t *role = json_object_get(m, "role");
     cat(&b, &len, &cap, "<|im_start|>", 12);
     cat(&b, &len, &cap, json_string_value(role), json_string_length(role));
@@ -285,8 +292,8 @@ sim_tok_special_ids(const char *text, size_t n, int32_t **ids, size_t *len, size
 }
 
 static const char *const words[] = {
-  " the", " fast", " sim", " tok", " gpu", " kv", " a", " run", " of", " ben",
-  " data", " step", " cell", " load", " and", " test",
+  " the", " fast", " sim",  " tok",  " gpu",  " kv",   " a",   " run",
+  " of",  " ben",  " data", " step", " cell", " load", " and", " test",
 };
 
 const char *

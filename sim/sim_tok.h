@@ -75,8 +75,8 @@ char *sim_tok_render_chat(const json_t *messages, bool add_generation_prompt);
 void sim_tok_special_ids(const char *text, size_t n, int32_t **ids, size_t *len, size_t *cap);
 
 /* Prompt of a completions request (text, n bytes): 1 + count; hash of the text. */
-int64_t sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids,
-                       size_t *len, size_t *cap);
+int64_t sim_tok_prompt(const char *text, size_t n, uint64_t *hash, int32_t **ids, size_t *len,
+                       size_t *cap);
 
 /* Text of output token number i (0-based): a space and a word of 1..4 bytes,
  * so re-tokenizing the output gives back exactly one token per output token. */

@@ -36,18 +36,19 @@
 static const struct tb_cfg_key worker_keys[] = {
   { "TOKBENCH_DATABASE_URL", NULL, "PostgreSQL URL (libpq)", true },
   { "TOKBENCH_MASTER_KEY", NULL, "master key opening endpoint API keys (64 hex)", true },
-  { "TOKBENCH_MASTER_KEY_FILE", NULL, "file holding the master key, if TOKBENCH_MASTER_KEY is unset",
-    false },
+  { "TOKBENCH_MASTER_KEY_FILE", NULL,
+    "file holding the master key, if TOKBENCH_MASTER_KEY is unset", false },
   { "TOKBENCH_WORKER_ID", NULL, "this worker's name in job leases (default: hostname-pid)", false },
-  { "TOKBENCH_LEASE_S", "15", "job lease in seconds: a silent worker's job is claimed again after it",
-    false },
+  { "TOKBENCH_LEASE_S", "15",
+    "job lease in seconds: a silent worker's job is claimed again after it", false },
   { "TOKBENCH_HEARTBEAT_S", "2", "lease renewal interval in seconds (< TOKBENCH_LEASE_S)", false },
   { "TOKBENCH_POLL_S", "5", "polling floor in seconds, besides LISTEN tb_jobs_queued", false },
   { "TOKBENCH_DB_WAIT_MS", "10000", "how long to wait for the database at start", false },
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
   { "TOKBENCH_CELL_MEMORY_KB", "262144",
     "KiB the endpoint may make one cell buffer (SSE lines and events of all its streams); "
-    "over it the cell fails", false },
+    "over it the cell fails",
+    false },
   TB_EGRESS_CFG_KEYS,
   TB_HTTP_CFG_KEYS,
   TB_ENGINE_CFG_KEYS,
@@ -57,7 +58,8 @@ static const struct tb_cfg_key worker_keys[] = {
   /* issue 27: a job whose endpoint this worker's egress policy refuses */
   { "TOKBENCH_EGRESS_GIVE_UP_S", "600",
     "seconds a job refused by workers' egress policies is handed back for another worker "
-    "before it fails with the reason", false },
+    "before it fails with the reason",
+    false },
   /* issue 24: shards of a cell (worker_shard.h) */
   TB_SHARD_CFG_KEYS,
 };
@@ -73,7 +75,6 @@ on_signal(int sig)
   (void)sig;
   stopping = 1;
 }
-
 
 /* Waits for a tb_jobs_queued notification, the poll floor, or a signal. */
 static void
@@ -140,10 +141,11 @@ int
 main(int argc, char **argv)
 {
   const char *config = NULL;
-  int arc = tb_cfg_daemon_args(argc, argv, "tokbench-worker",
-                               "Claims tokbench jobs from PostgreSQL and runs them against their endpoints.\n"
-                               "SIGTERM hands the running job back to the queue and exits 0.",
-                               worker_keys, TB_ARRAY_LEN(worker_keys), &config);
+  int arc = tb_cfg_daemon_args(
+    argc, argv, "tokbench-worker",
+    "Claims tokbench jobs from PostgreSQL and runs them against their endpoints.\n"
+    "SIGTERM hands the running job back to the queue and exits 0.",
+    worker_keys, TB_ARRAY_LEN(worker_keys), &config);
   if (arc >= 0)
     return arc;
   char *err = NULL, *worker_id = NULL;
@@ -162,7 +164,7 @@ main(int argc, char **argv)
   int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
   int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s, sh_streams, sh_barrier, sh_lead,
-      sh_lease, sh_attempts;
+    sh_lease, sh_attempts;
   if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_EGRESS_GIVE_UP_S", 0, 7 * 86400, &give_up_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
@@ -181,9 +183,11 @@ main(int argc, char **argv)
   }
   w.engine.cell_memory_max = (size_t)cell_kb * 1024;
   w.egress_give_up_s = (int)give_up_s;
-  w.shard = (struct worker_shard_cfg){ .max_streams = sh_streams, .barrier_s = (double)sh_barrier,
+  w.shard = (struct worker_shard_cfg){ .max_streams = sh_streams,
+                                       .barrier_s = (double)sh_barrier,
                                        .lead_s = (double)sh_lead / 1000.0,
-                                       .lease_s = (int)sh_lease, .attempts = (int)sh_attempts };
+                                       .lease_s = (int)sh_lease,
+                                       .attempts = (int)sh_attempts };
   if (beat_s >= lease_s) {
     fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
     rc = 2;
@@ -205,16 +209,15 @@ main(int argc, char **argv)
   }
   if (!tb_egress_install_cfg(cfg, &err) ||
       !tb_http_set_ca_file(tb_cfg_get(cfg, "TOKBENCH_CA_FILE"), &err) ||
-      !tb_engine_target_cfg(&w.engine, cfg, &err) ||
-      !tb_tenancy_from_cfg(&ten, cfg, &err)) {
+      !tb_engine_target_cfg(&w.engine, cfg, &err) || !tb_tenancy_from_cfg(&ten, cfg, &err)) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
     rc = 2;
     goto out;
   }
-  enum tb_masterkey_rc mk = tb_masterkey_load(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
-                                              tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"),
-                                              w.master_key, &err);
+  enum tb_masterkey_rc mk =
+    tb_masterkey_load(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
+                      tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"), w.master_key, &err);
   if (mk == TB_MASTERKEY_ERROR) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
@@ -282,8 +285,8 @@ main(int argc, char **argv)
     struct tb_queue_job job;
     char closed[TB_QUEUE_ID_LEN + 1] = "", skip[REFUSED_MAX * (TB_QUEUE_ID_LEN + 1) + 4];
     int c = tb_queue_claim_skip(db, worker_id, (int)lease_s, (int)ten.running,
-                                refused_skip(refused, tb_time_mono_ns(), skip, sizeof skip),
-                                &job, closed);
+                                refused_skip(refused, tb_time_mono_ns(), skip, sizeof skip), &job,
+                                closed);
     if (c == TB_QUEUE_CLAIMED) {
       enum worker_job_outcome jo = worker_run_job(&w, &job);
       if (jo == WORKER_JOB_REFUSED) /* a claim after this fails it */

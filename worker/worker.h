@@ -54,11 +54,11 @@ struct worker_beat {
 
   pthread_mutex_t mu;
   bool quit;
-  uint64_t gen;                /* bumped at every set/clear */
+  uint64_t gen; /* bumped at every set/clear */
   bool has_job;
   struct tb_queue_lease lease;
-  bool cancel_requested;       /* for gen */
-  bool lease_lost;             /* for gen */
+  bool cancel_requested; /* for gen */
+  bool lease_lost;       /* for gen */
 };
 
 /* Starts the thread (takes db).  False on failure (db closed). */
@@ -74,7 +74,7 @@ void worker_beat_stop(struct worker_beat *b);
 /* ------------------------------------------------------------ worker_job */
 
 struct worker_ctx {
-  struct tb_db *db;          /* the main connection (claims, cell stores) */
+  struct tb_db *db; /* the main connection (claims, cell stores) */
   struct worker_beat *beat;
   const char *worker_id;
   int lease_s;
@@ -82,7 +82,7 @@ struct worker_ctx {
   /* the operator's part of every job's target: cell_memory_max
    * (TOKBENCH_CELL_MEMORY_KB in bytes) and the switches (TB_ENGINE_CFG_KEYS) */
   struct tb_engine_target engine;
-  int egress_give_up_s;   /* TOKBENCH_EGRESS_GIVE_UP_S (tb_queue_refuse) */
+  int egress_give_up_s;          /* TOKBENCH_EGRESS_GIVE_UP_S (tb_queue_refuse) */
   struct worker_shard_cfg shard; /* TB_SHARD_CFG_KEYS (issue 24) */
   unsigned char master_key[TB_CRYPTO_KEY_LEN];
   volatile sig_atomic_t *stopping; /* set by SIGTERM/SIGINT */

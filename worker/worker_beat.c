@@ -62,8 +62,8 @@ beat_main(void *arg)
     int rc;
     if (now >= next_beat) {
       rc = tb_queue_heartbeat(b->db, &lease, b->lease_s, &cancel);
-      next_beat = now + (rc >= 0 ? (int64_t)b->interval_s * 1000000000
-                                 : (int64_t)BEAT_RETRY_MS * 1000000);
+      next_beat =
+        now + (rc >= 0 ? (int64_t)b->interval_s * 1000000000 : (int64_t)BEAT_RETRY_MS * 1000000);
     } else if (notified) {
       /* Some job changed (the payload names the first of maybe several):
        * a read is cheap, so look whether it was a cancel of ours. */

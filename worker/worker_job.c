@@ -45,10 +45,10 @@ struct job_run {
   struct worker_ctx *w;
   const struct tb_queue_job *job;
   const struct tb_queue_lease *lease;
-  json_t *pending;     /* cells measured but not stored yet */
-  bool lost;           /* a write found the lease gone */
-  bool store_failed;   /* a cell could not be stored (hard error) */
-  bool db_away;        /* the last write met a lost connection */
+  json_t *pending;                /* cells measured but not stored yet */
+  bool lost;                      /* a write found the lease gone */
+  bool store_failed;              /* a cell could not be stored (hard error) */
+  bool db_away;                   /* the last write met a lost connection */
   struct worker_shard_job shards; /* the engine's sharded cells (issue 24) */
 };
 
@@ -111,8 +111,8 @@ hook_cell(void *cls, const json_t *cell)
   int rc = flush_pending(jr);
   if (rc == 1 || rc == TB_DB_SOFT) {
     if (rc == TB_DB_SOFT)
-      tb_log(TB_LOG_WARN, "database away: cells kept in memory", "job", TB_LS,
-             jr->lease->job_id, "pending", TB_LI, (int64_t)json_array_size(jr->pending), NULL);
+      tb_log(TB_LOG_WARN, "database away: cells kept in memory", "job", TB_LS, jr->lease->job_id,
+             "pending", TB_LI, (int64_t)json_array_size(jr->pending), NULL);
     return true;
   }
   if (rc == TB_DB_HARD)
@@ -124,7 +124,7 @@ static void
 hook_progress(void *cls, const json_t *cell_key, unsigned done, unsigned total, double eta_s)
 {
   struct job_run *jr = cls;
-  (void)done; /* cells_done counts stored rows, across attempts */
+  (void)done;      /* cells_done counts stored rows, across attempts */
   if (jr->db_away) /* do not stall the run on a reconnect for a progress line */
     return;
   int rc = tb_queue_progress(jr->w->db, jr->lease, cell_key, total, eta_s);
@@ -186,8 +186,7 @@ finish_succeeded(struct tb_db *db, const struct tb_queue_lease *l, const json_t 
   }
   int rr = tb_regress_check(db, l->job_id);
   if (rr < 0) {
-    tb_log(TB_LOG_WARN, "regression check failed; the job stands", "job", TB_LS, l->job_id,
-           NULL);
+    tb_log(TB_LOG_WARN, "regression check failed; the job stands", "job", TB_LS, l->job_id, NULL);
     if (tb_db_exec_sql(db, "ROLLBACK TO SAVEPOINT regress") < 0) {
       tb_db_rollback(db);
       return TB_DB_SOFT;
@@ -224,15 +223,15 @@ finish(struct job_run *jr, const char *state, const json_t *result, const char *
     error = "a measured cell could not be stored (database error)";
   }
   bool succeeded = strcmp(state, "succeeded") == 0;
-  while ((rc = succeeded ? finish_succeeded(jr->w->db, jr->lease, result)
-                         : tb_queue_finish(jr->w->db, jr->lease, state, result, error)) ==
-           TB_DB_SOFT &&
+  while ((rc = succeeded
+                 ? finish_succeeded(jr->w->db, jr->lease, result)
+                 : tb_queue_finish(jr->w->db, jr->lease, state, result, error)) == TB_DB_SOFT &&
          keep_trying(jr, &delay, t0))
     ;
   if (rc == 1) {
-    tb_log(strcmp(state, "failed") == 0 ? TB_LOG_WARN : TB_LOG_INFO, "job finished", "job",
-           TB_LS, jr->lease->job_id, "attempt", TB_LI, (int64_t)jr->lease->attempt, "state",
-           TB_LS, state, "error", TB_LS, error ? error : "", NULL);
+    tb_log(strcmp(state, "failed") == 0 ? TB_LOG_WARN : TB_LOG_INFO, "job finished", "job", TB_LS,
+           jr->lease->job_id, "attempt", TB_LI, (int64_t)jr->lease->attempt, "state", TB_LS, state,
+           "error", TB_LS, error ? error : "", NULL);
     return WORKER_JOB_DONE;
   }
   if (rc == 0 || lease_lost(jr))
@@ -274,13 +273,14 @@ refuse(struct job_run *jr, const char *why)
   char *reason = tb_xasprintf("worker %s: %s", jr->w->worker_id, why);
   bool failed = false;
   int rc;
-  while ((rc = tb_queue_refuse(jr->w->db, jr->lease, reason, jr->w->egress_give_up_s,
-                               &failed)) == TB_DB_SOFT &&
+  while ((rc = tb_queue_refuse(jr->w->db, jr->lease, reason, jr->w->egress_give_up_s, &failed)) ==
+           TB_DB_SOFT &&
          keep_trying(jr, &delay, t0))
     ;
   if (rc == 1)
-    tb_log(TB_LOG_WARN, failed ? "job failed: no worker may reach its endpoint"
-                               : "job handed back: this worker may not reach its endpoint",
+    tb_log(TB_LOG_WARN,
+           failed ? "job failed: no worker may reach its endpoint"
+                  : "job handed back: this worker may not reach its endpoint",
            "job", TB_LS, jr->lease->job_id, "reason", TB_LS, reason, NULL);
   free(reason);
   if (rc == 1)
@@ -297,9 +297,9 @@ load(struct job_run *jr, struct tb_queue_endpoint *ep, json_t **cells)
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
   int rc;
-  while ((rc = ep != NULL ? tb_queue_load_endpoint(jr->w->db, jr->job->endpoint_id, ep)
-                          : tb_queue_load_cells(jr->w->db, jr->lease->job_id, cells)) ==
-           TB_DB_SOFT &&
+  while ((rc = ep != NULL
+                 ? tb_queue_load_endpoint(jr->w->db, jr->job->endpoint_id, ep)
+                 : tb_queue_load_cells(jr->w->db, jr->lease->job_id, cells)) == TB_DB_SOFT &&
          keep_trying(jr, &delay, t0))
     ;
   return rc;
@@ -333,9 +333,9 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
 
   worker_beat_set(w->beat, &job->lease);
   tb_log(TB_LOG_INFO, "job started", "job", TB_LS, job->lease.job_id, "attempt", TB_LI,
-         (int64_t)job->lease.attempt, "max_attempts", TB_LI, (int64_t)job->max_attempts,
-         "endpoint", TB_LS, job->endpoint_id, "request_id", TB_LS,
-         job->request_id[0] ? job->request_id : NULL, NULL);
+         (int64_t)job->lease.attempt, "max_attempts", TB_LI, (int64_t)job->max_attempts, "endpoint",
+         TB_LS, job->endpoint_id, "request_id", TB_LS, job->request_id[0] ? job->request_id : NULL,
+         NULL);
 
   int rc = load(&jr, &ep, NULL);
   if (rc < 0) {
@@ -398,9 +398,13 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     .on_header = hook_header,
     .shard_cell = hook_shard_cell,
   };
-  jr.shards = (struct worker_shard_job){ .w = w, .lease = &job->lease, .spec = &spec,
-                                         .job_spec = job->spec, .endpoint_id = job->endpoint_id,
-                                         .run_id = run_id, .cancelled = hook_cancelled,
+  jr.shards = (struct worker_shard_job){ .w = w,
+                                         .lease = &job->lease,
+                                         .spec = &spec,
+                                         .job_spec = job->spec,
+                                         .endpoint_id = job->endpoint_id,
+                                         .run_id = run_id,
+                                         .cancelled = hook_cancelled,
                                          .cls = &jr };
   raise_nofile(&spec);
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);

@@ -48,7 +48,8 @@ worker_shard_merge(struct tb_db *db, const struct tb_shards_key *key, double win
       rc = WORKER_SHARD_BAD;
     }
     tb_samples_free(&one);
-    where[i] = (struct tb_samples_shard){ .worker = rows[i].worker, .host = rows[i].host,
+    where[i] = (struct tb_samples_shard){ .worker = rows[i].worker,
+                                          .host = rows[i].host,
                                           .skew_us = rows[i].skew_us,
                                           .uncert_us = rows[i].uncert_ns / 1000 };
   }
@@ -93,8 +94,9 @@ shard_start(void *cls, int64_t now_ns, int64_t *t0_ns, char *why, size_t len)
     if (rc == 1)
       rc = tb_shards_ready(w->db, sr->s, &sr->off, w->shard.lead_s);
     if (rc != 1) {
-      snprintf(why, len, "%s", rc == 0 ? "the barrier failed before this shard was ready"
-                                       : "database error at ready");
+      snprintf(why, len, "%s",
+               rc == 0 ? "the barrier failed before this shard was ready"
+                       : "database error at ready");
       return -1;
     }
     sr->ready_sent = true;
@@ -108,8 +110,7 @@ shard_start(void *cls, int64_t now_ns, int64_t *t0_ns, char *why, size_t len)
   if (rc < 0)
     return 0; /* the next turn tries again */
   if (rc == 0 || strcmp(st, "failed") == 0 || strcmp(st, "merged") == 0) {
-    snprintf(why, len, "barrier %s%s%s", rc == 0 ? "gone" : st, reason[0] ? ": " : "",
-             reason);
+    snprintf(why, len, "barrier %s%s%s", rc == 0 ? "gone" : st, reason[0] ? ": " : "", reason);
     return -1;
   }
   if (strcmp(st, "started") != 0)
@@ -161,8 +162,8 @@ shard_spec(const struct tb_shard *s, struct tb_spec *spec, int64_t *ctx, char **
   spec->concurrency = (struct tb_spec_list){ .v = { conc }, .n = 1, .given = true };
   spec->prefill_contexts = (struct tb_spec_list){ .n = 0, .given = true };
   spec->repeats = 1;
-  spec->rates.n = 0;               /* no rate cells ... */
-  spec->sweep.attainment_pct = 0;  /* ... and no sweep: the one decode cell */
+  spec->rates.n = 0;              /* no rate cells ... */
+  spec->sweep.attainment_pct = 0; /* ... and no sweep: the one decode cell */
   return true;
 }
 
@@ -183,17 +184,15 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
   const char *endpoint_id = json_string_value(json_object_get(s->spec, "endpoint_id"));
   const char *run_id = json_string_value(json_object_get(s->spec, "run_id"));
   int64_t ctx = 0;
-  if (endpoint_id == NULL || tb_queue_load_endpoint(w->db, endpoint_id, &ep) != 1 ||
-      ep.deleted) {
+  if (endpoint_id == NULL || tb_queue_load_endpoint(w->db, endpoint_id, &ep) != 1 || ep.deleted) {
     err = tb_xstrdup("cannot load the endpoint");
     goto out;
   }
   const char *why = NULL;
   if (ep.api_key_sealed != NULL && ep.api_key_sealed[0] != '\0' &&
       (!w->have_master_key ||
-       (api_key = tb_masterkey_open_endpoint_key(w->master_key, ep.api_key_sealed,
-                                                 endpoint_id, ep.api_key_origin,
-                                                 ep.base_url, &why)) == NULL)) {
+       (api_key = tb_masterkey_open_endpoint_key(w->master_key, ep.api_key_sealed, endpoint_id,
+                                                 ep.api_key_origin, ep.base_url, &why)) == NULL)) {
     err = tb_xstrdup(why ? why : "no master key");
     goto out;
   }
@@ -205,7 +204,8 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
   target.base_url = ep.base_url;
   target.run_id = run_id; /* the job's: the shards share its prompts */
   target.shard = &sh;
-  struct tb_engine_hooks hooks = { .cls = &sr, .on_cell = shard_on_cell,
+  struct tb_engine_hooks hooks = { .cls = &sr,
+                                   .on_cell = shard_on_cell,
                                    .cancelled = shard_cancelled };
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, NULL, &hooks, &result, &err);
   const json_t *cells = json_object_get(result, "cells");
@@ -214,8 +214,8 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
   if (st != TB_ENGINE_OK || status == NULL || strcmp(status, "valid") != 0) {
     if (err == NULL)
       err = tb_xstrdup(json_string_value(json_object_get(cell, "reason"))
-                           ? json_string_value(json_object_get(cell, "reason"))
-                           : "the shard's cell did not measure");
+                         ? json_string_value(json_object_get(cell, "reason"))
+                         : "the shard's cell did not measure");
     goto out;
   }
   unsigned char *blob;
@@ -223,14 +223,14 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
   tb_samples_encode(&samples, &blob, &len);
   int rc = tb_shards_store(w->db, s, blob, len, sh.skew_ns / 1000);
   free(blob);
-  tb_log(rc == 1 ? TB_LOG_INFO : TB_LOG_WARN, rc == 1 ? "shard stored" : "shard not stored",
-         "job", TB_LS, s->key.job_id, "cell", TB_LS, s->key.cell_key, "shard", TB_LI,
-         (int64_t)s->shard, "attempt", TB_LI, (int64_t)s->key.attempt, "bytes", TB_LI,
-         (int64_t)len, "skew_us", TB_LI, sh.skew_ns / 1000, NULL);
+  tb_log(rc == 1 ? TB_LOG_INFO : TB_LOG_WARN, rc == 1 ? "shard stored" : "shard not stored", "job",
+         TB_LS, s->key.job_id, "cell", TB_LS, s->key.cell_key, "shard", TB_LI, (int64_t)s->shard,
+         "attempt", TB_LI, (int64_t)s->key.attempt, "bytes", TB_LI, (int64_t)len, "skew_us", TB_LI,
+         sh.skew_ns / 1000, NULL);
 out:
   if (err != NULL)
-    tb_log(TB_LOG_WARN, "shard failed", "job", TB_LS, s->key.job_id, "cell", TB_LS,
-           s->key.cell_key, "shard", TB_LI, (int64_t)s->shard, "error", TB_LS, err, NULL);
+    tb_log(TB_LOG_WARN, "shard failed", "job", TB_LS, s->key.job_id, "cell", TB_LS, s->key.cell_key,
+           "shard", TB_LI, (int64_t)s->shard, "error", TB_LS, err, NULL);
   if (api_key != NULL) {
     OPENSSL_cleanse(api_key, strlen(api_key));
     free(api_key);
@@ -251,9 +251,9 @@ worker_shard_try(struct worker_ctx *w)
   struct tb_shard s;
   if (tb_shards_claim(w->db, w->worker_id, host, w->shard.lease_s, &s) != 1)
     return false;
-  tb_log(TB_LOG_INFO, "shard claimed", "job", TB_LS, s.key.job_id, "cell", TB_LS,
-         s.key.cell_key, "shard", TB_LI, (int64_t)s.shard, "of", TB_LI, (int64_t)s.nshards,
-         "attempt", TB_LI, (int64_t)s.key.attempt, NULL);
+  tb_log(TB_LOG_INFO, "shard claimed", "job", TB_LS, s.key.job_id, "cell", TB_LS, s.key.cell_key,
+         "shard", TB_LI, (int64_t)s.shard, "of", TB_LI, (int64_t)s.nshards, "attempt", TB_LI,
+         (int64_t)s.key.attempt, NULL);
   shard_run(w, &s);
   tb_shard_clear(&s);
   return true;
@@ -284,8 +284,8 @@ coord_close(struct worker_ctx *w, const struct tb_queue_lease *l, const struct t
             const char *state, const char *reason)
 {
   if (tb_shards_close(w->db, l, k, state, reason) != 1)
-    tb_log(TB_LOG_WARN, "sharded cell: barrier not closed", "job", TB_LS, k->job_id, "cell",
-           TB_LS, k->cell_key, "state", TB_LS, state, NULL);
+    tb_log(TB_LOG_WARN, "sharded cell: barrier not closed", "job", TB_LS, k->job_id, "cell", TB_LS,
+           k->cell_key, "state", TB_LS, state, NULL);
 }
 
 /* One attempt: its barrier opened, watched until merged or failed.
@@ -301,8 +301,8 @@ coord_attempt(const struct worker_shard_job *j, const struct tb_shards_key *k, i
     return rc == 0 ? -1 : 0;
   }
   const struct tb_spec *sp = j->spec;
-  double budget = w->shard.barrier_s + w->shard.lead_s + sp->settle_s + sp->ready_timeout_s +
-                  sp->duration_s + 30;
+  double budget =
+    w->shard.barrier_s + w->shard.lead_s + sp->settle_s + sp->ready_timeout_s + sp->duration_s + 30;
   int64_t deadline = tb_time_mono_ns() + (int64_t)(budget * 1e9);
   for (;;) {
     if (j->cancelled(j->cls)) {
@@ -355,13 +355,13 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
   json_t *shares = json_array();
   for (int k = 0; k < n; k++)
     json_array_append_new(shares, json_integer(tb_plan_shard_share(conc, n, k)));
-  json_t *bspec = json_pack("{s:O, s:s, s:s, s:I, s:o}", "job", j->job_spec, "endpoint_id",
-                            j->endpoint_id, "run_id", j->run_id, "context", (json_int_t)ctx,
-                            "shares", shares);
+  json_t *bspec =
+    json_pack("{s:O, s:s, s:s, s:I, s:o}", "job", j->job_spec, "endpoint_id", j->endpoint_id,
+              "run_id", j->run_id, "context", (json_int_t)ctx, "shares", shares);
   struct tb_shards_key k = { .attempt = 0 };
   snprintf(k.job_id, sizeof k.job_id, "%s", j->lease->job_id);
-  snprintf(k.cell_key, sizeof k.cell_key, "a%d/decode/%lld/%lld", j->lease->attempt,
-           (long long)ctx, (long long)conc);
+  snprintf(k.cell_key, sizeof k.cell_key, "a%d/decode/%lld/%lld", j->lease->attempt, (long long)ctx,
+           (long long)conc);
   char why[200] = "";
   int rc = 0;
   for (int a = 1; a <= w->shard.attempts && rc == 0; a++) {
@@ -369,8 +369,8 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
     rc = coord_attempt(j, &k, n, bspec, cell, why, sizeof why);
     if (rc == 0)
       tb_log(TB_LOG_WARN, "sharded cell attempt failed: measured again whole", "job", TB_LS,
-             k.job_id, "cell", TB_LS, k.cell_key, "attempt", TB_LI, (int64_t)a, "reason",
-             TB_LS, why, NULL);
+             k.job_id, "cell", TB_LS, k.cell_key, "attempt", TB_LI, (int64_t)a, "reason", TB_LS,
+             why, NULL);
   }
   json_decref(bspec);
   if (rc != 1) {

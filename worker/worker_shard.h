@@ -48,18 +48,18 @@ struct worker_shard_cfg {
   int attempts;        /* TOKBENCH_SHARD_ATTEMPTS: tries at a sharded cell */
 };
 
-#define TB_SHARD_CFG_KEYS                                                               \
-  { "TOKBENCH_SHARD_MAX_STREAMS", "2048",                                              \
-    "streams one shard of a sharded cell drives at most (shards: \"auto\")", false },  \
-  { "TOKBENCH_SHARD_BARRIER_S", "60",                                                  \
-    "seconds a sharded cell waits for all its shards to be claimed and warm", false },  \
-  { "TOKBENCH_SHARD_LEAD_MS", "500",                                                   \
-    "milliseconds between the last shard ready and the common start t0", false },      \
-  { "TOKBENCH_SHARD_LEASE_S", "5",                                                     \
-    "a shard's lease in seconds: a silent shard fails its cell's attempt after it",    \
-    false },                                                                           \
-  { "TOKBENCH_SHARD_ATTEMPTS", "3", "attempts at a sharded cell, each with all shards", \
-    false }
+#define TB_SHARD_CFG_KEYS                                                                      \
+  { "TOKBENCH_SHARD_MAX_STREAMS", "2048",                                                      \
+    "streams one shard of a sharded cell drives at most (shards: \"auto\")", false },          \
+    { "TOKBENCH_SHARD_BARRIER_S", "60",                                                        \
+      "seconds a sharded cell waits for all its shards to be claimed and warm", false },       \
+    { "TOKBENCH_SHARD_LEAD_MS", "500",                                                         \
+      "milliseconds between the last shard ready and the common start t0", false },            \
+    { "TOKBENCH_SHARD_LEASE_S", "5",                                                           \
+      "a shard's lease in seconds: a silent shard fails its cell's attempt after it", false }, \
+  {                                                                                            \
+    "TOKBENCH_SHARD_ATTEMPTS", "3", "attempts at a sharded cell, each with all shards", false  \
+  }
 
 /* How many shards a decode cell of conc streams gets: the spec's shards
  * (0: "auto", ceil(conc / max_streams)), at most conc and 64, at least 1. */
@@ -69,10 +69,10 @@ int worker_shard_count(const struct worker_shard_cfg *cfg, int64_t spec_shards, 
 struct worker_shard_job {
   struct worker_ctx *w;
   const struct tb_queue_lease *lease;
-  const struct tb_spec *spec;    /* parsed */
-  const json_t *job_spec;        /* as stored: each shard parses it again */
+  const struct tb_spec *spec; /* parsed */
+  const json_t *job_spec;     /* as stored: each shard parses it again */
   const char *endpoint_id, *run_id;
-  bool (*cancelled)(void *cls);  /* the job's cancel poll */
+  bool (*cancelled)(void *cls); /* the job's cancel poll */
   void *cls;
 };
 
@@ -86,8 +86,7 @@ struct worker_shard_job {
  * TOKBENCH_SHARD_ATTEMPTS times; then the cell is an error with the last
  * reason.  Returns false (cell untouched) when the cell is not sharded.
  */
-bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc,
-                       json_t *cell);
+bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell);
 
 /* Claims one shard of any sharded cell and runs it to its end (store, or
  * the barrier's failure).  Returns true when it claimed one. */

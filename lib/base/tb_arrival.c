@@ -139,13 +139,10 @@ double
 tb_arrival_cv(const struct tb_arrival *a)
 {
   switch (a->kind) {
-  case TB_ARRIVAL_CONSTANT:
-    return 0;
-  case TB_ARRIVAL_GAMMA: /* shape 1/B: CV = 1/sqrt(shape) */
-    return sqrt(a->burstiness);
+  case TB_ARRIVAL_CONSTANT: return 0;
+  case TB_ARRIVAL_GAMMA: /* shape 1/B: CV = 1/sqrt(shape) */ return sqrt(a->burstiness);
   case TB_ARRIVAL_POISSON:
-  default:
-    return 1;
+  default: return 1;
   }
 }
 
@@ -153,15 +150,13 @@ double
 tb_arrival_gap_s(struct tb_arrival *a)
 {
   switch (a->kind) {
-  case TB_ARRIVAL_CONSTANT:
-    return 1.0 / a->rate;
+  case TB_ARRIVAL_CONSTANT: return 1.0 / a->rate;
   case TB_ARRIVAL_GAMMA: {
     double k = 1.0 / a->burstiness;
     return tb_rng_gamma(&a->rng, k) * (a->burstiness / a->rate);
   }
   case TB_ARRIVAL_POISSON:
-  default:
-    return -log(tb_rng_uniform(&a->rng)) / a->rate;
+  default: return -log(tb_rng_uniform(&a->rng)) / a->rate;
   }
 }
 

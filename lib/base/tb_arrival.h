@@ -25,8 +25,8 @@
 
 #include "base/tb_util.h"
 
-#define TB_ARRIVAL_TEXT_MAX 32      /* "gamma:0.25", "uniform:128-4096" */
-#define TB_ARRIVAL_BURST_MIN 0.01   /* gamma burstiness range */
+#define TB_ARRIVAL_TEXT_MAX 32    /* "gamma:0.25", "uniform:128-4096" */
+#define TB_ARRIVAL_BURST_MIN 0.01 /* gamma burstiness range */
 #define TB_ARRIVAL_BURST_MAX 100.0
 
 struct tb_rng {
@@ -45,12 +45,16 @@ double tb_rng_normal(struct tb_rng *r);
  * 2000; for k < 1 boosted by U^(1/k)). */
 double tb_rng_gamma(struct tb_rng *r, double k);
 
-enum tb_arrival_kind { TB_ARRIVAL_POISSON, TB_ARRIVAL_GAMMA, TB_ARRIVAL_CONSTANT };
+enum tb_arrival_kind {
+  TB_ARRIVAL_POISSON,
+  TB_ARRIVAL_GAMMA,
+  TB_ARRIVAL_CONSTANT
+};
 
 struct tb_arrival {
   enum tb_arrival_kind kind;
-  double burstiness;  /* gamma only (1 for Poisson) */
-  double rate;        /* requests per second */
+  double burstiness; /* gamma only (1 for Poisson) */
+  double rate;       /* requests per second */
   struct tb_rng rng;
 };
 
@@ -77,8 +81,7 @@ struct tb_length {
 /* Parses "N" or "uniform:A-B" (K suffixes allowed: "8k"), each in [min, max],
  * A <= B.  NULL when good (and *out set when out is not NULL), else a
  * one-line reason (static). */
-const char *tb_length_parse(const char *text, int64_t min, int64_t max,
-                            struct tb_length *out);
+const char *tb_length_parse(const char *text, int64_t min, int64_t max, struct tb_length *out);
 /* A draw of l. */
 int64_t tb_length_draw(const struct tb_length *l, struct tb_rng *r);
 

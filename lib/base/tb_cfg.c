@@ -165,7 +165,8 @@ tb_cfg_load(const struct tb_cfg_key *keys, size_t n_keys, const char *file, char
       const char *v = cfg->values[i];
       if (keys[i].secret && v != NULL && (keys[i].def == NULL || strcmp(v, keys[i].def) != 0)) {
         *err = tb_xasprintf("%s sets %s, a secret, and is readable by group or others: "
-                            "chmod 600 %s", file, keys[i].name, file);
+                            "chmod 600 %s",
+                            file, keys[i].name, file);
         tb_cfg_free(cfg);
         return NULL;
       }
@@ -191,13 +192,13 @@ tb_cfg_get(const struct tb_cfg *cfg, const char *name)
 }
 
 bool
-tb_cfg_get_int(const struct tb_cfg *cfg, const char *name, int64_t min, int64_t max,
-               int64_t *out, char **err)
+tb_cfg_get_int(const struct tb_cfg *cfg, const char *name, int64_t min, int64_t max, int64_t *out,
+               char **err)
 {
   const char *v = tb_cfg_get(cfg, name);
   if (v == NULL || !tb_parse_i64(v, min, max, out)) {
-    *err = tb_xasprintf("%s must be an integer in [%lld, %lld]", name, (long long)min,
-                        (long long)max);
+    *err =
+      tb_xasprintf("%s must be an integer in [%lld, %lld]", name, (long long)min, (long long)max);
     return false;
   }
   return true;
@@ -279,18 +280,10 @@ tb_cfg_daemon_args(int argc, char **argv, const char *prog, const char *about,
   int o;
   while ((o = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
     switch (o) {
-    case 'c':
-      *config = optarg;
-      break;
-    case 'h':
-      daemon_usage(stdout, prog, about, keys, n_keys);
-      return 0;
-    case 'V':
-      printf("%s %s\n", prog, TB_VERSION);
-      return 0;
-    default:
-      daemon_usage(stderr, prog, about, keys, n_keys);
-      return 2;
+    case 'c': *config = optarg; break;
+    case 'h': daemon_usage(stdout, prog, about, keys, n_keys); return 0;
+    case 'V': printf("%s %s\n", prog, TB_VERSION); return 0;
+    default: daemon_usage(stderr, prog, about, keys, n_keys); return 2;
     }
   }
   if (optind < argc) {
@@ -316,8 +309,8 @@ tb_cfg_read_key_file(const char *path, size_t max, char **err)
   }
   if ((st.st_mode & 077) != 0) {
     fclose(f);
-    *err = tb_xasprintf("%s holds a key and is readable by group or others: chmod 600 %s",
-                        path, path);
+    *err =
+      tb_xasprintf("%s holds a key and is readable by group or others: chmod 600 %s", path, path);
     return NULL;
   }
   char *buf = tb_xcalloc(1, max + 2);

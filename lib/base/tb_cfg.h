@@ -20,7 +20,7 @@ struct tb_cfg_key {
   const char *name; /* e.g. "TOKBENCH_LISTEN" */
   const char *def;  /* default value, or NULL for none */
   const char *help;
-  bool secret;      /* never printed (help shows only whether it is set) */
+  bool secret; /* never printed (help shows only whether it is set) */
 };
 
 struct tb_cfg;
@@ -29,8 +29,8 @@ struct tb_cfg;
  * Returns a new config (free with tb_cfg_free) or NULL with *err set (caller
  * frees).  A file that sets a secret key (tb_cfg_key.secret) away from its
  * default is refused when group or others may read it. */
-struct tb_cfg *tb_cfg_load(const struct tb_cfg_key *keys, size_t n_keys,
-                           const char *file, char **err) TB_MUST_CHECK;
+struct tb_cfg *tb_cfg_load(const struct tb_cfg_key *keys, size_t n_keys, const char *file,
+                           char **err) TB_MUST_CHECK;
 /* Parses the text of a config file into cfg (used by tb_cfg_load; exported
  * for tests and fuzzing).  Returns false with *err set on a bad line. */
 bool tb_cfg_parse_text(struct tb_cfg *cfg, const char *text, char **err) TB_MUST_CHECK;
@@ -40,8 +40,8 @@ struct tb_cfg *tb_cfg_new(const struct tb_cfg_key *keys, size_t n_keys);
  * undeclared key is a programming error (abort). */
 const char *tb_cfg_get(const struct tb_cfg *cfg, const char *name);
 /* Integer value in [min, max]; false with *err set when it is not one. */
-bool tb_cfg_get_int(const struct tb_cfg *cfg, const char *name, int64_t min,
-                    int64_t max, int64_t *out, char **err) TB_MUST_CHECK;
+bool tb_cfg_get_int(const struct tb_cfg *cfg, const char *name, int64_t min, int64_t max,
+                    int64_t *out, char **err) TB_MUST_CHECK;
 /* A switch: "1" true, "0" false; unset or empty: the key's default (false
  * when it has none).  false with *err set on any other value. */
 bool tb_cfg_get_bool(const struct tb_cfg *cfg, const char *name, bool *out,

@@ -32,16 +32,15 @@ struct tb_clock_probe {
 };
 
 struct tb_clock_offset {
-  int64_t offset_ns;  /* server time (ns) - local monotonic (ns) */
-  int64_t uncert_ns;  /* half the chosen probe's round trip */
-  int64_t rtt_ns;     /* that round trip */
-  unsigned probes;    /* probes considered (valid ones) */
+  int64_t offset_ns; /* server time (ns) - local monotonic (ns) */
+  int64_t uncert_ns; /* half the chosen probe's round trip */
+  int64_t rtt_ns;    /* that round trip */
+  unsigned probes;   /* probes considered (valid ones) */
 };
 
 /* The offset from n probes (those with recv < sent are skipped).  false
  * when none is valid. */
-bool tb_clock_offset(const struct tb_clock_probe *p, size_t n,
-                     struct tb_clock_offset *out);
+bool tb_clock_offset(const struct tb_clock_probe *p, size_t n, struct tb_clock_offset *out);
 /* Server time (epoch us) as a local monotonic instant (ns), and back. */
 int64_t tb_clock_to_local_ns(const struct tb_clock_offset *o, int64_t server_us);
 int64_t tb_clock_to_server_us(const struct tb_clock_offset *o, int64_t local_ns);

@@ -25,8 +25,7 @@ tb_crypto_random(void *buf, size_t n)
 char *
 tb_crypto_token(const char *prefix, size_t nchars)
 {
-  static const char alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   size_t plen = strlen(prefix);
   char *out = tb_xmalloc(plen + nchars + 1);
   memcpy(out, prefix, plen);
@@ -136,8 +135,7 @@ tb_base64_decode(const char *b64, size_t *out_len)
 }
 
 char *
-tb_crypto_seal(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *plaintext,
-               const char *ad)
+tb_crypto_seal(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *plaintext, const char *ad)
 {
   size_t plen = strlen(plaintext);
   if (plen > SEAL_MAX_PLAINTEXT)
@@ -154,7 +152,8 @@ tb_crypto_seal(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *plaintext
       EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, SEAL_NONCE, NULL) != 1 ||
       EVP_EncryptInit_ex(c, NULL, NULL, key, buf + 1) != 1)
     goto out;
-  if (ad != NULL && EVP_EncryptUpdate(c, NULL, &len, (const unsigned char *)ad, (int)strlen(ad)) != 1)
+  if (ad != NULL &&
+      EVP_EncryptUpdate(c, NULL, &len, (const unsigned char *)ad, (int)strlen(ad)) != 1)
     goto out;
   if (EVP_EncryptUpdate(c, buf + 1 + SEAL_NONCE, &len, (const unsigned char *)plaintext,
                         (int)plen) != 1)
@@ -186,12 +185,12 @@ tb_crypto_open(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *sealed, c
   size_t plen = total - 1 - SEAL_NONCE - SEAL_TAG;
   plain = tb_xmalloc(plen + 1);
   c = EVP_CIPHER_CTX_new();
-  if (c == NULL ||
-      EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+  if (c == NULL || EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
       EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, SEAL_NONCE, NULL) != 1 ||
       EVP_DecryptInit_ex(c, NULL, NULL, key, buf + 1) != 1)
     goto fail;
-  if (ad != NULL && EVP_DecryptUpdate(c, NULL, &len, (const unsigned char *)ad, (int)strlen(ad)) != 1)
+  if (ad != NULL &&
+      EVP_DecryptUpdate(c, NULL, &len, (const unsigned char *)ad, (int)strlen(ad)) != 1)
     goto fail;
   if (EVP_DecryptUpdate(c, (unsigned char *)plain, &len, buf + 1 + SEAL_NONCE, (int)plen) != 1)
     goto fail;

@@ -118,18 +118,10 @@ put_string(struct line *l, const char *s)
       i++;
     } else if (c < 0x20) {
       switch (c) {
-      case '\n':
-        put(l, "\\n", 2);
-        break;
-      case '\r':
-        put(l, "\\r", 2);
-        break;
-      case '\t':
-        put(l, "\\t", 2);
-        break;
-      default:
-        snprintf(esc, sizeof esc, "\\u%04x", c);
-        put(l, esc, 6);
+      case '\n': put(l, "\\n", 2); break;
+      case '\r': put(l, "\\r", 2); break;
+      case '\t': put(l, "\\t", 2); break;
+      default: snprintf(esc, sizeof esc, "\\u%04x", c); put(l, esc, 6);
       }
       i++;
     } else {
@@ -206,8 +198,7 @@ tb_log(enum tb_log_level level, const char *msg, ...)
       put(&l, num, strlen(num));
       break;
     }
-    default:
-      abort(); /* a programming error: wrong type tag */
+    default: abort(); /* a programming error: wrong type tag */
     }
     if (l.full && !was_full)
       l.len = mark; /* drop the field that did not fit, whole */

@@ -14,7 +14,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum tb_log_level { TB_LOG_DEBUG = 0, TB_LOG_INFO, TB_LOG_WARN, TB_LOG_ERROR };
+enum tb_log_level {
+  TB_LOG_DEBUG = 0,
+  TB_LOG_INFO,
+  TB_LOG_WARN,
+  TB_LOG_ERROR
+};
 
 /* Sets the component name ("api", "worker", ...) and the minimum level. */
 void tb_log_init(const char *component, enum tb_log_level min_level);
@@ -28,7 +33,11 @@ int tb_log_level_parse(const char *s);
  *   tb_log(TB_LOG_INFO, "job claimed", "job", TB_LS, id, "attempt", TB_LI,
  *          (int64_t)n, NULL);
  */
-enum { TB_LS = 1, TB_LI = 2, TB_LD = 3 };
+enum {
+  TB_LS = 1,
+  TB_LI = 2,
+  TB_LD = 3
+};
 void tb_log(enum tb_log_level level, const char *msg, ...);
 
 #endif

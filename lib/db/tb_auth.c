@@ -139,8 +139,8 @@ tb_auth_key_create(struct tb_db *db, const char *project_id, const char *parent_
 
 int
 tb_auth_key_create_capped(struct tb_db *db, const char *project_id, const char *parent_id,
-                          const char *name, unsigned mask, int64_t expires_in_s,
-                          int64_t max_keys, char **key, char **doc)
+                          const char *name, unsigned mask, int64_t expires_in_s, int64_t max_keys,
+                          char **key, char **doc)
 {
   char hash[65], scopes[32], prefix[32], exp[24];
   PGresult *r = NULL;
@@ -149,7 +149,8 @@ tb_auth_key_create_capped(struct tb_db *db, const char *project_id, const char *
     return TB_DB_HARD;
   tb_auth_key_hash(k, strlen(k), hash);
   tb_scope_csv(mask, scopes, sizeof scopes);
-  snprintf(prefix, sizeof prefix, "%.*s", (int)(sizeof TB_AUTH_KEY_PREFIX - 1 + TB_AUTH_DISPLAY_CHARS), k);
+  snprintf(prefix, sizeof prefix, "%.*s",
+           (int)(sizeof TB_AUTH_KEY_PREFIX - 1 + TB_AUTH_DISPLAY_CHARS), k);
   snprintf(exp, sizeof exp, "%lld", (long long)expires_in_s);
   const char *p[] = { project_id, name ? name : "", prefix, hash, scopes, exp, parent_id };
   int rc = insert_key(db, p, max_keys, &r);

@@ -25,9 +25,9 @@
 
 /* The public record of a key (api_keys row k) as a json_build_object
  * expression: what every reply about a key shows (never the hash). */
-#define TB_AUTH_KEY_JSON                                                              \
-  "json_build_object('id', k.id, 'name', k.name, 'prefix', k.prefix, "               \
-  "'scopes', k.scopes, 'created_at', k.created_at, 'expires_at', k.expires_at, "    \
+#define TB_AUTH_KEY_JSON                                                         \
+  "json_build_object('id', k.id, 'name', k.name, 'prefix', k.prefix, "           \
+  "'scopes', k.scopes, 'created_at', k.created_at, 'expires_at', k.expires_at, " \
   "'revoked_at', k.revoked_at, 'last_used_at', k.last_used_at)"
 
 /* True when key has the exact shape of a key (prefix, length, alphabet). */

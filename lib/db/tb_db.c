@@ -181,8 +181,8 @@ classify(struct tb_db *db, PGresult *r, const char *what, bool *uv)
 }
 
 static int
-exec_once(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
-          const char *const *params, PGresult **res, bool *uv)
+exec_once(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams, const char *const *params,
+          PGresult **res, bool *uv)
 {
   const char *name = stmt->name;
   if (!is_prepared(db, stmt)) {
@@ -227,15 +227,14 @@ tb_db_exec_uv(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
   if (!db->in_tx && !ensure_connected(db))
     return TB_DB_SOFT;
   int rc = exec_once(db, stmt, nparams, params, res, unique_violation);
-  if (rc == TB_DB_SOFT && !db->in_tx && PQstatus(db->conn) != CONNECTION_OK &&
-      ensure_connected(db))
+  if (rc == TB_DB_SOFT && !db->in_tx && PQstatus(db->conn) != CONNECTION_OK && ensure_connected(db))
     rc = exec_once(db, stmt, nparams, params, res, unique_violation);
   return rc;
 }
 
 int
-tb_db_exec(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
-           const char *const *params, PGresult **res)
+tb_db_exec(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams, const char *const *params,
+           PGresult **res)
 {
   return tb_db_exec_uv(db, stmt, nparams, params, res, NULL);
 }
@@ -275,8 +274,7 @@ tb_db_exec_sql(struct tb_db *db, const char *sql)
   int rc = exec_sql_once(db, sql);
   /* as tb_db_exec: a connection found broken is retried once, outside a
    * transaction */
-  if (rc == TB_DB_SOFT && !db->in_tx && PQstatus(db->conn) != CONNECTION_OK &&
-      ensure_connected(db))
+  if (rc == TB_DB_SOFT && !db->in_tx && PQstatus(db->conn) != CONNECTION_OK && ensure_connected(db))
     rc = exec_sql_once(db, sql);
   return rc;
 }

@@ -22,7 +22,10 @@
 
 #include "base/tb_util.h"
 
-enum { TB_DB_HARD = -2, TB_DB_SOFT = -1 };
+enum {
+  TB_DB_HARD = -2,
+  TB_DB_SOFT = -1
+};
 
 struct tb_db_stmt {
   const char *name; /* unique, e.g. "jobs_claim" */

@@ -66,11 +66,13 @@ static const struct tb_db_stmt st_earlier = {
   "          WHERE p.project_id = me.project_id AND p.endpoint_id = me.endpoint_id "
   "            AND p.labels = me.labels AND p.at <= me.at AND p.job_id <> $1::uuid "
   "          GROUP BY p.job_id ORDER BY max(p.at) DESC, p.job_id DESC "
-  "          LIMIT " STR(TB_HISTORY_JOBS) ") "
-  "SELECT p.job_id::text AS job_id, p.at::text AS at, p.phase, p.context, p.concurrency, "
-  "  p.metric, p.value, p.se "
-  "FROM series_points p JOIN prior ON prior.job_id = p.job_id "
-  "ORDER BY prior.at, p.job_id",
+  "          LIMIT " STR(
+    TB_HISTORY_JOBS) ") "
+                     "SELECT p.job_id::text AS job_id, p.at::text AS at, p.phase, p.context, "
+                     "p.concurrency, "
+                     "  p.metric, p.value, p.se "
+                     "FROM series_points p JOIN prior ON prior.job_id = p.job_id "
+                     "ORDER BY prior.at, p.job_id",
 };
 
 static const struct tb_db_stmt st_series = {
@@ -83,7 +85,7 @@ static const struct tb_db_stmt st_series = {
   "    AND phase = $4 AND context = $5::bigint AND concurrency = $6::integer "
   "    AND metric = $7 "
   "  ORDER BY at DESC, job_id DESC LIMIT " STR(TB_HISTORY_SERIES_MAX) ") s "
-  "ORDER BY at, job_id",
+                                                                      "ORDER BY at, job_id",
 };
 
 static const struct tb_db_stmt st_matrix = {
@@ -92,12 +94,14 @@ static const struct tb_db_stmt st_matrix = {
   "             WHERE project_id = $1::uuid AND endpoint_id = $2::uuid "
   "               AND labels = $3::jsonb AND phase = $4 AND metric = $5), "
   "jobs AS (SELECT job_id, max(at) AS at FROM key GROUP BY job_id "
-  "         ORDER BY max(at) DESC, job_id DESC LIMIT " STR(TB_HISTORY_MATRIX_JOBS) ") "
-  "SELECT k.job_id::text AS job_id, "
-  "  to_char(jobs.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at, "
-  "  k.context, k.concurrency, k.value "
-  "FROM key k JOIN jobs ON jobs.job_id = k.job_id "
-  "ORDER BY jobs.at, k.job_id, k.context, k.concurrency",
+  "         ORDER BY max(at) DESC, job_id DESC LIMIT " STR(
+    TB_HISTORY_MATRIX_JOBS) ") "
+                            "SELECT k.job_id::text AS job_id, "
+                            "  to_char(jobs.at AT TIME ZONE 'UTC', "
+                            "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at, "
+                            "  k.context, k.concurrency, k.value "
+                            "FROM key k JOIN jobs ON jobs.job_id = k.job_id "
+                            "ORDER BY jobs.at, k.job_id, k.context, k.concurrency",
 };
 
 int
@@ -124,8 +128,7 @@ tb_history_last_good(struct tb_db *db, const char *endpoint_id, const char *labe
 }
 
 int
-tb_history_threshold(struct tb_db *db, const char *project_id, const char *labels,
-                     PGresult **res)
+tb_history_threshold(struct tb_db *db, const char *project_id, const char *labels, PGresult **res)
 {
   const char *p[] = { project_id, labels };
   return tb_db_exec(db, &st_threshold, 2, p, res);

@@ -27,8 +27,7 @@ int tb_history_job(struct tb_db *db, const char *job_id, PGresult **res) TB_MUST
 /* The last good job of endpoint with exactly labels before job_id finished
  * at finished_at (succeeded, a complete result): columns id, result. */
 int tb_history_last_good(struct tb_db *db, const char *endpoint_id, const char *labels,
-                         const char *job_id, const char *finished_at,
-                         PGresult **res) TB_MUST_CHECK;
+                         const char *job_id, const char *finished_at, PGresult **res) TB_MUST_CHECK;
 
 /* The most specific threshold of project_id for a job carrying labels (may
  * be NULL = {}): column tolerance; 0 rows when none applies. */
@@ -55,8 +54,7 @@ int tb_history_earlier(struct tb_db *db, const char *job_id, PGresult **res) TB_
  * is a JSON object text matched exactly. */
 int tb_history_series(struct tb_db *db, const char *project_id, const char *endpoint_id,
                       const char *labels, const char *phase, const char *context,
-                      const char *concurrency, const char *metric,
-                      PGresult **res) TB_MUST_CHECK;
+                      const char *concurrency, const char *metric, PGresult **res) TB_MUST_CHECK;
 
 /* The points of one metric of every cell of a series key (project,
  * endpoint, labels, phase), of its newest TB_HISTORY_MATRIX_JOBS jobs,

@@ -34,10 +34,11 @@
  * bigger than this is corrupt, not data. */
 #define TB_QUEUE_JSON_MAX (16u << 20)
 
-#define FENCE "id = $1::uuid AND lease_owner = $2::text AND attempts = $3::int AND state = 'running'"
+#define FENCE \
+  "id = $1::uuid AND lease_owner = $2::text AND attempts = $3::int AND state = 'running'"
 /* The same, for a statement whose FROM names another table (jobs.FENCE_J). */
-#define FENCE_J                                                                         \
-  "id = $1::uuid AND jobs.lease_owner = $2::text AND jobs.attempts = $3::int AND "      \
+#define FENCE_J                                                                    \
+  "id = $1::uuid AND jobs.lease_owner = $2::text AND jobs.attempts = $3::int AND " \
   "jobs.state = 'running'"
 
 void
@@ -227,8 +228,7 @@ tb_queue_claim_skip(struct tb_db *db, const char *owner, int lease_s, int max_ru
 static const struct tb_db_stmt heartbeat_stmt = {
   "tb_queue_heartbeat",
   "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $4::int)"
-  " WHERE " FENCE
-  " RETURNING cancel_requested",
+  " WHERE " FENCE " RETURNING cancel_requested",
 };
 
 /* The three fence parameters; attempt is formatted into buf. */
@@ -342,8 +342,7 @@ static const struct tb_db_stmt progress_stmt = {
   "WITH upd AS ("
   "  UPDATE jobs SET current_cell = $4::jsonb, cells_total = $5::int, eta_s = $6::float8,"
   "                  updated_at = now()"
-  "   WHERE " FENCE
-  "  RETURNING id, cells_done, cells_total, eta_s, current_cell"
+  "   WHERE " FENCE "  RETURNING id, cells_done, cells_total, eta_s, current_cell"
   "), ev AS ("
   "  INSERT INTO job_events (job_id, kind, data)"
   "  SELECT id, 'progress', jsonb_build_object('current_cell', current_cell,"
@@ -380,8 +379,7 @@ tb_queue_progress(struct tb_db *db, const struct tb_queue_lease *l, const json_t
 static const struct tb_db_stmt header_stmt = {
   "tb_queue_header",
   "UPDATE jobs SET header = $4::jsonb, updated_at = now()"
-  " WHERE " FENCE
-  " RETURNING pg_notify('tb_job_changed', id::text)",
+  " WHERE " FENCE " RETURNING pg_notify('tb_job_changed', id::text)",
 };
 
 int
@@ -445,8 +443,7 @@ static const struct tb_db_stmt release_stmt = {
   "  UPDATE jobs SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL,"
   "                  attempts = greatest(attempts - 1, 0), current_cell = NULL,"
   "                  eta_s = NULL, updated_at = now()"
-  "   WHERE " FENCE
-  "  RETURNING id, attempts"
+  "   WHERE " FENCE "  RETURNING id, attempts"
   "), ev AS ("
   "  INSERT INTO job_events (job_id, kind, data)"
   "  SELECT id, 'state', jsonb_build_object('state', 'queued', 'attempt', attempts,"
@@ -493,8 +490,7 @@ static const struct tb_db_stmt refuse_stmt = {
   "                    THEN jobs.attempts ELSE greatest(jobs.attempts - 1, 0) END,"
   "    lease_owner = NULL, lease_expires_at = NULL, current_cell = NULL, eta_s = NULL,"
   "    updated_at = now()"
-  "   FROM first WHERE jobs." FENCE_J
-  "  RETURNING jobs.id, jobs.state, jobs.attempts, jobs.error"
+  "   FROM first WHERE jobs." FENCE_J "  RETURNING jobs.id, jobs.state, jobs.attempts, jobs.error"
   "), ev AS ("
   "  INSERT INTO job_events (job_id, kind, data)"
   "  SELECT id, 'state', jsonb_build_object('state', state, 'attempt', attempts,"
@@ -508,8 +504,8 @@ static const struct tb_db_stmt refuse_stmt = {
 };
 
 int
-tb_queue_refuse(struct tb_db *db, const struct tb_queue_lease *l, const char *reason,
-                int give_up_s, bool *failed)
+tb_queue_refuse(struct tb_db *db, const struct tb_queue_lease *l, const char *reason, int give_up_s,
+                bool *failed)
 {
   char att[16], gu[16];
   const char *params[5];
@@ -519,8 +515,8 @@ tb_queue_refuse(struct tb_db *db, const struct tb_queue_lease *l, const char *re
   params[4] = gu;
   PGresult *r = NULL;
   int rc = tb_db_exec(db, &refuse_stmt, 5, params, &r);
-  *failed = rc == 1 && tb_db_str(r, 0, "state") != NULL &&
-            strcmp(tb_db_str(r, 0, "state"), "failed") == 0;
+  *failed =
+    rc == 1 && tb_db_str(r, 0, "state") != NULL && strcmp(tb_db_str(r, 0, "state"), "failed") == 0;
   PQclear(r);
   return rc;
 }
@@ -558,7 +554,8 @@ tb_queue_load_cells(struct tb_db *db, const char *job_id, json_t **cells)
 
 static const struct tb_db_stmt load_endpoint_stmt = {
   "tb_queue_load_endpoint",
-  "SELECT name, base_url, api_key_sealed, api_key_origin, launch_command, engine_hint, hardware, engine,"
+  "SELECT name, base_url, api_key_sealed, api_key_origin, launch_command, engine_hint, hardware, "
+  "engine,"
   "       gpu, price_per_hour, currency, telemetry_url,"
   "       deleted_at IS NOT NULL AS deleted"
   "  FROM endpoints WHERE id = $1::uuid",

@@ -42,8 +42,8 @@
 #include "db/tb_db.h"
 #include "base/tb_util.h"
 
-#define TB_QUEUE_ID_LEN 36      /* a uuid as text */
-#define TB_QUEUE_OWNER_MAX 128  /* worker id length cap */
+#define TB_QUEUE_ID_LEN 36     /* a uuid as text */
+#define TB_QUEUE_OWNER_MAX 128 /* worker id length cap */
 
 /* The lease a worker holds on a running job: every write names it. */
 struct tb_queue_lease {
@@ -63,9 +63,9 @@ struct tb_queue_job {
 void tb_queue_job_clear(struct tb_queue_job *job);
 
 enum tb_queue_claim_result {
-  TB_QUEUE_CLAIMED = 1,  /* *job holds a running job, leased to us */
-  TB_QUEUE_EMPTY = 0,    /* nothing to run now */
-  TB_QUEUE_CLOSED = 2,   /* a job was closed instead of claimed (expired lease
+  TB_QUEUE_CLAIMED = 1, /* *job holds a running job, leased to us */
+  TB_QUEUE_EMPTY = 0,   /* nothing to run now */
+  TB_QUEUE_CLOSED = 2,  /* a job was closed instead of claimed (expired lease
                             past max_attempts: failed; cancel requested while
                             queued or orphaned: cancelled); claim again */
 };
@@ -88,8 +88,7 @@ int tb_queue_claim(struct tb_db *db, const char *owner, int lease_s, int max_run
  * array of job ids, "{id,id}"; NULL: none): those this worker handed back
  * because its egress policy refuses their endpoint (tb_queue_refuse). */
 int tb_queue_claim_skip(struct tb_db *db, const char *owner, int lease_s, int max_running,
-                        const char *skip, struct tb_queue_job *job,
-                        char *closed_id) TB_MUST_CHECK;
+                        const char *skip, struct tb_queue_job *job, char *closed_id) TB_MUST_CHECK;
 
 /*
  * Renews the lease for lease_s seconds.  Returns 1 (held; *cancel set from
@@ -118,9 +117,8 @@ int tb_queue_store_cell(struct tb_db *db, const struct tb_queue_lease *l,
 
 /* Progress: current_cell (borrowed), cells_total, eta_s, a 'progress'
  * event, NOTIFY.  Returns 1, 0 (lease lost) or TB_DB_SOFT / TB_DB_HARD. */
-int tb_queue_progress(struct tb_db *db, const struct tb_queue_lease *l,
-                      const json_t *current_cell, unsigned cells_total,
-                      double eta_s) TB_MUST_CHECK;
+int tb_queue_progress(struct tb_db *db, const struct tb_queue_lease *l, const json_t *current_cell,
+                      unsigned cells_total, double eta_s) TB_MUST_CHECK;
 
 /* Stores the result header (borrowed) in jobs.header; NOTIFY.  Returns 1, 0
  * (lease lost) or TB_DB_SOFT / TB_DB_HARD. */
@@ -168,7 +166,7 @@ int tb_queue_load_cells(struct tb_db *db, const char *job_id, json_t **cells) TB
 /* A registered endpoint as the worker needs it (strings new or NULL). */
 struct tb_queue_endpoint {
   char *name, *base_url, *api_key_sealed, *launch_command, *engine_hint;
-  char *api_key_origin; /* the origin the key is bound to; NULL: a legacy seal */
+  char *api_key_origin;      /* the origin the key is bound to; NULL: a legacy seal */
   json_t *hardware, *engine; /* new references (objects) */
   json_t *gpu;               /* {name, count} or NULL (issue 26) */
   double price_per_hour;     /* NAN: none */

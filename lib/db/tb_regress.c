@@ -119,10 +119,9 @@ tb_regress_points(const json_t *head)
         continue;
       cell_uncertainty(c, m[k].name, &se, &lo, &hi);
       json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:s, s:f, s:o, s:o, s:o}", "phase",
-                                           m[k].phase, "context", (json_int_t)ctx,
-                                           "concurrency", (json_int_t)conc, "metric",
-                                           m[k].name, "value", v, "se", jnum(se), "ci_lo",
-                                           jnum(lo), "ci_hi", jnum(hi)));
+                                           m[k].phase, "context", (json_int_t)ctx, "concurrency",
+                                           (json_int_t)conc, "metric", m[k].name, "value", v, "se",
+                                           jnum(se), "ci_lo", jnum(lo), "ci_hi", jnum(hi)));
     }
   }
   return out;
@@ -212,10 +211,9 @@ static json_t *
 verdict_json(const struct tb_verdict *v)
 {
   return json_pack("{s:s, s:o, s:o, s:o, s:I, s:I, s:b}", "outcome",
-                   tb_verdict_outcome_name(v->outcome), "change_pct",
-                   jnum(v->effect * 100), "ci95_pct", ci_pct(v), "p", jnum(v->p),
-                   "earlier_runs", (json_int_t)v->n_base, "new_runs", (json_int_t)v->n_new,
-                   "step", v->step);
+                   tb_verdict_outcome_name(v->outcome), "change_pct", jnum(v->effect * 100),
+                   "ci95_pct", ci_pct(v), "p", jnum(v->p), "earlier_runs", (json_int_t)v->n_base,
+                   "new_runs", (json_int_t)v->n_new, "step", v->step);
 }
 
 /* The cell members every entry starts with. */
@@ -224,9 +222,9 @@ cell_head(int phase, int64_t ctx, int64_t conc, const char *metric)
 {
   char label[32];
   tb_format_tokens(ctx, label, sizeof label);
-  return json_pack("{s:s, s:I, s:s, s:I, s:s}", "phase", phase ? "decode" : "prefill",
-                   "context", (json_int_t)ctx, "context_label", label, "concurrency",
-                   (json_int_t)conc, "metric", metric);
+  return json_pack("{s:s, s:I, s:s, s:I, s:s}", "phase", phase ? "decode" : "prefill", "context",
+                   (json_int_t)ctx, "context_label", label, "concurrency", (json_int_t)conc,
+                   "metric", metric);
 }
 
 /* Does the two-run regression g concern this cell and metric? */
@@ -237,8 +235,7 @@ same_cell(const json_t *g, int phase, int64_t ctx, int64_t conc, const char *met
   const char *m = json_string_value(json_object_get(g, "metric"));
   return ph != NULL && m != NULL && strcmp(ph, phase ? "decode" : "prefill") == 0 &&
          json_integer_value(json_object_get(g, "context")) == ctx &&
-         json_integer_value(json_object_get(g, "concurrency")) == conc &&
-         strcmp(m, metric) == 0;
+         json_integer_value(json_object_get(g, "concurrency")) == conc && strcmp(m, metric) == 0;
 }
 
 struct judged {
@@ -250,8 +247,8 @@ struct judged {
 };
 
 json_t *
-tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
-                 const json_t *cmp, double tolerance, double min_effect)
+tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n, const json_t *cmp,
+                 double tolerance, double min_effect)
 {
   size_t nm;
   const struct tb_compare_metric *m = tb_compare_metrics(&nm);
@@ -288,8 +285,8 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
       q->pts[t - f] = (struct tb_verdict_point){ .job = earlier[t].job,
                                                  .value = earlier[t].value,
                                                  .se = earlier[t].se };
-    q->pts[q->n - 1] = (struct tb_verdict_point){ .job = head_job, .value = key.value,
-                                                  .se = key.se };
+    q->pts[q->n - 1] =
+      (struct tb_verdict_point){ .job = head_job, .value = key.value, .se = key.se };
   }
   json_decref(hp);
 
@@ -378,9 +375,8 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
                         TB_VERDICT_MAX_POINTS, &nout);
       json_t *e = verdict_json(&v);
       json_object_set_new(e, "cells", json_integer((json_int_t)ns));
-      json_object_set_new(e, "history",
-                          history_of(y, nout < TB_VERDICT_MAX_POINTS ? nout
-                                                                     : TB_VERDICT_MAX_POINTS));
+      json_object_set_new(
+        e, "history", history_of(y, nout < TB_VERDICT_MAX_POINTS ? nout : TB_VERDICT_MAX_POINTS));
       free(y);
       json_object_set_new(matrix, m[k].name, e);
       if (v.outcome == TB_VERDICT_WORSE)
@@ -408,8 +404,8 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
 }
 
 json_t *
-tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json_t *head,
-                      const json_t *cmp, double tolerance, double min_effect)
+tb_regress_judge_docs(const json_t *const *earlier, size_t n, const json_t *head, const json_t *cmp,
+                      double tolerance, double min_effect)
 {
   size_t cap = 0, k = 0;
   struct tb_regress_point *p = NULL;

@@ -84,8 +84,8 @@ int tb_regress_check(struct tb_db *db, const char *job_id) TB_MUST_CHECK;
 
 /* One earlier point of a series (a row of tb_history_earlier). */
 struct tb_regress_point {
-  long job;      /* order: 0 the oldest earlier job, ascending */
-  int phase;     /* 0 prefill, 1 decode */
+  long job;  /* order: 0 the oldest earlier job, ascending */
+  int phase; /* 0 prefill, 1 decode */
   int64_t context, concurrency;
   size_t metric; /* index into tb_compare_metrics() */
   double value, se;
@@ -120,7 +120,6 @@ json_t *tb_regress_points(const json_t *head);
  * else TB_REGRESS_DEFAULT_TOLERANCE.  *rc: 0, or TB_DB_SOFT / TB_DB_HARD
  * (then the default is returned).
  */
-double tb_regress_tolerance(struct tb_db *db, const char *project_id, const char *labels,
-                            int *rc);
+double tb_regress_tolerance(struct tb_db *db, const char *project_id, const char *labels, int *rc);
 
 #endif

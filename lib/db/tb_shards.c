@@ -9,16 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEY_PARAMS(k, att, p)                                                           \
-  do {                                                                                  \
-    snprintf(att, sizeof att, "%d", (k)->attempt);                                     \
-    (p)[0] = (k)->job_id;                                                               \
-    (p)[1] = (k)->cell_key;                                                             \
-    (p)[2] = att;                                                                       \
+#define KEY_PARAMS(k, att, p)                      \
+  do {                                             \
+    snprintf(att, sizeof att, "%d", (k)->attempt); \
+    (p)[0] = (k)->job_id;                          \
+    (p)[1] = (k)->cell_key;                        \
+    (p)[2] = att;                                  \
   } while (0)
 
 #define KEY_WHERE "job_id = $1::uuid AND cell_key = $2::text AND attempt = $3::int"
-#define KEY_WHERE_Q(a)                                                                  \
+#define KEY_WHERE_Q(a) \
   a ".job_id = $1::uuid AND " a ".cell_key = $2::text AND " a ".attempt = $3::int"
 
 void
@@ -52,9 +52,8 @@ static const struct tb_db_stmt open_stmt = {
 };
 
 int
-tb_shards_open(struct tb_db *db, const struct tb_queue_lease *l,
-               const struct tb_shards_key *key, int nshards, const json_t *spec,
-               double timeout_s)
+tb_shards_open(struct tb_db *db, const struct tb_queue_lease *l, const struct tb_shards_key *key,
+               int nshards, const json_t *spec, double timeout_s)
 {
   if (nshards < 1 || nshards > 64 || strlen(key->cell_key) == 0)
     return TB_DB_HARD;
@@ -170,10 +169,11 @@ static const struct tb_db_stmt ready_stmt = {
   "UPDATE cell_shards s SET state = 'ready', clock_offset_ns = $6::bigint,"
   "       clock_uncert_ns = $7::bigint"
   "  FROM cell_barriers b"
-  " WHERE " KEY_WHERE_Q("s") " AND s.shard = $4::int AND s.worker = $5::text AND"
-  "       s.state = 'claimed' AND b.job_id = s.job_id AND b.cell_key = s.cell_key AND"
-  "       b.attempt = s.attempt AND b.state = 'waiting'"
-  " RETURNING s.shard",
+  " WHERE " KEY_WHERE_Q(
+    "s") " AND s.shard = $4::int AND s.worker = $5::text AND"
+         "       s.state = 'claimed' AND b.job_id = s.job_id AND b.cell_key = s.cell_key AND"
+         "       b.attempt = s.attempt AND b.state = 'waiting'"
+         " RETURNING s.shard",
 };
 
 /* Run after the shard's ready has committed: of the shards that call it,
@@ -226,8 +226,8 @@ static const struct tb_db_stmt barrier_stmt = {
 };
 
 int
-tb_shards_barrier(struct tb_db *db, const struct tb_shards_key *key, char state[16],
-                  int64_t *t0_us, char *why, size_t why_len)
+tb_shards_barrier(struct tb_db *db, const struct tb_shards_key *key, char state[16], int64_t *t0_us,
+                  char *why, size_t why_len)
 {
   char att[16];
   const char *p[3];
@@ -251,10 +251,10 @@ static const struct tb_db_stmt beat_stmt = {
   "UPDATE cell_shards s SET lease_until = clock_timestamp() + make_interval(secs => $6::int)"
   "  FROM cell_barriers b"
   " WHERE " KEY_WHERE_Q("s") " AND s.shard = $4::int AND s.worker = $5::text AND"
-  "       s.state IN ('claimed', 'ready') AND b.job_id = s.job_id AND"
-  "       b.cell_key = s.cell_key AND b.attempt = s.attempt AND"
-  "       b.state IN ('waiting', 'started')"
-  " RETURNING s.shard",
+                             "       s.state IN ('claimed', 'ready') AND b.job_id = s.job_id AND"
+                             "       b.cell_key = s.cell_key AND b.attempt = s.attempt AND"
+                             "       b.state IN ('waiting', 'started')"
+                             " RETURNING s.shard",
 };
 
 int
@@ -277,10 +277,11 @@ static const struct tb_db_stmt store_stmt = {
   "UPDATE cell_shards s SET state = 'done', samples = $6::bytea, skew_us = $7::bigint,"
   "       lease_until = NULL"
   "  FROM cell_barriers b"
-  " WHERE " KEY_WHERE_Q("s") " AND s.shard = $4::int AND s.worker = $5::text AND"
-  "       s.state = 'ready' AND b.job_id = s.job_id AND b.cell_key = s.cell_key AND"
-  "       b.attempt = s.attempt AND b.state = 'started'"
-  " RETURNING s.shard",
+  " WHERE " KEY_WHERE_Q(
+    "s") " AND s.shard = $4::int AND s.worker = $5::text AND"
+         "       s.state = 'ready' AND b.job_id = s.job_id AND b.cell_key = s.cell_key AND"
+         "       b.attempt = s.attempt AND b.state = 'started'"
+         " RETURNING s.shard",
 };
 
 int
@@ -366,14 +367,14 @@ static const struct tb_db_stmt collect_stmt = {
   "SELECT s.shard, s.worker, s.host, s.skew_us, s.clock_uncert_ns, s.samples"
   "  FROM cell_shards s JOIN cell_barriers b USING (job_id, cell_key, attempt)"
   " WHERE " KEY_WHERE_Q("s") " AND b.state = 'started' AND"
-  "       (SELECT count(*) FROM cell_shards d WHERE " KEY_WHERE_Q("d") " AND d.state = 'done')"
-  "         = b.nshards"
-  " ORDER BY s.shard",
+                             "       (SELECT count(*) FROM cell_shards d WHERE " KEY_WHERE_Q(
+                               "d") " AND d.state = 'done')"
+                                    "         = b.nshards"
+                                    " ORDER BY s.shard",
 };
 
 int
-tb_shards_collect(struct tb_db *db, const struct tb_shards_key *key,
-                  struct tb_shard_row **rows)
+tb_shards_collect(struct tb_db *db, const struct tb_shards_key *key, struct tb_shard_row **rows)
 {
   char att[16];
   const char *p[3];
@@ -440,8 +441,8 @@ static const struct tb_db_stmt close_stmt = {
 };
 
 int
-tb_shards_close(struct tb_db *db, const struct tb_queue_lease *l,
-                const struct tb_shards_key *key, const char *state, const char *reason)
+tb_shards_close(struct tb_db *db, const struct tb_queue_lease *l, const struct tb_shards_key *key,
+                const char *state, const char *reason)
 {
   if (strcmp(state, "merged") != 0 && strcmp(state, "failed") != 0)
     return TB_DB_HARD;

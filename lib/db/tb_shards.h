@@ -36,7 +36,7 @@
 #include "db/tb_db.h"
 #include "db/tb_queue.h"
 
-#define TB_SHARDS_KEY_MAX 128  /* a cell key's length cap */
+#define TB_SHARDS_KEY_MAX 128 /* a cell key's length cap */
 #define TB_SHARDS_HOST_MAX 255
 
 /* One barrier: (job, cell key, attempt). */
@@ -77,8 +77,7 @@ int tb_shards_claim(struct tb_db *db, const char *worker, const char *host, int 
 
 /* Measures this process's offset to the database's clock_timestamp() from
  * probes round trips (tb_clock).  Returns 1 or TB_DB_SOFT / TB_DB_HARD. */
-int tb_shards_clock(struct tb_db *db, unsigned probes,
-                    struct tb_clock_offset *out) TB_MUST_CHECK;
+int tb_shards_clock(struct tb_db *db, unsigned probes, struct tb_clock_offset *out) TB_MUST_CHECK;
 
 /*
  * The shard is warm: state ready, its clock offset stored.  When it is the
@@ -87,8 +86,8 @@ int tb_shards_clock(struct tb_db *db, unsigned probes,
  * Returns 1, 0 (fenced out: the barrier failed or the shard is not ours)
  * or TB_DB_SOFT / TB_DB_HARD.
  */
-int tb_shards_ready(struct tb_db *db, const struct tb_shard *s,
-                    const struct tb_clock_offset *off, double lead_s) TB_MUST_CHECK;
+int tb_shards_ready(struct tb_db *db, const struct tb_shard *s, const struct tb_clock_offset *off,
+                    double lead_s) TB_MUST_CHECK;
 
 /* The barrier's state: "waiting", "started" (*t0_us: t0, epoch us),
  * "failed" (reason into why, may be NULL) or "merged", into state (16
@@ -118,9 +117,9 @@ int tb_shards_expire(struct tb_db *db, const char *job_id) TB_MUST_CHECK;
 /* One stored shard, as tb_shards_collect reads it. */
 struct tb_shard_row {
   int shard;
-  char *worker, *host;       /* new strings */
+  char *worker, *host; /* new strings */
   int64_t skew_us, uncert_ns;
-  unsigned char *samples;    /* new (PQunescapeBytea'd into tb_xmalloc) */
+  unsigned char *samples; /* new (PQunescapeBytea'd into tb_xmalloc) */
   size_t len;
 };
 /*

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* TOKBENCH_SHARED_GROUPS into a normalised "a,b" (spaces dropped), or NULL
  * with *err when a name is not a group name or there are too many. */
 static char *
@@ -51,8 +50,8 @@ tb_tenancy_from_cfg(struct tb_tenancy *t, const struct tb_cfg *cfg, char **err)
       !tb_cfg_get_int(cfg, "TOKBENCH_LIMIT_RUNNING", 0, 100000, &t->running, err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_LIMIT_JOB_SECONDS", 0, INT32_MAX, &t->job_seconds, err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_LIMIT_MAX_ATTEMPTS", 1, 20, &t->max_attempts, err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_REPLAY_RETENTION_S", 60, 10LL * 366 * 86400,
-                      &t->retention_s, err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_REPLAY_RETENTION_S", 60, 10LL * 366 * 86400, &t->retention_s,
+                      err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_PRUNE_INTERVAL_S", 1, 86400, &t->prune_interval_s, err))
     return false;
   t->shared_groups = parse_groups(tb_cfg_get(cfg, "TOKBENCH_SHARED_GROUPS"), err);
@@ -106,8 +105,7 @@ tb_tenancy_check_job(const struct tb_tenancy *t, double job_seconds, int64_t max
 }
 
 void
-tb_tenancy_refuse_queued(const struct tb_tenancy *t, int64_t queued,
-                         struct tb_tenancy_refusal *why)
+tb_tenancy_refuse_queued(const struct tb_tenancy *t, int64_t queued, struct tb_tenancy_refusal *why)
 {
   refuse(why, "queued_jobs", "TOKBENCH_LIMIT_QUEUED", t->queued, (double)queued, false,
          "the project has queued jobs:");

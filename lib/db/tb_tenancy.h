@@ -45,27 +45,29 @@
 #define TB_TENANCY_GROUP_MAX 100
 
 /* The config keys, for the key tables of tokbench-api and tokbench-worker. */
-#define TB_TENANCY_CFG_KEYS                                                                    \
-  { "TOKBENCH_LIMIT_QUEUED", "100", "queued jobs per project (429 above; 0: no limit)",       \
-    false },                                                                                   \
-  { "TOKBENCH_LIMIT_RUNNING", "8",                                                             \
-    "running jobs per project (more wait queued; 0: no limit)", false },                     \
-  { "TOKBENCH_LIMIT_JOB_SECONDS", "21600",                                                     \
-    "largest job: cells x repeats x (duration_s + settle_s) seconds (422 above; 0: no limit)", false }, \
-  { "TOKBENCH_LIMIT_MAX_ATTEMPTS", "5", "largest max_attempts of a job (422 above)", false }, \
-  { "TOKBENCH_SHARED_GROUPS", "",                                                              \
-    "exclusive groups shared by all projects, comma-separated (others are per project)",      \
-    false },                                                                                   \
-  { "TOKBENCH_REPLAY_RETENTION_S", "604800",                                                   \
-    "seconds hook deliveries and Idempotency-Keys are kept (replays recognised)", false },    \
-  { "TOKBENCH_PRUNE_INTERVAL_S", "3600", "seconds between prunes of those (by workers)", false }
+#define TB_TENANCY_CFG_KEYS                                                                      \
+  { "TOKBENCH_LIMIT_QUEUED", "100", "queued jobs per project (429 above; 0: no limit)", false }, \
+    { "TOKBENCH_LIMIT_RUNNING", "8", "running jobs per project (more wait queued; 0: no limit)", \
+      false },                                                                                   \
+    { "TOKBENCH_LIMIT_JOB_SECONDS", "21600",                                                     \
+      "largest job: cells x repeats x (duration_s + settle_s) seconds (422 above; 0: no limit)", \
+      false },                                                                                   \
+    { "TOKBENCH_LIMIT_MAX_ATTEMPTS", "5", "largest max_attempts of a job (422 above)", false },  \
+    { "TOKBENCH_SHARED_GROUPS", "",                                                              \
+      "exclusive groups shared by all projects, comma-separated (others are per project)",       \
+      false },                                                                                   \
+    { "TOKBENCH_REPLAY_RETENTION_S", "604800",                                                   \
+      "seconds hook deliveries and Idempotency-Keys are kept (replays recognised)", false },     \
+  {                                                                                              \
+    "TOKBENCH_PRUNE_INTERVAL_S", "3600", "seconds between prunes of those (by workers)", false   \
+  }
 
 struct tb_tenancy {
-  int64_t queued;        /* 0: no limit */
-  int64_t running;       /* 0: no limit */
-  int64_t job_seconds;   /* 0: no limit */
+  int64_t queued;      /* 0: no limit */
+  int64_t running;     /* 0: no limit */
+  int64_t job_seconds; /* 0: no limit */
   int64_t max_attempts;
-  char *shared_groups;   /* "a,b" without spaces; "" for none (owned) */
+  char *shared_groups; /* "a,b" without spaces; "" for none (owned) */
   int64_t retention_s;
   int64_t prune_interval_s;
 };
@@ -78,15 +80,14 @@ struct tb_tenancy_refusal {
   const char *setting;
   int64_t max;
   double value;
-  bool too_large;   /* 422 (the job itself) rather than 429 (the project's count) */
+  bool too_large; /* 422 (the job itself) rather than 429 (the project's count) */
   char detail[160];
 };
 
 /* Reads the TB_TENANCY_CFG_KEYS of cfg into *t.  False with *err (new
  * string) on a value out of range or a shared group that is not a group
  * name; *t then holds nothing to clear. */
-bool tb_tenancy_from_cfg(struct tb_tenancy *t, const struct tb_cfg *cfg,
-                         char **err) TB_MUST_CHECK;
+bool tb_tenancy_from_cfg(struct tb_tenancy *t, const struct tb_cfg *cfg, char **err) TB_MUST_CHECK;
 void tb_tenancy_clear(struct tb_tenancy *t);
 
 /* Checks a job's own limits against t: job_seconds, its size (tb_plan's

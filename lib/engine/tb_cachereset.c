@@ -25,14 +25,13 @@ tb_cache_reset_name(enum tb_cache_reset r)
 
 /* One POST to base + path: done, unsupported (404, 405, 501) or refused. */
 static enum tb_cache_reset
-post(const struct tb_discover *d, const char *api_key, const char *path, char *why,
-     size_t whylen)
+post(const struct tb_discover *d, const char *api_key, const char *path, char *why, size_t whylen)
 {
   char url[2048];
   snprintf(url, sizeof url, "%s%s", d->base_url, path);
   struct tb_http_resp resp;
-  int rc = tb_http_call("POST", url, api_key, NULL, 0, TB_CACHERESET_TIMEOUT_MS, RESET_BODY_CAP,
-                        &resp);
+  int rc =
+    tb_http_call("POST", url, api_key, NULL, 0, TB_CACHERESET_TIMEOUT_MS, RESET_BODY_CAP, &resp);
   enum tb_cache_reset out;
   if (rc != 0) {
     snprintf(why, whylen, "POST %s: no answer (%s)", path, resp.err);
@@ -48,8 +47,8 @@ post(const struct tb_discover *d, const char *api_key, const char *path, char *w
     snprintf(why, whylen, "POST %s: %ld%s%.*s", path, resp.status, n ? " " : "", (int)n,
              resp.body ? resp.body : "");
     out = resp.status == 404 || resp.status == 405 || resp.status == 501
-              ? TB_CACHE_RESET_UNSUPPORTED
-              : TB_CACHE_RESET_REFUSED;
+            ? TB_CACHE_RESET_UNSUPPORTED
+            : TB_CACHE_RESET_REFUSED;
   }
   tb_http_resp_free(&resp);
   return out;
@@ -67,8 +66,7 @@ tb_cache_reset(const struct tb_discover *d, const char *api_key, char *why, size
     }
     return r;
   }
-  case TB_KIND_SGLANG:
-    return post(d, api_key, "/flush_cache", why, whylen);
+  case TB_KIND_SGLANG: return post(d, api_key, "/flush_cache", why, whylen);
   case TB_KIND_LLAMACPP: {
     int64_t slots = d->max_running > 0 ? d->max_running : 1;
     if (slots > TB_CACHERESET_MAX_SLOTS)

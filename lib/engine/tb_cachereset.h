@@ -23,7 +23,7 @@
 
 #define TB_CACHERESET_WHY_MAX 256
 #define TB_CACHERESET_TIMEOUT_MS 10000
-#define TB_CACHERESET_MAX_SLOTS 1024   /* llama.cpp slots erased at most */
+#define TB_CACHERESET_MAX_SLOTS 1024 /* llama.cpp slots erased at most */
 
 enum tb_cache_reset {
   TB_CACHE_RESET_DONE,

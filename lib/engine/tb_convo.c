@@ -29,8 +29,8 @@ tb_convo_init(struct tb_convo *cv, const char *system, size_t *total)
   cv->total = total;
   cv->messages = json_array();
   if (system != NULL) {
-    json_array_append_new(cv->messages, json_pack("{s:s, s:s}", "role", "system", "content",
-                                                  system));
+    json_array_append_new(cv->messages,
+                          json_pack("{s:s, s:s}", "role", "system", "content", system));
     account(cv, strlen(system), 0);
   }
 }
@@ -52,10 +52,10 @@ tb_convo_next(struct tb_convo *cv, const char *model, const char *text, int64_t 
   cv->alen = 0;
   uint64_t cap = (uint64_t)(max_tokens > 0 ? max_tokens : 1) * TB_CONVO_BYTES_PER_TOKEN;
   cv->amax = cap < TB_CONVO_ANSWER_MIN ? TB_CONVO_ANSWER_MIN : (size_t)cap;
-  json_t *b = json_pack("{s:s, s:O, s:I, s:b, s:b, s:{s:b, s:b}}", "model", model, "messages",
-                        cv->messages, "max_tokens", (json_int_t)max_tokens, "stream", 1,
-                        "ignore_eos", 1, "stream_options", "include_usage", 1,
-                        "continuous_usage_stats", 1);
+  json_t *b =
+    json_pack("{s:s, s:O, s:I, s:b, s:b, s:{s:b, s:b}}", "model", model, "messages", cv->messages,
+              "max_tokens", (json_int_t)max_tokens, "stream", 1, "ignore_eos", 1, "stream_options",
+              "include_usage", 1, "continuous_usage_stats", 1);
   if (b == NULL)
     return NULL;
   char *body = json_dumps(b, JSON_COMPACT);
@@ -73,7 +73,7 @@ tb_convo_take(struct tb_convo *cv, const char *data, size_t len)
   if (o == NULL)
     return true;
   const json_t *c = json_object_get(
-      json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta"), "content");
+    json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta"), "content");
   bool ok = true;
   if (json_is_string(c)) {
     size_t n = json_string_length(c);
@@ -94,9 +94,8 @@ tb_convo_take(struct tb_convo *cv, const char *data, size_t len)
 void
 tb_convo_answered(struct tb_convo *cv)
 {
-  json_array_append_new(cv->messages,
-                        json_pack("{s:s, s:s%}", "role", "assistant", "content",
-                                  cv->answer != NULL ? cv->answer : "", cv->alen));
+  json_array_append_new(cv->messages, json_pack("{s:s, s:s%}", "role", "assistant", "content",
+                                                cv->answer != NULL ? cv->answer : "", cv->alen));
   cv->alen = 0; /* its bytes stay counted: they are in the history now */
 }
 

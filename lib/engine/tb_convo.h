@@ -33,8 +33,8 @@ struct tb_convo {
   json_t *messages; /* the history: system?, user, assistant, user, ... */
   char *answer;     /* the current turn's answer so far */
   size_t alen, acap, amax;
-  size_t bytes;     /* text held: every message's content and the answer */
-  size_t *total;    /* a sum over conversations kept with bytes, or NULL */
+  size_t bytes;  /* text held: every message's content and the answer */
+  size_t *total; /* a sum over conversations kept with bytes, or NULL */
 };
 
 /* A new conversation; system (may be NULL) is its first message.  total

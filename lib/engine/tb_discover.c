@@ -25,16 +25,11 @@ const char *
 tb_discover_kind_name(enum tb_engine_kind k)
 {
   switch (k) {
-  case TB_KIND_VLLM:
-    return "vllm";
-  case TB_KIND_SGLANG:
-    return "sglang";
-  case TB_KIND_LLAMACPP:
-    return "llama.cpp";
-  case TB_KIND_TGI:
-    return "tgi";
-  default:
-    return "openai";
+  case TB_KIND_VLLM: return "vllm";
+  case TB_KIND_SGLANG: return "sglang";
+  case TB_KIND_LLAMACPP: return "llama.cpp";
+  case TB_KIND_TGI: return "tgi";
+  default: return "openai";
   }
 }
 
@@ -141,15 +136,15 @@ set_max_len(struct tb_discover *d, int64_t n, const char *source)
 }
 
 bool
-tb_discover_parse_models(struct tb_discover *d, const char *body, size_t len,
-                         const char *model, char **err)
+tb_discover_parse_models(struct tb_discover *d, const char *body, size_t len, const char *model,
+                         char **err)
 {
   json_t *models = json_loadb(body, len, 0, NULL);
   const json_t *data = json_object_get(models, "data");
   const json_t *pick = NULL;
   size_t i;
   const json_t *m;
-  json_array_foreach(data, i, m) {
+  json_array_foreach (data, i, m) {
     const char *id = json_string_value(json_object_get(m, "id"));
     if (id == NULL)
       continue;
@@ -202,7 +197,7 @@ tb_discover_parse_server_info(struct tb_discover *d, const char *body, size_t le
   int64_t per_dp = -1;
   size_t i;
   const json_t *st;
-  json_array_foreach(states, i, st) {
+  json_array_foreach (states, i, st) {
     int64_t v = int_member(st, "effective_max_running_requests_per_dp");
     if (v > per_dp)
       per_dp = v;
@@ -226,8 +221,7 @@ tb_discover_parse_props(struct tb_discover *d, const char *body, size_t len)
 {
   json_t *p = json_loadb(body, len, 0, NULL);
   const json_t *dgs = json_object_get(p, "default_generation_settings");
-  bool ok = json_is_object(p) &&
-            (json_is_object(dgs) || json_object_get(p, "total_slots") != NULL);
+  bool ok = json_is_object(p) && (json_is_object(dgs) || json_object_get(p, "total_slots") != NULL);
   if (ok) {
     d->kind = TB_KIND_LLAMACPP;
     set_version(d, json_string_value(json_object_get(p, "build_info")),
@@ -373,11 +367,11 @@ sglang_metrics(struct tb_discover *d, const char *text, size_t len)
   d->has_metrics = tb_prom_sum(text, len, "sglang:num_running_reqs", &v) ||
                    tb_prom_sum(text, len, "sglang:num_requests_running", &v);
   d->tokenize_text_only = true;
-  if (d->kv_budget < 0 && tb_prom_sum(text, len, "sglang:max_total_num_tokens", &v) &&
-      v >= 1 && v < 9.0e15)
+  if (d->kv_budget < 0 && tb_prom_sum(text, len, "sglang:max_total_num_tokens", &v) && v >= 1 &&
+      v < 9.0e15)
     set_kv(d, (int64_t)v, "sglang:max_total_num_tokens (/metrics)");
-  if (d->max_running < 0 && tb_prom_sum(text, len, "sglang:max_running_requests", &v) &&
-      v >= 1 && v < 9.0e15)
+  if (d->max_running < 0 && tb_prom_sum(text, len, "sglang:max_running_requests", &v) && v >= 1 &&
+      v < 9.0e15)
     set_running(d, (int64_t)v, "sglang:max_running_requests (/metrics)");
   if (d->max_model_len < 0 && tb_prom_sum(text, len, "sglang:context_len", &v) && v >= 1 &&
       v < 9.0e15)
@@ -425,9 +419,7 @@ tb_discover_finish(struct tb_discover *d)
   d->apply_template = d->kind == TB_KIND_LLAMACPP;
   if (d->kv_budget < 0 && *d->kv_unknown == '\0') {
     switch (d->kind) {
-    case TB_KIND_VLLM:
-      d->kv_unknown = "no /metrics (vllm:cache_config_info)";
-      break;
+    case TB_KIND_VLLM: d->kv_unknown = "no /metrics (vllm:cache_config_info)"; break;
     case TB_KIND_SGLANG:
       d->kv_unknown = "sglang: no max_total_num_tokens in /get_server_info or /metrics";
       break;
@@ -435,31 +427,22 @@ tb_discover_finish(struct tb_discover *d)
       d->kv_unknown = "llama.cpp publishes no KV budget (each of total_slots slots "
                       "holds n_ctx tokens)";
       break;
-    case TB_KIND_TGI:
-      d->kv_unknown = "tgi /info has no max_batch_total_tokens (TGI >= 2.3)";
-      break;
-    default:
-      d->kv_unknown = "no capacity interface (generic OpenAI-compatible server)";
+    case TB_KIND_TGI: d->kv_unknown = "tgi /info has no max_batch_total_tokens (TGI >= 2.3)"; break;
+    default: d->kv_unknown = "no capacity interface (generic OpenAI-compatible server)";
     }
   }
   if (d->max_running < 0 && *d->max_running_unknown == '\0') {
     switch (d->kind) {
-    case TB_KIND_VLLM:
-      d->max_running_unknown = "vLLM does not publish --max-num-seqs";
-      break;
+    case TB_KIND_VLLM: d->max_running_unknown = "vLLM does not publish --max-num-seqs"; break;
     case TB_KIND_SGLANG:
-      d->max_running_unknown =
-          "sglang: max_running_requests null and no internal_states limit";
+      d->max_running_unknown = "sglang: max_running_requests null and no internal_states limit";
       break;
-    case TB_KIND_LLAMACPP:
-      d->max_running_unknown = "llama.cpp /props without total_slots";
-      break;
+    case TB_KIND_LLAMACPP: d->max_running_unknown = "llama.cpp /props without total_slots"; break;
     case TB_KIND_TGI:
       d->max_running_unknown = "tgi /info max_batch_size null (max_concurrent_requests "
                                "limits admission, not running requests)";
       break;
-    default:
-      d->max_running_unknown = "no capacity interface (generic OpenAI-compatible server)";
+    default: d->max_running_unknown = "no capacity interface (generic OpenAI-compatible server)";
     }
   }
 }
@@ -480,8 +463,8 @@ tb_discover_init(struct tb_discover *d, const char *base_url)
 }
 
 int
-tb_discover_run(const char *base_url, const char *api_key, const char *model,
-                struct tb_discover *d, char **err)
+tb_discover_run(const char *base_url, const char *api_key, const char *model, struct tb_discover *d,
+                char **err)
 {
   tb_discover_init(d, base_url);
   char eb[256] = "";
@@ -548,23 +531,21 @@ tb_discover_to_json(const struct tb_discover *d)
   json_t *o = json_object();
   json_object_set_new(o, "url", json_string(d->base_url));
   json_object_set_new(o, "engine", json_string(tb_discover_kind_name(d->kind)));
-  json_object_set_new(o, "version",
-                      d->version ? json_string(d->version) : json_null());
+  json_object_set_new(o, "version", d->version ? json_string(d->version) : json_null());
   json_object_set_new(o, "model", json_string(d->model));
-  json_object_set_new(o, "max_model_len", d->max_model_len > 0
-                                              ? json_integer(d->max_model_len)
-                                              : json_null());
+  json_object_set_new(o, "max_model_len",
+                      d->max_model_len > 0 ? json_integer(d->max_model_len) : json_null());
   json_object_set_new(o, "kv_budget_tokens",
-                      d->kv_budget > 0 ? json_integer(d->kv_budget)
-                                       : json_null());
+                      d->kv_budget > 0 ? json_integer(d->kv_budget) : json_null());
   json_object_set_new(o, "kv_budget_source", json_string(d->kv_source));
   json_object_set_new(o, "max_running_requests",
-                      d->max_running > 0 ? json_integer(d->max_running)
-                                         : json_null());
+                      d->max_running > 0 ? json_integer(d->max_running) : json_null());
   json_object_set_new(o, "metrics", json_boolean(d->has_metrics));
-  json_object_set_new(o, "tokenize", json_string(
-      d->has_tokenize ? "chat" : d->tokenize_text_only ? "text"
-                                : d->apply_template  ? "template" : "none"));
+  json_object_set_new(o, "tokenize",
+                      json_string(d->has_tokenize         ? "chat"
+                                  : d->tokenize_text_only ? "text"
+                                  : d->apply_template     ? "template"
+                                                          : "none"));
   json_t *pv = tb_discover_provenance(d);
   json_object_update(o, pv);
   json_decref(pv);
@@ -604,8 +585,8 @@ static const struct {
 };
 
 bool
-tb_discover_parse_load(enum tb_engine_kind kind, const char *text, size_t len,
-                       double *running, double *waiting)
+tb_discover_parse_load(enum tb_engine_kind kind, const char *text, size_t len, double *running,
+                       double *waiting)
 {
   for (size_t i = 0; i < TB_ARRAY_LEN(load_names); i++) {
     if (load_names[i].kind != kind || !tb_prom_sum(text, len, load_names[i].running, running))
@@ -618,18 +599,15 @@ tb_discover_parse_load(enum tb_engine_kind kind, const char *text, size_t len,
 }
 
 int
-tb_discover_load(const struct tb_discover *d, const char *api_key,
-                 double *running, double *waiting)
+tb_discover_load(const struct tb_discover *d, const char *api_key, double *running, double *waiting)
 {
   if (!d->has_metrics)
     return -1;
   char *url = tb_xasprintf("%s/metrics", d->base_url);
   struct tb_http_resp r;
   int rc = -1;
-  if (tb_http_call("GET", url, api_key, NULL, 0, 5000L, TB_PROM_BODY_MAX,
-                   &r) == 0 &&
-      r.status == 200 &&
-      tb_discover_parse_load(d->kind, r.body, r.len, running, waiting))
+  if (tb_http_call("GET", url, api_key, NULL, 0, 5000L, TB_PROM_BODY_MAX, &r) == 0 &&
+      r.status == 200 && tb_discover_parse_load(d->kind, r.body, r.len, running, waiting))
     rc = 0;
   tb_http_resp_free(&r);
   free(url);

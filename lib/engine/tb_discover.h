@@ -31,13 +31,13 @@ enum tb_engine_kind {
 };
 
 struct tb_discover {
-  char *base_url;          /* without trailing '/' */
+  char *base_url; /* without trailing '/' */
   enum tb_engine_kind kind;
-  char *version;           /* NULL when unknown */
-  char *model;             /* served model id */
-  int64_t max_model_len;   /* -1 when unknown */
-  int64_t kv_budget;       /* tokens; -1 when unknown */
-  int64_t max_running;     /* -1 when unknown */
+  char *version;         /* NULL when unknown */
+  char *model;           /* served model id */
+  int64_t max_model_len; /* -1 when unknown */
+  int64_t kv_budget;     /* tokens; -1 when unknown */
+  int64_t max_running;   /* -1 when unknown */
   /* Where each figure came from, or why it is unknown: static strings,
    * never NULL after tb_discover_init ("none" / "" when nothing is said). */
   const char *kv_source;          /* e.g. "vllm:cache_config_info
@@ -61,9 +61,8 @@ struct tb_discover {
 
 /* Discovers base_url.  model: wanted model (NULL: the first served).
  * Returns 0, or -1 with *err a new one-line message (caller frees). */
-int tb_discover_run(const char *base_url, const char *api_key,
-                    const char *model, struct tb_discover *d,
-                    char **err) TB_MUST_CHECK;
+int tb_discover_run(const char *base_url, const char *api_key, const char *model,
+                    struct tb_discover *d, char **err) TB_MUST_CHECK;
 void tb_discover_free(struct tb_discover *d);
 /* Name of the engine kind: "vllm", "sglang", "llama.cpp", "tgi", "openai". */
 const char *tb_discover_kind_name(enum tb_engine_kind k);
@@ -109,11 +108,10 @@ void tb_discover_finish(struct tb_discover *d);
 
 /* Samples running and waiting requests from /metrics (blocking, short
  * timeout).  -1 when the endpoint has no metrics or the call failed. */
-int tb_discover_load(const struct tb_discover *d, const char *api_key,
-                     double *running, double *waiting) TB_MUST_CHECK;
+int tb_discover_load(const struct tb_discover *d, const char *api_key, double *running,
+                     double *waiting) TB_MUST_CHECK;
 /* Parses the running/waiting gauges out of a metrics text for kind. */
-bool tb_discover_parse_load(enum tb_engine_kind kind, const char *text,
-                            size_t len, double *running,
+bool tb_discover_parse_load(enum tb_engine_kind kind, const char *text, size_t len, double *running,
                             double *waiting) TB_MUST_CHECK;
 
 #endif

@@ -98,7 +98,7 @@
 #define METRICS_BODY_MAX (4u * 1024u * 1024u)
 #define MAX_CONCURRENCY 65536
 #define NS_PER_S 1000000000LL
-#define SCAN_NS 10000000LL /* per-stream checks: every 10 ms */
+#define SCAN_NS 10000000LL                              /* per-stream checks: every 10 ms */
 #define CONNECT_TIMEOUT_MS TB_DIRECT_CONNECT_TIMEOUT_MS /* either transport */
 #define NOFILE_SPARE 256 /* descriptors beside the streams' (tb_engine_nofile) */
 /* How long a server may run more requests than ours before a cell that is
@@ -118,16 +118,20 @@ struct run;
 struct cell;
 
 struct stream {
-  struct tb_stream st;  /* the consumer: bytes, counts, samples, reasons */
+  struct tb_stream st; /* the consumer: bytes, counts, samples, reasons */
   struct cell *cell;
   CURL *easy;
   unsigned slot;
   char curl_err[CURL_ERROR_SIZE];
-  bool direct;          /* on the cell's tb_direct_set, slot `slot` */
-  int64_t prev_tok;     /* its last token chunk (a shard's gaps) */
+  bool direct;      /* on the cell's tb_direct_set, slot `slot` */
+  int64_t prev_tok; /* its last token chunk (a shard's gaps) */
 };
 
-enum phase { PH_READY, PH_WINDOW, PH_DONE };
+enum phase {
+  PH_READY,
+  PH_WINDOW,
+  PH_DONE
+};
 
 struct cell {
   struct run *run;
@@ -137,10 +141,10 @@ struct cell {
   const char *body;
   size_t body_len;
   struct stream **slots;
-  bool *warmed;         /* slot's first stream produced a token */
-  unsigned n_warmed;    /* slots warmed */
-  int64_t all_warmed;   /* when the last slot warmed; 0 before */
-  int64_t next_scan;    /* next per-stream first-token / stall scan */
+  bool *warmed;       /* slot's first stream produced a token */
+  unsigned n_warmed;  /* slots warmed */
+  int64_t all_warmed; /* when the last slot warmed; 0 before */
+  int64_t next_scan;  /* next per-stream first-token / stall scan */
   enum phase phase;
   /* what its streams share (tb_stream): the window [sc.w0, sc.w1), the
    * budget of their SSE buffers (run->cell_memory_max; issue 13, finding
@@ -167,7 +171,7 @@ struct cell {
   struct tb_stats gaps, e2e;
   bool shard_wait;
   int64_t win_tokens;
-  int64_t max_chunk;    /* the most tokens one chunk brought in the window */
+  int64_t max_chunk; /* the most tokens one chunk brought in the window */
   /* tokens by slice of the window (count_tokens), for the SE of total
    * tok/s: window_slices() of slice_ns each */
   int64_t *slice_tok;
@@ -181,7 +185,7 @@ struct cell {
   size_t m_len;
   bool m_over;
   int64_t m_next;
-  int64_t m_t0;         /* when the sample in flight was asked for */
+  int64_t m_t0; /* when the sample in flight was asked for */
   bool m_cond;
   double m_running, m_waiting; /* last sample; -1 before the first */
   int64_t foreign_since;       /* all ours producing, yet running > C: since */
@@ -193,7 +197,7 @@ struct cell {
    * thread's CPU time at the window's ends, the drained checks */
   struct tb_sampler smp;
   int64_t cpu_w0, cpu_w1, cpu_wall1; /* thread CPU ns; cpu_wall1: when read */
-  int drained_before;          /* 1 / 0 / -1 unknown */
+  int drained_before;                /* 1 / 0 / -1 unknown */
   double before_running, before_waiting;
   /* scout */
   int64_t scout_ttft_ns, scout_prompt_tokens, scout_cached_tokens;
@@ -229,12 +233,12 @@ struct run {
   CURLM *multi;
   int epfd;
   int64_t curl_deadline;
-  int64_t io_now;       /* stamp of the socket being read; 0 outside */
-  int64_t rt_off;       /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
-  bool kernel_stamps;   /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
-  bool server_series;   /* tb_sampler; off with TB_ENGINE_SERVER_SERIES=0 */
-  bool curl_streams;    /* no tb_direct: TB_ENGINE_CURL_STREAMS=1 */
-  int stamp_hold;       /* tb_rxts_hold: stamping stays on for the run */
+  int64_t io_now;     /* stamp of the socket being read; 0 outside */
+  int64_t rt_off;     /* CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts) */
+  bool kernel_stamps; /* tb_rxts; off with TB_ENGINE_CLIENT_STAMPS=1 */
+  bool server_series; /* tb_sampler; off with TB_ENGINE_SERVER_SERIES=0 */
+  bool curl_streams;  /* no tb_direct: TB_ENGINE_CURL_STREAMS=1 */
+  int stamp_hold;     /* tb_rxts_hold: stamping stays on for the run */
   /* direct transport (see Stream transport) */
   bool direct;
   struct tb_direct dt;
@@ -249,8 +253,8 @@ struct run {
   /* the smallest scheduler cap measured (sched_cap of a cell), the context
    * and concurrency it was measured at; 0: none */
   int64_t cap_requests, cap_ctx, cap_conc;
-  unsigned valid_decodes;  /* decode cells measured valid so far */
-  char *stop;              /* a global failure: the run stops with this line */
+  unsigned valid_decodes; /* decode cells measured valid so far */
+  char *stop;             /* a global failure: the run stops with this line */
   /* progress */
   unsigned total_cells, done_count;
   double avg_cell_s;
@@ -267,7 +271,7 @@ sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
     epoll_ctl(r->epfd, EPOLL_CTL_DEL, s, NULL);
     return 0;
   }
-  struct epoll_event ev = {0};
+  struct epoll_event ev = { 0 };
   ev.data.fd = s;
   if (what & CURL_POLL_IN)
     ev.events |= EPOLLIN;
@@ -282,9 +286,7 @@ static int
 timer_cb(CURLM *m, long timeout_ms, void *userp)
 {
   struct run *r = userp;
-  r->curl_deadline = timeout_ms < 0
-                         ? -1
-                         : tb_time_mono_ns() + (int64_t)timeout_ms * 1000000;
+  r->curl_deadline = timeout_ms < 0 ? -1 : tb_time_mono_ns() + (int64_t)timeout_ms * 1000000;
   return 0;
 }
 
@@ -412,8 +414,7 @@ static void stream_end(struct stream *s, const char *transport_err);
 
 /* tb_direct_ops of a cell (cls): a slot's body bytes, its end. */
 static bool
-direct_body(void *cls, unsigned slot, int status, int64_t stamp,
-            const char *data, size_t n)
+direct_body(void *cls, unsigned slot, int status, int64_t stamp, const char *data, size_t n)
 {
   struct cell *c = cls;
   struct stream *s = c->slots[slot];
@@ -566,8 +567,11 @@ srvtime_add(struct cell *c, const struct stream *s)
     return;
   const struct tb_oai_timings *t = &n->timings;
   struct tb_srvtime_req q = {
-    .cache_n = t->cache_n, .prompt_n = t->prompt_n, .prompt_ms = t->prompt_ms,
-    .predicted_n = t->predicted_n, .predicted_per_token_ms = t->predicted_per_token_ms,
+    .cache_n = t->cache_n,
+    .prompt_n = t->prompt_n,
+    .prompt_ms = t->prompt_ms,
+    .predicted_n = t->predicted_n,
+    .predicted_per_token_ms = t->predicted_per_token_ms,
     .ttft_ms = s->st.t_first > 0 ? (double)(s->st.t_first - stream_sent_at(s)) / 1e6 : NAN,
     .tokens = tb_stream_got(&s->st),
   };
@@ -645,13 +649,13 @@ stream_global(struct stream *s)
   if (status == 401 || status == 403)
     snprintf(c->global, sizeof c->global,
              "the endpoint refused the API key (HTTP %ld on /v1/chat/completions): "
-             "give its key (%s)", status,
-             r->tgt->key_hint ? r->tgt->key_hint : "the endpoint's API key");
+             "give its key (%s)",
+             status, r->tgt->key_hint ? r->tgt->key_hint : "the endpoint's API key");
   else if (status == 404)
     snprintf(c->global, sizeof c->global,
              "HTTP 404 on /v1/chat/completions: model '%.100s' not found or no chat "
-             "route (name the model: %s)", r->d.model ? r->d.model : "",
-             r->tgt->model_hint ? r->tgt->model_hint : "the model");
+             "route (name the model: %s)",
+             r->d.model ? r->d.model : "", r->tgt->model_hint ? r->tgt->model_hint : "the model");
   if (s->st.end_rule != TB_STREAM_END_EARLY || r->valid_decodes > 0)
     return; /* early after a cell was measured: it depends on the cell */
   int64_t got = tb_stream_got(&s->st);
@@ -665,16 +669,18 @@ stream_global(struct stream *s)
     snprintf(c->global, sizeof c->global,
              "the server ends streams before their first token (asked %" PRId64
              " tokens): nothing can be measured; check --max-output and the server's "
-             "limits", r->spec->max_output);
+             "limits",
+             r->spec->max_output);
 }
 
 static void
 stream_done(struct stream *s, CURLcode rc)
 {
   const struct run *r = s->cell->run;
-  stream_end(s, rc == CURLE_OK ? NULL
+  stream_end(s, rc == CURLE_OK      ? NULL
                 : r->egress.refused ? r->egress.why
-                : s->curl_err[0] ? s->curl_err : curl_easy_strerror(rc));
+                : s->curl_err[0]    ? s->curl_err
+                                    : curl_easy_strerror(rc));
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -740,8 +746,7 @@ metrics_done(struct cell *c, CURLcode rc)
   c->m_next = now + (int64_t)(r->spec->metrics_interval_s * NS_PER_S);
   double running, waiting;
   if (rc != CURLE_OK || status != 200 || c->m_over || c->m_buf == NULL ||
-      !tb_discover_parse_load(r->d.kind, c->m_buf, c->m_len, &running,
-                              &waiting)) {
+      !tb_discover_parse_load(r->d.kind, c->m_buf, c->m_len, &running, &waiting)) {
     c->m_cond = false;
     if (c->phase == PH_READY && c->client_ready[0] == '\0') {
       /* The gauges discovery saw are gone (a restart behind a gateway, a
@@ -752,10 +757,9 @@ metrics_done(struct cell *c, CURLcode rc)
       else if (status != 200)
         snprintf(what, sizeof what, "HTTP %ld", status);
       else
-        snprintf(what, sizeof what, "%s", c->m_over ? "over its size cap"
-                                                    : "no running/waiting gauges");
-      snprintf(c->client_ready, sizeof c->client_ready,
-               "a /metrics sample failed (%s)", what);
+        snprintf(what, sizeof what, "%s",
+                 c->m_over ? "over its size cap" : "no running/waiting gauges");
+      snprintf(c->client_ready, sizeof c->client_ready, "a /metrics sample failed (%s)", what);
     }
     return;
   }
@@ -766,8 +770,8 @@ metrics_done(struct cell *c, CURLcode rc)
   /* Only a sample asked for once every stream of ours produced tells that
    * the C running are ours: an earlier one may count one of ours still
    * starting plus another client's. */
-  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5 &&
-              c->all_warmed != 0 && c->m_t0 >= c->all_warmed;
+  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5 && c->all_warmed != 0 &&
+              c->m_t0 >= c->all_warmed;
   if (c->phase == PH_WINDOW && now < c->sc.w1) {
     c->run_sum += running;
     c->run_n++;
@@ -816,8 +820,8 @@ sched_cap(struct cell *c, int64_t now)
 {
   const struct run *r = c->run;
   double run = c->m_running, wait = c->m_waiting;
-  bool capped = run >= 0.5 && run < (double)c->conc - 0.5 && wait >= 0.5 &&
-                run + wait < (double)c->conc + 0.5;
+  bool capped =
+    run >= 0.5 && run < (double)c->conc - 0.5 && wait >= 0.5 && run + wait < (double)c->conc + 0.5;
   if (capped) {
     unsigned producing = 0;
     for (unsigned i = 0; i < c->conc; i++)
@@ -865,13 +869,12 @@ scan_streams(struct cell *c, int64_t now)
       continue;
     if (s->direct && tb_direct_connecting(&c->ds, i) &&
         now - s->st.t_start > CONNECT_TIMEOUT_MS * 1000000LL) {
-      cell_fail(c, "stream failed: connect: no answer after %.0f s",
-                CONNECT_TIMEOUT_MS / 1000.0);
+      cell_fail(c, "stream failed: connect: no answer after %.0f s", CONNECT_TIMEOUT_MS / 1000.0);
       return false;
     }
     char why[80];
-    if (tb_stream_overdue(&s->st, now, r->spec->first_token_timeout_s,
-                          r->spec->stall_timeout_s, why, sizeof why)) {
+    if (tb_stream_overdue(&s->st, now, r->spec->first_token_timeout_s, r->spec->stall_timeout_s,
+                          why, sizeof why)) {
       cell_fail(c, "%s", why);
       return false;
     }
@@ -897,7 +900,7 @@ window_open(struct cell *c, int64_t at)
   c->phase = PH_WINDOW;
   c->cpu_w0 = tb_time_thread_cpu_ns();
   tb_sampler_begin(&c->smp, at);
-  c->m_next = at; /* a first sample right at the window's start */
+  c->m_next = at;            /* a first sample right at the window's start */
   tb_telemetry_poke(r->tel); /* and a telemetry read (issue 26) */
 }
 
@@ -941,8 +944,7 @@ tick_ready(struct cell *c, int64_t now, bool gauges)
   /* Every stream of ours produces and the server still runs more than C:
    * someone else loads it, and no figure of this cell would be ours.  Say
    * so after a while rather than at the ready timeout. */
-  bool foreign = gauges && c->n_warmed == c->conc &&
-                 c->m_running > (double)c->conc + 0.5;
+  bool foreign = gauges && c->n_warmed == c->conc && c->m_running > (double)c->conc + 0.5;
   if (!foreign)
     c->foreign_since = 0;
   else if (c->foreign_since == 0)
@@ -950,25 +952,23 @@ tick_ready(struct cell *c, int64_t now, bool gauges)
   double half = r->spec->ready_timeout_s / 2;
   double busy_s = half < FOREIGN_LOAD_S ? half : FOREIGN_LOAD_S;
   if (c->foreign_since != 0 && now - c->foreign_since > (int64_t)(busy_s * NS_PER_S)) {
-    cell_fail(c, "server busy with other work: %.0f requests running (%.0f waiting) "
-                 "for %u of ours, for %.0f s",
+    cell_fail(c,
+              "server busy with other work: %.0f requests running (%.0f waiting) "
+              "for %u of ours, for %.0f s",
               c->m_running, c->m_waiting > 0 ? c->m_waiting : 0, c->conc, busy_s);
     return;
   }
   if (c->shard_wait ||
-      (c->ready_since != 0 &&
-       now - c->ready_since >= (int64_t)(r->spec->settle_s * NS_PER_S))) {
+      (c->ready_since != 0 && now - c->ready_since >= (int64_t)(r->spec->settle_s * NS_PER_S))) {
     if (r->tgt->shard != NULL)
       shard_start(c, now);
     else
       window_open(c, now);
   } else if (now - c->t_begin > (int64_t)(r->spec->ready_timeout_s * NS_PER_S)) {
     unsigned warmed = c->n_warmed;
-    cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)",
-              r->spec->ready_timeout_s, warmed, c->conc,
-              gauges && !c->m_cond
-                  ? "; server not at running = C, waiting = 0"
-                  : "");
+    cell_fail(c, "not ready after %.0f s (%u of %u streams producing%s)", r->spec->ready_timeout_s,
+              warmed, c->conc,
+              gauges && !c->m_cond ? "; server not at running = C, waiting = 0" : "");
   }
 }
 
@@ -1096,8 +1096,7 @@ cell_loop(struct cell *c)
 /* The run's settings: the parsed spec (tb_spec: validated, lists sorted),
  * its plan before discovery, and the target; nothing here reads JSON. */
 static int
-apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target *t,
-           char **err)
+apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target *t, char **err)
 {
   if (t == NULL || t->base_url == NULL || t->base_url[0] == '\0') {
     *err = tb_xstrdup("spec: base_url missing");
@@ -1106,8 +1105,8 @@ apply_spec(struct run *r, const struct tb_spec *s, const struct tb_engine_target
   r->tgt = t;
   r->spec = s;
   r->base_url = tb_xstrdup(t->base_url);
-  r->cell_memory_max = t->cell_memory_max != 0 ? t->cell_memory_max
-                                               : (size_t)TB_ENGINE_CELL_MEMORY_DEFAULT;
+  r->cell_memory_max =
+    t->cell_memory_max != 0 ? t->cell_memory_max : (size_t)TB_ENGINE_CELL_MEMORY_DEFAULT;
   if (t->run_id != NULL && t->run_id[0] != '\0')
     r->run_id = tb_xstrdup(t->run_id);
   else
@@ -1200,16 +1199,13 @@ emit(struct run *r, json_t *cells, json_t *cell)
 }
 
 static void
-progress(struct run *r, const json_t *key, unsigned remaining_cells,
-         unsigned remaining_scouts)
+progress(struct run *r, const json_t *key, unsigned remaining_cells, unsigned remaining_scouts)
 {
   if (r->hooks == NULL || r->hooks->on_progress == NULL)
     return;
-  double per = r->n_cell_timed ? r->avg_cell_s
-                               : r->spec->duration_s + r->spec->settle_s + 1.0;
+  double per = r->n_cell_timed ? r->avg_cell_s : r->spec->duration_s + r->spec->settle_s + 1.0;
   double eta = per * remaining_cells + 2.0 * remaining_scouts;
-  r->hooks->on_progress(r->hooks->cls, key, r->done_count, r->total_cells,
-                        eta);
+  r->hooks->on_progress(r->hooks->cls, key, r->done_count, r->total_cells, eta);
 }
 
 /* A run's repeats (tb_spec repeats): each measurement of a cell is held
@@ -1219,9 +1215,9 @@ progress(struct run *r, const json_t *key, unsigned remaining_cells,
  * cell, emitted as it comes. */
 struct repeats {
   unsigned n, pass;
-  unsigned seq;     /* measurements so far: each one's place in the run */
-  json_t *held;     /* "phase/context/concurrency" -> [measurements] */
-  json_t *closed;   /* keys emitted before the last pass */
+  unsigned seq;   /* measurements so far: each one's place in the run */
+  json_t *held;   /* "phase/context/concurrency" -> [measurements] */
+  json_t *closed; /* keys emitted before the last pass */
 };
 
 static void
@@ -1285,8 +1281,7 @@ abort_and_drain(struct run *r)
     char *url = tb_xasprintf("%s/abort_request", r->d.base_url);
     const char *body = "{\"rid\":\"\",\"abort_all\":true}";
     struct tb_http_resp resp;
-    if (tb_http_call("POST", url, r->api_key, body, strlen(body), 5000L,
-                     65536, &resp) == 0) {
+    if (tb_http_call("POST", url, r->api_key, body, strlen(body), 5000L, 65536, &resp) == 0) {
       /* any answer will do: older servers know only per-request aborts */
     }
     tb_http_resp_free(&resp);
@@ -1301,19 +1296,16 @@ abort_and_drain(struct run *r)
 static void
 drained_before(struct run *r, struct cell *c)
 {
-  c->drained_before = tb_stream_drained(&r->d, r->api_key, &c->before_running,
-                                        &c->before_waiting);
+  c->drained_before = tb_stream_drained(&r->d, r->api_key, &c->before_running, &c->before_waiting);
 }
 
 static char *
-request_body(struct run *r, const char *prompt, int64_t max_tokens,
-             size_t *len)
+request_body(struct run *r, const char *prompt, int64_t max_tokens, size_t *len)
 {
-  json_t *b = json_pack(
-      "{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model",
-      r->d.model, "messages", "role", "user", "content", prompt, "max_tokens",
-      (json_int_t)max_tokens, "stream", 1, "ignore_eos", 1, "stream_options",
-      "include_usage", 1, "continuous_usage_stats", 1);
+  json_t *b =
+    json_pack("{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model", r->d.model, "messages",
+              "role", "user", "content", prompt, "max_tokens", (json_int_t)max_tokens, "stream", 1,
+              "ignore_eos", 1, "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
   char *s = json_dumps(b, JSON_COMPACT);
   json_decref(b);
   *len = strlen(s);
@@ -1321,8 +1313,8 @@ request_body(struct run *r, const char *prompt, int64_t max_tokens,
 }
 
 static void
-cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc,
-          bool scout, const char *body, size_t body_len)
+cell_init(struct cell *c, struct run *r, int64_t ctx, unsigned conc, bool scout, const char *body,
+          size_t body_len)
 {
   memset(c, 0, sizeof *c);
   c->run = r;
@@ -1377,8 +1369,10 @@ static void
 shard_samples(const struct cell *c, const struct tb_result_decode *d, struct tb_samples *m)
 {
   const struct tb_stats *from[TB_SAMPLES_NSERIES] = {
-    [TB_SAMPLES_TTFT] = &c->ttft, [TB_SAMPLES_TPOT] = &c->tbt,
-    [TB_SAMPLES_E2E] = &c->e2e,   [TB_SAMPLES_GAP] = &c->gaps,
+    [TB_SAMPLES_TTFT] = &c->ttft,
+    [TB_SAMPLES_TPOT] = &c->tbt,
+    [TB_SAMPLES_E2E] = &c->e2e,
+    [TB_SAMPLES_GAP] = &c->gaps,
   };
   for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
     for (size_t i = 0; i < from[k]->n; i++)
@@ -1421,8 +1415,7 @@ decode_result(struct cell *c, json_t *cell)
     .output_tokens = c->win_tokens,
     .ttft = &c->ttft,
     .tbt = &c->tbt,
-    .avg_active = c->run_n > 0 ? c->run_sum / c->run_n
-                               : (double)c->act_ns / (win * 1e9),
+    .avg_active = c->run_n > 0 ? c->run_sum / c->run_n : (double)c->act_ns / (win * 1e9),
     .avg_active_server = c->run_n > 0,
     .completed = c->completed,
     .started = c->started,
@@ -1462,8 +1455,8 @@ cell_proofs(struct run *r, struct cell *c, json_t *cell, int drained_after)
     .achieved = tb_json_num(cell, "avg_active"),
     .achieved_server = c->run_n > 0,
     .cpu_share = c->cpu_w0 >= 0 && c->cpu_w1 >= c->cpu_w0 && wall > 0
-                     ? (double)(c->cpu_w1 - c->cpu_w0) / 1e9 / wall
-                     : NAN,
+                   ? (double)(c->cpu_w1 - c->cpu_w0) / 1e9 / wall
+                   : NAN,
     .kernel_stamped = tb_json_num(cell, "kernel_stamped"),
     .kernel_wanted = r->kernel_stamps,
     .drained_before = c->drained_before,
@@ -1540,8 +1533,8 @@ gated_cell(const struct run *r, const struct tb_plan_cell *c)
     tb_result_cell_set_status(cell, "skipped", why);
     break;
   case TB_PLAN_TOO_MANY:
-    why = tb_xasprintf("more requests than the server runs at once (%" PRId64 ")",
-                       r->d.max_running);
+    why =
+      tb_xasprintf("more requests than the server runs at once (%" PRId64 ")", r->d.max_running);
     tb_result_cell_set_status(cell, "skipped", why);
     break;
   case TB_PLAN_OVER_KV:
@@ -1632,8 +1625,8 @@ run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **
 
 /* What the matrix carries across its contexts and passes. */
 struct matrix {
-  json_t *cells;        /* the result's */
-  const json_t *done;   /* cells of an earlier attempt (may be NULL) */
+  json_t *cells;      /* the result's */
+  const json_t *done; /* cells of an earlier attempt (may be NULL) */
   struct repeats rp;
   unsigned runnable_left, scouts_left; /* for the ETA */
 };
@@ -1645,11 +1638,11 @@ struct ctxrun {
   size_t n;
   int64_t ctx;
   unsigned pass;
-  bool open_pf;         /* its prefill cell is to be measured */
+  bool open_pf; /* its prefill cell is to be measured */
   struct tb_prompt prompt;
   char *dbody, *sbody;
   size_t dlen, slen;
-  char *ctx_err;        /* when set, every runnable cell here is an error */
+  char *ctx_err; /* when set, every runnable cell here is an error */
 };
 
 /* The end of the plan's context starting at matrix cell i. */
@@ -1744,8 +1737,8 @@ run_scout(struct run *r, struct matrix *m, struct ctxrun *x)
   /* a cold prefill: the server's prefix cache emptied first (cache: reset) */
   char why[TB_CACHERESET_WHY_MAX] = "";
   bool reset = strcmp(r->spec->cache, "reset") == 0;
-  enum tb_cache_reset cr = reset ? tb_cache_reset(&r->d, r->api_key, why, sizeof why)
-                                 : TB_CACHE_RESET_UNSUPPORTED;
+  enum tb_cache_reset cr =
+    reset ? tb_cache_reset(&r->d, r->api_key, why, sizeof why) : TB_CACHE_RESET_UNSUPPORTED;
   struct cell sc;
   cell_init(&sc, r, x->ctx, 1, true, x->sbody, x->slen);
   cell_loop(&sc);
@@ -1955,9 +1948,8 @@ run_status(struct run *r, json_t *header, char **err)
     json_t *cap = json_object_get(header, "capacity");
     if (json_is_object(cap))
       json_object_set_new(cap, "scheduler_cap",
-                          json_pack("{s:I, s:I, s:I, s:s}", "requests",
-                                    (json_int_t)r->cap_requests, "context",
-                                    (json_int_t)r->cap_ctx, "concurrency",
+                          json_pack("{s:I, s:I, s:I, s:s}", "requests", (json_int_t)r->cap_requests,
+                                    "context", (json_int_t)r->cap_ctx, "concurrency",
                                     (json_int_t)r->cap_conc, "source",
                                     "measured: running/waiting gauges"));
   }
@@ -1974,9 +1966,9 @@ status_name(enum tb_engine_status status, const json_t *cells)
 }
 
 enum tb_engine_status
-tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
-              const char *api_key, const json_t *done_cells,
-              const struct tb_engine_hooks *hooks, json_t **result, char **err)
+tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt, const char *api_key,
+              const json_t *done_cells, const struct tb_engine_hooks *hooks, json_t **result,
+              char **err)
 {
   struct run run;
   struct run *r = &run;
@@ -2010,8 +2002,7 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
     r->tel = tb_telemetry_start(tel_url, 0);
   header = build_header(r, tgt->endpoint, started_us);
   if (r->plan.rate)
-    json_object_set_new(json_object_get(header, "settings"), "rate",
-                        tb_rate_settings_json(spec));
+    json_object_set_new(json_object_get(header, "settings"), "rate", tb_rate_settings_json(spec));
   if (hooks != NULL && hooks->on_header != NULL)
     hooks->on_header(hooks->cls, header);
   if (loop_setup(r, err) != 0)
@@ -2024,8 +2015,8 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt,
   status = run_status(r, header, err);
 
 out:
-  *result = tb_result_finish(header, r->run_id, started_us, status_name(status, cells), *err,
-                             cells);
+  *result =
+    tb_result_finish(header, r->run_id, started_us, status_name(status, cells), *err, cells);
   if (sweep != NULL)
     json_object_set_new(*result, "sweep", sweep);
   run_free(r);

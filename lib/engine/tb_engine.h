@@ -31,8 +31,8 @@ struct tb_engine_hooks {
   bool (*on_cell)(void *cls, const json_t *cell);
   /* Called with progress: the cell about to run (borrowed), its index and
    * the total; may be NULL. */
-  void (*on_progress)(void *cls, const json_t *cell_key, unsigned done,
-                      unsigned total, double eta_s);
+  void (*on_progress)(void *cls, const json_t *cell_key, unsigned done, unsigned total,
+                      double eta_s);
   /* Polled often (at least every 100 ms) while a cell runs; true aborts the run
    * as cancelled.  May be NULL. */
   bool (*cancelled)(void *cls);
@@ -43,8 +43,8 @@ struct tb_engine_hooks {
    * comment line (comment != NULL, tokens = 0) of a decode stream, with the
    * monotonic arrival time of the read that carried it.  slot is the stream's
    * index within its cell.  Must be cheap: it runs inside the measurement. */
-  void (*on_event)(void *cls, unsigned slot, int64_t arrival_ns,
-                   const char *comment, size_t comment_len, int64_t tokens);
+  void (*on_event)(void *cls, unsigned slot, int64_t arrival_ns, const char *comment,
+                   size_t comment_len, int64_t tokens);
   /* A decode cell about to be measured (cell: a new object with phase,
    * context and concurrency set): true when the caller measured it instead
    * (cell filled: a sharded cell, worker_shard.h), false to let the engine
@@ -82,8 +82,8 @@ struct tb_samples;
  */
 /* A shard's readiness is its own streams producing: the server's gauges
  * count every shard's streams (the cell's readiness_reason). */
-#define TB_ENGINE_SHARD_READY                                                          \
-  "a shard of a sharded cell: each shard's streams producing (the server's gauges "  \
+#define TB_ENGINE_SHARD_READY                                                       \
+  "a shard of a sharded cell: each shard's streams producing (the server's gauges " \
   "count every shard's)"
 struct tb_engine_shard {
   int (*start)(void *cls, int64_t now_ns, int64_t *t0_ns, char *why, size_t len);
@@ -130,15 +130,17 @@ struct tb_engine_target {
 
 /* The keys of those switches, for the key table of each binary that runs
  * the engine (tb_cfg; --help lists them). */
-#define TB_ENGINE_CFG_KEYS                                                                  \
-  { "TB_ENGINE_CLIENT_STAMPS", "0",                                                         \
-    "1: stamp arrivals with the client's clock, not the kernel's receive stamps "           \
-    "(side-by-side measurements)", false },                                                 \
-  { "TB_ENGINE_SERVER_SERIES", "1",                                                         \
-    "0: no /metrics series during cells (side-by-side measurements)", false },             \
-  { "TB_ENGINE_CURL_STREAMS", "0",                                                          \
-    "1: libcurl streams on plain HTTP too, as over TLS, not the engine's own transport",    \
-    false }
+#define TB_ENGINE_CFG_KEYS                                                                       \
+  { "TB_ENGINE_CLIENT_STAMPS", "0",                                                              \
+    "1: stamp arrivals with the client's clock, not the kernel's receive stamps "                \
+    "(side-by-side measurements)",                                                               \
+    false },                                                                                     \
+    { "TB_ENGINE_SERVER_SERIES", "1",                                                            \
+      "0: no /metrics series during cells (side-by-side measurements)", false },                 \
+  {                                                                                              \
+    "TB_ENGINE_CURL_STREAMS", "0",                                                               \
+      "1: libcurl streams on plain HTTP too, as over TLS, not the engine's own transport", false \
+  }
 
 /* Sets the switches of t from cfg (declared with TB_ENGINE_CFG_KEYS).
  * false with *err set (caller frees) on a value other than 0 or 1. */
@@ -160,9 +162,8 @@ bool tb_engine_target_cfg(struct tb_engine_target *t, const struct tb_cfg *cfg,
  * and *err a new string on TB_ENGINE_FAILED (caller frees).
  */
 enum tb_engine_status tb_engine_run(const struct tb_spec *spec,
-                                    const struct tb_engine_target *target,
-                                    const char *api_key, const json_t *done_cells,
-                                    const struct tb_engine_hooks *hooks,
+                                    const struct tb_engine_target *target, const char *api_key,
+                                    const json_t *done_cells, const struct tb_engine_hooks *hooks,
                                     json_t **result, char **err) TB_MUST_CHECK;
 
 /*
@@ -181,8 +182,7 @@ uint64_t tb_engine_nofile(const struct tb_spec *spec);
  * max_model_len, KV budget, max running requests.  Returns a new object, or
  * NULL with *err set (caller frees).
  */
-json_t *tb_engine_probe(const char *base_url, const char *api_key,
-                        char **err) TB_MUST_CHECK;
+json_t *tb_engine_probe(const char *base_url, const char *api_key, char **err) TB_MUST_CHECK;
 
 /* Which cells run, in what order, on which contexts (the top decode
  * context, the over-capacity rule of METHOD.md): tb_plan. */

@@ -29,10 +29,9 @@
 /* Common words of at most four bytes: one token each on usual BPE
  * vocabularies (and on tokbench-sim's), so the count is close to linear. */
 static const char *const filler[] = {
-    "the", "fox", "dog", "and", "runs", "far", "into", "sky", "blue", "old",
-    "tree", "near", "sun", "day", "long", "soft", "bird", "sing", "all", "red",
-    "over", "lazy", "hill", "when", "then", "lake", "wind", "rain", "snow",
-    "moon", "star", "road",
+  "the",  "fox",  "dog",  "and",  "runs", "far",  "into", "sky",  "blue", "old",  "tree",
+  "near", "sun",  "day",  "long", "soft", "bird", "sing", "all",  "red",  "over", "lazy",
+  "hill", "when", "then", "lake", "wind", "rain", "snow", "moon", "star", "road",
 };
 
 struct tb_prompt_ctx {
@@ -40,16 +39,21 @@ struct tb_prompt_ctx {
   const char *api_key;
   char *run_id;
   bool calibrated;
-  double a, b; /* tokens = a + b * words (generic servers) */
+  double a, b;      /* tokens = a + b * words (generic servers) */
   int64_t overhead; /* chat template tokens (SGLang) */
   bool have_overhead;
-  enum { MODE_LINEAR = 0, MODE_CHAT, MODE_TEXT, MODE_TEMPLATE, MODE_ESTIMATE } mode;
+  enum {
+    MODE_LINEAR = 0,
+    MODE_CHAT,
+    MODE_TEXT,
+    MODE_TEMPLATE,
+    MODE_ESTIMATE
+  } mode;
   bool no_usage; /* a calibration request was answered without usage */
 };
 
 struct tb_prompt_ctx *
-tb_prompt_ctx_new(const struct tb_discover *d, const char *api_key,
-                  const char *run_id)
+tb_prompt_ctx_new(const struct tb_discover *d, const char *api_key, const char *run_id)
 {
   struct tb_prompt_ctx *c = tb_xcalloc(1, sizeof *c);
   c->d = d;
@@ -71,8 +75,8 @@ static char *
 prompt_text_pad(const char *tag, int64_t nwords, int64_t pad)
 {
   size_t taglen = strlen(tag);
-  size_t cap = taglen + 1 + (size_t)(nwords > 0 ? nwords : 0) * 8 +
-               (size_t)(pad > 0 ? pad : 0) * 2 + 1;
+  size_t cap =
+    taglen + 1 + (size_t)(nwords > 0 ? nwords : 0) * 8 + (size_t)(pad > 0 ? pad : 0) * 2 + 1;
   char *s = tb_xmalloc(cap);
   size_t o = 0;
   memcpy(s, tag, taglen);
@@ -104,16 +108,16 @@ tb_prompt_text(const char *tag, int64_t nwords)
 }
 
 static int
-post_json(struct tb_prompt_ctx *c, const char *path, json_t *body,
-          long timeout_ms, json_t **out, char **err)
+post_json(struct tb_prompt_ctx *c, const char *path, json_t *body, long timeout_ms, json_t **out,
+          char **err)
 {
   char *text = json_dumps(body, JSON_COMPACT);
   char *url = tb_xasprintf("%s%s", c->d->base_url, path);
   struct tb_http_resp r;
   int rc = -1;
   *out = NULL;
-  if (tb_http_call("POST", url, c->api_key, text, strlen(text), timeout_ms,
-                   1024u * 1024u * 64u, &r) != 0) {
+  if (tb_http_call("POST", url, c->api_key, text, strlen(text), timeout_ms, 1024u * 1024u * 64u,
+                   &r) != 0) {
     *err = tb_xasprintf("POST %s: %s", path, r.err);
     goto out;
   }
@@ -146,10 +150,9 @@ chat_messages(const char *text)
 static int64_t
 tokenize(struct tb_prompt_ctx *c, const char *text, bool chat, char **err)
 {
-  json_t *body = chat ? json_pack("{s:s, s:o}", "model", c->d->model,
-                                  "messages", chat_messages(text))
-                      : json_pack("{s:s, s:s}", "model", c->d->model,
-                                  "prompt", text);
+  json_t *body = chat
+                   ? json_pack("{s:s, s:o}", "model", c->d->model, "messages", chat_messages(text))
+                   : json_pack("{s:s, s:s}", "model", c->d->model, "prompt", text);
   json_t *ans = NULL;
   int64_t n = -1;
   if (post_json(c, "/tokenize", body, TOKENIZE_TIMEOUT_MS, &ans, err) != 0)
@@ -210,18 +213,14 @@ out:
 static int64_t
 chat_prompt_tokens(struct tb_prompt_ctx *c, const char *text, char **err)
 {
-  json_t *body = json_pack("{s:s, s:o, s:i, s:b}", "model", c->d->model,
-                           "messages", chat_messages(text), "max_tokens", 1,
-                           "stream", 0);
+  json_t *body = json_pack("{s:s, s:o, s:i, s:b}", "model", c->d->model, "messages",
+                           chat_messages(text), "max_tokens", 1, "stream", 0);
   json_t *ans = NULL;
   int64_t n = -1;
-  if (post_json(c, "/v1/chat/completions", body, CALIB_TIMEOUT_MS, &ans,
-                err) != 0)
+  if (post_json(c, "/v1/chat/completions", body, CALIB_TIMEOUT_MS, &ans, err) != 0)
     goto out;
-  const json_t *pt = json_object_get(json_object_get(ans, "usage"),
-                                     "prompt_tokens");
-  if (json_is_integer(pt) && json_integer_value(pt) > 0 &&
-      json_integer_value(pt) <= COUNT_MAX)
+  const json_t *pt = json_object_get(json_object_get(ans, "usage"), "prompt_tokens");
+  if (json_is_integer(pt) && json_integer_value(pt) > 0 && json_integer_value(pt) <= COUNT_MAX)
     n = json_integer_value(pt);
   else {
     /* absent (not merely implausible): a server that gives no usage */
@@ -235,8 +234,7 @@ out:
 }
 
 static int64_t
-count_words_pad(struct tb_prompt_ctx *c, const char *tag, int64_t words,
-                int64_t pad, char **err)
+count_words_pad(struct tb_prompt_ctx *c, const char *tag, int64_t words, int64_t pad, char **err)
 {
   char *text = prompt_text_pad(tag, words, pad);
   int64_t n;
@@ -256,8 +254,7 @@ count_words_pad(struct tb_prompt_ctx *c, const char *tag, int64_t words,
 }
 
 static int64_t
-count_words(struct tb_prompt_ctx *c, const char *tag, int64_t words,
-            char **err)
+count_words(struct tb_prompt_ctx *c, const char *tag, int64_t words, char **err)
 {
   return count_words_pad(c, tag, words, 0, err);
 }
@@ -346,8 +343,8 @@ out:
  * one-token words, a few tries at most; *pad the padding that fits.
  * Returns 0, or -1 with *err when a count failed. */
 static int
-pad_to_target(struct tb_prompt_ctx *c, const char *tag, int64_t words, int64_t target,
-              int64_t *n, int64_t *pad, char **err)
+pad_to_target(struct tb_prompt_ctx *c, const char *tag, int64_t words, int64_t target, int64_t *n,
+              int64_t *pad, char **err)
 {
   for (int tries = 0; tries < 4 && *n < target; tries++) {
     int64_t p = *pad + (target - *n);
@@ -363,8 +360,8 @@ pad_to_target(struct tb_prompt_ctx *c, const char *tag, int64_t words, int64_t t
 }
 
 int
-tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
-                struct tb_prompt *out, char **err)
+tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_prompt *out,
+                char **err)
 {
   memset(out, 0, sizeof *out);
   out->tokens = -1;
@@ -420,8 +417,8 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
     *err = tb_xasprintf("tokenizer counts an implausible %.4f tokens per word", slope);
     goto out;
   }
-  int64_t lo = 0, lo_n = -1;          /* known: count(lo) <= target */
-  int64_t hi = -1;                    /* known: count(hi) > target */
+  int64_t lo = 0, lo_n = -1; /* known: count(lo) <= target */
+  int64_t hi = -1;           /* known: count(hi) > target */
   int64_t w = w1 + (int64_t)((double)(target - n1) / slope);
   if (w < 0)
     w = 0;
@@ -454,15 +451,13 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
     if (next == w)
       next = n < target ? w + 1 : w - 1;
     if (next <= lo || (hi >= 0 && next >= hi))
-      next = hi >= 0 ? lo + (hi - lo) / 2
-                     : lo + 1 + (int64_t)((double)(target - lo_n) / slope);
+      next = hi >= 0 ? lo + (hi - lo) / 2 : lo + 1 + (int64_t)((double)(target - lo_n) / slope);
     if (next < 0)
       next = 0;
     w = next;
   }
   if (lo_n < 0) {
-    *err = tb_xasprintf("cannot size a prompt of %lld tokens",
-                        (long long)target);
+    *err = tb_xasprintf("cannot size a prompt of %lld tokens", (long long)target);
     goto out;
   }
   int64_t pad = 0;

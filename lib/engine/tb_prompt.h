@@ -29,14 +29,14 @@
  * one token (common words of at most four bytes), the tag one per 3 bytes,
  * the chat template TB_PROMPT_ESTIMATE_TEMPLATE tokens. */
 #define TB_PROMPT_ESTIMATE_TEMPLATE 8
-#define TB_PROMPT_ESTIMATE                                                               \
-  "estimated: 1 token per filler word, 1 per 3 bytes of the tag, 8 for the chat "      \
+#define TB_PROMPT_ESTIMATE                                                        \
+  "estimated: 1 token per filler word, 1 per 3 bytes of the tag, 8 for the chat " \
   "template (the server has no /tokenize and gives no usage)"
 
 struct tb_prompt {
-  char *text;      /* the user message (owned) */
-  int64_t tokens;  /* tokens as the server counts the chat request; -1 unknown */
-  bool exact;      /* tokens verified on the server's tokenizer */
+  char *text;     /* the user message (owned) */
+  int64_t tokens; /* tokens as the server counts the chat request; -1 unknown */
+  bool exact;     /* tokens verified on the server's tokenizer */
   /* Where tokens comes from (static): "tokenizer" (the server's /tokenize),
    * "calibration" (a line through two requests' usage.prompt_tokens) or
    * "estimate" (TB_PROMPT_ESTIMATE). */
@@ -45,16 +45,15 @@ struct tb_prompt {
 
 struct tb_prompt_ctx; /* calibration state kept across contexts */
 
-struct tb_prompt_ctx *tb_prompt_ctx_new(const struct tb_discover *d,
-                                        const char *api_key,
+struct tb_prompt_ctx *tb_prompt_ctx_new(const struct tb_discover *d, const char *api_key,
                                         const char *run_id);
 void tb_prompt_ctx_free(struct tb_prompt_ctx *c);
 
 /* Builds the prompt for context label ctx with `target` tokens (the largest
  * prompt of at most target tokens; target 0: the run's tag alone, context
  * 0).  Returns 0, or -1 with *err (caller frees). */
-int tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target,
-                    struct tb_prompt *out, char **err) TB_MUST_CHECK;
+int tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_prompt *out,
+                    char **err) TB_MUST_CHECK;
 void tb_prompt_free(struct tb_prompt *p);
 
 /* Exposed for tests: the text of tag + n filler words (new string). */

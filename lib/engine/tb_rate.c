@@ -65,7 +65,7 @@
 #define LEAD_NS 20000000LL    /* the first arrival: this long after set-up */
 #define MARKER "RQ00000000"
 #define MARKER_DIGITS 8
-#define MAXTOK_WIDTH 8        /* max_tokens rendered in 8 columns */
+#define MAXTOK_WIDTH 8 /* max_tokens rendered in 8 columns */
 #define MAXTOK_PLACEHOLDER 99999999
 #define FAIL_PAUSE_NS 100000000LL /* a closed-loop user after a failed request */
 
@@ -94,7 +94,7 @@ workload_json(const struct tb_spec *s)
 {
   const struct tb_spec_convo *cv = &s->conversation;
   json_t *o = json_pack("{s:s}", "kind",
-                        cv->turns > 0           ? "multi_turn"
+                        cv->turns > 0          ? "multi_turn"
                         : s->prefix.tokens > 0 ? "shared_prefix"
                                                : "cold");
   if (s->prefix.tokens > 0) {
@@ -115,12 +115,11 @@ tb_rate_settings_json(const struct tb_spec *s)
   json_t *rates = json_array();
   for (size_t i = 0; i < s->rates.n; i++)
     json_array_append_new(rates, json_real(s->rates.v[i]));
-  json_t *o = json_pack("{s:o, s:f, s:o, s:s, s:I, s:s, s:s, s:o}", "rates", rates,
-                        "duration_s", s->rate_duration_s, "requests",
-                        s->rate_requests > 0 ? json_integer(s->rate_requests) : json_null(),
-                        "arrival", s->arrival, "seed",
-                        (json_int_t)s->seed, "input_tokens", s->input_tokens,
-                        "output_tokens", s->output_tokens, "slo", slo_json(&s->slo));
+  json_t *o = json_pack(
+    "{s:o, s:f, s:o, s:s, s:I, s:s, s:s, s:o}", "rates", rates, "duration_s", s->rate_duration_s,
+    "requests", s->rate_requests > 0 ? json_integer(s->rate_requests) : json_null(), "arrival",
+    s->arrival, "seed", (json_int_t)s->seed, "input_tokens", s->input_tokens, "output_tokens",
+    s->output_tokens, "slo", slo_json(&s->slo));
   json_object_set_new(o, "workload", workload_json(s));
   return o;
 }
@@ -131,40 +130,40 @@ struct rcell;
 struct sess;
 
 struct rq {
-  struct tb_stream st;  /* the consumer: bytes, counts, samples, reasons */
+  struct tb_stream st; /* the consumer: bytes, counts, samples, reasons */
   struct rcell *c;
-  struct sess *ss;      /* its conversation or user (NULL: a lone arrival) */
-  unsigned turn;        /* its turn in the conversation (0-based) */
+  struct sess *ss; /* its conversation or user (NULL: a lone arrival) */
+  unsigned turn;   /* its turn in the conversation (0-based) */
   unsigned slot;
   unsigned pool;
-  uint64_t k;           /* its number in the cell's requests */
+  uint64_t k; /* its number in the cell's requests */
   int64_t t_sched;
   int64_t want;
   char *body;
-  char *head;           /* its own request head (a conversation's turn), or NULL */
+  char *head; /* its own request head (a conversation's turn), or NULL */
 };
 
 struct pool_entry {
-  char *tmpl;          /* the request body, marker and max_tokens to patch */
+  char *tmpl; /* the request body, marker and max_tokens to patch */
   size_t len;
   size_t marker_at, maxtok_at;
-  char *head;          /* holds the key */
+  char *head; /* holds the key */
   size_t head_len;
-  int64_t tokens;      /* as the server counts the prompt (-1 unknown) */
-  char *text;          /* the prompt's text (conversations' user messages) */
+  int64_t tokens; /* as the server counts the prompt (-1 unknown) */
+  char *text;     /* the prompt's text (conversations' user messages) */
   size_t text_marker_at;
 };
 
 /* A conversation (conversation.turns > 0) or a closed-loop user: what
  * sends its next request when the last one ended. */
 struct sess {
-  uint64_t conv;        /* its conversation's number in the cell */
-  unsigned turn;        /* turns sent in this conversation */
-  bool user;            /* a closed-loop user: starts another when done */
+  uint64_t conv; /* its conversation's number in the cell */
+  unsigned turn; /* turns sent in this conversation */
+  bool user;     /* a closed-loop user: starts another when done */
   bool has_cv;
-  int64_t due;          /* when its next request is due (in the heap) */
-  int64_t tri;          /* a trace cell's request (its index in rrun.tr); -1 */
-  struct tb_rng rng;    /* its own draws: prompt, output length, think */
+  int64_t due;       /* when its next request is due (in the heap) */
+  int64_t tri;       /* a trace cell's request (its index in rrun.tr); -1 */
+  struct tb_rng rng; /* its own draws: prompt, output length, think */
   struct tb_convo cv;
 };
 
@@ -185,7 +184,7 @@ struct turnstat {
 
 struct rrun {
   const struct tb_plan *p;
-  const struct tb_spec *s;   /* p->spec */
+  const struct tb_spec *s; /* p->spec */
   const struct tb_rate_env *env;
   struct tb_direct dt;
   bool direct;
@@ -195,12 +194,12 @@ struct rrun {
   struct pool_entry pool[TB_RATE_INPUT_POOL];
   unsigned n_pool;
   double in_mean;
-  char *sys;           /* the shared system prompt (spec prefix), or NULL */
-  int64_t sys_tokens;  /* as the server counts it alone (-1 unknown) */
-  char *setup_err;     /* every cell is an error with this */
+  char *sys;          /* the shared system prompt (spec prefix), or NULL */
+  int64_t sys_tokens; /* as the server counts it alone (-1 unknown) */
+  char *setup_err;    /* every cell is an error with this */
   bool cancelled;
-  unsigned index;      /* cells so far */
-  int slack;           /* the thread's timer slack before (ns; 0: unchanged) */
+  unsigned index; /* cells so far */
+  int slack;      /* the thread's timer slack before (ns; 0: unchanged) */
   /* the trace cell (the spec's trace, env->trace): its replay, the roots in
    * order of arrival, each request's first turn after it and next sibling
    * (-1: none), its summary, the prompts' seed */
@@ -209,14 +208,14 @@ struct rrun {
   size_t *tr_roots, tr_nroots;
   int64_t *tr_child, *tr_sib;
   uint64_t tr_seed;
-  char *tr_err;        /* the trace cell is an error with this */
-  bool trace_cell;     /* the cell running is the trace's */
+  char *tr_err;    /* the trace cell is an error with this */
+  bool trace_cell; /* the cell running is the trace's */
 };
 
 struct rcell {
   struct rrun *r;
-  double rate;          /* open loop: arrivals per second; 0 closed */
-  unsigned users;       /* closed loop: users; 0 open */
+  double rate;    /* open loop: arrivals per second; 0 closed */
+  unsigned users; /* closed loop: users; 0 open */
   unsigned index;
   struct tb_direct_set ds;
   struct rq **slots;
@@ -236,7 +235,7 @@ struct rcell {
   int64_t t0, t_end_arrivals, t_last_end;
   struct tb_stats ttft, tpot, tbt, e2e, lag;
   /* actual inter-start gaps */
-  int64_t prev_start;   /* the last request's start */
+  int64_t prev_start; /* the last request's start */
   double gap_sum, gap_sum2;
   uint64_t gap_n;
   /* per-request samples, in order of start */
@@ -245,14 +244,14 @@ struct rcell {
   /* sessions (conversations, closed-loop users): those due, by due time */
   struct sess **heap;
   size_t nheap, nsess;
-  uint64_t arrivals;    /* conversations (or closed-loop requests) begun */
+  uint64_t arrivals; /* conversations (or closed-loop requests) begun */
   uint64_t sess_made;
   int64_t flight_t;
-  double flight_area;   /* in flight x ns, for the time-weighted mean */
+  double flight_area; /* in flight x ns, for the time-weighted mean */
   uint64_t conv_started, conv_completed, conv_abandoned, conv_dropped;
-  size_t text_bytes;    /* the live conversations' text */
+  size_t text_bytes; /* the live conversations' text */
   struct turnstat *turns;
-  int64_t t_window_end; /* closed loop: no arrival begins after it */
+  int64_t t_window_end;  /* closed loop: no arrival begins after it */
   uint64_t tr_abandoned; /* trace turns not sent: their parent failed */
 };
 
@@ -435,7 +434,7 @@ sess_new(struct rcell *c, bool user)
   ss->tri = -1;
   /* its draws: a function of the seed, the cell and its own number */
   tb_rng_seed(&ss->rng, (uint64_t)c->r->s->seed ^ ((uint64_t)c->index << 40) ^
-                            (c->sess_made++ * 0x9e3779b97f4a7c15ULL) ^ 0x73657373ULL);
+                          (c->sess_made++ * 0x9e3779b97f4a7c15ULL) ^ 0x73657373ULL);
   sess_conversation(c, ss);
   c->nsess++;
   return ss;
@@ -539,9 +538,13 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
   if (st->count.saw_timings) {
     const struct tb_oai_timings *t = &st->count.timings;
     const struct tb_srvtime_req sq = {
-      .cache_n = t->cache_n, .prompt_n = t->prompt_n, .prompt_ms = t->prompt_ms,
-      .predicted_n = t->predicted_n, .predicted_per_token_ms = t->predicted_per_token_ms,
-      .ttft_ms = (double)f->ttft / 1e6, .tokens = tb_stream_got(st),
+      .cache_n = t->cache_n,
+      .prompt_n = t->prompt_n,
+      .prompt_ms = t->prompt_ms,
+      .predicted_n = t->predicted_n,
+      .predicted_per_token_ms = t->predicted_per_token_ms,
+      .ttft_ms = (double)f->ttft / 1e6,
+      .tokens = tb_stream_got(st),
     };
     c->srv.source = "llama.cpp timings";
     tb_srvtime_add(&c->srv, &sq);
@@ -668,9 +671,9 @@ trace_body(struct rrun *r, int64_t i, int64_t want)
   int64_t words;
   char *text = tb_trace_text(&r->tr, (size_t)i, r->tr_seed, TB_SPEC_MAX_CONTEXT, &words);
   json_t *b = json_pack("{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model",
-                        r->env->d->model, "messages", "role", "user", "content", text,
-                        "max_tokens", (json_int_t)want, "stream", 1, "ignore_eos", 1,
-                        "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
+                        r->env->d->model, "messages", "role", "user", "content", text, "max_tokens",
+                        (json_int_t)want, "stream", 1, "ignore_eos", 1, "stream_options",
+                        "include_usage", 1, "continuous_usage_stats", 1);
   free(text);
   char *body = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
   json_decref(b);
@@ -682,8 +685,8 @@ trace_body(struct rrun *r, int64_t i, int64_t want)
  * conversation's turn (the history and a new message), with the head it
  * goes out with (*head, borrowed) and their lengths. */
 static struct rq *
-rq_new(struct rcell *c, struct sess *ss, uint64_t k, unsigned pi, int64_t want,
-       const char **head, size_t *head_len, size_t *len)
+rq_new(struct rcell *c, struct sess *ss, uint64_t k, unsigned pi, int64_t want, const char **head,
+       size_t *head_len, size_t *len)
 {
   struct rrun *r = c->r;
   const struct pool_entry *pe = &r->pool[pi];
@@ -740,8 +743,8 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   struct rrun *r = c->r;
   struct tb_rng *g = ss != NULL ? &ss->rng : lens;
   unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(g) % r->n_pool) : 0;
-  int64_t want = ss != NULL && ss->tri >= 0 ? r->tr.req[ss->tri].out_tokens
-                                            : tb_length_draw(&r->out, g);
+  int64_t want =
+    ss != NULL && ss->tri >= 0 ? r->tr.req[ss->tri].out_tokens : tb_length_draw(&r->out, g);
   if (want < 1) /* a trace's failed request (BurstGPT's 0 response tokens) */
     want = 1;
   if (c->n_free == 0) {
@@ -788,8 +791,8 @@ scan(struct rcell *c, int64_t now)
   for (unsigned i = 0; i < c->ds.n; i++) {
     struct rq *q = c->slots[i];
     char why[120];
-    if (q != NULL && tb_stream_overdue(&q->st, now, s->first_token_timeout_s,
-                                       s->stall_timeout_s, why, sizeof why)) {
+    if (q != NULL && tb_stream_overdue(&q->st, now, s->first_token_timeout_s, s->stall_timeout_s,
+                                       why, sizeof why)) {
       tb_stream_fail(&q->st, "%s", why);
       rq_end(c, i, NULL);
     }
@@ -831,17 +834,15 @@ conversation_figures(struct rcell *c, json_t *cell)
   json_t *turns = json_array();
   for (int64_t t = 0; t < c->r->s->conversation.turns; t++) {
     struct turnstat *ts = &c->turns[t];
-    json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "turn", (json_int_t)(t + 1), "requests",
-                          (json_int_t)ts->sent, "completed", (json_int_t)ts->ok, "ttft_ms",
-                          pct(&ts->ttft));
+    json_t *o =
+      json_pack("{s:I, s:I, s:I, s:o}", "turn", (json_int_t)(t + 1), "requests",
+                (json_int_t)ts->sent, "completed", (json_int_t)ts->ok, "ttft_ms", pct(&ts->ttft));
     json_object_set_new(o, "prompt_tokens_mean",
-                        ts->pr.n ? json_real((double)ts->pr.sum / (double)ts->pr.n)
-                                     : json_null());
+                        ts->pr.n ? json_real((double)ts->pr.sum / (double)ts->pr.n) : json_null());
     json_object_set_new(o, "cached_pct",
-                        ts->pr.cached_prompt_sum > 0
-                            ? json_real(100.0 * (double)ts->pr.cached_sum /
-                                        (double)ts->pr.cached_prompt_sum)
-                            : json_null());
+                        ts->pr.cached_prompt_sum > 0 ? json_real(100.0 * (double)ts->pr.cached_sum /
+                                                                 (double)ts->pr.cached_prompt_sum)
+                                                     : json_null());
     json_array_append_new(turns, o);
   }
   json_object_set_new(cell, "turns", turns);
@@ -879,16 +880,14 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "total_tps", json_real(dur > 0 ? (double)c->out_tokens / dur : 0));
   json_object_set_new(cell, "output_tokens", json_integer(c->out_tokens));
   json_object_set_new(cell, "prompt_tokens_mean",
-                      c->pr.n ? json_real((double)c->pr.sum / (double)c->pr.n)
-                                  : json_null());
+                      c->pr.n ? json_real((double)c->pr.sum / (double)c->pr.n) : json_null());
   const struct prompts *pr = &c->pr;
   if (pr->cached_n > 0) { /* the server said how much of the prompts its cache held */
-    json_t *pc = json_pack("{s:I, s:I, s:I, s:f}", "requests", (json_int_t)pr->cached_n,
-                           "prompt_tokens", (json_int_t)pr->cached_prompt_sum, "cached_tokens",
-                           (json_int_t)pr->cached_sum, "hit_pct",
-                           pr->cached_prompt_sum > 0
-                               ? 100.0 * (double)pr->cached_sum / (double)pr->cached_prompt_sum
-                               : 0.0);
+    json_t *pc = json_pack(
+      "{s:I, s:I, s:I, s:f}", "requests", (json_int_t)pr->cached_n, "prompt_tokens",
+      (json_int_t)pr->cached_prompt_sum, "cached_tokens", (json_int_t)pr->cached_sum, "hit_pct",
+      pr->cached_prompt_sum > 0 ? 100.0 * (double)pr->cached_sum / (double)pr->cached_prompt_sum
+                                : 0.0);
     json_object_set_new(cell, "prefix_cache", pc);
   }
   json_t *srv = tb_srvtime_json(&c->srv);
@@ -902,8 +901,8 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "e2e_ms", pct(&c->e2e));
   json_t *lag = pct(&c->lag);
   json_object_del(lag, "p90");
-  json_object_set_new(lag, "max", c->lag.n ? json_real(tb_stats_quantile(&c->lag, 1) / 1e6)
-                                           : json_null());
+  json_object_set_new(lag, "max",
+                      c->lag.n ? json_real(tb_stats_quantile(&c->lag, 1) / 1e6) : json_null());
   json_object_set_new(cell, "schedule_lag_ms", lag);
   double cv = NAN;
   if (c->gap_n > 1) {
@@ -954,16 +953,16 @@ trace_figures(struct rcell *c, json_t *cell)
   const struct tb_spec_trace *t = &r->s->trace;
   const struct tb_trace_summary *sm = &r->tr_sum;
   json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I}", "format", t->format,
-                        "requests", (json_int_t)sm->requests, "sessions",
-                        (json_int_t)sm->sessions, "span_s", sm->span_s, "trace_rps", sm->rate,
-                        "speedup", t->speedup, "rate_scale", t->rate_scale, "block_tokens",
-                        (json_int_t)sm->block_tokens, "abandoned", (json_int_t)c->tr_abandoned);
+                        "requests", (json_int_t)sm->requests, "sessions", (json_int_t)sm->sessions,
+                        "span_s", sm->span_s, "trace_rps", sm->rate, "speedup", t->speedup,
+                        "rate_scale", t->rate_scale, "block_tokens", (json_int_t)sm->block_tokens,
+                        "abandoned", (json_int_t)c->tr_abandoned);
   json_object_set_new(o, "implied_hit_pct", json_real(100.0 * sm->implied_hit_rate));
   const struct prompts *pr = &c->pr;
-  json_object_set_new(o, "hit_pct", pr->cached_prompt_sum > 0
-                                        ? json_real(100.0 * (double)pr->cached_sum /
-                                                    (double)pr->cached_prompt_sum)
-                                        : json_null());
+  json_object_set_new(o, "hit_pct",
+                      pr->cached_prompt_sum > 0
+                        ? json_real(100.0 * (double)pr->cached_sum / (double)pr->cached_prompt_sum)
+                        : json_null());
   json_object_set_new(cell, "trace", o);
 }
 
@@ -974,7 +973,7 @@ struct sched {
   struct tb_rng lens;
   uint64_t k, total;
   int64_t next_t, window;
-  int64_t armed;        /* the timer's deadline (0: none) */
+  int64_t armed; /* the timer's deadline (0: none) */
   bool by_count, done;
 };
 
@@ -1002,8 +1001,8 @@ arrive(struct rcell *c, struct sched *sc)
   if (ss == NULL) {
     c->conv_dropped++;
     drop(c, c->nsess >= TB_RATE_MAX_SESSIONS
-                ? "dropped: a conversation arrived with 8192 alive"
-                : "dropped: the live conversations' text is over the cell's memory budget");
+              ? "dropped: a conversation arrived with 8192 alive"
+              : "dropped: the live conversations' text is over the cell's memory budget");
     return;
   }
   launch(c, ss, sc->next_t, NULL);
@@ -1204,7 +1203,7 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   (void)timerfd_settime(r->tfd, 0, &off, NULL);
   if (!cancelled)
     cell_figures(c, cell);
-  json_t *const samples[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e,
+  json_t *const samples[] = { c->s_lag,    c->s_ttft,   c->s_tpot, c->s_e2e,
                               c->s_maxtbt, c->s_tokens, c->s_good };
   for (size_t i = 0; i < TB_ARRAY_LEN(samples); i++)
     json_decref(samples[i]);
@@ -1244,8 +1243,8 @@ make_entry(struct rrun *r, const struct tb_prompt *p, struct pool_entry *pe)
 {
   json_t *b = json_pack("{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model",
                         r->env->d->model, "messages", "role", "user", "content", p->text,
-                        "max_tokens", (json_int_t)MAXTOK_PLACEHOLDER, "stream", 1, "ignore_eos",
-                        1, "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
+                        "max_tokens", (json_int_t)MAXTOK_PLACEHOLDER, "stream", 1, "ignore_eos", 1,
+                        "stream_options", "include_usage", 1, "continuous_usage_stats", 1);
   if (r->sys != NULL) /* the shared system prompt goes first */
     json_array_insert_new(json_object_get(b, "messages"), 0,
                           json_pack("{s:s, s:s}", "role", "system", "content", r->sys));
@@ -1287,12 +1286,11 @@ setup(struct rrun *r)
    * as 8, more than the engines' templates take) */
   int64_t turns = s->conversation.turns > 0 ? s->conversation.turns : 1;
   int64_t last = turns * (r->in.hi + r->out.hi + 16) + s->prefix.tokens;
-  if (s->conversation.turns > 0 && env->d->max_model_len > 0 &&
-      last > env->d->max_model_len) {
-    r->setup_err = tb_xasprintf("a conversation's last turn (%" PRId64 " turns of up to %" PRId64
-                                " + %" PRId64 " tokens, with the prefix: %" PRId64
-                                ") exceeds max_model_len (%" PRId64 ")",
-                                turns, r->in.hi, r->out.hi, last, env->d->max_model_len);
+  if (s->conversation.turns > 0 && env->d->max_model_len > 0 && last > env->d->max_model_len) {
+    r->setup_err =
+      tb_xasprintf("a conversation's last turn (%" PRId64 " turns of up to %" PRId64 " + %" PRId64
+                   " tokens, with the prefix: %" PRId64 ") exceeds max_model_len (%" PRId64 ")",
+                   turns, r->in.hi, r->out.hi, last, env->d->max_model_len);
     return;
   }
   if (env->d->max_model_len > 0 && r->in.hi + r->out.hi > env->d->max_model_len) {
@@ -1352,9 +1350,9 @@ setup(struct rrun *r)
   r->n_pool = r->in.hi > r->in.lo ? TB_RATE_INPUT_POOL : 1;
   double sum = 0;
   for (unsigned i = 0; i < r->n_pool && r->setup_err == NULL; i++) {
-    int64_t len = r->n_pool == 1 ? r->in.lo
-                                 : r->in.lo + (r->in.hi - r->in.lo) * (int64_t)i /
-                                                  (int64_t)(r->n_pool - 1);
+    int64_t len = r->n_pool == 1
+                    ? r->in.lo
+                    : r->in.lo + (r->in.hi - r->in.lo) * (int64_t)i / (int64_t)(r->n_pool - 1);
     struct tb_prompt p = { 0 };
     char *perr = NULL;
     if (tb_prompt_build(pc, len, len, &p, &perr) != 0) {
@@ -1396,8 +1394,11 @@ trace_setup(struct rrun *r)
   int64_t mml = r->env->d->max_model_len;
   int64_t cap_out = t->max_output > 0 ? t->max_output : 0;
   struct tb_trace_opts o = {
-    .start_s = t->start_s, .duration_s = t->duration_s, .speedup = t->speedup,
-    .rate_scale = t->rate_scale, .max_output = cap_out,
+    .start_s = t->start_s,
+    .duration_s = t->duration_s,
+    .speedup = t->speedup,
+    .rate_scale = t->rate_scale,
+    .max_output = cap_out,
     .max_requests = (size_t)t->max_requests,
   };
   if (mml > 0) { /* input + output + the template's few tokens within the length */
@@ -1508,9 +1509,8 @@ one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *
   unsigned index = ++r->index;
   *att = NAN;
   json_t *cell = cell_key(r, index, rate, users);
-  const json_t *done = tb_result_find_cell(env->done_cells, "rate",
-                                           json_integer_value(json_object_get(cell, "context")),
-                                           index);
+  const json_t *done = tb_result_find_cell(
+    env->done_cells, "rate", json_integer_value(json_object_get(cell, "context")), index);
   if (done != NULL && same_load(done, rate, users)) {
     json_decref(cell);
     const json_t *a = json_object_get(done, "attainment");
@@ -1641,11 +1641,11 @@ run_sweep(struct rrun *r)
   json_object_set_new(o, sweep_key(closed, "fails_at"), hi > 0 ? json_real(hi) : json_null());
   char why[48];
   snprintf(why, sizeof why, "%s",
-           r->cancelled                                   ? "cancelled"
-           : found == 0                                   ? sweep_key(closed, "below_min")
-           : hi == 0 && found >= vmax                     ? sweep_key(closed, "at_max")
+           r->cancelled                                ? "cancelled"
+           : found == 0                                ? sweep_key(closed, "below_min")
+           : hi == 0 && found >= vmax                  ? sweep_key(closed, "at_max")
            : hi > 0 && hi - found <= step * (1 + 1e-9) ? "converged"
-                                                          : "out_of_probes");
+                                                       : "out_of_probes");
   json_object_set_new(o, "outcome", json_string(why));
   return o;
 }

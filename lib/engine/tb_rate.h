@@ -73,12 +73,12 @@ struct tb_rate_env {
   const struct tb_discover *d; /* endpoint: base_url, model, max_model_len */
   const char *api_key;         /* may be NULL; never logged */
   const char *run_id;
-  size_t cell_memory_max;      /* SSE buffers of a cell, all requests */
+  size_t cell_memory_max; /* SSE buffers of a cell, all requests */
   bool kernel_stamps;
-  bool server_series;          /* /metrics sampled during cells (tb_ratewatch) */
-  bool curl_streams;           /* no tb_direct (tb_engine_target): the cells fail */
-  bool error_bodies;           /* tb_engine_hooks.error_bodies */
-  const json_t *done_cells;    /* cells of an earlier attempt (may be NULL) */
+  bool server_series;           /* /metrics sampled during cells (tb_ratewatch) */
+  bool curl_streams;            /* no tb_direct (tb_engine_target): the cells fail */
+  bool error_bodies;            /* tb_engine_hooks.error_bodies */
+  const json_t *done_cells;     /* cells of an earlier attempt (may be NULL) */
   const struct tb_trace *trace; /* the spec's trace (tb_engine_target.trace) or NULL */
   void *cls;
   /* a finished cell (stolen); false stops the run */
@@ -96,7 +96,10 @@ struct tb_rate_env {
   const json_t *endpoint;
 };
 
-enum tb_rate_status { TB_RATE_OK = 0, TB_RATE_CANCELLED = 1 };
+enum tb_rate_status {
+  TB_RATE_OK = 0,
+  TB_RATE_CANCELLED = 1
+};
 
 /* The settings of rate cells for the result header's settings.rate (new). */
 json_t *tb_rate_settings_json(const struct tb_spec *s) TB_MUST_CHECK;

@@ -57,8 +57,8 @@ sample_now(struct tb_ratewatch *w)
 {
   struct tb_http_resp resp;
   struct tb_sampler_point p;
-  if (tb_http_call("GET", w->url, w->api_key, NULL, 0, TB_RATEWATCH_TIMEOUT_MS,
-                   TB_SAMPLER_BODY_MAX, &resp) == 0 &&
+  if (tb_http_call("GET", w->url, w->api_key, NULL, 0, TB_RATEWATCH_TIMEOUT_MS, TB_SAMPLER_BODY_MAX,
+                   &resp) == 0 &&
       resp.status == 200 && tb_sampler_parse(w->d->kind, resp.body, resp.len, &p))
     tb_sampler_add(&w->smp, tb_time_mono_ns(), &p);
   else
@@ -211,8 +211,8 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
     .achieved_server = true,
     .achieved_what = "server's running + waiting while the users sent",
     .cpu_share = w->cpu0 >= 0 && w->cpu1 >= w->cpu0 && wall > 0
-                     ? (double)(w->cpu1 - w->cpu0) / 1e9 / wall
-                     : NAN,
+                   ? (double)(w->cpu1 - w->cpu0) / 1e9 / wall
+                   : NAN,
     .kernel_stamped = tb_json_num(cell, "kernel_stamped"),
     .kernel_wanted = kernel_wanted,
     .drained_before = w->before,

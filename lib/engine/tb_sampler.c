@@ -38,7 +38,17 @@
 #include "base/tb_json.h"
 #include "net/tb_prom.h"
 
-enum fig { F_RUN, F_WAIT, F_KV, F_PRE, F_HITS, F_QUERIES, F_RATE, F_GEN, F_N };
+enum fig {
+  F_RUN,
+  F_WAIT,
+  F_KV,
+  F_PRE,
+  F_HITS,
+  F_QUERIES,
+  F_RATE,
+  F_GEN,
+  F_N
+};
 
 /* Why an engine's generation counter cannot give tokens/s per interval.
  * llama-server (b11669-Debian, read live: make real-engine) adds a request's
@@ -47,7 +57,7 @@ enum fig { F_RUN, F_WAIT, F_KV, F_PRE, F_HITS, F_QUERIES, F_RATE, F_GEN, F_N };
  * streams of ~340 tok/s) and the ratio to the client's tokens 0.70 where
  * both agreed.  Its per-step counter (llamacpp:n_decode_total) counts
  * batches, not tokens. */
-#define GEN_UNKNOWN_LLAMACPP                                                        \
+#define GEN_UNKNOWN_LLAMACPP                                                         \
   "llamacpp:tokens_predicted_total counts a request's tokens when it ends, not per " \
   "decode step"
 
@@ -98,8 +108,8 @@ struct acc {
 };
 
 static bool
-acc_sample(void *cls, const char *name, size_t name_len, const char *labels,
-           size_t labels_len, double value)
+acc_sample(void *cls, const char *name, size_t name_len, const char *labels, size_t labels_len,
+           double value)
 {
   (void)labels;
   (void)labels_len;
@@ -128,8 +138,7 @@ acc_sample(void *cls, const char *name, size_t name_len, const char *labels,
 }
 
 bool
-tb_sampler_parse(enum tb_engine_kind kind, const char *text, size_t len,
-                 struct tb_sampler_point *p)
+tb_sampler_parse(enum tb_engine_kind kind, const char *text, size_t len, struct tb_sampler_point *p)
 {
   struct acc a;
   memset(&a, 0, sizeof a);
@@ -187,8 +196,8 @@ tb_sampler_add(struct tb_sampler *s, int64_t now, const struct tb_sampler_point 
     size_t cap = s->cap == 0 ? 64 : s->cap * 2;
     if (cap > TB_SAMPLER_MAX_POINTS)
       cap = TB_SAMPLER_MAX_POINTS;
-    double **arrs[] = { &s->t, &s->running, &s->waiting, &s->kv, &s->preempt,
-                        &s->hits, &s->queries, &s->rate, &s->gen };
+    double **arrs[] = { &s->t,    &s->running, &s->waiting, &s->kv, &s->preempt,
+                        &s->hits, &s->queries, &s->rate,    &s->gen };
     for (size_t i = 0; i < TB_ARRAY_LEN(arrs); i++)
       *arrs[i] = tb_xrealloc(*arrs[i], cap * sizeof(double));
     s->cap = cap;
@@ -210,8 +219,8 @@ tb_sampler_add(struct tb_sampler *s, int64_t now, const struct tb_sampler_point 
 }
 
 void
-tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now,
-                const char *body, size_t len)
+tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now, const char *body,
+                size_t len)
 {
   if (kind == TB_KIND_LLAMACPP)
     s->gen_unknown = GEN_UNKNOWN_LLAMACPP;
@@ -230,8 +239,8 @@ tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now,
 void
 tb_sampler_free(struct tb_sampler *s)
 {
-  double *arrs[] = { s->t, s->running, s->waiting, s->kv, s->preempt,
-                     s->hits, s->queries, s->rate, s->gen };
+  double *arrs[] = { s->t,    s->running, s->waiting, s->kv, s->preempt,
+                     s->hits, s->queries, s->rate,    s->gen };
   for (size_t i = 0; i < TB_ARRAY_LEN(arrs); i++)
     free(arrs[i]);
   memset(s, 0, sizeof *s);

@@ -46,11 +46,11 @@
  * not publish the figure. */
 struct tb_sampler_point {
   double running, waiting;
-  double kv_frac;             /* KV-cache usage, 0..1 */
-  double preemptions;         /* counter */
+  double kv_frac;                     /* KV-cache usage, 0..1 */
+  double preemptions;                 /* counter */
   double prefix_hits, prefix_queries; /* counters */
-  double prefix_rate;         /* gauge 0..1, used without the counters */
-  double gen_tokens;          /* counter */
+  double prefix_rate;                 /* gauge 0..1, used without the counters */
+  double gen_tokens;                  /* counter */
 };
 
 /* Reads text in kind's dialect into *p.  False when the running gauge is
@@ -59,13 +59,13 @@ bool tb_sampler_parse(enum tb_engine_kind kind, const char *text, size_t len,
                       struct tb_sampler_point *p) TB_MUST_CHECK;
 
 struct tb_sampler {
-  int64_t t0, next;           /* window start, next sample due (ns) */
+  int64_t t0, next; /* window start, next sample due (ns) */
   size_t n, cap;
   double *t, *running, *waiting, *kv, *preempt, *hits, *queries, *rate, *gen;
-  unsigned skipped;           /* bodies unread: over the cap or unparseable */
+  unsigned skipped; /* bodies unread: over the cap or unparseable */
   bool truncated;
-  bool on;                    /* begun */
-  const char *gen_unknown;    /* why the engine's tokens/s is left out (static) */
+  bool on;                 /* begun */
+  const char *gen_unknown; /* why the engine's tokens/s is left out (static) */
 };
 
 /* Starts a series at the window's start t0 (monotonic ns). */
@@ -73,8 +73,8 @@ void tb_sampler_begin(struct tb_sampler *s, int64_t t0);
 /* True when a body read at now would be sampled. */
 bool tb_sampler_due(const struct tb_sampler *s, int64_t now);
 /* Offers the /metrics body read at now (monotonic ns); sampled when due. */
-void tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now,
-                     const char *body, size_t len);
+void tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now, const char *body,
+                     size_t len);
 /* Adds one parsed point at now (ns), as tb_sampler_feed does when due. */
 void tb_sampler_add(struct tb_sampler *s, int64_t now, const struct tb_sampler_point *p);
 void tb_sampler_free(struct tb_sampler *s);

@@ -138,8 +138,10 @@ tb_stream_body(struct tb_stream *s, long status, int64_t stamp, const char *data
     if (s->cell->kind == TB_STREAM_RATE)
       tb_stream_fail(s, "the cell's SSE buffers went over its memory budget of %zu KiB", kib);
     else
-      tb_stream_fail(s, "the endpoint's SSE lines and events (all streams of the cell) went "
-                        "over the cell's memory budget of %zu KiB", kib);
+      tb_stream_fail(s,
+                     "the endpoint's SSE lines and events (all streams of the cell) went "
+                     "over the cell's memory budget of %zu KiB",
+                     kib);
   }
   return st == TB_SSE_OK;
 }
@@ -177,8 +179,9 @@ ended_early(struct tb_stream *s, int64_t max_tokens)
   bool chunks = s->count.chunk_mode && !s->count.saw_usage;
   bool early = chunks ? got * TB_STREAM_EARLY_CHUNK_DIV < max_tokens : got < max_tokens;
   if (early)
-    tb_stream_fail(s, "the server ended a stream early: asked %" PRId64 " tokens, got %" PRId64
-                      "%s (it ignores max_tokens or ignore_eos)",
+    tb_stream_fail(s,
+                   "the server ended a stream early: asked %" PRId64 " tokens, got %" PRId64
+                   "%s (it ignores max_tokens or ignore_eos)",
                    max_tokens, got, chunks ? " chunks" : "");
   return early;
 }

@@ -56,7 +56,10 @@
 /* Whose texts the reasons are in: the matrix's ("stream stalled: no data
  * for 2.0 s") or the rate cells' ("stream stalled: no token for 2.0 s", a
  * shorter error body, reasons cut at 159 bytes). */
-enum tb_stream_kind { TB_STREAM_MATRIX, TB_STREAM_RATE };
+enum tb_stream_kind {
+  TB_STREAM_MATRIX,
+  TB_STREAM_RATE
+};
 
 /* Which rule of tb_stream_end failed a stream; NONE: it ended cleanly, or
  * it had failed before its end. */
@@ -126,13 +129,13 @@ struct tb_stream {
   struct tb_sse sse;
   struct tb_oai_count count; /* usage or chunks */
   long http_status;
-  bool http_checked;         /* the status is known (the first body bytes) */
-  int64_t now;               /* arrival stamp of the read being parsed */
-  int64_t t_start;           /* when the owner started it */
-  int64_t t_first, t_last;   /* first and last output token; 0: none */
-  int64_t t_byte;            /* last body byte; 0: none */
-  int64_t tokens;            /* output tokens counted */
-  int64_t max_gap;           /* the longest gap between token chunks */
+  bool http_checked;       /* the status is known (the first body bytes) */
+  int64_t now;             /* arrival stamp of the read being parsed */
+  int64_t t_start;         /* when the owner started it */
+  int64_t t_first, t_last; /* first and last output token; 0: none */
+  int64_t t_byte;          /* last body byte; 0: none */
+  int64_t tokens;          /* output tokens counted */
+  int64_t max_gap;         /* the longest gap between token chunks */
   /* inside the window: its first and last token chunk, tokens, and the
    * tokens of the first chunk */
   int64_t w_first_t, w_last_t, w_tokens, w_first_tokens;
@@ -145,8 +148,7 @@ struct tb_stream {
 
 /* Sets up s for a response of cell's (borrowed), started at t_start; cls
  * goes to the callbacks. */
-void tb_stream_init(struct tb_stream *s, struct tb_stream_cell *cell, void *cls,
-                    int64_t t_start);
+void tb_stream_init(struct tb_stream *s, struct tb_stream_cell *cell, void *cls, int64_t t_start);
 /* Frees the parser's buffers (given back to the cell's budget). */
 void tb_stream_free(struct tb_stream *s);
 
@@ -163,8 +165,8 @@ void tb_stream_fail(struct tb_stream *s, const char *fmt, ...) TB_PRINTF(2, 3);
 
 /* Whether s is overdue at now: no first token first_token_s after its
  * start, or no byte for stall_s after its first token.  true with why. */
-bool tb_stream_overdue(const struct tb_stream *s, int64_t now, double first_token_s,
-                       double stall_s, char *why, size_t why_len);
+bool tb_stream_overdue(const struct tb_stream *s, int64_t now, double first_token_s, double stall_s,
+                       char *why, size_t why_len);
 
 /* The response ended: cleanly (transport_err NULL) or not (transport_err
  * borrowed for the call).  status: the response's, where no body byte told
@@ -185,10 +187,10 @@ bool tb_stream_window_tbt(const struct tb_stream *s, int64_t *tbt);
 
 /* A finished request's figures (ns). */
 struct tb_stream_figures {
-  int64_t ttft;    /* first token - sent_at */
-  int64_t end;     /* the last byte (now when none came) */
-  int64_t e2e;     /* end - start */
-  int64_t tpot;    /* (last - first token) / (tokens - 1), when have_tpot */
+  int64_t ttft; /* first token - sent_at */
+  int64_t end;  /* the last byte (now when none came) */
+  int64_t e2e;  /* end - start */
+  int64_t tpot; /* (last - first token) / (tokens - 1), when have_tpot */
   bool have_tpot;
 };
 /* s's figures; sent_at: when its request could go out (tb_direct_sent_at),

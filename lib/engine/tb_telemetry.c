@@ -23,7 +23,15 @@
 
 /* ------------------------------------------------------------- parsing */
 
-enum field { F_POWER, F_ENERGY, F_UTIL, F_SM, F_TEMP, F_REASONS, F_N };
+enum field {
+  F_POWER,
+  F_ENERGY,
+  F_UTIL,
+  F_SM,
+  F_TEMP,
+  F_REASONS,
+  F_N
+};
 
 /* A metric's name, its field and the factor to our unit. */
 static const struct {
@@ -133,7 +141,7 @@ tb_telemetry_parse(const char *text, size_t len, struct tb_cost_sample *out)
 struct tb_telemetry {
   char *url;
   long interval_ms;
-  bool poked;                  /* a read is wanted now */
+  bool poked; /* a read is wanted now */
   pthread_t th;
   pthread_mutex_t mu;
   pthread_cond_t cv;

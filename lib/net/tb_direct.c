@@ -77,8 +77,7 @@ direct_resolve(struct tb_direct *d, const char *url)
   long port = 0;
   if (curl_easy_perform(e) == CURLE_OK &&
       curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip != NULL &&
-      curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK &&
-      port > 0 && port < 65536) {
+      curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK && port > 0 && port < 65536) {
     struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
                               .ai_socktype = SOCK_STREAM };
     struct addrinfo *res = NULL;
@@ -98,8 +97,8 @@ direct_resolve(struct tb_direct *d, const char *url)
 }
 
 bool
-tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
-                bool curl_streams, int epfd)
+tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps, bool curl_streams,
+                int epfd)
 {
   memset(d, 0, sizeof *d);
   d->kernel_stamps = kernel_stamps;
@@ -111,12 +110,10 @@ tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
   CURLU *u = curl_url();
   if (u == NULL)
     return false;
-  char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL,
-       *query = NULL, *user = NULL;
+  char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
   bool ok = curl_url_set(u, CURLUPART_URL, chat_url, 0) == CURLUE_OK &&
             curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-            strcmp(scheme, "http") == 0 &&
-            curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+            strcmp(scheme, "http") == 0 && curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
             curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
             curl_url_get(u, CURLUPART_USER, &user, 0) != CURLUE_OK;
   if (ok) {
@@ -152,9 +149,8 @@ tb_direct_free(struct tb_direct *d)
 }
 
 void
-tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d, unsigned n,
-                   const char *auth, const char *body, size_t body_len,
-                   const struct tb_direct_ops *ops)
+tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d, unsigned n, const char *auth,
+                   const char *body, size_t body_len, const struct tb_direct_ops *ops)
 {
   memset(set, 0, sizeof *set);
   set->d = d;
@@ -213,7 +209,7 @@ static void
 conn_watch(struct tb_direct_set *set, unsigned slot, uint32_t events, int op)
 {
   struct tb_direct_conn *k = &set->c[slot];
-  struct epoll_event ev = {0};
+  struct epoll_event ev = { 0 };
   ev.events = events;
   ev.data.u64 = TB_DIRECT_TAG | ((uint64_t)(k->gen & GEN_MASK) << 32) | slot;
   (void)epoll_ctl(set->d->epfd, op, k->fd, &ev);
@@ -302,8 +298,8 @@ tb_direct_start(struct tb_direct_set *set, unsigned slot)
 }
 
 bool
-tb_direct_start_req(struct tb_direct_set *set, unsigned slot, const char *head,
-                    size_t head_len, const char *body, size_t body_len)
+tb_direct_start_req(struct tb_direct_set *set, unsigned slot, const char *head, size_t head_len,
+                    const char *body, size_t body_len)
 {
   struct tb_direct_conn *k = &set->c[slot];
   k->rq_head = head;
@@ -375,8 +371,7 @@ feed_body(void *cls, const char *data, size_t n)
 {
   struct feed_ctx *f = cls;
   struct tb_direct_set *set = f->set;
-  return set->ops.body(set->ops.cls, f->slot, set->c[f->slot].h1.status,
-                       f->stamp, data, n);
+  return set->ops.body(set->ops.cls, f->slot, set->c[f->slot].h1.status, f->stamp, data, n);
 }
 
 static void
@@ -396,8 +391,9 @@ conn_read(struct tb_direct_set *set, unsigned slot, int64_t rt_off)
     struct cmsghdr align;
   } ctl;
   struct iovec iov = { d->rbuf, TB_DIRECT_RBUF_SIZE };
-  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-                      .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+  struct msghdr m = {
+    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf
+  };
   ssize_t n;
   do
     n = recvmsg(k->fd, &m, MSG_DONTWAIT);
@@ -441,30 +437,22 @@ conn_read(struct tb_direct_set *set, unsigned slot, int64_t rt_off)
   }
   struct feed_ctx f = { set, slot, now };
   size_t used;
-  enum tb_h1_status st = tb_h1_feed(&k->h1, d->rbuf, (size_t)n, &used,
-                                    feed_body, &f);
+  enum tb_h1_status st = tb_h1_feed(&k->h1, d->rbuf, (size_t)n, &used, feed_body, &f);
   switch (st) {
-  case TB_H1_MORE:
-    return;
+  case TB_H1_MORE: return;
   case TB_H1_DONE:
     /* bytes after the response would be a response nobody asked for (the
      * body callback never said stop: that would be TB_H1_STOPPED) */
-    k->keep = k->send_errno == 0 && used == (size_t)n &&
-              tb_h1_keep_alive(&k->h1);
+    k->keep = k->send_errno == 0 && used == (size_t)n && tb_h1_keep_alive(&k->h1);
     end(set, slot, NULL);
     return;
-  case TB_H1_STOPPED:
-    end(set, slot, "response aborted");
-    return;
-  case TB_H1_ERROR:
-    end(set, slot, k->h1.reason);
-    return;
+  case TB_H1_STOPPED: end(set, slot, "response aborted"); return;
+  case TB_H1_ERROR: end(set, slot, k->h1.reason); return;
   }
 }
 
 void
-tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events,
-                int64_t rt_off)
+tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_t rt_off)
 {
   unsigned slot = (unsigned)(tag & 0xffffffffu);
   uint32_t gen = (uint32_t)(tag >> 32) & GEN_MASK;
@@ -498,8 +486,8 @@ tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events,
       end(set, slot, k->err);
     return;
   }
-  if (k->busy && (events & EPOLLOUT) &&
-      k->wr_off < k->rq_head_len + k->rq_body_len && !conn_send(set, slot)) {
+  if (k->busy && (events & EPOLLOUT) && k->wr_off < k->rq_head_len + k->rq_body_len &&
+      !conn_send(set, slot)) {
     end(set, slot, k->err);
     return;
   }

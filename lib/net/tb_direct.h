@@ -38,11 +38,11 @@
 struct tb_direct {
   struct sockaddr_storage addr;
   socklen_t addrlen;
-  char *host;          /* Host header: host[:port] as in the URL */
-  char *path;          /* request target: path[?query] */
-  char *rbuf;          /* TB_DIRECT_RBUF_SIZE */
-  bool kernel_stamps;  /* enable tb_rxts on each connection */
-  int epfd;            /* the run's epoll set (borrowed) */
+  char *host;         /* Host header: host[:port] as in the URL */
+  char *path;         /* request target: path[?query] */
+  char *rbuf;         /* TB_DIRECT_RBUF_SIZE */
+  bool kernel_stamps; /* enable tb_rxts on each connection */
+  int epfd;           /* the run's epoll set (borrowed) */
 };
 
 /* What a cell's set reports to the engine (on the engine's thread, from
@@ -52,8 +52,7 @@ struct tb_direct_ops {
   /* Body bytes of slot's response as they come; status is the response's
    * HTTP status, stamp the arrival time of the read (CLOCK_MONOTONIC ns).
    * false stops the response (the engine records why); end follows. */
-  bool (*body)(void *cls, unsigned slot, int status, int64_t stamp,
-               const char *data, size_t n);
+  bool (*body)(void *cls, unsigned slot, int status, int64_t stamp, const char *data, size_t n);
   /* Slot's response ended: cleanly (err NULL) or with a transport or
    * framing error (err, borrowed for the call).  The engine releases the
    * slot (tb_direct_release) and may start the next request on it. */
@@ -62,30 +61,30 @@ struct tb_direct_ops {
 
 /* A slot's connection and the state of its request. */
 struct tb_direct_conn {
-  int fd;            /* -1: none */
-  uint32_t gen;      /* tells a closed fd's stale events from the next one's */
-  bool connecting;   /* non-blocking connect in progress */
-  bool idle;         /* kept alive after a complete response, free to reuse */
-  bool busy;         /* a request is on it (start .. release) */
-  bool reused;       /* this request went out on a kept-alive connection */
-  int64_t t_ready;   /* a new connection: when it was up (monotonic ns) */
-  bool got_bytes;    /* the response has begun */
-  bool keep;         /* ended cleanly: the connection may be reused */
-  size_t wr_off;     /* request bytes written */
-  int send_errno;    /* the server stopped taking the request (EPIPE...) */
-  char err[160];     /* why the last start or send failed */
+  int fd;                        /* -1: none */
+  uint32_t gen;                  /* tells a closed fd's stale events from the next one's */
+  bool connecting;               /* non-blocking connect in progress */
+  bool idle;                     /* kept alive after a complete response, free to reuse */
+  bool busy;                     /* a request is on it (start .. release) */
+  bool reused;                   /* this request went out on a kept-alive connection */
+  int64_t t_ready;               /* a new connection: when it was up (monotonic ns) */
+  bool got_bytes;                /* the response has begun */
+  bool keep;                     /* ended cleanly: the connection may be reused */
+  size_t wr_off;                 /* request bytes written */
+  int send_errno;                /* the server stopped taking the request (EPIPE...) */
+  char err[160];                 /* why the last start or send failed */
   const char *rq_head, *rq_body; /* this request's (borrowed until release) */
   size_t rq_head_len, rq_body_len;
   struct tb_h1 h1;
 };
 
 struct tb_direct_set {
-  struct tb_direct *d;       /* borrowed */
-  struct tb_direct_conn *c;  /* n */
+  struct tb_direct *d;      /* borrowed */
+  struct tb_direct_conn *c; /* n */
   unsigned n;
-  char *head;                /* request head; holds the endpoint's key */
+  char *head; /* request head; holds the endpoint's key */
   size_t head_len;
-  const char *body;          /* borrowed */
+  const char *body; /* borrowed */
   size_t body_len;
   struct tb_direct_ops ops;
   uint64_t rx_kernel, rx_user; /* reads stamped by the kernel, by our clock */
@@ -99,16 +98,16 @@ struct tb_direct_set {
  * it picks).  false: use libcurl streams (d holds nothing to free then, but
  * tb_direct_free is harmless).  epfd is borrowed for the run.
  */
-bool tb_direct_setup(struct tb_direct *d, const char *chat_url,
-                     bool kernel_stamps, bool curl_streams, int epfd);
+bool tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
+                     bool curl_streams, int epfd);
 /* Frees what tb_direct_setup allocated.  d may be zeroed. */
 void tb_direct_free(struct tb_direct *d);
 
 /* A cell's set of n slots sending body (borrowed until tb_direct_set_free)
  * with the auth header line auth (may be NULL; copied into the head). */
-void tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d,
-                        unsigned n, const char *auth, const char *body,
-                        size_t body_len, const struct tb_direct_ops *ops);
+void tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d, unsigned n,
+                        const char *auth, const char *body, size_t body_len,
+                        const struct tb_direct_ops *ops);
 /* Closes every connection and wipes the head (it holds the key). */
 void tb_direct_set_free(struct tb_direct_set *set);
 /* Closes every connection (a cut: closing aborts what runs on them). */
@@ -143,7 +142,6 @@ int tb_direct_status(const struct tb_direct_set *set, unsigned slot);
 
 /* An epoll event whose data has TB_DIRECT_TAG.  rt_off is
  * CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts_offset) for the kernel stamps. */
-void tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events,
-                     int64_t rt_off);
+void tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_t rt_off);
 
 #endif

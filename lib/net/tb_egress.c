@@ -19,19 +19,22 @@
 #include <strings.h>
 #include <unistd.h>
 
-enum origin { BUILTIN = 0, OPERATOR = 1 };
+enum origin {
+  BUILTIN = 0,
+  OPERATOR = 1
+};
 
 struct net_rule {
   unsigned char addr[16];
   unsigned prefix; /* 0..128 */
   bool deny;
   enum origin origin;
-  char text[80];   /* "169.254.0.0/16 (built-in: link-local)" etc. */
+  char text[80]; /* "169.254.0.0/16 (built-in: link-local)" etc. */
 };
 
 struct host_rule {
-  char *name;      /* lower case, no trailing dot */
-  bool suffix;     /* matches names under it (".x" / "*.x"), not x itself */
+  char *name;  /* lower case, no trailing dot */
+  bool suffix; /* matches names under it (".x" / "*.x"), not x itself */
   bool deny;
   enum origin origin;
 };
@@ -67,7 +70,7 @@ static const struct {
 };
 
 static const char *const builtin_hosts[] = {
-  "metadata.google.internal", "metadata.goog", "metadata", "instance-data",
+  "metadata.google.internal",   "metadata.goog", "metadata", "instance-data",
   "instance-data.ec2.internal",
 };
 
@@ -125,8 +128,8 @@ normalize_v6(unsigned char a[16])
 {
   static const unsigned char nat64[12] = { 0x00, 0x64, 0xff, 0x9b };
   static const unsigned char zero[12] = { 0 };
-  bool compat = memcmp(a, zero, 12) == 0 &&
-                (a[12] | a[13] | a[14]) != 0; /* not :: or ::1 (or ::0.0.0.x) */
+  bool compat =
+    memcmp(a, zero, 12) == 0 && (a[12] | a[13] | a[14]) != 0; /* not :: or ::1 (or ::0.0.0.x) */
   if (compat || memcmp(a, nat64, 12) == 0) {
     memset(a, 0, 10);
     a[10] = a[11] = 0xff;
@@ -203,8 +206,7 @@ add_net(struct tb_egress *p, const unsigned char addr[16], unsigned prefix, bool
 }
 
 static void
-add_host(struct tb_egress *p, const char *name, size_t len, bool suffix, bool deny,
-         enum origin o)
+add_host(struct tb_egress *p, const char *name, size_t len, bool suffix, bool deny, enum origin o)
 {
   if (p->n_hosts == p->cap_hosts) {
     p->cap_hosts = p->cap_hosts ? p->cap_hosts * 2 : 16;
@@ -353,8 +355,7 @@ judge_addr(const struct tb_egress *p, unsigned char a[16], char *why, size_t why
 }
 
 bool
-tb_egress_addr_ok(const struct tb_egress *p, const struct sockaddr *sa, char *why,
-                  size_t why_len)
+tb_egress_addr_ok(const struct tb_egress *p, const struct sockaddr *sa, char *why, size_t why_len)
 {
   if (p == NULL)
     return true;
@@ -482,8 +483,9 @@ host_norm(const char *host, char *out, size_t cap, char *why, size_t why_len)
   for (size_t i = 0; i < hl; i++) {
     unsigned char c = (unsigned char)host[i];
     if (c >= 0x80 || c < 0x21) {
-      snprintf(why, why_len, "egress refused: host name not in ASCII (IDNA: give its xn-- "
-                             "form)");
+      snprintf(why, why_len,
+               "egress refused: host name not in ASCII (IDNA: give its xn-- "
+               "form)");
       return false;
     }
     out[i] = (char)tolower(c);
@@ -594,8 +596,7 @@ open_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 }
 
 bool
-tb_egress_guard_easy(struct tb_egress_guard *g, const struct tb_egress *p, CURL *e,
-                     const char *url)
+tb_egress_guard_easy(struct tb_egress_guard *g, const struct tb_egress *p, CURL *e, const char *url)
 {
   memset(g, 0, sizeof *g);
   g->p = p;

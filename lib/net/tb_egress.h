@@ -59,13 +59,16 @@
 
 /* The configuration keys of a daemon that connects on tenants' behalf (put
  * in its tb_cfg_key table, so --help lists them). */
-#define TB_EGRESS_CFG_KEYS                                                                   \
-  { "TOKBENCH_EGRESS_ALLOW", "",                                                             \
-    "egress allowed beyond the defaults: networks (CIDR), host names (.domain for names "    \
-    "under it) or loopback, comma-separated; a rule as specific as a built-in refusal "      \
-    "(metadata, link-local, loopback) lifts it", false },                                    \
-  { "TOKBENCH_EGRESS_DENY", "",                                                              \
-    "egress refused besides the built-in refusals: networks (CIDR) or host names", false }
+#define TB_EGRESS_CFG_KEYS                                                                 \
+  { "TOKBENCH_EGRESS_ALLOW", "",                                                           \
+    "egress allowed beyond the defaults: networks (CIDR), host names (.domain for names "  \
+    "under it) or loopback, comma-separated; a rule as specific as a built-in refusal "    \
+    "(metadata, link-local, loopback) lifts it",                                           \
+    false },                                                                               \
+  {                                                                                        \
+    "TOKBENCH_EGRESS_DENY", "",                                                            \
+      "egress refused besides the built-in refusals: networks (CIDR) or host names", false \
+  }
 
 /* Caps: rules per list, one rule's text, a refusal message. */
 #define TB_EGRESS_RULES_MAX 256

@@ -21,8 +21,7 @@ enum {
   S_ERROR,
 };
 
-static enum tb_h1_status fail(struct tb_h1 *p, const char *fmt, ...)
-    TB_PRINTF(2, 3);
+static enum tb_h1_status fail(struct tb_h1 *p, const char *fmt, ...) TB_PRINTF(2, 3);
 
 static enum tb_h1_status
 fail(struct tb_h1 *p, const char *fmt, ...)
@@ -85,8 +84,7 @@ static enum tb_h1_status
 status_line(struct tb_h1 *p, const char *l, size_t n)
 {
   /* HTTP/1.x SP 3DIGIT [SP reason-phrase] */
-  if (n < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') ||
-      l[8] != ' ')
+  if (n < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') || l[8] != ' ')
     return fail(p, "not an HTTP/1.x response: %.40s", l);
   for (int i = 9; i < 12; i++)
     if (l[i] < '0' || l[i] > '9')
@@ -207,8 +205,7 @@ on_line(struct tb_h1 *p, char *l, size_t n)
     if (is_ows(l[0]))
       return fail(p, "obsolete header line folding");
     return header_line(p, l, n);
-  case S_CHUNK_SIZE:
-    return chunk_size_line(p, l, n);
+  case S_CHUNK_SIZE: return chunk_size_line(p, l, n);
   case S_CHUNK_END:
     if (n != 0)
       return fail(p, "chunk data longer than its size");
@@ -220,8 +217,7 @@ on_line(struct tb_h1 *p, char *l, size_t n)
       return TB_H1_DONE;
     }
     return TB_H1_MORE;
-  default:
-    return fail(p, "parser state %d", p->state);
+  default: return fail(p, "parser state %d", p->state);
   }
 }
 
@@ -232,18 +228,14 @@ in_head(const struct tb_h1 *p)
 }
 
 enum tb_h1_status
-tb_h1_feed(struct tb_h1 *p, const char *buf, size_t n, size_t *used,
-           tb_h1_body_fn body, void *cls)
+tb_h1_feed(struct tb_h1 *p, const char *buf, size_t n, size_t *used, tb_h1_body_fn body, void *cls)
 {
   size_t i = 0;
   *used = n;
   while (i < n) {
     switch (p->state) {
-    case S_ERROR:
-      return TB_H1_ERROR;
-    case S_DONE:
-      *used = i;
-      return TB_H1_DONE;
+    case S_ERROR: return TB_H1_ERROR;
+    case S_DONE: *used = i; return TB_H1_DONE;
     case S_BODY_CLOSE: {
       if (!body(cls, buf + i, n - i))
         return TB_H1_STOPPED;
@@ -313,19 +305,14 @@ tb_h1_eof(struct tb_h1 *p)
 {
   switch (p->state) {
   case S_DONE:
-  case S_BODY_CLOSE:
-    p->state = S_DONE;
-    return TB_H1_DONE;
-  case S_ERROR:
-    return TB_H1_ERROR;
+  case S_BODY_CLOSE: p->state = S_DONE; return TB_H1_DONE;
+  case S_ERROR: return TB_H1_ERROR;
   case S_STATUS:
     if (p->line_len == 0 && p->head_bytes == 0)
       return fail(p, "connection closed before a response");
     /* fall through */
-  case S_HEADER:
-    return fail(p, "connection closed inside the response head");
-  default:
-    return fail(p, "connection closed before the response ended");
+  case S_HEADER: return fail(p, "connection closed inside the response head");
+  default: return fail(p, "connection closed before the response ended");
   }
 }
 

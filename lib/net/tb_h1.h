@@ -33,18 +33,18 @@
 typedef bool (*tb_h1_body_fn)(void *cls, const char *data, size_t len);
 
 enum tb_h1_status {
-  TB_H1_MORE = 0,     /* all bytes taken; the response goes on */
-  TB_H1_DONE = 1,     /* the response ended (*used tells where) */
-  TB_H1_STOPPED = 2,  /* the body callback returned false */
-  TB_H1_ERROR = -1,   /* not HTTP/1.x, or over a cap: see reason (sticky) */
+  TB_H1_MORE = 0,    /* all bytes taken; the response goes on */
+  TB_H1_DONE = 1,    /* the response ended (*used tells where) */
+  TB_H1_STOPPED = 2, /* the body callback returned false */
+  TB_H1_ERROR = -1,  /* not HTTP/1.x, or over a cap: see reason (sticky) */
 };
 
 struct tb_h1 {
   int state;
-  int status;            /* of the final response, once its head is read */
-  bool head_done;        /* status and headers of the final response read */
+  int status;     /* of the final response, once its head is read */
+  bool head_done; /* status and headers of the final response read */
   bool chunked, has_length, conn_close, http10;
-  int64_t remaining;     /* of the Content-Length body, or of the chunk */
+  int64_t remaining; /* of the Content-Length body, or of the chunk */
   size_t head_bytes;
   char line[TB_H1_LINE_MAX];
   size_t line_len;
@@ -56,9 +56,8 @@ void tb_h1_init(struct tb_h1 *p);
 /* Feeds n bytes; body bytes go to body(cls, ...) before it returns.  On
  * TB_H1_DONE, *used is the count of bytes that belonged to the response
  * (the rest would be the next response's); else n. */
-enum tb_h1_status tb_h1_feed(struct tb_h1 *p, const char *buf, size_t n,
-                             size_t *used, tb_h1_body_fn body,
-                             void *cls) TB_MUST_CHECK;
+enum tb_h1_status tb_h1_feed(struct tb_h1 *p, const char *buf, size_t n, size_t *used,
+                             tb_h1_body_fn body, void *cls) TB_MUST_CHECK;
 /* The connection ended: TB_H1_DONE if that ends the response (a body
  * delimited by the close), else TB_H1_ERROR with a reason. */
 enum tb_h1_status tb_h1_eof(struct tb_h1 *p) TB_MUST_CHECK;

@@ -113,14 +113,13 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 }
 
 int
-tb_http_call(const char *method, const char *url, const char *api_key,
-             const char *body, size_t body_len, long timeout_ms, size_t cap,
-             struct tb_http_resp *resp)
+tb_http_call(const char *method, const char *url, const char *api_key, const char *body,
+             size_t body_len, long timeout_ms, size_t cap, struct tb_http_resp *resp)
 {
   memset(resp, 0, sizeof *resp);
   tb_http_global_init();
   int rc = -1;
-  struct sink s = {.max = cap ? cap : TB_HTTP_BODY_MAX};
+  struct sink s = { .max = cap ? cap : TB_HTTP_BODY_MAX };
   struct curl_slist *hdrs = NULL;
   char *auth = tb_http_auth_header(api_key);
   struct tb_egress_guard guard;
@@ -150,16 +149,14 @@ tb_http_call(const char *method, const char *url, const char *api_key,
     hdrs = curl_slist_append(hdrs, "Expect:"); /* no 100-continue wait */
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, body ? body : "");
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                     (curl_off_t)(body ? body_len : 0));
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
   }
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &s);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                   timeout_ms < 10000 ? timeout_ms : 10000L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 10000 ? timeout_ms : 10000L);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   tb_http_tls_setopt(e);
@@ -167,8 +164,7 @@ tb_http_call(const char *method, const char *url, const char *api_key,
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
   CURLcode cc = curl_easy_perform(e);
   if (s.over) {
-    snprintf(resp->err, sizeof resp->err, "response body over %zu bytes",
-             s.max);
+    snprintf(resp->err, sizeof resp->err, "response body over %zu bytes", s.max);
     goto out;
   }
   if (cc != CURLE_OK && guard.refused) {
@@ -176,8 +172,7 @@ tb_http_call(const char *method, const char *url, const char *api_key,
     goto out;
   }
   if (cc != CURLE_OK) {
-    snprintf(resp->err, sizeof resp->err, "%s",
-             ebuf[0] ? ebuf : curl_easy_strerror(cc));
+    snprintf(resp->err, sizeof resp->err, "%s", ebuf[0] ? ebuf : curl_easy_strerror(cc));
     goto out;
   }
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &resp->status);

@@ -23,8 +23,8 @@
 #define TB_HTTP_BODY_MAX (8u * 1024u * 1024u)
 
 struct tb_http_resp {
-  long status;   /* HTTP status, 0 when no answer came */
-  char *body;    /* NUL-terminated, owned; NULL when none */
+  long status; /* HTTP status, 0 when no answer came */
+  char *body;  /* NUL-terminated, owned; NULL when none */
   size_t len;
   char err[256]; /* transport error when status == 0 */
 };
@@ -33,9 +33,9 @@ struct tb_http_resp {
  * Returns 0 when an HTTP answer came (any status: check resp->status),
  * -1 on a transport error or a body over the cap (resp->err says which).
  * The caller frees with tb_http_resp_free in both cases. */
-int tb_http_call(const char *method, const char *url, const char *api_key,
-                 const char *body, size_t body_len, long timeout_ms,
-                 size_t cap, struct tb_http_resp *resp) TB_MUST_CHECK;
+int tb_http_call(const char *method, const char *url, const char *api_key, const char *body,
+                 size_t body_len, long timeout_ms, size_t cap,
+                 struct tb_http_resp *resp) TB_MUST_CHECK;
 void tb_http_resp_free(struct tb_http_resp *resp);
 
 /* The Authorization header text "Authorization: Bearer <key>" (new string,
@@ -64,10 +64,13 @@ void tb_http_set_deadline(int64_t mono_ns);
 bool tb_http_set_ca_file(const char *path, char **err) TB_MUST_CHECK;
 
 /* The daemons' configuration key of it (api: probes; worker: jobs). */
-#define TB_HTTP_CFG_KEYS                                                                  \
-  { "TOKBENCH_CA_FILE", NULL,                                                             \
-    "PEM file of the CAs trusted for https endpoints, instead of the system's "           \
-    "(a self-signed or private CA)", false }
+#define TB_HTTP_CFG_KEYS                                                          \
+  {                                                                               \
+    "TOKBENCH_CA_FILE", NULL,                                                     \
+      "PEM file of the CAs trusted for https endpoints, instead of the system's " \
+      "(a self-signed or private CA)",                                            \
+      false                                                                       \
+  }
 
 /* Applies the process's TLS trust (tb_http_set_ca_file) to a libcurl easy
  * handle (a CURL *); every handle that talks to an endpoint goes through it. */

@@ -56,14 +56,14 @@ bool tb_masterkey_create_file(const char *path, char **err) TB_MUST_CHECK;
  * origin (new string).  NULL when base_url has no origin or sealing fails.
  * Caller frees both. */
 char *tb_masterkey_seal_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN],
-                                     const char *plaintext, const char *id,
-                                     const char *base_url, char **origin) TB_MUST_CHECK;
+                                     const char *plaintext, const char *id, const char *base_url,
+                                     char **origin) TB_MUST_CHECK;
 /* Opens it: origin is the stored api_key_origin (NULL: a legacy seal).
  * Refuses (NULL, *why a static message) when base_url's origin is not the
  * one the key is bound to, or when it does not authenticate.  The caller
  * wipes and frees the plaintext. */
-char *tb_masterkey_open_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN],
-                                     const char *sealed, const char *id, const char *origin,
-                                     const char *base_url, const char **why) TB_MUST_CHECK;
+char *tb_masterkey_open_endpoint_key(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *sealed,
+                                     const char *id, const char *origin, const char *base_url,
+                                     const char **why) TB_MUST_CHECK;
 
 #endif

@@ -119,8 +119,7 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
   const json_t *err = json_object_get(root, "error");
   if (err != NULL && !json_is_null(err)) {
     out->is_error = true;
-    const json_t *msg = json_is_object(err) ? json_object_get(err, "message")
-                                            : err;
+    const json_t *msg = json_is_object(err) ? json_object_get(err, "message") : err;
     snprintf(out->error, sizeof out->error, "%s",
              json_is_string(msg) ? json_string_value(msg) : "error object");
     st = TB_OAI_OK;
@@ -133,7 +132,7 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
       goto out;
     size_t i;
     const json_t *ch;
-    json_array_foreach(choices, i, ch) {
+    json_array_foreach (choices, i, ch) {
       if (!json_is_object(ch))
         goto out;
       out->n_choices++;
@@ -143,8 +142,7 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
       if (delta != NULL && !json_is_null(delta)) {
         if (!json_is_object(delta))
           goto out;
-        if (!text_member(delta, "content", &text) ||
-            !text_member(delta, "reasoning", &reasoning) ||
+        if (!text_member(delta, "content", &text) || !text_member(delta, "reasoning", &reasoning) ||
             !text_member(delta, "reasoning_content", &reasoning_content))
           goto out;
         role = json_object_get(delta, "role") != NULL;
@@ -178,8 +176,8 @@ tb_oai_parse_chunk_json(const char *data, size_t len, struct tb_oai_chunk *out)
       goto out;
     out->has_usage = out->completion_tokens >= 0;
     /* an optional detail: a shape we do not know is not a fault */
-    const json_t *ct = json_object_get(json_object_get(usage, "prompt_tokens_details"),
-                                       "cached_tokens");
+    const json_t *ct =
+      json_object_get(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
     if (json_is_integer(ct) && json_integer_value(ct) >= 0)
       out->cached_tokens = json_integer_value(ct);
   }
@@ -194,7 +192,7 @@ out:
 
 #define SCAN_MAX_DEPTH 32
 #define SCAN_MAX_KEYS 32
-#define SCAN_MAX_INT_DIGITS 18  /* < 2^63: strtoll cannot overflow */
+#define SCAN_MAX_INT_DIGITS 18   /* < 2^63: strtoll cannot overflow */
 #define SCAN_MAX_REAL_DIGITS 300 /* integer part: strtod cannot overflow */
 
 struct scan {
@@ -212,8 +210,7 @@ struct keyset {
 static inline void
 sc_ws(struct scan *sc)
 {
-  while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' ||
-                             *sc->p == '\r' || *sc->p == '\t'))
+  while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' || *sc->p == '\r' || *sc->p == '\t'))
     sc->p++;
 }
 
@@ -280,13 +277,13 @@ sc_utf8(struct scan *sc)
 #define R4(x) x, x, x, x
 #define R16(x) R4(x), R4(x), R4(x), R4(x)
 static const unsigned char plain_byte[256] = {
-    R16(0), R16(0),                                        /* 0x00-0x1f */
-    1, 1, 0, R4(1), R4(1), R4(1), 1,                       /* 0x20-0x2f */
-    R16(1),                                                /* 0x30-0x3f */
-    R16(1),                                                /* 0x40-0x4f */
-    R4(1), R4(1), R4(1), 0, 1, 1, 1,                       /* 0x50-0x5f */
-    R16(1), R16(1),                                        /* 0x60-0x7f */
-    /* 0x80-0xff: 0 (UTF-8, checked apart) */
+  R16(0), R16(0),                                /* 0x00-0x1f */
+  1,      1,      0,     R4(1), R4(1), R4(1), 1, /* 0x20-0x2f */
+  R16(1),                                        /* 0x30-0x3f */
+  R16(1),                                        /* 0x40-0x4f */
+  R4(1),  R4(1),  R4(1), 0,     1,     1,     1, /* 0x50-0x5f */
+  R16(1), R16(1),                                /* 0x60-0x7f */
+                                                 /* 0x80-0xff: 0 (UTF-8, checked apart) */
 };
 #undef R4
 #undef R16
@@ -294,8 +291,7 @@ static const unsigned char plain_byte[256] = {
 /* A string at sc->p ('"'): its raw span (between the quotes), its decoded
  * length in bytes and whether it had escapes. */
 static bool
-sc_string(struct scan *sc, const unsigned char **raw, size_t *rawlen,
-          size_t *declen, bool *escaped)
+sc_string(struct scan *sc, const unsigned char **raw, size_t *rawlen, size_t *declen, bool *escaped)
 {
   sc->p++; /* '"' */
   const unsigned char *start = sc->p;
@@ -327,10 +323,14 @@ sc_string(struct scan *sc, const unsigned char **raw, size_t *rawlen,
     c = *sc->p++;
     size_t out;
     switch (c) {
-    case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r':
-    case 't':
-      out = 1;
-      break;
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't': out = 1; break;
     case 'u': {
       long v = sc_u4(sc);
       if (v <= 0) /* bad hex, or \u0000 (jansson refuses NUL) */
@@ -350,8 +350,7 @@ sc_string(struct scan *sc, const unsigned char **raw, size_t *rawlen,
       }
       break;
     }
-    default:
-      return false;
+    default: return false;
     }
     shrink += (size_t)(sc->p - e0);
     extra += out;
@@ -418,8 +417,7 @@ static bool sc_skip_value(struct scan *sc);
  * whitespace after it consumed.  1: a key; 0: the object ended ('}'
  * consumed); -1: give up. */
 static int
-sc_next_key(struct scan *sc, struct keyset *ks, const unsigned char **key,
-            size_t *klen)
+sc_next_key(struct scan *sc, struct keyset *ks, const unsigned char **key, size_t *klen)
 {
   sc_ws(sc);
   int c = sc_peek(sc);
@@ -556,20 +554,13 @@ sc_skip_value(struct scan *sc)
   bool esc, is_int, neg;
   int64_t v;
   switch (sc_peek(sc)) {
-  case '{':
-    return sc_skip_object(sc);
-  case '[':
-    return sc_array(sc, skip_elem, NULL);
-  case '"':
-    return sc_string(sc, &raw, &rl, &dl, &esc);
-  case 't':
-    return sc_lit(sc, "true", 4);
-  case 'f':
-    return sc_lit(sc, "false", 5);
-  case 'n':
-    return sc_lit(sc, "null", 4);
-  default:
-    return sc_number(sc, &is_int, &v, &neg);
+  case '{': return sc_skip_object(sc);
+  case '[': return sc_array(sc, skip_elem, NULL);
+  case '"': return sc_string(sc, &raw, &rl, &dl, &esc);
+  case 't': return sc_lit(sc, "true", 4);
+  case 'f': return sc_lit(sc, "false", 5);
+  case 'n': return sc_lit(sc, "null", 4);
+  default: return sc_number(sc, &is_int, &v, &neg);
   }
 }
 
@@ -762,8 +753,7 @@ tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
   chunk_clear(out);
   if (len > TB_OAI_CHUNK_MAX)
     return false;
-  struct scan sc = {(const unsigned char *)data,
-                    (const unsigned char *)data + len, 0};
+  struct scan sc = { (const unsigned char *)data, (const unsigned char *)data + len, 0 };
   sc_ws(&sc);
   if (sc_peek(&sc) != '{' || !sc_object(&sc, chunk_member, out))
     return false;
@@ -788,8 +778,8 @@ tb_oai_parse_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
 }
 
 bool
-tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_t *delta,
-                   char *why, size_t why_len)
+tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_t *delta, char *why,
+                   size_t why_len)
 {
   struct tb_oai_chunk ch;
   *delta = 0;
@@ -812,8 +802,9 @@ tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, int64_
   }
   if (ch.has_usage) {
     if (ch.completion_tokens < st->cum) {
-      snprintf(why, why_len, "usage.completion_tokens went backwards (%" PRId64 " after %" PRId64
-               ")", ch.completion_tokens, st->cum);
+      snprintf(why, why_len,
+               "usage.completion_tokens went backwards (%" PRId64 " after %" PRId64 ")",
+               ch.completion_tokens, st->cum);
       return false;
     }
     if (!st->chunk_mode)

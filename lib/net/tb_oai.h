@@ -51,17 +51,17 @@ struct tb_oai_chunk {
                               * prompt's tokens the server's prefix cache held);
                               * -1 when absent, null or not a count */
   unsigned n_choices;
-  unsigned text_choices;     /* choices whose delta carries output text */
-  size_t text_bytes;         /* bytes of output text (all kinds) */
-  size_t reasoning_bytes;    /* of which reasoning / reasoning_content (a
+  unsigned text_choices;  /* choices whose delta carries output text */
+  size_t text_bytes;      /* bytes of output text (all kinds) */
+  size_t reasoning_bytes; /* of which reasoning / reasoning_content (a
                               * delta with both holds the same text twice:
                               * counted once) */
-  bool role_only;            /* a delta with a role and no text */
-  bool finished;             /* some choice has a non-null finish_reason */
-  bool has_timings;          /* a `timings` object (llama.cpp) */
+  bool role_only;         /* a delta with a role and no text */
+  bool finished;          /* some choice has a non-null finish_reason */
+  bool has_timings;       /* a `timings` object (llama.cpp) */
   struct tb_oai_timings timings;
-  bool is_error;             /* the chunk is an error object */
-  char error[200];           /* its message, truncated */
+  bool is_error;   /* the chunk is an error object */
+  char error[200]; /* its message, truncated */
 };
 
 enum tb_oai_status {
@@ -80,14 +80,14 @@ enum tb_oai_status tb_oai_parse_chunk(const char *data, size_t len,
  * the stream to counting chunks (one per choice with text): chunk_mode, a
  * flagged fallback. */
 struct tb_oai_count {
-  int64_t cum;            /* last cumulative completion_tokens */
-  int64_t prompt_tokens;  /* the last usage's, -1 before */
-  int64_t cached_tokens;  /* the last usage's cached_tokens (saw_cached) */
+  int64_t cum;           /* last cumulative completion_tokens */
+  int64_t prompt_tokens; /* the last usage's, -1 before */
+  int64_t cached_tokens; /* the last usage's cached_tokens (saw_cached) */
   bool saw_cached;
-  bool saw_timings;              /* the last `timings` the stream sent */
+  bool saw_timings; /* the last `timings` the stream sent */
   struct tb_oai_timings timings;
   bool saw_usage, saw_final_usage, chunk_mode;
-  bool done;              /* [DONE] came */
+  bool done; /* [DONE] came */
 };
 
 /* One SSE event's data (len bytes) of the stream counted by st: true with
@@ -100,13 +100,11 @@ bool tb_oai_count_event(struct tb_oai_count *st, const char *data, size_t len, i
 
 /* The reference reader alone (jansson, strict); same contract as above. */
 enum tb_oai_status tb_oai_parse_chunk_json(const char *data, size_t len,
-                                           struct tb_oai_chunk *out)
-    TB_MUST_CHECK;
+                                           struct tb_oai_chunk *out) TB_MUST_CHECK;
 
 /* The scanner alone: true when it decided (*out then holds exactly what
  * tb_oai_parse_chunk_json gives, and the status is TB_OAI_OK); false when
  * the chunk must go to the reference reader (*out is then unspecified). */
-bool tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out)
-    TB_MUST_CHECK;
+bool tb_oai_scan_chunk(const char *data, size_t len, struct tb_oai_chunk *out) TB_MUST_CHECK;
 
 #endif

@@ -15,14 +15,13 @@
 static bool
 name_char(char c, bool first)
 {
-  return isalpha((unsigned char)c) || c == '_' || c == ':' ||
-         (!first && isdigit((unsigned char)c));
+  return isalpha((unsigned char)c) || c == '_' || c == ':' || (!first && isdigit((unsigned char)c));
 }
 
 /* Parses one line; false when it is not a sample. */
 static bool
-parse_line(const char *l, size_t n, const char **name, size_t *name_len,
-           const char **labels, size_t *labels_len, double *value)
+parse_line(const char *l, size_t n, const char **name, size_t *name_len, const char **labels,
+           size_t *labels_len, double *value)
 {
   size_t i = 0;
   while (i < n && (l[i] == ' ' || l[i] == '\t'))
@@ -144,7 +143,7 @@ name_cb(void *cls, const char *name, size_t name_len, const char *labels, size_t
 bool
 tb_prom_sum(const char *text, size_t len, const char *name, double *out)
 {
-  struct name_ctx c = {.name = name, .name_len = strlen(name)};
+  struct name_ctx c = { .name = name, .name_len = strlen(name) };
   if (tb_prom_parse(text, len, name_cb, &c) < 0 || !c.found)
     return false;
   *out = c.sum;
@@ -152,8 +151,7 @@ tb_prom_sum(const char *text, size_t len, const char *name, double *out)
 }
 
 bool
-tb_prom_find_label(const char *labels, size_t n, const char *label, char *buf,
-                   size_t buflen)
+tb_prom_find_label(const char *labels, size_t n, const char *label, char *buf, size_t buflen)
 {
   size_t want = strlen(label);
   size_t i = 0;
@@ -199,11 +197,12 @@ tb_prom_find_label(const char *labels, size_t n, const char *label, char *buf,
 }
 
 bool
-tb_prom_label(const char *text, size_t len, const char *name,
-              const char *label, char *buf, size_t buflen)
+tb_prom_label(const char *text, size_t len, const char *name, const char *label, char *buf,
+              size_t buflen)
 {
-  struct name_ctx c = {.name = name, .label = label,
-                       .name_len = strlen(name), .buf = buf, .buflen = buflen};
+  struct name_ctx c = {
+    .name = name, .label = label, .name_len = strlen(name), .buf = buf, .buflen = buflen
+  };
   if (tb_prom_parse(text, len, name_cb, &c) < 0)
     return false;
   return c.found;

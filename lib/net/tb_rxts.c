@@ -40,18 +40,17 @@ tb_rxts_offset(void)
   clock_gettime(CLOCK_REALTIME, &rt);
   clock_gettime(CLOCK_MONOTONIC, &m1);
   int64_t mono = ((int64_t)m0.tv_sec * 1000000000LL + m0.tv_nsec +
-                  (int64_t)m1.tv_sec * 1000000000LL + m1.tv_nsec) / 2;
+                  (int64_t)m1.tv_sec * 1000000000LL + m1.tv_nsec) /
+                 2;
   return (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - mono;
 }
 
 int64_t
-tb_rxts_from_msg(struct msghdr *msg, int64_t now, int64_t offset,
-                 enum tb_rxts_src *src)
+tb_rxts_from_msg(struct msghdr *msg, int64_t now, int64_t offset, enum tb_rxts_src *src)
 {
   if (src != NULL)
     *src = TB_RXTS_CLOCK;
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm != NULL;
-       cm = CMSG_NXTHDR(msg, cm)) {
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SO_TIMESTAMPNS ||
         cm->cmsg_len < CMSG_LEN(sizeof(struct timespec)))
       continue;
@@ -78,9 +77,9 @@ tb_rxts_peek(int fd, int64_t now, int64_t offset, enum tb_rxts_src *src)
     struct cmsghdr align;
   } ctl;
   struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf };
+  struct msghdr msg = {
+    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf
+  };
   ssize_t n;
   do
     n = recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT);

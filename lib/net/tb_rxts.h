@@ -58,15 +58,13 @@ enum tb_rxts_src {
 /* Arrival of the oldest unread byte of fd on CLOCK_MONOTONIC (ns), or
  * `now` (a CLOCK_MONOTONIC reading) when there is no plausible stamp;
  * *src (may be NULL) tells which. */
-int64_t tb_rxts_peek(int fd, int64_t now, int64_t offset,
-                     enum tb_rxts_src *src);
+int64_t tb_rxts_peek(int fd, int64_t now, int64_t offset, enum tb_rxts_src *src);
 
 /* Room for the control data of a stamped recvmsg (msg_control). */
 #define TB_RXTS_CMSG_SPACE (CMSG_SPACE(sizeof(struct timespec)) * 2)
 
 /* The same from a recvmsg the caller made (with msg_control of at least
  * TB_RXTS_CMSG_SPACE bytes) that returned bytes. */
-int64_t tb_rxts_from_msg(struct msghdr *msg, int64_t now, int64_t offset,
-                         enum tb_rxts_src *src);
+int64_t tb_rxts_from_msg(struct msghdr *msg, int64_t now, int64_t offset, enum tb_rxts_src *src);
 
 #endif

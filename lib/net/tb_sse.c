@@ -11,8 +11,7 @@
 #include <string.h>
 
 void
-tb_sse_init(struct tb_sse *p, tb_sse_event_fn on_event,
-            tb_sse_comment_fn on_comment, void *cls)
+tb_sse_init(struct tb_sse *p, tb_sse_event_fn on_event, tb_sse_comment_fn on_comment, void *cls)
 {
   memset(p, 0, sizeof *p);
   p->on_event = on_event;
@@ -112,8 +111,8 @@ process_line(struct tb_sse *p, const char *line, size_t n)
     vlen--;
   }
   if (p->has_data) {
-    enum tb_sse_status st = buf_append(p, &p->data, &p->data_len, &p->data_cap, "\n", 1,
-                                       TB_SSE_EVENT_MAX);
+    enum tb_sse_status st =
+      buf_append(p, &p->data, &p->data_len, &p->data_cap, "\n", 1, TB_SSE_EVENT_MAX);
     if (st != TB_SSE_OK)
       return st;
   }
@@ -152,8 +151,8 @@ tb_sse_feed(struct tb_sse *p, const char *buf, size_t n)
     const char *cr = memchr(start, '\r', scan);
     const char *eol = cr ? cr : lf;
     if (eol == NULL)
-      return failing(p, buf_append(p, &p->line, &p->line_len, &p->line_cap, start, rem,
-                                   TB_SSE_LINE_MAX));
+      return failing(
+        p, buf_append(p, &p->line, &p->line_len, &p->line_cap, start, rem, TB_SSE_LINE_MAX));
     size_t llen = (size_t)(eol - start);
     size_t adv = llen + 1;
     if (*eol == '\r') {

@@ -35,8 +35,8 @@ typedef void (*tb_sse_comment_fn)(void *cls, const char *text, size_t len);
 
 enum tb_sse_status {
   TB_SSE_OK = 0,
-  TB_SSE_STOPPED = 1,    /* a callback returned false */
-  TB_SSE_TOO_LONG = -1,  /* a line or an event went over its cap (sticky) */
+  TB_SSE_STOPPED = 1,      /* a callback returned false */
+  TB_SSE_TOO_LONG = -1,    /* a line or an event went over its cap (sticky) */
   TB_SSE_OVER_BUDGET = -2, /* the shared budget had no room left (sticky) */
 };
 
@@ -49,12 +49,12 @@ struct tb_sse_budget {
 };
 
 struct tb_sse {
-  char *line;          /* partial line carried over between feeds */
+  char *line; /* partial line carried over between feeds */
   size_t line_len, line_cap;
-  char *data;          /* data of the event being assembled */
+  char *data; /* data of the event being assembled */
   size_t data_len, data_cap;
-  bool has_data;       /* a data field was seen in this event */
-  bool skip_lf;        /* the previous feed ended in CR: drop a leading LF */
+  bool has_data; /* a data field was seen in this event */
+  bool skip_lf;  /* the previous feed ended in CR: drop a leading LF */
   bool failed;
   enum tb_sse_status fail_status; /* TOO_LONG or OVER_BUDGET, once failed */
   struct tb_sse_budget *budget;   /* may be NULL: the caps alone */
@@ -64,8 +64,8 @@ struct tb_sse {
 };
 
 /* Sets up an empty parser.  Never fails. */
-void tb_sse_init(struct tb_sse *p, tb_sse_event_fn on_event,
-                 tb_sse_comment_fn on_comment, void *cls);
+void tb_sse_init(struct tb_sse *p, tb_sse_event_fn on_event, tb_sse_comment_fn on_comment,
+                 void *cls);
 /* Charges the parser's buffers to budget (borrowed; it must outlive the
  * parser's buffers, or NULL).  Call before the first feed. */
 void tb_sse_set_budget(struct tb_sse *p, struct tb_sse_budget *budget);
@@ -73,8 +73,7 @@ void tb_sse_set_budget(struct tb_sse *p, struct tb_sse_budget *budget);
  * re-initialised. */
 void tb_sse_free(struct tb_sse *p);
 /* Feeds n bytes.  Events complete in them are delivered before it returns. */
-enum tb_sse_status tb_sse_feed(struct tb_sse *p, const char *buf,
-                               size_t n) TB_MUST_CHECK;
+enum tb_sse_status tb_sse_feed(struct tb_sse *p, const char *buf, size_t n) TB_MUST_CHECK;
 /* True when no partial line or event is pending (a clean end of stream). */
 bool tb_sse_idle(const struct tb_sse *p);
 

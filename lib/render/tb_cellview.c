@@ -80,7 +80,7 @@ fmt_pct(double v, char *buf, size_t len)
 /* The figures of a cell's row, formatted. */
 struct row {
   char kv[32], pre[32], hit[32], stps[48], ctps[48], ratio[32], conc[160], cpu[32], kern[32],
-      drained[32], verdict[16];
+    drained[32], verdict[16];
 };
 
 /* A rate cell's "Arrivals": start lag against its limit, the inter-arrival
@@ -134,7 +134,9 @@ row_of(const json_t *cell, struct row *r)
            yes_no(c, "drained_after"));
   const json_t *ok = json_object_get(c, "ok");
   snprintf(r->verdict, sizeof r->verdict, "%s",
-           json_is_true(ok) ? "ok" : json_is_false(ok) ? "FAILED" : TB_RENDER_DASH);
+           json_is_true(ok)    ? "ok"
+           : json_is_false(ok) ? "FAILED"
+                               : TB_RENDER_DASH);
 }
 
 /* ----------------------------------------------------------------- HTML */
@@ -157,8 +159,8 @@ arr_max(const json_t *a)
 
 /* Series v over the times t, on the time scale ts and 0 to ymax upward. */
 static void
-polyline(struct tb_render_buf *b, const json_t *t, const json_t *v,
-         const struct tb_svg_scale *ts, double ymax, const char *colour)
+polyline(struct tb_render_buf *b, const json_t *t, const json_t *v, const struct tb_svg_scale *ts,
+         double ymax, const char *colour)
 {
   size_t n = arr_len(t), m = arr_len(v);
   if (m < n)
@@ -191,18 +193,22 @@ sparkline(struct tb_render_buf *b, const json_t *s)
   const struct tb_svg_scale ts = { tb_svg_num(t, 0), tb_svg_num(t, n - 1), 1, SVG_W - 1, false };
   const json_t *run = json_object_get(s, "running"), *wait = json_object_get(s, "waiting");
   double ymax = arr_max(run) > arr_max(wait) ? arr_max(run) : arr_max(wait);
-  tb_render_printf(b, "<svg class=\"spark\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
-                      "%.0f\" role=\"img\" aria-label=\"running, waiting and KV-cache usage "
-                      "over the window\">",
+  tb_render_printf(b,
+                   "<svg class=\"spark\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
+                   "%.0f\" role=\"img\" aria-label=\"running, waiting and KV-cache usage "
+                   "over the window\">",
                    SVG_W, SVG_H, SVG_W, SVG_H);
-  tb_render_printf(b, "<rect x=\"0.5\" y=\"0.5\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
-                      "stroke=\"#ddd\"/>",
+  tb_render_printf(b,
+                   "<rect x=\"0.5\" y=\"0.5\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+                   "stroke=\"#ddd\"/>",
                    SVG_W - 1, SVG_H - 1);
   polyline(b, t, json_object_get(s, "kv_pct"), &ts, 100.0, "#2ca02c");
   polyline(b, t, wait, &ts, ymax, "#d62728");
   polyline(b, t, run, &ts, ymax, "#1f77b4");
-  tb_render_printf(b, "<title>0\xe2\x80\x93%.0f s; running/waiting 0\xe2\x80\x93%.0f, KV "
-                      "0\xe2\x80\x93" "100%%</title></svg>",
+  tb_render_printf(b,
+                   "<title>0\xe2\x80\x93%.0f s; running/waiting 0\xe2\x80\x93%.0f, KV "
+                   "0\xe2\x80\x93"
+                   "100%%</title></svg>",
                    ts.d1, ymax);
 }
 
@@ -213,26 +219,27 @@ struct heads {
   const char *cells, *id, *col1, *col2, *asked;
 };
 
-static const struct heads decode_heads = { "decode", "server-view", "Context",
-                                           "Requests at once", "Achieved concurrency" };
+static const struct heads decode_heads = { "decode", "server-view", "Context", "Requests at once",
+                                           "Achieved concurrency" };
 static const struct heads rate_heads = { "rate", "rate-server-view", "Load (req/s or users)",
                                          "Cell", "Arrivals or users" };
 
 static void
 html_head(struct tb_render_buf *b, const struct heads *h)
 {
-  tb_render_printf(b, "<h2>Server view and self-checks%s</h2><p class=\"muted\">What the server "
-                      "said during each %s cell (/metrics once a second): "
-                      "<span style=\"color:#1f77b4\">running</span>, "
-                      "<span style=\"color:#d62728\">waiting</span>, "
-                      "<span style=\"color:#2ca02c\">KV-cache %%</span>; and the checks that "
-                      "the measurement is sound (docs/engine.md).</p><div class=\"scroll\">"
-                      "<table id=\"%s\"><tr><th>%s</th><th>%s</th>"
-                      "<th class=\"l\">Timeline</th><th>Peak KV</th><th>Preemptions</th>"
-                      "<th>Prefix hits</th><th>Server tok/s</th><th>Client tok/s</th>"
-                      "<th>Ratio</th><th>%s</th><th>Client CPU</th>"
-                      "<th>Kernel-stamped</th><th>Drained before / after</th>"
-                      "<th class=\"l\">Checks</th></tr>\n",
+  tb_render_printf(b,
+                   "<h2>Server view and self-checks%s</h2><p class=\"muted\">What the server "
+                   "said during each %s cell (/metrics once a second): "
+                   "<span style=\"color:#1f77b4\">running</span>, "
+                   "<span style=\"color:#d62728\">waiting</span>, "
+                   "<span style=\"color:#2ca02c\">KV-cache %%</span>; and the checks that "
+                   "the measurement is sound (docs/engine.md).</p><div class=\"scroll\">"
+                   "<table id=\"%s\"><tr><th>%s</th><th>%s</th>"
+                   "<th class=\"l\">Timeline</th><th>Peak KV</th><th>Preemptions</th>"
+                   "<th>Prefix hits</th><th>Server tok/s</th><th>Client tok/s</th>"
+                   "<th>Ratio</th><th>%s</th><th>Client CPU</th>"
+                   "<th>Kernel-stamped</th><th>Drained before / after</th>"
+                   "<th class=\"l\">Checks</th></tr>\n",
                    h == &rate_heads ? ": rate cells" : "", h->cells, h->id, h->col1, h->col2,
                    h->asked);
 }
@@ -264,10 +271,10 @@ tb_cellview_html_cell(struct tb_render_buf *b, const char *ctx_label, int64_t co
     sparkline(b, series(cell));
   else
     tb_render_puts(b, TB_RENDER_DASH);
-  tb_render_printf(b, "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                      "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
-                   r.kv, r.pre, r.hit, r.stps, r.ctps, r.ratio, r.conc, r.cpu, r.kern,
-                   r.drained);
+  tb_render_printf(b,
+                   "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                   "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
+                   r.kv, r.pre, r.hit, r.stps, r.ctps, r.ratio, r.conc, r.cpu, r.kern, r.drained);
   char why[600];
   tb_checks_failed_text(cell, why, sizeof why);
   tb_render_html(b, why[0] ? why : r.verdict);
@@ -285,13 +292,14 @@ tb_cellview_html_end(struct tb_render_buf *b)
 static void
 md_head(struct tb_render_buf *b, const struct heads *h)
 {
-  tb_render_printf(b, "\n### Server view and self-checks%s\n\n"
-                      "What the server said during each %s cell (/metrics once a second) "
-                      "and the checks that the measurement is sound.\n\n"
-                      "| %s | %s | Peak KV | Preemptions | Prefix hits | "
-                      "Server tok/s | Client tok/s | Ratio | %s | Client CPU | "
-                      "Kernel-stamped | Drained before / after | Checks |\n"
-                      "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|\n",
+  tb_render_printf(b,
+                   "\n### Server view and self-checks%s\n\n"
+                   "What the server said during each %s cell (/metrics once a second) "
+                   "and the checks that the measurement is sound.\n\n"
+                   "| %s | %s | Peak KV | Preemptions | Prefix hits | "
+                   "Server tok/s | Client tok/s | Ratio | %s | Client CPU | "
+                   "Kernel-stamped | Drained before / after | Checks |\n"
+                   "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|\n",
                    h == &rate_heads ? ": rate cells" : "", h->cells, h->col1, h->col2, h->asked);
 }
 
@@ -308,15 +316,14 @@ tb_cellview_rate_md_head(struct tb_render_buf *b)
 }
 
 void
-tb_cellview_md_row(struct tb_render_buf *b, const char *ctx_label, int64_t conc,
-                   const json_t *cell)
+tb_cellview_md_row(struct tb_render_buf *b, const char *ctx_label, int64_t conc, const json_t *cell)
 {
   struct row r;
   row_of(cell, &r);
   tb_render_puts(b, "| ");
   tb_render_md(b, ctx_label);
-  tb_render_printf(b, " | %" PRId64 " | %s | %s | %s | %s | %s | %s | ", conc, r.kv, r.pre,
-                   r.hit, r.stps, r.ctps, r.ratio);
+  tb_render_printf(b, " | %" PRId64 " | %s | %s | %s | %s | %s | %s | ", conc, r.kv, r.pre, r.hit,
+                   r.stps, r.ctps, r.ratio);
   tb_render_md(b, r.conc);
   tb_render_printf(b, " | %s | %s | %s | ", r.cpu, r.kern, r.drained);
   char why[600];

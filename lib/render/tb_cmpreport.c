@@ -93,7 +93,7 @@ struct cview {
   struct tb_render_axis dctx, conc;
   const json_t **grid;
   const json_t *regs;
-  size_t nreg;  /* regressions listed */
+  size_t nreg; /* regressions listed */
   size_t ncells;
   char *base_title, *head_title; /* side_title of each side; owned */
 };
@@ -165,11 +165,11 @@ sumrow_get(const json_t *sum, const struct tb_compare_metric *m, struct sumrow *
 
 /* A row of the regressions table, read and formatted once for every format. */
 struct regrow {
-  const char *phase;     /* "Prefill" / "Sustained decode" */
-  char lab[32];          /* context label */
+  const char *phase; /* "Prefill" / "Sustained decode" */
+  char lab[32];      /* context label */
   int64_t conc;
-  const char *metric;    /* label; "Status" for a lost valid status */
-  bool lost;             /* the cell was valid in base, head says head_status */
+  const char *metric; /* label; "Status" for a lost valid status */
+  bool lost;          /* the cell was valid in base, head says head_status */
   const char *head_status;
   char base[48], head[48], change[48];
 };
@@ -262,8 +262,8 @@ html_cell(struct tb_render_buf *b, void *ctx, size_t r, size_t c)
     tb_render_printf(b, "<td><b>%s</b><span>base: %s</span></td>", mc.head, mc.bs);
     break;
   case M_BASE_ONLY:
-    tb_render_printf(b, "<td class=\"err\"><span>was %s</span><span>head: %s</span></td>",
-                     mc.base, mc.hs);
+    tb_render_printf(b, "<td class=\"err\"><span>was %s</span><span>head: %s</span></td>", mc.base,
+                     mc.hs);
     break;
   case M_SAME_STATUS:
     tb_render_printf(b, "<td class=\"%s\">%s</td>",
@@ -288,24 +288,27 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
   tb_render_puts(b, "</p></div></div>\n");
   size_t nreg = v->nreg;
   if (nreg > 0)
-    tb_render_printf(b, "<div class=\"banner\" id=\"regressed\">%zu regression%s beyond the "
-                 "tolerated %.1f%%.</div>\n",
+    tb_render_printf(b,
+                     "<div class=\"banner\" id=\"regressed\">%zu regression%s beyond the "
+                     "tolerated %.1f%%.</div>\n",
                      nreg, nreg == 1 ? "" : "s", v->tol * 100);
   else
     tb_render_printf(b, "<p id=\"regressed\">No regression beyond the tolerated %.1f%%.</p>\n",
                      v->tol * 100);
   /* tokbench compare with history: the verdict over all the files */
   tb_verdictview_html(b, json_object_get(d, "verdict"));
-  tb_render_puts(b, "<h2>Summary</h2><p class=\"muted\">Geometric mean of head / base over the "
-             "cells valid in both.</p><table id=\"summary\"><tr><th class=\"l\">Metric</th>"
-             "<th>Ratio</th><th>Change</th><th>Cells</th><th class=\"l\">Better</th></tr>\n");
+  tb_render_puts(b,
+                 "<h2>Summary</h2><p class=\"muted\">Geometric mean of head / base over the "
+                 "cells valid in both.</p><table id=\"summary\"><tr><th class=\"l\">Metric</th>"
+                 "<th>Ratio</th><th>Change</th><th>Cells</th><th class=\"l\">Better</th></tr>\n");
   const json_t *sum = json_object_get(d, "summary");
   struct sumrow sr;
   for (size_t i = 0; i < nm; i++) {
     sumrow_get(sum, &ms[i], &sr);
     tb_render_printf(b, "<tr><td class=\"l\">%s %s</td><td>%s</td>", ms[i].phase, ms[i].label,
                      sr.ratio);
-    tb_render_printf(b, "<td class=\"%s\">%s</td><td>%" PRId64 "</td><td class=\"l\">%s</td></tr>\n",
+    tb_render_printf(b,
+                     "<td class=\"%s\">%s</td><td>%" PRId64 "</td><td class=\"l\">%s</td></tr>\n",
                      ratio_class(sr.geomean, ms[i].higher_better, 0), sr.change, sr.cells,
                      ms[i].higher_better ? "higher" : "lower");
   }
@@ -313,14 +316,15 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
   tb_costview_compare(b, d, true);
   if (nreg > 0) {
     tb_render_puts(b, "<h2>Regressions</h2><table id=\"regressions\"><tr><th class=\"l\">Phase</th>"
-               "<th>Context</th><th>Requests at once</th><th class=\"l\">Metric</th>"
-               "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
+                      "<th>Context</th><th>Requests at once</th><th class=\"l\">Metric</th>"
+                      "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
     struct regrow g;
     for (size_t i = 0; i < nreg && i < TB_REPORT_MAX_CELLS; i++) {
       if (!regrow_get(v, i, &g))
         continue;
-      tb_render_printf(b, "<tr class=\"reg\"><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
-                          "</td><td class=\"l\">",
+      tb_render_printf(b,
+                       "<tr class=\"reg\"><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
+                       "</td><td class=\"l\">",
                        g.phase, g.lab, g.conc);
       tb_render_html(b, g.metric);
       tb_render_puts(b, "</td>");
@@ -337,15 +341,15 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
   }
   if (v->dctx.n > 0 && v->conc.n > 0) {
     tb_render_puts(b, "<h2>Sustained decode: total tok/s, head vs base</h2><div class=\"scroll\">");
-    const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n, v->conc.n, html_cell,
-                                        (void *)v };
+    const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n,
+                                        v->conc.n, html_cell, (void *)v };
     tb_render_html_matrix(b, "compare-matrix", &m);
     tb_render_puts(b, "</div>\n");
   }
   tb_render_puts(b, "<h2>All cells</h2><div class=\"scroll\"><table id=\"cells\"><tr>"
-             "<th class=\"l\">Phase</th><th>Context</th><th>Requests at once</th>"
-             "<th class=\"l\">Base</th><th class=\"l\">Head</th><th class=\"l\">Metric</th>"
-             "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
+                    "<th class=\"l\">Phase</th><th>Context</th><th>Requests at once</th>"
+                    "<th class=\"l\">Base</th><th class=\"l\">Head</th><th class=\"l\">Metric</th>"
+                    "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
   const json_t *cells = json_object_get(d, "cells");
   for (size_t i = 0; i < v->ncells; i++) {
     struct ccell cc;
@@ -359,17 +363,21 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
       fmt_metric(ms[k].name, tb_json_num(m, "base"), t1, sizeof t1);
       fmt_metric(ms[k].name, tb_json_num(m, "head"), t2, sizeof t2);
       tb_render_fmt_pct(tb_json_num(m, "ratio"), t3, sizeof t3);
-      tb_render_printf(b, "<tr><td class=\"l\">%s</td><td>%s</td><td>%" PRId64 "</td><td class=\"l\">",
+      tb_render_printf(b,
+                       "<tr><td class=\"l\">%s</td><td>%s</td><td>%" PRId64 "</td><td class=\"l\">",
                        cc.phase ? "Sustained decode" : "Prefill", lab, cc.conc);
-      tb_render_html(b, tb_json_str(cc.c, "base_status") ? tb_json_str(cc.c, "base_status") : "absent");
+      tb_render_html(b, tb_json_str(cc.c, "base_status") ? tb_json_str(cc.c, "base_status")
+                                                         : "absent");
       tb_render_puts(b, "</td><td class=\"l\">");
-      tb_render_html(b, tb_json_str(cc.c, "head_status") ? tb_json_str(cc.c, "head_status") : "absent");
-      tb_render_printf(b, "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td></tr>\n",
-                       ms[k].label, t1, t2,
-                       ratio_class(tb_json_num(m, "ratio"), ms[k].higher_better, v->tol), t3);
+      tb_render_html(b, tb_json_str(cc.c, "head_status") ? tb_json_str(cc.c, "head_status")
+                                                         : "absent");
+      tb_render_printf(
+        b, "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td></tr>\n",
+        ms[k].label, t1, t2, ratio_class(tb_json_num(m, "ratio"), ms[k].higher_better, v->tol), t3);
     }
   }
-  tb_render_puts(b, "</table></div>\n<p class=\"muted\">Generated by tokbench.</p></main></body></html>\n");
+  tb_render_puts(
+    b, "</table></div>\n<p class=\"muted\">Generated by tokbench.</p></main></body></html>\n");
 }
 
 /* A cell of the Markdown matrix: head's figure and the change, or what
@@ -420,7 +428,7 @@ render_compare_md(struct tb_render_buf *b, const struct cview *v)
   tb_costview_compare(b, d, false);
   if (nreg > 0) {
     tb_render_puts(b, "\n### Regressions\n\n| Phase | Context | Requests at once | Metric | Base | "
-               "Head | Change |\n|---|---|---:|---|---:|---:|---:|\n");
+                      "Head | Change |\n|---|---|---:|---|---:|---:|---:|\n");
     struct regrow g;
     for (size_t i = 0; i < nreg && i < TB_REPORT_MAX_CELLS; i++) {
       if (!regrow_get(v, i, &g))
@@ -438,8 +446,8 @@ render_compare_md(struct tb_render_buf *b, const struct cview *v)
   }
   if (v->dctx.n > 0 && v->conc.n > 0) {
     tb_render_puts(b, "\n### Sustained decode: total tok/s, head (change vs base)\n\n");
-    const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n, v->conc.n, md_cell,
-                                        (void *)v };
+    const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n,
+                                        v->conc.n, md_cell,   (void *)v };
     tb_render_md_matrix(b, &m, "---:");
   }
 }
@@ -483,8 +491,8 @@ render_compare_csv(struct tb_render_buf *b, const struct cview *v)
     for (size_t g = 0; g < v->nreg && g < TB_REPORT_MAX_CELLS; g++) {
       const json_t *r = json_array_get(v->regs, g);
       int64_t ctx, conc;
-      if (tb_render_cell_phase(r) != cc.phase || !tb_json_int(r, "context", &ctx) || ctx != cc.ctx ||
-          !tb_json_int(r, "concurrency", &conc) || conc != cc.conc)
+      if (tb_render_cell_phase(r) != cc.phase || !tb_json_int(r, "context", &ctx) ||
+          ctx != cc.ctx || !tb_json_int(r, "concurrency", &conc) || conc != cc.conc)
         continue;
       const char *m = tb_json_str(r, "metric");
       double pct = tb_json_num(r, "change_pct");
@@ -505,8 +513,7 @@ render_compare_csv(struct tb_render_buf *b, const struct cview *v)
 }
 
 char *
-tb_cmpreport_render(const json_t *cmp, enum tb_report_format f, size_t *len,
-                    char **err)
+tb_cmpreport_render(const json_t *cmp, enum tb_report_format f, size_t *len, char **err)
 {
   *err = NULL;
   if (!json_is_object(cmp)) {

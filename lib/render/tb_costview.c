@@ -15,9 +15,18 @@
 #define COLW 128
 
 static const char *const heads[NCOL] = {
-  "Phase", "Context", "Requests at once", "tok/s per GPU", "Cost per M output tokens",
-  "Cost per M tokens", "J per output token", "Average W", "Energy from", "GPU util",
-  "SM clock", "Throttled",
+  "Phase",
+  "Context",
+  "Requests at once",
+  "tok/s per GPU",
+  "Cost per M output tokens",
+  "Cost per M tokens",
+  "J per output token",
+  "Average W",
+  "Energy from",
+  "GPU util",
+  "SM clock",
+  "Throttled",
 };
 
 bool
@@ -25,7 +34,7 @@ tb_costview_any(const json_t *doc)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (json_is_object(json_object_get(c, "efficiency")))
       return true;
   }
@@ -87,15 +96,16 @@ row_texts(const json_t *c, char t[NCOL][COLW])
   fmt_ci(ef, "cost_per_m_output_tokens", cur ? cur : "", t[4], COLW);
   char v[24];
   fmt3(tb_json_num(ef, "cost_per_m_tokens"), v, sizeof v);
-  snprintf(t[5], COLW, "%s%s%s", v, cur && isfinite(tb_json_num(ef, "cost_per_m_tokens"))
-                                       ? " " : "",
+  snprintf(t[5], COLW, "%s%s%s", v,
+           cur && isfinite(tb_json_num(ef, "cost_per_m_tokens")) ? " " : "",
            cur && isfinite(tb_json_num(ef, "cost_per_m_tokens")) ? cur : "");
   fmt_ci(ef, "j_per_output_token", "J", t[6], COLW);
   fmt3(tb_json_num(ef, "avg_power_w"), t[7], COLW);
   const char *src = tb_json_str(ef, "energy_source");
-  snprintf(t[8], COLW, "%s", src == NULL ? TB_RENDER_DASH
-                             : strcmp(src, "energy_counter") == 0 ? "energy counter"
-                                                                   : "power gauge");
+  snprintf(t[8], COLW, "%s",
+           src == NULL                          ? TB_RENDER_DASH
+           : strcmp(src, "energy_counter") == 0 ? "energy counter"
+                                                : "power gauge");
   double u = tb_json_num(json_object_get(ef, "gpu_util_pct"), "mean");
   if (isfinite(u))
     snprintf(t[9], COLW, "%.0f%%", u);
@@ -103,15 +113,15 @@ row_texts(const json_t *c, char t[NCOL][COLW])
     snprintf(t[9], COLW, TB_RENDER_DASH);
   const json_t *sm = json_object_get(ef, "sm_clock_mhz");
   if (json_is_object(sm))
-    snprintf(t[10], COLW, "%.0f MHz (min %.0f)", tb_json_num(sm, "mean"),
-             tb_json_num(sm, "min"));
+    snprintf(t[10], COLW, "%.0f MHz (min %.0f)", tb_json_num(sm, "mean"), tb_json_num(sm, "min"));
   else
     snprintf(t[10], COLW, TB_RENDER_DASH);
   const json_t *thr = json_object_get(json_object_get(c, "checks"), "gpu_throttled");
   const json_t *rs = json_object_get(ef, "clock_event_reasons");
   if (json_is_true(thr))
-    snprintf(t[11], COLW, "yes: %s", json_is_array(rs) && json_array_size(rs) > 0
-                                       ? json_string_value(json_array_get(rs, 0)) : "?");
+    snprintf(t[11], COLW, "yes: %s",
+             json_is_array(rs) && json_array_size(rs) > 0 ? json_string_value(json_array_get(rs, 0))
+                                                          : "?");
   else
     snprintf(t[11], COLW, "%s", json_is_false(thr) ? "no" : TB_RENDER_DASH);
   return true;
@@ -127,7 +137,7 @@ md_rows(struct tb_render_buf *b, const json_t *doc, bool md)
   size_t i;
   const json_t *c;
   char t[NCOL][COLW];
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (!row_texts(c, t))
       continue;
     tb_render_puts(b, "|");
@@ -180,8 +190,10 @@ tb_costview_html(struct tb_render_buf *b, const json_t *doc)
 {
   if (!tb_costview_any(doc))
     return;
-  tb_render_printf(b, "<h2>Cost and energy</h2><p class=\"muted\">%s</p><div class=\"scroll\">"
-                      "<table id=\"cost\"><tr>", intro);
+  tb_render_printf(b,
+                   "<h2>Cost and energy</h2><p class=\"muted\">%s</p><div class=\"scroll\">"
+                   "<table id=\"cost\"><tr>",
+                   intro);
   for (int k = 0; k < NCOL; k++)
     tb_render_printf(b, "<th%s>%s</th>", k == 0 || k == 8 || k == 11 ? " class=\"l\"" : "",
                      heads[k]);
@@ -189,7 +201,7 @@ tb_costview_html(struct tb_render_buf *b, const json_t *doc)
   size_t i;
   const json_t *c;
   char t[NCOL][COLW];
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (!row_texts(c, t))
       continue;
     tb_render_puts(b, "<tr>");
@@ -213,7 +225,7 @@ tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc)
   double xmax = 0, ymax = 0;
   size_t i, own = 0, own_on = 0;
   const json_t *p;
-  json_array_foreach(pts, i, p) {
+  json_array_foreach (pts, i, p) {
     double x = tb_json_num(p, "x"), y = tb_json_num(p, "y");
     xmax = isfinite(x) && x > xmax ? x : xmax;
     ymax = isfinite(y) && y > ymax ? y : ymax;
@@ -224,21 +236,24 @@ tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc)
   }
   const struct tb_svg_scale sx = { 0, tb_svg_nice_ceil(xmax), 50, 630, false };
   const struct tb_svg_scale sy = { 0, tb_svg_nice_ceil(ymax), 290, 10, false };
-  tb_render_printf(b, "<h2>Against the project's frontier</h2><p class=\"muted\" "
-                      "id=\"frontier-place-text\">%zu of this job's %zu decode cells are on "
-                      "the frontier of the project's %" PRId64 " other finished jobs (tokens/s "
-                      "per user against tokens/s per GPU; better on both axes beyond the 95%% "
-                      "intervals rules a point out). This job's cells are red.</p>\n",
+  tb_render_printf(b,
+                   "<h2>Against the project's frontier</h2><p class=\"muted\" "
+                   "id=\"frontier-place-text\">%zu of this job's %zu decode cells are on "
+                   "the frontier of the project's %" PRId64 " other finished jobs (tokens/s "
+                   "per user against tokens/s per GPU; better on both axes beyond the 95%% "
+                   "intervals rules a point out). This job's cells are red.</p>\n",
                    own_on, own, (int64_t)json_integer_value(json_object_get(pf, "jobs")));
   tb_render_puts(b, "<svg id=\"frontier-place\" width=\"660\" height=\"320\" "
                     "xmlns=\"http://www.w3.org/2000/svg\"><path d=\"M50,10V290H630\" "
                     "stroke=\"#333\" fill=\"none\"/>");
-  tb_render_printf(b, "<text x=\"340\" y=\"315\" text-anchor=\"middle\" font-size=\"12\">"
-                      "tok/s per user (0 to %g)</text><text x=\"12\" y=\"150\" font-size=\"12\" "
-                      "transform=\"rotate(-90 12 150)\" text-anchor=\"middle\">tok/s per GPU "
-                      "(0 to %g)</text>", sx.d1, sy.d1);
+  tb_render_printf(b,
+                   "<text x=\"340\" y=\"315\" text-anchor=\"middle\" font-size=\"12\">"
+                   "tok/s per user (0 to %g)</text><text x=\"12\" y=\"150\" font-size=\"12\" "
+                   "transform=\"rotate(-90 12 150)\" text-anchor=\"middle\">tok/s per GPU "
+                   "(0 to %g)</text>",
+                   sx.d1, sy.d1);
   for (int pass = 0; pass < 2; pass++) { /* the others first, this job's on top */
-    json_array_foreach(pts, i, p) {
+    json_array_foreach (pts, i, p) {
       bool mine = json_is_true(json_object_get(p, "own"));
       if (mine != (pass == 1))
         continue;
@@ -247,11 +262,16 @@ tb_costview_frontier_html(struct tb_render_buf *b, const json_t *doc)
       int64_t ctx = 0, conc = 0;
       (void)tb_json_int(p, "context", &ctx);
       (void)tb_json_int(p, "concurrency", &conc);
-      snprintf(title, sizeof title, "%s%" PRId64 " x %" PRId64 ": %.1f tok/s per user, %.1f "
-               "per GPU%s", mine ? "this job, " : "", ctx, conc, tb_json_num(p, "x"),
-               tb_json_num(p, "y"), on ? ", on the frontier" : "");
+      snprintf(title, sizeof title,
+               "%s%" PRId64 " x %" PRId64 ": %.1f tok/s per user, %.1f "
+               "per GPU%s",
+               mine ? "this job, " : "", ctx, conc, tb_json_num(p, "x"), tb_json_num(p, "y"),
+               on ? ", on the frontier" : "");
       tb_svg_dot(b, tb_svg_at(&sx, tb_json_num(p, "x")), tb_svg_at(&sy, tb_json_num(p, "y")),
-                 mine ? "#d32f2f" : on ? "#1f77b4" : "#bbbbbb", title);
+                 mine ? "#d32f2f"
+                 : on ? "#1f77b4"
+                      : "#bbbbbb",
+                 title);
     }
   }
   tb_render_puts(b, "</svg>\n");
@@ -300,8 +320,8 @@ tb_costview_compare(struct tb_render_buf *b, const json_t *cmp, bool html)
     char r[32], n[32];
     fmt3(tb_json_num(o, "geomean"), r, sizeof r);
     snprintf(n, sizeof n, "%" PRId64, (int64_t)json_integer_value(json_object_get(o, "cells")));
-    const char *cols[] = { labels[m], r, n, tb_json_str(o, "better") ? tb_json_str(o, "better")
-                                                                      : "" };
+    const char *cols[] = { labels[m], r, n,
+                           tb_json_str(o, "better") ? tb_json_str(o, "better") : "" };
     cmp_row(b, html, cols, 4);
   }
   tb_render_puts(b, html ? "</table><table id=\"cost-cells\"><tr><th class=\"l\">Cell</th>"
@@ -313,7 +333,7 @@ tb_costview_compare(struct tb_render_buf *b, const json_t *cmp, bool html)
                            "|---|---:|---:|---|---:|---:|---|\n");
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(cmp, "cells"), i, c) {
+  json_array_foreach (json_object_get(cmp, "cells"), i, c) {
     const json_t *e = json_object_get(c, "efficiency");
     if (!json_is_object(e))
       continue;
@@ -330,8 +350,9 @@ tb_costview_compare(struct tb_render_buf *b, const json_t *cmp, bool html)
     fmt3(tb_json_num(jm, "base"), v[2], sizeof v[2]);
     fmt3(tb_json_num(jm, "head"), v[3], sizeof v[3]);
     const char *bc = tb_json_str(cm, "by_interval"), *bj = tb_json_str(jm, "by_interval");
-    const char *cols[] = { cell, v[0], v[1], bc ? bc : TB_RENDER_DASH, v[2], v[3],
-                           bj ? bj : TB_RENDER_DASH };
+    const char *cols[] = {
+      cell, v[0], v[1], bc ? bc : TB_RENDER_DASH, v[2], v[3], bj ? bj : TB_RENDER_DASH
+    };
     cmp_row(b, html, cols, 7);
   }
   if (html)
@@ -364,6 +385,6 @@ tb_costview_cell_line(FILE *f, const json_t *cell)
   if (isfinite(j))
     fprintf(f, " · %.3g J/tok", j);
   if (isfinite(m))
-    fprintf(f, " · %.3g %s/M out", m, tb_json_str(ef, "currency") ? tb_json_str(ef, "currency")
-                                                                  : "");
+    fprintf(f, " · %.3g %s/M out", m,
+            tb_json_str(ef, "currency") ? tb_json_str(ef, "currency") : "");
 }

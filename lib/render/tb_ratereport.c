@@ -35,7 +35,7 @@ tb_ratereport_any(const json_t *doc)
     return true;
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (tb_ratereport_is_rate(c))
       return true;
   }
@@ -44,7 +44,15 @@ tb_ratereport_any(const json_t *doc)
 
 /* ------------------------------------------------------------- the table */
 
-enum fmt { F_RPS, F_PCT, F_MS, F_LAG, F_INT, F_STR, F_LOAD };
+enum fmt {
+  F_RPS,
+  F_PCT,
+  F_MS,
+  F_LAG,
+  F_INT,
+  F_STR,
+  F_LOAD
+};
 
 static const struct col {
   const char *head, *key, *sub;
@@ -100,9 +108,7 @@ col_text(const json_t *c, const struct col *k, char *buf, size_t len)
       return "—";
     snprintf(buf, len, "%.3f ms", v);
     return buf;
-  case F_MS:
-    tb_render_fmt_ms1(v, buf, len);
-    return buf;
+  case F_MS: tb_render_fmt_ms1(v, buf, len); return buf;
   case F_LOAD: /* open loop: the rate; closed loop: its users */
     if (tb_json_int(c, "users", &i)) {
       snprintf(buf, len, "%" PRId64 " users", i);
@@ -128,11 +134,10 @@ slo_text(const json_t *slo, char *buf, size_t len)
   buf[0] = '\0';
   const char *k;
   const json_t *v;
-  json_object_foreach((json_t *)slo, k, v) {
+  json_object_foreach ((json_t *)slo, k, v) {
     if (!json_is_number(v) || o >= len)
       continue;
-    o += (size_t)snprintf(buf + o, len - o, "%s%.40s ≤ %g", o ? ", " : "", k,
-                          json_number_value(v));
+    o += (size_t)snprintf(buf + o, len - o, "%s%.40s ≤ %g", o ? ", " : "", k, json_number_value(v));
   }
   if (buf[0] == '\0')
     snprintf(buf, len, "none (every finished request counts)");
@@ -182,10 +187,11 @@ sweep_text(const json_t *sw, char *buf, size_t len)
     snprintf(g, sizeof g, "; %.3g %s misses", fails, unit);
   else
     g[0] = '\0';
-  snprintf(buf, len, "Highest %s with at least %.3g%% of requests meeting %s: %s%s "
-           "(step %.3g %s, %s).", closed ? "concurrency" : "rate",
-           tb_json_num(sw, "attainment_pct"), slo, f, g, sweep_num(sw, "step"), unit,
-           outcome ? outcome : "—");
+  snprintf(buf, len,
+           "Highest %s with at least %.3g%% of requests meeting %s: %s%s "
+           "(step %.3g %s, %s).",
+           closed ? "concurrency" : "rate", tb_json_num(sw, "attainment_pct"), slo, f, g,
+           sweep_num(sw, "step"), unit, outcome ? outcome : "—");
 }
 
 /* The turns of a conversation cell: per turn, its requests, TTFT and the
@@ -193,8 +199,13 @@ sweep_text(const json_t *sw, char *buf, size_t len)
 static void
 turns_table(struct tb_render_buf *b, const json_t *c, bool html)
 {
-  static const char *const heads[] = { "Turn", "Requests", "Completed", "TTFT p50", "TTFT p99",
-                                       "Prompt tokens (mean)", "Cached by the server" };
+  static const char *const heads[] = { "Turn",
+                                       "Requests",
+                                       "Completed",
+                                       "TTFT p50",
+                                       "TTFT p99",
+                                       "Prompt tokens (mean)",
+                                       "Cached by the server" };
   tb_render_puts(b, html ? "<table class=\"all\"><tr>" : "\n|");
   for (size_t k = 0; k < TB_ARRAY_LEN(heads); k++)
     tb_render_printf(b, html ? "<th>%s</th>" : " %s |", heads[k]);
@@ -206,7 +217,7 @@ turns_table(struct tb_render_buf *b, const json_t *c, bool html)
   }
   size_t i;
   const json_t *t;
-  json_array_foreach(json_object_get(c, "turns"), i, t) {
+  json_array_foreach (json_object_get(c, "turns"), i, t) {
     char v[7][32];
     int64_t n;
     snprintf(v[0], sizeof v[0], "%zu", i + 1);
@@ -235,7 +246,7 @@ conversations(struct tb_render_buf *b, const json_t *doc, bool html)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     const json_t *cv = json_object_get(c, "conversations");
     if (!tb_ratereport_is_rate(c) || !json_is_object(cv))
       continue;
@@ -245,11 +256,13 @@ conversations(struct tb_render_buf *b, const json_t *doc, bool html)
     (void)tb_json_int(cv, "completed", &done);
     (void)tb_json_int(cv, "abandoned", &ab);
     (void)tb_json_int(cv, "dropped", &dr);
-    tb_render_printf(b, html ? "<h3>Cell %" PRId64 ": conversations</h3>\n<p>" :
-                               "\n### Cell %" PRId64 ": conversations\n\n",
+    tb_render_printf(b,
+                     html ? "<h3>Cell %" PRId64 ": conversations</h3>\n<p>"
+                          : "\n### Cell %" PRId64 ": conversations\n\n",
                      cell);
-    tb_render_printf(b, "%" PRId64 " started, %" PRId64 " completed every turn, %" PRId64
-                        " abandoned after a failed turn, %" PRId64 " dropped.",
+    tb_render_printf(b,
+                     "%" PRId64 " started, %" PRId64 " completed every turn, %" PRId64
+                     " abandoned after a failed turn, %" PRId64 " dropped.",
                      st, done, ab, dr);
     tb_render_puts(b, html ? "</p>\n" : "\n");
     turns_table(b, c, html);
@@ -275,7 +288,7 @@ cellview_rows(struct tb_render_buf *b, const json_t *doc,
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     int64_t n = 0;
     if (!tb_ratereport_is_rate(c) || !tb_cellview_has(c))
       continue;
@@ -290,7 +303,7 @@ any_cellview(const json_t *doc)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (tb_ratereport_is_rate(c) && tb_cellview_has(c))
       return true;
   }
@@ -317,7 +330,7 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
   tb_render_puts(b, "\n");
   size_t i;
   const json_t *c;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     if (!tb_ratereport_is_rate(c))
       continue;
     tb_render_puts(b, "|");
@@ -347,15 +360,16 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
   sweep_text(sw, line, sizeof line);
   tb_render_puts(b, "\n## Sweep\n\n");
   tb_render_md(b, line);
-  tb_render_printf(b, "\n\n| Probe | %s | Meeting SLOs | Goodput (req/s) | Passes |\n"
-                      "|---|---|---|---|---|\n",
+  tb_render_printf(b,
+                   "\n\n| Probe | %s | Meeting SLOs | Goodput (req/s) | Passes |\n"
+                   "|---|---|---|---|---|\n",
                    sweep_closed(sw) ? "Users" : "Rate (req/s)");
-  json_array_foreach(json_object_get(sw, "probes"), i, c) {
+  json_array_foreach (json_object_get(sw, "probes"), i, c) {
     int64_t cell = 0;
     (void)tb_json_int(c, "cell", &cell);
     const json_t *rc = NULL, *x;
     size_t j;
-    json_array_foreach(cells, j, x) {
+    json_array_foreach (cells, j, x) {
       int64_t n;
       if (tb_ratereport_is_rate(x) && tb_json_int(x, "concurrency", &n) && n == cell)
         rc = x;
@@ -389,11 +403,12 @@ tb_ratereport_cell_line(FILE *f, const json_t *c)
     fprintf(f, " %" PRId64 " users", users);
   else
     fprintf(f, " %.2f req/s", tb_json_num(c, "rate_rps"));
-  fprintf(f, ": achieved %.2f, goodput %.2f (%.1f%% meet SLOs), TTFT p50 %.1f ms, "
-             "start lag p99 %.3f ms",
-          tb_json_num(c, "achieved_rps"),
-          tb_json_num(c, "goodput_rps"), tb_json_num(c, "attainment") * 100,
-          tb_json_pct(c, "ttft_ms", "p50"), tb_json_pct(c, "schedule_lag_ms", "p99"));
+  fprintf(f,
+          ": achieved %.2f, goodput %.2f (%.1f%% meet SLOs), TTFT p50 %.1f ms, "
+          "start lag p99 %.3f ms",
+          tb_json_num(c, "achieved_rps"), tb_json_num(c, "goodput_rps"),
+          tb_json_num(c, "attainment") * 100, tb_json_pct(c, "ttft_ms", "p50"),
+          tb_json_pct(c, "schedule_lag_ms", "p99"));
 }
 
 /* ------------------------------------------------------------------ html */
@@ -418,7 +433,7 @@ sweep_points(const json_t *doc, const json_t *sw, struct pt *p)
   size_t n = 0;
   size_t i;
   const json_t *pr;
-  json_array_foreach(json_object_get(sw, "probes"), i, pr) {
+  json_array_foreach (json_object_get(sw, "probes"), i, pr) {
     if (n >= PROBES_MAX)
       break;
     int64_t cell = 0;
@@ -426,7 +441,7 @@ sweep_points(const json_t *doc, const json_t *sw, struct pt *p)
     double g = NAN;
     size_t j;
     const json_t *x;
-    json_array_foreach(json_object_get(doc, "cells"), j, x) {
+    json_array_foreach (json_object_get(doc, "cells"), j, x) {
       int64_t k;
       if (tb_ratereport_is_rate(x) && tb_json_int(x, "concurrency", &k) && k == cell)
         g = tb_json_num(x, "goodput_rps");
@@ -464,16 +479,20 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
   const struct tb_svg_scale gs = { 0, ymax, T + ph, T, false }; /* goodput */
   const struct tb_svg_scale as = { 0, 1, T + ph, T, false };    /* attainment */
   const char *unit = closed ? "users" : "req/s";
-  tb_render_printf(b, "<figure class=\"chart\"><svg viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
-                      "height=\"%.0f\" role=\"img\" aria-label=\"sweep: rate against goodput "
-                      "and attainment\">\n", W, H, W, H);
-  tb_render_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
-                      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n",
+  tb_render_printf(b,
+                   "<figure class=\"chart\"><svg viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
+                   "height=\"%.0f\" role=\"img\" aria-label=\"sweep: rate against goodput "
+                   "and attainment\">\n",
+                   W, H, W, H);
+  tb_render_printf(b,
+                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
+                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n",
                    L, T + ph, L + pw, T + ph, L, T, L, T + ph);
   double target = tb_json_num(sw, "attainment_pct") / 100;
   if (isfinite(target))
-    tb_render_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" "
-                        "stroke-dasharray=\"4 3\"/>\n",
+    tb_render_printf(b,
+                     "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" "
+                     "stroke-dasharray=\"4 3\"/>\n",
                      L, tb_svg_at(&as, target), L + pw, tb_svg_at(&as, target));
   struct tb_svg_poly gl, al;
   tb_svg_poly_begin(&gl, b, "#1f6feb", 2, true);
@@ -496,22 +515,28 @@ sweep_svg(struct tb_render_buf *b, const json_t *doc, const json_t *sw)
   }
   double found = sweep_num(sw, "found");
   if (isfinite(found) && found <= xmax)
-    tb_render_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
-                        "stroke-dasharray=\"2 2\"/>\n",
+    tb_render_printf(b,
+                     "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
+                     "stroke-dasharray=\"2 2\"/>\n",
                      tb_svg_at(&xs, found), T, tb_svg_at(&xs, found), T + ph);
-  tb_render_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">0</text>"
-                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g "
-                      "%s</text>"
-                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g</text>"
-                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">100%%</text>\n",
+  tb_render_printf(b,
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">0</text>"
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g "
+                   "%s</text>"
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3g</text>"
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">100%%</text>\n",
                    L - 4, T + ph + 14, L + pw, T + ph + 14, xmax, unit, L - 4, T + 10, ymax,
                    L + pw + 4, T + 10);
   const char *axis = closed ? "concurrency (users)" : "arrival rate (req/s)";
-  tb_render_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">"
-                      "%s · blue: goodput (req/s) · green: share meeting "
-                      "SLOs · red dashes: target</text>\n", L + pw / 2, H - 8, axis);
-  tb_render_printf(b, "</svg><figcaption>Sweep: goodput and SLO attainment by %s"
-                      "</figcaption></figure>\n", axis);
+  tb_render_printf(b,
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">"
+                   "%s · blue: goodput (req/s) · green: share meeting "
+                   "SLOs · red dashes: target</text>\n",
+                   L + pw / 2, H - 8, axis);
+  tb_render_printf(b,
+                   "</svg><figcaption>Sweep: goodput and SLO attainment by %s"
+                   "</figcaption></figure>\n",
+                   axis);
 }
 
 void
@@ -531,7 +556,7 @@ tb_ratereport_html(struct tb_render_buf *b, const json_t *doc)
   tb_render_puts(b, "<th>Note</th></tr>\n");
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (!tb_ratereport_is_rate(c))
       continue;
     bool flagged = json_is_false(json_object_get(json_object_get(c, "checks"), "ok"));

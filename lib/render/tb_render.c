@@ -130,9 +130,18 @@ tb_render_md(struct tb_render_buf *b, const char *s)
     case '<': tb_render_puts(b, "&lt;"); break;
     case '>': tb_render_puts(b, "&gt;"); break;
     case '&': tb_render_puts(b, "&amp;"); break;
-    case '\n': case '\r': case '\t': tb_render_puts(b, " "); break;
-    case '\\': case '`': case '*': case '_': case '[': case ']': case '|':
-    case '~': case '@':
+    case '\n':
+    case '\r':
+    case '\t': tb_render_puts(b, " "); break;
+    case '\\':
+    case '`':
+    case '*':
+    case '_':
+    case '[':
+    case ']':
+    case '|':
+    case '~':
+    case '@':
       tb_render_put(b, "\\", 1);
       tb_render_put(b, c, 1);
       break;
@@ -240,8 +249,7 @@ tb_render_ci_half(const json_t *cell, const char *figure, const char *ci)
 }
 
 void
-tb_render_fmt_pm(double v, double half, void (*fmt)(double, char *, size_t), char *buf,
-                 size_t len)
+tb_render_fmt_pm(double v, double half, void (*fmt)(double, char *, size_t), char *buf, size_t len)
 {
   char a[48], h[48];
   fmt(v, a, sizeof a);
@@ -473,8 +481,7 @@ tb_render_cell_note(const json_t *c, char *buf, size_t len)
   buf[0] = '\0';
   const char *ts = tb_json_str(c, "token_source");
   if (ts != NULL && strcmp(ts, "chunks") == 0)
-    note_add(buf, len, &o, "output tokens counted from chunks (no usage from the server)",
-             NULL);
+    note_add(buf, len, &o, "output tokens counted from chunks (no usage from the server)", NULL);
   const char *rd = tb_json_str(c, "readiness");
   if (rd != NULL && strcmp(rd, "client") == 0)
     note_add(buf, len, &o, "ready by the client alone: ", tb_json_str(c, "readiness_reason"));
@@ -541,7 +548,8 @@ char *
 tb_render_engine_line(const json_t *d)
 {
   const json_t *e = json_object_get(d, "engine");
-  const char *parts[3] = { tb_json_str(e, "name"), tb_json_str(e, "version"), tb_json_str(e, "quantization") };
+  const char *parts[3] = { tb_json_str(e, "name"), tb_json_str(e, "version"),
+                           tb_json_str(e, "quantization") };
   char *out = tb_xstrdup("");
   for (size_t i = 0; i < 3; i++) {
     if (parts[i] == NULL || !*parts[i])
@@ -556,48 +564,50 @@ tb_render_engine_line(const json_t *d)
 /* ------------------------------------------------------------------ HTML */
 
 static const char html_css[] =
-    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
-    "color:#1b1f24;background:#f6f7f9;margin:0}"
-    "main{max-width:1180px;margin:0 auto;padding:24px}"
-    "h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px}"
-    ".sub{color:#555;margin:2px 0}.muted{color:#666;font-size:12px}"
-    ".banner{background:#fff4ce;border:1px solid #e0b400;border-radius:6px;"
-    "padding:10px 14px;margin:14px 0;font-weight:600}"
-    ".cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:12px;margin-top:16px}"
-    ".card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:12px 14px}"
-    ".card h3{margin:0 0 6px;font-size:15px}"
-    "dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}"
-    "dt{color:#666}dd{margin:0;word-break:break-word}"
-    "pre{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:10px;"
-    "white-space:pre-wrap;word-break:break-all;font-size:12px}"
-    "table{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}"
-    "th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:right;vertical-align:middle}"
-    "td{white-space:nowrap}td.l:last-child{white-space:normal}"
-    "th{background:#eef1f4}td.l,th.l{text-align:left}"
-    "tr.flagged td{background:#fff4ce}svg.spark{display:block}"
-    "table.matrix td span.flag{color:#8a5a00;font-weight:600}"
-    "table.matrix td{min-width:78px;text-align:center}"
-    "table.matrix td b{display:block;font-size:15px}"
-    "table.matrix td span{display:block;font-size:11px;opacity:.85}"
-    "table.matrix td small.ci{display:block;font-size:11px;opacity:.8}"
-    "td.oc{background:#eceff1;color:#78848f;font-size:12px}"
-    "td.err{background:#fde7e9;color:#b00020;font-weight:600}"
-    "td.sk{background:#f5f5f5;color:#999;font-size:12px}"
-    "td.na{color:#bbb}"
-    ".bar{display:inline-block;height:10px;background:#4caf50;border-radius:2px;vertical-align:middle}"
-    ".charts{display:flex;flex-wrap:wrap;gap:16px}"
-    ".charts figure{margin:0;background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:8px}"
-    "figcaption{font-weight:600;margin:0 0 4px 6px}"
-    ".scroll{overflow-x:auto}"
-    ".up{color:#1b7f2a;font-weight:600}.down{color:#b00020;font-weight:600}"
-    "tr.reg td{background:#fde7e9}";
+  "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
+  "color:#1b1f24;background:#f6f7f9;margin:0}"
+  "main{max-width:1180px;margin:0 auto;padding:24px}"
+  "h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px}"
+  ".sub{color:#555;margin:2px 0}.muted{color:#666;font-size:12px}"
+  ".banner{background:#fff4ce;border:1px solid #e0b400;border-radius:6px;"
+  "padding:10px 14px;margin:14px 0;font-weight:600}"
+  ".cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:12px;margin-"
+  "top:16px}"
+  ".card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:12px 14px}"
+  ".card h3{margin:0 0 6px;font-size:15px}"
+  "dl{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;margin:0}"
+  "dt{color:#666}dd{margin:0;word-break:break-word}"
+  "pre{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:10px;"
+  "white-space:pre-wrap;word-break:break-all;font-size:12px}"
+  "table{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}"
+  "th,td{border:1px solid #dde1e6;padding:4px 8px;text-align:right;vertical-align:middle}"
+  "td{white-space:nowrap}td.l:last-child{white-space:normal}"
+  "th{background:#eef1f4}td.l,th.l{text-align:left}"
+  "tr.flagged td{background:#fff4ce}svg.spark{display:block}"
+  "table.matrix td span.flag{color:#8a5a00;font-weight:600}"
+  "table.matrix td{min-width:78px;text-align:center}"
+  "table.matrix td b{display:block;font-size:15px}"
+  "table.matrix td span{display:block;font-size:11px;opacity:.85}"
+  "table.matrix td small.ci{display:block;font-size:11px;opacity:.8}"
+  "td.oc{background:#eceff1;color:#78848f;font-size:12px}"
+  "td.err{background:#fde7e9;color:#b00020;font-weight:600}"
+  "td.sk{background:#f5f5f5;color:#999;font-size:12px}"
+  "td.na{color:#bbb}"
+  ".bar{display:inline-block;height:10px;background:#4caf50;border-radius:2px;vertical-align:"
+  "middle}"
+  ".charts{display:flex;flex-wrap:wrap;gap:16px}"
+  ".charts figure{margin:0;background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:8px}"
+  "figcaption{font-weight:600;margin:0 0 4px 6px}"
+  ".scroll{overflow-x:auto}"
+  ".up{color:#1b7f2a;font-weight:600}.down{color:#b00020;font-weight:600}"
+  "tr.reg td{background:#fde7e9}";
 
 void
 tb_render_html_head(struct tb_render_buf *b, const char *title)
 {
   tb_render_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-             "<title>");
+                    "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+                    "<title>");
   tb_render_html(b, title);
   tb_render_puts(b, "</title><style>");
   tb_render_puts(b, html_css);
@@ -630,8 +640,7 @@ struct matrix_markup {
 };
 
 static void
-matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
-       const struct matrix_markup *mk)
+matrix(struct tb_render_buf *b, const struct tb_render_matrix *m, const struct matrix_markup *mk)
 {
   char lab[32];
   tb_render_puts(b, mk->head_open);
@@ -651,19 +660,24 @@ matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
 }
 
 void
-tb_render_md_matrix(struct tb_render_buf *b, const struct tb_render_matrix *m,
-                    const char *align)
+tb_render_md_matrix(struct tb_render_buf *b, const struct tb_render_matrix *m, const char *align)
 {
-  const struct matrix_markup mk = { "| Context |", " ", " |", "\n|---|", align, "\n",
-                                    "| ", " |", "\n" };
+  const struct matrix_markup mk = { "| Context |", " ",  " |", "\n|---|", align,
+                                    "\n",          "| ", " |", "\n" };
   matrix(b, m, &mk);
 }
 
 void
 tb_render_html_matrix(struct tb_render_buf *b, const char *id, const struct tb_render_matrix *m)
 {
-  static const struct matrix_markup mk = { "\"><tr><th class=\"l\">Context</th>", "<th>", "</th>",
-                                           "", NULL, "</tr>\n", "<tr><th class=\"l\">", "</th>",
+  static const struct matrix_markup mk = { "\"><tr><th class=\"l\">Context</th>",
+                                           "<th>",
+                                           "</th>",
+                                           "",
+                                           NULL,
+                                           "</tr>\n",
+                                           "<tr><th class=\"l\">",
+                                           "</th>",
                                            "</tr>\n" };
   tb_render_puts(b, "<table class=\"matrix\" id=\"");
   tb_render_html(b, id);

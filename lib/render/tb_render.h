@@ -107,9 +107,8 @@ bool tb_render_ci(const json_t *cell, const char *ci, double *lo, double *hi);
 double tb_render_ci_half(const json_t *cell, const char *figure, const char *ci);
 void tb_render_fmt_pm(double v, double half, void (*fmt)(double, char *, size_t), char *buf,
                       size_t len);
-void tb_render_fmt_range(const json_t *cell, const char *ci,
-                         void (*fmt)(double, char *, size_t), const char *unit, char *buf,
-                         size_t len);
+void tb_render_fmt_range(const json_t *cell, const char *ci, void (*fmt)(double, char *, size_t),
+                         const char *unit, char *buf, size_t len);
 
 /* A sorted set of positive integers (at most 2^40; decode contexts may
  * also be 0: decode with no prompt context), capped at TB_RENDER_MAX_AXIS

@@ -38,8 +38,7 @@ enum src {
 
 struct col {
   const char *name;
-  void (*put)(struct tb_render_buf *b, const struct row *r, const json_t *o,
-              const struct col *k);
+  void (*put)(struct tb_render_buf *b, const struct row *r, const json_t *o, const struct col *k);
   const char *key, *sub; /* the member; a percentile ("p50") or an interval's end */
   enum src src;
 };
@@ -246,8 +245,11 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
 {
   const struct row r = { c, phase, ctx, conc };
   const json_t *st = json_object_get(c, "server_timings");
-  const json_t *from[] = { c, tb_cellview_checks(c), tb_cellview_summary(c),
-                           tb_ratereport_is_rate(c) ? c : NULL, json_is_object(st) ? st : NULL,
+  const json_t *from[] = { c,
+                           tb_cellview_checks(c),
+                           tb_cellview_summary(c),
+                           tb_ratereport_is_rate(c) ? c : NULL,
+                           json_is_object(st) ? st : NULL,
                            json_object_get(c, "efficiency") };
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++) {
     if (!col_on(&cols[i], srvtime, eff))

@@ -37,8 +37,7 @@ emit_html(struct tb_render_buf *b, const char *label, const char *value)
 
 /* A card of the header: the section's lines, or "Not recorded". */
 static void
-html_card(struct tb_render_buf *b, const struct tb_repview *v,
-          const struct tb_repview_section *sec)
+html_card(struct tb_render_buf *b, const struct tb_repview *v, const struct tb_repview_section *sec)
 {
   const json_t *obj = json_object_get(v->doc, sec->member);
   tb_render_puts(b, "<div class=\"card\"><h3>");
@@ -118,8 +117,9 @@ chart_frame(struct tb_render_buf *b, const struct plot *p, const struct tb_rende
   for (int i = 0; i <= 4; i++) {
     double y = p->ymax * i / 4, py = tb_svg_at(&p->y, y);
     tb_render_fmt_tps_short(y, lab, sizeof lab);
-    tb_render_printf(b, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e6ea\"/>"
-                        "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>",
+    tb_render_printf(b,
+                     "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e6ea\"/>"
+                     "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>",
                      CHART_ML, CHART_ML + p->pw, py, py, CHART_ML - 6, py + 4, lab);
   }
   double last_px = -1e9;
@@ -132,21 +132,24 @@ chart_frame(struct tb_render_buf *b, const struct plot *p, const struct tb_rende
       tb_format_tokens(xs->v[i], lab, sizeof lab);
     else
       snprintf(lab, sizeof lab, "%" PRId64, xs->v[i]);
-    tb_render_printf(b, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%.1f\" stroke=\"#f0f2f4\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">"
-                        "%s</text>",
+    tb_render_printf(b,
+                     "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%.1f\" stroke=\"#f0f2f4\"/>"
+                     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">"
+                     "%s</text>",
                      px, px, CHART_MT, CHART_MT + p->ph, px, CHART_MT + p->ph + 15, lab);
   }
   tb_render_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#333\">",
                    CHART_ML + p->pw / 2, CHART_H - 6);
   tb_render_html(b, xlabel);
-  tb_render_printf(b, "</text><text transform=\"translate(14,%.1f) rotate(-90)\" "
-                      "text-anchor=\"middle\" fill=\"#333\">",
+  tb_render_printf(b,
+                   "</text><text transform=\"translate(14,%.1f) rotate(-90)\" "
+                   "text-anchor=\"middle\" fill=\"#333\">",
                    CHART_MT + p->ph / 2);
   tb_render_html(b, ylabel);
   tb_render_puts(b, "</text>");
-  tb_render_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-                      "stroke=\"#c9ced4\"/>",
+  tb_render_printf(b,
+                   "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                   "stroke=\"#c9ced4\"/>",
                    CHART_ML, CHART_MT, p->pw, p->ph);
 }
 
@@ -180,10 +183,11 @@ chart_series(struct tb_render_buf *b, const struct plot *p, const struct series 
   if (!legend)
     return;
   double ly = CHART_MT + 8 + 16.0 * (double)i;
-  tb_render_printf(b, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                      "stroke-width=\"3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#333\">",
-                   CHART_ML + p->pw + 10, CHART_ML + p->pw + 28, ly, ly, col,
-                   CHART_ML + p->pw + 32, ly + 4);
+  tb_render_printf(b,
+                   "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#333\">",
+                   CHART_ML + p->pw + 10, CHART_ML + p->pw + 28, ly, ly, col, CHART_ML + p->pw + 32,
+                   ly + 4);
   tb_render_html(b, s->name);
   tb_render_puts(b, "</text>");
 }
@@ -214,8 +218,9 @@ svg_chart(struct tb_render_buf *b, const char *caption, const char *xlabel, cons
   p.y = (struct tb_svg_scale){ 0, p.ymax, CHART_MT + p.ph, CHART_MT, false };
   tb_render_puts(b, "<figure><figcaption>");
   tb_render_html(b, caption);
-  tb_render_printf(b, "</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-                      "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"",
+  tb_render_printf(b,
+                   "</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+                   "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"",
                    CHART_W, CHART_H, CHART_W, CHART_H);
   tb_render_html(b, caption);
   tb_render_puts(b, "\" font-family=\"system-ui,sans-serif\" font-size=\"11\">");
@@ -244,8 +249,8 @@ html_charts(struct tb_render_buf *b, const struct tb_repview *v)
   if (any)
     tb_render_puts(b, "<h2>Charts</h2><div class=\"charts\">\n");
   if (s[0].n > 0)
-    svg_chart(b, "Prefill: prompt tok/s by context length", "context (tokens)",
-              "prompt tok/s", &px, true, s, 1);
+    svg_chart(b, "Prefill: prompt tok/s by context length", "context (tokens)", "prompt tok/s", &px,
+              true, s, 1);
   size_t ns = 0;
   struct tb_render_axis cx = { 0 };
   for (size_t r = 0; r < v->dctx.n && ns < CHART_MAX_SERIES; r++) {
@@ -323,8 +328,7 @@ static void
 html_matrix(struct tb_render_buf *b, const struct tb_repview *v)
 {
   struct heat_grid g = { v, v->status && strcmp(v->status, "running") == 0, false };
-  const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n, v->conc.n, heat_cell,
-                                      &g };
+  const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n, v->conc.n, heat_cell, &g };
   tb_render_puts(b, "<h2>Sustained decode</h2><p class=\"muted\">total tok/s (\xc2\xb1 its 95% "
                     "interval) \xc2\xb7 rows are context length, columns are simultaneous "
                     "requests</p><div class=\"scroll\">");
@@ -339,9 +343,9 @@ static void
 html_prefill(struct tb_render_buf *b, const struct tb_repview *v)
 {
   tb_render_puts(b, "<h2>Prefill</h2><p class=\"muted\">prompt tok/s by context length "
-             "(one cold request per context: prompt tokens / TTFT)</p>"
-             "<table id=\"prefill\"><tr><th class=\"l\">Context</th><th>Prompt tokens</th>"
-             "<th>Prompt tok/s</th><th>TTFT</th><th class=\"l\"></th></tr>\n");
+                    "(one cold request per context: prompt tokens / TTFT)</p>"
+                    "<table id=\"prefill\"><tr><th class=\"l\">Context</th><th>Prompt tokens</th>"
+                    "<th>Prompt tok/s</th><th>TTFT</th><th class=\"l\"></th></tr>\n");
   char lab[32], n1[48], t[96], ms[48];
   int64_t pt;
   for (size_t i = 0; i < v->pctx.n; i++) {
@@ -368,38 +372,39 @@ html_prefill(struct tb_render_buf *b, const struct tb_repview *v)
                      tb_render_fmt_tps_short, t, sizeof t);
     tb_render_fmt_ms(tb_json_pct(c, "ttft_ms", "p50"), ms, sizeof ms);
     double w = v->max_prompt_tps > 0 && isfinite(tps) ? 160.0 * tps / v->max_prompt_tps : 0;
-    tb_render_printf(b, "<td>%s</td><td><b>%s</b></td><td>%s TTFT</td>"
-                 "<td class=\"l\"><span class=\"bar\" style=\"width:%.0fpx\"></span></td></tr>\n",
-                     n1, t, ms, w);
+    tb_render_printf(
+      b,
+      "<td>%s</td><td><b>%s</b></td><td>%s TTFT</td>"
+      "<td class=\"l\"><span class=\"bar\" style=\"width:%.0fpx\"></span></td></tr>\n",
+      n1, t, ms, w);
   }
   tb_render_puts(b, "</table>\n");
 }
-
 
 static void
 html_all_row(struct tb_render_buf *b, const char *phase, const char *lab, int64_t conc,
              const json_t *c, const struct tb_repview_figs *f, const char *note)
 {
-  tb_render_printf(b, "<tr><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
-                      "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                      "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
+  tb_render_printf(b,
+                   "<tr><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
+                   "</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                   "<td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">",
                    phase, lab, conc, tb_repview_status_word(c), f->total, f->per, f->ttft, f->tbt,
                    f->active, f->completed, f->out, f->measured);
   tb_render_html(b, note);
   tb_render_puts(b, "</td></tr>\n");
 }
 
-
 static void
 html_all(struct tb_render_buf *b, const struct tb_repview *v)
 {
   tb_render_puts(b, "<h2>All measurements</h2><p class=\"muted\">Latencies are medians. Total "
-             "tok/s is output across all simultaneous requests.</p><div class=\"scroll\">"
-             "<table id=\"all\"><tr><th class=\"l\">Phase</th><th>Context</th>"
-             "<th>Requests at once</th><th class=\"l\">Status</th><th>Total tok/s</th>"
-             "<th>Per request tok/s</th><th>TTFT</th><th>Time between tokens</th>"
-             "<th>Average active requests</th><th>Completed requests</th>"
-             "<th>Output tokens</th><th>Measured for</th><th class=\"l\">Note</th></tr>\n");
+                    "tok/s is output across all simultaneous requests.</p><div class=\"scroll\">"
+                    "<table id=\"all\"><tr><th class=\"l\">Phase</th><th>Context</th>"
+                    "<th>Requests at once</th><th class=\"l\">Status</th><th>Total tok/s</th>"
+                    "<th>Per request tok/s</th><th>TTFT</th><th>Time between tokens</th>"
+                    "<th>Average active requests</th><th>Completed requests</th>"
+                    "<th>Output tokens</th><th>Measured for</th><th class=\"l\">Note</th></tr>\n");
   tb_repview_all_rows(b, v, html_all_row);
   tb_render_puts(b, "</table></div>\n");
   if (!tb_repview_any_cellview(v))
@@ -410,9 +415,14 @@ html_all(struct tb_render_buf *b, const struct tb_repview *v)
 }
 
 static const struct tb_repview_heading heading_html = {
-  tb_render_html_head, tb_render_html,
-  "<h1>Speed test matrix</h1>\n<p class=\"sub\"><b>", "</b></p><p class=\"sub\">", "</p>\n",
-  "<div class=\"banner\" id=\"partial\">", "</div>\n", tb_verdictview_html,
+  tb_render_html_head,
+  tb_render_html,
+  "<h1>Speed test matrix</h1>\n<p class=\"sub\"><b>",
+  "</b></p><p class=\"sub\">",
+  "</p>\n",
+  "<div class=\"banner\" id=\"partial\">",
+  "</div>\n",
+  tb_verdictview_html,
 };
 
 void
@@ -443,6 +453,5 @@ tb_rephtml_render(struct tb_render_buf *b, const struct tb_repview *v)
     tb_render_printf(b, "<p class=\"muted\">%zu malformed or duplicate cells were left out.</p>\n",
                      v->ndropped);
   tb_render_puts(b, "<p class=\"muted\">K = 1,024 tokens for contexts; tok/s figures use K = "
-             "1,000. Generated by tokbench.</p>\n</main></body></html>\n");
+                    "1,000. Generated by tokbench.</p>\n</main></body></html>\n");
 }
-

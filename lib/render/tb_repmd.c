@@ -98,8 +98,8 @@ md_prefill(struct tb_render_buf *b, const struct tb_repview *v)
     else
       snprintf(n1, sizeof n1, TB_RENDER_DASH);
     tb_render_fmt_pm(tb_json_num(c, "prompt_tps"),
-                     tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
-                     tb_render_fmt_tps_short, t, sizeof t);
+                     tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"), tb_render_fmt_tps_short,
+                     t, sizeof t);
     tb_render_fmt_ms(tb_json_pct(c, "ttft_ms", "p50"), ms, sizeof ms);
     tb_render_printf(b, "| %s | %s | %s | %s |\n", lab, n1, t, ms);
   }
@@ -136,8 +136,7 @@ static void
 md_decode(struct tb_render_buf *b, const struct tb_repview *v)
 {
   struct md_grid g = { v, false };
-  const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n, v->conc.n, md_cell,
-                                      &g };
+  const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n, v->conc.n, md_cell, &g };
   tb_render_puts(b, "\n### Sustained decode\n\ntotal tok/s (\xc2\xb1 its 95% interval) "
                     "\xc2\xb7 median TTFT; rows are context length, columns are simultaneous "
                     "requests\n\n");
@@ -150,15 +149,15 @@ md_all_row(struct tb_render_buf *b, const char *phase, const char *lab, int64_t 
            const json_t *c, const struct tb_repview_figs *f, const char *note)
 {
   tb_render_printf(b, "| %s | %s | %" PRId64 " | %s | %s | %s | %s | %s | %s | %s | %s | %s | ",
-                   phase, lab, conc, tb_repview_status_word(c), f->total, f->per, f->ttft,
-                   f->tbt, f->active, f->completed, f->out, f->measured);
+                   phase, lab, conc, tb_repview_status_word(c), f->total, f->per, f->ttft, f->tbt,
+                   f->active, f->completed, f->out, f->measured);
   tb_render_md(b, note);
   tb_render_puts(b, " |\n");
 }
 
 static const struct tb_repview_heading heading_md = {
-  NULL, tb_render_md, "## Speed test matrix\n\n**", "**  \n", "\n\n", "> **Warning:** ", "\n\n",
-  tb_verdictview_md,
+  NULL,   tb_render_md,      "## Speed test matrix\n\n**", "**  \n", "\n\n", "> **Warning:** ",
+  "\n\n", tb_verdictview_md,
 };
 
 void

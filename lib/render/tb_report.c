@@ -94,4 +94,3 @@ tb_report_render(const json_t *doc, enum tb_report_format f, size_t *len, char *
   json_decref(safe);
   return tb_render_finish(&b, len, err);
 }
-

@@ -29,7 +29,7 @@ axis_from(struct tb_render_axis *a, const json_t *arr,
   const json_t *v;
   if (!json_is_array(arr))
     return;
-  json_array_foreach(arr, i, v) {
+  json_array_foreach (arr, i, v) {
     if (i >= 4 * TB_RENDER_MAX_AXIS)
       break;
     if (json_is_integer(v))
@@ -161,8 +161,8 @@ tb_repview_pm(const json_t *cell, char *buf, size_t len)
 
 /* "<median> (<lo>–<hi>)" of a latency with its interval (ci), ms. */
 static void
-latency_fig(const json_t *c, const char *k, const char *ci,
-            void (*fmt)(double, char *, size_t), char *buf, size_t len)
+latency_fig(const json_t *c, const char *k, const char *ci, void (*fmt)(double, char *, size_t),
+            char *buf, size_t len)
 {
   char m[48], r[64];
   fmt(tb_json_pct(c, k, "p50"), m, sizeof m);
@@ -187,8 +187,8 @@ tb_repview_cell_figs(const json_t *c, int phase, struct tb_repview_figs *f)
     return;
   if (phase == 0) {
     tb_render_fmt_pm(tb_json_num(c, "prompt_tps"),
-                     tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"),
-                     tb_render_fmt_tps_short, f->total, sizeof f->total);
+                     tb_render_ci_half(c, "prompt_tps", "prompt_tps_ci95"), tb_render_fmt_tps_short,
+                     f->total, sizeof f->total);
     tb_render_fmt_ms(tb_json_pct(c, "ttft_ms", "p50"), f->ttft, sizeof f->ttft);
     if (tb_json_int(c, "completed", &iv))
       tb_render_fmt_int(iv, f->completed, sizeof f->completed);
@@ -245,15 +245,13 @@ tb_repview_any_cellview(const struct tb_repview *v)
 /* ------------------------------------------------------- header contents */
 
 static const struct tb_repview_field hw_fields[] = {
-  { "type", "Type" },         { "gpu", "GPU" },       { "gpu_count", "GPU count" },
-  { "count", "GPU count" },
-  { "vram_gb", "VRAM" },      { "cpu", "CPU" },       { "os", "OS" },
-  { "driver", "Driver" },     { "interconnect", "Interconnect" },
+  { "type", "Type" },       { "gpu", "GPU" },       { "gpu_count", "GPU count" },
+  { "count", "GPU count" }, { "vram_gb", "VRAM" },  { "cpu", "CPU" },
+  { "os", "OS" },           { "driver", "Driver" }, { "interconnect", "Interconnect" },
 };
 static const struct tb_repview_field eng_fields[] = {
-  { "name", "Engine" },           { "version", "Version" },
-  { "quantization", "Quantization" }, { "backend", "Backend" },
-  { "repository", "Repository" }, { "build", "Build" },
+  { "name", "Engine" },     { "version", "Version" },       { "quantization", "Quantization" },
+  { "backend", "Backend" }, { "repository", "Repository" }, { "build", "Build" },
   { "commit", "Commit" },
 };
 
@@ -298,8 +296,8 @@ vram_text(const json_t *hw, char *buf, size_t len)
 }
 
 void
-tb_repview_section(struct tb_render_buf *b, const struct tb_repview_section *s,
-                   const json_t *doc, tb_repview_emit_fn emit)
+tb_repview_section(struct tb_render_buf *b, const struct tb_repview_section *s, const json_t *doc,
+                   tb_repview_emit_fn emit)
 {
   const json_t *obj = json_object_get(doc, s->member);
   const struct tb_repview_field *f = s->fields;
@@ -323,7 +321,7 @@ tb_repview_section(struct tb_render_buf *b, const struct tb_repview_section *s,
   const char *k;
   const json_t *v;
   size_t extra = 0;
-  json_object_foreach((json_t *)obj, k, v) {
+  json_object_foreach ((json_t *)obj, k, v) {
     bool known = false;
     for (size_t i = 0; i < nf && !known; i++)
       known = strcmp(k, f[i].key) == 0;
@@ -420,8 +418,7 @@ tb_repview_run(struct tb_render_buf *b, const struct tb_repview *v, tb_repview_e
       src = "from the server's info";
     else if (src != NULL && strcmp(src, "override") == 0)
       src = "set by the job";
-    char *t = tb_xasprintf("%s tokens%s%s%s", n1, src ? " (" : "", src ? src : "",
-                           src ? ")" : "");
+    char *t = tb_xasprintf("%s tokens%s%s%s", n1, src ? " (" : "", src ? src : "", src ? ")" : "");
     emit(b, "KV cache budget", t);
     free(t);
   } else if (json_is_object(cap)) {
@@ -464,12 +461,11 @@ matrix_line(const struct tb_repview *v)
     snprintf(ca, sizeof ca, "%" PRId64, v->conc.v[0]);
     snprintf(cz, sizeof cz, "%" PRId64, v->conc.v[v->conc.n - 1]);
     free(out);
-    out = tb_xasprintf("%zu context%s (%s%s%s) " TB_RENDER_TIMES
-                       " %zu concurrency level%s (%s%s%s)",
-                       v->dctx.n, v->dctx.n == 1 ? "" : "s", a,
-                       v->dctx.n > 1 ? TB_RENDER_ENDASH : "", v->dctx.n > 1 ? z : "",
-                       v->conc.n, v->conc.n == 1 ? "" : "s", ca,
-                       v->conc.n > 1 ? TB_RENDER_ENDASH : "", v->conc.n > 1 ? cz : "");
+    out =
+      tb_xasprintf("%zu context%s (%s%s%s) " TB_RENDER_TIMES " %zu concurrency level%s (%s%s%s)",
+                   v->dctx.n, v->dctx.n == 1 ? "" : "s", a, v->dctx.n > 1 ? TB_RENDER_ENDASH : "",
+                   v->dctx.n > 1 ? z : "", v->conc.n, v->conc.n == 1 ? "" : "s", ca,
+                   v->conc.n > 1 ? TB_RENDER_ENDASH : "", v->conc.n > 1 ? cz : "");
   }
   if (v->pctx.n > 0) {
     char *t = tb_xasprintf("%s%sprefill at ", out, *out ? " \xc2\xb7 " : "");
@@ -501,28 +497,27 @@ banner_text(const struct tb_repview *v)
   if (s != NULL && (strcmp(s, "running") == 0 || strcmp(s, "queued") == 0)) {
     if (total > 0)
       return tb_xasprintf("Partial result: the run is still going; %zu of %" PRId64
-                          " cells done so far.", done, total);
-    return tb_xasprintf("Partial result: the run is still going; %zu cells done so far.",
-                        done);
+                          " cells done so far.",
+                          done, total);
+    return tb_xasprintf("Partial result: the run is still going; %zu cells done so far.", done);
   }
   if (s != NULL && strcmp(s, "partial") == 0)
-    return tb_xasprintf("Partial result: %zu cell%s could not be measured (Error).",
-                        v->nerror, v->nerror == 1 ? "" : "s");
+    return tb_xasprintf("Partial result: %zu cell%s could not be measured (Error).", v->nerror,
+                        v->nerror == 1 ? "" : "s");
   if (s != NULL && strcmp(s, "failed") == 0)
     return tb_xasprintf("Partial result: the run failed%s%s. The cells measured before "
-                        "the failure are shown.", err ? ": " : "", err ? err : "");
+                        "the failure are shown.",
+                        err ? ": " : "", err ? err : "");
   if (s != NULL && strcmp(s, "cancelled") == 0)
     return tb_xasprintf("Partial result: the run was cancelled. The cells measured "
                         "before are shown.");
   return tb_xasprintf("Partial result: status %s.", s ? s : "unknown");
 }
 
-
 /* The rows of the "All measurements" table: prefill, then decode by
  * context and concurrency; cells not measured yet are left out. */
 void
-tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v,
-                    tb_repview_row_fn row)
+tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v, tb_repview_row_fn row)
 {
   char lab[32], note[TB_REPVIEW_NOTE_MAX];
   struct tb_repview_figs f;
@@ -548,8 +543,7 @@ tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v,
 /* The decode cells with a server view or checks, through row. */
 void
 tb_repview_cellview_rows(struct tb_render_buf *b, const struct tb_repview *v,
-                         void (*row)(struct tb_render_buf *, const char *, int64_t,
-                                     const json_t *))
+                         void (*row)(struct tb_render_buf *, const char *, int64_t, const json_t *))
 {
   char lab[32];
   for (size_t r = 0; r < v->dctx.n; r++)
@@ -561,7 +555,6 @@ tb_repview_cellview_rows(struct tb_render_buf *b, const struct tb_repview *v,
       row(b, lab, v->conc.v[k], c);
     }
 }
-
 
 /* The top of a report: title, "<engine> · <matrix>", the partial banner
  * (when not complete) and the verdict, in markup m. */

@@ -56,8 +56,7 @@ const char *tb_repview_status_word(const json_t *c);
 /* Figures of a cell as the "All measurements" table shows them ("—" where
  * there is none, and for a cell not valid). */
 struct tb_repview_figs {
-  char total[96], per[48], ttft[112], tbt[112], active[48], completed[48], out[48],
-      measured[48];
+  char total[96], per[48], ttft[112], tbt[112], active[48], completed[48], out[48], measured[48];
 };
 /* phase: 0 prefill, 1 decode. */
 void tb_repview_cell_figs(const json_t *c, int phase, struct tb_repview_figs *f);
@@ -69,8 +68,7 @@ bool tb_repview_flagged(const json_t *c, char *why, size_t len);
 bool tb_repview_any_cellview(const struct tb_repview *v);
 
 /* One (label, value) line of a header section, written in a format. */
-typedef void (*tb_repview_emit_fn)(struct tb_render_buf *b, const char *label,
-                                   const char *value);
+typedef void (*tb_repview_emit_fn)(struct tb_render_buf *b, const char *label, const char *value);
 
 /* A section of the header read from one member of the document ("hardware",
  * "engine"): its title and its known fields, in the order shown. */
@@ -109,8 +107,8 @@ void tb_repview_heading(struct tb_render_buf *b, const struct tb_repview *v,
 
 /* One row of the "All measurements" table, in a format. */
 typedef void (*tb_repview_row_fn)(struct tb_render_buf *b, const char *phase, const char *lab,
-                                  int64_t conc, const json_t *c,
-                                  const struct tb_repview_figs *f, const char *note);
+                                  int64_t conc, const json_t *c, const struct tb_repview_figs *f,
+                                  const char *note);
 /* The rows of the "All measurements" table: prefill, then decode by
  * context and concurrency; cells not measured yet are left out. */
 void tb_repview_all_rows(struct tb_render_buf *b, const struct tb_repview *v,

@@ -13,8 +13,15 @@
 #define NCOLS 10
 
 static const char *const heads[NCOLS] = {
-  "Phase", "Context", "Load", "Requests", "Server prompt", "Server prompt tok/s",
-  "tokbench prompt tok/s", "Server time per token", "tokbench time per token",
+  "Phase",
+  "Context",
+  "Load",
+  "Requests",
+  "Server prompt",
+  "Server prompt tok/s",
+  "tokbench prompt tok/s",
+  "Server time per token",
+  "tokbench time per token",
   "TTFT − server prompt",
 };
 
@@ -30,7 +37,7 @@ tb_srvview_any(const json_t *doc)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (timings(c) != NULL)
       return true;
   }
@@ -90,7 +97,7 @@ table_rows(struct tb_render_buf *b, const json_t *doc, const struct fmt *f)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (timings(c) == NULL)
       continue;
     char col[NCOLS][48];

@@ -63,14 +63,14 @@ tb_svg_nice_ceil(double v)
 }
 
 void
-tb_svg_poly_begin(struct tb_svg_poly *p, struct tb_render_buf *b, const char *stroke,
-                  double width, bool trailing)
+tb_svg_poly_begin(struct tb_svg_poly *p, struct tb_render_buf *b, const char *stroke, double width,
+                  bool trailing)
 {
   p->b = b;
   p->n = 0;
   p->trailing = trailing;
-  tb_render_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%g\" points=\"",
-                   stroke, width);
+  tb_render_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%g\" points=\"", stroke,
+                   width);
 }
 
 void
@@ -106,7 +106,8 @@ void
 tb_svg_errbar(struct tb_render_buf *b, double x, double ylo, double yhi, double cap,
               const char *stroke)
 {
-  tb_render_printf(b, "<path class=\"errbar\" d=\"M%.1f,%.1fV%.1fM%.1f,%.1fH%.1fM%.1f,%.1fH%.1f\" "
-                      "stroke=\"%s\" stroke-width=\"1.2\" fill=\"none\"/>",
+  tb_render_printf(b,
+                   "<path class=\"errbar\" d=\"M%.1f,%.1fV%.1fM%.1f,%.1fH%.1fM%.1f,%.1fH%.1f\" "
+                   "stroke=\"%s\" stroke-width=\"1.2\" fill=\"none\"/>",
                    x, ylo, yhi, x - cap, ylo, x + cap, x - cap, yhi, x + cap, stroke);
 }

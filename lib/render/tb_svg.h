@@ -66,8 +66,7 @@ void tb_svg_poly_end(struct tb_svg_poly *p);
 
 /* A marker of radius 3 at (cx, cy) filled with fill; with a title (may be
  * NULL: none), its tooltip. */
-void tb_svg_dot(struct tb_render_buf *b, double cx, double cy, const char *fill,
-                const char *title);
+void tb_svg_dot(struct tb_render_buf *b, double cx, double cy, const char *fill, const char *title);
 /* An error bar from ylo to yhi at x, with caps of half-width cap. */
 void tb_svg_errbar(struct tb_render_buf *b, double x, double ylo, double yhi, double cap,
                    const char *stroke);

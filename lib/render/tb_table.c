@@ -123,7 +123,7 @@ grid_cell(struct tb_render_buf *b, void *ctx, size_t r, size_t k)
   struct grid *g = ctx;
   const json_t *hit = NULL, *c;
   size_t i;
-  json_array_foreach(g->cells, i, c) {
+  json_array_foreach (g->cells, i, c) {
     if (strcmp(str(c, "phase"), "decode") == 0 &&
         json_integer_value(json_object_get(c, "context")) == g->ctx[r] &&
         json_integer_value(json_object_get(c, "concurrency")) == g->conc[k]) {
@@ -161,8 +161,7 @@ all_row(FILE *f, const json_t *c)
   bool pf = strcmp(str(c, "phase"), "prefill") == 0;
   const char *st = str(c, "status");
   fprintf(f, "| %s | %s | %" PRId64 " | %s", pf ? "Prefill" : "Sustained decode",
-          str(c, "context_label"),
-          (int64_t)json_integer_value(json_object_get(c, "concurrency")),
+          str(c, "context_label"), (int64_t)json_integer_value(json_object_get(c, "concurrency")),
           status_word(st));
   /* Every row has the header's 14 cells; the reason of a cell not
    * measured goes in the Note column, never in a column of its own. */
@@ -178,8 +177,8 @@ all_row(FILE *f, const json_t *c)
     pm(c, "prompt_tps", "prompt_tps_ci95", -1, e, sizeof e);
     fprintf(f, " | %s%s | — | %s ms | — | — | %" PRId64 " | — | — | %s | %s |\n", a, e, b,
             json_is_integer(json_object_get(c, "completed"))
-                ? (int64_t)json_integer_value(json_object_get(c, "completed"))
-                : 1,
+              ? (int64_t)json_integer_value(json_object_get(c, "completed"))
+              : 1,
             str(c, "prompt_tokens_source"), tb_render_cell_note(c, note, sizeof note));
     return;
   }
@@ -190,8 +189,7 @@ all_row(FILE *f, const json_t *c)
   fmt_thousands(p50(c, "ttft_ms"), 0, t3, sizeof t3);
   fmt_thousands(tb_json_num(c, "output_tokens"), 0, t4, sizeof t4);
   snprintf(t5, sizeof t5, "%.1f", p50(c, "tbt_ms"));
-  fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64
-             " | %s | %.1f s | %s | %s |\n",
+  fprintf(f, " | %s%s | %s | %s ms | %s ms | %.1f (%s) | %" PRId64 " | %s | %.1f s | %s | %s |\n",
           t1, e, t2, t3, t5, tb_json_num(c, "avg_active"), str(c, "avg_active_source"),
           (int64_t)json_integer_value(json_object_get(c, "completed")), t4,
           tb_json_num(c, "measured_s"), str(c, "token_source"),
@@ -207,11 +205,10 @@ tb_table_print(FILE *f, const json_t *doc)
   const json_t *cap = json_object_get(doc, "capacity");
   const json_t *set = json_object_get(doc, "settings");
   char a[64], b[64];
-  fprintf(f, "Speed test matrix\n%s · %s · %s\n", str(model, "served"),
-          str(eng, "name"), str(eng, "version"));
-  fprintf(f, "Endpoint %s · run %s · status %s\n",
-          str(json_object_get(doc, "endpoint"), "url"), str(doc, "run_id"),
-          str(doc, "status"));
+  fprintf(f, "Speed test matrix\n%s · %s · %s\n", str(model, "served"), str(eng, "name"),
+          str(eng, "version"));
+  fprintf(f, "Endpoint %s · run %s · status %s\n", str(json_object_get(doc, "endpoint"), "url"),
+          str(doc, "run_id"), str(doc, "status"));
   if (json_is_string(json_object_get(doc, "error")))
     fprintf(f, "Error: %s\n", str(doc, "error"));
   const json_t *kv = json_object_get(cap, "kv_budget_tokens");
@@ -220,11 +217,11 @@ tb_table_print(FILE *f, const json_t *doc)
     fprintf(f, "KV budget %s tokens (%s)", a, str(cap, "source"));
   } else {
     const char *why = tb_json_str(json_object_get(cap, "unknown"), "kv_budget_tokens");
-    fprintf(f, "KV budget unknown (%s: every cell run)",
-            why ? why : "no capacity interface");
+    fprintf(f, "KV budget unknown (%s: every cell run)", why ? why : "no capacity interface");
   }
-  fprintf(f, " · decode test: fixed duration %.1f s · max output %" PRId64
-             " tokens · prefill measured during decode warm-up\n",
+  fprintf(f,
+          " · decode test: fixed duration %.1f s · max output %" PRId64
+          " tokens · prefill measured during decode warm-up\n",
           tb_json_num(set, "duration_s"),
           (int64_t)json_integer_value(json_object_get(set, "max_output")));
   if (json_is_string(json_object_get(doc, "launch_command"))) {
@@ -236,7 +233,7 @@ tb_table_print(FILE *f, const json_t *doc)
   size_t i;
   const json_t *c;
   bool matrix = false;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     if (!tb_ratereport_is_rate(c))
       matrix = true;
   }
@@ -247,12 +244,11 @@ tb_table_print(FILE *f, const json_t *doc)
   }
   fprintf(f, "\nPrefill\n| Context | Prompt tokens | Prompt tok/s | TTFT |\n"
              "|---|---|---|---|\n");
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     if (strcmp(str(c, "phase"), "prefill") != 0)
       continue;
     if (strcmp(str(c, "status"), "valid") != 0) {
-      fprintf(f, "| %s | — | %s | — |\n", str(c, "context_label"),
-              status_word(str(c, "status")));
+      fprintf(f, "| %s | — | %s | — |\n", str(c, "context_label"), status_word(str(c, "status")));
       continue;
     }
     fmt_thousands(tb_json_num(c, "prompt_tokens"), 0, a, sizeof a);
@@ -276,7 +272,7 @@ tb_table_print(FILE *f, const json_t *doc)
              "requests | Completed requests | Output tokens | Measured for | "
              "Tokens from | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
              "---|---|\n");
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     if (!tb_ratereport_is_rate(c)) /* rate cells: below */
       all_row(f, c);
   }
@@ -288,18 +284,16 @@ void
 tb_table_cell_line(FILE *f, const json_t *cell)
 {
   const char *st = str(cell, "status");
-  fprintf(f, "\r\033[K  %-8s %-5s x%-4" PRId64 " %s",
-          str(cell, "phase"), str(cell, "context_label"),
-          (int64_t)json_integer_value(json_object_get(cell, "concurrency")),
-          status_word(st));
+  fprintf(f, "\r\033[K  %-8s %-5s x%-4" PRId64 " %s", str(cell, "phase"),
+          str(cell, "context_label"),
+          (int64_t)json_integer_value(json_object_get(cell, "concurrency")), status_word(st));
   if (strcmp(st, "valid") == 0 && strcmp(str(cell, "phase"), "decode") == 0) {
     char e[64];
     pm(cell, "total_tps", "total_tps_ci95", 1, e, sizeof e);
     fprintf(f, " %.1f%s tok/s, TTFT %.0f ms", tb_json_num(cell, "total_tps"), e,
             p50(cell, "ttft_ms"));
     tb_costview_cell_line(f, cell);
-  }
-  else if (strcmp(st, "valid") == 0 && tb_ratereport_is_rate(cell))
+  } else if (strcmp(st, "valid") == 0 && tb_ratereport_is_rate(cell))
     tb_ratereport_cell_line(f, cell);
   else if (strcmp(st, "valid") == 0)
     fprintf(f, " TTFT %.0f ms", tb_json_num(cell, "ttft_ms"));

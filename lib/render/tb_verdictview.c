@@ -63,8 +63,8 @@ verdict_charts(struct tb_render_buf *b, const json_t *r, const json_t *cells)
   if (method == NULL || strcmp(method, "history") != 0)
     return;
   tb_render_puts(b, "<div class=\"charts\">");
-  const json_t *mh = json_object_get(json_object_get(json_object_get(r, "matrix"), "total_tps"),
-                                     "history");
+  const json_t *mh =
+    json_object_get(json_object_get(json_object_get(r, "matrix"), "total_tps"), "history");
   history_chart(b, "The matrix: total tok/s, geometric mean over each cell's median, run by run",
                 mh);
   for (size_t i = 0, shown = 0; i < json_array_size(cells) && shown < 4; i++) {
@@ -91,18 +91,31 @@ struct verdict_markup {
 };
 
 static const struct verdict_markup verdict_md = {
-  .open_reg = "### Verdict\n\n> **", .open_ok = "### Verdict\n\n",
-  .close_reg = "**\n\n", .close_ok = "\n\n",
-  .list_open = "", .item_open = "- ", .item_close = "\n", .list_close = "\n",
-  .esc = tb_render_md, .charts = false, .end = "",
+  .open_reg = "### Verdict\n\n> **",
+  .open_ok = "### Verdict\n\n",
+  .close_reg = "**\n\n",
+  .close_ok = "\n\n",
+  .list_open = "",
+  .item_open = "- ",
+  .item_close = "\n",
+  .list_close = "\n",
+  .esc = tb_render_md,
+  .charts = false,
+  .end = "",
 };
 
 static const struct verdict_markup verdict_html = {
   .open_reg = "<section class=\"banner\" id=\"verdict\"><h2>Verdict</h2><p><b>",
   .open_ok = "<section id=\"verdict\"><h2>Verdict</h2><p>",
-  .close_reg = "</b></p>", .close_ok = "</p>",
-  .list_open = "<ul>", .item_open = "<li>", .item_close = "</li>", .list_close = "</ul>",
-  .esc = tb_render_html, .charts = true, .end = "</section>\n",
+  .close_reg = "</b></p>",
+  .close_ok = "</p>",
+  .list_open = "<ul>",
+  .item_open = "<li>",
+  .item_close = "</li>",
+  .list_close = "</ul>",
+  .esc = tb_render_html,
+  .charts = true,
+  .end = "</section>\n",
 };
 
 static void

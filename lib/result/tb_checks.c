@@ -119,11 +119,10 @@ tb_checks_json(const struct tb_checks_in *in)
                         json_real(round(in->achieved * 1000.0) / 1000.0));
     json_object_set_new(o, "achieved_source",
                         json_string(in->achieved_server ? "server" : "client"));
-    double tol = TB_CHECK_CONC_REL * c > TB_CHECK_CONC_ABS ? TB_CHECK_CONC_REL * c
-                                                          : TB_CHECK_CONC_ABS;
+    double tol =
+      TB_CHECK_CONC_REL * c > TB_CHECK_CONC_ABS ? TB_CHECK_CONC_REL * c : TB_CHECK_CONC_ABS;
     if (fabs(in->achieved - c) > tol) {
-      snprintf(why, sizeof why,
-               "achieved concurrency %.2f (%s) vs %u requested", in->achieved,
+      snprintf(why, sizeof why, "achieved concurrency %.2f (%s) vs %u requested", in->achieved,
                in->achieved_what != NULL ? in->achieved_what
                : in->achieved_server     ? "server's running gauge"
                                          : "client in flight",
@@ -143,8 +142,7 @@ tb_checks_json(const struct tb_checks_in *in)
     json_object_set_new(o, "kernel_stamped",
                         json_real(round(in->kernel_stamped * 10000.0) / 10000.0));
     if (in->kernel_wanted && in->kernel_stamped < TB_CHECK_KERNEL_MIN) {
-      snprintf(why, sizeof why, "only %.0f%% of reads kernel-stamped",
-               100.0 * in->kernel_stamped);
+      snprintf(why, sizeof why, "only %.0f%% of reads kernel-stamped", 100.0 * in->kernel_stamped);
       json_array_append_new(failed, json_string(why));
     }
   }
@@ -178,7 +176,7 @@ tb_checks_failed_text(const json_t *cell, char *buf, size_t len)
   const json_t *f = json_object_get(ch, "failed");
   size_t o = 0, i;
   const json_t *v;
-  json_array_foreach(f, i, v) {
+  json_array_foreach (f, i, v) {
     const char *s = json_string_value(v);
     if (s == NULL)
       continue;
@@ -212,7 +210,7 @@ tb_checks_combine(json_t *const *reps, size_t n)
     json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
     size_t i;
     const json_t *v;
-    json_array_foreach(json_object_get(ch, "failed"), i, v) {
+    json_array_foreach (json_object_get(ch, "failed"), i, v) {
       char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
                                json_string_value(v) ? json_string_value(v) : "");
       json_array_append_new(failed, json_string(why));
@@ -228,7 +226,8 @@ tb_checks_combine(json_t *const *reps, size_t n)
       cpu = c;
     if (isfinite(k) && !(k >= kern))
       kern = k;
-    const json_t *b = json_object_get(ch, "drained_before"), *f = json_object_get(ch, "drained_after");
+    const json_t *b = json_object_get(ch, "drained_before"),
+                 *f = json_object_get(ch, "drained_after");
     before = !json_is_boolean(b) ? -1 : before < 0 ? -1 : before && json_is_true(b);
     after = !json_is_boolean(f) ? -1 : after < 0 ? -1 : after && json_is_true(f);
   }

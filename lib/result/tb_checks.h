@@ -45,28 +45,28 @@
 
 /* What the checks look at.  Unknown figures: NAN, or -1 for the tri-states. */
 struct tb_checks_in {
-  unsigned requested;          /* C */
-  double achieved;             /* average running (server) or in flight */
-  bool achieved_server;        /* achieved is the server's running gauge */
-  const char *achieved_what;   /* what achieved is, for the reason (NULL: the
+  unsigned requested;                    /* C */
+  double achieved;                       /* average running (server) or in flight */
+  bool achieved_server;                  /* achieved is the server's running gauge */
+  const char *achieved_what;             /* what achieved is, for the reason (NULL: the
                                 * running gauge, or the client's in flight) */
-  double cpu_share;            /* client CPU time / window wall time */
-  double kernel_stamped;       /* share of reads with a kernel stamp */
-  bool kernel_wanted;          /* stamping on (not TB_ENGINE_CLIENT_STAMPS) */
-  int drained_before, drained_after; /* 1 yes, 0 no, -1 unknown */
+  double cpu_share;                      /* client CPU time / window wall time */
+  double kernel_stamped;                 /* share of reads with a kernel stamp */
+  bool kernel_wanted;                    /* stamping on (not TB_ENGINE_CLIENT_STAMPS) */
+  int drained_before, drained_after;     /* 1 yes, 0 no, -1 unknown */
   double before_running, before_waiting; /* what was seen when not drained */
   /* Rate cells (tb_ratewatch): rate set; requested 0 in open loop (no
    * concurrency is requested, so none is judged), the users in closed
    * loop. */
   bool rate;
-  double rate_rps;             /* requests the schedule starts a second (NAN:
+  double rate_rps;        /* requests the schedule starts a second (NAN:
                                 * closed loop; the lag limit is its floor) */
-  double lag_p99_ms;           /* schedule_lag_ms.p99 */
-  double cv, cv_expected;      /* inter-arrival CV: actual starts, the process's */
-  double gaps;                 /* inter-arrival gaps the CV is of */
-  double dropped;              /* arrivals with no connection slot free */
-  double server_peak;          /* largest running + waiting the series saw */
-  double max_in_flight;        /* the most requests the cell had in flight */
+  double lag_p99_ms;      /* schedule_lag_ms.p99 */
+  double cv, cv_expected; /* inter-arrival CV: actual starts, the process's */
+  double gaps;            /* inter-arrival gaps the CV is of */
+  double dropped;         /* arrivals with no connection slot free */
+  double server_peak;     /* largest running + waiting the series saw */
+  double max_in_flight;   /* the most requests the cell had in flight */
 };
 
 /* The p99 start lag a rate cell at rate_rps may have (ms). */

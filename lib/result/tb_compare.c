@@ -24,17 +24,26 @@ static const struct tb_compare_metric metrics[] = {
   { .name = "ttft_ms", .phase = "prefill", .label = "TTFT", .higher_better = false },
   { .name = "total_tps", .phase = "decode", .label = "Total tok/s", .higher_better = true },
   { .name = "ttft_p50_ms", .phase = "decode", .label = "TTFT (median)", .higher_better = false },
-  { .name = "tbt_p50_ms", .phase = "decode", .label = "Time between tokens (median)", .higher_better = false },
+  { .name = "tbt_p50_ms",
+    .phase = "decode",
+    .label = "Time between tokens (median)",
+    .higher_better = false },
 };
 
 /* Cost and energy (issue 26, tb_cost): compared where either side has
  * them, never a regression of their own. */
 static const struct tb_compare_metric eff_metrics[] = {
-  { .name = "cost_per_m_output_tokens", .phase = "decode", .label = "Cost per M output tokens",
+  { .name = "cost_per_m_output_tokens",
+    .phase = "decode",
+    .label = "Cost per M output tokens",
     .higher_better = false },
-  { .name = "cost_per_m_tokens", .phase = "decode", .label = "Cost per M tokens",
+  { .name = "cost_per_m_tokens",
+    .phase = "decode",
+    .label = "Cost per M tokens",
     .higher_better = false },
-  { .name = "j_per_output_token", .phase = "decode", .label = "J per output token",
+  { .name = "j_per_output_token",
+    .phase = "decode",
+    .label = "J per output token",
     .higher_better = false },
   { .name = "tps_per_gpu", .phase = "decode", .label = "tok/s per GPU", .higher_better = true },
 };
@@ -125,8 +134,7 @@ build_idx(const json_t *doc, struct idx *out, char **err, const char *which)
   }
   size_t n = json_array_size(cells);
   if (n > TB_COMPARE_MAX_CELLS) {
-    *err = tb_xasprintf("%s has %zu cells (at most %u)", which, n,
-                        TB_COMPARE_MAX_CELLS);
+    *err = tb_xasprintf("%s has %zu cells (at most %u)", which, n, TB_COMPARE_MAX_CELLS);
     return false;
   }
   struct keyi *tmp = tb_xcalloc(n ? n : 1, sizeof *tmp);
@@ -219,9 +227,9 @@ jstr_or_null(const char *s)
 static json_t *
 side_header(const json_t *doc)
 {
-  static const char *const keys[] = { "run_id",   "status",   "started_at",
-                                      "finished_at", "endpoint", "engine",
-                                      "hardware", "model",    "launch_command",
+  static const char *const keys[] = { "run_id",          "status",   "started_at",
+                                      "finished_at",     "endpoint", "engine",
+                                      "hardware",        "model",    "launch_command",
                                       "tokbench_version" };
   json_t *h = json_object();
   for (size_t i = 0; i < TB_ARRAY_LEN(keys); i++) {
@@ -260,7 +268,7 @@ ci_verdict(const json_t *bc, const json_t *hc, const struct tb_compare_metric *m
   double hl = num(json_array_get(h, 0)), hh = num(json_array_get(h, 1));
   if (!isfinite(bl) || !isfinite(bh) || !isfinite(hl) || !isfinite(hh))
     return json_null();
-  bool lower = hh < bl, higher = hl > bh;
+  bool lower = hh<bl, higher = hl> bh;
   if (!lower && !higher)
     return json_string("same");
   return json_string(lower == !m->higher_better ? "better" : "worse");
@@ -269,8 +277,7 @@ ci_verdict(const json_t *bc, const json_t *hc, const struct tb_compare_metric *m
 /* The cell's efficiency comparison (NULL when neither side has one); the
  * ratios into eff_ratios for the summary. */
 static json_t *
-eff_compare(const json_t *bc, const json_t *hc, bool bv, bool hv, double **eff_ratios,
-            size_t *neff)
+eff_compare(const json_t *bc, const json_t *hc, bool bv, bool hv, double **eff_ratios, size_t *neff)
 {
   json_t *o = NULL;
   for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++) {
@@ -282,9 +289,9 @@ eff_compare(const json_t *bc, const json_t *hc, bool bv, bool hv, double **eff_r
     double r = (isfinite(b) && isfinite(h) && b > 0 && h > 0) ? h / b : NAN;
     if (o == NULL)
       o = json_object();
-    json_object_set_new(o, n, json_pack("{s:o, s:o, s:o, s:o}", "base", jnum(b), "head",
-                                        jnum(h), "ratio", jnum(r), "by_interval",
-                                        ci_verdict(bc, hc, &eff_metrics[m])));
+    json_object_set_new(o, n,
+                        json_pack("{s:o, s:o, s:o, s:o}", "base", jnum(b), "head", jnum(h), "ratio",
+                                  jnum(r), "by_interval", ci_verdict(bc, hc, &eff_metrics[m])));
     if (isfinite(r))
       eff_ratios[m][neff[m]++] = r;
   }
@@ -338,9 +345,8 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
     label_of(all[k].ctx, label, sizeof label);
     bool bv = is_valid(bc), hv = is_valid(hc);
     const char *mark = bv && hv ? "both" : bv ? "base_only" : hv ? "head_only" : "neither";
-    json_t *c = json_pack("{s:s, s:I, s:s, s:I}", "phase", phase, "context",
-                          (json_int_t)all[k].ctx, "context_label", label,
-                          "concurrency", (json_int_t)all[k].conc);
+    json_t *c = json_pack("{s:s, s:I, s:s, s:I}", "phase", phase, "context", (json_int_t)all[k].ctx,
+                          "context_label", label, "concurrency", (json_int_t)all[k].conc);
     json_object_set_new(c, "base_status", jstr_or_null(status_of(bc)));
     json_object_set_new(c, "head_status", jstr_or_null(status_of(hc)));
     json_object_set_new(c, "mark", json_string(mark));
@@ -351,34 +357,29 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
       double b = bv ? tb_compare_cell_value(bc, metrics[m].name) : NAN;
       double h = hv ? tb_compare_cell_value(hc, metrics[m].name) : NAN;
       double r = (isfinite(b) && isfinite(h) && b > 0 && h > 0) ? h / b : NAN;
-      json_object_set_new(mo, metrics[m].name,
-                          json_pack("{s:o, s:o, s:o}", "base", jnum(b), "head",
-                                    jnum(h), "ratio", jnum(r)));
+      json_object_set_new(
+        mo, metrics[m].name,
+        json_pack("{s:o, s:o, s:o}", "base", jnum(b), "head", jnum(h), "ratio", jnum(r)));
       if (!isfinite(r))
         continue;
       ratios[m][nratio[m]++] = r;
-      bool worse = metrics[m].higher_better ? r < 1.0 - tolerance
-                                            : r > 1.0 + tolerance;
+      bool worse = metrics[m].higher_better ? r < 1.0 - tolerance : r > 1.0 + tolerance;
       if (worse) {
-        json_t *g = json_pack("{s:s, s:I, s:s, s:I, s:s, s:f, s:f, s:f, s:f, s:s}",
-                              "phase", phase, "context", (json_int_t)all[k].ctx,
-                              "context_label", label, "concurrency",
-                              (json_int_t)all[k].conc, "metric", metrics[m].name,
-                              "base", b, "head", h, "ratio", r, "change_pct",
-                              (r - 1.0) * 100.0, "kind", "worse");
+        json_t *g =
+          json_pack("{s:s, s:I, s:s, s:I, s:s, s:f, s:f, s:f, s:f, s:s}", "phase", phase, "context",
+                    (json_int_t)all[k].ctx, "context_label", label, "concurrency",
+                    (json_int_t)all[k].conc, "metric", metrics[m].name, "base", b, "head", h,
+                    "ratio", r, "change_pct", (r - 1.0) * 100.0, "kind", "worse");
         json_array_append_new(regs, g);
       }
     }
     json_object_set_new(c, "metrics", mo);
     const char *hs = status_of(hc);
-    if (bv && hs != NULL &&
-        (strcmp(hs, "error") == 0 || strcmp(hs, "over_capacity") == 0)) {
-      json_t *g = json_pack("{s:s, s:I, s:s, s:I, s:s, s:s, s:s, s:n, s:n, s:s}",
-                            "phase", phase, "context", (json_int_t)all[k].ctx,
-                            "context_label", label, "concurrency",
-                            (json_int_t)all[k].conc, "metric", "status", "base",
-                            "valid", "head", hs, "ratio", "change_pct", "kind",
-                            "lost");
+    if (bv && hs != NULL && (strcmp(hs, "error") == 0 || strcmp(hs, "over_capacity") == 0)) {
+      json_t *g = json_pack("{s:s, s:I, s:s, s:I, s:s, s:s, s:s, s:n, s:n, s:s}", "phase", phase,
+                            "context", (json_int_t)all[k].ctx, "context_label", label,
+                            "concurrency", (json_int_t)all[k].conc, "metric", "status", "base",
+                            "valid", "head", hs, "ratio", "change_pct", "kind", "lost");
       json_array_append_new(regs, g);
     }
     json_t *eo = all[k].phase ? eff_compare(bc, hc, bv, hv, eff_ratios, neff) : NULL;
@@ -393,8 +394,8 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
   for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
     json_object_set_new(sum, metrics[m].name,
                         json_pack("{s:o, s:I, s:s}", "geomean",
-                                  jnum(tb_compare_geomean(ratios[m], nratio[m])),
-                                  "cells", (json_int_t)nratio[m], "better",
+                                  jnum(tb_compare_geomean(ratios[m], nratio[m])), "cells",
+                                  (json_int_t)nratio[m], "better",
                                   metrics[m].higher_better ? "higher" : "lower"));
 
   if (any_eff) {

@@ -57,10 +57,10 @@
 #define TB_COMPARE_MAX_CELLS 20000u
 
 struct tb_compare_metric {
-  const char *name;    /* "total_tps" */
-  const char *phase;   /* "decode" | "prefill" */
-  const char *label;   /* "Total tok/s" */
-  bool higher_better;  /* throughput: true; latency: false */
+  const char *name;   /* "total_tps" */
+  const char *phase;  /* "decode" | "prefill" */
+  const char *label;  /* "Total tok/s" */
+  bool higher_better; /* throughput: true; latency: false */
 };
 
 /* The metric table (static), and its length in *n. */

@@ -172,8 +172,8 @@ power_integral(const struct tb_cost_sample *s, size_t n, int64_t t0, int64_t t1,
 /* min, mean, max of field over samples inside [t0, t1] (or the nearest
  * sample when none is inside). */
 static void
-summary(const struct tb_cost_sample *s, size_t n, size_t off, int64_t t0, int64_t t1,
-        double *mean, double *mn, double *mx)
+summary(const struct tb_cost_sample *s, size_t n, size_t off, int64_t t0, int64_t t1, double *mean,
+        double *mn, double *mx)
 {
   double sum = 0, lo = INFINITY, hi = -INFINITY;
   size_t k = 0, near = n;
@@ -223,12 +223,11 @@ tb_cost_window(const struct tb_cost_sample *s, size_t n, int64_t t0, int64_t t1,
   }
   out->avg_w = out->ok && out->span_s > 0 ? out->joules / out->span_s : NAN;
   double dummy;
-  summary(s, n, offsetof(struct tb_cost_sample, util_pct), t0, t1, &out->util_mean,
-          &out->util_min, &out->util_max);
+  summary(s, n, offsetof(struct tb_cost_sample, util_pct), t0, t1, &out->util_mean, &out->util_min,
+          &out->util_max);
   summary(s, n, offsetof(struct tb_cost_sample, sm_mhz), t0, t1, &out->sm_mean, &out->sm_min,
           &out->sm_max);
-  summary(s, n, offsetof(struct tb_cost_sample, temp_c), t0, t1, &dummy, &dummy,
-          &out->temp_max);
+  summary(s, n, offsetof(struct tb_cost_sample, temp_c), t0, t1, &dummy, &dummy, &out->temp_max);
   /* reasons from the sample at or before t0 to the one at or after t1 */
   size_t first = 0, last = n;
   for (size_t i = 0; i < n; i++) {
@@ -254,10 +253,17 @@ tb_cost_reasons_text(uint64_t reasons, char *buf, size_t len)
 {
   /* NVML's nvmlClocksEventReasons bits (docs.nvidia.com/deploy/nvml-api,
    * group__nvmlClocksEventReasons) */
-  static const struct { uint64_t bit; const char *name; } names[] = {
-    { 0x2, "applications_clocks_setting" }, { 0x4, "sw_power_cap" },
-    { 0x8, "hw_slowdown" }, { 0x10, "sync_boost" }, { 0x20, "sw_thermal_slowdown" },
-    { 0x40, "hw_thermal_slowdown" }, { 0x80, "hw_power_brake_slowdown" },
+  static const struct {
+    uint64_t bit;
+    const char *name;
+  } names[] = {
+    { 0x2, "applications_clocks_setting" },
+    { 0x4, "sw_power_cap" },
+    { 0x8, "hw_slowdown" },
+    { 0x10, "sync_boost" },
+    { 0x20, "sw_thermal_slowdown" },
+    { 0x40, "hw_thermal_slowdown" },
+    { 0x80, "hw_power_brake_slowdown" },
     { 0x100, "display_clock_setting" },
   };
   size_t at = 0;
@@ -322,9 +328,8 @@ input_tokens(const json_t *cell)
   if (!tb_json_int(cell, "requests_started", &started) || started <= 0)
     return NAN;
   const char *phase = tb_json_str(cell, "phase");
-  double per = phase != NULL && strcmp(phase, "rate") == 0
-                 ? tb_json_num(cell, "prompt_tokens_mean")
-                 : tb_json_num(cell, "context");
+  double per = phase != NULL && strcmp(phase, "rate") == 0 ? tb_json_num(cell, "prompt_tokens_mean")
+                                                           : tb_json_num(cell, "context");
   return isfinite(per) ? per * (double)started : NAN;
 }
 
@@ -339,9 +344,9 @@ money(json_t *o, const json_t *cell, const struct tb_cost_price *p, double out_t
   double in = input_tokens(cell);
   if (out_tokens > 0 && window_s > 0) {
     json_object_set_new(o, "cost_per_m_output_tokens", json_real(cost / out_tokens * 1e6));
-    json_object_set_new(o, "cost_per_m_output_tokens_ci95",
-                        inverse_ci(p->per_hour / 3600.0 * 1e6,
-                                   json_object_get(cell, "total_tps_ci95")));
+    json_object_set_new(
+      o, "cost_per_m_output_tokens_ci95",
+      inverse_ci(p->per_hour / 3600.0 * 1e6, json_object_get(cell, "total_tps_ci95")));
   }
   if (isfinite(in)) {
     json_object_set_new(o, "input_tokens", json_integer((json_int_t)in));
@@ -455,7 +460,7 @@ tb_cost_apply_labels(json_t *doc, const json_t *labels)
   json_object_set_new(doc, "cost", tb_cost_header(&p, false));
   size_t i;
   json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (json_object_get(c, "efficiency") == NULL)
       tb_cost_cell(c, &p, NULL);
   }
@@ -507,13 +512,13 @@ tb_cost_combine(json_t *cell, json_t *const *reps, size_t n)
     else {
       any_energy = true;
       e.joules += j;
-      e.source = e.source ? e.source : strcmp(src, "energy_counter") == 0 ? "energy_counter"
-                                                                          : "power_gauge";
+      e.source = e.source                             ? e.source
+                 : strcmp(src, "energy_counter") == 0 ? "energy_counter"
+                                                      : "power_gauge";
     }
     e.span_s += tb_json_num(reps[i], "measured_s");
     e.samples += (size_t)json_integer_value(json_object_get(ef, "telemetry_samples"));
-    throttled |= json_is_true(json_object_get(json_object_get(reps[i], "checks"),
-                                              "gpu_throttled"));
+    throttled |= json_is_true(json_object_get(json_object_get(reps[i], "checks"), "gpu_throttled"));
   }
   e.ok = e.ok && any_energy;
   e.avg_w = e.ok && e.span_s > 0 ? e.joules / e.span_s : NAN;
@@ -522,13 +527,13 @@ tb_cost_combine(json_t *cell, json_t *const *reps, size_t n)
   pool3(reps, n, "sm_clock_mhz", &e.sm_mean, &e.sm_min, &e.sm_max);
   e.temp_max = NAN;
   for (size_t i = 0; i < n; i++)
-    e.temp_max = fmax(e.temp_max, tb_json_num(json_object_get(reps[i], "efficiency"),
-                                              "gpu_temp_c_max"));
+    e.temp_max =
+      fmax(e.temp_max, tb_json_num(json_object_get(reps[i], "efficiency"), "gpu_temp_c_max"));
   bool telemetry = any_energy || json_object_get(ef0, "telemetry_samples") != NULL;
   tb_cost_cell(cell, isfinite(p.per_hour) || p.gpus > 0 ? &p : NULL, telemetry ? &e : NULL);
   json_t *ch = json_object_get(cell, "checks");
-  if (json_is_object(ch) && json_object_get(json_object_get(reps[0], "checks"),
-                                            "gpu_throttled") != NULL)
+  if (json_is_object(ch) &&
+      json_object_get(json_object_get(reps[0], "checks"), "gpu_throttled") != NULL)
     json_object_set_new(ch, "gpu_throttled", json_boolean(throttled));
 }
 

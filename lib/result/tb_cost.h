@@ -42,10 +42,10 @@
 /* What an endpoint costs (issue 26): from a result header's "cost", an
  * endpoint object or a job's labels. */
 struct tb_cost_price {
-  double per_hour;   /* NAN: no price */
-  char currency[4];  /* ISO 4217, "USD" when not given */
-  int64_t gpus;      /* 0: unknown */
-  char gpu[128];     /* the GPU's name, "" when unknown */
+  double per_hour;  /* NAN: no price */
+  char currency[4]; /* ISO 4217, "USD" when not given */
+  int64_t gpus;     /* 0: unknown */
+  char gpu[128];    /* the GPU's name, "" when unknown */
 };
 
 /*
@@ -68,29 +68,29 @@ json_t *tb_cost_header(const struct tb_cost_price *p, bool telemetry) TB_MUST_CH
 
 /* One telemetry sample: the GPUs of the endpoint together. */
 struct tb_cost_sample {
-  int64_t t_ns;       /* monotonic */
-  double power_w;     /* sum over GPUs; NAN: no gauge */
-  double energy_mj;   /* sum over GPUs of the counter; NAN: no counter */
-  double util_pct;    /* mean over GPUs; NAN */
-  double sm_mhz;      /* mean over GPUs; NAN */
-  double temp_c;      /* the hottest GPU; NAN */
-  uint64_t reasons;   /* clock-event reasons, OR over GPUs */
+  int64_t t_ns;     /* monotonic */
+  double power_w;   /* sum over GPUs; NAN: no gauge */
+  double energy_mj; /* sum over GPUs of the counter; NAN: no counter */
+  double util_pct;  /* mean over GPUs; NAN */
+  double sm_mhz;    /* mean over GPUs; NAN */
+  double temp_c;    /* the hottest GPU; NAN */
+  uint64_t reasons; /* clock-event reasons, OR over GPUs */
   bool has_reasons;
-  int gpus;           /* GPUs seen in the sample */
+  int gpus; /* GPUs seen in the sample */
 };
 
 /* What the samples say of a window. */
 struct tb_cost_energy {
-  bool ok;              /* joules known */
-  const char *source;   /* "energy_counter" | "power_gauge" */
+  bool ok;            /* joules known */
+  const char *source; /* "energy_counter" | "power_gauge" */
   double joules, avg_w, span_s;
-  size_t samples;       /* samples inside the window */
+  size_t samples; /* samples inside the window */
   int gpus;
-  double util_mean, util_min, util_max;  /* NAN when none */
+  double util_mean, util_min, util_max; /* NAN when none */
   double sm_mean, sm_min, sm_max;
   double temp_max;
   bool reasons_known;
-  uint64_t reasons;     /* OR over the window's samples */
+  uint64_t reasons; /* OR over the window's samples */
 };
 
 /*

@@ -94,11 +94,10 @@ int_array(const json_t *a, json_t *out, int64_t min)
   const json_t *v;
   if (!json_is_array(a))
     return false;
-  json_array_foreach(a, i, v) {
+  json_array_foreach (a, i, v) {
     if (json_array_size(out) >= AXIS_ENTRIES_MAX)
       break;
-    if (!json_is_integer(v) || json_integer_value(v) < min ||
-        json_integer_value(v) > AXIS_MAX)
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > AXIS_MAX)
       continue;
     bool dup = false;
     for (size_t k = 0; k < json_array_size(out) && !dup; k++)
@@ -108,7 +107,6 @@ int_array(const json_t *a, json_t *out, int64_t min)
   }
   return true;
 }
-
 
 static json_t *
 result_cell(const json_t *r, int64_t max_output, size_t *skipped)
@@ -131,13 +129,13 @@ result_cell(const json_t *r, int64_t max_output, size_t *skipped)
       double run = tb_json_num(r, "avg_running_reqs");
       bool measured = isfinite(tps) && tps >= 0;
       char *why = isfinite(run) && run > 0
-                      ? tb_xasprintf("capacity-limited: the server ran %.1f of %" PRId64
-                                     " requests at once, the rest queued%s", run, conc,
-                                     measured ? "; measured anyway (total_tps_capacity_limited)"
-                                              : "")
-                      : tb_xasprintf("%" PRId64 " x (%" PRId64 " + %" PRId64
-                                     ") tokens exceed the server's KV cache",
-                                     conc, ctx, max_output);
+                    ? tb_xasprintf("capacity-limited: the server ran %.1f of %" PRId64
+                                   " requests at once, the rest queued%s",
+                                   run, conc,
+                                   measured ? "; measured anyway (total_tps_capacity_limited)" : "")
+                    : tb_xasprintf("%" PRId64 " x (%" PRId64 " + %" PRId64
+                                   ") tokens exceed the server's KV cache",
+                                   conc, ctx, max_output);
       json_object_set_new(c, "status", json_string("over_capacity"));
       json_object_set_new(c, "reason", json_string(why));
       free(why);
@@ -157,8 +155,7 @@ result_cell(const json_t *r, int64_t max_output, size_t *skipped)
     return c;
   }
   if (tps == 0 && nerr > 0) {
-    char *why = tb_xasprintf("%" PRId64 " request error%s, no output", nerr,
-                             nerr == 1 ? "" : "s");
+    char *why = tb_xasprintf("%" PRId64 " request error%s, no output", nerr, nerr == 1 ? "" : "s");
     json_object_set_new(c, "status", json_string("error"));
     json_object_set_new(c, "reason", json_string(why));
     free(why);
@@ -224,8 +221,7 @@ prefill_cell(const char *key, const json_t *p, size_t *skipped)
   json_object_set_new(c, "ttft_ms", json_real(ttft * 1e3));
   set_num(c, "prompt_tps", has_pt ? (double)pt / ttft : tps);
   int64_t n;
-  json_object_set_new(c, "completed",
-                      json_integer(tb_json_int(p, "samples", &n) && n > 0 ? n : 1));
+  json_object_set_new(c, "completed", json_integer(tb_json_int(p, "samples", &n) && n > 0 ? n : 1));
   return c;
 }
 
@@ -281,7 +277,8 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(doc, "finished_at", json_null());
 
   json_t *ep = json_object();
-  json_object_set_new(ep, "url", json_string(tb_json_str(md, "server") ? tb_json_str(md, "server") : ""));
+  json_object_set_new(ep, "url",
+                      json_string(tb_json_str(md, "server") ? tb_json_str(md, "server") : ""));
   json_object_set_new(ep, "name", json_null());
   json_object_set_new(doc, "endpoint", ep);
 
@@ -289,10 +286,9 @@ import_lib(const json_t *in, char **err)
   /* The schema's engine names: vllm, sglang, else openai (the tool says
    * "openai_proxy" for a generic OpenAI-compatible server). */
   const char *en = tb_json_str(md, "engine");
-  json_object_set_new(eng, "name", json_string(en && (strcmp(en, "vllm") == 0 ||
-                                                      strcmp(en, "sglang") == 0)
-                                                   ? en
-                                                   : "openai"));
+  json_object_set_new(
+    eng, "name",
+    json_string(en && (strcmp(en, "vllm") == 0 || strcmp(en, "sglang") == 0) ? en : "openai"));
   const char *ev = tb_json_str(md, "engine_version");
   json_object_set_new(eng, "version", ev ? json_string(ev) : json_null());
   json_object_set_new(doc, "engine", eng);
@@ -312,11 +308,12 @@ import_lib(const json_t *in, char **err)
 
   json_t *model = json_object();
   json_object_set_new(model, "served",
-                      tb_json_str(md, "model") ? json_string(tb_json_str(md, "model")) : json_null());
+                      tb_json_str(md, "model") ? json_string(tb_json_str(md, "model"))
+                                               : json_null());
   set_str(model, "revision", tb_json_str(md, "model_revision"));
   json_object_set_new(model, "max_model_len",
                       tb_json_int(md, "max_model_len", &iv) && iv > 0 ? json_integer(iv)
-                                                               : json_null());
+                                                                      : json_null());
   json_object_set_new(doc, "model", model);
 
   const char *lc = tb_json_str(md, "launch_command");
@@ -340,7 +337,7 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(cap, "source", json_string(budget > 0 ? bsrc : "none"));
   json_object_set_new(cap, "max_running_requests",
                       tb_json_int(md, "max_running_requests", &iv) && iv > 0 ? json_integer(iv)
-                                                                      : json_null());
+                                                                             : json_null());
   json_object_set_new(doc, "capacity", cap);
 
   int64_t max_output = 0;
@@ -357,14 +354,13 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(st, "duration_s", isfinite(dur) ? json_real(dur) : json_null());
   json_object_set_new(st, "max_output", max_output > 0 ? json_integer(max_output) : json_null());
   const char *dm = tb_json_str(md, "decode_mode");
-  json_object_set_new(st, "decode_test",
-                      json_string(dm && strcmp(dm, "request-count") == 0 ? "request_count"
-                                                                         : "fixed_duration"));
+  json_object_set_new(
+    st, "decode_test",
+    json_string(dm && strcmp(dm, "request-count") == 0 ? "request_count" : "fixed_duration"));
   const char *pm = tb_json_str(md, "prefill_mode");
-  json_object_set_new(st, "prefill_mode",
-                      json_string(pm == NULL || strcmp(pm, "integrated_decode_scout") == 0
-                                      ? "decode_warmup"
-                                      : pm));
+  json_object_set_new(
+    st, "prefill_mode",
+    json_string(pm == NULL || strcmp(pm, "integrated_decode_scout") == 0 ? "decode_warmup" : pm));
   json_object_set_new(doc, "settings", st);
 
   /* Every cell we may emit: prefill entries, results, and the matrix. */
@@ -374,7 +370,7 @@ import_lib(const json_t *in, char **err)
   if (json_is_object(prefill)) {
     const char *k;
     const json_t *p;
-    json_object_foreach((json_t *)prefill, k, p) {
+    json_object_foreach ((json_t *)prefill, k, p) {
       json_t *c = prefill_cell(k, p, &skipped);
       if (c != NULL)
         pcell_push(v, &n, c);
@@ -400,9 +396,10 @@ import_lib(const json_t *in, char **err)
   /* The rest of the matrix: cells the tool left out of results. */
   size_t missing = 0, i, j;
   const json_t *x, *y;
-  json_array_foreach(ctxs, i, x) {
-    json_array_foreach(concs, j, y) {
-      struct pcell key = { .phase = 1, .ctx = json_integer_value(x),
+  json_array_foreach (ctxs, i, x) {
+    json_array_foreach (concs, j, y) {
+      struct pcell key = { .phase = 1,
+                           .ctx = json_integer_value(x),
                            .conc = json_integer_value(y) };
       bool found = false;
       for (size_t lo = 0, hi = m; lo < hi && !found;) { /* over the sorted part */
@@ -453,7 +450,8 @@ import_lib(const json_t *in, char **err)
   json_t *imp = json_object();
   json_object_set_new(imp, "tool", json_string("llm-inference-bench"));
   json_object_set_new(imp, "version",
-                      tb_json_str(md, "version") ? json_string(tb_json_str(md, "version")) : json_null());
+                      tb_json_str(md, "version") ? json_string(tb_json_str(md, "version"))
+                                                 : json_null());
   json_object_set_new(imp, "format", json_string("benchmark_results.json"));
   json_object_set_new(imp, "skipped_entries", json_integer((json_int_t)skipped));
   json_object_set_new(doc, "imported_from", imp);

@@ -84,8 +84,7 @@ json_t *tb_import(const json_t *in, enum tb_import_source *src, char **err) TB_M
 
 /* Reads path ("-" = standard input; at most TB_IMPORT_MAX_BYTES), parses it
  * and imports it.  New document, or NULL with *err. */
-json_t *tb_import_load_file(const char *path, enum tb_import_source *src,
-                            char **err) TB_MUST_CHECK;
+json_t *tb_import_load_file(const char *path, enum tb_import_source *src, char **err) TB_MUST_CHECK;
 
 /* Parses and imports a buffer (e.g. a request body).  New document, or NULL
  * with *err. */

@@ -46,11 +46,11 @@ const char *tb_jobdoc_status_of(const char *state);
 struct tb_jobdoc_row {
   const char *job_id;
   const char *state;
-  const char *result;    /* jobs.result: the engine's final document */
-  const char *header;    /* jobs.header: known once discovery is done */
-  const char *cells;     /* JSON array of the cells measured so far */
-  const char *error;     /* jobs.error */
-  int64_t cells_total;   /* < 0: unknown */
+  const char *result;  /* jobs.result: the engine's final document */
+  const char *header;  /* jobs.header: known once discovery is done */
+  const char *cells;   /* JSON array of the cells measured so far */
+  const char *error;   /* jobs.error */
+  int64_t cells_total; /* < 0: unknown */
 };
 
 /*

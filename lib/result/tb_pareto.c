@@ -83,17 +83,18 @@ config_of(const json_t *doc, const char *endpoint_name, int64_t gpus)
   if (gpu == NULL)
     gpu = tb_json_str(hw, "gpu") ? tb_json_str(hw, "gpu") : tb_json_str(hw, "type");
   char engine[160];
-  snprintf(engine, sizeof engine, "%s%s%s", tb_json_str(eng, "name") ? tb_json_str(eng, "name") : "",
+  snprintf(engine, sizeof engine, "%s%s%s",
+           tb_json_str(eng, "name") ? tb_json_str(eng, "name") : "",
            tb_json_str(eng, "version") ? " " : "",
            tb_json_str(eng, "version") ? tb_json_str(eng, "version") : "");
   json_t *flags = flags_of(tb_json_str(doc, "launch_command"));
   char *ftxt = json_dumps(flags, JSON_COMPACT);
   char *key = tb_xasprintf("%s | %s | %" PRId64 "x %s | %s", endpoint_name ? endpoint_name : "",
                            engine, gpus, gpu ? gpu : "GPU", ftxt ? ftxt : "[]");
-  json_t *c = json_pack("{s:s, s:s, s:s, s:o, s:I, s:o}", "key", key, "endpoint",
-                        endpoint_name ? endpoint_name : "", "engine", engine, "gpu",
-                        gpu ? json_string(gpu) : json_null(), "gpus", (json_int_t)gpus,
-                        "flags", flags);
+  json_t *c =
+    json_pack("{s:s, s:s, s:s, s:o, s:I, s:o}", "key", key, "endpoint",
+              endpoint_name ? endpoint_name : "", "engine", engine, "gpu",
+              gpu ? json_string(gpu) : json_null(), "gpus", (json_int_t)gpus, "flags", flags);
   free(key);
   free(ftxt);
   return c;
@@ -155,10 +156,10 @@ point_of(const json_t *c, const json_t *doc, int64_t gpus, bool assumed, enum tb
     if (!isfinite(yv[0]) || !isfinite(yv[1]))
       yv[0] = yv[1] = yval;
   }
-  json_t *p = json_pack("{s:I, s:I, s:f, s:o, s:f, s:o, s:f, s:f, s:b}", "context",
-                        (json_int_t)ctx, "concurrency", (json_int_t)conc, "x", tps / (double)conc,
-                        "x_ci95", pair(x), "y", yval, "y_ci95", pair(yv), "total_tps", tps,
-                        "tps_per_gpu", tps / (double)gpus, "gpus_assumed", assumed);
+  json_t *p = json_pack("{s:I, s:I, s:f, s:o, s:f, s:o, s:f, s:f, s:b}", "context", (json_int_t)ctx,
+                        "concurrency", (json_int_t)conc, "x", tps / (double)conc, "x_ci95", pair(x),
+                        "y", yval, "y_ci95", pair(yv), "total_tps", tps, "tps_per_gpu",
+                        tps / (double)gpus, "gpus_assumed", assumed);
   set_fig(p, ef, "cost_per_m_output_tokens");
   set_fig(p, ef, "cost_per_m_tokens");
   set_fig(p, ef, "j_per_output_token");
@@ -167,9 +168,9 @@ point_of(const json_t *c, const json_t *doc, int64_t gpus, bool assumed, enum tb
   json_object_set_new(p, "ttft_p50_ms", json_real(tb_json_pct(c, "ttft_ms", "p50")));
   json_object_set_new(p, "tbt_p50_ms", json_real(tb_json_pct(c, "tbt_ms", "p50")));
   const json_t *ch = json_object_get(c, "checks");
-  json_object_set_new(p, "checks_ok", json_is_object(ch)
-                                          ? json_boolean(json_is_true(json_object_get(ch, "ok")))
-                                          : json_null());
+  json_object_set_new(p, "checks_ok",
+                      json_is_object(ch) ? json_boolean(json_is_true(json_object_get(ch, "ok")))
+                                         : json_null());
   (void)doc;
   return p;
 }
@@ -184,7 +185,7 @@ tb_pareto_add_job(json_t *points, const char *job_id, const char *endpoint_id,
   json_t *config = NULL;
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (json_array_size(points) >= TB_PARETO_MAX_POINTS)
       break;
     const char *ph = tb_json_str(c, "phase"), *st = tb_json_str(c, "status");
@@ -199,8 +200,8 @@ tb_pareto_add_job(json_t *points, const char *job_id, const char *endpoint_id,
     json_object_set_new(p, "endpoint_id", json_string(endpoint_id));
     json_object_set_new(p, "endpoint", json_string(endpoint_name ? endpoint_name : ""));
     json_object_set(p, "config", config);
-    json_object_set_new(p, "labels", json_is_object(labels) ? json_deep_copy(labels)
-                                                            : json_object());
+    json_object_set_new(p, "labels",
+                        json_is_object(labels) ? json_deep_copy(labels) : json_object());
     json_object_set_new(p, "imported", json_boolean(json_object_get(doc, "imported_from") != NULL));
     json_array_append_new(points, p);
   }
@@ -294,9 +295,9 @@ tb_pareto_best(const json_t *points, const struct tb_pareto_slo *slo, enum tb_pa
       r[m++] = (struct ranked){ p, hb ? -tb_json_num(p, "y") : tb_json_num(p, "y") };
   }
   qsort(r, m, sizeof *r, rank_cmp);
-  json_t *out = json_pack("{s:s, s:s, s:o, s:I}", "answer", m ? "found" : "no configuration yet",
-                          "objective", y_names[objective], "slo", slo_echo(slo), "meeting",
-                          (json_int_t)m);
+  json_t *out =
+    json_pack("{s:s, s:s, s:o, s:I}", "answer", m ? "found" : "no configuration yet", "objective",
+              y_names[objective], "slo", slo_echo(slo), "meeting", (json_int_t)m);
   json_t *ev = json_array();
   size_t ties = 0;
   for (size_t i = 0; i < m; i++) {

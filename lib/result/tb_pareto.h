@@ -36,7 +36,11 @@
 /* The most points an answer holds (the newest jobs' first). */
 #define TB_PARETO_MAX_POINTS 5000u
 
-enum tb_pareto_y { TB_PARETO_TPS_PER_GPU = 0, TB_PARETO_COST, TB_PARETO_ENERGY };
+enum tb_pareto_y {
+  TB_PARETO_TPS_PER_GPU = 0,
+  TB_PARETO_COST,
+  TB_PARETO_ENERGY
+};
 
 /* The y axis named s ("tps_per_gpu", "cost_per_m_output_tokens",
  * "j_per_output_token"); false when unknown. */

@@ -23,8 +23,8 @@ num(const json_t *v)
 bool
 tb_regdoc_regressed(const json_t *regressions, const json_t **cells)
 {
-  const json_t *c = json_is_object(regressions) ? json_object_get(regressions, "cells")
-                                                : regressions;
+  const json_t *c =
+    json_is_object(regressions) ? json_object_get(regressions, "cells") : regressions;
   if (!json_is_array(c))
     c = NULL;
   if (cells != NULL)
@@ -71,8 +71,8 @@ tb_regdoc_why(const json_t *g)
   const char *m = metric ? metric : "?";
   if (json_is_true(json_object_get(g, "fallback")) ||
       !json_is_array(json_object_get(g, "ci95_pct")))
-    return tb_xasprintf("%s %.32s: %s%% (against the last good run: too little history)",
-                        where, m, isfinite(c) ? chg : "?");
+    return tb_xasprintf("%s %.32s: %s%% (against the last good run: too little history)", where, m,
+                        isfinite(c) ? chg : "?");
   const json_t *ci = json_object_get(g, "ci95_pct");
   signed_pct(num(json_array_get(ci, 0)), lo, sizeof lo);
   signed_pct(num(json_array_get(ci, 1)), hi, sizeof hi);
@@ -87,8 +87,8 @@ tb_regdoc_why(const json_t *g)
   char newer[48] = "";
   if (fresh > 1)
     snprintf(newer, sizeof newer, ", over the last %lld runs", (long long)fresh);
-  return tb_xasprintf("%s %.32s: %s%% (CI %s\xe2\x80\xa6%s%%, %s, %lld earlier run%s%s)", where,
-                      m, chg, lo, hi, ptxt, (long long)runs, runs == 1 ? "" : "s", newer);
+  return tb_xasprintf("%s %.32s: %s%% (CI %s\xe2\x80\xa6%s%%, %s, %lld earlier run%s%s)", where, m,
+                      chg, lo, hi, ptxt, (long long)runs, runs == 1 ? "" : "s", newer);
 }
 
 char *
@@ -109,22 +109,24 @@ tb_regdoc_headline(const json_t *r)
     json_int_t runs = json_integer_value(json_object_get(r, "history_runs"));
     if (!reg)
       return tb_xasprintf("No significant regression beyond %.1f%% against up to %lld earlier "
-                          "run%s.", tol * 100, (long long)runs, runs == 1 ? "" : "s");
+                          "run%s.",
+                          tol * 100, (long long)runs, runs == 1 ? "" : "s");
     if (n == 0)
       return tb_xasprintf("Regressed: the matrix as a whole is significantly worse, beyond "
-                          "%.1f%%, against up to %lld earlier runs.", tol * 100,
-                          (long long)runs);
+                          "%.1f%%, against up to %lld earlier runs.",
+                          tol * 100, (long long)runs);
     return tb_xasprintf("Regressed: %zu significant regression%s beyond %.1f%% against up to "
-                        "%lld earlier run%s.", n, n == 1 ? "" : "s", tol * 100,
-                        (long long)runs, runs == 1 ? "" : "s");
+                        "%lld earlier run%s.",
+                        n, n == 1 ? "" : "s", tol * 100, (long long)runs, runs == 1 ? "" : "s");
   }
   if (json_is_null(json_object_get(r, "base_job_id")) && !reg)
     return tb_xasprintf("Too little history (fewer than %d earlier runs) and no earlier good "
-                        "job to compare with.", TB_VERDICT_MIN_HISTORY);
+                        "job to compare with.",
+                        TB_VERDICT_MIN_HISTORY);
   if (!reg)
     return tb_xasprintf("Too little history (fewer than %d earlier runs): compared with the "
-                        "last good job; no regression beyond %.1f%%.", TB_VERDICT_MIN_HISTORY,
-                        tol * 100);
+                        "last good job; no regression beyond %.1f%%.",
+                        TB_VERDICT_MIN_HISTORY, tol * 100);
   return tb_xasprintf("Regressed (too little history, fewer than %d earlier runs: compared "
                       "with the last good job): %zu regression%s beyond %.1f%%.",
                       TB_VERDICT_MIN_HISTORY, n, n == 1 ? "" : "s", tol * 100);

@@ -17,10 +17,9 @@
 #include "result/tb_checks.h"
 #include "result/tb_cost.h"
 
-static const char *const doc_statuses[] = { "complete", "partial", "failed",
+static const char *const doc_statuses[] = { "complete",  "partial", "failed",
                                             "cancelled", "running", "queued" };
-static const char *const cell_statuses[] = { "valid", "over_capacity", "skipped",
-                                             "error" };
+static const char *const cell_statuses[] = { "valid", "over_capacity", "skipped", "error" };
 
 static bool
 one_of(const char *s, const char *const *set, size_t n)
@@ -44,8 +43,7 @@ tb_result_cell_status_known(const char *s)
 }
 
 bool
-tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output,
-                        int64_t budget)
+tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output, int64_t budget)
 {
   return tb_over_capacity(conc, context, max_output, budget);
 }
@@ -87,12 +85,11 @@ tb_result_key_cmp(int phase_a, int64_t ctx_a, int64_t conc_a, int phase_b, int64
 }
 
 const json_t *
-tb_result_find_cell(const json_t *done, const char *phase, int64_t ctx,
-                    int64_t conc)
+tb_result_find_cell(const json_t *done, const char *phase, int64_t ctx, int64_t conc)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(done, i, c) {
+  json_array_foreach (done, i, c) {
     const char *p = json_string_value(json_object_get(c, "phase"));
     if (p != NULL && strcmp(p, phase) == 0 &&
         json_integer_value(json_object_get(c, "context")) == ctx &&
@@ -112,10 +109,9 @@ num_or_null(double v)
 static json_t *
 pct_ms(struct tb_stats *s)
 {
-  return json_pack("{s:o, s:o, s:o}",
-                   "p50", num_or_null(tb_stats_quantile(s, 0.5) / 1e6),
-                   "p90", num_or_null(tb_stats_quantile(s, 0.9) / 1e6),
-                   "p99", num_or_null(tb_stats_quantile(s, 0.99) / 1e6));
+  return json_pack("{s:o, s:o, s:o}", "p50", num_or_null(tb_stats_quantile(s, 0.5) / 1e6), "p90",
+                   num_or_null(tb_stats_quantile(s, 0.9) / 1e6), "p99",
+                   num_or_null(tb_stats_quantile(s, 0.99) / 1e6));
 }
 
 /* [lo, hi], or null when either is not finite. */
@@ -206,8 +202,7 @@ tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d)
   json_object_set_new(cell, "requests_started", json_integer(d->started));
   json_object_set_new(cell, "output_tokens", json_integer(d->output_tokens));
   json_object_set_new(cell, "measured_s", json_real(d->measured_s));
-  json_object_set_new(cell, "token_source",
-                      json_string(d->chunk_source ? "chunks" : "usage"));
+  json_object_set_new(cell, "token_source", json_string(d->chunk_source ? "chunks" : "usage"));
   json_object_set_new(cell, "kernel_stamped", json_real(d->kernel_stamped));
   json_object_set_new(cell, "readiness", json_string(d->client_ready ? "client" : "server"));
   if (d->client_ready != NULL)
@@ -230,8 +225,7 @@ tb_result_cell_set_sched_cap(json_t *cell, int64_t cap, const char *reason)
 }
 
 void
-tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens, bool from_usage,
-                           double ttft_s)
+tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens, bool from_usage, double ttft_s)
 {
   json_object_set_new(cell, "status", json_string("valid"));
   json_object_set_new(cell, "prompt_tokens", json_integer(prompt_tokens));
@@ -273,7 +267,7 @@ pool_ms(json_t *const *reps, size_t n, const char *k, struct tb_stats *s)
     const json_t *a = json_object_get(json_object_get(reps[r], "samples"), k);
     size_t i;
     const json_t *v;
-    json_array_foreach(a, i, v) {
+    json_array_foreach (a, i, v) {
       if (s->n >= TB_RESULT_SAMPLES_MAX)
         return;
       if (json_is_number(v) && isfinite(json_number_value(v)))
@@ -290,7 +284,7 @@ pool_slices(json_t *const *reps, size_t n)
     const json_t *sl = json_object_get(json_object_get(reps[r], "samples"), "total_tps");
     size_t i;
     const json_t *v;
-    json_array_foreach(sl, i, v) {
+    json_array_foreach (sl, i, v) {
       if (json_array_size(a) >= TB_RESULT_SAMPLES_MAX)
         return a;
       json_array_append(a, (json_t *)v);
@@ -308,8 +302,9 @@ repeat_runs(json_t *const *reps, size_t n, const char *figure, const char *ci)
     json_t *o = json_object();
     const json_t *pass = json_object_get(reps[r], "repeat");
     const json_t *seq = json_object_get(reps[r], "seq");
-    json_object_set_new(o, "repeat", json_is_integer(pass) ? json_copy((json_t *)pass)
-                                                           : json_integer((json_int_t)r + 1));
+    json_object_set_new(o, "repeat",
+                        json_is_integer(pass) ? json_copy((json_t *)pass)
+                                              : json_integer((json_int_t)r + 1));
     if (json_is_integer(seq))
       json_object_set_new(o, "seq", json_copy((json_t *)seq));
     json_object_set_new(o, figure, num_or_null(fig(reps[r], figure)));
@@ -376,7 +371,7 @@ combine_decode(json_t *const *reps, size_t n)
     method = "batch_means";
   }
   free(tps);
-  struct tb_stats ttft = {0}, tbt = {0};
+  struct tb_stats ttft = { 0 }, tbt = { 0 };
   pool_ms(reps, n, "ttft_ms", &ttft);
   pool_ms(reps, n, "tbt_ms", &tbt);
   json_int_t conc = json_integer_value(json_object_get(r0, "concurrency"));
@@ -433,7 +428,8 @@ static json_t *
 combine_prefill(json_t *const *reps, size_t n)
 {
   const json_t *r0 = reps[0];
-  json_t *cell = tb_result_cell_new("prefill", json_integer_value(json_object_get(r0, "context")), 1);
+  json_t *cell =
+    tb_result_cell_new("prefill", json_integer_value(json_object_get(r0, "context")), 1);
   double *tps = tb_xcalloc(n, sizeof *tps), *ttft = tb_xcalloc(n, sizeof *ttft);
   double mn = INFINITY, mx = -INFINITY;
   for (size_t r = 0; r < n; r++) {
@@ -463,8 +459,9 @@ combine_prefill(json_t *const *reps, size_t n)
   json_object_set_new(cell, "completed", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "prompt_tps", NULL));
-  json_object_set_new(cell, "samples", json_pack("{s:o, s:o}", "prompt_tps", sample_d(tps, n),
-                                                 "ttft_ms", sample_d(ttft, n)));
+  json_object_set_new(
+    cell, "samples",
+    json_pack("{s:o, s:o}", "prompt_tps", sample_d(tps, n), "ttft_ms", sample_d(ttft, n)));
   free(tps);
   free(ttft);
   return cell;
@@ -482,8 +479,8 @@ tb_result_combine(json_t *const *reps, size_t n)
       const json_t *pass = json_object_get(reps[r], "repeat");
       if (json_is_integer(pass)) {
         const char *why = json_string_value(json_object_get(c, "reason"));
-        char *reason = tb_xasprintf("repeat %" JSON_INTEGER_FORMAT ": %s",
-                                    json_integer_value(pass), why ? why : "not valid");
+        char *reason = tb_xasprintf("repeat %" JSON_INTEGER_FORMAT ": %s", json_integer_value(pass),
+                                    why ? why : "not valid");
         json_object_set_new(c, "reason", json_string(reason));
         free(reason);
       }
@@ -537,30 +534,24 @@ tb_result_header_new(const struct tb_result_header *hd)
   if (json_is_object(hint))
     json_object_update(eng, (json_t *)hint);
   json_object_set_new(eng, "name", json_string(hd->engine));
-  json_object_set_new(eng, "version", hd->engine_version
-                                          ? json_string(hd->engine_version)
-                                          : json_null());
+  json_object_set_new(eng, "version",
+                      hd->engine_version ? json_string(hd->engine_version) : json_null());
   json_object_set_new(h, "engine", eng);
   const json_t *hw = json_object_get(ep, "hardware");
-  json_object_set_new(h, "hardware",
-                      json_is_object(hw) ? json_deep_copy(hw) : json_null());
+  json_object_set_new(h, "hardware", json_is_object(hw) ? json_deep_copy(hw) : json_null());
   json_t *model = json_object();
   json_object_set_new(model, "served", json_string(hd->model));
   json_object_set_new(model, "max_model_len",
-                      hd->max_model_len > 0 ? json_integer(hd->max_model_len)
-                                            : json_null());
+                      hd->max_model_len > 0 ? json_integer(hd->max_model_len) : json_null());
   json_object_set_new(h, "model", model);
-  json_object_set_new(h, "launch_command", hd->launch_command
-                                               ? json_string(hd->launch_command)
-                                               : json_null());
+  json_object_set_new(h, "launch_command",
+                      hd->launch_command ? json_string(hd->launch_command) : json_null());
   json_t *cap = json_object();
-  json_object_set_new(cap, "kv_budget_tokens", hd->kv_budget > 0
-                                                   ? json_integer(hd->kv_budget)
-                                                   : json_null());
+  json_object_set_new(cap, "kv_budget_tokens",
+                      hd->kv_budget > 0 ? json_integer(hd->kv_budget) : json_null());
   json_object_set_new(cap, "source", json_string(hd->kv_source));
   json_object_set_new(cap, "max_running_requests",
-                      hd->max_running > 0 ? json_integer(hd->max_running)
-                                          : json_null());
+                      hd->max_running > 0 ? json_integer(hd->max_running) : json_null());
   json_object_set_new(cap, "metrics", json_boolean(hd->metrics));
   if (json_is_object(hd->provenance)) {
     json_t *pv = json_deep_copy(hd->provenance);
@@ -578,8 +569,7 @@ tb_result_header_new(const struct tb_result_header *hd)
   }
   json_t *st = json_object();
   json_object_set_new(st, "contexts", int_list(hd->contexts, hd->n_contexts));
-  json_object_set_new(st, "concurrency",
-                      int_list(hd->concurrency, hd->n_concurrency));
+  json_object_set_new(st, "concurrency", int_list(hd->concurrency, hd->n_concurrency));
   json_object_set_new(st, "prefill_contexts", int_list(hd->prefill, hd->n_prefill));
   json_object_set_new(st, "duration_s", json_real(hd->duration_s));
   json_object_set_new(st, "max_output", json_integer(hd->max_output));
@@ -598,7 +588,7 @@ tb_result_status_of_cells(const json_t *cells)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     const char *cs = json_string_value(json_object_get(c, "status"));
     if (cs != NULL && strcmp(cs, "error") == 0)
       return "partial";
@@ -607,8 +597,8 @@ tb_result_status_of_cells(const json_t *cells)
 }
 
 json_t *
-tb_result_finish(json_t *doc, const char *run_id, int64_t started_us,
-                 const char *status, const char *error, json_t *cells)
+tb_result_finish(json_t *doc, const char *run_id, int64_t started_us, const char *status,
+                 const char *error, json_t *cells)
 {
   if (doc == NULL) {
     doc = json_object();
@@ -626,15 +616,15 @@ tb_result_finish(json_t *doc, const char *run_id, int64_t started_us,
 /* ------------------------------------------------------------------ check */
 
 /* Figures that must be numbers when present (null allowed). */
-static const char *const num_members[] = { "total_tps", "per_request_tps", "prompt_tps",
-                                           "avg_active", "measured_s", "total_tps_se",
-                                           "prompt_tps_se", "prompt_tps_min",
-                                           "prompt_tps_max", "rate_rps", "achieved_rps",
-                                           "goodput_rps", "offered_rps", "attainment",
-                                           "error_share", "interarrival_cv" };
-static const char *const int_members[] = { "prompt_tokens", "completed", "output_tokens",
-                                           "requests_started", "repeats", "requests",
-                                           "errors", "good" };
+static const char *const num_members[] = { "total_tps",      "per_request_tps", "prompt_tps",
+                                           "avg_active",     "measured_s",      "total_tps_se",
+                                           "prompt_tps_se",  "prompt_tps_min",  "prompt_tps_max",
+                                           "rate_rps",       "achieved_rps",    "goodput_rps",
+                                           "offered_rps",    "attainment",      "error_share",
+                                           "interarrival_cv" };
+static const char *const int_members[] = { "prompt_tokens",    "completed", "output_tokens",
+                                           "requests_started", "repeats",   "requests",
+                                           "errors",           "good" };
 /* 95% intervals: [lo, hi] or null when present. */
 static const char *const ci_members[] = { "total_tps_ci95", "ttft_p50_ci95", "tbt_p50_ci95",
                                           "prompt_tps_ci95" };
@@ -652,19 +642,19 @@ check_samples(const json_t *v, size_t i, char **err)
   }
   const char *k;
   const json_t *a;
-  json_object_foreach((json_t *)v, k, a) {
+  json_object_foreach ((json_t *)v, k, a) {
     if (strcmp(k, "slice_s") == 0 && (json_is_number(a) || json_is_null(a)))
       continue;
     bool ok = json_is_array(a) && json_array_size(a) <= TB_RESULT_SAMPLES_MAX;
     size_t j;
     const json_t *x;
-    json_array_foreach(a, j, x) {
+    json_array_foreach (a, j, x) {
       if (!json_is_number(x) && !json_is_null(x))
         ok = false;
     }
     if (!ok) {
-      *err = tb_xasprintf("cells[%zu].samples.%.40s must be a list of at most %u numbers", i,
-                          k, TB_RESULT_SAMPLES_MAX);
+      *err = tb_xasprintf("cells[%zu].samples.%.40s must be a list of at most %u numbers", i, k,
+                          TB_RESULT_SAMPLES_MAX);
       return false;
     }
   }
@@ -679,8 +669,8 @@ check_cell(const json_t *c, size_t i, char **err)
     return false;
   }
   const char *ph = tb_json_str(c, "phase");
-  if (ph == NULL || (strcmp(ph, "prefill") != 0 && strcmp(ph, "decode") != 0 &&
-                     strcmp(ph, "rate") != 0)) {
+  if (ph == NULL ||
+      (strcmp(ph, "prefill") != 0 && strcmp(ph, "decode") != 0 && strcmp(ph, "rate") != 0)) {
     *err = tb_xasprintf("cells[%zu].phase must be \"prefill\", \"decode\" or \"rate\"", i);
     return false;
   }
@@ -719,16 +709,15 @@ check_cell(const json_t *c, size_t i, char **err)
     const json_t *v = json_object_get(c, ci_members[k]);
     if (v == NULL || json_is_null(v))
       continue;
-    if (!json_is_array(v) || json_array_size(v) != 2 ||
-        !json_is_number(json_array_get(v, 0)) || !json_is_number(json_array_get(v, 1))) {
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
+        !json_is_number(json_array_get(v, 1))) {
       *err = tb_xasprintf("cells[%zu].%s must be [lo, hi] or null", i, ci_members[k]);
       return false;
     }
   }
   if (!check_samples(json_object_get(c, "samples"), i, err))
     return false;
-  static const char *const pct[] = { "ttft_ms", "tbt_ms", "tpot_ms", "e2e_ms",
-                                      "schedule_lag_ms" };
+  static const char *const pct[] = { "ttft_ms", "tbt_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms" };
   for (size_t k = 0; k < TB_ARRAY_LEN(pct); k++) {
     const json_t *v = json_object_get(c, pct[k]);
     if (v == NULL || json_is_null(v) || json_is_number(v))
@@ -771,8 +760,8 @@ tb_result_check(const json_t *doc, size_t max_cells, char **err)
     *err = tb_xstrdup("status must be complete, partial, failed, cancelled or running");
     return false;
   }
-  static const char *const objs[] = { "endpoint", "engine", "hardware", "model",
-                                      "capacity", "settings" };
+  static const char *const objs[] = { "endpoint", "engine",   "hardware",
+                                      "model",    "capacity", "settings" };
   for (size_t k = 0; k < TB_ARRAY_LEN(objs); k++) {
     const json_t *v = json_object_get(doc, objs[k]);
     if (v != NULL && !json_is_null(v) && !json_is_object(v)) {
@@ -782,7 +771,7 @@ tb_result_check(const json_t *doc, size_t max_cells, char **err)
   }
   size_t i;
   const json_t *c;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     if (!check_cell(c, i, err))
       return false;
   }

@@ -42,8 +42,7 @@
 /* Over-capacity rule of METHOD.md: C x (context + max_output) > budget.
  * budget <= 0 means unknown: never over capacity (tb_over_capacity, the
  * one rule the plan applies too). */
-bool tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output,
-                             int64_t budget);
+bool tb_result_over_capacity(int64_t conc, int64_t context, int64_t max_output, int64_t budget);
 
 /* A document's status: one of complete, partial, failed, cancelled,
  * running, queued.  A cell's: valid, over_capacity, skipped, error. */
@@ -53,16 +52,14 @@ bool tb_result_cell_status_known(const char *s);
 /* A new cell holding its key: phase, context, context_label, concurrency. */
 json_t *tb_result_cell_new(const char *phase, int64_t ctx, int64_t conc) TB_MUST_CHECK;
 /* Sets cell's status and (when not NULL) its reason; both copied. */
-void tb_result_cell_set_status(json_t *cell, const char *status,
-                               const char *reason);
+void tb_result_cell_set_status(json_t *cell, const char *status, const char *reason);
 /* The documents' cell order: phase (0 prefill before 1 decode), then
  * context, then concurrency, ascending; <0, 0 or >0 as for qsort. */
-int tb_result_key_cmp(int phase_a, int64_t ctx_a, int64_t conc_a, int phase_b,
-                      int64_t ctx_b, int64_t conc_b);
+int tb_result_key_cmp(int phase_a, int64_t ctx_a, int64_t conc_a, int phase_b, int64_t ctx_b,
+                      int64_t conc_b);
 /* The cell of done (array, borrowed; may be NULL) with this key, or NULL.
  * Borrowed from done. */
-const json_t *tb_result_find_cell(const json_t *done, const char *phase,
-                                  int64_t ctx, int64_t conc);
+const json_t *tb_result_find_cell(const json_t *done, const char *phase, int64_t ctx, int64_t conc);
 
 /* Samples a cell keeps (its "samples" member), each list at most this
  * long: the first ones measured. */
@@ -71,15 +68,15 @@ const json_t *tb_result_find_cell(const json_t *done, const char *phase,
 /* What a measured decode cell says (METHOD.md). */
 struct tb_result_decode {
   int64_t conc;
-  double measured_s;         /* the window */
-  int64_t output_tokens;     /* in the window */
-  struct tb_stats *ttft, *tbt;  /* ns; sorted in place */
+  double measured_s;           /* the window */
+  int64_t output_tokens;       /* in the window */
+  struct tb_stats *ttft, *tbt; /* ns; sorted in place */
   double avg_active;
-  bool avg_active_server;    /* from the server's metrics, else the client's */
+  bool avg_active_server; /* from the server's metrics, else the client's */
   unsigned completed, started;
-  bool chunk_source;         /* counted chunks, not usage */
-  double kernel_stamped;     /* share of reads stamped by the kernel */
-  const double *slices;      /* tok/s in each slice of the window, in order */
+  bool chunk_source;     /* counted chunks, not usage */
+  double kernel_stamped; /* share of reads stamped by the kernel */
+  const double *slices;  /* tok/s in each slice of the window, in order */
   size_t n_slices;
   double slice_s;            /* width of a slice */
   int64_t resolution_tokens; /* how far the window's count can be off by
@@ -103,8 +100,8 @@ struct tb_result_decode {
 void tb_result_cell_set_decode(json_t *cell, const struct tb_result_decode *d);
 /* Sets a valid prefill cell's status and figures: prompt_tokens (source
  * "usage" or "tokenizer"), its time to first token. */
-void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens,
-                                bool from_usage, double ttft_s);
+void tb_result_cell_set_prefill(json_t *cell, int64_t prompt_tokens, bool from_usage,
+                                double ttft_s);
 /* The server's cache held `cached` of the scout's prompt tokens (usage's
  * prompt_tokens_details.cached_tokens): prompt_tokens_cached, and prompt_tps
  * over the tokens it evaluated (prompt_tokens - cached). */
@@ -140,15 +137,15 @@ struct tb_result_header {
   const char *run_id;
   int64_t started_us;
   const char *url;
-  const json_t *endpoint;     /* the spec's endpoint object: name, engine
+  const json_t *endpoint; /* the spec's endpoint object: name, engine
                                * hint, hardware (may be NULL) */
   const char *engine, *engine_version, *model;
   int64_t max_model_len;      /* <= 0: unknown */
   const char *launch_command; /* already redacted; may be NULL */
   int64_t kv_budget;          /* <= 0: unknown */
   const char *kv_source;
-  int64_t max_running;        /* <= 0: unknown */
-  const json_t *provenance;   /* members merged into capacity: where each
+  int64_t max_running;      /* <= 0: unknown */
+  const json_t *provenance; /* members merged into capacity: where each
                                * figure came from, why one is unknown
                                * (tb_discover_provenance); may be NULL */
   bool metrics;
@@ -156,8 +153,8 @@ struct tb_result_header {
   size_t n_contexts, n_concurrency, n_prefill;
   double duration_s, settle_s;
   int64_t max_output;
-  unsigned repeats;           /* measurements per cell; 0 is taken as 1 */
-  bool telemetry;             /* the endpoint's GPU telemetry is read (issue 26) */
+  unsigned repeats; /* measurements per cell; 0 is taken as 1 */
+  bool telemetry;   /* the endpoint's GPU telemetry is read (issue 26) */
 };
 /* A new document holding the header. */
 json_t *tb_result_header_new(const struct tb_result_header *h) TB_MUST_CHECK;
@@ -170,8 +167,8 @@ const char *tb_result_status_of_cells(const json_t *cells);
  * be NULL, begun at started_us): finished_at now, status, error (may be
  * NULL) and cells (reference stolen).  Returns doc or the new document.
  */
-json_t *tb_result_finish(json_t *doc, const char *run_id, int64_t started_us,
-                         const char *status, const char *error, json_t *cells);
+json_t *tb_result_finish(json_t *doc, const char *run_id, int64_t started_us, const char *status,
+                         const char *error, json_t *cells);
 
 /* Checks a document of ours: schema, status, the header's objects, every
  * cell's key, status and figure types.  false with *err (new string). */

@@ -21,9 +21,10 @@ static const unsigned char magic[4] = { 'T', 'B', 'S', '1' };
 static int64_t *
 counter(struct tb_samples *m, int i)
 {
-  int64_t *c[NCOUNTERS] = { &m->tokens,  &m->completed,    &m->started, &m->good,
-                            &m->resolution, &m->streams,   &m->active_milli,
-                            &m->chunked, &m->reads,        &m->stamped_reads };
+  int64_t *c[NCOUNTERS] = {
+    &m->tokens,  &m->completed,    &m->started, &m->good,  &m->resolution,
+    &m->streams, &m->active_milli, &m->chunked, &m->reads, &m->stamped_reads
+  };
   return c[i];
 }
 
@@ -51,8 +52,7 @@ tb_samples_add(struct tb_samples *m, enum tb_samples_series k, int64_t us)
 }
 
 bool
-tb_samples_set_slices(struct tb_samples *m, int64_t width_us,
-                      const int64_t *tokens, size_t n)
+tb_samples_set_slices(struct tb_samples *m, int64_t width_us, const int64_t *tokens, size_t n)
 {
   if (width_us <= 0 || n == 0 || n > TB_SAMPLES_MAX_SLICES)
     return false;
@@ -211,8 +211,8 @@ get_series(struct rbuf *r, struct tb_stats *s)
 }
 
 bool
-tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m,
-                  char *err, size_t errlen)
+tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m, char *err,
+                  size_t errlen)
 {
   tb_samples_init(m);
   struct rbuf r = { .p = buf, .n = len, .err = err, .errlen = errlen };
@@ -243,8 +243,7 @@ tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m,
 /* ------------------------------------------------------------------ merge */
 
 bool
-tb_samples_merge(struct tb_samples *into, const struct tb_samples *from,
-                 char *err, size_t errlen)
+tb_samples_merge(struct tb_samples *into, const struct tb_samples *from, char *err, size_t errlen)
 {
   if (into->nslices == 0 && from->nslices > 0) {
     into->slices = tb_xcalloc(from->nslices, sizeof *into->slices);
@@ -253,8 +252,7 @@ tb_samples_merge(struct tb_samples *into, const struct tb_samples *from,
   } else if (from->nslices != into->nslices || from->slice_us != into->slice_us) {
     snprintf(err, errlen,
              "shards on different timelines: %zu slices of %lld us beside %zu of %lld us",
-             from->nslices, (long long)from->slice_us, into->nslices,
-             (long long)into->slice_us);
+             from->nslices, (long long)from->slice_us, into->nslices, (long long)into->slice_us);
     return false;
   }
   for (size_t i = 0; i < from->nslices; i++)
@@ -300,8 +298,8 @@ pct_ms_us(struct tb_samples *m, enum tb_samples_series k)
 }
 
 bool
-tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
-                char *err, size_t errlen)
+tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready, char *err,
+                size_t errlen)
 {
   if (m->nslices == 0 || m->slice_us <= 0) {
     snprintf(err, errlen, "merged cell: no window (no shard gave its slices)");
@@ -344,8 +342,7 @@ tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
 /* --------------------------------------------------------------- shards */
 
 bool
-tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh, size_t n,
-                       double window_s)
+tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh, size_t n, double window_s)
 {
   if (n == 0)
     return true;
@@ -357,11 +354,9 @@ tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh, size_t n
     tb_stats_add(&skew, a);
     if (sh[i].uncert_us > umax)
       umax = sh[i].uncert_us;
-    json_array_append_new(where, json_pack("{s:s?, s:s?, s:f, s:f}", "worker", sh[i].worker,
-                                           "host", sh[i].host, "skew_ms",
-                                           (double)sh[i].skew_us / 1e3,
-                                           "clock_uncertainty_ms",
-                                           (double)sh[i].uncert_us / 1e3));
+    json_array_append_new(where, json_pack("{s:s?, s:s?, s:f, s:f}", "worker", sh[i].worker, "host",
+                                           sh[i].host, "skew_ms", (double)sh[i].skew_us / 1e3,
+                                           "clock_uncertainty_ms", (double)sh[i].uncert_us / 1e3));
   }
   double p50 = tb_stats_quantile(&skew, 0.5), max = tb_stats_quantile(&skew, 1.0);
   int64_t limit = tb_clock_skew_limit_us(window_s);

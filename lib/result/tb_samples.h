@@ -61,14 +61,14 @@ struct tb_samples {
   int64_t slice_us;                      /* width of a slice (0: none) */
   int64_t *slices;                       /* output tokens per slice */
   size_t nslices;
-  int64_t tokens;     /* output tokens in the window */
-  int64_t completed;  /* requests completed in the window */
-  int64_t started;    /* requests started in the cell */
-  int64_t good;       /* completed requests meeting the SLOs */
-  int64_t resolution; /* tokens the window's cut can be off by */
-  int64_t streams;    /* streams (C) this shard drove */
-  int64_t active_milli;  /* requests active on average x 1000 */
-  int64_t chunked;       /* shards that counted chunks, not usage */
+  int64_t tokens;               /* output tokens in the window */
+  int64_t completed;            /* requests completed in the window */
+  int64_t started;              /* requests started in the cell */
+  int64_t good;                 /* completed requests meeting the SLOs */
+  int64_t resolution;           /* tokens the window's cut can be off by */
+  int64_t streams;              /* streams (C) this shard drove */
+  int64_t active_milli;         /* requests active on average x 1000 */
+  int64_t chunked;              /* shards that counted chunks, not usage */
   int64_t reads, stamped_reads; /* socket reads, those the kernel stamped */
 };
 
@@ -78,31 +78,28 @@ void tb_samples_free(struct tb_samples *m);
 void tb_samples_add(struct tb_samples *m, enum tb_samples_series k, int64_t us);
 /* Sets the window's slices: n slices of width_us, tokens[i] each (copied).
  * false (nothing changed) when n or width_us is out of range. */
-bool tb_samples_set_slices(struct tb_samples *m, int64_t width_us,
-                           const int64_t *tokens, size_t n);
+bool tb_samples_set_slices(struct tb_samples *m, int64_t width_us, const int64_t *tokens, size_t n);
 
 /* The encoding of m into *out (tb_xmalloc'd, *len bytes; the caller frees). */
-void tb_samples_encode(const struct tb_samples *m, unsigned char **out,
-                       size_t *len);
+void tb_samples_encode(const struct tb_samples *m, unsigned char **out, size_t *len);
 /* Decodes len bytes into m (initialised here; freed by the caller even on
  * failure).  false with a reason in err on anything malformed: magic,
  * truncation, an over-long varint, a count over its cap or the bytes left,
  * a negative value, trailing bytes. */
-bool tb_samples_decode(const unsigned char *buf, size_t len,
-                       struct tb_samples *m, char *err, size_t errlen);
+bool tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m, char *err,
+                       size_t errlen);
 
 /* Adds shard `from` into `into`: the series appended, the counters added,
  * the slices summed element-wise.  An empty `into` (no slices yet) takes
  * from's timeline.  false with a reason in err (into unchanged) when the
  * two timelines differ (slice width or count): shards of one cell are cut
  * on one timeline, and two that are not cannot be added. */
-bool tb_samples_merge(struct tb_samples *into, const struct tb_samples *from,
-                      char *err, size_t errlen);
+bool tb_samples_merge(struct tb_samples *into, const struct tb_samples *from, char *err,
+                      size_t errlen);
 
 /* The q-quantile (type 7, tb_stats) of a series, in microseconds; NAN when
  * empty.  Sorts that series in place. */
-double tb_samples_quantile(struct tb_samples *m, enum tb_samples_series k,
-                           double q);
+double tb_samples_quantile(struct tb_samples *m, enum tb_samples_series k, double q);
 
 /*
  * Writes a merged decode cell: the figures of tb_result_cell_set_decode
@@ -118,8 +115,8 @@ double tb_samples_quantile(struct tb_samples *m, enum tb_samples_series k,
  * gauges, else why not (tb_result_decode.client_ready).  false with a
  * reason when m has no window.  Sorts m's series.
  */
-bool tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready,
-                     char *err, size_t errlen);
+bool tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready, char *err,
+                     size_t errlen);
 
 /* One shard of a merged cell: where it ran and how well it started. */
 struct tb_samples_shard {
@@ -137,7 +134,7 @@ struct tb_samples_shard {
  * reason, and false is returned (the tokens of the shards did not cover
  * one interval).  n == 0 writes nothing and returns true.
  */
-bool tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh,
-                            size_t n, double window_s);
+bool tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh, size_t n,
+                            double window_s);
 
 #endif

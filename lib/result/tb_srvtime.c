@@ -67,7 +67,8 @@ tb_srvtime_json(struct tb_srvtime *t)
   put(o, "predicted_n", pcts(&t->predicted, 1.0));
   json_t *gap = pcts(&t->gap_us, 1e3);
   if (gap != NULL) /* the smallest too: a TTFT shorter than the server's prompt time is a fault */
-    json_object_set_new(gap, "min", json_real(round(tb_stats_quantile(&t->gap_us, 0) / 1e3 * 1e4) / 1e4));
+    json_object_set_new(gap, "min",
+                        json_real(round(tb_stats_quantile(&t->gap_us, 0) / 1e3 * 1e4) / 1e4));
   put(o, "ttft_minus_prompt_ms", gap);
   json_object_set_new(o, "tokens_equal", json_integer(t->tokens_equal));
   json_object_set_new(o, "cache_n", json_integer((json_int_t)t->cache_n));

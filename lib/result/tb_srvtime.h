@@ -27,8 +27,8 @@
 struct tb_srvtime_req {
   double cache_n, prompt_n, prompt_ms;
   double predicted_n, predicted_per_token_ms;
-  double ttft_ms;  /* tokbench's TTFT of the request (NAN: none) */
-  int64_t tokens;  /* output tokens tokbench counted */
+  double ttft_ms; /* tokbench's TTFT of the request (NAN: none) */
+  int64_t tokens; /* output tokens tokbench counted */
 };
 
 struct tb_srvtime {

@@ -14,16 +14,11 @@ const char *
 tb_verdict_outcome_name(enum tb_verdict_outcome o)
 {
   switch (o) {
-  case TB_VERDICT_SAME:
-    return "same";
-  case TB_VERDICT_BETTER:
-    return "better";
-  case TB_VERDICT_WORSE:
-    return "worse";
-  case TB_VERDICT_INCONCLUSIVE:
-    return "inconclusive";
-  case TB_VERDICT_TOO_LITTLE:
-    return "too_little_history";
+  case TB_VERDICT_SAME: return "same";
+  case TB_VERDICT_BETTER: return "better";
+  case TB_VERDICT_WORSE: return "worse";
+  case TB_VERDICT_INCONCLUSIVE: return "inconclusive";
+  case TB_VERDICT_TOO_LITTLE: return "too_little_history";
   }
   return "inconclusive";
 }
@@ -38,8 +33,7 @@ bool
 tb_verdict_welch(double m1, double v1, double n1, double m2, double v2, double n2, double *t,
                  double *df, double *p)
 {
-  if (!(n1 >= 2 && n2 >= 2 && v1 >= 0 && v2 >= 0 && v1 + v2 > 0) || !isfinite(m1) ||
-      !isfinite(m2))
+  if (!(n1 >= 2 && n2 >= 2 && v1 >= 0 && v2 >= 0 && v1 + v2 > 0) || !isfinite(m1) || !isfinite(m2))
     return false;
   double a = v1 / n1, b = v2 / n2;
   double se = sqrt(a + b);
@@ -74,8 +68,8 @@ ss_of(const double *x, size_t n, double m)
  * mean(b) - mean(a), *se its standard error, *df; returns the two-sided
  * p-value, NAN when there is no test (na + nb < 3). */
 static double
-pooled_test(const double *a, size_t na, const double *b, size_t nb, double extra_var,
-            double *diff, double *se, double *df)
+pooled_test(const double *a, size_t na, const double *b, size_t nb, double extra_var, double *diff,
+            double *se, double *df)
 {
   *diff = *se = *df = NAN;
   if (na == 0 || nb == 0 || na + nb < 3)
@@ -305,10 +299,9 @@ median_usable(const struct tb_verdict_point *pts, size_t n, size_t min)
 }
 
 void
-tb_verdict_matrix(const struct tb_verdict_point *const *cells, const size_t *ncell,
-                  size_t ncells, double min_effect, bool higher_better, double alpha,
-                  struct tb_verdict *v, double *mean_out, long *jobs_out, size_t cap,
-                  size_t *nout)
+tb_verdict_matrix(const struct tb_verdict_point *const *cells, const size_t *ncell, size_t ncells,
+                  double min_effect, bool higher_better, double alpha, struct tb_verdict *v,
+                  double *mean_out, long *jobs_out, size_t cap, size_t *nout)
 {
   size_t total = 0;
   for (size_t c = 0; c < ncells; c++)

@@ -51,11 +51,11 @@
 #include "base/tb_stats.h"
 #include "base/tb_util.h"
 
-#define TB_VERDICT_MIN_HISTORY 3   /* earlier points below which: two-run fallback */
-#define TB_VERDICT_WINDOW 30       /* baseline: at most this many earlier points */
-#define TB_VERDICT_CONFIRM 3       /* a step is "new" for this many points */
-#define TB_VERDICT_CP_ALPHA 0.001  /* change point confirmation (two-sided) */
-#define TB_VERDICT_ALPHA 0.001     /* a verdict's significance (two-sided) */
+#define TB_VERDICT_MIN_HISTORY 3           /* earlier points below which: two-run fallback */
+#define TB_VERDICT_WINDOW 30               /* baseline: at most this many earlier points */
+#define TB_VERDICT_CONFIRM 3               /* a step is "new" for this many points */
+#define TB_VERDICT_CP_ALPHA 0.001          /* change point confirmation (two-sided) */
+#define TB_VERDICT_ALPHA 0.001             /* a verdict's significance (two-sided) */
 #define TB_VERDICT_DEFAULT_MIN_EFFECT 0.02 /* no threshold set: 2% matters */
 /* Points read from one series; older points are dropped by the caller. */
 #define TB_VERDICT_MAX_POINTS 400u
@@ -95,13 +95,12 @@ double tb_verdict_cell_alpha(size_t ncells);
 /* "same", "better", "worse", "inconclusive", "too_little_history". */
 const char *tb_verdict_outcome_name(enum tb_verdict_outcome o);
 
-
 /* Welch's two-sample t-test from summaries (mean, variance, size of each;
  * n >= 2 and a variance >= 0 each, not both zero): the statistic t =
  * (m2 - m1) / se, se, the Welch-Satterthwaite degrees of freedom and the
  * two-sided p-value.  Returns false when the inputs allow no test. */
-bool tb_verdict_welch(double m1, double v1, double n1, double m2, double v2, double n2,
-                      double *t, double *df, double *p) TB_MUST_CHECK;
+bool tb_verdict_welch(double m1, double v1, double n1, double m2, double v2, double n2, double *t,
+                      double *df, double *p) TB_MUST_CHECK;
 
 /*
  * Change points of y[0..n) (values, no NAN): indices i (0 < i < n) where a
@@ -110,8 +109,7 @@ bool tb_verdict_welch(double m1, double v1, double n1, double m2, double v2, dou
  * (written: min(found, cap)).  O(n^2) per level of recursion; n is capped by
  * the caller (TB_VERDICT_MAX_POINTS).
  */
-size_t tb_verdict_change_points(const double *y, size_t n, double alpha, size_t *out,
-                                size_t cap);
+size_t tb_verdict_change_points(const double *y, size_t n, double alpha, size_t *out, size_t cap);
 
 /*
  * Judges the last of pts[0..n) against the earlier ones (steps 1-6 above).

@@ -145,11 +145,11 @@ matrix_cells(struct tb_plan *p)
 static double
 rate_seconds(const struct tb_spec *s, double rate)
 {
-  double t = s->rate_requests > 0 && rate > 0 ? (double)s->rate_requests / rate
-                                              : s->rate_duration_s;
+  double t =
+    s->rate_requests > 0 && rate > 0 ? (double)s->rate_requests / rate : s->rate_duration_s;
   double tail = s->conversation.turns > 1
-                    ? (double)(s->conversation.turns - 1) * s->conversation.think_time_s
-                    : 0;
+                  ? (double)(s->conversation.turns - 1) * s->conversation.think_time_s
+                  : 0;
   return t + tail;
 }
 
@@ -208,7 +208,7 @@ tb_plan_init(struct tb_plan *p, const struct tb_spec *spec, const struct tb_plan
   p->kv_override = spec->kv_budget > 0;
   p->kv_budget = p->kv_override ? spec->kv_budget : p->facts.kv_budget;
   p->max_concurrency = 1;
-  int64_t mml = facts == NULL                 ? TB_SPEC_MAX_CONTEXT
+  int64_t mml = facts == NULL                ? TB_SPEC_MAX_CONTEXT
                 : p->facts.max_model_len > 0 ? p->facts.max_model_len
                                              : TB_PLAN_DEFAULT_LENGTH;
   if (p->matrix)
@@ -221,8 +221,8 @@ tb_plan_init(struct tb_plan *p, const struct tb_spec *spec, const struct tb_plan
   double rate_s = rate_cells(p);
   /* as the limit always counted it: a pass's cells x repeats x (window +
    * settle), then the rate cells */
-  p->bound_s = (double)p->n_matrix * (double)p->repeats *
-                   (spec->duration_s + spec->settle_s) + rate_s;
+  p->bound_s =
+    (double)p->n_matrix * (double)p->repeats * (spec->duration_s + spec->settle_s) + rate_s;
 }
 
 void
@@ -253,8 +253,8 @@ tb_plan_job_seconds(const json_t *spec)
 }
 
 double
-tb_plan_sweep_next(const struct tb_spec_sweep *sw, const double *vals, const bool *pass,
-                   size_t n, double *found, double *hi)
+tb_plan_sweep_next(const struct tb_spec_sweep *sw, const double *vals, const bool *pass, size_t n,
+                   double *found, double *hi)
 {
   bool closed = strcmp(sw->over, "concurrency") == 0;
   double vmin = closed ? (double)sw->min_concurrency : sw->min_rps;

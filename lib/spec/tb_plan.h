@@ -68,8 +68,8 @@ int64_t tb_plan_top_context(int64_t max_model_len, int64_t max_output);
  * the server did not say. */
 struct tb_plan_facts {
   int64_t max_model_len;
-  int64_t kv_budget;    /* tokens */
-  int64_t max_running;  /* requests the server runs at once */
+  int64_t kv_budget;   /* tokens */
+  int64_t max_running; /* requests the server runs at once */
 };
 
 enum tb_plan_phase {
@@ -106,11 +106,11 @@ struct tb_plan_cell {
 
 struct tb_plan {
   const struct tb_spec *spec; /* borrowed */
-  bool matrix;        /* false: rate cells alone (rates or a sweep, and none
+  bool matrix;                /* false: rate cells alone (rates or a sweep, and none
                        * of contexts, concurrency, prefill_contexts given) */
-  bool rate;          /* rate cells or a sweep */
-  bool sweep, sweep_closed; /* a sweep; over concurrency (closed loop) */
-  bool trace;         /* the spec's trace: one trace cell after the rate cells */
+  bool rate;                  /* rate cells or a sweep */
+  bool sweep, sweep_closed;   /* a sweep; over concurrency (closed loop) */
+  bool trace;                 /* the spec's trace: one trace cell after the rate cells */
   /* the matrix's axes, sorted (empty without a matrix) */
   int64_t contexts[TB_SPEC_MAX_LIST];
   size_t n_contexts;
@@ -119,8 +119,8 @@ struct tb_plan {
   int64_t concurrency[TB_SPEC_MAX_LIST];
   size_t n_concurrency;
   int64_t max_concurrency; /* the largest of them (1 without a matrix) */
-  unsigned repeats;   /* passes over the matrix */
-  int64_t kv_budget;  /* the spec's override, else the server's (<= 0 unknown) */
+  unsigned repeats;        /* passes over the matrix */
+  int64_t kv_budget;       /* the spec's override, else the server's (<= 0 unknown) */
   bool kv_override;
   struct tb_plan_facts facts; /* as given (zeros before discovery) */
   struct tb_plan_cell *cells; /* n_matrix + n_rate + n_sweep, in order */
@@ -133,8 +133,7 @@ struct tb_plan {
  * server with facts (borrowed; NULL before discovery).  Free with
  * tb_plan_free.
  */
-void tb_plan_init(struct tb_plan *p, const struct tb_spec *spec,
-                  const struct tb_plan_facts *facts);
+void tb_plan_init(struct tb_plan *p, const struct tb_spec *spec, const struct tb_plan_facts *facts);
 void tb_plan_free(struct tb_plan *p);
 
 /* The bound of a job spec (borrowed JSON; tb_spec_job's output) before

@@ -39,13 +39,29 @@ check_output(const char *t)
 /* The "slo" object: a rate cell's request meets them all (0 or absent: not
  * an objective). */
 static const struct tb_spec_field slo_fields[] = {
-  { .name = "ttft_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.ttft_ms),
+  { .name = "ttft_ms",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = 3.6e6,
+    .member = M(slo.ttft_ms),
     .help = "time to first token, ms" },
-  { .name = "tpot_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.tpot_ms),
+  { .name = "tpot_ms",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = 3.6e6,
+    .member = M(slo.tpot_ms),
     .help = "time per output token after the first, ms" },
-  { .name = "tbt_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.tbt_ms),
+  { .name = "tbt_ms",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = 3.6e6,
+    .member = M(slo.tbt_ms),
     .help = "largest time between two tokens of the request, ms" },
-  { .name = "e2e_ms", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 3.6e6, .member = M(slo.e2e_ms),
+  { .name = "e2e_ms",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = 3.6e6,
+    .member = M(slo.e2e_ms),
     .help = "end-to-end latency, ms" },
 };
 
@@ -53,56 +69,110 @@ static const char *
 check_over(const char *t)
 {
   return strcmp(t, "rate") == 0 || strcmp(t, "concurrency") == 0
-             ? NULL
-             : "must be \"rate\" or \"concurrency\"";
+           ? NULL
+           : "must be \"rate\" or \"concurrency\"";
 }
 
 static const char *
 check_think(const char *t)
 {
   return strcmp(t, "exponential") == 0 || strcmp(t, "constant") == 0
-             ? NULL
-             : "must be \"exponential\" or \"constant\"";
+           ? NULL
+           : "must be \"exponential\" or \"constant\"";
 }
 
 /* The "sweep" object: the highest rate (or concurrency) at which
  * attainment_pct of the requests meet the SLOs, found by probes (cells). */
 static const struct tb_spec_field sweep_fields[] = {
-  { .name = "attainment_pct", .type = TB_SPEC_NUMBER, .min = 1, .max = 100,
+  { .name = "attainment_pct",
+    .type = TB_SPEC_NUMBER,
+    .min = 1,
+    .max = 100,
     .member = M(sweep.attainment_pct),
     .help = "share of requests that must meet every SLO, %; setting it runs the sweep" },
-  { .name = "over", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
-    .def = "\"rate\"", .member = M(sweep.over), .check = check_over,
+  { .name = "over",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE,
+    .min = 1,
+    .max = 16,
+    .def = "\"rate\"",
+    .member = M(sweep.over),
+    .check = check_over,
     .help = "what the sweep varies: rate (open-loop arrivals) or concurrency (closed-loop users)" },
-  { .name = "min_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "1",
-    .member = M(sweep.min_rps), .help = "lowest rate probed, requests/s" },
-  { .name = "max_rps", .type = TB_SPEC_NUMBER, .min = 0.01, .max = TB_SPEC_MAX_RATE, .def = "100",
-    .member = M(sweep.max_rps), .help = "highest rate probed, requests/s" },
-  { .name = "step_rps", .type = TB_SPEC_NUMBER, .min = 0.001, .max = TB_SPEC_MAX_RATE, .def = "1",
-    .member = M(sweep.step_rps), .help = "resolution of the answer, requests/s" },
-  { .name = "min_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
-    .def = "1", .member = M(sweep.min_concurrency),
+  { .name = "min_rps",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.01,
+    .max = TB_SPEC_MAX_RATE,
+    .def = "1",
+    .member = M(sweep.min_rps),
+    .help = "lowest rate probed, requests/s" },
+  { .name = "max_rps",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.01,
+    .max = TB_SPEC_MAX_RATE,
+    .def = "100",
+    .member = M(sweep.max_rps),
+    .help = "highest rate probed, requests/s" },
+  { .name = "step_rps",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = TB_SPEC_MAX_RATE,
+    .def = "1",
+    .member = M(sweep.step_rps),
+    .help = "resolution of the answer, requests/s" },
+  { .name = "min_concurrency",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_USERS,
+    .def = "1",
+    .member = M(sweep.min_concurrency),
     .help = "lowest concurrency probed (over concurrency), users" },
-  { .name = "max_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
-    .def = "256", .member = M(sweep.max_concurrency),
+  { .name = "max_concurrency",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_USERS,
+    .def = "256",
+    .member = M(sweep.max_concurrency),
     .help = "highest concurrency probed (over concurrency), users" },
-  { .name = "step_concurrency", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_USERS,
-    .def = "1", .member = M(sweep.step_concurrency),
+  { .name = "step_concurrency",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_USERS,
+    .def = "1",
+    .member = M(sweep.step_concurrency),
     .help = "resolution of the answer (over concurrency), users" },
-  { .name = "max_probes", .type = TB_SPEC_INT, .min = 2, .max = 64, .def = "16",
-    .member = M(sweep.max_probes), .help = "most probes (cells) the sweep runs" },
+  { .name = "max_probes",
+    .type = TB_SPEC_INT,
+    .min = 2,
+    .max = 64,
+    .def = "16",
+    .member = M(sweep.max_probes),
+    .help = "most probes (cells) the sweep runs" },
 };
 
 /* The "conversation" object: each arrival is a conversation of turns. */
 static const struct tb_spec_field convo_fields[] = {
-  { .name = "turns", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_TURNS,
+  { .name = "turns",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_TURNS,
     .member = M(conversation.turns),
     .help = "requests per conversation; setting it makes each arrival a conversation" },
-  { .name = "think_time_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "1",
+  { .name = "think_time_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0,
+    .max = 3600,
+    .def = "1",
     .member = M(conversation.think_time_s),
     .help = "the user's think time between a turn's end and the next turn, s (mean)" },
-  { .name = "think", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 16,
-    .def = "\"exponential\"", .member = M(conversation.think), .check = check_think,
+  { .name = "think",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE,
+    .min = 1,
+    .max = 16,
+    .def = "\"exponential\"",
+    .member = M(conversation.think),
+    .check = check_think,
     .help = "think times: exponential (seeded, mean think_time_s) or constant" },
 };
 
@@ -110,47 +180,86 @@ static const char *
 check_trace_format(const char *t)
 {
   enum tb_trace_format f;
-  return tb_trace_format_parse(t, &f)
-             ? NULL
-             : "must be one of mooncake, azure, burstgpt, bailian, weka";
+  return tb_trace_format_parse(t, &f) ? NULL
+                                      : "must be one of mooncake, azure, burstgpt, bailian, weka";
 }
 
 static const char *
 check_cache(const char *t)
 {
-  return strcmp(t, "reset") == 0 || strcmp(t, "keep") == 0 ? NULL
-                                                             : "must be \"reset\" or \"keep\"";
+  return strcmp(t, "reset") == 0 || strcmp(t, "keep") == 0 ? NULL : "must be \"reset\" or \"keep\"";
 }
 
 /* The "trace" object: a production trace replayed as a rate cell. */
 static const struct tb_spec_field trace_fields[] = {
-  { .name = "format", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE | TB_SPEC_REQUIRED,
-    .min = 1, .max = 16, .member = M(trace.format), .check = check_trace_format,
+  { .name = "format",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE | TB_SPEC_REQUIRED,
+    .min = 1,
+    .max = 16,
+    .member = M(trace.format),
+    .check = check_trace_format,
     .help = "the trace's format: mooncake, azure, burstgpt, bailian or weka" },
-  { .name = "id", .type = TB_SPEC_UUID, .member = NO,
+  { .name = "id",
+    .type = TB_SPEC_UUID,
+    .member = NO,
     .help = "an uploaded trace (POST /v1/traces) of the project" },
-  { .name = "start_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 1e9, .def = "0",
-    .member = M(trace.start_s), .help = "roots arriving before this are left out, s" },
-  { .name = "duration_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 1e9, .def = "0",
+  { .name = "start_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0,
+    .max = 1e9,
+    .def = "0",
+    .member = M(trace.start_s),
+    .help = "roots arriving before this are left out, s" },
+  { .name = "duration_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0,
+    .max = 1e9,
+    .def = "0",
     .member = M(trace.duration_s),
     .help = "roots arriving this long after start_s or later are left out, s (0: to the end)" },
-  { .name = "speedup", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 1000, .def = "1",
-    .member = M(trace.speedup), .help = "every time and delay divided by it" },
-  { .name = "rate_scale", .type = TB_SPEC_NUMBER, .min = 0.001, .max = 1000, .def = "1",
+  { .name = "speedup",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = 1000,
+    .def = "1",
+    .member = M(trace.speedup),
+    .help = "every time and delay divided by it" },
+  { .name = "rate_scale",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.001,
+    .max = 1000,
+    .def = "1",
     .member = M(trace.rate_scale),
     .help = "the roots' arrival rate multiplied by it (a session's delays are not)" },
-  { .name = "max_output", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_OUTPUT,
-    .member = M(trace.max_output), .help = "output tokens capped at this (default: as recorded)" },
-  { .name = "max_requests", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_RATE_REQUESTS,
-    .member = M(trace.max_requests), .help = "requests replayed at most (default: all)" },
+  { .name = "max_output",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_OUTPUT,
+    .member = M(trace.max_output),
+    .help = "output tokens capped at this (default: as recorded)" },
+  { .name = "max_requests",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_RATE_REQUESTS,
+    .member = M(trace.max_requests),
+    .help = "requests replayed at most (default: all)" },
 };
 
 /* The "prefix" object: a system prompt shared by every request of a rate
  * cell, and how many distinct user messages follow it. */
 static const struct tb_spec_field prefix_fields[] = {
-  { .name = "tokens", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_CONTEXT,
-    .member = M(prefix.tokens), .help = "the shared system prompt's tokens; setting it shares it" },
-  { .name = "suffixes", .type = TB_SPEC_INT, .min = 0, .max = 1000000, .def = "0",
+  { .name = "tokens",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_CONTEXT,
+    .member = M(prefix.tokens),
+    .help = "the shared system prompt's tokens; setting it shares it" },
+  { .name = "suffixes",
+    .type = TB_SPEC_INT,
+    .min = 0,
+    .max = 1000000,
+    .def = "0",
     .member = M(prefix.suffixes),
     .help = "distinct user messages after it, request k taking k mod suffixes (0: each its own)" },
 };
@@ -158,110 +267,275 @@ static const struct tb_spec_field prefix_fields[] = {
 /* The job spec: the body of POST /v1/jobs.  Keep api/openapi.yaml's JobSpec
  * in step (tests/integration/test_api_contract.py compares them). */
 static const struct tb_spec_field job_fields[] = {
-  { .name = "endpoint_id", .type = TB_SPEC_UUID, .flags = TB_SPEC_REQUIRED, .member = NO,
+  { .name = "endpoint_id",
+    .type = TB_SPEC_UUID,
+    .flags = TB_SPEC_REQUIRED,
+    .member = NO,
     .help = "the endpoint to measure (one of the project's)" },
-  { .name = "model", .type = TB_SPEC_STRING, .min = 1, .max = 256, .member = M(model),
-    .cli = "model", .help = "served model (default: the first of /v1/models)" },
-  { .name = "contexts", .type = TB_SPEC_TOKENS, .min = 0, .max = (double)TB_SPEC_MAX_CONTEXT,
-    .max_items = TB_SPEC_MAX_LIST, .member = M(contexts), .cli = "contexts",
+  { .name = "model",
+    .type = TB_SPEC_STRING,
+    .min = 1,
+    .max = 256,
+    .member = M(model),
+    .cli = "model",
+    .help = "served model (default: the first of /v1/models)" },
+  { .name = "contexts",
+    .type = TB_SPEC_TOKENS,
+    .min = 0,
+    .max = (double)TB_SPEC_MAX_CONTEXT,
+    .max_items = TB_SPEC_MAX_LIST,
+    .member = M(contexts),
+    .cli = "contexts",
     .help = "decode contexts, e.g. 0,8k,16k,251k (0: no prompt context; default 8K..128K "
             "and the top one)" },
-  { .name = "concurrency", .type = TB_SPEC_INTS, .min = 1, .max = TB_SPEC_MAX_CONCURRENCY,
-    .max_items = TB_SPEC_MAX_LIST, .def = "[1,2,4,8,16,32,64,128]",
-    .member = M(concurrency), .cli = "concurrency", .help = "requests at once" },
-  { .name = "prefill_contexts", .type = TB_SPEC_TOKENS, .flags = TB_SPEC_EMPTY_OK, .min = 1,
-    .max = (double)TB_SPEC_MAX_CONTEXT, .max_items = TB_SPEC_MAX_LIST,
-    .member = M(prefill_contexts), .cli = "prefill-contexts",
+  { .name = "concurrency",
+    .type = TB_SPEC_INTS,
+    .min = 1,
+    .max = TB_SPEC_MAX_CONCURRENCY,
+    .max_items = TB_SPEC_MAX_LIST,
+    .def = "[1,2,4,8,16,32,64,128]",
+    .member = M(concurrency),
+    .cli = "concurrency",
+    .help = "requests at once" },
+  { .name = "prefill_contexts",
+    .type = TB_SPEC_TOKENS,
+    .flags = TB_SPEC_EMPTY_OK,
+    .min = 1,
+    .max = (double)TB_SPEC_MAX_CONTEXT,
+    .max_items = TB_SPEC_MAX_LIST,
+    .member = M(prefill_contexts),
+    .cli = "prefill-contexts",
     .help = "prefill scouts (default: the contexts + max length); none: no prefill rows" },
-  { .name = "duration_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 3600, .def = "30",
-    .member = M(duration_s), .cli = "duration", .help = "measurement window per cell, s" },
-  { .name = "max_output", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_OUTPUT,
-    .def = "4096", .member = M(max_output), .cli = "max-output",
+  { .name = "duration_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.1,
+    .max = 3600,
+    .def = "30",
+    .member = M(duration_s),
+    .cli = "duration",
+    .help = "measurement window per cell, s" },
+  { .name = "max_output",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_OUTPUT,
+    .def = "4096",
+    .member = M(max_output),
+    .cli = "max-output",
     .help = "max output tokens per request" },
-  { .name = "repeats", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_REPEATS, .def = "1",
-    .member = M(repeats), .cli = "repeats",
+  { .name = "repeats",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_REPEATS,
+    .def = "1",
+    .member = M(repeats),
+    .cli = "repeats",
     .help = "measurements per cell, interleaved: pass 1 over the whole matrix, then pass 2, ..." },
-  { .name = "kv_budget", .type = TB_SPEC_INT, .min = 1, .max = (double)TB_SPEC_MAX_KV_BUDGET,
-    .member = M(kv_budget), .cli = "kv-budget",
+  { .name = "kv_budget",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = (double)TB_SPEC_MAX_KV_BUDGET,
+    .member = M(kv_budget),
+    .cli = "kv-budget",
     .help = "KV budget in tokens, overriding the server's" },
-  { .name = "labels", .type = TB_SPEC_LABELS, .flags = TB_SPEC_OVERRIDE,
-    .max_items = TB_SPEC_MAX_LABELS, .member = NO,
+  { .name = "labels",
+    .type = TB_SPEC_LABELS,
+    .flags = TB_SPEC_OVERRIDE,
+    .max_items = TB_SPEC_MAX_LABELS,
+    .member = NO,
     .help = "string labels (thresholds, regressions, listing)" },
-  { .name = "priority", .type = TB_SPEC_INT, .min = -1000, .max = 1000, .def = "0",
-    .member = NO, .help = "higher runs first" },
-  { .name = "exclusive_group", .type = TB_SPEC_IDENT, .min = 1, .max = 100, .member = NO,
+  { .name = "priority",
+    .type = TB_SPEC_INT,
+    .min = -1000,
+    .max = 1000,
+    .def = "0",
+    .member = NO,
+    .help = "higher runs first" },
+  { .name = "exclusive_group",
+    .type = TB_SPEC_IDENT,
+    .min = 1,
+    .max = 100,
+    .member = NO,
     .help = "jobs of one group never run at once (default: the endpoint's)" },
-  { .name = "callbacks", .type = TB_SPEC_URLS, .max_items = TB_SPEC_MAX_CALLBACKS,
-    .member = NO, .help = "URLs told when the job ends" },
-  { .name = "max_attempts", .type = TB_SPEC_INT, .min = 1, .max = 20, .def = "3",
-    .member = NO, .help = "runs tried before the job fails" },
-  { .name = "shards", .type = TB_SPEC_INT, .flags = TB_SPEC_AUTO, .min = 1,
-    .max = TB_SPEC_MAX_SHARDS, .def = "1", .member = NO,
+  { .name = "callbacks",
+    .type = TB_SPEC_URLS,
+    .max_items = TB_SPEC_MAX_CALLBACKS,
+    .member = NO,
+    .help = "URLs told when the job ends" },
+  { .name = "max_attempts",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = 20,
+    .def = "3",
+    .member = NO,
+    .help = "runs tried before the job fails" },
+  { .name = "shards",
+    .type = TB_SPEC_INT,
+    .flags = TB_SPEC_AUTO,
+    .min = 1,
+    .max = TB_SPEC_MAX_SHARDS,
+    .def = "1",
+    .member = NO,
     .help = "workers that drive each cell together, its percentiles merged from "
             "all their samples (\"auto\": as many as the workers' per-shard budget "
             "needs; docs/deploy.md)" },
   /* engine tuning */
-  { .name = "settle_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 3600, .def = "3",
-    .member = M(settle_s), .cli = "settle", .help = "readiness hold before each window, s" },
-  { .name = "stall_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400, .def = "20",
-    .member = M(stall_timeout_s), .cli = "stall-timeout",
+  { .name = "settle_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0,
+    .max = 3600,
+    .def = "3",
+    .member = M(settle_s),
+    .cli = "settle",
+    .help = "readiness hold before each window, s" },
+  { .name = "stall_timeout_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.1,
+    .max = 86400,
+    .def = "20",
+    .member = M(stall_timeout_s),
+    .cli = "stall-timeout",
     .help = "a stream silent this long after its first token is an error, s" },
-  { .name = "first_token_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400,
-    .def = "600", .member = M(first_token_timeout_s), .cli = "first-token-timeout",
+  { .name = "first_token_timeout_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.1,
+    .max = 86400,
+    .def = "600",
+    .member = M(first_token_timeout_s),
+    .cli = "first-token-timeout",
     .help = "a request with no token after this long is an error, s" },
-  { .name = "ready_timeout_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 86400, .def = "300",
-    .member = M(ready_timeout_s), .cli = "ready-timeout",
+  { .name = "ready_timeout_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.1,
+    .max = 86400,
+    .def = "300",
+    .member = M(ready_timeout_s),
+    .cli = "ready-timeout",
     .help = "a cell not ready after this long is an error, s" },
-  { .name = "drain_timeout_s", .type = TB_SPEC_NUMBER, .min = 0, .max = 86400, .def = "120",
-    .member = M(drain_timeout_s), .cli = "drain-timeout",
+  { .name = "drain_timeout_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0,
+    .max = 86400,
+    .def = "120",
+    .member = M(drain_timeout_s),
+    .cli = "drain-timeout",
     .help = "wait for the server to drain between cells, s" },
-  { .name = "metrics_interval_s", .type = TB_SPEC_NUMBER, .min = 0.01, .max = 60, .def = "0.25",
-    .member = M(metrics_interval_s), .cli = "metrics-interval",
+  { .name = "metrics_interval_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.01,
+    .max = 60,
+    .def = "0.25",
+    .member = M(metrics_interval_s),
+    .cli = "metrics-interval",
     .help = "/metrics sampling period in a cell, s" },
   /* rate cells (lib/engine/tb_rate.h) */
-  { .name = "rates", .type = TB_SPEC_NUMBERS, .min = 0.01, .max = TB_SPEC_MAX_RATE,
-    .max_items = TB_SPEC_MAX_LIST, .member = M(rates), .cli = "rates",
+  { .name = "rates",
+    .type = TB_SPEC_NUMBERS,
+    .min = 0.01,
+    .max = TB_SPEC_MAX_RATE,
+    .max_items = TB_SPEC_MAX_LIST,
+    .member = M(rates),
+    .cli = "rates",
     .help = "rate cells: requests arriving per second, e.g. 1,3,10 (with no contexts or "
             "concurrency given, only rate cells run)" },
-  { .name = "rate_duration_s", .type = TB_SPEC_NUMBER, .min = 0.1, .max = 3600, .def = "60",
-    .member = M(rate_duration_s), .cli = "rate-duration",
+  { .name = "rate_duration_s",
+    .type = TB_SPEC_NUMBER,
+    .min = 0.1,
+    .max = 3600,
+    .def = "60",
+    .member = M(rate_duration_s),
+    .cli = "rate-duration",
     .help = "a rate cell's arrivals last this long, s" },
-  { .name = "rate_requests", .type = TB_SPEC_INT, .min = 1, .max = TB_SPEC_MAX_RATE_REQUESTS,
-    .member = M(rate_requests), .cli = "rate-requests",
+  { .name = "rate_requests",
+    .type = TB_SPEC_INT,
+    .min = 1,
+    .max = TB_SPEC_MAX_RATE_REQUESTS,
+    .member = M(rate_requests),
+    .cli = "rate-requests",
     .help = "a rate cell sends this many requests (instead of arriving for rate_duration_s)" },
-  { .name = "arrival", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1,
+  { .name = "arrival",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE,
+    .min = 1,
     .max = TB_ARRIVAL_TEXT_MAX - 1,
-    .def = "\"poisson\"", .member = M(arrival), .cli = "arrival", .check = tb_arrival_check,
+    .def = "\"poisson\"",
+    .member = M(arrival),
+    .cli = "arrival",
+    .check = tb_arrival_check,
     .help = "arrivals: poisson, constant or gamma:B (B the burstiness; 1 is poisson)" },
-  { .name = "seed", .type = TB_SPEC_INT, .min = 0, .max = 4294967295.0, .def = "1",
-    .member = M(seed), .cli = "seed", .help = "seed of arrivals and lengths" },
-  { .name = "input_tokens", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1,
+  { .name = "seed",
+    .type = TB_SPEC_INT,
+    .min = 0,
+    .max = 4294967295.0,
+    .def = "1",
+    .member = M(seed),
+    .cli = "seed",
+    .help = "seed of arrivals and lengths" },
+  { .name = "input_tokens",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE,
+    .min = 1,
     .max = TB_ARRIVAL_TEXT_MAX - 1,
-    .def = "\"1024\"", .member = M(input_tokens), .cli = "input-tokens", .check = check_input,
+    .def = "\"1024\"",
+    .member = M(input_tokens),
+    .cli = "input-tokens",
+    .check = check_input,
     .help = "rate cells' prompt tokens: N or uniform:A-B" },
-  { .name = "output_tokens", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1,
+  { .name = "output_tokens",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE,
+    .min = 1,
     .max = TB_ARRIVAL_TEXT_MAX - 1,
-    .def = "\"128\"", .member = M(output_tokens), .cli = "output-tokens", .check = check_output,
+    .def = "\"128\"",
+    .member = M(output_tokens),
+    .cli = "output-tokens",
+    .check = check_output,
     .help = "rate cells' output tokens: N or uniform:A-B" },
-  { .name = "slo", .type = TB_SPEC_OBJECT, .sub = slo_fields, .nsub = TB_ARRAY_LEN(slo_fields),
-    .member = M(slo), .cli = "slo",
+  { .name = "slo",
+    .type = TB_SPEC_OBJECT,
+    .sub = slo_fields,
+    .nsub = TB_ARRAY_LEN(slo_fields),
+    .member = M(slo),
+    .cli = "slo",
     .help = "objectives of goodput, e.g. ttft_ms=500,tpot_ms=50 (also tbt_ms, e2e_ms)" },
-  { .name = "sweep", .type = TB_SPEC_OBJECT, .sub = sweep_fields,
-    .nsub = TB_ARRAY_LEN(sweep_fields), .member = M(sweep), .cli = "sweep",
+  { .name = "sweep",
+    .type = TB_SPEC_OBJECT,
+    .sub = sweep_fields,
+    .nsub = TB_ARRAY_LEN(sweep_fields),
+    .member = M(sweep),
+    .cli = "sweep",
     .help = "find the highest rate (or concurrency) meeting the SLOs, e.g. "
             "attainment_pct=90,max_rps=50 or attainment_pct=90,over=concurrency" },
-  { .name = "prefix", .type = TB_SPEC_OBJECT, .sub = prefix_fields,
-    .nsub = TB_ARRAY_LEN(prefix_fields), .member = M(prefix), .cli = "prefix",
+  { .name = "prefix",
+    .type = TB_SPEC_OBJECT,
+    .sub = prefix_fields,
+    .nsub = TB_ARRAY_LEN(prefix_fields),
+    .member = M(prefix),
+    .cli = "prefix",
     .help = "rate cells share a system prompt, e.g. tokens=2000,suffixes=8" },
-  { .name = "conversation", .type = TB_SPEC_OBJECT, .sub = convo_fields,
-    .nsub = TB_ARRAY_LEN(convo_fields), .member = M(conversation), .cli = "conversation",
+  { .name = "conversation",
+    .type = TB_SPEC_OBJECT,
+    .sub = convo_fields,
+    .nsub = TB_ARRAY_LEN(convo_fields),
+    .member = M(conversation),
+    .cli = "conversation",
     .help = "each arrival is a multi-turn conversation, e.g. turns=4,think_time_s=2" },
-  { .name = "trace", .type = TB_SPEC_OBJECT, .sub = trace_fields,
-    .nsub = TB_ARRAY_LEN(trace_fields), .member = M(trace), .cli = "trace-replay",
+  { .name = "trace",
+    .type = TB_SPEC_OBJECT,
+    .sub = trace_fields,
+    .nsub = TB_ARRAY_LEN(trace_fields),
+    .member = M(trace),
+    .cli = "trace-replay",
     .help = "a production trace replayed as a rate cell (docs/traces.md), e.g. "
             "format=mooncake,speedup=2,duration_s=60" },
-  { .name = "cache", .type = TB_SPEC_STRING, .flags = TB_SPEC_INLINE, .min = 1, .max = 8,
-    .def = "\"reset\"", .member = M(cache), .cli = "cache", .check = check_cache,
+  { .name = "cache",
+    .type = TB_SPEC_STRING,
+    .flags = TB_SPEC_INLINE,
+    .min = 1,
+    .max = 8,
+    .def = "\"reset\"",
+    .member = M(cache),
+    .cli = "cache",
+    .check = check_cache,
     .help = "reset: the server's prefix cache emptied before each prefill scout, rate and "
             "trace cell where its engine offers it; keep: never" },
 };
@@ -284,8 +558,7 @@ tb_spec_field(const char *name)
 
 /* ---------------------------------------------------------------- walker */
 
-static void
-add_err(json_t *errors, const char *field, const char *fmt, ...) TB_PRINTF(3, 4);
+static void add_err(json_t *errors, const char *field, const char *fmt, ...) TB_PRINTF(3, 4);
 
 static void
 add_err(json_t *errors, const char *field, const char *fmt, ...)
@@ -391,8 +664,10 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     }
     if (f->type == TB_SPEC_URL) {
       if (!tb_spec_url_ok(s)) {
-        add_err(errors, path, "must be an http:// or https:// URL with a host and no credentials "
-                              "(at most %d bytes)", TB_SPEC_MAX_URL);
+        add_err(errors, path,
+                "must be an http:// or https:// URL with a host and no credentials "
+                "(at most %d bytes)",
+                TB_SPEC_MAX_URL);
         return;
       }
     } else if ((double)n < f->min || (double)n > f->max) {
@@ -424,8 +699,8 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     return;
   }
   case TB_SPEC_NUMBER: {
-    if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
-        json_number_value(v) < f->min || json_number_value(v) > f->max) {
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < f->min ||
+        json_number_value(v) > f->max) {
       add_err(errors, path, "must be a number from %g to %g", f->min, f->max);
       return;
     }
@@ -443,7 +718,7 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     size_t i;
     const json_t *e;
     bool bad = false;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
       snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
       int64_t t = 0;
       bool ok;
@@ -453,8 +728,10 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
         ok = get_int(e, f->min, f->max, &t);
       if (!ok) {
         if (f->type == TB_SPEC_TOKENS)
-          add_err(errors, sub, "must be a token count from %.0f to %.0f (an integer or a "
-                               "string like \"8k\")", f->min, f->max);
+          add_err(errors, sub,
+                  "must be a token count from %.0f to %.0f (an integer or a "
+                  "string like \"8k\")",
+                  f->min, f->max);
         else
           add_err(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
         bad = true;
@@ -486,7 +763,7 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     size_t i, j;
     const json_t *e;
     bool bad = false;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
       snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
       double x = json_number_value(e);
       if (!json_is_number(e) || !isfinite(x) || x < f->min || x > f->max) {
@@ -518,7 +795,7 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     json_t *o = json_object();
     const char *k;
     const json_t *e;
-    json_object_foreach((json_t *)v, k, e) {
+    json_object_foreach ((json_t *)v, k, e) {
       snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
       size_t kl = strlen(k);
       if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
@@ -545,7 +822,7 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     json_t *arr = json_array();
     size_t i;
     const json_t *e;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
       snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
       const char *s = json_string_value(e);
       if (s == NULL || strlen(s) != json_string_length(e) || !tb_spec_url_ok(s)) {
@@ -575,7 +852,7 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
     unsigned mask = 0;
     size_t i;
     const json_t *e;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
       snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
       unsigned m;
       const char *s = json_string_value(e);
@@ -612,7 +889,7 @@ tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t nfie
   char path[160];
   const char *k;
   const json_t *v;
-  json_object_foreach((json_t *)obj, k, v) {
+  json_object_foreach ((json_t *)obj, k, v) {
     const struct tb_spec_field *f = NULL;
     for (size_t i = 0; i < nfields && f == NULL; i++)
       if (strcmp(fields[i].name, k) == 0)
@@ -733,16 +1010,14 @@ store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool gi
   case TB_SPEC_INT: /* "auto" (TB_SPEC_AUTO) is 0 */
     *(int64_t *)(void *)at = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
     return;
-  case TB_SPEC_NUMBER:
-    *(double *)(void *)at = json_number_value(v);
-    return;
+  case TB_SPEC_NUMBER: *(double *)(void *)at = json_number_value(v); return;
   case TB_SPEC_TOKENS:
   case TB_SPEC_INTS: {
     struct tb_spec_list *l = (struct tb_spec_list *)(void *)at;
     l->n = 0;
     size_t i;
     const json_t *e;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
       if (l->n < TB_SPEC_MAX_LIST)
         l->v[l->n++] = (int64_t)json_integer_value(e);
     }
@@ -760,7 +1035,7 @@ store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool gi
     l->n = 0;
     size_t i;
     const json_t *e;
-    json_array_foreach(v, i, e) {
+    json_array_foreach (v, i, e) {
       if (l->n < TB_SPEC_MAX_LIST)
         l->v[l->n++] = json_number_value(e);
     }
@@ -775,8 +1050,7 @@ store(struct tb_spec *s, const struct tb_spec_field *f, const json_t *v, bool gi
         store(s, &f->sub[i], m, given);
     }
     return;
-  default:
-    return; /* no engine setting has another type */
+  default: return; /* no engine setting has another type */
   }
 }
 
@@ -829,7 +1103,7 @@ tb_spec_parse(struct tb_spec *s, const json_t *spec, char **err)
     size_t o = (size_t)snprintf(msg, sizeof msg, "spec:");
     size_t i;
     const json_t *e;
-    json_array_foreach(errors, i, e) {
+    json_array_foreach (errors, i, e) {
       if (o >= sizeof msg)
         break;
       o += (size_t)snprintf(msg + o, sizeof msg - o, "%s %s %s", i > 0 ? ";" : "",
@@ -884,7 +1158,8 @@ static json_t *
 arg_item(const struct tb_spec_field *f, const char *t)
 {
   int64_t v;
-  if (f->type == TB_SPEC_TOKENS ? tb_parse_tokens(t, &v) : tb_parse_i64(t, INT64_MIN, INT64_MAX, &v))
+  if (f->type == TB_SPEC_TOKENS ? tb_parse_tokens(t, &v)
+                                : tb_parse_i64(t, INT64_MIN, INT64_MAX, &v))
     return json_integer(v);
   return NULL;
 }
@@ -979,9 +1254,7 @@ tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
     free(copy);
     break;
   }
-  default:
-    v = json_string(text);
-    break;
+  default: v = json_string(text); break;
   }
   if (v == NULL)
     return false;
@@ -992,10 +1265,10 @@ tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
 /* ------------------------------------------------------------- the table */
 
 static const char *const type_names[] = {
-  [TB_SPEC_UUID] = "uuid",         [TB_SPEC_STRING] = "string", [TB_SPEC_IDENT] = "ident",
-  [TB_SPEC_URL] = "url",           [TB_SPEC_INT] = "integer",   [TB_SPEC_NUMBER] = "number",
-  [TB_SPEC_TOKENS] = "tokens",     [TB_SPEC_INTS] = "integers", [TB_SPEC_LABELS] = "labels",
-  [TB_SPEC_URLS] = "urls",         [TB_SPEC_OBJECT] = "object", [TB_SPEC_SCOPES] = "scopes",
+  [TB_SPEC_UUID] = "uuid",         [TB_SPEC_STRING] = "string",   [TB_SPEC_IDENT] = "ident",
+  [TB_SPEC_URL] = "url",           [TB_SPEC_INT] = "integer",     [TB_SPEC_NUMBER] = "number",
+  [TB_SPEC_TOKENS] = "tokens",     [TB_SPEC_INTS] = "integers",   [TB_SPEC_LABELS] = "labels",
+  [TB_SPEC_URLS] = "urls",         [TB_SPEC_OBJECT] = "object",   [TB_SPEC_SCOPES] = "scopes",
   [TB_SPEC_DURATION] = "duration", [TB_SPEC_NUMBERS] = "numbers",
 };
 
@@ -1005,14 +1278,13 @@ table_json(const struct tb_spec_field *fields, size_t n)
   json_t *a = json_array();
   for (size_t i = 0; i < n; i++) {
     const struct tb_spec_field *f = &fields[i];
-    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type",
-                          type_names[f->type], "required", (f->flags & TB_SPEC_REQUIRED) != 0,
-                          "override", (f->flags & TB_SPEC_OVERRIDE) != 0, "engine",
-                          f->member != NO);
+    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type", type_names[f->type],
+                          "required", (f->flags & TB_SPEC_REQUIRED) != 0, "override",
+                          (f->flags & TB_SPEC_OVERRIDE) != 0, "engine", f->member != NO);
     bool ranged = f->type == TB_SPEC_INT || f->type == TB_SPEC_NUMBER ||
                   f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS ||
-                  f->type == TB_SPEC_NUMBERS ||
-                  f->type == TB_SPEC_STRING || f->type == TB_SPEC_IDENT;
+                  f->type == TB_SPEC_NUMBERS || f->type == TB_SPEC_STRING ||
+                  f->type == TB_SPEC_IDENT;
     if (ranged) {
       json_object_set_new(o, "min", json_real(f->min));
       json_object_set_new(o, "max", json_real(f->max));
@@ -1020,11 +1292,10 @@ table_json(const struct tb_spec_field *fields, size_t n)
     if (f->max_items > 0) {
       json_object_set_new(o, "max_items", json_integer((json_int_t)f->max_items));
       if (f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS || f->type == TB_SPEC_NUMBERS)
-        json_object_set_new(o, "min_items",
-                            json_integer((f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1));
+        json_object_set_new(o, "min_items", json_integer((f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1));
     }
-    json_object_set_new(o, "default", f->def ? json_loads(f->def, JSON_DECODE_ANY, NULL)
-                                             : json_null());
+    json_object_set_new(o, "default",
+                        f->def ? json_loads(f->def, JSON_DECODE_ANY, NULL) : json_null());
     json_object_set_new(o, "cli", f->cli ? json_sprintf("--%s", f->cli) : json_null());
     json_object_set_new(o, "help", json_string(f->help ? f->help : ""));
     if (f->flags & TB_SPEC_AUTO)

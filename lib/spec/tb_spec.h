@@ -35,11 +35,12 @@
 #include "base/tb_util.h"
 
 /* Caps. */
-#define TB_SPEC_MAX_LIST 64        /* contexts, concurrency, prefill_contexts */
+#define TB_SPEC_MAX_LIST 64 /* contexts, concurrency, prefill_contexts */
 #define TB_SPEC_MAX_CONTEXT (4LL * 1024 * 1024)
 #define TB_SPEC_MAX_CONCURRENCY 4096
 #define TB_SPEC_MAX_KV_BUDGET 1000000000000LL /* the engine's bound (1e12 tokens) */
-#define TB_SPEC_MAX_SHARDS 64  /* workers driving one cell together (issue 24; the
+#define TB_SPEC_MAX_SHARDS \
+  64                           /* workers driving one cell together (issue 24; the
                                 * worker's setting, not the engine's: no member,
                                 * worker_shard.h reads it from the job's spec) */
 #define TB_SPEC_MAX_REPEATS 10 /* measurements per cell: each one costs a whole matrix pass */
@@ -51,7 +52,7 @@
 #define TB_SPEC_MAX_URL 2048
 #define TB_SPEC_MAX_RATE 100000.0 /* requests per second */
 #define TB_SPEC_MAX_RATE_REQUESTS 1000000
-#define TB_SPEC_MAX_TURNS 64 /* turns of a conversation */
+#define TB_SPEC_MAX_TURNS 64   /* turns of a conversation */
 #define TB_SPEC_MAX_USERS 2048 /* users of a closed-loop cell (a connection each) */
 
 enum tb_spec_type {
@@ -90,17 +91,17 @@ struct tb_spec_field {
   const char *name;
   enum tb_spec_type type;
   unsigned flags;
-  double min, max;        /* value range; for strings their length */
-  size_t max_items;       /* lists, labels */
+  double min, max;                 /* value range; for strings their length */
+  size_t max_items;                /* lists, labels */
   const struct tb_spec_field *sub; /* TB_SPEC_OBJECT */
   size_t nsub;
   /* job spec only */
-  const char *def;        /* default the engine applies, as JSON text; NULL: none
+  const char *def;  /* default the engine applies, as JSON text; NULL: none
                            * (or derived at run time, e.g. contexts) */
-  const char *cli;        /* `tokbench run --<cli>`; NULL: no flag */
-  size_t member;          /* offsetof in struct tb_spec; TB_SPEC_NO_MEMBER: not an
+  const char *cli;  /* `tokbench run --<cli>`; NULL: no flag */
+  size_t member;    /* offsetof in struct tb_spec; TB_SPEC_NO_MEMBER: not an
                            * engine setting (the service's own) */
-  const char *help;       /* one line: --help and the table dump */
+  const char *help; /* one line: --help and the table dump */
   /* TB_SPEC_STRING only, may be NULL: NULL when the text is good, else why
    * not (a static one-liner), e.g. tb_arrival_check */
   const char *(*check)(const char *text);
@@ -153,12 +154,12 @@ struct tb_spec_convo {
  * closed-loop cells of N users, each sending its next request when the last
  * one ended (plus the think time of a conversation). */
 struct tb_spec_sweep {
-  double attainment_pct;     /* share of requests that must meet the SLOs */
+  double attainment_pct;         /* share of requests that must meet the SLOs */
   char over[TB_SPEC_INLINE_MAX]; /* "rate" or "concurrency" */
-  double min_rps, max_rps;   /* the search's bounds (over rate) */
-  double step_rps;           /* its resolution */
+  double min_rps, max_rps;       /* the search's bounds (over rate) */
+  double step_rps;               /* its resolution */
   int64_t min_concurrency, max_concurrency, step_concurrency; /* (over concurrency) */
-  int64_t max_probes;        /* cells it may run */
+  int64_t max_probes;                                         /* cells it may run */
 };
 
 /* A trace replayed as a rate cell (the spec's "trace" object; docs/traces.md):
@@ -174,21 +175,21 @@ struct tb_spec_trace {
 
 /* The engine's settings, parsed.  Lists are sorted, without repeats. */
 struct tb_spec {
-  char *model;                           /* NULL: the first of /v1/models */
-  struct tb_spec_list contexts;          /* not given: from max_model_len */
+  char *model;                  /* NULL: the first of /v1/models */
+  struct tb_spec_list contexts; /* not given: from max_model_len */
   struct tb_spec_list concurrency;
-  struct tb_spec_list prefill_contexts;  /* not given: contexts + full length */
+  struct tb_spec_list prefill_contexts; /* not given: contexts + full length */
   double duration_s;
   int64_t max_output;
-  int64_t kv_budget;                     /* 0: the server's */
-  int64_t repeats;                       /* measurements per cell, 1..TB_SPEC_MAX_REPEATS */
-  double settle_s, stall_timeout_s, first_token_timeout_s, ready_timeout_s,
-      drain_timeout_s, metrics_interval_s;
+  int64_t kv_budget; /* 0: the server's */
+  int64_t repeats;   /* measurements per cell, 1..TB_SPEC_MAX_REPEATS */
+  double settle_s, stall_timeout_s, first_token_timeout_s, ready_timeout_s, drain_timeout_s,
+    metrics_interval_s;
   /* rate cells (lib/engine/tb_rate.h): no rates and no sweep, none run */
-  struct tb_spec_dlist rates;            /* requests per second */
-  double rate_duration_s;                /* arrivals for this long ... */
-  int64_t rate_requests;                 /* ... or this many (0: the window) */
-  char arrival[TB_SPEC_INLINE_MAX];      /* tb_arrival_check's syntax */
+  struct tb_spec_dlist rates;       /* requests per second */
+  double rate_duration_s;           /* arrivals for this long ... */
+  int64_t rate_requests;            /* ... or this many (0: the window) */
+  char arrival[TB_SPEC_INLINE_MAX]; /* tb_arrival_check's syntax */
   int64_t seed;
   char input_tokens[TB_SPEC_INLINE_MAX]; /* tb_length_parse's syntax */
   char output_tokens[TB_SPEC_INLINE_MAX];
@@ -220,8 +221,8 @@ const struct tb_spec_field *tb_spec_field(const char *name);
  * into out, each problem into errors (paths under prefix when not NULL).
  * patch: nothing is required and NULLABLE fields may be null.
  */
-void tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t n,
-                   bool patch, const char *prefix, json_t *out, json_t *errors);
+void tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t n, bool patch,
+                   const char *prefix, json_t *out, json_t *errors);
 
 /*
  * Parses text (a JSON object) against fields: on TB_SPEC_OK *out is a new
@@ -266,7 +267,7 @@ struct tb_spec_job_row {
   const char *exclusive_group; /* NULL: the endpoint's */
   const json_t *labels;        /* NULL: none */
   int64_t max_attempts;
-  bool max_attempts_given;     /* false: the table's default */
+  bool max_attempts_given; /* false: the table's default */
 };
 
 /* Those members of spec (borrowed: tb_spec_job's normalised object; the

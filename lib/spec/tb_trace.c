@@ -25,7 +25,7 @@
 
 struct slot {
   uint64_t scope, key;
-  uint64_t val;   /* value + 1; 0 = empty */
+  uint64_t val; /* value + 1; 0 = empty */
 };
 
 struct table {
@@ -69,7 +69,7 @@ table_find(struct table *tb, uint64_t scope, uint64_t key)
 static void
 table_grow(struct table *tb)
 {
-  struct table n = {tb_xcalloc(tb->cap * 2, sizeof *tb->s), tb->cap * 2, 0};
+  struct table n = { tb_xcalloc(tb->cap * 2, sizeof *tb->s), tb->cap * 2, 0 };
   for (size_t i = 0; i < tb->cap; i++) {
     if (tb->s[i].val == 0)
       continue;
@@ -102,8 +102,7 @@ table_put(struct table *tb, uint64_t scope, uint64_t key, uint64_t val)
   s->val = val + 1;
 }
 
-static int
-fail(struct builder *b, size_t line, const char *fmt, ...) TB_PRINTF(3, 4);
+static int fail(struct builder *b, size_t line, const char *fmt, ...) TB_PRINTF(3, 4);
 
 static int
 fail(struct builder *b, size_t line, const char *fmt, ...)
@@ -194,8 +193,8 @@ get_tokens(struct builder *b, size_t line, const char *ctx, const json_t *o,
     return 0;
   double d = json_number_value(v);
   if (!json_is_number(v) || !isfinite(d) || d != floor(d) || d < 0 || d > TB_TRACE_MAX_TOKENS)
-    return fail(b, line, "%sfield \"%s\": expected a whole number of tokens in [0, %d]", ctx,
-                which, TB_TRACE_MAX_TOKENS);
+    return fail(b, line, "%sfield \"%s\": expected a whole number of tokens in [0, %d]", ctx, which,
+                TB_TRACE_MAX_TOKENS);
   *out = (int64_t)d;
   return 1;
 }
@@ -203,8 +202,8 @@ get_tokens(struct builder *b, size_t line, const char *ctx, const json_t *o,
 /* A time or a delay: a finite number >= 0, times scale.  1 found, 0 absent,
  * -1 malformed. */
 static int
-get_time(struct builder *b, size_t line, const char *ctx, const json_t *o,
-         const char *const *names, double scale, double *out)
+get_time(struct builder *b, size_t line, const char *ctx, const json_t *o, const char *const *names,
+         double scale, double *out)
 {
   const char *which;
   json_t *v = member(o, names, &which);
@@ -242,7 +241,7 @@ get_hash_ids(struct builder *b, size_t line, const char *ctx, const json_t *o,
     return fail(b, line, "%sfield \"hash_ids\": expected an array of integers", ctx);
   size_t i;
   json_t *v;
-  json_array_foreach(a, i, v) {
+  json_array_foreach (a, i, v) {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
       return fail(b, line, "%sfield \"hash_ids[%zu]\": expected an integer >= 0", ctx, i);
     if (add_block(b, line, r, scope, (uint64_t)json_integer_value(v)) < 0)
@@ -320,7 +319,7 @@ static int
 each_json_line(struct builder *b, const char *data, size_t len,
                int (*fn)(struct builder *, size_t, const json_t *))
 {
-  struct lines ls = {data, data + len, 0};
+  struct lines ls = { data, data + len, 0 };
   const char *s;
   size_t n;
   bool too_long;
@@ -348,10 +347,10 @@ each_json_line(struct builder *b, const char *data, size_t len,
  * and AIPerf's MooncakeTrace reader (ai-dynamo/aiperf,
  * docs/benchmark_modes/trace_replay.md), whose session_id and delay make
  * turns of a session. */
-static const char *const MC_IN[] = {"input_length", "input_tokens", NULL};
-static const char *const MC_OUT[] = {"output_length", "output_tokens", NULL};
-static const char *const MC_T[] = {"timestamp", "created_time", NULL};
-static const char *const MC_DELAY[] = {"delay", "delay_ms", NULL};
+static const char *const MC_IN[] = { "input_length", "input_tokens", NULL };
+static const char *const MC_OUT[] = { "output_length", "output_tokens", NULL };
+static const char *const MC_T[] = { "timestamp", "created_time", NULL };
+static const char *const MC_DELAY[] = { "delay", "delay_ms", NULL };
 #define KEY_SESSION 1
 #define KEY_CHAT 2
 
@@ -401,9 +400,9 @@ mooncake_line(struct builder *b, size_t line, const json_t *o)
  * blitz-serving/trace-replayer): chat_id, parent_chat_id (-1 for a root),
  * timestamp (s), input_length, output_length, type, turn, hash_ids of
  * 16-token blocks.  type and turn are not needed to replay and not read. */
-static const char *const BL_IN[] = {"input_length", NULL};
-static const char *const BL_OUT[] = {"output_length", NULL};
-static const char *const BL_T[] = {"timestamp", NULL};
+static const char *const BL_IN[] = { "input_length", NULL };
+static const char *const BL_OUT[] = { "output_length", NULL };
+static const char *const BL_T[] = { "timestamp", NULL };
 
 static int
 bailian_line(struct builder *b, size_t line, const json_t *o)
@@ -450,10 +449,10 @@ bailian_line(struct builder *b, size_t line, const json_t *o)
  * think_time (s since the previous response ended).  hash_ids are numbered
  * per conversation and a subagent runs in a cache of its own, so each gets
  * a scope of its own here.  A conversation starts at 0. */
-static const char *const WK_IN[] = {"in", NULL};
-static const char *const WK_OUT[] = {"out", NULL};
-static const char *const WK_T[] = {"t", NULL};
-static const char *const WK_THINK[] = {"think_time", NULL};
+static const char *const WK_IN[] = { "in", NULL };
+static const char *const WK_OUT[] = { "out", NULL };
+static const char *const WK_T[] = { "t", NULL };
+static const char *const WK_THINK[] = { "think_time", NULL };
 
 static int
 weka_request(struct builder *b, size_t line, const char *ctx, const json_t *o, double t0,
@@ -487,7 +486,7 @@ weka_requests(struct builder *b, size_t line, const char *ctx, const json_t *req
   uint64_t scope = ++b->next_scope;
   size_t i;
   json_t *o;
-  json_array_foreach(reqs, i, o) {
+  json_array_foreach (reqs, i, o) {
     char c[96];
     snprintf(c, sizeof c, "%srequests[%zu]: ", ctx, i);
     if (!json_is_object(o))
@@ -530,7 +529,7 @@ weka_read(struct builder *b, const char *data, size_t len)
 {
   json_error_t je;
   json_t *doc = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
-  if (doc == NULL)   /* not one document: JSON lines, one conversation each */
+  if (doc == NULL) /* not one document: JSON lines, one conversation each */
     return each_json_line(b, data, len, weka_conversation);
   int rc = 0;
   if (json_is_object(doc)) {
@@ -538,7 +537,7 @@ weka_read(struct builder *b, const char *data, size_t len)
   } else if (json_is_array(doc)) {
     size_t i;
     json_t *o;
-    json_array_foreach(doc, i, o) {
+    json_array_foreach (doc, i, o) {
       if (!json_is_object(o)) {
         rc = fail(b, 0, "conversation %zu: expected an object", i);
         break;
@@ -598,7 +597,7 @@ csv_split(const char *s, size_t n, char *buf, struct csv_row *row)
     buf[o++] = '\0';
     if (i >= n)
       return true;
-    i++;   /* the comma */
+    i++; /* the comma */
   }
 }
 
@@ -648,8 +647,8 @@ parse_when(const char *s, double *out)
   if (strlen(s) >= 19 && s[4] == '-' && s[7] == '-' && (s[10] == ' ' || s[10] == 'T') &&
       s[13] == ':' && s[16] == ':' && digits(s, 4, &y) && digits(s + 5, 2, &mo) &&
       digits(s + 8, 2, &d) && digits(s + 11, 2, &h) && digits(s + 14, 2, &mi) &&
-      digits(s + 17, 2, &se) && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h < 24 &&
-      mi < 60 && se < 61) {
+      digits(s + 17, 2, &se) && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h < 24 && mi < 60 &&
+      se < 61) {
     double frac = 0, scale = 0.1;
     const char *p = s + 19;
     if (*p == '.')
@@ -674,8 +673,7 @@ parse_count(const char *s, int64_t *out)
   /* "512" or "512.0" (pandas writes integral columns as reals) */
   char *end;
   double v = strtod(s, &end);
-  if (end == s || *end != '\0' || !isfinite(v) || v != floor(v) || v < 0 ||
-      v > TB_TRACE_MAX_TOKENS)
+  if (end == s || *end != '\0' || !isfinite(v) || v != floor(v) || v < 0 || v > TB_TRACE_MAX_TOKENS)
     return false;
   *out = (int64_t)v;
   return true;
@@ -690,18 +688,18 @@ struct csv_cols {
   const char *t, *in, *out;
 };
 
-static const struct csv_cols AZURE_COLS = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
-static const struct csv_cols BURST_COLS = {"Timestamp", "Request tokens", "Response tokens"};
+static const struct csv_cols AZURE_COLS = { "TIMESTAMP", "ContextTokens", "GeneratedTokens" };
+static const struct csv_cols BURST_COLS = { "Timestamp", "Request tokens", "Response tokens" };
 
 static int
 csv_read(struct builder *b, const char *data, size_t len, const struct csv_cols *cols)
 {
-  struct lines ls = {data, data + len, 0};
+  struct lines ls = { data, data + len, 0 };
   const char *s;
   size_t n;
   bool too_long, header = true;
-  int ci[3] = {-1, -1, -1};
-  const char *names[3] = {cols->t, cols->in, cols->out};
+  int ci[3] = { -1, -1, -1 };
+  const char *names[3] = { cols->t, cols->in, cols->out };
   char *buf = NULL;
   size_t cap = 0;
   struct csv_row row;
@@ -740,8 +738,8 @@ csv_read(struct builder *b, const char *data, size_t len, const struct csv_cols 
         break;
       }
       char *f = trim(row.f[ci[k]]);
-      bool ok = k == 0 ? parse_when(f, &r->t_s)
-                       : parse_count(f, k == 1 ? &r->in_tokens : &r->out_tokens);
+      bool ok =
+        k == 0 ? parse_when(f, &r->t_s) : parse_count(f, k == 1 ? &r->in_tokens : &r->out_tokens);
       if (!ok)
         rc = fail(b, ls.no, "field \"%s\": \"%.40s\" is not %s", names[k], f,
                   k == 0 ? "a date-time or a number of seconds >= 0"
@@ -797,8 +795,8 @@ gunzip(struct builder *b, const unsigned char *data, size_t len, char **out, siz
     if (rc != Z_OK && !(rc == Z_BUF_ERROR && z.avail_out == 0)) {
       inflateEnd(&z);
       free(buf);
-      return fail(b, 0, "gzip: %s", rc == Z_BUF_ERROR ? "the stream ends early"
-                                                       : (z.msg ? z.msg : "corrupt data"));
+      return fail(b, 0, "gzip: %s",
+                  rc == Z_BUF_ERROR ? "the stream ends early" : (z.msg ? z.msg : "corrupt data"));
     }
   }
   inflateEnd(&z);
@@ -814,8 +812,8 @@ gunzip(struct builder *b, const unsigned char *data, size_t len, char **out, siz
 
 /* ---- the public face ---- */
 
-static const char *const FORMAT_NAMES[] = {"mooncake", "azure", "burstgpt", "bailian", "weka"};
-static const int64_t FORMAT_BLOCKS[] = {512, 0, 0, 16, 64};
+static const char *const FORMAT_NAMES[] = { "mooncake", "azure", "burstgpt", "bailian", "weka" };
+static const int64_t FORMAT_BLOCKS[] = { 512, 0, 0, 16, 64 };
 
 bool
 tb_trace_format_parse(const char *name, enum tb_trace_format *out)
@@ -873,7 +871,7 @@ tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct tb_t
   memset(out, 0, sizeof *out);
   out->format = f;
   out->block_tokens = tb_trace_format_block_tokens(f);
-  struct builder b = {.t = out, .err = err, .errlen = errlen};
+  struct builder b = { .t = out, .err = err, .errlen = errlen };
   char *inflated = NULL;
   const char *text = data;
   size_t tlen = len;
@@ -997,7 +995,7 @@ tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o, struct
   double speed = o->speedup > 0 ? o->speedup : 1;
   double scale = o->rate_scale > 0 ? o->rate_scale : 1;
   double end = o->duration_s > 0 ? o->start_s + o->duration_s : INFINITY;
-  int64_t *map = tb_xmalloc((in->n ? in->n : 1) * sizeof *map);  /* in index -> out, -1 */
+  int64_t *map = tb_xmalloc((in->n ? in->n : 1) * sizeof *map); /* in index -> out, -1 */
   out->req = tb_xmalloc((in->n ? in->n : 1) * sizeof *out->req);
   out->blocks = tb_xmalloc((in->nblocks ? in->nblocks : 1) * sizeof *out->blocks);
   for (size_t i = 0; i < in->n; i++) {
@@ -1043,12 +1041,12 @@ tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o, struct
 /* 64 common words of at most four bytes (one token each with its leading
  * space on usual BPE vocabularies; one on tokbench-sim's, sim/sim_tok.h). */
 static const char *const WORDS[64] = {
-    "the", "fox", "dog", "and", "runs", "far", "into", "sky", "blue", "old", "tree", "near",
-    "sun", "day", "long", "soft", "bird", "sing", "all", "red", "over", "lazy", "hill", "when",
-    "then", "lake", "wind", "rain", "snow", "moon", "star", "road", "book", "door", "fish", "gold",
-    "hand", "home", "king", "leaf", "milk", "name", "park", "ring", "salt", "ship", "song", "time",
-    "town", "wall", "wave", "west", "wood", "year", "zero", "cold", "dark", "east", "fire", "game",
-    "iron", "open", "rock", "seed",
+  "the",  "fox",  "dog",  "and",  "runs", "far",  "into", "sky",  "blue", "old",  "tree",
+  "near", "sun",  "day",  "long", "soft", "bird", "sing", "all",  "red",  "over", "lazy",
+  "hill", "when", "then", "lake", "wind", "rain", "snow", "moon", "star", "road", "book",
+  "door", "fish", "gold", "hand", "home", "king", "leaf", "milk", "name", "park", "ring",
+  "salt", "ship", "song", "time", "town", "wall", "wave", "west", "wood", "year", "zero",
+  "cold", "dark", "east", "fire", "game", "iron", "open", "rock", "seed",
 };
 
 static void

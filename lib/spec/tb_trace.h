@@ -39,13 +39,13 @@
 
 #include "base/tb_util.h"
 
-#define TB_TRACE_MAX_BYTES (256u << 20)    /* inflated size of one trace */
-#define TB_TRACE_MAX_LINE (4u << 20)       /* one JSON line or CSV row */
-#define TB_TRACE_MAX_REQUESTS 1000000u     /* requests in one trace */
-#define TB_TRACE_MAX_REQ_BLOCKS 65536u     /* hash_ids of one request */
-#define TB_TRACE_MAX_BLOCKS 16000000u      /* hash_ids of the whole trace */
-#define TB_TRACE_MAX_TOKENS 10000000       /* input or output of one request */
-#define TB_TRACE_MAX_DEPTH 4               /* WEKA subagents within subagents */
+#define TB_TRACE_MAX_BYTES (256u << 20) /* inflated size of one trace */
+#define TB_TRACE_MAX_LINE (4u << 20)    /* one JSON line or CSV row */
+#define TB_TRACE_MAX_REQUESTS 1000000u  /* requests in one trace */
+#define TB_TRACE_MAX_REQ_BLOCKS 65536u  /* hash_ids of one request */
+#define TB_TRACE_MAX_BLOCKS 16000000u   /* hash_ids of the whole trace */
+#define TB_TRACE_MAX_TOKENS 10000000    /* input or output of one request */
+#define TB_TRACE_MAX_DEPTH 4            /* WEKA subagents within subagents */
 #define TB_TRACE_ERR_MAX 256
 
 enum tb_trace_format {
@@ -57,28 +57,28 @@ enum tb_trace_format {
 };
 
 struct tb_trace_req {
-  double t_s;        /* arrival, s from the trace's first (recorded, or
+  double t_s; /* arrival, s from the trace's first (recorded, or
                       * estimated as the parent's for a turn with a delay
                       * only) */
   int64_t in_tokens, out_tokens;
-  size_t blk_off;    /* its block ids: trace->blocks[blk_off .. + nblk) */
+  size_t blk_off; /* its block ids: trace->blocks[blk_off .. + nblk) */
   uint32_t nblk;
-  int64_t session;   /* dense session index, -1 for none */
-  int64_t parent;    /* index of the request it follows, -1 for a root */
-  double delay_s;    /* after the parent's end; -1 when the trace has none
+  int64_t session; /* dense session index, -1 for none */
+  int64_t parent;  /* index of the request it follows, -1 for a root */
+  double delay_s;  /* after the parent's end; -1 when the trace has none
                       * (then: at t_s, and never before the parent ends) */
 };
 
 struct tb_trace {
   enum tb_trace_format format;
-  int64_t block_tokens;   /* tokens a block id stands for; 0: no blocks */
+  int64_t block_tokens; /* tokens a block id stands for; 0: no blocks */
   size_t n;
   struct tb_trace_req *req;
-  uint32_t *blocks;       /* dense ids, all requests' together */
+  uint32_t *blocks; /* dense ids, all requests' together */
   size_t nblocks;
-  size_t nuniq;           /* distinct block ids */
+  size_t nuniq; /* distinct block ids */
   size_t nsessions;
-  bool gzipped;           /* the input was gzip */
+  bool gzipped; /* the input was gzip */
 };
 
 /* Token distribution of a trace's requests. */
@@ -89,8 +89,8 @@ struct tb_trace_dist {
 struct tb_trace_summary {
   size_t requests, sessions, blocks, unique_blocks;
   int64_t block_tokens;
-  double span_s;            /* last arrival - first */
-  double rate;              /* requests / span_s (0 for a span of 0) */
+  double span_s; /* last arrival - first */
+  double rate;   /* requests / span_s (0 for a span of 0) */
   struct tb_trace_dist in, out;
   /* Input tokens an unbounded prefix cache would hold, over all input
    * tokens: in the trace's order, each request's leading blocks already
@@ -102,15 +102,15 @@ struct tb_trace_summary {
  * roots' arrivals, played faster, its arrival rate scaled, lengths capped.
  * Zeros: the whole trace as recorded. */
 struct tb_trace_opts {
-  double start_s;        /* roots arriving before are left out */
-  double duration_s;     /* roots arriving at start_s + duration_s or later
+  double start_s;      /* roots arriving before are left out */
+  double duration_s;   /* roots arriving at start_s + duration_s or later
                           * are left out; 0: to the end */
-  double speedup;        /* every time and delay divided by it; 0 = 1 */
-  double rate_scale;     /* the roots' arrivals (not a session's delays)
+  double speedup;      /* every time and delay divided by it; 0 = 1 */
+  double rate_scale;   /* the roots' arrivals (not a session's delays)
                           * divided by it again; 0 = 1 */
-  int64_t max_output;    /* output tokens capped; 0: as recorded */
-  int64_t max_input;     /* input tokens capped (the server's length); 0 */
-  size_t max_requests;   /* requests kept at most; 0: all */
+  int64_t max_output;  /* output tokens capped; 0: as recorded */
+  int64_t max_input;   /* input tokens capped (the server's length); 0 */
+  size_t max_requests; /* requests kept at most; 0: all */
 };
 
 /* "mooncake", "azure", "burstgpt", "bailian", "weka" -> *out; false for
@@ -123,8 +123,8 @@ int64_t tb_trace_format_block_tokens(enum tb_trace_format f);
 /* Reads len bytes of a trace in format f (gzip or not) into *out.  0 on
  * success; -1 with a one-line reason in err ("line 12: field
  * \"input_length\": ...") and *out empty.  Free with tb_trace_free. */
-int tb_trace_parse(const void *data, size_t len, enum tb_trace_format f,
-                   struct tb_trace *out, char *err, size_t errlen) TB_MUST_CHECK;
+int tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct tb_trace *out,
+                   char *err, size_t errlen) TB_MUST_CHECK;
 void tb_trace_free(struct tb_trace *t);
 
 /* The figures of a trace (requests, span, rate, tokens, block reuse). */

@@ -21,7 +21,7 @@ check_errors(const json_t *errors)
     abort();
   size_t i;
   const json_t *e;
-  json_array_foreach(errors, i, e) {
+  json_array_foreach (errors, i, e) {
     if (!json_is_string(json_object_get(e, "field")) ||
         !json_is_string(json_object_get(e, "detail")))
       abort();

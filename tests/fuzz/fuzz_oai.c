@@ -14,12 +14,11 @@ static int
 same(const struct tb_oai_chunk *a, const struct tb_oai_chunk *b)
 {
   return a->has_usage == b->has_usage && a->prompt_tokens == b->prompt_tokens &&
-         a->completion_tokens == b->completion_tokens &&
-         a->n_choices == b->n_choices && a->text_choices == b->text_choices &&
-         a->text_bytes == b->text_bytes &&
-         a->reasoning_bytes == b->reasoning_bytes &&
-         a->role_only == b->role_only && a->finished == b->finished &&
-         a->is_error == b->is_error && strcmp(a->error, b->error) == 0;
+         a->completion_tokens == b->completion_tokens && a->n_choices == b->n_choices &&
+         a->text_choices == b->text_choices && a->text_bytes == b->text_bytes &&
+         a->reasoning_bytes == b->reasoning_bytes && a->role_only == b->role_only &&
+         a->finished == b->finished && a->is_error == b->is_error &&
+         strcmp(a->error, b->error) == 0;
 }
 
 int
@@ -33,8 +32,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   enum tb_oai_status rst = tb_oai_parse_chunk_json(d, size, &ref);
   if (st != rst || (st != TB_OAI_MALFORMED && !same(&c, &ref)))
     __builtin_trap(); /* the combined reader differs from jansson */
-  if (tb_oai_scan_chunk(d, size, &fast) &&
-      (rst != TB_OAI_OK || !same(&fast, &ref)))
+  if (tb_oai_scan_chunk(d, size, &fast) && (rst != TB_OAI_OK || !same(&fast, &ref)))
     __builtin_trap(); /* the scanner decided differently from jansson */
   return 0;
 }

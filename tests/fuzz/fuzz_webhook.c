@@ -56,9 +56,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   json_error_t e;
   json_t *payload = json_loadb(body, blen, 0, &e);
   if (payload != NULL) {
-    static const char *const events[] = { "push", "workflow_run", "workflow_job", "pull_request",
-                                          "check_suite", "check_run", "release", "create",
-                                          "other" };
+    static const char *const events[] = { "push",         "workflow_run", "workflow_job",
+                                          "pull_request", "check_suite",  "check_run",
+                                          "release",      "create",       "other" };
     for (size_t i = 0; i < sizeof events / sizeof *events; i++) {
       json_t *labels = json_object();
       tb_webhook_github_labels(payload, events[i], ts, labels);

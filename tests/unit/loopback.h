@@ -89,8 +89,8 @@ lb_respond(int fd, int status, const char *ctype, const char *body, bool close_c
   char head[512];
   size_t n = strlen(body);
   int hl = snprintf(head, sizeof head,
-                    "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n",
-                    status, ctype, n, close_conn ? "Connection: close\r\n" : "");
+                    "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status,
+                    ctype, n, close_conn ? "Connection: close\r\n" : "");
   lb_write_all(fd, head, (size_t)hl);
   lb_write_all(fd, body, n);
 }
@@ -235,8 +235,8 @@ lb_start_on(struct lb_server *s, lb_handler h, void *cls, bool ipv6)
     a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   }
   socklen_t al = ipv6 ? sizeof *a6 : sizeof *a4;
-  if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, al) != 0 ||
-      listen(s->lfd, 64) != 0 || getsockname(s->lfd, (struct sockaddr *)&a, &al) != 0) {
+  if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, al) != 0 || listen(s->lfd, 64) != 0 ||
+      getsockname(s->lfd, (struct sockaddr *)&a, &al) != 0) {
     if (s->lfd >= 0)
       close(s->lfd);
     s->lfd = -1;

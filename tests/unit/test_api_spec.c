@@ -44,7 +44,8 @@ test_auth_helpers(void **state)
   assert_int_equal(m, TB_SCOPE_READ | TB_SCOPE_WRITE);
   assert_false(tb_scope_parse("read,", &m));
   assert_false(tb_scope_parse("root", &m));
-  assert_int_equal(tb_scope_effective(TB_SCOPE_ADMIN), TB_SCOPE_ADMIN | TB_SCOPE_WRITE | TB_SCOPE_READ);
+  assert_int_equal(tb_scope_effective(TB_SCOPE_ADMIN),
+                   TB_SCOPE_ADMIN | TB_SCOPE_WRITE | TB_SCOPE_READ);
   char buf[32];
   tb_scope_csv(TB_SCOPE_READ | TB_SCOPE_ADMIN, buf, sizeof buf);
   assert_string_equal(buf, "read,admin");
@@ -101,7 +102,8 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_endpoint_patch_and_redaction),
-    cmocka_unit_test(test_auth_helpers), cmocka_unit_test(test_routes),
+    cmocka_unit_test(test_auth_helpers),
+    cmocka_unit_test(test_routes),
     cmocka_unit_test(test_error_registry),
   };
   return cmocka_run_group_tests_name("api_spec", tests, NULL, NULL);

@@ -148,9 +148,12 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_xoshiro_reference), cmocka_unit_test(test_poisson),
-    cmocka_unit_test(test_gamma),             cmocka_unit_test(test_constant),
-    cmocka_unit_test(test_determinism),       cmocka_unit_test(test_check),
+    cmocka_unit_test(test_xoshiro_reference),
+    cmocka_unit_test(test_poisson),
+    cmocka_unit_test(test_gamma),
+    cmocka_unit_test(test_constant),
+    cmocka_unit_test(test_determinism),
+    cmocka_unit_test(test_check),
     cmocka_unit_test(test_lengths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

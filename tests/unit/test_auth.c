@@ -26,8 +26,8 @@ test_parse_scopes(void **state)
   assert_int_equal(m, TB_SCOPE_ADMIN | TB_SCOPE_READ);
   assert_true(tb_scope_parse("write,write", &m));
   assert_int_equal(m, TB_SCOPE_WRITE);
-  const char *bad[] = { "", "read,", ",read", "read,,write", "READ", "readx", "rea",
-                        "read write", "read,admin,", "all", "read,\xff" };
+  const char *bad[] = { "",    "read,",      ",read",       "read,,write", "READ",     "readx",
+                        "rea", "read write", "read,admin,", "all",         "read,\xff" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_false(tb_scope_parse(bad[i], &m));
   assert_false(tb_scope_parse(NULL, &m));
@@ -74,19 +74,41 @@ test_parse_duration(void **state)
     const char *s;
     int64_t want;
   } ok[] = {
-    { "3600", 3600 }, { "45s", 45 }, { "15m", 900 }, { "12h", 43200 }, { "30d", 2592000 },
-    { "2w", 1209600 }, { "1", 1 }, { "316224000", TB_SCOPE_MAX_EXPIRY_S },
-    { "3660d", TB_SCOPE_MAX_EXPIRY_S }, { "522w", 522LL * 7 * 86400 },
+    { "3600", 3600 },
+    { "45s", 45 },
+    { "15m", 900 },
+    { "12h", 43200 },
+    { "30d", 2592000 },
+    { "2w", 1209600 },
+    { "1", 1 },
+    { "316224000", TB_SCOPE_MAX_EXPIRY_S },
+    { "3660d", TB_SCOPE_MAX_EXPIRY_S },
+    { "522w", 522LL * 7 * 86400 },
   };
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     int64_t v = -1;
     assert_true(tb_scope_parse_duration(ok[i].s, &v));
     assert_int_equal(v, ok[i].want);
   }
-  const char *bad[] = { "", "0", "0s", "-5", "-5m", "m", "10y", "1.5h", " 5m", "5 m",
-                        "316224001", "3661d", "523w", "87841h",
-                        "99999999999999999999", "999999999999999999999w",
-                        "12345678901234567890123", "5mm", "0x10" };
+  const char *bad[] = { "",
+                        "0",
+                        "0s",
+                        "-5",
+                        "-5m",
+                        "m",
+                        "10y",
+                        "1.5h",
+                        " 5m",
+                        "5 m",
+                        "316224001",
+                        "3661d",
+                        "523w",
+                        "87841h",
+                        "99999999999999999999",
+                        "999999999999999999999w",
+                        "12345678901234567890123",
+                        "5mm",
+                        "0x10" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int64_t v = 77;
     assert_false(tb_scope_parse_duration(bad[i], &v));
@@ -139,10 +161,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_scopes),
-      cmocka_unit_test(test_effective_and_csv),
-      cmocka_unit_test(test_parse_duration),
-      cmocka_unit_test(test_key_shape_and_hash),
+    cmocka_unit_test(test_parse_scopes),
+    cmocka_unit_test(test_effective_and_csv),
+    cmocka_unit_test(test_parse_duration),
+    cmocka_unit_test(test_key_shape_and_hash),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

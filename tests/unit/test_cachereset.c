@@ -19,9 +19,9 @@
 #include "engine/tb_discover.h"
 
 struct fake {
-  int status;          /* what every call answers */
+  int status; /* what every call answers */
   const char *body;
-  char paths[512];     /* "POST /x;POST /y;" */
+  char paths[512]; /* "POST /x;POST /y;" */
   pthread_mutex_t mu;
 };
 
@@ -40,10 +40,9 @@ handler(void *cls, int fd, const struct lb_req *req)
 }
 
 static enum tb_cache_reset
-run(enum tb_engine_kind kind, int64_t slots, int status, const char *body, char *paths,
-    char *why)
+run(enum tb_engine_kind kind, int64_t slots, int status, const char *body, char *paths, char *why)
 {
-  struct fake f = {.status = status, .body = body};
+  struct fake f = { .status = status, .body = body };
   pthread_mutex_init(&f.mu, NULL);
   struct lb_server s;
   assert_true(lb_start(&s, handler, &f));
@@ -100,9 +99,9 @@ test_llamacpp(void **state)
   assert_string_equal(paths, "POST /slots/0?action=erase;POST /slots/1?action=erase;"
                              "POST /slots/2?action=erase;");
   /* the first refusal stops the round */
-  assert_int_equal(run(TB_KIND_LLAMACPP, 3, 503, "{\"error\":{\"message\":\"Slot is busy\"}}",
-                       paths, why),
-                   TB_CACHE_RESET_REFUSED);
+  assert_int_equal(
+    run(TB_KIND_LLAMACPP, 3, 503, "{\"error\":{\"message\":\"Slot is busy\"}}", paths, why),
+    TB_CACHE_RESET_REFUSED);
   assert_string_equal(paths, "POST /slots/0?action=erase;");
   /* slots unknown: slot 0 */
   assert_int_equal(run(TB_KIND_LLAMACPP, -1, 200, "{}", paths, why), TB_CACHE_RESET_DONE);
@@ -117,7 +116,7 @@ test_others(void **state)
   (void)state;
   char paths[512], why[TB_CACHERESET_WHY_MAX];
   assert_int_equal(run(TB_KIND_TGI, 8, 200, "", paths, why), TB_CACHE_RESET_UNSUPPORTED);
-  assert_string_equal(paths, "");  /* no call at all */
+  assert_string_equal(paths, ""); /* no call at all */
   assert_int_equal(run(TB_KIND_OPENAI, 8, 200, "", paths, why), TB_CACHE_RESET_UNSUPPORTED);
   assert_non_null(strstr(why, "offers no prefix-cache reset"));
   assert_string_equal(tb_cache_reset_name(TB_CACHE_RESET_UNSUPPORTED), "unsupported");
@@ -136,8 +135,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_vllm), cmocka_unit_test(test_sglang),
-    cmocka_unit_test(test_llamacpp), cmocka_unit_test(test_others),
+    cmocka_unit_test(test_vllm),
+    cmocka_unit_test(test_sglang),
+    cmocka_unit_test(test_llamacpp),
+    cmocka_unit_test(test_others),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,10 +143,8 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_defaults),
-    cmocka_unit_test(test_parse_text),
-    cmocka_unit_test(test_parse_errors),
-    cmocka_unit_test(test_env_wins_over_file),
+    cmocka_unit_test(test_defaults),           cmocka_unit_test(test_parse_text),
+    cmocka_unit_test(test_parse_errors),       cmocka_unit_test(test_env_wins_over_file),
     cmocka_unit_test(test_bool_and_help_keys),
   };
   return cmocka_run_group_tests_name("cfg", tests, NULL, NULL);

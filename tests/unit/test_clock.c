@@ -66,8 +66,8 @@ static void
 test_skew_limit(void **state)
 {
   (void)state;
-  assert_int_equal(tb_clock_skew_limit_us(30), 300000);  /* 1% of 30 s */
-  assert_int_equal(tb_clock_skew_limit_us(0.2), 2000);   /* the 2 ms floor */
+  assert_int_equal(tb_clock_skew_limit_us(30), 300000); /* 1% of 30 s */
+  assert_int_equal(tb_clock_skew_limit_us(0.2), 2000);  /* the 2 ms floor */
   assert_int_equal(tb_clock_skew_limit_us(0.1), 2000);
   assert_int_equal(tb_clock_skew_limit_us(1), 10000);
 }

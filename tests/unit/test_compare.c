@@ -17,12 +17,12 @@
 static json_t *
 decode(int ctx, int conc, const char *status, double tps, double ttft, double tbt)
 {
-  json_t *c = json_pack("{s:s, s:i, s:i, s:s}", "phase", "decode", "context", ctx,
-                        "concurrency", conc, "status", status);
+  json_t *c = json_pack("{s:s, s:i, s:i, s:s}", "phase", "decode", "context", ctx, "concurrency",
+                        conc, "status", status);
   if (strcmp(status, "valid") == 0) {
     json_object_set_new(c, "total_tps", json_real(tps));
-    json_object_set_new(c, "ttft_ms", json_pack("{s:f, s:f, s:f}", "p50", ttft, "p90", ttft * 2,
-                                                "p99", ttft * 3));
+    json_object_set_new(
+      c, "ttft_ms", json_pack("{s:f, s:f, s:f}", "p50", ttft, "p90", ttft * 2, "p99", ttft * 3));
     json_object_set_new(c, "tbt_ms", json_pack("{s:f}", "p50", tbt));
   }
   return c;
@@ -38,16 +38,15 @@ prefill(int ctx, double tps, double ttft)
 static json_t *
 doc(json_t *cells)
 {
-  return json_pack("{s:s, s:s, s:s, s:o}", "schema", "tokbench.result/v1", "run_id", "r",
-                   "status", "complete", "cells", cells);
+  return json_pack("{s:s, s:s, s:s, s:o}", "schema", "tokbench.result/v1", "run_id", "r", "status",
+                   "complete", "cells", cells);
 }
 
 static json_t *
 base_doc(void)
 {
   return doc(json_pack("[o, o, o, o, o]", decode(8192, 1, "valid", 100, 50, 10),
-                       decode(8192, 2, "valid", 200, 60, 12),
-                       decode(16384, 1, "valid", 90, 70, 11),
+                       decode(8192, 2, "valid", 200, 60, 12), decode(16384, 1, "valid", 90, 70, 11),
                        decode(16384, 2, "over_capacity", 0, 0, 0), prefill(8192, 10000, 800)));
 }
 
@@ -57,8 +56,7 @@ head_doc(void)
   /* (8K,1): -10% tok/s, -10% TTFT (better), +4% TBT; (8K,2): +5%;
    * (16K,1): error (lost); (16K,2): valid now; (32K,1): new; prefill +5%. */
   return doc(json_pack("[o, o, o, o, o, o]", decode(8192, 1, "valid", 90, 45, 10.4),
-                       decode(8192, 2, "valid", 210, 60, 12),
-                       decode(16384, 1, "error", 0, 0, 0),
+                       decode(8192, 2, "valid", 210, 60, 12), decode(16384, 1, "error", 0, 0, 0),
                        decode(16384, 2, "valid", 150, 90, 13),
                        decode(32768, 1, "valid", 80, 100, 14), prefill(8192, 10500, 760)));
 }
@@ -68,7 +66,7 @@ find(const json_t *cmp, const char *phase, int ctx, int conc)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(cmp, "cells"), i, c) {
+  json_array_foreach (json_object_get(cmp, "cells"), i, c) {
     if (strcmp(json_string_value(json_object_get(c, "phase")), phase) == 0 &&
         json_integer_value(json_object_get(c, "context")) == ctx &&
         json_integer_value(json_object_get(c, "concurrency")) == conc)
@@ -146,8 +144,7 @@ test_ratios_and_marks(void **state)
   const json_t *cells = json_object_get(cmp, "cells");
   assert_string_equal(json_string_value(json_object_get(json_array_get(cells, 0), "phase")),
                       "prefill");
-  assert_int_equal(json_integer_value(json_object_get(json_array_get(cells, 5), "context")),
-                   32768);
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(cells, 5), "context")), 32768);
   json_decref(cmp);
   json_decref(b);
   json_decref(h);
@@ -158,8 +155,9 @@ count_regs(const json_t *cmp, const char *metric_name)
 {
   size_t i, n = 0;
   const json_t *g;
-  json_array_foreach(json_object_get(cmp, "regressions"), i, g) {
-    if (metric_name == NULL || strcmp(json_string_value(json_object_get(g, "metric")), metric_name) == 0)
+  json_array_foreach (json_object_get(cmp, "regressions"), i, g) {
+    if (metric_name == NULL ||
+        strcmp(json_string_value(json_object_get(g, "metric")), metric_name) == 0)
       n++;
   }
   return n;
@@ -227,10 +225,10 @@ test_bad_input(void **state)
   assert_null(tb_compare(b, b, NAN, &err));
   free(err);
   /* Malformed cells are skipped, duplicates: the first wins. */
-  json_t *h = doc(json_pack("[i, s, {s:s}, {s:s, s:s, s:i}, o, o]", 3, "x", "phase", "decode",
-                            "phase", "decode", "context", "8K", "concurrency", 1,
-                            decode(8192, 1, "valid", 110, 50, 10),
-                            decode(8192, 1, "valid", 10, 50, 10)));
+  json_t *h =
+    doc(json_pack("[i, s, {s:s}, {s:s, s:s, s:i}, o, o]", 3, "x", "phase", "decode", "phase",
+                  "decode", "context", "8K", "concurrency", 1,
+                  decode(8192, 1, "valid", 110, 50, 10), decode(8192, 1, "valid", 10, 50, 10)));
   json_t *cmp = tb_compare(b, h, 0.05, &err);
   assert_non_null(cmp);
   const json_t *c = find(cmp, "decode", 8192, 1);
@@ -263,16 +261,16 @@ test_efficiency(void **state)
   char *err = NULL;
   json_t *cmp = tb_compare(b, h, 0.05, &err);
   assert_non_null(cmp);
-  const json_t *e = json_object_get(json_array_get(json_object_get(cmp, "cells"), 0),
-                                    "efficiency");
+  const json_t *e = json_object_get(json_array_get(json_object_get(cmp, "cells"), 0), "efficiency");
   const json_t *c = json_object_get(e, "cost_per_m_output_tokens");
   assert_true(json_number_value(json_object_get(c, "ratio")) == 0.5);
   assert_string_equal(json_string_value(json_object_get(c, "by_interval")), "better");
-  assert_string_equal(json_string_value(json_object_get(json_object_get(e, "j_per_output_token"),
-                                                        "by_interval")), "same");
+  assert_string_equal(
+    json_string_value(json_object_get(json_object_get(e, "j_per_output_token"), "by_interval")),
+    "same");
   assert_null(json_object_get(e, "tps_per_gpu")); /* neither side has it */
-  const json_t *s = json_object_get(json_object_get(json_object_get(cmp, "summary"),
-                                                    "efficiency"), "cost_per_m_output_tokens");
+  const json_t *s = json_object_get(json_object_get(json_object_get(cmp, "summary"), "efficiency"),
+                                    "cost_per_m_output_tokens");
   assert_string_equal(json_string_value(json_object_get(s, "better")), "lower");
   assert_int_equal(json_integer_value(json_object_get(s, "cells")), 1);
   /* the J/token rose 6%: no regression is made of it */
@@ -291,8 +289,9 @@ test_efficiency(void **state)
   /* swapped: the head costs twice as much, "worse" */
   cmp = tb_compare(h, b, 0.05, &err);
   e = json_object_get(json_array_get(json_object_get(cmp, "cells"), 0), "efficiency");
-  assert_string_equal(json_string_value(json_object_get(json_object_get(
-                        e, "cost_per_m_output_tokens"), "by_interval")), "worse");
+  assert_string_equal(json_string_value(json_object_get(
+                        json_object_get(e, "cost_per_m_output_tokens"), "by_interval")),
+                      "worse");
   json_decref(cmp);
   /* without efficiency: no member at all */
   json_object_del(json_array_get(json_object_get(b, "cells"), 0), "efficiency");
@@ -308,10 +307,8 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_geomean),
-    cmocka_unit_test(test_ratios_and_marks),
-    cmocka_unit_test(test_thresholds),
-    cmocka_unit_test(test_bad_input),
+    cmocka_unit_test(test_geomean),    cmocka_unit_test(test_ratios_and_marks),
+    cmocka_unit_test(test_thresholds), cmocka_unit_test(test_bad_input),
     cmocka_unit_test(test_efficiency),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,21 +61,24 @@ test_turns(void **state)
   take(&cv, "not json, \"content\" inside"); /* the stream's reader judges it */
   tb_convo_answered(&cv);
   char *b2 = tb_convo_next(&cv, "m", "again", 7);
-  const char *w2[] = { "system", "be brief", "user", "hello RQ1", "assistant", " fast \"q\"\xc3\xa9\n",
-                       "user", "again" };
+  const char *w2[] = { "system",    "be brief",  "user",
+                       "hello RQ1", "assistant", " fast \"q\"\xc3\xa9\n",
+                       "user",      "again" };
   check_body(b2, w2, TB_ARRAY_LEN(w2), 7);
   free(b2);
   /* an empty answer is still a turn of the history */
   tb_convo_answered(&cv);
   char *b3 = tb_convo_next(&cv, "m", "third", 7);
-  const char *w3[] = { "system", "be brief", "user", "hello RQ1", "assistant",
-                       " fast \"q\"\xc3\xa9\n", "user", "again", "assistant", "", "user", "third" };
+  const char *w3[] = { "system",    "be brief",  "user",
+                       "hello RQ1", "assistant", " fast \"q\"\xc3\xa9\n",
+                       "user",      "again",     "assistant",
+                       "",          "user",      "third" };
   check_body(b3, w3, TB_ARRAY_LEN(w3), 7);
   free(b3);
   /* bytes: every content held */
   assert_int_equal(tb_convo_bytes(&cv), strlen("be brief") + strlen("hello RQ1") +
-                                            strlen(" fast \"q\"\xc3\xa9\n") + strlen("again") +
-                                            strlen("third"));
+                                          strlen(" fast \"q\"\xc3\xa9\n") + strlen("again") +
+                                          strlen("third"));
   assert_int_equal(total, 7 + tb_convo_bytes(&cv)); /* the sum kept with it */
   tb_convo_free(&cv);
   assert_int_equal(total, 7);

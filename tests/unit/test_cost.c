@@ -49,8 +49,8 @@ test_price(void **state)
   assert_false(tb_cost_price_of(ep, &p));
   json_decref(ep);
   /* labels of an import; junk ignored */
-  json_t *l = json_pack("{s:s, s:s, s:s, s:s}", "gpu", "B200", "gpu_count", "8",
-                        "price_per_hour", "42.5", "currency", "USD");
+  json_t *l = json_pack("{s:s, s:s, s:s, s:s}", "gpu", "B200", "gpu_count", "8", "price_per_hour",
+                        "42.5", "currency", "USD");
   assert_true(tb_cost_price_of_labels(l, &p));
   assert_true(p.per_hour == 42.5 && p.gpus == 8);
   json_decref(l);
@@ -62,8 +62,13 @@ test_price(void **state)
 static struct tb_cost_sample
 smp(double t_s, double w, double mj)
 {
-  struct tb_cost_sample s = { .t_ns = (int64_t)(t_s * S_NS), .power_w = w, .energy_mj = mj,
-                              .util_pct = 90, .sm_mhz = 1900, .temp_c = 60, .gpus = 2 };
+  struct tb_cost_sample s = { .t_ns = (int64_t)(t_s * S_NS),
+                              .power_w = w,
+                              .energy_mj = mj,
+                              .util_pct = 90,
+                              .sm_mhz = 1900,
+                              .temp_c = 60,
+                              .gpus = 2 };
   return s;
 }
 
@@ -190,16 +195,18 @@ test_cell(void **state)
   }
   tb_cost_window(s, 13, S_NS, 11 * S_NS, &e);
   cell = decode_cell();
-  json_object_set_new(cell, "checks", json_pack("{s:b, s:[], s:f}", "ok", 1, "failed",
-                                                "client_cpu_share", 0.1));
+  json_object_set_new(cell, "checks",
+                      json_pack("{s:b, s:[], s:f}", "ok", 1, "failed", "client_cpu_share", 0.1));
   tb_cost_cell(cell, &p, &e);
   const json_t *ch = json_object_get(cell, "checks");
   assert_true(json_is_true(json_object_get(ch, "gpu_throttled")));
   assert_true(json_is_false(json_object_get(ch, "ok")));
   assert_string_equal(json_string_value(json_array_get(json_object_get(ch, "failed"), 0)),
                       "GPU clocks throttled in the window (sw_power_cap)");
-  assert_string_equal(json_string_value(json_array_get(json_object_get(json_object_get(
-                        cell, "efficiency"), "clock_event_reasons"), 0)), "sw_power_cap");
+  assert_string_equal(
+    json_string_value(json_array_get(
+      json_object_get(json_object_get(cell, "efficiency"), "clock_event_reasons"), 0)),
+    "sw_power_cap");
   json_decref(cell);
   /* no throttle: the check passes */
   s[6].reasons = 0x1;
@@ -234,8 +241,8 @@ test_combine(void **state)
                      "telemetry_samples", 5, "sm_clock_mhz", "mean", 1900.0 - 600 * i, "min",
                      1800.0 - 600 * i, "max", 1950.0, "checks", "gpu_throttled", i == 1);
   json_t *cell = decode_cell(); /* 10 s, 10,000 tokens: the repeats' sums */
-  json_object_set_new(cell, "checks", json_pack("{s:b, s:[s]}", "ok", 0, "failed",
-                                                "repeat 2: GPU clocks throttled"));
+  json_object_set_new(
+    cell, "checks", json_pack("{s:b, s:[s]}", "ok", 0, "failed", "repeat 2: GPU clocks throttled"));
   tb_cost_combine(cell, r, 2);
   assert_true(fabs(tb_cost_figure(cell, "j_per_output_token") - 0.9) < 1e-9);
   assert_true(fabs(tb_cost_figure(cell, "avg_power_w") - 900) < 1e-9);
@@ -280,12 +287,9 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_price),
-    cmocka_unit_test(test_window_counter),
-    cmocka_unit_test(test_window_gauge),
-    cmocka_unit_test(test_reasons),
-    cmocka_unit_test(test_cell),
-    cmocka_unit_test(test_labels_apply),
+    cmocka_unit_test(test_price),        cmocka_unit_test(test_window_counter),
+    cmocka_unit_test(test_window_gauge), cmocka_unit_test(test_reasons),
+    cmocka_unit_test(test_cell),         cmocka_unit_test(test_labels_apply),
     cmocka_unit_test(test_combine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

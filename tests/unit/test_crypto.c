@@ -67,8 +67,8 @@ test_seal_open(void **state)
 {
   (void)state;
   unsigned char key[32], other[32];
-  assert_true(tb_crypto_parse_key(
-    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", key));
+  assert_true(
+    tb_crypto_parse_key("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", key));
   memcpy(other, key, 32);
   other[0] ^= 1;
   char *s = tb_crypto_seal(key, "sk-endpoint-secret", "ep-1");
@@ -79,7 +79,7 @@ test_seal_open(void **state)
   free(p);
   assert_null(tb_crypto_open(key, s, "ep-2"));   /* other row */
   assert_null(tb_crypto_open(other, s, "ep-1")); /* other key */
-  s[10] = s[10] == 'A' ? 'B' : 'A';               /* tampered */
+  s[10] = s[10] == 'A' ? 'B' : 'A';              /* tampered */
   assert_null(tb_crypto_open(key, s, "ep-1"));
   assert_null(tb_crypto_open(key, "not base64!", "ep-1"));
   assert_null(tb_crypto_open(key, "AAAA", "ep-1"));
@@ -97,10 +97,10 @@ test_parse_key(void **state)
   (void)state;
   unsigned char key[32];
   assert_false(tb_crypto_parse_key("abcd", key));
-  assert_false(tb_crypto_parse_key(
-    "zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", key));
-  assert_false(tb_crypto_parse_key(
-    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f00", key));
+  assert_false(
+    tb_crypto_parse_key("zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", key));
+  assert_false(
+    tb_crypto_parse_key("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f00", key));
 }
 
 int

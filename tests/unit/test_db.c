@@ -17,7 +17,6 @@
 #include "pgtmp.h"
 #include "db/tb_db.h"
 
-
 static struct tb_db *
 db_open(void)
 {
@@ -33,7 +32,8 @@ test_connect_errors(void **state)
 {
   (void)state;
   char *err = NULL;
-  char *url = tb_xasprintf("postgresql://tb:s3cretpw@/tokbench?host=%s/nowhere&port=1", pgtmp_cluster.dir);
+  char *url =
+    tb_xasprintf("postgresql://tb:s3cretpw@/tokbench?host=%s/nowhere&port=1", pgtmp_cluster.dir);
   assert_null(tb_db_connect(url, 0, &err));
   assert_non_null(err);
   assert_true(err[0] != '\0');
@@ -60,9 +60,8 @@ static const struct tb_db_stmt st_bools = {
   "SELECT true AS yes, false AS no, NULL::bool AS none",
 };
 
-static const struct tb_db_stmt st_select = {
-  "t_select", "SELECT id, name, n FROM t WHERE id = $1::int"
-};
+static const struct tb_db_stmt st_select = { "t_select",
+                                             "SELECT id, name, n FROM t WHERE id = $1::int" };
 static const struct tb_db_stmt st_count = { "t_count", "SELECT count(*) AS c FROM t" };
 static const struct tb_db_stmt st_bad = { "t_bad", "SELEKT nonsense" };
 static const struct tb_db_stmt st_pid = { "t_pid", "SELECT pg_backend_pid()::text AS pid" };
@@ -84,8 +83,8 @@ test_exec_and_read(void **state)
   struct tb_db *db = db_open();
   assert_true(tb_db_ping(db));
   assert_int_equal(tb_db_exec_sql(db, "DROP TABLE IF EXISTS t"), 0);
-  assert_int_equal(
-      tb_db_exec_sql(db, "CREATE TABLE t (id int PRIMARY KEY, name text, n bigint)"), 0);
+  assert_int_equal(tb_db_exec_sql(db, "CREATE TABLE t (id int PRIMARY KEY, name text, n bigint)"),
+                   0);
   const char *p1[] = { "1", "it's \"quoted\"; DROP TABLE t; --", "9223372036854775807" };
   assert_int_equal(tb_db_exec(db, &st_insert, 3, p1, NULL), 1);
   const char *p2[] = { "2", NULL, NULL }; /* SQL NULLs */
@@ -323,7 +322,9 @@ static void
 test_many_statements(void **state)
 {
   (void)state;
-  enum { N = 300 };
+  enum {
+    N = 300
+  };
   static struct tb_db_stmt st[N];
   static char names[N][16], sqls[N][48];
   for (int i = 0; i < N; i++) {
@@ -350,13 +351,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_connect_errors),
-      cmocka_unit_test(test_exec_and_read),
-      cmocka_unit_test(test_transactions),
-      cmocka_unit_test(test_reconnect),
-      cmocka_unit_test(test_listen_notify),
-      cmocka_unit_test(test_pool),
-      cmocka_unit_test(test_many_statements),
+    cmocka_unit_test(test_connect_errors),  cmocka_unit_test(test_exec_and_read),
+    cmocka_unit_test(test_transactions),    cmocka_unit_test(test_reconnect),
+    cmocka_unit_test(test_listen_notify),   cmocka_unit_test(test_pool),
+    cmocka_unit_test(test_many_statements),
   };
   return cmocka_run_group_tests(tests, pgtmp_group_setup, pgtmp_group_teardown);
 }

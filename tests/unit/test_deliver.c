@@ -23,22 +23,22 @@ load(const char *text)
 }
 
 static const char *result_text =
-    "{\"cells\":["
-    "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":8192,\"concurrency\":1,"
-    " \"total_tps\":50.5,\"output_tps\":48},"
-    "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":4096,\"concurrency\":1,"
-    " \"total_tps\":55},"
-    "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":8192,\"concurrency\":32,"
-    " \"total_tps\":900.25},"
-    "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":8192,\"concurrency\":64,"
-    " \"total_tps\":\"fast\"},"
-    "{\"phase\":\"decode\",\"status\":\"over_capacity\",\"context\":131072,\"concurrency\":64},"
-    "{\"phase\":\"prefill\",\"status\":\"valid\",\"context\":8192,\"prompt_tps\":12000},"
-    "{\"phase\":\"prefill\",\"status\":\"valid\",\"context\":65536,\"prompt_tps\":15000.5},"
-    "{\"phase\":\"prefill\",\"status\":\"error\",\"context\":131072},"
-    "{\"phase\":\"decode\",\"status\":\"timeout\"},"
-    "{\"status\":\"valid\"}, 7, null, {\"phase\":3,\"status\":\"valid\"}"
-    "]}";
+  "{\"cells\":["
+  "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":8192,\"concurrency\":1,"
+  " \"total_tps\":50.5,\"output_tps\":48},"
+  "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":4096,\"concurrency\":1,"
+  " \"total_tps\":55},"
+  "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":8192,\"concurrency\":32,"
+  " \"total_tps\":900.25},"
+  "{\"phase\":\"decode\",\"status\":\"valid\",\"context\":8192,\"concurrency\":64,"
+  " \"total_tps\":\"fast\"},"
+  "{\"phase\":\"decode\",\"status\":\"over_capacity\",\"context\":131072,\"concurrency\":64},"
+  "{\"phase\":\"prefill\",\"status\":\"valid\",\"context\":8192,\"prompt_tps\":12000},"
+  "{\"phase\":\"prefill\",\"status\":\"valid\",\"context\":65536,\"prompt_tps\":15000.5},"
+  "{\"phase\":\"prefill\",\"status\":\"error\",\"context\":131072},"
+  "{\"phase\":\"decode\",\"status\":\"timeout\"},"
+  "{\"status\":\"valid\"}, 7, null, {\"phase\":3,\"status\":\"valid\"}"
+  "]}";
 
 static void
 test_figures(void **state)
@@ -105,8 +105,8 @@ test_payload(void **state)
   json_t *j = job();
   json_t *r = load(result_text);
   /* 2026-01-02T03:04:05.678Z */
-  char *text = tb_deliver_payload("job.succeeded", j, r, "https://tb.example.com//",
-                                  1767323045678000LL);
+  char *text =
+    tb_deliver_payload("job.succeeded", j, r, "https://tb.example.com//", 1767323045678000LL);
   assert_non_null(text);
   json_t *p = load(text);
   assert_string_equal(json_string_value(json_object_get(p, "type")), "job.succeeded");
@@ -121,8 +121,8 @@ test_payload(void **state)
   assert_true(json_is_null(json_object_get(d, "started_at"))); /* absent: null */
   assert_null(json_object_get(d, "secret"));                   /* only the listed columns */
   assert_int_equal(json_integer_value(json_object_get(d, "cells_done")), 9);
-  assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "figures"),
-                                                      "cells_valid")), 6);
+  assert_int_equal(
+    json_integer_value(json_object_get(json_object_get(d, "figures"), "cells_valid")), 6);
   assert_false(json_is_true(json_object_get(d, "regressed")));
   assert_int_equal(json_array_size(json_object_get(d, "regressions")), 0);
   json_t *links = json_object_get(d, "links");
@@ -178,13 +178,13 @@ test_regressions_capped(void **state)
   json_t *p = load(text);
   json_t *d = json_object_get(p, "data");
   assert_true(json_is_true(json_object_get(d, "regressed")));
-  assert_int_equal(json_array_size(json_object_get(d, "regressions")),
-                   TB_DELIVER_REGRESSIONS_MAX);
+  assert_int_equal(json_array_size(json_object_get(d, "regressions")), TB_DELIVER_REGRESSIONS_MAX);
   assert_int_equal(json_integer_value(json_object_get(d, "regressions_total")),
                    TB_DELIVER_REGRESSIONS_MAX + 10);
   /* the first ones, in order */
-  assert_int_equal(json_integer_value(json_object_get(
-                       json_array_get(json_object_get(d, "regressions"), 0), "n")), 0);
+  assert_int_equal(
+    json_integer_value(json_object_get(json_array_get(json_object_get(d, "regressions"), 0), "n")),
+    0);
   json_decref(p);
   free(text);
   /* regressions of the wrong type count as none */
@@ -234,10 +234,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_figures),
-      cmocka_unit_test(test_payload),
-      cmocka_unit_test(test_regressions_capped),
-      cmocka_unit_test(test_payload_cap),
+    cmocka_unit_test(test_figures),
+    cmocka_unit_test(test_payload),
+    cmocka_unit_test(test_regressions_capped),
+    cmocka_unit_test(test_payload_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,13 @@
 #define SLOTS 3
 #define SSE_BODY "data: {\"a\":1}\n\ndata: [DONE]\n\n"
 
-enum mode { CHUNKED = 0, SIZED_THEN_CLOSE, JUNK, CUT, BIG };
+enum mode {
+  CHUNKED = 0,
+  SIZED_THEN_CLOSE,
+  JUNK,
+  CUT,
+  BIG
+};
 
 struct fake {
   enum mode mode;
@@ -425,13 +431,13 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_setup_rules),
-      cmocka_unit_test(test_chunked_keepalive),
-      cmocka_unit_test(test_server_closed_kept_alive),
-      cmocka_unit_test(test_big_body),
-      cmocka_unit_test(test_broken_answers),
-      cmocka_unit_test(test_refused),
-      cmocka_unit_test(test_ipv6),
+    cmocka_unit_test(test_setup_rules),
+    cmocka_unit_test(test_chunked_keepalive),
+    cmocka_unit_test(test_server_closed_kept_alive),
+    cmocka_unit_test(test_big_body),
+    cmocka_unit_test(test_broken_answers),
+    cmocka_unit_test(test_refused),
+    cmocka_unit_test(test_ipv6),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -86,12 +86,11 @@ test_vllm_version_and_metrics(void **state)
   assert_true(PARSE(tb_discover_parse_version, &d, "{\"version\":\"0.26.1rc1.dev638\"}"));
   assert_int_equal(d.kind, TB_KIND_VLLM);
   assert_string_equal(d.version, "0.26.1rc1.dev638");
-  const char *m =
-    "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-    "# TYPE vllm:cache_config_info gauge\n"
-    "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"61440\","
-    "kv_cache_size_tokens=\"983040\",max_num_seqs=\"128\"} 1.0\n"
-    "vllm:num_requests_running{model_name=\"step\"} 0.0\n";
+  const char *m = "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+                  "# TYPE vllm:cache_config_info gauge\n"
+                  "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"61440\","
+                  "kv_cache_size_tokens=\"983040\",max_num_seqs=\"128\"} 1.0\n"
+                  "vllm:num_requests_running{model_name=\"step\"} 0.0\n";
   tb_discover_parse_metrics(&d, m, strlen(m));
   assert_true(d.has_metrics);
   assert_int_equal(d.kv_budget, 983040);

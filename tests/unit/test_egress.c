@@ -45,14 +45,15 @@ test_defaults(void **state)
   struct tb_egress *p = policy(NULL, NULL);
   /* refused: metadata, link-local, loopback, this host, multicast */
   const char *refused[] = { "169.254.169.254", "169.254.1.1", "fd00:ec2::254", "100.100.100.200",
-                            "fe80::1", "127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::",
-                            "224.0.0.1", "ff02::1", "255.255.255.255" };
+                            "fe80::1",         "127.0.0.1",   "127.9.9.9",     "::1",
+                            "0.0.0.0",         "::",          "224.0.0.1",     "ff02::1",
+                            "255.255.255.255" };
   for (size_t i = 0; i < TB_ARRAY_LEN(refused); i++)
     if (ok_addr(p, refused[i]))
       fail_msg("%s allowed by default", refused[i]);
   /* allowed: private ranges, CGNAT other than the metadata address, public */
-  const char *allowed[] = { "10.0.0.1", "172.16.5.4", "192.168.1.10", "100.100.100.201",
-                            "fd12:3456::1", "8.8.8.8", "2001:db8::1" };
+  const char *allowed[] = { "10.0.0.1",     "172.16.5.4", "192.168.1.10", "100.100.100.201",
+                            "fd12:3456::1", "8.8.8.8",    "2001:db8::1" };
   for (size_t i = 0; i < TB_ARRAY_LEN(allowed); i++)
     if (!ok_addr(p, allowed[i]))
       fail_msg("%s refused by default", allowed[i]);
@@ -66,9 +67,9 @@ test_v4_in_v6(void **state)
   struct tb_egress *p = policy(NULL, "10.1.0.0/16");
   assert_false(ok_addr(p, "::ffff:169.254.169.254")); /* mapped */
   assert_false(ok_addr(p, "::ffff:127.0.0.1"));
-  assert_false(ok_addr(p, "::169.254.169.254"));      /* compatible */
-  assert_false(ok_addr(p, "64:ff9b::a9fe:a9fe"));     /* NAT64 of 169.254.169.254 */
-  assert_false(ok_addr(p, "::ffff:10.1.2.3"));        /* operator's IPv4 deny */
+  assert_false(ok_addr(p, "::169.254.169.254"));  /* compatible */
+  assert_false(ok_addr(p, "64:ff9b::a9fe:a9fe")); /* NAT64 of 169.254.169.254 */
+  assert_false(ok_addr(p, "::ffff:10.1.2.3"));    /* operator's IPv4 deny */
   assert_true(ok_addr(p, "::ffff:10.2.0.1"));
   tb_egress_free(p);
 }
@@ -108,7 +109,8 @@ static void
 test_bad_lists(void **state)
 {
   (void)state;
-  const char *bad[] = { "10.0.0.0/33", "::/129", "10.0.0.0/", "10.0.0.0/x", "a b", "1.2.3.4/8/8",
+  const char *bad[] = { "10.0.0.0/33",          "::/129",   "10.0.0.0/",
+                        "10.0.0.0/x",           "a b",      "1.2.3.4/8/8",
                         "gpu.example.com:8000", "http://x", "*" };
   for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
     char *err = NULL;
@@ -163,10 +165,18 @@ test_urls(void **state)
   struct tb_egress *p = policy(NULL, NULL);
   char why[TB_EGRESS_WHY_MAX];
   const char *refused[] = {
-    "http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/", "http://127.0.0.1:8000",
-    "http://2130706433/", "http://0x7f.1/", "http://127.1:80/", "http://[::ffff:169.254.169.254]/",
-    "http://metadata.google.internal/computeMetadata/v1/", "http://localhost:8000",
-    "http://a.localhost/", "http://[fe80::1%25eth0]/", "https://0.0.0.0/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/",
+    "http://127.0.0.1:8000",
+    "http://2130706433/",
+    "http://0x7f.1/",
+    "http://127.1:80/",
+    "http://[::ffff:169.254.169.254]/",
+    "http://metadata.google.internal/computeMetadata/v1/",
+    "http://localhost:8000",
+    "http://a.localhost/",
+    "http://[fe80::1%25eth0]/",
+    "https://0.0.0.0/",
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(refused); i++)
     if (tb_egress_url_ok(p, refused[i], why, sizeof why))
@@ -218,18 +228,37 @@ test_url_spellings(void **state)
   struct tb_egress *p = policy(NULL, "evil.example.com");
   char why[TB_EGRESS_WHY_MAX];
   const char *refused[] = {
-    "http://169.254.169.254.:80/", "http://169.254.169.254../", "http://2852039166./",
-    "http://0xa9.0xfe.0xa9.0xfe/", "http://0xA9FEA9FE/", "http://0251.0376.0251.0376/",
-    "http://169.254.43518/", "http://169.16689662/", "http://%31%36%39.254.169.254/",
-    "http://0x7f.1./", "http://127.000.000.001/", "http://0177.0.0.1/", "http://0/",
-    "http://[::ffff:a9fe:a9fe]/", "http://[0:0:0:0:0:ffff:169.254.169.254]/",
-    "http://[64:ff9b::a9fe:a9fe]/", "http://LOCALHOST./", "http://a.LocalHost./",
-    "http://METADATA.Google.Internal./", "http://metadata./", "http://Evil.Example.Com./",
+    "http://169.254.169.254.:80/",
+    "http://169.254.169.254../",
+    "http://2852039166./",
+    "http://0xa9.0xfe.0xa9.0xfe/",
+    "http://0xA9FEA9FE/",
+    "http://0251.0376.0251.0376/",
+    "http://169.254.43518/",
+    "http://169.16689662/",
+    "http://%31%36%39.254.169.254/",
+    "http://0x7f.1./",
+    "http://127.000.000.001/",
+    "http://0177.0.0.1/",
+    "http://0/",
+    "http://[::ffff:a9fe:a9fe]/",
+    "http://[0:0:0:0:0:ffff:169.254.169.254]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://LOCALHOST./",
+    "http://a.LocalHost./",
+    "http://METADATA.Google.Internal./",
+    "http://metadata./",
+    "http://Evil.Example.Com./",
     "http://\xef\xbd\x8d\xef\xbd\x85\xef\xbd\x94\xef\xbd\x81\xef\xbd\x84"
     "\xef\xbd\x81\xef\xbd\x94\xef\xbd\x81.google.internal/", /* full-width "metadata" */
-    "http://\xef\xbc\x91\xef\xbc\x96\xef\xbc\x99" ".254.169.254/", /* full-width 169 */
-    "http://169\xe3\x80\x82" "254\xe3\x80\x82" "169\xe3\x80\x82" "254/", /* "。" dots */
-    "http://b\xc3\xbc" "cher.example/",
+    "http://\xef\xbc\x91\xef\xbc\x96\xef\xbc\x99"
+    ".254.169.254/", /* full-width 169 */
+    "http://169\xe3\x80\x82"
+    "254\xe3\x80\x82"
+    "169\xe3\x80\x82"
+    "254/", /* "。" dots */
+    "http://b\xc3\xbc"
+    "cher.example/",
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(refused); i++)
     if (tb_egress_url_ok(p, refused[i], why, sizeof why))
@@ -238,10 +267,13 @@ test_url_spellings(void **state)
   assert_non_null(strstr(why, "169.254.169.254 by rule 169.254.169.254/32"));
   assert_false(tb_egress_url_ok(p, "http://0xa9fea9fe/", why, sizeof why));
   assert_non_null(strstr(why, "cloud metadata"));
-  assert_false(tb_egress_url_ok(p, "http://b\xc3\xbc" "cher.example/", why, sizeof why));
+  assert_false(tb_egress_url_ok(p,
+                                "http://b\xc3\xbc"
+                                "cher.example/",
+                                why, sizeof why));
   assert_non_null(strstr(why, "xn--"));
   const char *allowed[] = {
-    "http://10.0.0.5.:8000/", "http://0x0a000005/", "http://GPU.Example.com./v1",
+    "http://10.0.0.5.:8000/",        "http://0x0a000005/",    "http://GPU.Example.com./v1",
     "http://xn--bcher-kva.example/", "http://[2001:db8::1]/",
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(allowed); i++)
@@ -253,7 +285,9 @@ test_url_spellings(void **state)
   assert_non_null(e);
   assert_false(tb_egress_guard_easy(&g, p, e, "http://Evil.Example.Com./"));
   assert_true(g.refused);
-  assert_false(tb_egress_guard_easy(&g, p, e, "http://b\xc3\xbc" "cher.example/"));
+  assert_false(tb_egress_guard_easy(&g, p, e,
+                                    "http://b\xc3\xbc"
+                                    "cher.example/"));
   assert_true(g.refused && strstr(g.why, "xn--") != NULL);
   assert_true(tb_egress_guard_easy(&g, p, e, "http://169.254.169.254.:9/"));
   curl_easy_setopt(e, CURLOPT_URL, "http://169.254.169.254.:9/");
@@ -325,10 +359,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_defaults),   cmocka_unit_test(test_v4_in_v6),
-    cmocka_unit_test(test_precedence), cmocka_unit_test(test_bad_lists),
-    cmocka_unit_test(test_hosts),      cmocka_unit_test(test_urls),
-    cmocka_unit_test(test_origin),     cmocka_unit_test(test_guard),
+    cmocka_unit_test(test_defaults),      cmocka_unit_test(test_v4_in_v6),
+    cmocka_unit_test(test_precedence),    cmocka_unit_test(test_bad_lists),
+    cmocka_unit_test(test_hosts),         cmocka_unit_test(test_urls),
+    cmocka_unit_test(test_origin),        cmocka_unit_test(test_guard),
     cmocka_unit_test(test_url_spellings), cmocka_unit_test(test_url_reachable),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,7 +35,7 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_top_context),
+    cmocka_unit_test(test_top_context),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,8 +33,7 @@ on_body(void *cls, const char *d, size_t n)
 /* Feeds `in` in pieces of `step` bytes; returns the final status and the
  * bytes that belonged to the response. */
 static enum tb_h1_status
-feed_split(struct tb_h1 *p, const char *in, size_t step, struct sink *s,
-           size_t *consumed)
+feed_split(struct tb_h1 *p, const char *in, size_t step, struct sink *s, size_t *consumed)
 {
   size_t n = strlen(in), off = 0;
   enum tb_h1_status st = TB_H1_MORE;
@@ -50,16 +49,15 @@ feed_split(struct tb_h1 *p, const char *in, size_t step, struct sink *s,
   return st;
 }
 
-static const char CHUNKED[] =
-    "HTTP/1.1 200 OK\r\n"
-    "Content-Type: text/event-stream\r\n"
-    "Transfer-Encoding: chunked\r\n"
-    "\r\n"
-    "d\r\ndata: hello\n\n\r\n"
-    "C;ext=1\r\ndata: 2345\n\n\r\n"
-    "0\r\n"
-    "X-Trailer: yes\r\n"
-    "\r\n";
+static const char CHUNKED[] = "HTTP/1.1 200 OK\r\n"
+                              "Content-Type: text/event-stream\r\n"
+                              "Transfer-Encoding: chunked\r\n"
+                              "\r\n"
+                              "d\r\ndata: hello\n\n\r\n"
+                              "C;ext=1\r\ndata: 2345\n\n\r\n"
+                              "0\r\n"
+                              "X-Trailer: yes\r\n"
+                              "\r\n";
 
 static void
 test_chunked_any_split(void **state)
@@ -67,7 +65,7 @@ test_chunked_any_split(void **state)
   (void)state;
   for (size_t step = 1; step <= sizeof CHUNKED; step++) {
     struct tb_h1 p;
-    struct sink s = {0};
+    struct sink s = { 0 };
     tb_h1_init(&p);
     size_t used;
     assert_int_equal(feed_split(&p, CHUNKED, step, &s, &used), TB_H1_DONE);
@@ -88,7 +86,7 @@ test_two_responses_in_one_read(void **state)
            "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n"
            "Connection: close\r\n\r\noops!");
   struct tb_h1 p;
-  struct sink s = {0};
+  struct sink s = { 0 };
   tb_h1_init(&p);
   size_t used;
   assert_int_equal(tb_h1_feed(&p, two, strlen(two), &used, on_body, &s), TB_H1_DONE);
@@ -108,7 +106,7 @@ test_interim_and_lengths(void **state)
 {
   (void)state;
   struct tb_h1 p;
-  struct sink s = {0};
+  struct sink s = { 0 };
   size_t used;
   const char *r = "HTTP/1.1 100 Continue\r\n\r\n"
                   "HTTP/1.1 401 Unauthorized\r\ncontent-length: 3\r\n\r\nno!";
@@ -138,7 +136,7 @@ test_eof(void **state)
 {
   (void)state;
   struct tb_h1 p;
-  struct sink s = {0};
+  struct sink s = { 0 };
   size_t used;
   tb_h1_init(&p);
   const char *r = "HTTP/1.0 200 OK\r\n\r\ndata: x\n\n";
@@ -180,7 +178,7 @@ static void
 expect_error(const char *in, const char *why)
 {
   struct tb_h1 p;
-  struct sink s = {0};
+  struct sink s = { 0 };
   size_t used;
   tb_h1_init(&p);
   enum tb_h1_status st = feed_split(&p, in, 4096, &s, &used);
@@ -203,14 +201,12 @@ test_malformed(void **state)
   expect_error("HTTP/1.1 200 OK\r\nNoColon\r\n", "header line");
   expect_error("HTTP/1.1 200 OK\r\nBad Name: x\r\n", "header name");
   expect_error("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n", "Content-Length");
-  expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n",
-               "conflicting");
-  expect_error("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n",
-               "Content-Length");
-  expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-               "chunk size");
+  expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n", "conflicting");
+  expect_error("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n", "Content-Length");
+  expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size");
   expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-               "fffffffffffffffff\r\n", "chunk size over");
+               "fffffffffffffffff\r\n",
+               "chunk size over");
   expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
                "longer than its size");
   expect_error("HTTP/1.1 200 OK\r\nX: a\r\n b\r\n", "folding");

@@ -281,13 +281,10 @@ main(void)
 {
   tb_http_global_init();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_get_and_auth),
-      cmocka_unit_test(test_post_status_and_empty),
-      cmocka_unit_test(test_cap_and_redirect),
-      cmocka_unit_test(test_transport_errors),
-      cmocka_unit_test(test_deadline),
-      cmocka_unit_test(test_egress_policy),
-      cmocka_unit_test(test_auth_header),
+    cmocka_unit_test(test_get_and_auth),     cmocka_unit_test(test_post_status_and_empty),
+    cmocka_unit_test(test_cap_and_redirect), cmocka_unit_test(test_transport_errors),
+    cmocka_unit_test(test_deadline),         cmocka_unit_test(test_egress_policy),
+    cmocka_unit_test(test_auth_header),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

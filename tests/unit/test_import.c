@@ -33,7 +33,7 @@ find(const json_t *doc, const char *phase, json_int_t ctx, json_int_t conc)
 {
   size_t i;
   const json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) {
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
     if (strcmp(json_string_value(json_object_get(c, "phase")), phase) == 0 &&
         json_integer_value(json_object_get(c, "context")) == ctx &&
         json_integer_value(json_object_get(c, "concurrency")) == conc)
@@ -60,15 +60,16 @@ test_llm_inference_bench(void **state)
   const json_t *imp = json_object_get(doc, "imported_from");
   assert_string_equal(json_string_value(json_object_get(imp, "tool")), "llm-inference-bench");
   assert_string_equal(json_string_value(json_object_get(imp, "version")), "0.4.29");
-  assert_int_equal(json_integer_value(json_object_get(
-                       json_object_get(doc, "capacity"), "kv_budget_tokens")), 917504);
+  assert_int_equal(
+    json_integer_value(json_object_get(json_object_get(doc, "capacity"), "kv_budget_tokens")),
+    917504);
   /* 7 prefill contexts + 6 x 8 decode cells. */
   assert_int_equal(json_array_size(json_object_get(doc, "cells")), 7 + 48);
 
   /* Every result of the tool, with its figures converted. */
   size_t i;
   const json_t *r;
-  json_array_foreach(json_object_get(in, "results"), i, r) {
+  json_array_foreach (json_object_get(in, "results"), i, r) {
     json_int_t ctx = json_integer_value(json_object_get(r, "context_tokens"));
     json_int_t conc = json_integer_value(json_object_get(r, "concurrency"));
     const json_t *c = find(doc, "decode", ctx, conc);
@@ -79,7 +80,8 @@ test_llm_inference_bench(void **state)
     assert_true(fabs(json_number_value(json_object_get(json_object_get(c, "ttft_ms"), "p50")) -
                      1e3 * json_number_value(json_object_get(r, "ttft_p50"))) < 1e-9);
     assert_true(fabs(json_number_value(json_object_get(json_object_get(c, "tbt_ms"), "p99")) -
-                     1e3 * json_number_value(json_object_get(r, "inter_token_latency_p99"))) < 1e-9);
+                     1e3 * json_number_value(json_object_get(r, "inter_token_latency_p99"))) <
+                1e-9);
     assert_int_equal(json_integer_value(json_object_get(c, "output_tokens")),
                      json_integer_value(json_object_get(r, "total_tokens")));
     assert_true(json_number_value(json_object_get(c, "measured_s")) == 30.0);
@@ -124,19 +126,22 @@ static void
 test_lib_cell_kinds(void **state)
 {
   const char *s =
-      "{\"metadata\": {\"version\": \"0.7.9\", \"engine\": \"sglang\", \"max_tokens\": 1000,"
-      " \"concurrency_levels\": [1, 2, 2], \"context_lengths\": [0, 1024],"
-      " \"launch_command\": \"sglang serve --api-key sk-secret\"},"
-      " \"prefill\": {\"1024\": {\"ttft_seconds\": 0.5, \"tok_per_sec\": 2000, \"prompt_tokens\": 1000},"
-      "   \"junk\": {}, \"2048\": {\"skipped\": true}},"
-      " \"results\": [{\"concurrency\": 1, \"context_tokens\": 0, \"aggregate_tps\": 50,"
-      "   \"ttft_p50\": 0.01, \"avg_running_reqs\": 0, \"effective_concurrency\": 1.0},"
-      "  {\"concurrency\": 2, \"context_tokens\": 0, \"aggregate_tps\": -1, \"capacity_limited\": true},"
-      "  {\"concurrency\": 1, \"context_tokens\": 1024, \"aggregate_tps\": 0, \"num_errors\": 3},"
-      "  {\"concurrency\": 2, \"context_tokens\": 1024, \"aggregate_tps\": 80, \"capacity_limited\": true,"
-      "   \"avg_running_reqs\": 1.4},"
-      "  {\"concurrency\": 1, \"context_tokens\": 0, \"aggregate_tps\": 999},"
-      "  \"nonsense\", {\"concurrency\": \"x\"}]}";
+    "{\"metadata\": {\"version\": \"0.7.9\", \"engine\": \"sglang\", \"max_tokens\": 1000,"
+    " \"concurrency_levels\": [1, 2, 2], \"context_lengths\": [0, 1024],"
+    " \"launch_command\": \"sglang serve --api-key sk-secret\"},"
+    " \"prefill\": {\"1024\": {\"ttft_seconds\": 0.5, \"tok_per_sec\": 2000, \"prompt_tokens\": "
+    "1000},"
+    "   \"junk\": {}, \"2048\": {\"skipped\": true}},"
+    " \"results\": [{\"concurrency\": 1, \"context_tokens\": 0, \"aggregate_tps\": 50,"
+    "   \"ttft_p50\": 0.01, \"avg_running_reqs\": 0, \"effective_concurrency\": 1.0},"
+    "  {\"concurrency\": 2, \"context_tokens\": 0, \"aggregate_tps\": -1, \"capacity_limited\": "
+    "true},"
+    "  {\"concurrency\": 1, \"context_tokens\": 1024, \"aggregate_tps\": 0, \"num_errors\": 3},"
+    "  {\"concurrency\": 2, \"context_tokens\": 1024, \"aggregate_tps\": 80, \"capacity_limited\": "
+    "true,"
+    "   \"avg_running_reqs\": 1.4},"
+    "  {\"concurrency\": 1, \"context_tokens\": 0, \"aggregate_tps\": 999},"
+    "  \"nonsense\", {\"concurrency\": \"x\"}]}";
   char *err = NULL;
   json_t *doc = tb_import_load_buffer(s, strlen(s), NULL, &err);
   assert_non_null(doc);
@@ -159,8 +164,9 @@ test_lib_cell_kinds(void **state)
   assert_null(find(doc, "prefill", 2048, 1));
   /* junk prefill key, the skipped prefill, the duplicate, "nonsense" and the
    * bad entry. */
-  assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "imported_from"),
-                                                      "skipped_entries")), 5);
+  assert_int_equal(
+    json_integer_value(json_object_get(json_object_get(doc, "imported_from"), "skipped_entries")),
+    5);
   const char *lc = json_string_value(json_object_get(doc, "launch_command"));
   assert_null(strstr(lc, "sk-secret"));
   json_decref(doc);
@@ -184,8 +190,8 @@ test_ours(void **state)
   json_object_set_new(c3, "total_tps_ci95", json_pack("[f, f]", 97.0, 103.0));
   json_object_set_new(c3, "ttft_p50_ci95", json_null());
   json_object_set_new(c3, "repeats", json_integer(3));
-  json_object_set_new(c3, "samples", json_pack("{s:f, s:[f, f]}", "slice_s", 1.0, "total_tps",
-                                               99.0, 101.0));
+  json_object_set_new(c3, "samples",
+                      json_pack("{s:f, s:[f, f]}", "slice_s", 1.0, "total_tps", 99.0, 101.0));
   doc = tb_import(unc, NULL, &err);
   assert_non_null(doc);
   assert_true(json_equal(unc, doc));
@@ -213,14 +219,13 @@ test_ours(void **state)
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     json_t *d = json_deep_copy(in);
-    json_t *target = strcmp(bad[i].path, "cell") == 0
-                         ? json_array_get(json_object_get(d, "cells"), 3)
-                         : d;
-    json_t *v = strcmp(bad[i].member, "schema") == 0 ? json_string("tokbench.result/v9")
-                : strcmp(bad[i].member, "ttft_ms") == 0 ? json_pack("[i]", 1)
+    json_t *target =
+      strcmp(bad[i].path, "cell") == 0 ? json_array_get(json_object_get(d, "cells"), 3) : d;
+    json_t *v = strcmp(bad[i].member, "schema") == 0     ? json_string("tokbench.result/v9")
+                : strcmp(bad[i].member, "ttft_ms") == 0  ? json_pack("[i]", 1)
                 : strcmp(bad[i].member, "hardware") == 0 ? json_string("H200")
-                : strcmp(bad[i].member, "cells") == 0 ? json_object()
-                                                      : json_string("8K");
+                : strcmp(bad[i].member, "cells") == 0    ? json_object()
+                                                         : json_string("8K");
     json_object_set_new(target, bad[i].member, v);
     doc = tb_import(d, NULL, &err);
     assert_null(doc);
@@ -238,7 +243,13 @@ static void
 test_garbage(void **state)
 {
   static const char *const inputs[] = {
-    "", "[]", "3", "null", "{}", "{\"metadata\": 1}", "{\"metadata\": {}, \"results\": 1}",
+    "",
+    "[]",
+    "3",
+    "null",
+    "{}",
+    "{\"metadata\": 1}",
+    "{\"metadata\": {}, \"results\": 1}",
     "{\"metadata\": {}, \"results\": []}",
     "{\"metadata\": {\"context_lengths\": \"x\", \"concurrency_levels\": [[]]}, \"prefill\": {}}",
     "{\"metadata\": {\"context_lengths\": [1e300, -1, 8192], \"concurrency_levels\": [0, 1],"

@@ -41,9 +41,13 @@ test_running(void **state)
 {
   (void)state;
   struct tb_jobdoc_row row = {
-    .job_id = "j1", .state = "running", .result = NULL,
+    .job_id = "j1",
+    .state = "running",
+    .result = NULL,
     .header = "{\"schema\":\"tokbench.result/v1\",\"launch_command\":\"HF_TOKEN=x serve\"}",
-    .cells = "[{\"phase\":\"prefill\"}]", .error = NULL, .cells_total = 55,
+    .cells = "[{\"phase\":\"prefill\"}]",
+    .error = NULL,
+    .cells_total = 55,
   };
   json_t *d = tb_jobdoc_build(&row);
   assert_string_equal(str(d, "status"), "running");
@@ -53,8 +57,8 @@ test_running(void **state)
   assert_string_equal(str(d, "launch_command"), "HF_TOKEN=<redacted> serve");
   assert_int_equal(json_array_size(json_object_get(d, "cells")), 1);
   assert_true(json_is_null(json_object_get(d, "error")));
-  assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "progress"),
-                                                      "cells_total")), 55);
+  assert_int_equal(
+    json_integer_value(json_object_get(json_object_get(d, "progress"), "cells_total")), 55);
   json_decref(d);
   /* a stored result of an unfinished job (a retried attempt) is not shown */
   row.result = "{\"status\":\"complete\",\"cells\":[]}";
@@ -70,9 +74,13 @@ test_finished(void **state)
 {
   (void)state;
   struct tb_jobdoc_row row = {
-    .job_id = "j2", .state = "succeeded",
+    .job_id = "j2",
+    .state = "succeeded",
     .result = "{\"status\":\"partial\",\"cells\":[],\"launch_command\":\"s --api-key k\"}",
-    .header = "{\"x\":1}", .cells = "[]", .error = NULL, .cells_total = 3,
+    .header = "{\"x\":1}",
+    .cells = "[]",
+    .error = NULL,
+    .cells_total = 3,
   };
   json_t *d = tb_jobdoc_build(&row);
   assert_string_equal(str(d, "status"), "partial"); /* the engine's verdict */
@@ -81,8 +89,11 @@ test_finished(void **state)
   assert_null(json_object_get(d, "x"));
   json_decref(d);
   /* cancelled before it started: no document, no header, junk cells */
-  struct tb_jobdoc_row c = { .job_id = "j3", .state = "cancelled", .cells = "{",
-                             .error = "cancelled before it started", .cells_total = -1 };
+  struct tb_jobdoc_row c = { .job_id = "j3",
+                             .state = "cancelled",
+                             .cells = "{",
+                             .error = "cancelled before it started",
+                             .cells_total = -1 };
   d = tb_jobdoc_build(&c);
   assert_string_equal(str(d, "status"), "cancelled");
   assert_string_equal(str(d, "error"), "cancelled before it started");

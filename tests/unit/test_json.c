@@ -79,7 +79,7 @@ test_int(void **state)
   assert_true(tb_json_int(o, "below", &v));
   assert_true(v == 8999999999999998LL);
   v = 123;
-  assert_false(tb_json_int(o, "r", &v)); /* 2.5 is not an integer */
+  assert_false(tb_json_int(o, "r", &v));   /* 2.5 is not an integer */
   assert_false(tb_json_int(o, "big", &v)); /* beyond exact doubles: not a count */
   assert_false(tb_json_int(o, "edge", &v));
   assert_false(tb_json_int(o, "s", &v));
@@ -95,9 +95,9 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_str),
-      cmocka_unit_test(test_num),
-      cmocka_unit_test(test_int),
+    cmocka_unit_test(test_str),
+    cmocka_unit_test(test_num),
+    cmocka_unit_test(test_int),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,8 +75,10 @@ test_fields_and_escapes(void **state)
 static void
 log_bad_utf8(void)
 {
-  tb_log(TB_LOG_WARN, "x", "s", TB_LS, "ok\xff\xfe\xc3(\xed\xa0\x80" "end", "inf", TB_LD,
-         1.0 / 0.0, NULL);
+  tb_log(TB_LOG_WARN, "x", "s", TB_LS,
+         "ok\xff\xfe\xc3(\xed\xa0\x80"
+         "end",
+         "inf", TB_LD, 1.0 / 0.0, NULL);
 }
 
 static void

@@ -77,13 +77,13 @@ test_endpoint_key_origin(void **state)
   assert_int_equal(tb_masterkey_load(HEX, NULL, k, &err), TB_MASTERKEY_OK);
   char *origin = NULL;
   const char *why = NULL;
-  char *sealed = tb_masterkey_seal_endpoint_key(k, "sk-1", "ep-1", "http://GPU.example:8000/v1",
-                                                &origin);
+  char *sealed =
+    tb_masterkey_seal_endpoint_key(k, "sk-1", "ep-1", "http://GPU.example:8000/v1", &origin);
   assert_non_null(sealed);
   assert_string_equal(origin, "http://gpu.example:8000");
   /* same origin, another path: opens */
-  char *p = tb_masterkey_open_endpoint_key(k, sealed, "ep-1", origin, "http://gpu.example:8000/",
-                                           &why);
+  char *p =
+    tb_masterkey_open_endpoint_key(k, sealed, "ep-1", origin, "http://gpu.example:8000/", &why);
   assert_string_equal(p, "sk-1");
   free(p);
   /* another host, port or scheme: refused before any crypto */
@@ -97,8 +97,8 @@ test_endpoint_key_origin(void **state)
   assert_null(tb_masterkey_open_endpoint_key(k, sealed, "ep-1", "http://evil.example:8000",
                                              "http://evil.example:8000", &why));
   /* another row */
-  assert_null(tb_masterkey_open_endpoint_key(k, sealed, "ep-2", origin, "http://gpu.example:8000",
-                                             &why));
+  assert_null(
+    tb_masterkey_open_endpoint_key(k, sealed, "ep-2", origin, "http://gpu.example:8000", &why));
   /* a legacy seal (the id alone) opens while its origin is NULL */
   char *legacy = tb_crypto_seal(k, "sk-old", "ep-1");
   p = tb_masterkey_open_endpoint_key(k, legacy, "ep-1", NULL, "http://any.example", &why);

@@ -27,14 +27,15 @@ test_counter_gauge_text(void **state)
   tb_metric_add(c, v1, -5); /* ignored */
   tb_metric_add(c, v2, 1);
   assert_true(tb_metric_value(c, v1) == 3);
-  struct tb_metric *g = tb_metrics_family(m, TB_METRIC_GAUGE, "t_depth", "Queue\ndepth.", NULL,
-                                          NULL, 0);
+  struct tb_metric *g =
+    tb_metrics_family(m, TB_METRIC_GAUGE, "t_depth", "Queue\ndepth.", NULL, NULL, 0);
   tb_metric_set(g, NULL, 7.5);
   /* redeclaring returns the same family */
   assert_ptr_equal(tb_metrics_family(m, TB_METRIC_COUNTER, "t_requests_total", "x", ln, NULL, 0),
                    c);
   char *t = tb_metrics_render(m);
-  assert_non_null(strstr(t, "# HELP t_requests_total Requests.\n# TYPE t_requests_total counter\n"));
+  assert_non_null(
+    strstr(t, "# HELP t_requests_total Requests.\n# TYPE t_requests_total counter\n"));
   assert_non_null(strstr(t, "t_requests_total{route=\"/v1/jobs\",status=\"200\"} 3\n"));
   assert_non_null(strstr(t, "t_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"500\"} 1\n"));
   assert_non_null(strstr(t, "# HELP t_depth Queue\\ndepth.\n# TYPE t_depth gauge\nt_depth 7.5\n"));
@@ -53,7 +54,8 @@ test_histogram(void **state)
   struct tb_metrics *m = tb_metrics_new();
   static const char *const ln[] = { "route", NULL };
   static const double b[] = { 0.1, 1, 10 };
-  struct tb_metric *h = tb_metrics_family(m, TB_METRIC_HISTOGRAM, "t_seconds", "Latency.", ln, b, 3);
+  struct tb_metric *h =
+    tb_metrics_family(m, TB_METRIC_HISTOGRAM, "t_seconds", "Latency.", ln, b, 3);
   const char *v[] = { "/x" };
   tb_metric_observe(h, v, 0.05);
   tb_metric_observe(h, v, 0.5);

@@ -16,7 +16,6 @@
 #include "pgtmp.h"
 #include "db/tb_migrate.h"
 
-
 static int
 cmp_str(const void *a, const void *b)
 {
@@ -71,7 +70,8 @@ db_url(const char *name)
 {
   const char *q = strstr(pgtmp_cluster.url, "/tokbench?");
   assert_non_null(q);
-  return tb_xasprintf("%.*s/%s%s", (int)(q - pgtmp_cluster.url), pgtmp_cluster.url, name, q + strlen("/tokbench"));
+  return tb_xasprintf("%.*s/%s%s", (int)(q - pgtmp_cluster.url), pgtmp_cluster.url, name,
+                      q + strlen("/tokbench"));
 }
 
 static struct tb_db *
@@ -204,10 +204,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_table_matches_sql_dir),
-      cmocka_unit_test(test_run_twice),
-      cmocka_unit_test(test_failure_leaves_no_trace),
-      cmocka_unit_test(test_concurrent_runs),
+    cmocka_unit_test(test_table_matches_sql_dir),
+    cmocka_unit_test(test_run_twice),
+    cmocka_unit_test(test_failure_leaves_no_trace),
+    cmocka_unit_test(test_concurrent_runs),
   };
   return cmocka_run_group_tests(tests, pgtmp_group_setup, pgtmp_group_teardown);
 }

@@ -20,25 +20,36 @@ test_kinds(void **state)
 {
   struct tb_oai_chunk c;
   assert_int_equal(parse("[DONE]", &c), TB_OAI_DONE);
-  assert_int_equal(parse("{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}", &c), TB_OAI_OK);
+  assert_int_equal(
+    parse("{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}", &c),
+    TB_OAI_OK);
   assert_true(c.role_only);
   assert_int_equal(c.text_choices, 0);
-  assert_int_equal(parse("{\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}", &c), TB_OAI_OK);
+  assert_int_equal(
+    parse("{\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}],\"usage\":{"
+          "\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}",
+          &c),
+    TB_OAI_OK);
   assert_int_equal(c.text_choices, 1);
   assert_true(c.has_usage);
   assert_int_equal(c.completion_tokens, 3);
   assert_int_equal(c.prompt_tokens, 10);
   assert_false(c.finished);
-  assert_int_equal(parse("{\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}", &c), TB_OAI_OK);
+  assert_int_equal(parse("{\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}", &c),
+                   TB_OAI_OK);
   assert_int_equal(c.text_choices, 1);
   assert_int_equal(c.reasoning_bytes, 3);
   assert_false(c.has_usage);
-  assert_int_equal(parse("{\"choices\":[{\"delta\":{\"reasoning\":\"x\",\"content\":null}}]}", &c), TB_OAI_OK);
+  assert_int_equal(parse("{\"choices\":[{\"delta\":{\"reasoning\":\"x\",\"content\":null}}]}", &c),
+                   TB_OAI_OK);
   assert_int_equal(c.text_choices, 1);
-  assert_int_equal(parse("{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}", &c), TB_OAI_OK);
+  assert_int_equal(
+    parse("{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}", &c),
+    TB_OAI_OK);
   assert_int_equal(c.n_choices, 0);
   assert_int_equal(c.completion_tokens, 9);
-  assert_int_equal(parse("{\"choices\":[{\"text\":\"abc\",\"finish_reason\":\"length\"}]}", &c), TB_OAI_OK);
+  assert_int_equal(parse("{\"choices\":[{\"text\":\"abc\",\"finish_reason\":\"length\"}]}", &c),
+                   TB_OAI_OK);
   assert_int_equal(c.text_choices, 1);
   assert_true(c.finished);
   assert_int_equal(parse("{\"error\":{\"message\":\"boom\"}}", &c), TB_OAI_OK);
@@ -104,12 +115,12 @@ test_timings(void **state)
 {
   (void)state;
   static const char *final =
-      "{\"choices\":[],\"object\":\"chat.completion.chunk\",\"usage\":{\"completion_tokens\":3,"
-      "\"prompt_tokens\":28,\"total_tokens\":31,\"prompt_tokens_details\":{\"cached_tokens\":3}},"
-      "\"timings\":{\"cache_n\":3,\"prompt_n\":25,\"prompt_ms\":25.98,"
-      "\"prompt_per_token_ms\":1.0392000000000001,\"prompt_per_second\":962.278675904542,"
-      "\"predicted_n\":3,\"predicted_ms\":8.806,\"predicted_per_token_ms\":4.403,"
-      "\"predicted_per_second\":227.11787417669774}}";
+    "{\"choices\":[],\"object\":\"chat.completion.chunk\",\"usage\":{\"completion_tokens\":3,"
+    "\"prompt_tokens\":28,\"total_tokens\":31,\"prompt_tokens_details\":{\"cached_tokens\":3}},"
+    "\"timings\":{\"cache_n\":3,\"prompt_n\":25,\"prompt_ms\":25.98,"
+    "\"prompt_per_token_ms\":1.0392000000000001,\"prompt_per_second\":962.278675904542,"
+    "\"predicted_n\":3,\"predicted_ms\":8.806,\"predicted_per_token_ms\":4.403,"
+    "\"predicted_per_second\":227.11787417669774}}";
   struct tb_oai_chunk c;
   assert_false(tb_oai_scan_chunk(final, strlen(final), &c)); /* the reference reads it */
   assert_int_equal(parse(final, &c), TB_OAI_OK);
@@ -124,7 +135,9 @@ test_timings(void **state)
   assert_false(c.has_timings);
   assert_true(isnan(c.timings.prompt_ms));
   assert_int_equal(parse("{\"choices\":[],\"timings\":{\"prompt_ms\":\"fast\",\"predicted_n\":-2,"
-                         "\"prompt_n\":7}}", &c), TB_OAI_OK);
+                         "\"prompt_n\":7}}",
+                         &c),
+                   TB_OAI_OK);
   assert_true(c.has_timings && isnan(c.timings.prompt_ms) && isnan(c.timings.predicted_n));
   assert_true(c.timings.prompt_n == 7);
   assert_int_equal(parse("{\"choices\":[],\"timings\":[1,2]}", &c), TB_OAI_OK);
@@ -142,10 +155,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_kinds),
-      cmocka_unit_test(test_malformed),
-      cmocka_unit_test(test_count_events),
-      cmocka_unit_test(test_timings),
+    cmocka_unit_test(test_kinds),
+    cmocka_unit_test(test_malformed),
+    cmocka_unit_test(test_count_events),
+    cmocka_unit_test(test_timings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,88 +63,135 @@ check_s(const char *s)
 
 /* Inputs the scanner must decide (the hot path), with results checked. */
 static const char *const fast[] = {
-    "{\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
-    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-    "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":"
-    "{\"prompt_tokens\":1030,\"total_tokens\":1030,\"completion_tokens\":0}}",
-    "{\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
-    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" lorem\"},"
-    "\"logprobs\":null,\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":1030,"
-    "\"total_tokens\":1031,\"completion_tokens\":1}}",
-    "{\"id\":\"x\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\","
-    "\"choices\":[{\"index\":0,\"text\":\" a b\",\"logprobs\":null,\"finish_reason\":"
-    "\"length\",\"stop_reason\":null}],\"usage\":null}",
-    "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,"
-    "\"prompt_tokens_details\":{\"cached_tokens\":0}}}",
-    "{\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}",
-    "{\"choices\":[{\"delta\":{\"reasoning\":\"x\",\"content\":null}}]}",
-    "{\"usage\":{\"completion_tokens\":3,\"prompt_tokens\":7},\"choices\":[{"
-    "\"finish_reason\":null,\"delta\":{\"content\":\"z\",\"role\":\"assistant\"}}]}",
-    "  {\"choices\":null,\"usage\":null,\"error\":null}\r\n\t ",
-    "{\"choices\":[{\"delta\":{\"content\":\"a\\nb\\\"c\\\\d\\/e\\tf\\u00e9\\u4e2d"
-    "\\ud83d\\ude00\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"},"
-    "{\"delta\":{\"role\":null}},{\"text\":\"yz\"},{}]}",
-    "{\"a\":{\"b\":{\"c\":[1,2.5,-3,-0.25,0,true,false,null,\"s\",{},[]]}},"
-    "\"choices\":[{\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"t\"}]}}]}",
-    "{\"usage\":{\"completion_tokens\":-0,\"prompt_tokens\":123456789012345678}}",
-    "{}",
-    "{\"choices\":[{\"delta\":{}}],\"x\":\"\\u0041\"}",
-    "{\"choices\":[],\"usage\":{\"prompt_tokens\":2512,\"completion_tokens\":2,"
-    "\"prompt_tokens_details\":{\"cached_tokens\":2000,\"audio_tokens\":null}}}",
-    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":null}}",
-    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":null}}}",
+  "{\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+  "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+  "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":"
+  "{\"prompt_tokens\":1030,\"total_tokens\":1030,\"completion_tokens\":0}}",
+  "{\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+  "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" lorem\"},"
+  "\"logprobs\":null,\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":1030,"
+  "\"total_tokens\":1031,\"completion_tokens\":1}}",
+  "{\"id\":\"x\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\","
+  "\"choices\":[{\"index\":0,\"text\":\" a b\",\"logprobs\":null,\"finish_reason\":"
+  "\"length\",\"stop_reason\":null}],\"usage\":null}",
+  "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,"
+  "\"prompt_tokens_details\":{\"cached_tokens\":0}}}",
+  "{\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm\"}}]}",
+  "{\"choices\":[{\"delta\":{\"reasoning\":\"x\",\"content\":null}}]}",
+  "{\"usage\":{\"completion_tokens\":3,\"prompt_tokens\":7},\"choices\":[{"
+  "\"finish_reason\":null,\"delta\":{\"content\":\"z\",\"role\":\"assistant\"}}]}",
+  "  {\"choices\":null,\"usage\":null,\"error\":null}\r\n\t ",
+  "{\"choices\":[{\"delta\":{\"content\":\"a\\nb\\\"c\\\\d\\/e\\tf\\u00e9\\u4e2d"
+  "\\ud83d\\ude00\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"},"
+  "{\"delta\":{\"role\":null}},{\"text\":\"yz\"},{}]}",
+  "{\"a\":{\"b\":{\"c\":[1,2.5,-3,-0.25,0,true,false,null,\"s\",{},[]]}},"
+  "\"choices\":[{\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"t\"}]}}]}",
+  "{\"usage\":{\"completion_tokens\":-0,\"prompt_tokens\":123456789012345678}}",
+  "{}",
+  "{\"choices\":[{\"delta\":{}}],\"x\":\"\\u0041\"}",
+  "{\"choices\":[],\"usage\":{\"prompt_tokens\":2512,\"completion_tokens\":2,"
+  "\"prompt_tokens_details\":{\"cached_tokens\":2000,\"audio_tokens\":null}}}",
+  "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":null}}",
+  "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":null}}}",
 };
 
 /* Inputs anything may happen to (scanner or fallback); results checked. */
 static const char *const other[] = {
-    "", " ", "{", "}", "[]", "[1,2]", "null", "\"s\"", "1", "{\"a\":1}x",
-    "{\"a\":1,}", "{,}", "{\"a\" 1}", "{\"a\":}", "{\"a\":01}", "{\"a\":1.}",
-    "{\"a\":-}", "{\"a\":.5}", "{\"a\":1e5}", "{\"a\":1E+400}", "{\"a\":1e-400}",
-    "{\"a\":99999999999999999999999}", "{\"a\":-9223372036854775808}",
-    "{\"a\":9223372036854775807}", "{\"a\":9223372036854775808}",
-    "{\"a\":tru}", "{\"a\":truex}", "{\"a\":nul}", "{\"a\":True}",
-    "{\"a\":1,\"a\":2}", "{\"choices\":[],\"choices\":[]}",
-    "{\"usage\":{\"completion_tokens\":1,\"completion_tokens\":2}}",
-    "{\"x\":{\"k\":1,\"k\":1}}", "{\"\\u0061\":1,\"a\":2}", "{\"a\\n\":1}",
-    "{\"choices\":3}", "{\"choices\":{}}", "{\"choices\":[1]}", "{\"choices\":[null]}",
-    "{\"choices\":[{\"delta\":{\"content\":5}}]}", "{\"choices\":[{\"delta\":[]}]}",
-    "{\"choices\":[{\"delta\":\"x\"}]}", "{\"choices\":[{\"text\":true}]}",
-    "{\"choices\":[{\"delta\":{\"reasoning\":{}}}]}",
-    "{\"usage\":{\"completion_tokens\":-1}}", "{\"usage\":{\"completion_tokens\":\"3\"}}",
-    "{\"usage\":{\"completion_tokens\":3.0}}", "{\"usage\":{\"completion_tokens\":3e0}}",
-    "{\"usage\":{\"prompt_tokens\":true}}", "{\"usage\":[]}", "{\"usage\":5}",
-    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":5}}",
-    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":-3}}}",
-    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":\"7\"}}}",
-    "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":1,"
-    "\"cached_tokens\":2}}}",
-    "{\"error\":{\"message\":\"boom\"}}", "{\"error\":\"plain\"}", "{\"error\":5}",
-    "{\"error\":{\"message\":\"\\u00e9 long\"},\"choices\":7}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\u0000\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\ud800\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\udc00\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\ud800\\u0041\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\ud800x\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\u12\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\u12G4\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\x\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\\'\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xc0\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xc1\xbf\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xe0\x80\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xed\xa0\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xf0\x80\x80\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xf4\x90\x80\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xf5\x80\x80\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\x80\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xe4\xb8\"}}]}",
-    "{\"choices\":[{\"delta\":{\"content\":\"\xef\xbf\xbf\xf4\x8f\xbf\xbf\"}}]}",
-    "\xef\xbb\xbf{}", "{\"a\":\"unterminated}", "{\"a\":[1,2}", "{\"a\":[1 2]}",
-    "{\"a\":[,]}", "{\"a\":[1,]}", "{\"a\":{\"b\":1]}", "{\"a\":\x01}",
-    "{\"a\":1}\x00", "{\"a\x00\":1}", "[DONE]", "[DONE]  ", " [DONE]",
+  "",
+  " ",
+  "{",
+  "}",
+  "[]",
+  "[1,2]",
+  "null",
+  "\"s\"",
+  "1",
+  "{\"a\":1}x",
+  "{\"a\":1,}",
+  "{,}",
+  "{\"a\" 1}",
+  "{\"a\":}",
+  "{\"a\":01}",
+  "{\"a\":1.}",
+  "{\"a\":-}",
+  "{\"a\":.5}",
+  "{\"a\":1e5}",
+  "{\"a\":1E+400}",
+  "{\"a\":1e-400}",
+  "{\"a\":99999999999999999999999}",
+  "{\"a\":-9223372036854775808}",
+  "{\"a\":9223372036854775807}",
+  "{\"a\":9223372036854775808}",
+  "{\"a\":tru}",
+  "{\"a\":truex}",
+  "{\"a\":nul}",
+  "{\"a\":True}",
+  "{\"a\":1,\"a\":2}",
+  "{\"choices\":[],\"choices\":[]}",
+  "{\"usage\":{\"completion_tokens\":1,\"completion_tokens\":2}}",
+  "{\"x\":{\"k\":1,\"k\":1}}",
+  "{\"\\u0061\":1,\"a\":2}",
+  "{\"a\\n\":1}",
+  "{\"choices\":3}",
+  "{\"choices\":{}}",
+  "{\"choices\":[1]}",
+  "{\"choices\":[null]}",
+  "{\"choices\":[{\"delta\":{\"content\":5}}]}",
+  "{\"choices\":[{\"delta\":[]}]}",
+  "{\"choices\":[{\"delta\":\"x\"}]}",
+  "{\"choices\":[{\"text\":true}]}",
+  "{\"choices\":[{\"delta\":{\"reasoning\":{}}}]}",
+  "{\"usage\":{\"completion_tokens\":-1}}",
+  "{\"usage\":{\"completion_tokens\":\"3\"}}",
+  "{\"usage\":{\"completion_tokens\":3.0}}",
+  "{\"usage\":{\"completion_tokens\":3e0}}",
+  "{\"usage\":{\"prompt_tokens\":true}}",
+  "{\"usage\":[]}",
+  "{\"usage\":5}",
+  "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":5}}",
+  "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":-3}}}",
+  "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":\"7\"}}}",
+  "{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":1,"
+  "\"cached_tokens\":2}}}",
+  "{\"error\":{\"message\":\"boom\"}}",
+  "{\"error\":\"plain\"}",
+  "{\"error\":5}",
+  "{\"error\":{\"message\":\"\\u00e9 long\"},\"choices\":7}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\u0000\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\ud800\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\udc00\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\ud800\\u0041\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\ud800x\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\u12\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\u12G4\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\x\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\\'\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xc0\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xc1\xbf\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xe0\x80\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xed\xa0\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xf0\x80\x80\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xf4\x90\x80\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xf5\x80\x80\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\x80\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xe4\xb8\"}}]}",
+  "{\"choices\":[{\"delta\":{\"content\":\"\xef\xbf\xbf\xf4\x8f\xbf\xbf\"}}]}",
+  "\xef\xbb\xbf{}",
+  "{\"a\":\"unterminated}",
+  "{\"a\":[1,2}",
+  "{\"a\":[1 2]}",
+  "{\"a\":[,]}",
+  "{\"a\":[1,]}",
+  "{\"a\":{\"b\":1]}",
+  "{\"a\":\x01}",
+  "{\"a\":1}\x00",
+  "{\"a\x00\":1}",
+  "[DONE]",
+  "[DONE]  ",
+  " [DONE]",
 };
 
 static void
@@ -200,8 +247,7 @@ test_other(void **state)
   /* the error object goes to jansson, and still reads right */
   struct tb_oai_chunk c;
   assert_false(tb_oai_scan_chunk("{\"error\":{\"message\":\"boom\"}}", 28, &c));
-  assert_int_equal(tb_oai_parse_chunk("{\"error\":{\"message\":\"boom\"}}", 28, &c),
-                   TB_OAI_OK);
+  assert_int_equal(tb_oai_parse_chunk("{\"error\":{\"message\":\"boom\"}}", 28, &c), TB_OAI_OK);
   assert_true(c.is_error);
   assert_string_equal(c.error, "boom");
 }
@@ -269,12 +315,42 @@ rnd(void)
 static void
 test_mutations(void **state)
 {
-  static const char *const alphabet[] = {
-      "\"", "\\", "{", "}", "[", "]", ":", ",", " ", "0", "-", ".", "e", "n",
-      "null", "true", "\\u", "\\ud83d", "\\ude00", "\xc3", "\xa9", "\xed\xa0\x80",
-      "\xf0\x9f\x98\x80", "\x00", "\x1f", "\"content\"", "\"usage\"",
-      "\"choices\"", "\"delta\"", "\"role\"", "\"completion_tokens\"", "99999999999999999999",
-      "\"error\"", "\"text\"", "\"finish_reason\"", "\"reasoning\""};
+  static const char *const alphabet[] = { "\"",
+                                          "\\",
+                                          "{",
+                                          "}",
+                                          "[",
+                                          "]",
+                                          ":",
+                                          ",",
+                                          " ",
+                                          "0",
+                                          "-",
+                                          ".",
+                                          "e",
+                                          "n",
+                                          "null",
+                                          "true",
+                                          "\\u",
+                                          "\\ud83d",
+                                          "\\ude00",
+                                          "\xc3",
+                                          "\xa9",
+                                          "\xed\xa0\x80",
+                                          "\xf0\x9f\x98\x80",
+                                          "\x00",
+                                          "\x1f",
+                                          "\"content\"",
+                                          "\"usage\"",
+                                          "\"choices\"",
+                                          "\"delta\"",
+                                          "\"role\"",
+                                          "\"completion_tokens\"",
+                                          "99999999999999999999",
+                                          "\"error\"",
+                                          "\"text\"",
+                                          "\"finish_reason\"",
+                                          "\"reasoning\"" };
   char buf[4096];
   size_t nseeds = sizeof fast / sizeof *fast, nother = sizeof other / sizeof *other;
   for (int it = 0; it < 300000; it++) {
@@ -323,10 +399,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fast_path),
-      cmocka_unit_test(test_other),
-      cmocka_unit_test(test_deep_and_wide),
-      cmocka_unit_test(test_mutations),
+    cmocka_unit_test(test_fast_path),
+    cmocka_unit_test(test_other),
+    cmocka_unit_test(test_deep_and_wide),
+    cmocka_unit_test(test_mutations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

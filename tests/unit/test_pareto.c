@@ -20,10 +20,10 @@
 static json_t *
 cell(int conc, double tps, double half, double ttft, double cost)
 {
-  json_t *c = json_pack("{s:s, s:s, s:i, s:i, s:f, s:[f,f], s:{s:f}, s:{s:f}}", "phase",
-                        "decode", "status", "valid", "context", 1024, "concurrency", conc,
-                        "total_tps", tps, "total_tps_ci95", tps - half, tps + half, "ttft_ms",
-                        "p50", ttft, "tbt_ms", "p50", 1000.0 * conc / tps);
+  json_t *c =
+    json_pack("{s:s, s:s, s:i, s:i, s:f, s:[f,f], s:{s:f}, s:{s:f}}", "phase", "decode", "status",
+              "valid", "context", 1024, "concurrency", conc, "total_tps", tps, "total_tps_ci95",
+              tps - half, tps + half, "ttft_ms", "p50", ttft, "tbt_ms", "p50", 1000.0 * conc / tps);
   if (cost > 0)
     json_object_set_new(c, "efficiency",
                         json_pack("{s:f, s:[f,f], s:s}", "cost_per_m_output_tokens", cost,
@@ -35,8 +35,8 @@ cell(int conc, double tps, double half, double ttft, double cost)
 static json_t *
 doc_of(int gpus, json_t *cells)
 {
-  return json_pack("{s:{s:s, s:s}, s:{s:{s:s, s:i}, s:f, s:s}, s:s, s:o}", "engine", "name",
-                   "vllm", "version", "0.11", "cost", "gpu", "name", "H200", "count", gpus,
+  return json_pack("{s:{s:s, s:s}, s:{s:{s:s, s:i}, s:f, s:s}, s:s, s:o}", "engine", "name", "vllm",
+                   "version", "0.11", "cost", "gpu", "name", "H200", "count", gpus,
                    "price_per_hour", 7.0, "currency", "USD", "launch_command",
                    "vllm serve m --tensor-parallel-size 2 --api-key <redacted>", "cells", cells);
 }
@@ -45,9 +45,9 @@ static void
 test_points(void **state)
 {
   json_t *pts = json_array();
-  json_t *d = doc_of(2, json_pack("[o,o,{s:s,s:s}]", cell(1, 100, 2, 50, 20),
-                                  cell(8, 640, 10, 80, 3.1), "phase", "prefill", "status",
-                                  "valid"));
+  json_t *d =
+    doc_of(2, json_pack("[o,o,{s:s,s:s}]", cell(1, 100, 2, 50, 20), cell(8, 640, 10, 80, 3.1),
+                        "phase", "prefill", "status", "valid"));
   tb_pareto_add_job(pts, "job-1", "ep-1", "h200", NULL, d, TB_PARETO_TPS_PER_GPU);
   assert_int_equal(json_array_size(pts), 2);
   const json_t *p = json_array_get(pts, 1);
@@ -78,9 +78,9 @@ test_points(void **state)
 static json_t *
 pt(double x, double xh, double y, double yh, double ttft)
 {
-  return json_pack("{s:f, s:[f,f], s:f, s:[f,f], s:f, s:f, s:i, s:i}", "x", x, "x_ci95",
-                   x - xh, x + xh, "y", y, "y_ci95", y - yh, y + yh, "ttft_p50_ms", ttft,
-                   "tbt_p50_ms", 1000 / x, "context", 1024, "concurrency", 8);
+  return json_pack("{s:f, s:[f,f], s:f, s:[f,f], s:f, s:f, s:i, s:i}", "x", x, "x_ci95", x - xh,
+                   x + xh, "y", y, "y_ci95", y - yh, y + yh, "ttft_p50_ms", ttft, "tbt_p50_ms",
+                   1000 / x, "context", 1024, "concurrency", 8);
 }
 
 static bool
@@ -129,8 +129,9 @@ test_best(void **state)
   assert_true(json_is_null(json_object_get(b, "best")));
   json_decref(b);
   /* the load: concurrency at least 16 */
-  s = (struct tb_pareto_slo){ .ttft_p50_ms = NAN, .tbt_p50_ms = NAN, .min_tps_per_user = NAN,
-                              .concurrency = 16 };
+  s = (struct tb_pareto_slo){
+    .ttft_p50_ms = NAN, .tbt_p50_ms = NAN, .min_tps_per_user = NAN, .concurrency = 16
+  };
   b = tb_pareto_best(pts, &s, TB_PARETO_COST);
   assert_int_equal(json_integer_value(json_object_get(b, "meeting")), 0);
   json_decref(b);

@@ -57,8 +57,7 @@ static const struct tb_plan_cell *
 find(const struct tb_plan *p, enum tb_plan_phase ph, int64_t ctx, int64_t conc)
 {
   for (size_t i = 0; i < p->n_matrix; i++)
-    if (p->cells[i].phase == ph && p->cells[i].context == ctx &&
-        p->cells[i].concurrency == conc)
+    if (p->cells[i].phase == ph && p->cells[i].context == ctx && p->cells[i].concurrency == conc)
       return &p->cells[i];
   return NULL;
 }
@@ -440,7 +439,7 @@ test_trace_cell(void **state)
   assert_int_equal(p.n_trace, 1);
   assert_int_equal(p.cells[p.n_cells - 1].phase, TB_PLAN_TRACE);
   assert_int_equal(p.cells[p.n_matrix].phase, TB_PLAN_RATE);
-  assert_true(p.cells[p.n_cells - 1].window_s == 0);  /* unbounded: the file says */
+  assert_true(p.cells[p.n_cells - 1].window_s == 0); /* unbounded: the file says */
   tb_plan_free(&p);
   tb_spec_free(&s);
   /* no trace: as before */

@@ -20,7 +20,16 @@
 
 #define TEMPLATE 7
 
-enum answer { GOOD = 0, HTTP500, NOT_JSON, NO_COUNT, NEGATIVE, FLAT, HUGE, SPARSE };
+enum answer {
+  GOOD = 0,
+  HTTP500,
+  NOT_JSON,
+  NO_COUNT,
+  NEGATIVE,
+  FLAT,
+  HUGE,
+  SPARSE
+};
 
 struct fake {
   enum answer answer;
@@ -51,7 +60,7 @@ handler(void *cls, int fd, const struct lb_req *req)
   struct fake *f = cls;
   json_t *body = json_loads(req->body, 0, NULL);
   const char *content = json_string_value(
-      json_object_get(json_array_get(json_object_get(body, "messages"), 0), "content"));
+    json_object_get(json_array_get(json_object_get(body, "messages"), 0), "content"));
   const char *prompt = json_string_value(json_object_get(body, "prompt"));
   int64_t n = content ? tokens_of(content) + TEMPLATE : prompt ? tokens_of(prompt) : 0;
   char out[256];
@@ -358,8 +367,7 @@ test_no_usage_estimate(void **state)
   int64_t words = 0;
   for (const char *q = p.text + strlen(tag); *q; q++)
     words += *q == ' ';
-  assert_int_equal(p.tokens,
-                   words + (int64_t)(strlen(tag) + 2) / 3 + TB_PROMPT_ESTIMATE_TEMPLATE);
+  assert_int_equal(p.tokens, words + (int64_t)(strlen(tag) + 2) / 3 + TB_PROMPT_ESTIMATE_TEMPLATE);
   tb_prompt_free(&p);
   /* a second context sizes on the same estimate, without asking again */
   assert_int_equal(tb_prompt_build(c, 1024, 1000, &p, &err), 0);
@@ -372,16 +380,16 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_text),
-      cmocka_unit_test(test_chat_tokenize),
-      cmocka_unit_test(test_text_tokenize),
-      /* its own server: it makes two calls a count, past the shared one's
+    cmocka_unit_test(test_text),
+    cmocka_unit_test(test_chat_tokenize),
+    cmocka_unit_test(test_text_tokenize),
+    /* its own server: it makes two calls a count, past the shared one's
        * LB_CONNS_MAX connections */
-      cmocka_unit_test_setup_teardown(test_template_tokenize, setup, teardown),
-      cmocka_unit_test(test_linear_estimate),
-      cmocka_unit_test(test_too_small),
-      cmocka_unit_test(test_bad_answers),
-      cmocka_unit_test(test_no_usage_estimate),
+    cmocka_unit_test_setup_teardown(test_template_tokenize, setup, teardown),
+    cmocka_unit_test(test_linear_estimate),
+    cmocka_unit_test(test_too_small),
+    cmocka_unit_test(test_bad_answers),
+    cmocka_unit_test(test_no_usage_estimate),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -145,8 +145,9 @@ test_project_limit(void **state)
 {
   (void)state;
   char p2[40], a1[40], a2[40], b1[40], v[64];
-  q1(p2, sizeof p2, "INSERT INTO projects (name) VALUES ('unit2')"
-                    " ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id");
+  q1(p2, sizeof p2,
+     "INSERT INTO projects (name) VALUES ('unit2')"
+     " ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id");
   job_new(a1, 0, "pa1", 3);
   job_new(a2, 9, "pa2", 3);
   job_in(b1, p2, 0, "pb1", 3);
@@ -171,8 +172,10 @@ test_project_limit(void **state)
   tb_queue_job_clear(&j);
   q1(v, sizeof v, "SELECT count(*) FROM jobs WHERE state = 'running'");
   assert_string_equal(v, "3");
-  q1(v, sizeof v, "SELECT count(DISTINCT run_slot) FROM jobs WHERE project_id = '%s'"
-                  " AND state = 'running'", project);
+  q1(v, sizeof v,
+     "SELECT count(DISTINCT run_slot) FROM jobs WHERE project_id = '%s'"
+     " AND state = 'running'",
+     project);
   assert_string_equal(v, "2");
 }
 
@@ -196,8 +199,8 @@ test_fence_cells_and_finish(void **state)
   struct tb_queue_lease other = l, older = l;
   snprintf(other.owner, sizeof other.owner, "w9");
   older.attempt = l.attempt + 1;
-  json_t *cell = json_pack("{s:s,s:i,s:i,s:f}", "phase", "decode", "context", 8192,
-                           "concurrency", 4, "total_tps", 123.5);
+  json_t *cell = json_pack("{s:s,s:i,s:i,s:f}", "phase", "decode", "context", 8192, "concurrency",
+                           4, "total_tps", 123.5);
   const struct tb_queue_lease *bad[] = { &other, &older };
   for (int i = 0; i < 2; i++) {
     assert_int_equal(tb_queue_heartbeat(db, bad[i], 60, &cancel), 0);
@@ -217,8 +220,7 @@ test_fence_cells_and_finish(void **state)
   assert_int_equal(tb_queue_store_cell(db, &l, cell), 1);
   col(v, sizeof v, id, "cells_done");
   assert_string_equal(v, "1");
-  json_t *cell2 = json_pack("{s:s,s:i,s:i}", "phase", "prefill", "context", 8192,
-                            "concurrency", 1);
+  json_t *cell2 = json_pack("{s:s,s:i,s:i}", "phase", "prefill", "context", 8192, "concurrency", 1);
   assert_int_equal(tb_queue_store_cell(db, &l, cell2), 1);
   col(v, sizeof v, id, "cells_done");
   assert_string_equal(v, "2");
@@ -227,7 +229,8 @@ test_fence_cells_and_finish(void **state)
                          "{\"phase\":\"decode\",\"context\":-1,\"concurrency\":1}",
                          "{\"phase\":\"decode\",\"context\":1,\"concurrency\":4294967296}",
                          "{\"phase\":\"decode\",\"context\":\"8K\",\"concurrency\":1}",
-                         "{\"phase\":\"bogus\",\"context\":1,\"concurrency\":1}", "[]" };
+                         "{\"phase\":\"bogus\",\"context\":1,\"concurrency\":1}",
+                         "[]" };
   for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
     json_t *jc = json_loads(junk[i], 0, NULL);
     assert_non_null(jc);
@@ -246,7 +249,8 @@ test_fence_cells_and_finish(void **state)
   /* progress and header; a non-finite eta is stored as 0 */
   json_t *cur = json_pack("{s:s,s:i}", "phase", "decode", "context", 8192);
   assert_int_equal(tb_queue_progress(db, &l, cur, 9, NAN), 1);
-  col(v, sizeof v, id, "cells_total::text || '/' || eta_s::text || '/' || (current_cell->>'context')");
+  col(v, sizeof v, id,
+      "cells_total::text || '/' || eta_s::text || '/' || (current_cell->>'context')");
   assert_string_equal(v, "9/0/8192");
   assert_int_equal(tb_queue_progress(db, &l, cur, 10, 12.5), 1);
   col(v, sizeof v, id, "eta_s");
@@ -429,7 +433,9 @@ test_racing_claims(void **state)
     snprintf(key, sizeof key, "race%d", i % 20);
     job_new(id, 0, key, 3);
   }
-  enum { T = 4 };
+  enum {
+    T = 4
+  };
   struct claimer *c = calloc(T, sizeof *c);
   pthread_t th[T];
   for (int i = 0; i < T; i++) {
@@ -469,8 +475,10 @@ test_refuse_hands_back_then_gives_up(void **state)
   assert_false(failed);
   col(v, sizeof v, a, "state || ' ' || attempts || ' ' || (lease_owner IS NULL)");
   assert_string_equal(v, "queued 0 true");
-  q1(v, sizeof v, "SELECT data->>'worker' || ' ' || (data->>'reason') FROM job_events "
-     "WHERE job_id = '%s' AND data ? 'egress_refused'", a);
+  q1(v, sizeof v,
+     "SELECT data->>'worker' || ' ' || (data->>'reason') FROM job_events "
+     "WHERE job_id = '%s' AND data ? 'egress_refused'",
+     a);
   assert_string_equal(v, "w1 worker w1: egress refused: x");
   /* a second refusal through a stale lease writes nothing */
   assert_int_equal(tb_queue_refuse(db, &j.lease, "again", 600, &failed), 0);
@@ -484,7 +492,8 @@ test_refuse_hands_back_then_gives_up(void **state)
   assert_int_equal(tb_queue_refuse(db, &j.lease, "worker w2: egress refused: y", 0, &failed), 1);
   assert_true(failed);
   col(v, sizeof v, a, "state || ' ' || attempts || ' ' || error");
-  assert_non_null(strstr(v, "failed 1 no worker may reach the endpoint: worker w2: egress refused: y"));
+  assert_non_null(
+    strstr(v, "failed 1 no worker may reach the endpoint: worker w2: egress refused: y"));
   tb_queue_job_clear(&j);
 }
 
@@ -492,13 +501,13 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_claim_order_and_busy_keys, clean),
-      cmocka_unit_test_setup(test_project_limit, clean),
-      cmocka_unit_test_setup(test_fence_cells_and_finish, clean),
-      cmocka_unit_test_setup(test_cancel_release_expiry, clean),
-      cmocka_unit_test_setup(test_load_endpoint_and_cells, clean),
-      cmocka_unit_test_setup(test_racing_claims, clean),
-      cmocka_unit_test_setup(test_refuse_hands_back_then_gives_up, clean),
+    cmocka_unit_test_setup(test_claim_order_and_busy_keys, clean),
+    cmocka_unit_test_setup(test_project_limit, clean),
+    cmocka_unit_test_setup(test_fence_cells_and_finish, clean),
+    cmocka_unit_test_setup(test_cancel_release_expiry, clean),
+    cmocka_unit_test_setup(test_load_endpoint_and_cells, clean),
+    cmocka_unit_test_setup(test_racing_claims, clean),
+    cmocka_unit_test_setup(test_refuse_hands_back_then_gives_up, clean),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -36,8 +36,9 @@ static void
 test_sweep_path(void **state)
 {
   (void)state;
-  struct tb_spec_sweep sw = { .attainment_pct = 100, .min_rps = 8, .max_rps = 40,
-                              .step_rps = 1, .max_probes = 12 };
+  struct tb_spec_sweep sw = {
+    .attainment_pct = 100, .min_rps = 8, .max_rps = 40, .step_rps = 1, .max_probes = 12
+  };
   double rates[64], found, hi;
   size_t n = search(&sw, 19.49, rates, &found, &hi);
   const double want[] = { 8, 16, 32, 24, 20, 18, 19 };
@@ -51,8 +52,9 @@ static void
 test_sweep_ends(void **state)
 {
   (void)state;
-  struct tb_spec_sweep sw = { .attainment_pct = 90, .min_rps = 1, .max_rps = 50,
-                              .step_rps = 0.5, .max_probes = 16 };
+  struct tb_spec_sweep sw = {
+    .attainment_pct = 90, .min_rps = 1, .max_rps = 50, .step_rps = 0.5, .max_probes = 16
+  };
   double rates[64], found, hi;
   /* even the lowest rate fails: one probe, nothing found */
   assert_int_equal(search(&sw, 0.5, rates, &found, &hi), 1);
@@ -82,9 +84,15 @@ static void
 test_sweep_concurrency(void **state)
 {
   (void)state;
-  struct tb_spec_sweep sw = { .attainment_pct = 90, .over = "concurrency", .min_rps = 1000,
-                              .max_rps = 2000, .step_rps = 0.01, .min_concurrency = 1,
-                              .max_concurrency = 256, .step_concurrency = 1, .max_probes = 20 };
+  struct tb_spec_sweep sw = { .attainment_pct = 90,
+                              .over = "concurrency",
+                              .min_rps = 1000,
+                              .max_rps = 2000,
+                              .step_rps = 0.01,
+                              .min_concurrency = 1,
+                              .max_concurrency = 256,
+                              .step_concurrency = 1,
+                              .max_probes = 20 };
   double v[64], found, hi;
   size_t n = search(&sw, 12, v, &found, &hi);
   const double want[] = { 1, 2, 4, 8, 16, 12, 14, 13 };

@@ -17,21 +17,21 @@
 #include "render/tb_ratereport.h"
 
 static const char doc_text[] =
-    "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
-    "\"cells\":[{\"phase\":\"rate\",\"context\":1024,\"context_label\":\"1K\","
-    "\"concurrency\":1,\"rate_rps\":4,\"arrival\":\"poisson\",\"role\":\"rate\","
-    "\"status\":\"valid\",\"requests\":40,\"completed\":40,\"good\":30,"
-    "\"achieved_rps\":3.9,\"goodput_rps\":2.925,\"offered_rps\":4.1,\"attainment\":0.75,"
-    "\"error_share\":0,\"first_error\":\"<b>x</b>\","
-    "\"ttft_ms\":{\"p50\":52.5,\"p90\":60,\"p99\":70},\"tpot_ms\":{\"p50\":8.25,\"p90\":9,"
-    "\"p99\":10},\"tbt_ms\":{\"p50\":8.3},\"e2e_ms\":{\"p50\":180,\"p90\":190,\"p99\":200},"
-    "\"schedule_lag_ms\":{\"p50\":0.125,\"p99\":0.75,\"max\":2},\"total_tps\":62.4},"
-    "{\"phase\":\"rate\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":2,"
-    "\"rate_rps\":8,\"role\":\"sweep\",\"status\":\"valid\",\"attainment\":1,"
-    "\"goodput_rps\":7.5}],"
-    "\"sweep\":{\"attainment_pct\":90,\"slo\":{\"ttft_ms\":60},\"step_rps\":1,"
-    "\"min_rps\":8,\"found_rps\":8,\"fails_at_rps\":null,\"outcome\":\"at_max_rps\","
-    "\"probes\":[{\"cell\":2,\"rate_rps\":8,\"attainment\":1,\"pass\":true}]}}";
+  "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
+  "\"cells\":[{\"phase\":\"rate\",\"context\":1024,\"context_label\":\"1K\","
+  "\"concurrency\":1,\"rate_rps\":4,\"arrival\":\"poisson\",\"role\":\"rate\","
+  "\"status\":\"valid\",\"requests\":40,\"completed\":40,\"good\":30,"
+  "\"achieved_rps\":3.9,\"goodput_rps\":2.925,\"offered_rps\":4.1,\"attainment\":0.75,"
+  "\"error_share\":0,\"first_error\":\"<b>x</b>\","
+  "\"ttft_ms\":{\"p50\":52.5,\"p90\":60,\"p99\":70},\"tpot_ms\":{\"p50\":8.25,\"p90\":9,"
+  "\"p99\":10},\"tbt_ms\":{\"p50\":8.3},\"e2e_ms\":{\"p50\":180,\"p90\":190,\"p99\":200},"
+  "\"schedule_lag_ms\":{\"p50\":0.125,\"p99\":0.75,\"max\":2},\"total_tps\":62.4},"
+  "{\"phase\":\"rate\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":2,"
+  "\"rate_rps\":8,\"role\":\"sweep\",\"status\":\"valid\",\"attainment\":1,"
+  "\"goodput_rps\":7.5}],"
+  "\"sweep\":{\"attainment_pct\":90,\"slo\":{\"ttft_ms\":60},\"step_rps\":1,"
+  "\"min_rps\":8,\"found_rps\":8,\"fails_at_rps\":null,\"outcome\":\"at_max_rps\","
+  "\"probes\":[{\"cell\":2,\"rate_rps\":8,\"attainment\":1,\"pass\":true}]}}";
 
 static char *
 render(const json_t *doc, enum tb_report_format f)
@@ -113,7 +113,8 @@ test_server_view_and_checks(void **state)
                           "\"running\":[0,3,4,1],\"waiting\":[0,0,1,0],"
                           "\"kv_pct\":[0,12.5,20,5],\"summary\":{\"samples\":4,"
                           "\"peak_kv_pct\":20,\"preemptions\":0,\"server_tps\":63,"
-                          "\"client_tps\":62.4,\"server_client_ratio\":1.0096}}", 0, &e);
+                          "\"client_tps\":62.4,\"server_client_ratio\":1.0096}}",
+                          0, &e);
   assert_non_null(ss);
   json_object_set_new(c, "server_series", ss);
   json_t *ch = json_loads("{\"ok\":false,\"failed\":[\"3 arrivals dropped (no connection "
@@ -122,7 +123,8 @@ test_server_view_and_checks(void **state)
                           "\"dropped\":3,\"interarrival_cv\":0.97,"
                           "\"interarrival_cv_expected\":1,\"interarrival_cv_tolerance\":0.64,"
                           "\"server_peak_requests\":5,\"max_in_flight\":6,"
-                          "\"drained_before\":true,\"drained_after\":true}", 0, &e);
+                          "\"drained_before\":true,\"drained_after\":true}",
+                          0, &e);
   assert_non_null(ch);
   json_object_set_new(c, "checks", ch);
   const char *why = "checks failed: 3 arrivals dropped";
@@ -171,20 +173,20 @@ test_users_and_turns(void **state)
 {
   (void)state;
   json_t *doc = json_loads(
-      "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
-      "\"cells\":[{\"phase\":\"rate\",\"context\":200,\"concurrency\":1,\"users\":8,"
-      "\"load\":\"closed\",\"role\":\"sweep\",\"status\":\"valid\",\"attainment\":0.5,"
-      "\"goodput_rps\":3.25,\"avg_in_flight\":7.75,"
-      "\"conversations\":{\"started\":9,\"completed\":7,\"abandoned\":1,\"dropped\":0},"
-      "\"turns\":[{\"turn\":1,\"requests\":9,\"completed\":9,\"ttft_ms\":{\"p50\":12.5,"
-      "\"p99\":20},\"prompt_tokens_mean\":200,\"cached_pct\":0},{\"turn\":2,\"requests\":8,"
-      "\"completed\":7,\"ttft_ms\":{\"p50\":15,\"p99\":30},\"prompt_tokens_mean\":432,"
-      "\"cached_pct\":51.85}]}],"
-      "\"sweep\":{\"over\":\"concurrency\",\"attainment_pct\":90,\"slo\":{\"ttft_ms\":200},"
-      "\"min_concurrency\":1,\"step_concurrency\":1,\"found_concurrency\":4,"
-      "\"fails_at_concurrency\":5,\"outcome\":\"converged\",\"probes\":[{\"cell\":1,"
-      "\"users\":8,\"attainment\":0.5,\"pass\":false}]}}",
-      0, NULL);
+    "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
+    "\"cells\":[{\"phase\":\"rate\",\"context\":200,\"concurrency\":1,\"users\":8,"
+    "\"load\":\"closed\",\"role\":\"sweep\",\"status\":\"valid\",\"attainment\":0.5,"
+    "\"goodput_rps\":3.25,\"avg_in_flight\":7.75,"
+    "\"conversations\":{\"started\":9,\"completed\":7,\"abandoned\":1,\"dropped\":0},"
+    "\"turns\":[{\"turn\":1,\"requests\":9,\"completed\":9,\"ttft_ms\":{\"p50\":12.5,"
+    "\"p99\":20},\"prompt_tokens_mean\":200,\"cached_pct\":0},{\"turn\":2,\"requests\":8,"
+    "\"completed\":7,\"ttft_ms\":{\"p50\":15,\"p99\":30},\"prompt_tokens_mean\":432,"
+    "\"cached_pct\":51.85}]}],"
+    "\"sweep\":{\"over\":\"concurrency\",\"attainment_pct\":90,\"slo\":{\"ttft_ms\":200},"
+    "\"min_concurrency\":1,\"step_concurrency\":1,\"found_concurrency\":4,"
+    "\"fails_at_concurrency\":5,\"outcome\":\"converged\",\"probes\":[{\"cell\":1,"
+    "\"users\":8,\"attainment\":0.5,\"pass\":false}]}}",
+    0, NULL);
   assert_non_null(doc);
   char *md = render(doc, TB_REPORT_MD);
   assert_non_null(strstr(md, "| 1 | sweep | 8 users | — | Valid |"));

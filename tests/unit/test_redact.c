@@ -36,7 +36,8 @@ test_flags(void **state)
         "s --apikey <redacted> --token <redacted> --password <redacted> "
         "--secret-key <redacted> --auth-token <redacted>");
   check("s --OPENAI-API-KEY=a -token b", "s --OPENAI-API-KEY=<redacted> -token <redacted>");
-  check("s --db-passwd p --gcp-credentials c", "s --db-passwd <redacted> --gcp-credentials <redacted>");
+  check("s --db-passwd p --gcp-credentials c",
+        "s --db-passwd <redacted> --gcp-credentials <redacted>");
   /* settings and paths a report must show */
   check("vllm serve m --max-num-batched-tokens 8192 --tokenizer t --api-keys-file f "
         "--ssl-keyfile k.pem",
@@ -57,7 +58,7 @@ test_environment(void **state)
         "hf_token=<redacted> my_secret_thing=<redacted> DB_Password=<redacted> z");
   check("AWS_SECRET_ACCESS_KEY=\"a b\" cmd", "AWS_SECRET_ACCESS_KEY=<redacted> cmd");
   check("docker run -e HF_TOKEN=x --env=API_KEY=y img", "docker run -e HF_TOKEN=<redacted> "
-        "--env=API_KEY=<redacted> img");
+                                                        "--env=API_KEY=<redacted> img");
   /* not secrets */
   check("CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO vllm serve m --port=8000",
         "CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO vllm serve m --port=8000");
@@ -81,8 +82,7 @@ static void
 test_document(void **state)
 {
   (void)state;
-  json_t *doc = json_pack("{s:s,s:i}", "launch_command", "HF_TOKEN=hf_abc vllm serve m",
-                          "x", 1);
+  json_t *doc = json_pack("{s:s,s:i}", "launch_command", "HF_TOKEN=hf_abc vllm serve m", "x", 1);
   json_t *safe = tb_redact_document(doc);
   assert_ptr_not_equal(safe, doc);
   assert_string_equal(json_string_value(json_object_get(safe, "launch_command")),

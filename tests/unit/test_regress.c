@@ -25,16 +25,16 @@ static json_t *
 doc(double f)
 {
   json_t *cells = json_array();
-  json_array_append_new(cells, json_pack("{s:s, s:i, s:i, s:s, s:f, s:{s:f}, s:{s:f}}", "phase",
-                                         "decode", "context", 8192, "concurrency", 1, "status",
-                                         "valid", "total_tps", 100.0 * f, "ttft_ms", "p50", 50.0,
-                                         "tbt_ms", "p50", 10.0));
+  json_array_append_new(cells,
+                        json_pack("{s:s, s:i, s:i, s:s, s:f, s:{s:f}, s:{s:f}}", "phase", "decode",
+                                  "context", 8192, "concurrency", 1, "status", "valid", "total_tps",
+                                  100.0 * f, "ttft_ms", "p50", 50.0, "tbt_ms", "p50", 10.0));
   json_array_append_new(cells, json_pack("{s:s, s:i, s:i, s:s, s:f, s:{s:f}, s:{s:f}}", "phase",
                                          "decode", "context", 8192, "concurrency", 32, "status",
-                                         "valid", "total_tps", 2000.0 * f, "ttft_ms", "p50",
-                                         80.0, "tbt_ms", "p50", 15.0));
-  return json_pack("{s:s, s:s, s:o}", "schema", "tokbench.result/v1", "status", "complete",
-                   "cells", cells);
+                                         "valid", "total_tps", 2000.0 * f, "ttft_ms", "p50", 80.0,
+                                         "tbt_ms", "p50", 15.0));
+  return json_pack("{s:s, s:s, s:o}", "schema", "tokbench.result/v1", "status", "complete", "cells",
+                   cells);
 }
 
 static const double wob[] = { 1.004, 0.996, 1.002, 0.998, 1.001, 0.999, 1.003, 0.997 };
@@ -75,7 +75,8 @@ test_history_verdict(void **state)
   assert_null(json_object_get(g, "fallback"));
   char *why = tb_regdoc_why(g);
   /* "8K × 1 total_tps: −6.0% (CI −6.x…−5.x%, p < 0.001, 8 earlier runs)" */
-  assert_non_null(strstr(why, "8K \xc3\x97 1 total_tps: \xe2\x88\x92" "6.0% (CI \xe2\x88\x92"));
+  assert_non_null(strstr(why, "8K \xc3\x97 1 total_tps: \xe2\x88\x92"
+                              "6.0% (CI \xe2\x88\x92"));
   assert_non_null(strstr(why, "%, p < 0.001, 8 earlier runs)"));
   free(why);
   char *hl = tb_regdoc_headline(v);
@@ -86,7 +87,8 @@ test_history_verdict(void **state)
   struct tb_render_buf b = { 0 };
   tb_verdictview_md(&b, v);
   assert_non_null(strstr(b.p, "### Verdict\n\n> **Regressed: 2 significant"));
-  assert_non_null(strstr(b.p, "- 8K \xc3\x97 1 total\\_tps: \xe2\x88\x92" "6.0% (CI"));
+  assert_non_null(strstr(b.p, "- 8K \xc3\x97 1 total\\_tps: \xe2\x88\x92"
+                              "6.0% (CI"));
   free(b.p);
   b = (struct tb_render_buf){ 0 };
   tb_verdictview_html(&b, v);
@@ -168,8 +170,8 @@ test_shapes_and_payload(void **state)
   assert_true(tb_regdoc_regressed(obj, &cells));
   assert_int_equal(json_array_size(cells), 0);
   /* the callback reads the object */
-  json_t *job = json_pack("{s:s, s:s}", "id", "00000000-0000-0000-0000-000000000001", "state",
-                          "succeeded");
+  json_t *job =
+    json_pack("{s:s, s:s}", "id", "00000000-0000-0000-0000-000000000001", "state", "succeeded");
   json_t *v = judge(8, 0.94, 0.05, 0.02);
   json_t *result = json_pack("{s:[], s:O}", "cells", "regressions", v);
   char *text = tb_deliver_payload("job.ended", job, result, "https://x.example", 0);
@@ -179,7 +181,7 @@ test_shapes_and_payload(void **state)
   assert_true(json_is_true(json_object_get(data, "regressed")));
   assert_int_equal(json_integer_value(json_object_get(data, "regressions_total")), 2);
   const char *w = json_string_value(
-      json_object_get(json_array_get(json_object_get(data, "regressions"), 0), "why"));
+    json_object_get(json_array_get(json_object_get(data, "regressions"), 0), "why"));
   assert_non_null(w);
   assert_non_null(strstr(w, "8 earlier runs"));
   json_decref(pl);

@@ -64,8 +64,8 @@ test_md_result_cell(void **state)
 {
   json_t *ok = json_pack("{s:s, s:f}", "status", "valid", "total_tps", 12.5);
   json_t *oc = json_pack("{s:s}", "status", "over_capacity");
-  json_t *cl = json_pack("{s:s, s:f}", "status", "over_capacity", "total_tps_capacity_limited",
-                         99.0);
+  json_t *cl =
+    json_pack("{s:s, s:f}", "status", "over_capacity", "total_tps_capacity_limited", 99.0);
   json_t *err = json_pack("{s:s}", "status", "error");
   struct tb_render_buf b = { 0 };
   bool any_cl = false;

@@ -18,17 +18,17 @@
 #define FIELD_LEN 160
 
 static const char doc_text[] =
-    "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\","
-    "\"settings\":{\"contexts\":[1024],\"concurrency\":[2]},"
-    "\"cells\":["
-    "{\"phase\":\"decode\",\"context\":1024,\"concurrency\":2,\"status\":\"valid\","
-    "\"total_tps\":100.5,\"total_tps_ci95\":[99,102],"
-    "\"checks\":{\"ok\":false,\"failed\":[\"drained late, twice\"],\"drained_before\":true,"
-    "\"achieved_concurrency\":1.5},"
-    "\"server_series\":{\"summary\":{\"samples\":7,\"peak_kv_pct\":42.5}}},"
-    "{\"phase\":\"rate\",\"context\":0,\"concurrency\":3,\"status\":\"valid\","
-    "\"rate_rps\":2.5,\"arrival\":\"poisson\",\"users\":4,"
-    "\"schedule_lag_ms\":{\"p50\":0.25,\"p99\":1.5},\"tpot_ms\":{\"p90\":9}}]}";
+  "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\","
+  "\"settings\":{\"contexts\":[1024],\"concurrency\":[2]},"
+  "\"cells\":["
+  "{\"phase\":\"decode\",\"context\":1024,\"concurrency\":2,\"status\":\"valid\","
+  "\"total_tps\":100.5,\"total_tps_ci95\":[99,102],"
+  "\"checks\":{\"ok\":false,\"failed\":[\"drained late, twice\"],\"drained_before\":true,"
+  "\"achieved_concurrency\":1.5},"
+  "\"server_series\":{\"summary\":{\"samples\":7,\"peak_kv_pct\":42.5}}},"
+  "{\"phase\":\"rate\",\"context\":0,\"concurrency\":3,\"status\":\"valid\","
+  "\"rate_rps\":2.5,\"arrival\":\"poisson\",\"users\":4,"
+  "\"schedule_lag_ms\":{\"p50\":0.25,\"p99\":1.5},\"tpot_ms\":{\"p90\":9}}]}";
 
 /* One CSV record at *p into f (quotes undone); the number of fields. */
 static size_t
@@ -78,8 +78,7 @@ test_columns(void **state)
   char *err = NULL;
   char *csv = tb_report_render(doc, TB_REPORT_CSV, NULL, &err);
   assert_non_null(csv);
-  static char hdr[FIELDS_MAX][FIELD_LEN], dec[FIELDS_MAX][FIELD_LEN],
-      rate[FIELDS_MAX][FIELD_LEN];
+  static char hdr[FIELDS_MAX][FIELD_LEN], dec[FIELDS_MAX][FIELD_LEN], rate[FIELDS_MAX][FIELD_LEN];
   const char *p = csv;
   size_t nh = record(&p, hdr);
   for (size_t i = 0; i < nh; i++) /* one name per column */
@@ -99,9 +98,9 @@ test_columns(void **state)
   assert_string_equal(dec[col(hdr, nh, "total_tps_ci95_lo")], "99");
   assert_string_equal(dec[col(hdr, nh, "total_tps_ci95_hi")], "102");
   /* a rate cell's columns: empty for the decode cell, the rate cell's own */
-  static const char *const rate_cols[] = { "rate_rps", "arrival", "users",
-                                           "schedule_lag_p50_ms", "schedule_lag_p99_ms",
-                                           "tpot_p90_ms" };
+  static const char *const rate_cols[] = {
+    "rate_rps", "arrival", "users", "schedule_lag_p50_ms", "schedule_lag_p99_ms", "tpot_p90_ms"
+  };
   static const char *const want[] = { "2.5", "poisson", "4", "0.25", "1.5", "9" };
   for (size_t i = 0; i < 6; i++) {
     assert_string_equal(dec[col(hdr, nh, rate_cols[i])], "");

@@ -102,8 +102,8 @@ static void
 cell_text(const json_t *c, char *tps, char *ms)
 {
   tb_render_fmt_tps(json_number_value(json_object_get(c, "total_tps")), tps, 48);
-  tb_render_fmt_ms(json_number_value(json_object_get(json_object_get(c, "ttft_ms"), "p50")),
-                   ms, 48);
+  tb_render_fmt_ms(json_number_value(json_object_get(json_object_get(c, "ttft_ms"), "p50")), ms,
+                   48);
 }
 
 static void
@@ -113,7 +113,9 @@ test_html_matrix_matches_json(void **state)
   char *html = render(doc, TB_REPORT_HTML);
   /* Header like the seeds. */
   assert_non_null(strstr(html, "Speed test matrix"));
-  assert_non_null(strstr(html, "Step-3.7-Flash-FP8 on RTX PRO 6000 Blackwell Server Edition \xc3\x97" "4"));
+  assert_non_null(strstr(html,
+                         "Step-3.7-Flash-FP8 on RTX PRO 6000 Blackwell Server Edition \xc3\x97"
+                         "4"));
   assert_non_null(strstr(html, "<dt>VRAM</dt><dd>384 GB (4 \xc3\x97 96 GB)</dd>"));
   assert_non_null(strstr(html, "<dt>Commit</dt><dd>f92199b569d2</dd>"));
   assert_non_null(strstr(html, "<dt>Max output</dt><dd>4,096 tokens</dd>"));
@@ -124,7 +126,7 @@ test_html_matrix_matches_json(void **state)
   const json_t *cells = json_object_get(doc, "cells");
   size_t i, valid = 0, over = 0;
   const json_t *c;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     const char *ph = json_string_value(json_object_get(c, "phase"));
     const char *st = json_string_value(json_object_get(c, "status"));
     char key[128], want[256], tps[48], ms[48];
@@ -140,8 +142,9 @@ test_html_matrix_matches_json(void **state)
       assert_true(strstr(row, want) < strstr(row, "</tr>"));
       continue;
     }
-    snprintf(key, sizeof key, "data-context=\"%" JSON_INTEGER_FORMAT
-                              "\" data-concurrency=\"%" JSON_INTEGER_FORMAT "\"",
+    snprintf(key, sizeof key,
+             "data-context=\"%" JSON_INTEGER_FORMAT "\" data-concurrency=\"%" JSON_INTEGER_FORMAT
+             "\"",
              ctx, json_integer_value(json_object_get(c, "concurrency")));
     const char *td = strstr(html, key);
     assert_non_null(td);
@@ -165,7 +168,8 @@ test_html_matrix_matches_json(void **state)
   /* Figures the seed report shows, exactly. */
   assert_non_null(strstr(html, "<b>15.5K</b></td><td>1,047 ms TTFT"));
   assert_non_null(strstr(html, "<b>118.4</b><span>498 ms TTFT</span>"));
-  assert_non_null(strstr(html, "<td>8.4 ms</td><td>1.0</td><td>0</td><td>3,553</td><td>30.0 s</td>"));
+  assert_non_null(
+    strstr(html, "<td>8.4 ms</td><td>1.0</td><td>0</td><td>3,553</td><td>30.0 s</td>"));
   free(html);
   json_decref(doc);
 }
@@ -208,7 +212,7 @@ test_md_matches_json(void **state)
   const json_t *cells = json_object_get(doc, "cells");
   size_t r, k, i;
   const json_t *x, *y, *c = NULL;
-  json_array_foreach(ctxs, r, x) {
+  json_array_foreach (ctxs, r, x) {
     char lab[32], key[48], cols[16][96];
     tb_format_tokens(json_integer_value(x), lab, sizeof lab);
     snprintf(key, sizeof key, "\n| %s |", lab);
@@ -217,8 +221,8 @@ test_md_matches_json(void **state)
     size_t n = md_cells(row + 1, cols, 16);
     assert_int_equal(n, 1 + json_array_size(concs));
     assert_string_equal(cols[0], lab);
-    json_array_foreach(concs, k, y) {
-      json_array_foreach(cells, i, c) {
+    json_array_foreach (concs, k, y) {
+      json_array_foreach (cells, i, c) {
         if (strcmp(json_string_value(json_object_get(c, "phase")), "decode") == 0 &&
             json_integer_value(json_object_get(c, "context")) == json_integer_value(x) &&
             json_integer_value(json_object_get(c, "concurrency")) == json_integer_value(y))
@@ -314,7 +318,7 @@ test_server_view_and_checks(void **state)
   json_t *cells = json_object_get(doc, "cells");
   size_t i;
   json_t *c = NULL, *flagged = NULL;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     if (strcmp(json_string_value(json_object_get(c, "phase")), "decode") == 0 &&
         strcmp(json_string_value(json_object_get(c, "status")), "valid") == 0) {
       flagged = c;
@@ -327,7 +331,8 @@ test_server_view_and_checks(void **state)
                           "\"running\":[4,4,5,5],\"waiting\":[0,0,1,0],"
                           "\"kv_pct\":[10,20,37.5,30],\"summary\":{\"samples\":4,"
                           "\"peak_kv_pct\":37.5,\"preemptions\":2,\"server_tps\":401.5,"
-                          "\"client_tps\":400,\"server_client_ratio\":1.004}}", 0, &e);
+                          "\"client_tps\":400,\"server_client_ratio\":1.004}}",
+                          0, &e);
   assert_non_null(ss);
   json_object_set_new(flagged, "server_series", ss);
   json_t *ch = json_loads("{\"ok\":false,\"failed\":[\"achieved concurrency 5.00 "
@@ -335,7 +340,8 @@ test_server_view_and_checks(void **state)
                           "\"requested_concurrency\":4,\"achieved_concurrency\":5.0,"
                           "\"achieved_source\":\"server\",\"client_cpu_share\":0.12,"
                           "\"kernel_stamped\":1,\"drained_before\":true,"
-                          "\"drained_after\":false}", 0, &e);
+                          "\"drained_after\":false}",
+                          0, &e);
   assert_non_null(ch);
   json_object_set_new(flagged, "checks", ch);
   const char *why = "checks failed: achieved concurrency 5.00";
@@ -414,7 +420,7 @@ test_csv_matches_json(void **state)
     /* Find the JSON cell of this row. */
     size_t i;
     const json_t *c = NULL;
-    json_array_foreach(cells, i, c) {
+    json_array_foreach (cells, i, c) {
       if (strcmp(json_string_value(json_object_get(c, "phase")), f[c_phase]) == 0 &&
           json_integer_value(json_object_get(c, "context")) == strtoll(f[c_ctx], NULL, 10) &&
           json_integer_value(json_object_get(c, "concurrency")) == strtoll(f[c_conc], NULL, 10))
@@ -524,7 +530,7 @@ test_uncertainty(void **state)
   size_t i;
   json_t *c;
   json_t *dec = NULL, *pre = NULL;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     const char *ph = json_string_value(json_object_get(c, "phase"));
     const char *st = json_string_value(json_object_get(c, "status"));
     if (strcmp(st, "valid") != 0)
@@ -628,15 +634,22 @@ test_malformed_never_crashes(void **state)
     "{\"cells\": 3}",
     "{\"cells\": [1, \"x\", null, [], {}]}",
     "{\"status\": 5, \"cells\": [{\"phase\": \"decode\", \"context\": \"8K\"}]}",
-    "{\"cells\": [{\"phase\": \"decode\", \"context\": -5, \"concurrency\": 0, \"status\": \"valid\"}]}",
-    "{\"cells\": [{\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": \"valid\","
-    " \"total_tps\": \"fast\", \"ttft_ms\": [1], \"tbt_ms\": {\"p50\": \"x\"}, \"measured_s\": 1e308,"
+    "{\"cells\": [{\"phase\": \"decode\", \"context\": -5, \"concurrency\": 0, \"status\": "
+    "\"valid\"}]}",
+    "{\"cells\": [{\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": "
+    "\"valid\","
+    " \"total_tps\": \"fast\", \"ttft_ms\": [1], \"tbt_ms\": {\"p50\": \"x\"}, \"measured_s\": "
+    "1e308,"
     " \"output_tokens\": 1.5, \"avg_active\": -1e300}]}",
-    "{\"cells\": [{\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": \"valid\", \"total_tps\": 0},"
+    "{\"cells\": [{\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": "
+    "\"valid\", \"total_tps\": 0},"
     " {\"phase\": \"decode\", \"context\": 8192, \"concurrency\": 1, \"status\": \"error\"},"
-    " {\"phase\": \"prefill\", \"context\": 1099511627776, \"status\": \"valid\", \"prompt_tps\": -3}]}",
-    "{\"hardware\": [], \"engine\": \"x\", \"model\": {\"served\": 3}, \"settings\": {\"contexts\": [0, -1, 9e18, \"a\"],"
-    " \"concurrency\": {}, \"duration_s\": \"30\"}, \"capacity\": {\"kv_budget_tokens\": -1}, \"cells\": []}",
+    " {\"phase\": \"prefill\", \"context\": 1099511627776, \"status\": \"valid\", \"prompt_tps\": "
+    "-3}]}",
+    "{\"hardware\": [], \"engine\": \"x\", \"model\": {\"served\": 3}, \"settings\": "
+    "{\"contexts\": [0, -1, 9e18, \"a\"],"
+    " \"concurrency\": {}, \"duration_s\": \"30\"}, \"capacity\": {\"kv_budget_tokens\": -1}, "
+    "\"cells\": []}",
     "{\"hardware\": {\"count\": 9223372036854775807, \"vram_gb\": 1e308}, \"cells\": []}",
   };
   static const enum tb_report_format fmts[] = { TB_REPORT_HTML, TB_REPORT_MD, TB_REPORT_CSV,
@@ -702,12 +715,14 @@ test_compare_formats(void **state)
   assert_non_null(strstr(html, "id=\"compare-matrix\""));
   /* 8K x 1: sglang 118.4, vLLM 111.9 (3358/30) -> -5.5%: a regression. */
   assert_non_null(strstr(html, "<b>111.9</b><span>was 118.4</span><span class=\"down\">"
-                               "\xe2\x88\x92" "5.5%</span>"));
+                               "\xe2\x88\x92"
+                               "5.5%</span>"));
   assert_non_null(strstr(html, "id=\"regressions\""));
   free(html);
   char *md = tb_cmpreport_render(cmp, TB_REPORT_MD, &len, &err);
   assert_non_null(md);
-  assert_non_null(strstr(md, "| 8K | 111.9 (\xe2\x88\x92" "5.5%) |"));
+  assert_non_null(strstr(md, "| 8K | 111.9 (\xe2\x88\x92"
+                             "5.5%) |"));
   free(md);
   char *csv = tb_cmpreport_render(cmp, TB_REPORT_CSV, &len, &err);
   assert_non_null(csv);
@@ -723,7 +738,6 @@ test_compare_formats(void **state)
   json_decref(base);
   json_decref(head);
 }
-
 
 /* Cells of a Markdown-style table row: the pipes that are not escaped,
  * minus one. */
@@ -787,7 +801,7 @@ test_all_measurements_rows_fit_the_header(void **state)
   size_t i;
   json_t *c;
   int decode = 0;
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     const char *ph = json_string_value(json_object_get(c, "phase"));
     if (ph == NULL || strcmp(ph, "decode") != 0 ||
         strcmp(json_string_value(json_object_get(c, "status")), "valid") != 0)
@@ -803,7 +817,7 @@ test_all_measurements_rows_fit_the_header(void **state)
     }
     decode++;
   }
-  json_array_foreach(cells, i, c) {
+  json_array_foreach (cells, i, c) {
     const char *ph = json_string_value(json_object_get(c, "phase"));
     if (ph != NULL && strcmp(ph, "prefill") == 0) {
       json_object_set_new(c, "status", json_string("error"));
@@ -847,7 +861,7 @@ test_context_zero_import(void **state)
   json_t *doc = tb_import(in, &src, &err);
   assert_non_null(doc);
   assert_int_equal(json_integer_value(json_array_get(
-                       json_object_get(json_object_get(doc, "settings"), "contexts"), 0)),
+                     json_object_get(json_object_get(doc, "settings"), "contexts"), 0)),
                    0);
   char *m = render(doc, TB_REPORT_MD);
   assert_non_null(strstr(m, "\n| 0 | **123.2**")); /* the decode matrix's first row */
@@ -858,7 +872,7 @@ test_context_zero_import(void **state)
   assert_non_null(strstr(csv, "\ndecode,0,0,2,valid,"));
   char *html = render(doc, TB_REPORT_HTML);
   assert_non_null(strstr(html, "<th class=\"l\">0</th><td data-context=\"0\" "
-                                "data-concurrency=\"1\""));
+                               "data-concurrency=\"1\""));
   assert_non_null(strstr(html, ">Sustained decode</td><td>0</td><td>2</td>"));
   char *tt = table_text(doc);
   assert_non_null(strstr(tt, "\n| 0 | 123.2"));
@@ -885,9 +899,8 @@ test_capacity_limited_cells(void **state)
   free(md);
   json_t *cells = json_object_get(doc, "cells"), *c, *oc = NULL;
   size_t i;
-  json_array_foreach(cells, i, c) {
-    if (oc == NULL &&
-        strcmp(json_string_value(json_object_get(c, "status")), "over_capacity") == 0)
+  json_array_foreach (cells, i, c) {
+    if (oc == NULL && strcmp(json_string_value(json_object_get(c, "status")), "over_capacity") == 0)
       oc = c;
   }
   assert_non_null(oc);
@@ -963,10 +976,10 @@ test_cell_notes(void **state)
 {
   (void)state;
   char buf[TB_RENDER_NOTE_MAX];
-  json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "status", "valid", "token_source",
-                        "chunks", "readiness", "client", "readiness_reason", "no /metrics",
-                        "prompt_tokens_source", "estimate", "prompt_tokens_estimate",
-                        "estimated: 1 token a word");
+  json_t *c =
+    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "status", "valid", "token_source", "chunks",
+              "readiness", "client", "readiness_reason", "no /metrics", "prompt_tokens_source",
+              "estimate", "prompt_tokens_estimate", "estimated: 1 token a word");
   assert_string_equal(tb_render_cell_note(c, buf, sizeof buf),
                       "output tokens counted from chunks (no usage from the server); ready by "
                       "the client alone: no /metrics; prompt size estimated: 1 token a word");

@@ -58,15 +58,23 @@ test_cell_key_and_find(void **state)
 static void
 test_decode_figures(void **state)
 {
-  struct tb_stats ttft = {0}, tbt = {0};
+  struct tb_stats ttft = { 0 }, tbt = { 0 };
   for (int i = 1; i <= 100; i++) {
     tb_stats_add(&ttft, (int64_t)i * 1000000); /* 1..100 ms */
     tb_stats_add(&tbt, 20000000);              /* 20 ms */
   }
   struct tb_result_decode d = {
-    .conc = 4, .measured_s = 10, .output_tokens = 2000, .ttft = &ttft,
-    .tbt = &tbt, .avg_active = 3.5, .avg_active_server = true,
-    .completed = 7, .started = 11, .chunk_source = true, .kernel_stamped = 0.75,
+    .conc = 4,
+    .measured_s = 10,
+    .output_tokens = 2000,
+    .ttft = &ttft,
+    .tbt = &tbt,
+    .avg_active = 3.5,
+    .avg_active_server = true,
+    .completed = 7,
+    .started = 11,
+    .chunk_source = true,
+    .kernel_stamped = 0.75,
   };
   json_t *c = tb_result_cell_new("decode", 8192, 4);
   tb_result_cell_set_decode(c, &d);
@@ -75,8 +83,8 @@ test_decode_figures(void **state)
   assert_true(json_real_value(json_object_get(c, "per_request_tps")) == 50.0);
   const json_t *p = json_object_get(c, "ttft_ms");
   assert_true(fabs(json_real_value(json_object_get(p, "p50")) - 50.5) < 1e-9);
-  assert_true(fabs(json_real_value(json_object_get(json_object_get(c, "tbt_ms"), "p99")) -
-                   20.0) < 1e-9);
+  assert_true(fabs(json_real_value(json_object_get(json_object_get(c, "tbt_ms"), "p99")) - 20.0) <
+              1e-9);
   assert_string_equal(json_string_value(json_object_get(c, "avg_active_source")), "server");
   assert_string_equal(json_string_value(json_object_get(c, "token_source")), "chunks");
   assert_int_equal(json_integer_value(json_object_get(c, "requests_started")), 11);
@@ -86,7 +94,7 @@ test_decode_figures(void **state)
   json_decref(doc);
   json_decref(c);
   /* an empty sample: null percentiles, not NaN in JSON */
-  struct tb_stats none = {0};
+  struct tb_stats none = { 0 };
   d.ttft = d.tbt = &none;
   c = tb_result_cell_new("decode", 8192, 4);
   tb_result_cell_set_decode(c, &d);
@@ -101,7 +109,7 @@ test_decode_figures(void **state)
 static void
 test_decode_uncertainty(void **state)
 {
-  struct tb_stats ttft = {0}, tbt = {0};
+  struct tb_stats ttft = { 0 }, tbt = { 0 };
   for (int i = 10; i >= 1; i--) {
     tb_stats_add(&ttft, (int64_t)i * 1000000); /* 1..10 ms */
     tb_stats_add(&tbt, (int64_t)i * 100000);   /* 0.1..1 ms */
@@ -109,8 +117,14 @@ test_decode_uncertainty(void **state)
   /* 9 slices 1..9 tok/s: batches of 3, means 2, 5, 8: SE sqrt(3), df 2 */
   const double slices[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
   struct tb_result_decode d = {
-    .conc = 1, .measured_s = 9, .output_tokens = 45, .ttft = &ttft, .tbt = &tbt,
-    .slices = slices, .n_slices = 9, .slice_s = 1,
+    .conc = 1,
+    .measured_s = 9,
+    .output_tokens = 45,
+    .ttft = &ttft,
+    .tbt = &tbt,
+    .slices = slices,
+    .n_slices = 9,
+    .slice_s = 1,
   };
   json_t *c = tb_result_cell_new("decode", 8192, 1);
   tb_result_cell_set_decode(c, &d);
@@ -194,7 +208,7 @@ test_decode_uncertainty(void **state)
   json_decref(c);
 
   /* too few slices and requests: null intervals, never NaN */
-  struct tb_stats one = {0};
+  struct tb_stats one = { 0 };
   tb_stats_add(&one, 5000000);
   d.ttft = d.tbt = &one;
   d.n_slices = 1;
@@ -240,8 +254,7 @@ test_prefill_figures(void **state)
   json_t *c = tb_result_cell_new("prefill", 8192, 1);
   tb_result_cell_set_prefill(c, 8000, false, 0.5);
   assert_int_equal(json_integer_value(json_object_get(c, "prompt_tokens")), 8000);
-  assert_string_equal(json_string_value(json_object_get(c, "prompt_tokens_source")),
-                      "tokenizer");
+  assert_string_equal(json_string_value(json_object_get(c, "prompt_tokens_source")), "tokenizer");
   assert_true(json_real_value(json_object_get(c, "prompt_tps")) == 16000.0);
   assert_true(json_real_value(json_object_get(c, "ttft_ms")) == 500.0);
   json_decref(c);
@@ -251,15 +264,31 @@ static void
 test_header(void **state)
 {
   const int64_t ctxs[] = { 8192, 16384 }, conc[] = { 1, 2, 4 }, pf[] = { 8192 };
-  json_t *ep = json_pack("{s:s, s:{s:s}, s:{s:s}}", "name", "gpu1", "engine", "hint",
-                         "x", "hardware", "gpu", "H200");
+  json_t *ep = json_pack("{s:s, s:{s:s}, s:{s:s}}", "name", "gpu1", "engine", "hint", "x",
+                         "hardware", "gpu", "H200");
   struct tb_result_header h = {
-    .run_id = "abc", .started_us = 1700000000000000, .url = "http://h:1",
-    .endpoint = ep, .engine = "vllm", .engine_version = NULL, .model = "m",
-    .max_model_len = 0, .launch_command = "vllm serve m", .kv_budget = 0,
-    .kv_source = "metrics", .max_running = 256, .metrics = true,
-    .contexts = ctxs, .n_contexts = 2, .concurrency = conc, .n_concurrency = 3,
-    .prefill = pf, .n_prefill = 1, .duration_s = 30, .settle_s = 3, .max_output = 4096,
+    .run_id = "abc",
+    .started_us = 1700000000000000,
+    .url = "http://h:1",
+    .endpoint = ep,
+    .engine = "vllm",
+    .engine_version = NULL,
+    .model = "m",
+    .max_model_len = 0,
+    .launch_command = "vllm serve m",
+    .kv_budget = 0,
+    .kv_source = "metrics",
+    .max_running = 256,
+    .metrics = true,
+    .contexts = ctxs,
+    .n_contexts = 2,
+    .concurrency = conc,
+    .n_concurrency = 3,
+    .prefill = pf,
+    .n_prefill = 1,
+    .duration_s = 30,
+    .settle_s = 3,
+    .max_output = 4096,
   };
   json_t *doc = tb_result_header_new(&h);
   assert_string_equal(json_string_value(json_object_get(doc, "schema")), TB_RESULT_SCHEMA);
@@ -275,10 +304,9 @@ test_header(void **state)
   assert_int_equal(json_integer_value(json_object_get(cap, "max_running_requests")), 256);
   const json_t *st = json_object_get(doc, "settings");
   assert_int_equal(json_array_size(json_object_get(st, "concurrency")), 3);
-  assert_int_equal(json_integer_value(json_array_get(json_object_get(st, "contexts"), 1)),
-                   16384);
-  assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "hardware"),
-                                                        "gpu")), "H200");
+  assert_int_equal(json_integer_value(json_array_get(json_object_get(st, "contexts"), 1)), 16384);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "hardware"), "gpu")),
+                      "H200");
   doc = tb_result_finish(doc, NULL, 0, "failed", "it broke", json_array());
   assert_string_equal(json_string_value(json_object_get(doc, "error")), "it broke");
   assert_string_equal(json_string_value(json_object_get(doc, "status")), "failed");
@@ -302,15 +330,20 @@ test_check_refuses(void **state)
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[],\"model\":3}", "model must be an object" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"x\"}]}", "cells[0].phase" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
-      "\"status\":\"valid\"}]}", "cells[0].concurrency" },
+      "\"status\":\"valid\"}]}",
+      "cells[0].concurrency" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
-      "\"concurrency\":1,\"status\":\"fine\"}]}", "cells[0].status" },
+      "\"concurrency\":1,\"status\":\"fine\"}]}",
+      "cells[0].status" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
-      "\"concurrency\":1,\"status\":\"valid\",\"total_tps\":\"1\"}]}", "total_tps must be a number" },
+      "\"concurrency\":1,\"status\":\"valid\",\"total_tps\":\"1\"}]}",
+      "total_tps must be a number" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
-      "\"concurrency\":1,\"status\":\"valid\",\"ttft_ms\":{\"p50\":\"x\"}}]}", "ttft_ms.p50" },
+      "\"concurrency\":1,\"status\":\"valid\",\"ttft_ms\":{\"p50\":\"x\"}}]}",
+      "ttft_ms.p50" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
-      "\"concurrency\":1,\"status\":\"valid\",\"total_tps_ci95\":[1]}]}", "total_tps_ci95 must" },
+      "\"concurrency\":1,\"status\":\"valid\",\"total_tps_ci95\":[1]}]}",
+      "total_tps_ci95 must" },
     { "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"decode\",\"context\":1,"
       "\"concurrency\":1,\"status\":\"valid\",\"samples\":{\"ttft_ms\":[\"a\"]}}]}",
       "samples.ttft_ms must" },
@@ -339,13 +372,19 @@ static void
 test_flags(void **state)
 {
   (void)state;
-  struct tb_stats ttft = {0}, tbt = {0};
+  struct tb_stats ttft = { 0 }, tbt = { 0 };
   tb_stats_add(&ttft, 1000000);
   tb_stats_add(&tbt, 1000000);
   const double slices[] = { 10, 10, 10 };
   struct tb_result_decode d = {
-    .conc = 1, .measured_s = 3, .output_tokens = 30, .ttft = &ttft, .tbt = &tbt,
-    .slices = slices, .n_slices = 3, .slice_s = 1,
+    .conc = 1,
+    .measured_s = 3,
+    .output_tokens = 30,
+    .ttft = &ttft,
+    .tbt = &tbt,
+    .slices = slices,
+    .n_slices = 3,
+    .slice_s = 1,
   };
   json_t *server = tb_result_cell_new("decode", 1024, 1);
   tb_result_cell_set_decode(server, &d);
@@ -367,8 +406,7 @@ test_flags(void **state)
   json_t *reps[2] = { client, server };
   json_t *comb = tb_result_combine(reps, 2);
   assert_string_equal(json_string_value(json_object_get(comb, "readiness")), "client");
-  assert_string_equal(json_string_value(json_object_get(comb, "readiness_reason")),
-                      "no /metrics");
+  assert_string_equal(json_string_value(json_object_get(comb, "readiness_reason")), "no /metrics");
   assert_string_equal(json_string_value(json_object_get(comb, "prompt_tokens_estimate")),
                       "estimated: so");
   json_t *capped = tb_result_cell_new("decode", 1024, 16);
@@ -376,8 +414,8 @@ test_flags(void **state)
   assert_string_equal(json_string_value(json_object_get(capped, "status")), "over_capacity");
   assert_int_equal(json_integer_value(json_object_get(capped, "scheduler_cap")), 12);
   char *err = NULL;
-  json_t *doc = tb_result_finish(NULL, "r1", 0, "complete", NULL,
-                                 json_pack("[O, O, O]", comb, client, capped));
+  json_t *doc =
+    tb_result_finish(NULL, "r1", 0, "complete", NULL, json_pack("[O, O, O]", comb, client, capped));
   assert_true(tb_result_check(doc, 10, &err));
   json_decref(doc);
   json_decref(comb);
@@ -392,11 +430,15 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_flags),
-      cmocka_unit_test(test_over_capacity),   cmocka_unit_test(test_cell_key_and_find),
-      cmocka_unit_test(test_decode_figures),  cmocka_unit_test(test_prefill_figures),
-      cmocka_unit_test(test_header),          cmocka_unit_test(test_check_refuses),
-      cmocka_unit_test(test_decode_uncertainty), cmocka_unit_test(test_prefill_repeats),
+    cmocka_unit_test(test_flags),
+    cmocka_unit_test(test_over_capacity),
+    cmocka_unit_test(test_cell_key_and_find),
+    cmocka_unit_test(test_decode_figures),
+    cmocka_unit_test(test_prefill_figures),
+    cmocka_unit_test(test_header),
+    cmocka_unit_test(test_check_refuses),
+    cmocka_unit_test(test_decode_uncertainty),
+    cmocka_unit_test(test_prefill_repeats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,7 +56,6 @@ pair_close(struct pair *p)
     close(p->tx);
 }
 
-
 /* The stamp is the arrival, not the time of the peek, and the peek leaves
  * the bytes for the reader. */
 static void

@@ -156,14 +156,18 @@ test_summary_math(void **state)
   struct tb_sampler s = { 0 };
   tb_sampler_begin(&s, 10 * S);
   static const double kv[] = { 0.10, 0.35, 0.30, 0.20 };
-  static const double gen[] = { 1000, 1400, 1800, 2200 };       /* 400 tok/s */
-  static const double pre[] = { 5, 5, 6, 8 };                    /* 3 in the cell */
+  static const double gen[] = { 1000, 1400, 1800, 2200 }; /* 400 tok/s */
+  static const double pre[] = { 5, 5, 6, 8 };             /* 3 in the cell */
   static const double hits[] = { 100, 150, 150, 250 };
-  static const double queries[] = { 200, 300, 400, 600 };        /* 150/400 */
+  static const double queries[] = { 200, 300, 400, 600 }; /* 150/400 */
   for (int i = 0; i < 4; i++) {
-    struct tb_sampler_point p = { .running = 4, .waiting = i == 2, .kv_frac = kv[i],
-                                  .preemptions = pre[i], .prefix_hits = hits[i],
-                                  .prefix_queries = queries[i], .prefix_rate = NAN,
+    struct tb_sampler_point p = { .running = 4,
+                                  .waiting = i == 2,
+                                  .kv_frac = kv[i],
+                                  .preemptions = pre[i],
+                                  .prefix_hits = hits[i],
+                                  .prefix_queries = queries[i],
+                                  .prefix_rate = NAN,
                                   .gen_tokens = gen[i] };
     assert_true(tb_sampler_due(&s, 10 * S + i * S));
     tb_sampler_add(&s, 10 * S + i * S, &p);
@@ -228,9 +232,13 @@ test_counter_reset_and_absent(void **state)
   tb_sampler_begin(&s, 0);
   static const double gen[] = { 5000, 5100, 20 };
   for (int i = 0; i < 3; i++) {
-    struct tb_sampler_point p = { .running = 1, .waiting = 0, .kv_frac = NAN,
-                                  .preemptions = NAN, .prefix_hits = NAN,
-                                  .prefix_queries = NAN, .prefix_rate = NAN,
+    struct tb_sampler_point p = { .running = 1,
+                                  .waiting = 0,
+                                  .kv_frac = NAN,
+                                  .preemptions = NAN,
+                                  .prefix_hits = NAN,
+                                  .prefix_queries = NAN,
+                                  .prefix_rate = NAN,
                                   .gen_tokens = gen[i] };
     tb_sampler_add(&s, i * S, &p);
   }
@@ -302,9 +310,16 @@ static json_t *
 checks(unsigned c, double achieved, double cpu, double kern, int before, int after)
 {
   struct tb_checks_in in = {
-    .requested = c, .achieved = achieved, .achieved_server = true, .cpu_share = cpu,
-    .kernel_stamped = kern, .kernel_wanted = true, .drained_before = before,
-    .drained_after = after, .before_running = 2, .before_waiting = 1,
+    .requested = c,
+    .achieved = achieved,
+    .achieved_server = true,
+    .cpu_share = cpu,
+    .kernel_stamped = kern,
+    .kernel_wanted = true,
+    .drained_before = before,
+    .drained_after = after,
+    .before_running = 2,
+    .before_waiting = 1,
   };
   return tb_checks_json(&in);
 }
@@ -358,9 +373,13 @@ test_checks_thresholds(void **state)
   json_decref(cell);
   json_decref(ch);
   /* client stamps asked for: a low kernel share is no failure */
-  struct tb_checks_in in = { .requested = 2, .achieved = 2, .cpu_share = NAN,
-                                     .kernel_stamped = 0, .kernel_wanted = false,
-                                     .drained_before = 1, .drained_after = 1 };
+  struct tb_checks_in in = { .requested = 2,
+                             .achieved = 2,
+                             .cpu_share = NAN,
+                             .kernel_stamped = 0,
+                             .kernel_wanted = false,
+                             .drained_before = 1,
+                             .drained_after = 1 };
   ch = tb_checks_json(&in);
   assert_true(json_is_true(json_object_get(ch, "ok")));
   assert_string_equal(tb_json_str(ch, "achieved_source"), "client");
@@ -377,10 +396,22 @@ static json_t *
 rate_checks(double rate, double lag, double cv, double expected, double gaps, double dropped)
 {
   struct tb_checks_in in = {
-    .requested = 0, .achieved = NAN, .cpu_share = 0.1, .kernel_stamped = 1,
-    .kernel_wanted = true, .drained_before = 1, .drained_after = 1, .rate = true,
-    .rate_rps = rate, .lag_p99_ms = lag, .cv = cv, .cv_expected = expected, .gaps = gaps,
-    .dropped = dropped, .server_peak = NAN, .max_in_flight = NAN,
+    .requested = 0,
+    .achieved = NAN,
+    .cpu_share = 0.1,
+    .kernel_stamped = 1,
+    .kernel_wanted = true,
+    .drained_before = 1,
+    .drained_after = 1,
+    .rate = true,
+    .rate_rps = rate,
+    .lag_p99_ms = lag,
+    .cv = cv,
+    .cv_expected = expected,
+    .gaps = gaps,
+    .dropped = dropped,
+    .server_peak = NAN,
+    .max_in_flight = NAN,
   };
   return tb_checks_json(&in);
 }
@@ -435,9 +466,18 @@ test_rate_checks(void **state)
   json_decref(ch);
   /* the server held more than the cell ever had in flight */
   struct tb_checks_in in = {
-    .achieved = NAN, .cpu_share = NAN, .kernel_stamped = NAN, .drained_before = -1,
-    .drained_after = -1, .rate = true, .rate_rps = 10, .lag_p99_ms = NAN, .cv = NAN,
-    .dropped = NAN, .server_peak = 7, .max_in_flight = 7,
+    .achieved = NAN,
+    .cpu_share = NAN,
+    .kernel_stamped = NAN,
+    .drained_before = -1,
+    .drained_after = -1,
+    .rate = true,
+    .rate_rps = 10,
+    .lag_p99_ms = NAN,
+    .cv = NAN,
+    .dropped = NAN,
+    .server_peak = 7,
+    .max_in_flight = 7,
   };
   ch = tb_checks_json(&in);
   assert_true(json_is_true(json_object_get(ch, "ok")));
@@ -465,7 +505,10 @@ test_cv_tolerance_vs_generator(void **state)
 {
   (void)state;
   static const char *const procs[] = { "poisson", "gamma:4", "gamma:0.25" };
-  enum { TRIALS = 400, N = 400 };
+  enum {
+    TRIALS = 400,
+    N = 400
+  };
   for (size_t p = 0; p < TB_ARRAY_LEN(procs); p++) {
     double sum = 0, sum2 = 0, expected = NAN;
     unsigned alarms = 0;

@@ -52,8 +52,8 @@ draw(uint64_t *seed, int64_t base)
 #define NSLICES 20
 
 static void
-fill_one(struct tb_samples *whole, struct tb_samples *shards, int nshards,
-         uint64_t *seed, size_t nreq)
+fill_one(struct tb_samples *whole, struct tb_samples *shards, int nshards, uint64_t *seed,
+         size_t nreq)
 {
   static const int64_t base[TB_SAMPLES_NSERIES] = { 80000, 12000, 900000, 11000 };
   int64_t slices[8][NSLICES] = { { 0 } };
@@ -183,7 +183,8 @@ test_average_of_percentiles_is_not_the_union(void **state)
   for (int i = 0; i < 10; i++)
     tb_samples_add(&b, TB_SAMPLES_TTFT, 1000000);
   double avg = (tb_samples_quantile(&a, TB_SAMPLES_TTFT, 0.5) +
-                tb_samples_quantile(&b, TB_SAMPLES_TTFT, 0.5)) / 2;
+                tb_samples_quantile(&b, TB_SAMPLES_TTFT, 0.5)) /
+               2;
   char err[100];
   assert_true(tb_samples_merge(&m, &a, err, sizeof err));
   assert_true(tb_samples_merge(&m, &b, err, sizeof err));
@@ -314,7 +315,7 @@ test_malformed_blobs_are_refused(void **state)
   size_t len;
   tb_samples_encode(&m, &buf, &len);
   tb_samples_free(&m);
-  for (size_t cut = 0; cut < len; cut++) /* every truncation */
+  for (size_t cut = 0; cut < len; cut++)                     /* every truncation */
     expect_refused(buf, cut, cut < 4 ? "not a TBS1" : NULL); /* truncated, or a
                                                             * count beyond */
   unsigned char *more = malloc(len + 1);
@@ -326,20 +327,20 @@ test_malformed_blobs_are_refused(void **state)
   expect_refused(buf, len, "not a TBS1");
   free(buf);
   /* an 11-byte varint */
-  unsigned char longv[] = { 'T', 'B', 'S', '1', 0xff, 0xff, 0xff, 0xff, 0xff,
-                            0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+  unsigned char longv[] = { 'T',  'B',  'S',  '1',  0xff, 0xff, 0xff, 0xff,
+                            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
   expect_refused(longv, sizeof longv, "varint over 64 bits");
   /* 127 slices promised, 2 bytes left */
   unsigned char many[] = { 'T', 'B', 'S', '1', 0x01, 0x7f, 0x01, 0x01 };
   expect_refused(many, sizeof many, "beyond the bytes left");
   /* slices of no width */
-  unsigned char nowidth[] = { 'T', 'B', 'S', '1', 0x00, 0x01, 0x01, 0, 0, 0, 0, 0, 0,
-                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+  unsigned char nowidth[] = { 'T', 'B', 'S', '1', 0x00, 0x01, 0x01, 0, 0, 0, 0, 0,
+                              0,   0,   0,   0,   0,    0,    0,    0, 0, 0, 0, 0 };
   expect_refused(nowidth, sizeof nowidth, "no width");
   /* a series whose running value goes below 0: slice width and count 0,
    * the ten counters 0, then one value, delta -1 (zz 1) */
-  unsigned char neg[] = { 'T', 'B', 'S', '1', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                          0x01, 0x01, 0, 0, 0 };
+  unsigned char neg[] = { 'T', 'B', 'S', '1', 0, 0,    0,    0, 0, 0, 0,
+                          0,   0,   0,   0,   0, 0x01, 0x01, 0, 0, 0 };
   expect_refused(neg, sizeof neg, "out of range");
 }
 
@@ -383,7 +384,9 @@ test_shards_skew_and_where(void **state)
 {
   (void)state;
   struct tb_samples_shard sh[3] = {
-    { "w1", "host-a", 400, 150 }, { "w2", "host-b", -1100, 90 }, { "w3", "host-a", 900, 300 },
+    { "w1", "host-a", 400, 150 },
+    { "w2", "host-b", -1100, 90 },
+    { "w3", "host-a", 900, 300 },
   };
   json_t *cell = json_pack("{s:s}", "status", "valid");
   assert_true(tb_samples_cell_shards(cell, sh, 3, 30));
@@ -403,7 +406,8 @@ test_shards_skew_and_where(void **state)
   cell = json_pack("{s:s}", "status", "valid");
   assert_false(tb_samples_cell_shards(cell, sh, 3, 0.1));
   assert_string_equal(json_string_value(json_object_get(cell, "status")), "error");
-  assert_non_null(strstr(json_string_value(json_object_get(cell, "reason")), "start skew 2.500 ms"));
+  assert_non_null(
+    strstr(json_string_value(json_object_get(cell, "reason")), "start skew 2.500 ms"));
   json_decref(cell);
   cell = json_object();
   assert_true(tb_samples_cell_shards(cell, sh, 0, 30));

@@ -54,12 +54,12 @@ struct expect {
   enum tb_engine_kind kind;
   const char *model, *version, *version_source;
   int64_t kv;
-  const char *kv_source;  /* or, when kv < 0, the reason */
+  const char *kv_source; /* or, when kv < 0, the reason */
   int64_t running;
   const char *running_source; /* or the reason */
   int64_t max_len;
   const char *max_len_source;
-  bool metrics;           /* the engine's load gauges are there */
+  bool metrics; /* the engine's load gauges are there */
   double load_running, load_waiting;
 };
 
@@ -71,28 +71,27 @@ struct expect {
 static const struct expect expects[] = {
   { "vllm-0.7", TB_KIND_VLLM, "meta-llama/Llama-3.1-8B-Instruct", "0.7.3", "vllm /version",
     81767 * 16, CCI "num_gpu_blocks x block_size", -1, NOSEQS, 131072, V1M, true, 3, 1 },
-  { "vllm-0.8", TB_KIND_VLLM, "Qwen/Qwen3-32B", "0.8.5.post1", "vllm /version",
-    -1, CCI "num_gpu_blocks=\"None\"", -1, NOSEQS, 40960, V1M, true, 2, 0 },
-  { "vllm-0.10", TB_KIND_VLLM, "Qwen/Qwen3-32B", "0.10.1.1", "vllm /version",
-    57344 * 16, CCI "num_gpu_blocks x block_size", -1, NOSEQS, 40960, V1M, true, 4, 2 },
+  { "vllm-0.8", TB_KIND_VLLM, "Qwen/Qwen3-32B", "0.8.5.post1", "vllm /version", -1,
+    CCI "num_gpu_blocks=\"None\"", -1, NOSEQS, 40960, V1M, true, 2, 0 },
+  { "vllm-0.10", TB_KIND_VLLM, "Qwen/Qwen3-32B", "0.10.1.1", "vllm /version", 57344 * 16,
+    CCI "num_gpu_blocks x block_size", -1, NOSEQS, 40960, V1M, true, 4, 2 },
   /* two engines (data parallel): two KV caches */
-  { "vllm-0.11", TB_KIND_VLLM, "Qwen/Qwen3-32B", "0.11.0", "vllm /version",
-    2 * 32768 * 16, CCI "num_gpu_blocks x block_size", -1, NOSEQS, 40960, V1M, true, 3, 1 },
+  { "vllm-0.11", TB_KIND_VLLM, "Qwen/Qwen3-32B", "0.11.0", "vllm /version", 2 * 32768 * 16,
+    CCI "num_gpu_blocks x block_size", -1, NOSEQS, 40960, V1M, true, 3, 1 },
   /* kv_cache_size_tokens, not 7168 x 16 = 114,688 */
-  { "vllm-2026", TB_KIND_VLLM, "stepfun-ai/Step-3.7-Flash-FP8", "0.26.1rc1.dev638",
-    "vllm /version", 917504, CCI "kv_cache_size_tokens", -1, NOSEQS, 262144, V1M, true, 0,
-    0 },
+  { "vllm-2026", TB_KIND_VLLM, "stepfun-ai/Step-3.7-Flash-FP8", "0.26.1rc1.dev638", "vllm /version",
+    917504, CCI "kv_cache_size_tokens", -1, NOSEQS, 262144, V1M, true, 0, 0 },
   { "sglang-0.3", TB_KIND_SGLANG, "google/gemma-2-9b-it", NULL, "none", 161721,
-    "sglang:max_total_num_tokens (/metrics)", 4097, "sglang:max_running_requests (/metrics)",
-    8192, "sglang:context_len (/metrics)", true, 5, 2 },
-  { "sglang-0.4", TB_KIND_SGLANG, "meta-llama/Llama-3.1-8B-Instruct", "0.4.6.post5",
-    SGSI "version", 428176, SGSI "max_total_num_tokens", 512, SGSI "max_running_requests",
-    131072, V1M, true, 6, 3 },
+    "sglang:max_total_num_tokens (/metrics)", 4097, "sglang:max_running_requests (/metrics)", 8192,
+    "sglang:context_len (/metrics)", true, 5, 2 },
+  { "sglang-0.4", TB_KIND_SGLANG, "meta-llama/Llama-3.1-8B-Instruct", "0.4.6.post5", SGSI "version",
+    428176, SGSI "max_total_num_tokens", 512, SGSI "max_running_requests", 131072, V1M, true, 6,
+    3 },
   /* max_running_requests null: 128 per DP rank x dp_size 2 */
-  { "sglang-0.5", TB_KIND_SGLANG, "qwen/qwen2.5-0.5b-instruct", "0.5.4.post1",
-    SGSI "version", 20480, SGSI "max_total_num_tokens", 256,
-    SGSI "internal_states effective_max_running_requests_per_dp x dp_size", 32768, V1M, true,
-    7, 1 },
+  { "sglang-0.5", TB_KIND_SGLANG, "qwen/qwen2.5-0.5b-instruct", "0.5.4.post1", SGSI "version",
+    20480, SGSI "max_total_num_tokens", 256,
+    SGSI "internal_states effective_max_running_requests_per_dp x dp_size", 32768, V1M, true, 7,
+    1 },
   { "llamacpp", TB_KIND_LLAMACPP, "Qwen3-8B-Q4_K_M.gguf", "b6915-2a2bd1f0",
     "llama.cpp /props build_info", -1,
     "llama.cpp publishes no KV budget (each of total_slots slots holds n_ctx tokens)", 4,
@@ -104,13 +103,13 @@ static const struct expect expects[] = {
     "llama.cpp publishes no KV budget (each of total_slots slots holds n_ctx tokens)", 4,
     "llama.cpp /props total_slots", 4096, "llama.cpp /props default_generation_settings.n_ctx",
     true, 4, 2 },
-  { "tgi-2.2", TB_KIND_TGI, "meta-llama/Meta-Llama-3-8B-Instruct", "2.2.0",
-    "tgi /info version", 262144, "tgi /info max_batch_total_tokens", -1,
+  { "tgi-2.2", TB_KIND_TGI, "meta-llama/Meta-Llama-3-8B-Instruct", "2.2.0", "tgi /info version",
+    262144, "tgi /info max_batch_total_tokens", -1,
     "tgi /info max_batch_size null (max_concurrent_requests limits admission, not running "
     "requests)",
     4096, "tgi /info max_total_tokens", true, 6, 2 },
-  { "tgi-3.3", TB_KIND_TGI, "meta-llama/Meta-Llama-3-8B-Instruct", "3.3.6",
-    "tgi /info version", -1, "tgi /info has no max_batch_total_tokens (TGI >= 2.3)", -1,
+  { "tgi-3.3", TB_KIND_TGI, "meta-llama/Meta-Llama-3-8B-Instruct", "3.3.6", "tgi /info version", -1,
+    "tgi /info has no max_batch_total_tokens (TGI >= 2.3)", -1,
     "tgi /info max_batch_size null (max_concurrent_requests limits admission, not running "
     "requests)",
     8192, "tgi /info max_total_tokens", true, 6, 2 },
@@ -180,8 +179,7 @@ test_discovery(void **state)
     assert_int_equal(d.has_metrics, e->metrics);
     /* the probe document and the result's provenance say the same */
     json_t *j = tb_discover_to_json(&d);
-    assert_string_equal(json_string_value(json_object_get(j, "kv_budget_source")),
-                        d.kv_source);
+    assert_string_equal(json_string_value(json_object_get(j, "kv_budget_source")), d.kv_source);
     const json_t *unk = json_object_get(j, "unknown");
     assert_int_equal(json_object_get(unk, "kv_budget_tokens") != NULL, e->kv < 0);
     assert_int_equal(json_object_get(unk, "max_running_requests") != NULL, e->running < 0);
@@ -251,8 +249,8 @@ test_version_is_weak(void **state)
 /* What a stream transcript must give. */
 struct stream_expect {
   const char *dir, *file;
-  unsigned chunks;         /* JSON events */
-  unsigned text_chunks;    /* events carrying output */
+  unsigned chunks;      /* JSON events */
+  unsigned text_chunks; /* events carrying output */
   unsigned role_only;
   size_t text_bytes, reasoning_bytes;
   int64_t completion_tokens; /* last cumulative usage, -1: none */
@@ -377,10 +375,10 @@ static void
 test_every_parser_on_every_file(void **state)
 {
   (void)state;
-  static const char *const files[] = { "models.json", "models_router.json",
-                                       "server_info.json", "props.json", "info.json",
-                                       "version.json", "metrics.txt", "stream.txt",
-                                       "stream_error.txt", "slots.json", "completion.json" };
+  static const char *const files[] = { "models.json", "models_router.json", "server_info.json",
+                                       "props.json",  "info.json",          "version.json",
+                                       "metrics.txt", "stream.txt",         "stream_error.txt",
+                                       "slots.json",  "completion.json" };
   for (size_t i = 0; i < sizeof expects / sizeof expects[0]; i++) {
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
       size_t len;

@@ -37,8 +37,8 @@ test_chain(void **state)
   prompt(b, 10, 6, 2);
   assert_int_equal(sim_cache_chain(a, 10, BS, ca, 4), 2); /* full blocks only */
   assert_int_equal(sim_cache_chain(b, 10, BS, cb, 4), 2);
-  assert_true(ca[0] == cb[0]);  /* ids 0..3 shared */
-  assert_true(ca[1] != cb[1]);  /* ids 4..7 differ from 6 on */
+  assert_true(ca[0] == cb[0]);                            /* ids 0..3 shared */
+  assert_true(ca[1] != cb[1]);                            /* ids 4..7 differ from 6 on */
   assert_int_equal(sim_cache_chain(a, 10, BS, ca, 1), 1); /* capped by out_cap */
   assert_int_equal(sim_cache_chain(a, 3, BS, ca, 4), 0);
   assert_int_equal(sim_cache_chain(a, 10, 0, ca, 4), 0);

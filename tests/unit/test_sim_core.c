@@ -147,13 +147,15 @@ test_http_parse(void **state)
   assert_false(sim_http_query(r.query, "z", v, sizeof(v)));
   /* incomplete head and body */
   assert_int_equal(parse("GET / HTTP/1.1\r\nHost: a\r\n", &r, &st), SIM_HTTP_NEED_MORE);
-  assert_int_equal(parse("POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\nabc",
-                         &r, &st), SIM_HTTP_NEED_MORE);
+  assert_int_equal(
+    parse("POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\nabc", &r, &st),
+    SIM_HTTP_NEED_MORE);
   assert_true(r.head_len > 0 && r.expect_continue);
   /* HTTP/1.0 and Connection */
   assert_int_equal(parse("GET /h HTTP/1.0\n\n", &r, &st), SIM_HTTP_DONE);
   assert_false(r.keep_alive);
-  assert_int_equal(parse("GET /h HTTP/1.1\r\nConnection: x, close\r\n\r\n", &r, &st), SIM_HTTP_DONE);
+  assert_int_equal(parse("GET /h HTTP/1.1\r\nConnection: x, close\r\n\r\n", &r, &st),
+                   SIM_HTTP_DONE);
   assert_false(r.keep_alive);
   /* errors */
   assert_int_equal(parse("GET / HTTP/2.0\r\n\r\n", &r, &st), SIM_HTTP_ERROR);
@@ -163,13 +165,14 @@ test_http_parse(void **state)
   assert_int_equal(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &r, &st),
                    SIM_HTTP_ERROR);
   assert_int_equal(st, 411);
-  assert_int_equal(parse("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", &r,
-                         &st), SIM_HTTP_ERROR);
+  assert_int_equal(
+    parse("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", &r, &st),
+    SIM_HTTP_ERROR);
   assert_int_equal(st, 413);
-  assert_int_equal(parse("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &r,
-                         &st), SIM_HTTP_ERROR);
-  assert_int_equal(parse("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", &r, &st),
-                   SIM_HTTP_ERROR);
+  assert_int_equal(
+    parse("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &r, &st),
+    SIM_HTTP_ERROR);
+  assert_int_equal(parse("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", &r, &st), SIM_HTTP_ERROR);
   assert_int_equal(parse("GET / HTTP/1.1\r\nBad Header: x\r\n\r\n", &r, &st), SIM_HTTP_ERROR);
   assert_int_equal(parse("GET nopath HTTP/1.1\r\n\r\n", &r, &st), SIM_HTTP_ERROR);
   /* head cap */
@@ -196,8 +199,10 @@ test_fault(void **state)
   struct sim_fault f;
   char err[128];
   sim_fault_init(&f);
-  assert_true(sim_fault_parse(&f, "status=503, cut=4;stall=2:150.5 malformed=1,first_byte=20,"
-                              "no_usage,refuse=300", err, sizeof(err)));
+  assert_true(sim_fault_parse(&f,
+                              "status=503, cut=4;stall=2:150.5 malformed=1,first_byte=20,"
+                              "no_usage,refuse=300",
+                              err, sizeof(err)));
   assert_int_equal(f.status, 503);
   assert_int_equal(f.cut_after, 4);
   assert_int_equal(f.stall_after, 2);
@@ -210,8 +215,8 @@ test_fault(void **state)
   assert_true(sim_fault_parse(&f, "none,cut=1", err, sizeof(err)));
   assert_int_equal(f.status, 0);
   assert_int_equal(f.cut_after, 1);
-  const char *bad[] = { "status=200", "status=abc", "cut", "stall=3", "stall=a:1", "x=1",
-                        "refuse=0", "no_usage=2", "status=500.5" };
+  const char *bad[] = { "status=200", "status=abc", "cut",        "stall=3",     "stall=a:1",
+                        "x=1",        "refuse=0",   "no_usage=2", "status=500.5" };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     sim_fault_init(&f);
     assert_false(sim_fault_parse(&f, bad[i], err, sizeof(err)));
@@ -235,7 +240,7 @@ test_profile(void **state)
   assert_true(fabs(sim_profile_step_ms(&p, 1, 1000) - 10) < 1e-9);
   assert_true(fabs(sim_profile_step_ms(&p, 2, 1000) - 15) < 1e-9);
   assert_true(fabs(sim_profile_step_ms(&p, 2, 2000) - 25) < 1e-9);
-  assert_true(fabs(sim_profile_step_ms(&p, 9, 9000) - 40) < 1e-9);  /* clamped */
+  assert_true(fabs(sim_profile_step_ms(&p, 9, 9000) - 40) < 1e-9); /* clamped */
   assert_true(fabs(sim_profile_step_ms(&p, 0, 10) - 10) < 1e-9);
   assert_true(fabs(sim_profile_prefill_ms(&p, 1000) - 100) < 1e-9);
   assert_true(fabs(sim_profile_prefill_ms(&p, 2000) - 2000.0 * 1000 / 15000) < 1e-9);
@@ -346,10 +351,13 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_tok_count),  cmocka_unit_test(test_tok_chat),
+    cmocka_unit_test(test_tok_count),
+    cmocka_unit_test(test_tok_chat),
     cmocka_unit_test(test_tok_template),
-    cmocka_unit_test(test_http_parse), cmocka_unit_test(test_fault),
-    cmocka_unit_test(test_profile),    cmocka_unit_test(test_shipped_profiles),
+    cmocka_unit_test(test_http_parse),
+    cmocka_unit_test(test_fault),
+    cmocka_unit_test(test_profile),
+    cmocka_unit_test(test_shipped_profiles),
     cmocka_unit_test(test_flavours),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

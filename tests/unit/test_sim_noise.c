@@ -127,7 +127,8 @@ test_drift_runs(void **state)
   assert_int_equal(n.requests, 4);
   /* from a request body: chat contents (string or parts) and prompts */
   json_t *b = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-                         "\"text\":\"[BENCH_zz_CTX_8192] filler\"}]}]}", 0, NULL);
+                         "\"text\":\"[BENCH_zz_CTX_8192] filler\"}]}]}",
+                         0, NULL);
   sim_noise_request_body(&n, b);
   assert_string_equal(n.run, "zz");
   json_decref(b);

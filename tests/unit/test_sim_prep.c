@@ -30,7 +30,8 @@ completion_body(size_t words)
   char *b = tb_xmalloc(cap);
   size_t n = (size_t)snprintf(b, cap, "{\"prompt\":\"");
   for (size_t i = 0; i < words; i++)
-    n += (size_t)snprintf(b + n, cap - n, "%s%c%c", i ? " " : "", 'a' + (char)(i % 26), 'b' + (char)(i % 7));
+    n += (size_t)snprintf(b + n, cap - n, "%s%c%c", i ? " " : "", 'a' + (char)(i % 26),
+                          'b' + (char)(i % 7));
   snprintf(b + n, cap - n, "\",\"max_tokens\":4}");
   return b;
 }
@@ -48,8 +49,8 @@ test_prompt_matches_tokenizer(void **state)
   sim_prep_prompt(doc, false, BS, &ids, &len, &cap, &pr);
   const json_t *p = json_object_get(doc, "prompt");
   uint64_t h;
-  assert_int_equal(pr.tokens, sim_tok_prompt(json_string_value(p), json_string_length(p), &h,
-                                             NULL, NULL, NULL));
+  assert_int_equal(
+    pr.tokens, sim_tok_prompt(json_string_value(p), json_string_length(p), &h, NULL, NULL, NULL));
   assert_int_equal(pr.tokens, 1001);
   assert_true(pr.hash == h);
   assert_int_equal(len, 1001);
@@ -135,8 +136,9 @@ test_worker_round_trip(void **state)
   sim_prep_submit(p, job_of(big, false));
   sim_prep_submit(p, job_of(tb_xstrdup("{\"prompt\": [1, 2"), false));
   sim_prep_submit(p, job_of(tb_xstrdup("[1]"), false));
-  sim_prep_submit(p, job_of(tb_xstrdup("{\"messages\":[{\"role\":\"user\",\"content\":\"hello world\"}]}"),
-                            true));
+  sim_prep_submit(
+    p,
+    job_of(tb_xstrdup("{\"messages\":[{\"role\":\"user\",\"content\":\"hello world\"}]}"), true));
   struct sim_prep_job *j = take_n(p, efd, 4);
   /* in order: the large prompt as the loop makes it */
   assert_non_null(j->doc);

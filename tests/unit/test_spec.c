@@ -33,10 +33,11 @@ job_fields(const char *text, char *buf, size_t len)
   buf[0] = '\0';
   size_t i;
   json_t *e;
-  json_array_foreach(errors, i, e) {
+  json_array_foreach (errors, i, e) {
     if (i > 0)
       snprintf(buf + strlen(buf), len - strlen(buf), ",");
-    snprintf(buf + strlen(buf), len - strlen(buf), "%s", json_string_value(json_object_get(e, "field")));
+    snprintf(buf + strlen(buf), len - strlen(buf), "%s",
+             json_string_value(json_object_get(e, "field")));
   }
   json_decref(errors);
   return buf;
@@ -70,23 +71,29 @@ test_job_errors_name_fields(void **state)
   (void)state;
   char buf[512];
   assert_string_equal(job_fields("{}", buf, sizeof buf), "endpoint_id");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[1,\"x\",1]}", buf,
-                                 sizeof buf), "contexts[1],contexts[2]");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[1,\"x\",1]}", buf, sizeof buf),
+    "contexts[1],contexts[2]");
   assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"nope\":1}", buf, sizeof buf),
                       "nope");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"concurrency\":[1.5]}", buf,
-                                 sizeof buf), "concurrency[0]");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"duration_s\":0}", buf,
-                                 sizeof buf), "duration_s");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"concurrency\":[1.5]}", buf, sizeof buf),
+    "concurrency[0]");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"duration_s\":0}", buf, sizeof buf),
+                      "duration_s");
   assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[-1,0],"
-                                 "\"prefill_contexts\":[0]}", buf, sizeof buf),
+                                 "\"prefill_contexts\":[0]}",
+                                 buf, sizeof buf),
                       "contexts[0],prefill_contexts[0]");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[0,\"0k\"]}", buf,
-                                 sizeof buf), "contexts[1]"); /* the same context twice */
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"labels\":{\"a b\":\"x\"}}", buf,
-                                 sizeof buf), "labels.a b");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"callbacks\":[\"ftp://x\"]}", buf,
-                                 sizeof buf), "callbacks[0]");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"contexts\":[0,\"0k\"]}", buf, sizeof buf),
+    "contexts[1]"); /* the same context twice */
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"labels\":{\"a b\":\"x\"}}", buf, sizeof buf),
+    "labels.a b");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"callbacks\":[\"ftp://x\"]}", buf, sizeof buf),
+    "callbacks[0]");
   assert_string_equal(job_fields("{\"endpoint_id\":\"x\",\"max_attempts\":0}", buf, sizeof buf),
                       "endpoint_id,max_attempts");
   /* not JSON, not an object, duplicate keys: bad JSON (400) */
@@ -106,10 +113,12 @@ test_kv_budget_is_what_the_engine_runs(void **state)
   (void)state;
   char buf[512];
   /* 1e13 was accepted by the api and refused by the engine at run time */
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"kv_budget\":10000000000000}",
-                                 buf, sizeof buf), "kv_budget");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"kv_budget\":1000000000001}",
-                                 buf, sizeof buf), "kv_budget");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"kv_budget\":10000000000000}", buf, sizeof buf),
+    "kv_budget");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"kv_budget\":1000000000001}", buf, sizeof buf),
+    "kv_budget");
   json_t *o = job_ok("{\"endpoint_id\":\"" EP "\",\"kv_budget\":1000000000000}");
   struct tb_spec s;
   char *err = NULL;
@@ -142,7 +151,8 @@ test_parse_defaults_and_lists(void **state)
   json_decref(o);
   o = json_loads("{\"model\":\"m\",\"contexts\":[\"16k\",8192],\"concurrency\":[4,1],"
                  "\"prefill_contexts\":[],\"duration_s\":2,\"labels\":{\"a\":\"b\"},"
-                 "\"repeats\":3,\"endpoint_id\":\"" EP "\"}", 0, NULL);
+                 "\"repeats\":3,\"endpoint_id\":\"" EP "\"}",
+                 0, NULL);
   assert_true(tb_spec_parse(&s, o, &err));
   assert_string_equal(s.model, "m");
   assert_true(s.contexts.given);
@@ -157,8 +167,8 @@ test_parse_defaults_and_lists(void **state)
   tb_spec_free(&s);
   json_decref(o);
   /* bad settings name the fields; the old alternate spellings are unknown */
-  o = json_loads("{\"duration_s\":0,\"concurrencies\":[1],\"contexts\":[],\"repeats\":11}",
-                 0, NULL);
+  o =
+    json_loads("{\"duration_s\":0,\"concurrencies\":[1],\"contexts\":[],\"repeats\":11}", 0, NULL);
   assert_false(tb_spec_parse(&s, o, &err));
   assert_non_null(strstr(err, "duration_s"));
   assert_non_null(strstr(err, "repeats")); /* 1..10 */
@@ -209,7 +219,8 @@ test_override(void **state)
 {
   (void)state;
   json_t *preset = json_loads("{\"endpoint_id\":\"" EP "\",\"duration_s\":5,"
-                              "\"labels\":{\"a\":\"1\",\"b\":\"2\"}}", 0, NULL);
+                              "\"labels\":{\"a\":\"1\",\"b\":\"2\"}}",
+                              0, NULL);
   json_t *extra = json_loads("{\"labels\":{\"b\":\"3\"},\"duration_s\":99}", 0, NULL);
   json_t *m = tb_spec_override(preset, extra);
   /* labels merge; duration_s is not a field a hook may override */
@@ -252,7 +263,6 @@ test_table(void **state)
   json_decref(t);
 }
 
-
 /* Rate cells' fields (issue 15): defaults from the table (objects' rows
  * included), number lists sorted, checked strings, objects from the command
  * line's "k=v,k=v". */
@@ -280,8 +290,8 @@ test_rate_fields(void **state)
   assert_true(tb_spec_arg(rates, "10,1,2.5", o));
   assert_true(tb_spec_arg(slo, "ttft_ms=500,tpot_ms=50", o));
   assert_true(tb_spec_arg(tb_spec_field("arrival"), "gamma:2", o));
-  assert_false(tb_spec_arg(slo, "ttft=5", o));      /* no such member */
-  assert_false(tb_spec_arg(slo, "ttft_ms=x", o));   /* not a number */
+  assert_false(tb_spec_arg(slo, "ttft=5", o));    /* no such member */
+  assert_false(tb_spec_arg(slo, "ttft_ms=x", o)); /* not a number */
   assert_false(tb_spec_arg(rates, "1,x", o));
   assert_true(tb_spec_parse(&s, o, &err));
   assert_int_equal(s.rates.n, 3);
@@ -291,16 +301,18 @@ test_rate_fields(void **state)
   tb_spec_free(&s);
   json_decref(o);
   /* the api refuses what the engine could not run */
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"arrival\":\"gamma:0\"}",
-                                 buf, sizeof buf), "arrival");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"rates\":[1,1]}",
-                                 buf, sizeof buf), "rates[1]");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"input_tokens\":\"uniform:9-3\"}",
-                                 buf, sizeof buf), "input_tokens");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"slo\":{\"ttft\":1}}",
-                                 buf, sizeof buf), "slo.ttft");
-  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"sweep\":{\"max_probes\":1}}",
-                                 buf, sizeof buf), "sweep.max_probes");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"arrival\":\"gamma:0\"}", buf, sizeof buf), "arrival");
+  assert_string_equal(job_fields("{\"endpoint_id\":\"" EP "\",\"rates\":[1,1]}", buf, sizeof buf),
+                      "rates[1]");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"input_tokens\":\"uniform:9-3\"}", buf, sizeof buf),
+    "input_tokens");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"slo\":{\"ttft\":1}}", buf, sizeof buf), "slo.ttft");
+  assert_string_equal(
+    job_fields("{\"endpoint_id\":\"" EP "\",\"sweep\":{\"max_probes\":1}}", buf, sizeof buf),
+    "sweep.max_probes");
   json_decref(job_ok("{\"endpoint_id\":\"" EP "\",\"rates\":[0.5,3],\"arrival\":\"constant\","
                      "\"input_tokens\":\"uniform:1k-2k\",\"slo\":{\"e2e_ms\":900},"
                      "\"sweep\":{\"attainment_pct\":90}}"));
@@ -329,8 +341,8 @@ test_shards_field(void **state)
   json_t *out = NULL, *errors = NULL;
   const char *zero = "{\"endpoint_id\":\"" EP "\",\"shards\":0}";
   assert_int_equal(tb_spec_job(zero, strlen(zero), &out, &errors), TB_SPEC_INVALID);
-  assert_non_null(strstr(json_string_value(json_object_get(json_array_get(errors, 0),
-                                                           "detail")), "or \"auto\""));
+  assert_non_null(
+    strstr(json_string_value(json_object_get(json_array_get(errors, 0), "detail")), "or \"auto\""));
   json_decref(errors);
   /* the table says so */
   const struct tb_spec_field *f = tb_spec_field("shards");

@@ -27,19 +27,31 @@ test_figures(void **state)
    * 5 + i/10 ms, tokbench's TTFT 2 ms after the server's prompt time;
    * tokbench counted one request's tokens differently */
   for (int i = 0; i < 10; i++) {
-    struct tb_srvtime_req r = { .cache_n = 3, .prompt_n = 100, .prompt_ms = 10 + i,
-                                .predicted_n = 50, .predicted_per_token_ms = 5 + i / 10.0,
-                                .ttft_ms = 12 + i, .tokens = i == 4 ? 49 : 50 };
+    struct tb_srvtime_req r = { .cache_n = 3,
+                                .prompt_n = 100,
+                                .prompt_ms = 10 + i,
+                                .predicted_n = 50,
+                                .predicted_per_token_ms = 5 + i / 10.0,
+                                .ttft_ms = 12 + i,
+                                .tokens = i == 4 ? 49 : 50 };
     tb_srvtime_add(&t, &r);
   }
   /* a request with no timings does not count; one output token has no TPOT */
-  struct tb_srvtime_req none = { .cache_n = NAN, .prompt_n = NAN, .prompt_ms = NAN,
-                                 .predicted_n = NAN, .predicted_per_token_ms = NAN,
-                                 .ttft_ms = 5, .tokens = 7 };
+  struct tb_srvtime_req none = { .cache_n = NAN,
+                                 .prompt_n = NAN,
+                                 .prompt_ms = NAN,
+                                 .predicted_n = NAN,
+                                 .predicted_per_token_ms = NAN,
+                                 .ttft_ms = 5,
+                                 .tokens = 7 };
   tb_srvtime_add(&t, &none);
-  struct tb_srvtime_req one = { .cache_n = NAN, .prompt_n = 100, .prompt_ms = 14.5,
-                                .predicted_n = 1, .predicted_per_token_ms = 0,
-                                .ttft_ms = NAN, .tokens = 1 };
+  struct tb_srvtime_req one = { .cache_n = NAN,
+                                .prompt_n = 100,
+                                .prompt_ms = 14.5,
+                                .predicted_n = 1,
+                                .predicted_per_token_ms = 0,
+                                .ttft_ms = NAN,
+                                .tokens = 1 };
   tb_srvtime_add(&t, &one);
   json_t *j = tb_srvtime_json(&t);
   assert_non_null(j);
@@ -68,7 +80,7 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_figures),
+    cmocka_unit_test(test_figures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

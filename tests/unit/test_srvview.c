@@ -61,7 +61,8 @@ test_shown(void **state)
   /* without server_timings: no section, no columns */
   size_t i;
   json_t *c;
-  json_array_foreach(json_object_get(doc, "cells"), i, c) json_object_del(c, "server_timings");
+  json_array_foreach (json_object_get(doc, "cells"), i, c)
+    json_object_del(c, "server_timings");
   assert_false(tb_srvview_any(doc));
   md = render(doc, TB_REPORT_MD);
   csv = render(doc, TB_REPORT_CSV);
@@ -76,7 +77,7 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_shown),
+    cmocka_unit_test(test_shown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

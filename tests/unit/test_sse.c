@@ -49,7 +49,7 @@ test_basic(void **state)
 {
   const char *s = ": stamp 123\ndata: {\"a\":1}\n\ndata: [DONE]\n\n";
   for (size_t step = 1; step <= strlen(s); step++) {
-    struct rec r = {0};
+    struct rec r = { 0 };
     struct tb_sse p;
     tb_sse_init(&p, on_ev, on_comment, &r);
     feed_all(&p, s, step);
@@ -67,7 +67,7 @@ test_line_endings(void **state)
 {
   const char *s = "data: a\r\n\r\ndata: b\r\rdata:c\n\nevent: x\nid: 3\ndata: d\ndata: e\n\n";
   for (size_t step = 1; step <= 4; step++) {
-    struct rec r = {0};
+    struct rec r = { 0 };
     struct tb_sse p;
     tb_sse_init(&p, on_ev, NULL, &r);
     feed_all(&p, s, step);
@@ -83,7 +83,7 @@ test_line_endings(void **state)
 static void
 test_partial_not_idle(void **state)
 {
-  struct rec r = {0};
+  struct rec r = { 0 };
   struct tb_sse p;
   tb_sse_init(&p, on_ev, NULL, &r);
   assert_int_equal(tb_sse_feed(&p, "data: {\"x\"", 10), TB_SSE_OK);
@@ -100,7 +100,7 @@ test_partial_not_idle(void **state)
 static void
 test_caps(void **state)
 {
-  struct rec r = {0};
+  struct rec r = { 0 };
   struct tb_sse p;
   tb_sse_init(&p, on_ev, NULL, &r);
   size_t big = TB_SSE_LINE_MAX + 10;
@@ -129,11 +129,10 @@ test_caps(void **state)
 static void
 test_stop(void **state)
 {
-  struct rec r = {.stop_after = 1};
+  struct rec r = { .stop_after = 1 };
   struct tb_sse p;
   tb_sse_init(&p, on_ev, NULL, &r);
-  assert_int_equal(tb_sse_feed(&p, "data: 1\n\ndata: 2\n\n", 18),
-                   TB_SSE_STOPPED);
+  assert_int_equal(tb_sse_feed(&p, "data: 1\n\ndata: 2\n\n", 18), TB_SSE_STOPPED);
   assert_int_equal(r.n, 1);
   tb_sse_free(&p);
 }
@@ -143,8 +142,8 @@ test_stop(void **state)
 static void
 test_budget(void **state)
 {
-  struct rec r = {0};
-  struct tb_sse_budget b = {.max = 64 * 1024};
+  struct rec r = { 0 };
+  struct tb_sse_budget b = { .max = 64 * 1024 };
   struct tb_sse p[4];
   char *chunk = malloc(20000);
   memset(chunk, 'x', 20000);
@@ -188,9 +187,12 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_basic), cmocka_unit_test(test_line_endings),
-      cmocka_unit_test(test_partial_not_idle), cmocka_unit_test(test_caps),
-      cmocka_unit_test(test_stop), cmocka_unit_test(test_budget),
+    cmocka_unit_test(test_basic),
+    cmocka_unit_test(test_line_endings),
+    cmocka_unit_test(test_partial_not_idle),
+    cmocka_unit_test(test_caps),
+    cmocka_unit_test(test_stop),
+    cmocka_unit_test(test_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,7 +49,7 @@ static void
 test_empty_and_single(void **state)
 {
   (void)state;
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   assert_true(isnan(tb_stats_quantile(&s, 0.5)));
   assert_true(isnan(tb_stats_quantile(&s, 0)));
   assert_true(isnan(tb_stats_quantile(&s, 1)));
@@ -68,7 +68,7 @@ static void
 test_r_reference(void **state)
 {
   (void)state;
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   for (int i = 10; i >= 1; i--) /* unsorted on purpose */
     tb_stats_add(&s, i);
   NEAR(tb_stats_quantile(&s, 0.5), 5.5); /* the median of an even sample */
@@ -84,7 +84,7 @@ static void
 test_wikipedia_reference(void **state)
 {
   (void)state;
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   const int64_t v[] = { 50, 15, 40, 20, 35 };
   add_all(&s, v, 5);
   NEAR(tb_stats_quantile(&s, 0.40), 29);
@@ -99,7 +99,7 @@ static void
 test_out_of_range_q(void **state)
 {
   (void)state;
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   const int64_t v[] = { 7, 3, 9 };
   add_all(&s, v, 3);
   assert_true(tb_stats_quantile(&s, -1) == 3);
@@ -113,7 +113,7 @@ static void
 test_ties_negatives_and_large(void **state)
 {
   (void)state;
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   const int64_t ties[] = { 5, 5, 5, 5 };
   add_all(&s, ties, 4);
   assert_true(tb_stats_quantile(&s, 0.37) == 5);
@@ -136,7 +136,7 @@ static void
 test_growth_and_add_after_sort(void **state)
 {
   (void)state;
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   /* 1000 values, past several doublings of the array, in a scrambled order */
   for (int64_t i = 0; i < 1000; i++)
     tb_stats_add(&s, (i * 7919) % 1000);
@@ -218,7 +218,7 @@ test_batch_se(void **state)
 static void
 median_ranks(size_t n, double want_lo, double want_hi)
 {
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   /* the values n..1 (reversed, so the function must sort): rank r holds r */
   for (size_t i = n; i >= 1; i--)
     tb_stats_add(&s, (int64_t)i);
@@ -238,7 +238,7 @@ test_median_ci(void **state)
   median_ranks(20, 6, 15);
   median_ranks(100, 40, 61);
   median_ranks(2000, 956, 1045); /* 2^-2000 underflows: log space */
-  struct tb_stats s = {0};
+  struct tb_stats s = { 0 };
   for (int i = 0; i < 5; i++)
     tb_stats_add(&s, i);
   double lo, hi;
@@ -251,16 +251,16 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_empty_and_single),
-      cmocka_unit_test(test_r_reference),
-      cmocka_unit_test(test_wikipedia_reference),
-      cmocka_unit_test(test_out_of_range_q),
-      cmocka_unit_test(test_ties_negatives_and_large),
-      cmocka_unit_test(test_growth_and_add_after_sort),
-      cmocka_unit_test(test_t975),
-      cmocka_unit_test(test_mean_sd),
-      cmocka_unit_test(test_batch_se),
-      cmocka_unit_test(test_median_ci),
+    cmocka_unit_test(test_empty_and_single),
+    cmocka_unit_test(test_r_reference),
+    cmocka_unit_test(test_wikipedia_reference),
+    cmocka_unit_test(test_out_of_range_q),
+    cmocka_unit_test(test_ties_negatives_and_large),
+    cmocka_unit_test(test_growth_and_add_after_sort),
+    cmocka_unit_test(test_t975),
+    cmocka_unit_test(test_mean_sd),
+    cmocka_unit_test(test_batch_se),
+    cmocka_unit_test(test_median_ci),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

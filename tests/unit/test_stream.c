@@ -20,14 +20,17 @@
 #include "loopback.h"
 #include "engine/tb_stream.h"
 
-#define ROLE "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"," \
-             "\"content\":\"\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":10," \
-             "\"completion_tokens\":0,\"total_tokens\":10}}\n\n"
-#define TOK(n, fin) "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w\"}," \
-                    "\"finish_reason\":" fin "}],\"usage\":{\"prompt_tokens\":10," \
-                    "\"completion_tokens\":" #n ",\"total_tokens\":1" #n "}}\n\n"
-#define USAGE "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10," \
-              "\"completion_tokens\":3,\"total_tokens\":13}}\n\n"
+#define ROLE                                                                         \
+  "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"," \
+  "\"content\":\"\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":10,"      \
+  "\"completion_tokens\":0,\"total_tokens\":10}}\n\n"
+#define TOK(n, fin)                                                              \
+  "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w\"}," \
+  "\"finish_reason\":" fin "}],\"usage\":{\"prompt_tokens\":10,"                 \
+  "\"completion_tokens\":" #n ",\"total_tokens\":1" #n "}}\n\n"
+#define USAGE                                                           \
+  "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10," \
+  "\"completion_tokens\":3,\"total_tokens\":13}}\n\n"
 #define DONE "data: [DONE]\n\n"
 /* vLLM with continuous usage stats: role, three tokens, usage, [DONE] */
 #define STREAM ROLE TOK(1, "null") TOK(2, "null") TOK(3, "\"length\"") USAGE DONE
@@ -40,7 +43,7 @@ struct seen {
   int64_t tokens, first_at;
   unsigned in_window;
   char comment[64];
-  bool refuse;          /* event() fails the stream */
+  bool refuse; /* event() fails the stream */
 };
 
 static bool
@@ -221,8 +224,9 @@ test_chunks_and_reasoning(void **state)
   (void)state;
   struct fx f;
   struct tb_stream *s = fx_open(&f, TB_STREAM_MATRIX, 1);
-  assert_true(feed(s, 10, "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n"
-                           "data: {\"choices\":[{\"delta\":{\"reasoning\":\"m\",\"content\":null}}]}\n\n"));
+  assert_true(feed(s, 10,
+                   "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n"
+                   "data: {\"choices\":[{\"delta\":{\"reasoning\":\"m\",\"content\":null}}]}\n\n"));
   assert_true(feed(s, 20, CHUNK("a") CHUNK("b") DONE));
   assert_true(s->count.chunk_mode);
   assert_int_equal(s->tokens, 4);
@@ -236,7 +240,7 @@ test_chunks_and_reasoning(void **state)
   assert_false(tb_stream_end(s, 0, NULL, &x));
   assert_int_equal(s->end_rule, TB_STREAM_END_EARLY);
   assert_string_equal(s->reason, "the server ended a stream early: asked 32 tokens, got 3 chunks "
-                                "(it ignores max_tokens or ignore_eos)");
+                                 "(it ignores max_tokens or ignore_eos)");
   tb_stream_free(s);
 }
 
@@ -434,23 +438,37 @@ test_end_rules(void **state)
     enum tb_stream_end_rule rule;
     const char *reason;
   } cases[] = {
-    { STREAM, "Connection reset by peer", { 0 }, TB_STREAM_END_TRANSPORT,
+    { STREAM,
+      "Connection reset by peer",
+      { 0 },
+      TB_STREAM_END_TRANSPORT,
       "Connection reset by peer" },
     { ROLE "data: {\"choi", NULL, { 0 }, TB_STREAM_END_SSE, "stream ended inside an SSE event" },
     { ROLE TOK(1, "null"), NULL, { 0 }, TB_STREAM_END_CUT, "stream ended before [DONE] (cut)" },
-    { ROLE TOK(1, "null") TOK(2, "\"length\"") DONE, NULL, { .usage = true },
-      TB_STREAM_END_USAGE, "stream ended without its usage chunk" },
-    { ROLE TOK(1, "null") TOK(2, "\"length\"") DONE, NULL, { .max_tokens = 2 },
-      TB_STREAM_END_NONE, NULL },
-    { STREAM, NULL, { .usage = true, .max_tokens = 4 }, TB_STREAM_END_EARLY,
+    { ROLE TOK(1, "null") TOK(2, "\"length\"") DONE,
+      NULL,
+      { .usage = true },
+      TB_STREAM_END_USAGE,
+      "stream ended without its usage chunk" },
+    { ROLE TOK(1, "null") TOK(2, "\"length\"") DONE,
+      NULL,
+      { .max_tokens = 2 },
+      TB_STREAM_END_NONE,
+      NULL },
+    { STREAM,
+      NULL,
+      { .usage = true, .max_tokens = 4 },
+      TB_STREAM_END_EARLY,
       "the server ended a stream early: asked 4 tokens, got 3 (it ignores max_tokens or "
       "ignore_eos)" },
-    { ROLE DONE, NULL, { .max_tokens = 4 }, TB_STREAM_END_EARLY,
+    { ROLE DONE,
+      NULL,
+      { .max_tokens = 4 },
+      TB_STREAM_END_EARLY,
       "the server ended a stream early: asked 4 tokens, got 0 (it ignores max_tokens or "
       "ignore_eos)" },
     { ROLE DONE, NULL, { .token = true }, TB_STREAM_END_NO_TOKEN, "no output token" },
-    { STREAM, NULL, { .usage = true, .max_tokens = 3, .token = true }, TB_STREAM_END_NONE,
-      NULL },
+    { STREAM, NULL, { .usage = true, .max_tokens = 3, .token = true }, TB_STREAM_END_NONE, NULL },
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(cases); i++) {
     struct fx f;
@@ -545,7 +563,7 @@ test_window_gaps_figures(void **state)
 
 struct metrics_srv {
   int status;
-  int running_from;     /* running = running_from - requests so far, >= 0 */
+  int running_from; /* running = running_from - requests so far, >= 0 */
   unsigned calls;
 };
 
@@ -558,7 +576,8 @@ metrics_handler(void *cls, int fd, const struct lb_req *req)
   char body[160];
   snprintf(body, sizeof body,
            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running %d\n"
-           "vllm:num_requests_waiting 0\n", running > 0 ? running : 0);
+           "vllm:num_requests_waiting 0\n",
+           running > 0 ? running : 0);
   lb_respond(fd, m->status, "text/plain", body, false);
   return true;
 }
@@ -615,21 +634,21 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_one_read),
-      cmocka_unit_test(test_split_every_boundary),
-      cmocka_unit_test(test_byte_by_byte),
-      cmocka_unit_test(test_chunks_and_reasoning),
-      cmocka_unit_test(test_comments),
-      cmocka_unit_test(test_error_body),
-      cmocka_unit_test(test_status_without_body),
-      cmocka_unit_test(test_faults_in_stream),
-      cmocka_unit_test(test_event_refused),
-      cmocka_unit_test(test_caps_and_budget),
-      cmocka_unit_test(test_overdue),
-      cmocka_unit_test(test_end_rules),
-      cmocka_unit_test(test_reason_caps),
-      cmocka_unit_test(test_window_gaps_figures),
-      cmocka_unit_test(test_drain),
+    cmocka_unit_test(test_one_read),
+    cmocka_unit_test(test_split_every_boundary),
+    cmocka_unit_test(test_byte_by_byte),
+    cmocka_unit_test(test_chunks_and_reasoning),
+    cmocka_unit_test(test_comments),
+    cmocka_unit_test(test_error_body),
+    cmocka_unit_test(test_status_without_body),
+    cmocka_unit_test(test_faults_in_stream),
+    cmocka_unit_test(test_event_refused),
+    cmocka_unit_test(test_caps_and_budget),
+    cmocka_unit_test(test_overdue),
+    cmocka_unit_test(test_end_rules),
+    cmocka_unit_test(test_reason_caps),
+    cmocka_unit_test(test_window_gaps_figures),
+    cmocka_unit_test(test_drain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

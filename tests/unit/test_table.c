@@ -17,19 +17,19 @@
 #include "render/tb_table.h"
 
 static const char doc_text[] =
-    "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\","
-    "\"settings\":{\"contexts\":[4096,1024],\"concurrency\":[8,1],\"duration_s\":2,"
-    "\"max_output\":64},"
-    "\"cells\":["
-    "{\"phase\":\"decode\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":1,"
-    "\"status\":\"valid\",\"total_tps\":1234.56,\"total_tps_ci95\":[1200,1260],"
-    "\"ttft_ms\":{\"p50\":48.4},\"tbt_ms\":{\"p50\":8.1}},"
-    "{\"phase\":\"decode\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":1,"
-    "\"status\":\"error\",\"reason\":\"a second cell, ignored\"},"
-    "{\"phase\":\"decode\",\"context\":4096,\"context_label\":\"4K\",\"concurrency\":8,"
-    "\"status\":\"over_capacity\",\"total_tps_capacity_limited\":99.5},"
-    "{\"phase\":\"decode\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":8,"
-    "\"status\":\"skipped\",\"reason\":\"r\"}]}";
+  "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\","
+  "\"settings\":{\"contexts\":[4096,1024],\"concurrency\":[8,1],\"duration_s\":2,"
+  "\"max_output\":64},"
+  "\"cells\":["
+  "{\"phase\":\"decode\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":1,"
+  "\"status\":\"valid\",\"total_tps\":1234.56,\"total_tps_ci95\":[1200,1260],"
+  "\"ttft_ms\":{\"p50\":48.4},\"tbt_ms\":{\"p50\":8.1}},"
+  "{\"phase\":\"decode\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":1,"
+  "\"status\":\"error\",\"reason\":\"a second cell, ignored\"},"
+  "{\"phase\":\"decode\",\"context\":4096,\"context_label\":\"4K\",\"concurrency\":8,"
+  "\"status\":\"over_capacity\",\"total_tps_capacity_limited\":99.5},"
+  "{\"phase\":\"decode\",\"context\":1024,\"context_label\":\"1K\",\"concurrency\":8,"
+  "\"status\":\"skipped\",\"reason\":\"r\"}]}";
 
 static char *
 print(const json_t *doc)

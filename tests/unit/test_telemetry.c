@@ -23,8 +23,10 @@
 static const char dcgm[] =
   "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n"
   "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
-  "DCGM_FI_DEV_SM_CLOCK{gpu=\"0\", UUID=\"GPU-a\", device=\"nvidia0\",modelName=\"NVIDIA H200\"} 1980\n"
-  "DCGM_FI_DEV_SM_CLOCK{gpu=\"1\", UUID=\"GPU-b\", device=\"nvidia1\",modelName=\"NVIDIA H200\"} 1020\n"
+  "DCGM_FI_DEV_SM_CLOCK{gpu=\"0\", UUID=\"GPU-a\", device=\"nvidia0\",modelName=\"NVIDIA H200\"} "
+  "1980\n"
+  "DCGM_FI_DEV_SM_CLOCK{gpu=\"1\", UUID=\"GPU-b\", device=\"nvidia1\",modelName=\"NVIDIA H200\"} "
+  "1020\n"
   "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\", UUID=\"GPU-a\"} 61\n"
   "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\", UUID=\"GPU-b\"} 74\n"
   "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\", UUID=\"GPU-a\"} 612.5\n"
@@ -67,11 +69,10 @@ static void
 test_parse_nvidia_smi(void **state)
 {
   /* utkuozdemir/nvidia_gpu_exporter's names and units */
-  static const char smi[] =
-    "nvidia_smi_power_draw_watts{uuid=\"df6e\"} 245.5\n"
-    "nvidia_smi_utilization_gpu_ratio{uuid=\"df6e\"} 0.875\n"
-    "nvidia_smi_clocks_current_sm_clock_hz{uuid=\"df6e\"} 1.695e+09\n"
-    "nvidia_smi_temperature_gpu{uuid=\"df6e\"} 67\n";
+  static const char smi[] = "nvidia_smi_power_draw_watts{uuid=\"df6e\"} 245.5\n"
+                            "nvidia_smi_utilization_gpu_ratio{uuid=\"df6e\"} 0.875\n"
+                            "nvidia_smi_clocks_current_sm_clock_hz{uuid=\"df6e\"} 1.695e+09\n"
+                            "nvidia_smi_temperature_gpu{uuid=\"df6e\"} 67\n";
   struct tb_cost_sample s = { 0 };
   assert_true(tb_telemetry_parse(smi, sizeof smi - 1, &s));
   assert_int_equal(s.gpus, 1);
@@ -96,7 +97,8 @@ serve(void *cls, int fd, const struct lb_req *req)
   snprintf(body, sizeof body,
            "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 400\n"
            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} %.0f\n"
-           "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"0\"} 1\n", 7e9 + s * 4e5);
+           "DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu=\"0\"} 1\n",
+           7e9 + s * 4e5);
   atomic_fetch_add(&lb_reads, 1);
   lb_respond(fd, 200, "text/plain", body, false);
   return true;

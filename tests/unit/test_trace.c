@@ -42,7 +42,7 @@ static void
 test_formats(void **state)
 {
   (void)state;
-  const char *names[] = {"mooncake", "azure", "burstgpt", "bailian", "weka"};
+  const char *names[] = { "mooncake", "azure", "burstgpt", "bailian", "weka" };
   for (size_t i = 0; i < 5; i++) {
     enum tb_trace_format f;
     assert_true(tb_trace_format_parse(names[i], &f));
@@ -59,11 +59,15 @@ test_formats(void **state)
 
 /* Mooncake's README lines (ai-dynamo/dynamo benchmarks/data_generator). */
 static const char MOONCAKE[] =
-    "{\"timestamp\": 0, \"input_length\": 6755, \"output_length\": 500, \"hash_ids\": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]}\n"
-    "{\"timestamp\": 0, \"input_length\": 7319, \"output_length\": 490, \"hash_ids\": [0, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]}\n"
-    "\n"
-    "{\"timestamp\": 3052, \"input_length\": 7234, \"output_length\": 794, \"hash_ids\": [0, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]}\r\n"
-    "{\"timestamp\": 3052, \"input_length\": 2287, \"output_length\": 316, \"hash_ids\": [0, 42, 43, 44, 45]}\n";
+  "{\"timestamp\": 0, \"input_length\": 6755, \"output_length\": 500, \"hash_ids\": [0, 1, 2, 3, "
+  "4, 5, 6, 7, 8, 9, 10, 11, 12, 13]}\n"
+  "{\"timestamp\": 0, \"input_length\": 7319, \"output_length\": 490, \"hash_ids\": [0, 14, 15, "
+  "16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27]}\n"
+  "\n"
+  "{\"timestamp\": 3052, \"input_length\": 7234, \"output_length\": 794, \"hash_ids\": [0, 28, 29, "
+  "30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]}\r\n"
+  "{\"timestamp\": 3052, \"input_length\": 2287, \"output_length\": 316, \"hash_ids\": [0, 42, 43, "
+  "44, 45]}\n";
 
 static void
 test_mooncake(void **state)
@@ -94,7 +98,7 @@ test_mooncake(void **state)
   /* requests 2, 3 and 4 each find block 0: 3 x 512 of 23,595 tokens */
   assert_true(fabs(s.implied_hit_rate - 1536.0 / 23595.0) < 1e-12);
   assert_true(fabs(s.in.max - 7319) < 1e-9);
-  assert_true(fabs(s.in.p50 - 6755) < 1e-9);  /* nearest rank of 4: the 2nd */
+  assert_true(fabs(s.in.p50 - 6755) < 1e-9); /* nearest rank of 4: the 2nd */
   assert_true(fabs(s.out.mean - 525) < 1e-9);
   tb_trace_free(&t);
 }
@@ -105,10 +109,11 @@ test_mooncake_sessions(void **state)
 {
   (void)state;
   const char *text =
-      "{\"session_id\": \"a\", \"created_time\": 1000, \"input_tokens\": 100, \"output_tokens\": 10, \"hash_ids\": [1]}\n"
-      "{\"session_id\": 7, \"timestamp\": 1500, \"input_length\": 50}\n"
-      "{\"session_id\": \"a\", \"delay_ms\": 2500, \"input_length\": 700, \"hash_ids\": [1, 2]}\n"
-      "{\"session_id\": \"a\", \"delay\": 100, \"input_length\": 900}\n";
+    "{\"session_id\": \"a\", \"created_time\": 1000, \"input_tokens\": 100, \"output_tokens\": 10, "
+    "\"hash_ids\": [1]}\n"
+    "{\"session_id\": 7, \"timestamp\": 1500, \"input_length\": 50}\n"
+    "{\"session_id\": \"a\", \"delay_ms\": 2500, \"input_length\": 700, \"hash_ids\": [1, 2]}\n"
+    "{\"session_id\": \"a\", \"delay\": 100, \"input_length\": 900}\n";
   struct tb_trace t;
   char err[TB_TRACE_ERR_MAX];
   assert_int_equal(parse(text, TB_TRACE_MOONCAKE, &t, err), 0);
@@ -121,9 +126,9 @@ test_mooncake_sessions(void **state)
   assert_true(fabs(t.req[2].delay_s - 2.5) < 1e-12);
   assert_true(fabs(t.req[3].delay_s - 0.1) < 1e-12);
   assert_true(t.req[0].delay_s < 0);
-  assert_true(fabs(t.req[1].t_s - 0.5) < 1e-12);   /* from the first, 1000 ms */
-  assert_true(fabs(t.req[2].t_s - 0.0) < 1e-12);   /* no time: its parent's */
-  assert_int_equal(t.req[1].out_tokens, 1);        /* output_length optional */
+  assert_true(fabs(t.req[1].t_s - 0.5) < 1e-12); /* from the first, 1000 ms */
+  assert_true(fabs(t.req[2].t_s - 0.0) < 1e-12); /* no time: its parent's */
+  assert_int_equal(t.req[1].out_tokens, 1);      /* output_length optional */
   assert_int_equal(t.req[0].out_tokens, 10);
   tb_trace_free(&t);
   expect_error("{\"session_id\": 1, \"delay\": 5, \"input_length\": 3}\n", TB_TRACE_MOONCAKE,
@@ -174,17 +179,16 @@ test_azure(void **state)
   assert_int_equal(t.req[2].out_tokens, 15);
   tb_trace_free(&t);
   /* the 2024 trace's columns in another order, seconds as the time */
-  assert_int_equal(parse("GeneratedTokens,TIMESTAMP,ContextTokens\n7,12.5,8.0\n", TB_TRACE_AZURE,
-                         &t, err),
-                   0);
+  assert_int_equal(
+    parse("GeneratedTokens,TIMESTAMP,ContextTokens\n7,12.5,8.0\n", TB_TRACE_AZURE, &t, err), 0);
   assert_int_equal(t.req[0].in_tokens, 8);
   tb_trace_free(&t);
   expect_error("TIMESTAMP,ContextTokens\n1,2\n", TB_TRACE_AZURE,
                "line 1: the header has no column \"GeneratedTokens\"");
   expect_error("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,x,3\n", TB_TRACE_AZURE,
                "line 3: field \"ContextTokens\": \"x\" is not a whole number");
-  expect_error("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-01 00:00:00,1,1\n",
-               TB_TRACE_AZURE, "line 2: field \"TIMESTAMP\"");
+  expect_error("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-01 00:00:00,1,1\n", TB_TRACE_AZURE,
+               "line 2: field \"TIMESTAMP\"");
   expect_error("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2\n", TB_TRACE_AZURE,
                "line 2: field \"GeneratedTokens\" is missing");
   expect_error("TIMESTAMP,ContextTokens,GeneratedTokens\n", TB_TRACE_AZURE, "no requests");
@@ -216,9 +220,12 @@ test_bailian(void **state)
 {
   (void)state;
   const char *text =
-      "{\"chat_id\": 10, \"parent_chat_id\": -1, \"timestamp\": 100.0, \"input_length\": 40, \"output_length\": 8, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [5, 6]}\n"
-      "{\"chat_id\": 11, \"parent_chat_id\": -1, \"timestamp\": 100.5, \"input_length\": 20, \"output_length\": 4, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [7]}\n"
-      "{\"chat_id\": 12, \"parent_chat_id\": 10, \"timestamp\": 103.0, \"input_length\": 70, \"output_length\": 9, \"type\": \"text\", \"turn\": 2, \"hash_ids\": [5, 6, 8, 9]}\n";
+    "{\"chat_id\": 10, \"parent_chat_id\": -1, \"timestamp\": 100.0, \"input_length\": 40, "
+    "\"output_length\": 8, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [5, 6]}\n"
+    "{\"chat_id\": 11, \"parent_chat_id\": -1, \"timestamp\": 100.5, \"input_length\": 20, "
+    "\"output_length\": 4, \"type\": \"text\", \"turn\": 1, \"hash_ids\": [7]}\n"
+    "{\"chat_id\": 12, \"parent_chat_id\": 10, \"timestamp\": 103.0, \"input_length\": 70, "
+    "\"output_length\": 9, \"type\": \"text\", \"turn\": 2, \"hash_ids\": [5, 6, 8, 9]}\n";
   struct tb_trace t;
   char err[TB_TRACE_ERR_MAX];
   assert_int_equal(parse(text, TB_TRACE_BAILIAN, &t, err), 0);
@@ -235,27 +242,31 @@ test_bailian(void **state)
   assert_true(fabs(s.implied_hit_rate - 32.0 / 130.0) < 1e-12);
   assert_int_equal(s.sessions, 2);
   tb_trace_free(&t);
-  expect_error("{\"chat_id\": 1, \"parent_chat_id\": 9, \"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n",
+  expect_error("{\"chat_id\": 1, \"parent_chat_id\": 9, \"timestamp\": 1, \"input_length\": 1, "
+               "\"output_length\": 1}\n",
                TB_TRACE_BAILIAN, "line 1: field \"parent_chat_id\": no earlier line");
-  expect_error("{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n"
-               "{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n",
+  expect_error("{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 1, "
+               "\"output_length\": 1}\n"
+               "{\"chat_id\": 1, \"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 1, "
+               "\"output_length\": 1}\n",
                TB_TRACE_BAILIAN, "line 2: field \"chat_id\": repeats");
-  expect_error("{\"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n",
-               TB_TRACE_BAILIAN, "line 1: field \"chat_id\" is missing");
+  expect_error(
+    "{\"parent_chat_id\": -1, \"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n",
+    TB_TRACE_BAILIAN, "line 1: field \"chat_id\" is missing");
   expect_error("{\"chat_id\": [1], \"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}\n",
                TB_TRACE_BAILIAN, "field \"chat_id\": expected an integer or a string");
 }
 
 /* TRACE_FORMAT.md's shapes (callanjfox/agentic-coding-analysis). */
 static const char WEKA[] =
-    "{\"id\": \"8712b46f-04e\", \"models\": [\"m\"], \"block_size\": 64, \"tool_tokens\": 100,\n"
-    " \"system_tokens\": 20, \"requests\": [\n"
-    "  {\"t\": 0.0, \"type\": \"s\", \"in\": 200, \"out\": 30, \"hash_ids\": [1, 2, 3]},\n"
-    "  {\"t\": 10.0, \"type\": \"subagent\", \"agent_id\": \"9662\", \"requests\": [\n"
-    "     {\"t\": 0.0, \"type\": \"s\", \"in\": 130, \"out\": 5, \"hash_ids\": [1, 2]},\n"
-    "     {\"t\": 3.1, \"type\": \"n\", \"in\": 140, \"out\": 5, \"hash_ids\": [1, 2]}]},\n"
-    "  {\"t\": 12.5, \"type\": \"s\", \"in\": 260, \"out\": 40, \"hash_ids\": [1, 2, 3, 4],\n"
-    "   \"think_time\": 2.0}]}\n";
+  "{\"id\": \"8712b46f-04e\", \"models\": [\"m\"], \"block_size\": 64, \"tool_tokens\": 100,\n"
+  " \"system_tokens\": 20, \"requests\": [\n"
+  "  {\"t\": 0.0, \"type\": \"s\", \"in\": 200, \"out\": 30, \"hash_ids\": [1, 2, 3]},\n"
+  "  {\"t\": 10.0, \"type\": \"subagent\", \"agent_id\": \"9662\", \"requests\": [\n"
+  "     {\"t\": 0.0, \"type\": \"s\", \"in\": 130, \"out\": 5, \"hash_ids\": [1, 2]},\n"
+  "     {\"t\": 3.1, \"type\": \"n\", \"in\": 140, \"out\": 5, \"hash_ids\": [1, 2]}]},\n"
+  "  {\"t\": 12.5, \"type\": \"s\", \"in\": 260, \"out\": 40, \"hash_ids\": [1, 2, 3, 4],\n"
+  "   \"think_time\": 2.0}]}\n";
 
 static void
 test_weka(void **state)
@@ -282,8 +293,9 @@ test_weka(void **state)
   assert_true(fabs(s.implied_hit_rate - 320.0 / 730.0) < 1e-12);
   tb_trace_free(&t);
   /* two conversations as JSON lines: ids are per conversation */
-  const char *lines = "{\"block_size\": 64, \"requests\": [{\"t\": 0, \"in\": 64, \"out\": 1, \"hash_ids\": [1]}]}\n"
-                      "{\"block_size\": 64, \"requests\": [{\"t\": 1, \"in\": 64, \"out\": 1, \"hash_ids\": [1]}]}\n";
+  const char *lines =
+    "{\"block_size\": 64, \"requests\": [{\"t\": 0, \"in\": 64, \"out\": 1, \"hash_ids\": [1]}]}\n"
+    "{\"block_size\": 64, \"requests\": [{\"t\": 1, \"in\": 64, \"out\": 1, \"hash_ids\": [1]}]}\n";
   assert_int_equal(parse(lines, TB_TRACE_WEKA, &t, err), 0);
   assert_int_equal(t.n, 2);
   assert_int_equal(t.nuniq, 2);
@@ -292,9 +304,11 @@ test_weka(void **state)
   tb_trace_free(&t);
   expect_error("{\"requests\": [{\"t\": 0, \"out\": 1}]}", TB_TRACE_WEKA,
                "requests[0]: field \"in\" is missing");
-  expect_error("{\"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}, {\"t\": 1, \"type\": \"subagent\", \"requests\": [{\"t\": 0, \"in\": \"x\", \"out\": 1}]}]}",
+  expect_error("{\"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}, {\"t\": 1, \"type\": "
+               "\"subagent\", \"requests\": [{\"t\": 0, \"in\": \"x\", \"out\": 1}]}]}",
                TB_TRACE_WEKA, "requests[1]: requests[0]: field \"in\"");
-  expect_error("{\"block_size\": 64, \"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}]}\n{\"block_size\": 16, \"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}]}\n",
+  expect_error("{\"block_size\": 64, \"requests\": [{\"t\": 0, \"in\": 1, \"out\": "
+               "1}]}\n{\"block_size\": 16, \"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}]}\n",
                TB_TRACE_WEKA, "line 2: field \"block_size\"");
   expect_error("{\"requests\": 3}", TB_TRACE_WEKA, "field \"requests\": expected an array");
   expect_error("7", TB_TRACE_WEKA, "line 1: not JSON");
@@ -422,8 +436,8 @@ check_fixture(const char *file, enum tb_trace_format f)
   double want_in = json_number_value(json_object_get(e, "input_tokens_mean"));
   if (fabs(s.span_s - want_span) > 1e-3 || fabs(s.implied_hit_rate - want_hit) > 1e-9 ||
       fabs(s.in.mean - want_in) > 1e-6)
-    fail_msg("%s: span %.6f hit %.9f in %.6f; the generator says %.6f %.9f %.6f", file,
-             s.span_s, s.implied_hit_rate, s.in.mean, want_span, want_hit, want_in);
+    fail_msg("%s: span %.6f hit %.9f in %.6f; the generator says %.6f %.9f %.6f", file, s.span_s,
+             s.implied_hit_rate, s.in.mean, want_span, want_hit, want_in);
   json_decref(e);
   tb_trace_free(&t);
 }
@@ -449,45 +463,51 @@ test_replay(void **state)
 {
   (void)state;
   const char *text =
-      "{\"session_id\": 1, \"timestamp\": 0, \"input_length\": 2000, \"output_length\": 50, \"hash_ids\": [1, 2, 3, 4]}\n"
-      "{\"session_id\": 2, \"timestamp\": 10000, \"input_length\": 100, \"output_length\": 500, \"hash_ids\": [5]}\n"
-      "{\"session_id\": 2, \"timestamp\": 14000, \"delay\": 3000, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [5, 6]}\n"
-      "{\"session_id\": 3, \"timestamp\": 30000, \"input_length\": 10, \"output_length\": 5}\n"
-      "{\"session_id\": 1, \"timestamp\": 31000, \"input_length\": 3000, \"output_length\": 5}\n";
+    "{\"session_id\": 1, \"timestamp\": 0, \"input_length\": 2000, \"output_length\": 50, "
+    "\"hash_ids\": [1, 2, 3, 4]}\n"
+    "{\"session_id\": 2, \"timestamp\": 10000, \"input_length\": 100, \"output_length\": 500, "
+    "\"hash_ids\": [5]}\n"
+    "{\"session_id\": 2, \"timestamp\": 14000, \"delay\": 3000, \"input_length\": 700, "
+    "\"output_length\": 5, \"hash_ids\": [5, 6]}\n"
+    "{\"session_id\": 3, \"timestamp\": 30000, \"input_length\": 10, \"output_length\": 5}\n"
+    "{\"session_id\": 1, \"timestamp\": 31000, \"input_length\": 3000, \"output_length\": 5}\n";
   struct tb_trace t, r;
   char err[TB_TRACE_ERR_MAX];
   assert_int_equal(parse(text, TB_TRACE_MOONCAKE, &t, err), 0);
-  struct tb_trace_opts o = {.start_s = 5, .duration_s = 20, .speedup = 2, .rate_scale = 2,
-                            .max_output = 100, .max_input = 600};
-  assert_int_equal(tb_trace_replay(&t, &o, &r), 2);   /* session 2 only */
+  struct tb_trace_opts o = { .start_s = 5,
+                             .duration_s = 20,
+                             .speedup = 2,
+                             .rate_scale = 2,
+                             .max_output = 100,
+                             .max_input = 600 };
+  assert_int_equal(tb_trace_replay(&t, &o, &r), 2); /* session 2 only */
   assert_true(fabs(r.req[0].t_s - (10 - 5) / 4.0) < 1e-12);
   assert_int_equal(r.req[0].parent, -1);
   assert_int_equal(r.req[1].parent, 0);
-  assert_true(fabs(r.req[1].t_s - (r.req[0].t_s + 4 / 2.0)) < 1e-12);  /* offset / speedup */
+  assert_true(fabs(r.req[1].t_s - (r.req[0].t_s + 4 / 2.0)) < 1e-12); /* offset / speedup */
   assert_true(fabs(r.req[1].delay_s - 1.5) < 1e-12);
   assert_int_equal(r.req[0].out_tokens, 100);
   assert_int_equal(r.req[1].in_tokens, 600);
-  assert_int_equal(r.req[1].nblk, 2);                 /* 600 tokens: still 2 blocks of 512 */
+  assert_int_equal(r.req[1].nblk, 2); /* 600 tokens: still 2 blocks of 512 */
   assert_int_equal(r.blocks[r.req[1].blk_off], t.blocks[t.req[2].blk_off]);
   tb_trace_free(&r);
   /* the whole trace: a turn whose root is out stays out; the request cap */
-  struct tb_trace_opts all = {.max_requests = 3};
+  struct tb_trace_opts all = { .max_requests = 3 };
   assert_int_equal(tb_trace_replay(&t, &all, &r), 3);
   assert_int_equal(r.req[2].parent, 1);
   tb_trace_free(&r);
-  struct tb_trace_opts late = {.start_s = 20};
-  assert_int_equal(tb_trace_replay(&t, &late, &r), 1);  /* session 3; session 1's turn is out */
+  struct tb_trace_opts late = { .start_s = 20 };
+  assert_int_equal(tb_trace_replay(&t, &late, &r), 1); /* session 3; session 1's turn is out */
   assert_true(fabs(r.req[0].t_s - 10) < 1e-12);
   tb_trace_free(&r);
   tb_trace_free(&t);
   /* a trace without blocks (Azure) */
-  assert_int_equal(parse("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,4,5\n", TB_TRACE_AZURE,
-                         &t, err),
-                   0);
+  assert_int_equal(
+    parse("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,4,5\n", TB_TRACE_AZURE, &t, err), 0);
   assert_int_equal(tb_trace_replay(&t, &all, &r), 2);
   assert_int_equal(r.nblocks, 0);
   tb_trace_free(&r);
-  struct tb_trace_opts none = {.start_s = 1000};
+  struct tb_trace_opts none = { .start_s = 1000 };
   assert_int_equal(tb_trace_replay(&t, &none, &r), 0);
   tb_trace_free(&r);
   tb_trace_free(&t);
@@ -522,7 +542,7 @@ test_text(void **state)
   char *c = tb_trace_text(&t, 0, 8, 1 << 20, &w2);
   assert_int_equal(w0, 6755);
   assert_int_equal(w1, 7319);
-  assert_int_equal(sim_tok_count(a, strlen(a)), 6755);  /* a word a token on the sim */
+  assert_int_equal(sim_tok_count(a, strlen(a)), 6755); /* a word a token on the sim */
   assert_int_equal(sim_tok_count(b, strlen(b)), 7319);
   /* block 0 is shared: the first 512 words agree, the 513th differs */
   const char *pa = a, *pb = b;
@@ -534,7 +554,7 @@ test_text(void **state)
     pb = eb + 1;
   }
   assert_true(strncmp(pa, pb, 40) != 0);
-  assert_true(strncmp(a, c, 40) != 0);                  /* another run's seed */
+  assert_true(strncmp(a, c, 40) != 0); /* another run's seed */
   char *cut = tb_trace_text(&t, 1, 7, 100, &w1);
   assert_int_equal(w1, 100);
   assert_memory_equal(cut, b, strlen(cut));
@@ -609,13 +629,20 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_formats),        cmocka_unit_test(test_mooncake),
-    cmocka_unit_test(test_mooncake_sessions), cmocka_unit_test(test_mooncake_errors),
-    cmocka_unit_test(test_azure),          cmocka_unit_test(test_burstgpt),
-    cmocka_unit_test(test_bailian),        cmocka_unit_test(test_weka),
-    cmocka_unit_test(test_gzip),           cmocka_unit_test(test_gzip_cap),
-    cmocka_unit_test(test_caps),           cmocka_unit_test(test_fixtures),
-    cmocka_unit_test(test_text),           cmocka_unit_test(test_text_hits_on_sim),
+    cmocka_unit_test(test_formats),
+    cmocka_unit_test(test_mooncake),
+    cmocka_unit_test(test_mooncake_sessions),
+    cmocka_unit_test(test_mooncake_errors),
+    cmocka_unit_test(test_azure),
+    cmocka_unit_test(test_burstgpt),
+    cmocka_unit_test(test_bailian),
+    cmocka_unit_test(test_weka),
+    cmocka_unit_test(test_gzip),
+    cmocka_unit_test(test_gzip_cap),
+    cmocka_unit_test(test_caps),
+    cmocka_unit_test(test_fixtures),
+    cmocka_unit_test(test_text),
+    cmocka_unit_test(test_text_hits_on_sim),
     cmocka_unit_test(test_replay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,10 +150,9 @@ main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_parse_tokens), cmocka_unit_test(test_format_tokens),
-    cmocka_unit_test(test_hex_digit),
-    cmocka_unit_test(test_parse_i64),    cmocka_unit_test(test_ct_equal),
-    cmocka_unit_test(test_asprintf_and_clock), cmocka_unit_test(test_xgrow),
-    cmocka_unit_test(test_lists),
+    cmocka_unit_test(test_hex_digit),    cmocka_unit_test(test_parse_i64),
+    cmocka_unit_test(test_ct_equal),     cmocka_unit_test(test_asprintf_and_clock),
+    cmocka_unit_test(test_xgrow),        cmocka_unit_test(test_lists),
   };
   return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }

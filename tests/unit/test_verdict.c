@@ -243,10 +243,10 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_betainc),      cmocka_unit_test(test_t_cdf),
-    cmocka_unit_test(test_t_quantile),   cmocka_unit_test(test_welch),
+    cmocka_unit_test(test_betainc),       cmocka_unit_test(test_t_cdf),
+    cmocka_unit_test(test_t_quantile),    cmocka_unit_test(test_welch),
     cmocka_unit_test(test_change_points), cmocka_unit_test(test_judge),
-    cmocka_unit_test(test_judge_step),   cmocka_unit_test(test_matrix),
+    cmocka_unit_test(test_judge_step),    cmocka_unit_test(test_matrix),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,18 +20,18 @@ static void
 test_github_known_vector(void **state)
 {
   (void)state;
-  assert_int_equal(tb_webhook_verify_github(gh_secret, strlen(gh_secret), gh_sig, gh_body,
-                                            strlen(gh_body)),
-                   TB_WEBHOOK_OK);
+  assert_int_equal(
+    tb_webhook_verify_github(gh_secret, strlen(gh_secret), gh_sig, gh_body, strlen(gh_body)),
+    TB_WEBHOOK_OK);
   /* upper-case hex is the same bytes */
   char upper[sizeof gh_sig];
   memcpy(upper, gh_sig, sizeof gh_sig);
   for (char *p = upper + 7; *p; p++)
     if (*p >= 'a' && *p <= 'f')
       *p = (char)(*p - 'a' + 'A');
-  assert_int_equal(tb_webhook_verify_github(gh_secret, strlen(gh_secret), upper, gh_body,
-                                            strlen(gh_body)),
-                   TB_WEBHOOK_OK);
+  assert_int_equal(
+    tb_webhook_verify_github(gh_secret, strlen(gh_secret), upper, gh_body, strlen(gh_body)),
+    TB_WEBHOOK_OK);
 }
 
 static void
@@ -39,15 +39,13 @@ test_github_rejects(void **state)
 {
   (void)state;
   size_t kl = strlen(gh_secret), bl = strlen(gh_body);
-  assert_int_equal(tb_webhook_verify_github(gh_secret, kl, NULL, gh_body, bl),
-                   TB_WEBHOOK_MISSING);
+  assert_int_equal(tb_webhook_verify_github(gh_secret, kl, NULL, gh_body, bl), TB_WEBHOOK_MISSING);
   assert_int_equal(tb_webhook_verify_github(gh_secret, kl, "", gh_body, bl), TB_WEBHOOK_MISSING);
   /* one body byte changed */
   assert_int_equal(tb_webhook_verify_github(gh_secret, kl, gh_sig, "Hello, World?", bl),
                    TB_WEBHOOK_BAD_SIGNATURE);
   /* wrong key */
-  assert_int_equal(tb_webhook_verify_github("x", 1, gh_sig, gh_body, bl),
-                   TB_WEBHOOK_BAD_SIGNATURE);
+  assert_int_equal(tb_webhook_verify_github("x", 1, gh_sig, gh_body, bl), TB_WEBHOOK_BAD_SIGNATURE);
   /* last hex digit changed */
   char bad[sizeof gh_sig];
   memcpy(bad, gh_sig, sizeof gh_sig);
@@ -78,11 +76,11 @@ test_generic_sign_verify_window(void **state)
   char sig[72];
   tb_webhook_sign_generic(key, strlen(key), 1700000000, body, strlen(body), sig);
   /* python3: hmac.new(b"tbh_secret", b"1700000000." + body, sha256) */
-  assert_string_equal(
-    sig, "sha256=bfdfac399aab9f73a0494c8f2b6a230d65cb96ae02bf6ebcf2f59ab6329612ae");
-  assert_int_equal(tb_webhook_verify_generic(key, strlen(key), sig, "1700000000", body,
-                                             strlen(body), 1700000000),
-                   TB_WEBHOOK_OK);
+  assert_string_equal(sig,
+                      "sha256=bfdfac399aab9f73a0494c8f2b6a230d65cb96ae02bf6ebcf2f59ab6329612ae");
+  assert_int_equal(
+    tb_webhook_verify_generic(key, strlen(key), sig, "1700000000", body, strlen(body), 1700000000),
+    TB_WEBHOOK_OK);
 }
 
 static void
@@ -115,9 +113,9 @@ test_generic_window(void **state)
                    TB_WEBHOOK_MALFORMED);
   assert_int_equal(tb_webhook_verify_generic(key, kl, sig, "-1", body, 2, 1700000000),
                    TB_WEBHOOK_MALFORMED);
-  assert_int_equal(tb_webhook_verify_generic(key, kl, sig, "99999999999999999999", body, 2,
-                                             1700000000),
-                   TB_WEBHOOK_MALFORMED);
+  assert_int_equal(
+    tb_webhook_verify_generic(key, kl, sig, "99999999999999999999", body, 2, 1700000000),
+    TB_WEBHOOK_MALFORMED);
 }
 
 /* Issue 13: the delivery id under the signature, and one digest per signed
@@ -133,18 +131,18 @@ test_generic_delivery_signed(void **state)
   bool signed_id = false;
   tb_webhook_sign_generic_id(key, kl, 1700000000, "pipeline-42", body, 2, sig);
   /* python3: hmac.new(b"tbh_secret", b"1700000000.pipeline-42.{}", sha256) */
-  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-42", body,
-                                                2, 1700000000, &signed_id),
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-42", body, 2,
+                                                1700000000, &signed_id),
                    TB_WEBHOOK_OK);
   assert_true(signed_id);
   /* another delivery id under the same signature: refused */
-  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-43", body,
-                                                2, 1700000000, &signed_id),
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-43", body, 2,
+                                                1700000000, &signed_id),
                    TB_WEBHOOK_BAD_SIGNATURE);
   assert_false(signed_id);
   /* stale is stale in this form too */
-  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-42", body,
-                                                2, 1700000301, &signed_id),
+  assert_int_equal(tb_webhook_verify_generic_id(key, kl, sig, "1700000000", "pipeline-42", body, 2,
+                                                1700000301, &signed_id),
                    TB_WEBHOOK_STALE);
   /* the first form still verifies, its delivery id not authenticated */
   tb_webhook_sign_generic(key, kl, 1700000000, body, 2, sig1);
@@ -182,31 +180,32 @@ test_standard_known_vector(void **state)
 {
   (void)state;
   char sig[TB_WEBHOOK_SIG_MAX];
-  assert_true(tb_webhook_sign_standard(sw_secret, sw_id, 1614265330, sw_body, strlen(sw_body),
-                                       sig));
+  assert_true(
+    tb_webhook_sign_standard(sw_secret, sw_id, 1614265330, sw_body, strlen(sw_body), sig));
   assert_string_equal(sig, sw_sig);
   size_t bl = strlen(sw_body);
-  assert_int_equal(tb_webhook_verify_standard(sw_secret, sw_id, "1614265330", sw_sig, sw_body,
-                                              bl, 1614265330),
-                   TB_WEBHOOK_OK);
+  assert_int_equal(
+    tb_webhook_verify_standard(sw_secret, sw_id, "1614265330", sw_sig, sw_body, bl, 1614265330),
+    TB_WEBHOOK_OK);
   /* several entries, one good */
-  assert_int_equal(tb_webhook_verify_standard(sw_secret, sw_id, "1614265330",
-                                              "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= "
-                                              "v2,abc v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
-                                              sw_body, bl, 1614265330),
-                   TB_WEBHOOK_OK);
-  assert_int_equal(tb_webhook_verify_standard(sw_secret, "msg_other", "1614265330", sw_sig,
-                                              sw_body, bl, 1614265330),
+  assert_int_equal(
+    tb_webhook_verify_standard(sw_secret, sw_id, "1614265330",
+                               "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= "
+                               "v2,abc v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+                               sw_body, bl, 1614265330),
+    TB_WEBHOOK_OK);
+  assert_int_equal(tb_webhook_verify_standard(sw_secret, "msg_other", "1614265330", sw_sig, sw_body,
+                                              bl, 1614265330),
                    TB_WEBHOOK_BAD_SIGNATURE);
-  assert_int_equal(tb_webhook_verify_standard(sw_secret, sw_id, "1614265330", sw_sig, sw_body,
-                                              bl, 1614265330 + 301),
+  assert_int_equal(tb_webhook_verify_standard(sw_secret, sw_id, "1614265330", sw_sig, sw_body, bl,
+                                              1614265330 + 301),
                    TB_WEBHOOK_STALE);
-  assert_int_equal(tb_webhook_verify_standard(sw_secret, sw_id, "1614265330", "v1,%%%", sw_body,
-                                              bl, 1614265330),
-                   TB_WEBHOOK_MALFORMED);
-  assert_int_equal(tb_webhook_verify_standard("whsec_!!", sw_id, "1614265330", sw_sig, sw_body,
-                                              bl, 1614265330),
-                   TB_WEBHOOK_MALFORMED);
+  assert_int_equal(
+    tb_webhook_verify_standard(sw_secret, sw_id, "1614265330", "v1,%%%", sw_body, bl, 1614265330),
+    TB_WEBHOOK_MALFORMED);
+  assert_int_equal(
+    tb_webhook_verify_standard("whsec_!!", sw_id, "1614265330", sw_sig, sw_body, bl, 1614265330),
+    TB_WEBHOOK_MALFORMED);
 }
 
 static void

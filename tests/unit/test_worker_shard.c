@@ -83,7 +83,6 @@ group_teardown(void **state)
   return 0;
 }
 
-
 static uint64_t
 next(uint64_t *x)
 {
@@ -189,8 +188,8 @@ test_merge_is_the_recomputation(void **state)
   struct tb_shards_key k;
   int64_t skews[3] = { 300, -700, 1200 };
   run_shards("decode/1024/96", 3, skews, &k);
-  json_t *cell = json_pack("{s:s, s:i, s:i}", "phase", "decode", "context", 1024,
-                           "concurrency", 96);
+  json_t *cell =
+    json_pack("{s:s, s:i, s:i}", "phase", "decode", "context", 1024, "concurrency", 96);
   char err[200];
   assert_int_equal(worker_shard_merge(db, &k, 10, NULL, cell, err, sizeof err), 1);
   struct tb_samples all;
@@ -211,8 +210,8 @@ test_merge_is_the_recomputation(void **state)
   }
   assert_int_equal(json_integer_value(json_object_get(cell, "output_tokens")), all.tokens);
   assert_int_equal(json_integer_value(json_object_get(cell, "completed")), all.completed);
-  assert_true(fabs(json_real_value(json_object_get(cell, "total_tps")) -
-                   (double)all.tokens / 10.0) < 1e-9);
+  assert_true(
+    fabs(json_real_value(json_object_get(cell, "total_tps")) - (double)all.tokens / 10.0) < 1e-9);
   assert_true(fabs(json_real_value(json_object_get(cell, "avg_active")) - 96.0) < 1e-12);
   assert_string_equal(json_string_value(json_object_get(cell, "status")), "valid");
   json_t *sh = json_object_get(cell, "shards");
@@ -254,8 +253,7 @@ test_bad_blob_and_not_done(void **state)
      k.cell_key);
   json_t *cell = json_object();
   char err[200];
-  assert_int_equal(worker_shard_merge(db, &k, 10, NULL, cell, err, sizeof err),
-                   WORKER_SHARD_BAD);
+  assert_int_equal(worker_shard_merge(db, &k, 10, NULL, cell, err, sizeof err), WORKER_SHARD_BAD);
   assert_non_null(strstr(err, "shard 1 (worker w1)"));
   /* a barrier whose shards are not all done: nothing */
   q1(v, sizeof v, "UPDATE cell_shards SET state = 'ready' WHERE cell_key = '%s' AND shard = 1",
@@ -272,9 +270,9 @@ test_shard_count(void **state)
   (void)state;
   struct worker_shard_cfg cfg = { .max_streams = 2048 };
   assert_int_equal(worker_shard_count(&cfg, 3, 8), 3);
-  assert_int_equal(worker_shard_count(&cfg, 4, 2), 2);    /* not more than the streams */
+  assert_int_equal(worker_shard_count(&cfg, 4, 2), 2); /* not more than the streams */
   assert_int_equal(worker_shard_count(&cfg, 1, 512), 1);
-  assert_int_equal(worker_shard_count(&cfg, 0, 10), 1);   /* auto: one shard holds them */
+  assert_int_equal(worker_shard_count(&cfg, 0, 10), 1); /* auto: one shard holds them */
   assert_int_equal(worker_shard_count(&cfg, 0, 2048), 1);
   assert_int_equal(worker_shard_count(&cfg, 0, 2049), 2);
   assert_int_equal(worker_shard_count(&cfg, 0, 5000), 3);

@@ -19,7 +19,8 @@ static void
 test_endpoint_header(void **state)
 {
   (void)state;
-  struct tb_queue_endpoint ep = { .name = "gpu-1", .base_url = "http://h:8000",
+  struct tb_queue_endpoint ep = { .name = "gpu-1",
+                                  .base_url = "http://h:8000",
                                   .launch_command = "vllm serve --api-key s3cret",
                                   .engine_hint = "vllm" };
   ep.hardware = json_pack("{s:s, s:i}", "gpu", "H200", "count", 2);
