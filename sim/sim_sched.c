@@ -600,6 +600,10 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
     g->pending++;
     g->t_last = sched; /* the step's tokens go out at its deadline */
     s->st.tokens_generated++;
+    /* llama.cpp's n_tokens_max grows with a sequence, step by step (read
+     * live on b11669: it moved while a request decoded) */
+    if (g->prompt + g->out + g->pending > s->st.llama.n_tokens_max)
+      s->st.llama.n_tokens_max = g->prompt + g->out + g->pending;
     bool last = g->out + g->pending >= g->limit;
     if (!g->stream) {
       if (last) {
