@@ -15,30 +15,15 @@
 #include <string.h>
 
 #include "pgtmp.h"
+#include "pgq.h"
 #include "db/tb_migrate.h"
 #include "db/tb_queue.h"
 
 static struct tb_db *db;
 static char project[40], endpoint[40];
 
-/* One value of SQL run directly (test set-up and checks), or "" for none. */
-static void
-q1(char *out, size_t len, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  char sql[2048];
-  vsnprintf(sql, sizeof sql, fmt, ap);
-  va_end(ap);
-  PGresult *r = PQexec(tb_db_conn(db), sql);
-  ExecStatusType st = PQresultStatus(r);
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
-    fail_msg("%s: %s", sql, PQerrorMessage(tb_db_conn(db)));
-  snprintf(out, len, "%s",
-           st == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0)
-                                                                              : "");
-  PQclear(r);
-}
+/* One value of SQL on the test's connection (pgq.h). */
+#define q1(out, len, ...) pgq_one(tb_db_conn(db), out, len, __VA_ARGS__)
 
 static int
 group_setup(void **state)

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "pgtmp.h"
+#include "pgq.h"
 #include "db/tb_migrate.h"
 #include "db/tb_queue.h"
 #include "db/tb_shards.h"
@@ -28,23 +29,8 @@ static struct pgtmp pgtmp_cluster;
 static struct tb_db *db;
 static struct tb_queue_job job;
 
-static void
-q1(char *out, size_t len, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  char sql[2048];
-  vsnprintf(sql, sizeof sql, fmt, ap);
-  va_end(ap);
-  PGresult *r = PQexec(tb_db_conn(db), sql);
-  ExecStatusType st = PQresultStatus(r);
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
-    fail_msg("%s: %s", sql, PQerrorMessage(tb_db_conn(db)));
-  snprintf(out, len, "%s",
-           st == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0)
-                                                                              : "");
-  PQclear(r);
-}
+/* One value of SQL on the test's connection (pgq.h). */
+#define q1(out, len, ...) pgq_one(tb_db_conn(db), out, len, __VA_ARGS__)
 
 static int
 group_setup(void **state)
