@@ -19,6 +19,7 @@
 import math
 
 import harness
+import timing
 import test_engine
 
 N = 20
@@ -51,7 +52,7 @@ def test_low_rate_matches_sim(ctx):
     for what, got, want in (("TTFT", c["ttft_ms"]["p50"], e["prefill_ttft_ms"]),
                             ("TBT", c["tbt_ms"]["p50"], e["tbt_ms"]),
                             ("TPOT", c["tpot_ms"]["p50"], e["tbt_ms"])):
-        assert abs(got - want) <= 0.05 * want, (what, got, want)
+        assert abs(got - want) <= (0.05 + timing.allowance()) * want, (what, got, want)
     assert c["kernel_stamped"] > 0.9, c
     assert len(c["samples"]["ttft_ms"]) == 12
 

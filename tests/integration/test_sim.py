@@ -12,6 +12,7 @@ import threading
 import time
 
 import harness
+import timing
 from harness import http, http_json
 
 MODEL = "tiny"
@@ -356,6 +357,7 @@ def test_max_running(ctx):
             s.close()
 
 
+@timing.timing_test
 def test_timing_matches_expected(ctx):
     """tiny profile: TBT and prefill TTFT within 2% of /sim/expected."""
     if harness.VALGRIND and not harness.REL_BIN_DIR:
@@ -371,7 +373,8 @@ def test_timing_matches_expected(ctx):
     s.close()
     ttft_ms = (token_times(s)[0] - s.t0) * 1000
     st, _, e = http_json("GET", sim.url + "/sim/expected?context=%d&concurrency=1&max_tokens=2" % prompt_tokens)
-    assert abs(ttft_ms - e["prefill_ttft_ms"]) / e["prefill_ttft_ms"] < 0.02, (ttft_ms, e)
+    assert abs(ttft_ms - e["prefill_ttft_ms"]) / e["prefill_ttft_ms"] < 0.02 + timing.allowance(), \
+        (ttft_ms, e)
     # the same prompt again: a cache hit
     s = Stream(sim.url, "/v1/chat/completions", chat_body(words, 2, True, ignore_eos=True)).read_all()
     s.close()
@@ -397,9 +400,11 @@ def test_timing_matches_expected(ctx):
         st, _, e = http_json("GET", sim.url + "/sim/expected?context=%d&concurrency=%d&max_tokens=%d"
                              % (prompt_tokens, conc, n_tok))
         med = statistics.median(tbts)
-        assert abs(med - e["tbt_ms"]) / e["tbt_ms"] < 0.02, (conc, tbts, e["tbt_ms"])
+        assert abs(med - e["tbt_ms"]) / e["tbt_ms"] < 0.02 + timing.allowance(), \
+            (conc, tbts, e["tbt_ms"])
 
 
+@timing.timing_test
 def test_time_scale(ctx):
     if harness.VALGRIND:
         raise harness.Skip("timing: the simulator runs under valgrind")
@@ -408,9 +413,12 @@ def test_time_scale(ctx):
     assert abs(e["tbt_ms"] - 2.0) < 1e-9 and e["time_scale"] == 4
     s = Stream(sim.url, "/v1/chat/completions", chat_body("x", 60, True, ignore_eos=True)).read_all()
     s.close()
-    # stamps are the sender's own clock: their gaps are the modelled step
-    gaps = [(b - a) / 1e6 for a, b in zip(s.stamps[2:-3], s.stamps[3:-2])]
-    assert abs(statistics.median(gaps) - 2.0) < 0.1, gaps
+    # stamps are the sender's own clock: their mean gap is the modelled step
+    # (a step sent late is made up by the next ones, so the mean holds where
+    # single gaps do not: a stolen CPU shows as a late step and a short one)
+    st = s.stamps[2:-2]
+    mean = (st[-1] - st[0]) / 1e6 / (len(st) - 1)
+    assert abs(mean - 2.0) < 2.0 * (0.05 + timing.allowance()), (mean, st)
 
 
 def test_expected_endpoint(ctx):
