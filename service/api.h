@@ -81,6 +81,10 @@ struct tb_api {
   struct tb_api_probes *probes;   /* the probe pool (api_probe.h) */
   struct tb_api_streams *streams; /* SSE streams and long-polls per key (api_streams.h) */
   struct tb_tenancy tenancy;      /* per-project limits, shared groups (tb_tenancy.h) */
+  /* issue 25: uploaded traces (api_traces.h) */
+  size_t trace_body_max;     /* TOKBENCH_TRACE_MAX_BYTES: a POST /v1/traces body */
+  int64_t limit_traces;      /* TOKBENCH_LIMIT_TRACES: per project, 0 = no cap */
+  int64_t limit_trace_bytes; /* TOKBENCH_LIMIT_TRACE_BYTES: per project, 0 = no cap */
 };
 
 /* A handler: see the file comment for what it returns. */
@@ -99,6 +103,10 @@ struct tb_api_route {
   bool (*admit)(struct tb_api_req *r);
   /* The body must be application/json (415 otherwise). */
   bool json_body;
+  /* The body is an upload (a trace file): read up to
+   * TOKBENCH_TRACE_MAX_BYTES instead of TOKBENCH_MAX_BODY, once the key is
+   * checked. */
+  bool upload;
   tb_api_handler fn;
 };
 

@@ -10,6 +10,7 @@
 
 #include "api_jobs.h"
 #include "api_spec.h"
+#include "api_traces.h"
 #include "base/tb_crypto.h"
 
 bool
@@ -141,7 +142,11 @@ tb_api_ci_start_job(struct tb_db *db, const struct tb_tenancy *ten, const char *
     rc = 2;
     goto out;
   }
-  rc = tb_api_job_insert(db, ten, project_id, request_id, spec, job_id, doc, why);
+  rc = tb_api_traces_check_job(db, project_id, spec, errors); /* issue 25 */
+  if (rc == 0)
+    rc = 2;
+  else if (rc > 0)
+    rc = tb_api_job_insert(db, ten, project_id, request_id, spec, job_id, doc, why);
 out:
   free(text);
   json_decref(spec);

@@ -47,6 +47,9 @@ static const struct tb_api_error_def defs[TB_EC_COUNT_] = {
                             "A limit of the project is reached" },
   [TB_EC_JOB_TOO_LARGE] = { MHD_HTTP_UNPROCESSABLE_CONTENT, "job-too-large",
                             "The job is over a limit of this service" },
+  /* issue 25: uploaded traces */
+  [TB_EC_TRACE_IN_USE] = { MHD_HTTP_CONFLICT, "trace-in-use",
+                           "A queued or running job names the trace" },
 };
 
 const struct tb_api_error_def *

@@ -38,6 +38,8 @@ enum tb_api_ec {
   /* issue 13: per-project limits (tb_tenancy.h) */
   TB_EC_LIMIT_REACHED, /* 429 a count of the project is at its limit (+ limit) */
   TB_EC_JOB_TOO_LARGE, /* 422 the job is over a size limit (+ limit) */
+  /* issue 25: uploaded traces (api_traces.c) */
+  TB_EC_TRACE_IN_USE, /* 409 a queued or running job names the trace */
   TB_EC_COUNT_,
 };
 

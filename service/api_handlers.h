@@ -82,4 +82,10 @@ enum MHD_Result tb_api_deliveries_callback_delete(struct tb_api_req *r);
 enum MHD_Result tb_api_deliveries_list(struct tb_api_req *r);
 enum MHD_Result tb_api_metrics(struct tb_api_req *r);
 
+/* api_traces.c: production traces (issue 25); shared parts in api_traces.h */
+enum MHD_Result tb_api_traces_upload(struct tb_api_req *r);
+enum MHD_Result tb_api_traces_list(struct tb_api_req *r);
+enum MHD_Result tb_api_traces_get(struct tb_api_req *r);
+enum MHD_Result tb_api_traces_delete(struct tb_api_req *r);
+
 #endif

@@ -26,8 +26,10 @@
 #include "api_handlers.h"
 #include "api_jobcache.h"
 #include "api_notify.h"
+#include "api_page.h"
 #include "api_spec.h"
 #include "api_streams.h"
+#include "api_traces.h"
 #include "q_jobs.h"
 #include "result/tb_jobdoc.h"
 #include "base/tb_log.h"
@@ -198,6 +200,12 @@ tb_api_jobs_submit(struct tb_api_req *r)
       goto out;
     }
   }
+  json_t *terr = NULL; /* issue 25: the uploaded trace it names */
+  rc = tb_api_traces_check_job(db, r->project_id, spec, &terr);
+  if (rc <= 0) {
+    ret = rc < 0 ? tb_api_reply_db(r, rc) : tb_api_reply_spec_errors(r, TB_SPEC_INVALID, terr);
+    goto out;
+  }
   char job_id[TB_API_ID_LEN + 1];
   struct tb_tenancy_refusal why;
   rc = tb_api_job_insert(db, &r->api->tenancy, r->project_id, r->request_id, spec, job_id, &body,
@@ -245,7 +253,6 @@ out:
 
 /* -------------------------------------------------------------------- list */
 
-#define TB_JOBS_LIST_MAX 100
 #define TB_JOBS_LABELS_MAX 16
 
 struct label_args {
@@ -280,113 +287,44 @@ collect_label(void *cls, enum MHD_ValueKind kind, const char *key, const char *v
   return MHD_YES;
 }
 
-/* The body of a list, grown row by row: at most limit jobs; the last one's
- * created_us and id make the cursor. */
-struct list_body {
-  char *buf;
-  size_t len, cap;
-  int limit, n;
-  char last_us[24], last_id[TB_API_ID_LEN + 1];
-};
-
-static void
-list_add(struct list_body *b, const char *s, size_t n)
-{
-  tb_xgrow(&b->buf, &b->cap, b->len + n + 1, 4096);
-  memcpy(b->buf + b->len, s, n);
-  b->len += n;
-  b->buf[b->len] = '\0';
-}
-
-static void
-list_item(void *cls, const char *created_us, const char *id, const char *doc, size_t len)
-{
-  struct list_body *b = cls;
-  if (b->n >= b->limit)
-    return; /* the one past the page: there is a next page */
-  if (b->n++ > 0)
-    list_add(b, ",", 1);
-  list_add(b, doc, len);
-  snprintf(b->last_us, sizeof b->last_us, "%s", created_us);
-  snprintf(b->last_id, sizeof b->last_id, "%s", id);
-}
-
 enum MHD_Result
 tb_api_jobs_list(struct tb_api_req *r)
 {
   const char *state = tb_api_arg(r, "state");
   const char *ep = tb_api_arg(r, "endpoint_id");
-  const char *lim = tb_api_arg(r, "limit");
-  const char *cur = tb_api_arg(r, "cursor");
-  int64_t limit = 20;
   if (state != NULL && !tb_jobdoc_state_ok(state))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
                               "state: queued, running, succeeded, failed or cancelled", NULL);
   if (ep != NULL && !tb_api_is_uuid(ep))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "endpoint_id must be a UUID", NULL);
-  if (lim != NULL && !tb_parse_i64(lim, 1, TB_JOBS_LIST_MAX, &limit))
-    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "limit must be 1 to 100", NULL);
-  /* cursor: hex of "<created_us>/<id>" */
-  char cur_us[24] = "", cur_id[TB_API_ID_LEN + 1] = "";
-  if (cur != NULL) {
-    char text[64];
-    size_t cl = strlen(cur);
-    bool ok = cl % 2 == 0 && cl / 2 < sizeof text && tb_hex_decode(cur, text, cl / 2);
-    if (ok) {
-      text[cl / 2] = '\0';
-      char *slash = strchr(text, '/');
-      int64_t us;
-      ok = slash != NULL && (size_t)(slash - text) < sizeof cur_us;
-      if (ok) {
-        *slash = '\0';
-        ok = tb_parse_i64(text, 0, INT64_MAX, &us) && tb_api_is_uuid(slash + 1);
-        snprintf(cur_us, sizeof cur_us, "%lld", (long long)us);
-        snprintf(cur_id, sizeof cur_id, "%s", slash + 1);
-      }
-    }
-    if (!ok)
-      return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "cursor is not one we gave", NULL);
-  }
+  enum MHD_Result ret;
+  struct tb_api_page pg;
+  if (!tb_api_page_args(r, &pg, "jobs", &ret))
+    return ret;
   struct label_args la = { .obj = json_object() };
   MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_label, &la);
   if (la.bad) {
     json_decref(la.obj);
+    free(pg.buf);
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
                               "label must be key:value (at most 16, each key once)", NULL);
   }
   char *labels = json_object_size(la.obj) ? json_dumps(la.obj, JSON_COMPACT) : NULL;
   json_decref(la.obj);
-  struct list_body lb = { .limit = (int)limit };
   struct tb_q_jobs_filter f = {
     .project_id = r->project_id,
     .state = state,
     .endpoint_id = ep,
     .labels = labels,
-    .after_us = cur ? cur_us : NULL,
-    .after_id = cur ? cur_id : NULL,
-    .limit = (int)limit + 1,
+    .after_us = pg.after_us,
+    .after_id = pg.after_id,
+    .limit = pg.limit + 1,
   };
-  list_add(&lb, "{\"jobs\":[", 9);
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_jobs_list(db, &f, list_item, &lb);
+  int rc = tb_q_jobs_list(db, &f, tb_api_page_item, &pg);
   tb_api_db_put(r, db);
   free(labels);
-  if (rc < 0) {
-    free(lb.buf);
-    return tb_api_reply_db(r, rc);
-  }
-  if (rc > limit) {
-    char text[64], hex[130], tail[200];
-    snprintf(text, sizeof text, "%s/%s", lb.last_us, lb.last_id);
-    tb_hex_encode(text, strlen(text), hex);
-    int tl = snprintf(tail, sizeof tail, "],\"next_cursor\":\"%s\"}", hex);
-    list_add(&lb, tail, (size_t)tl);
-  } else {
-    list_add(&lb, "],\"next_cursor\":null}", 21);
-  }
-  enum MHD_Result ret = tb_api_reply(r, MHD_HTTP_OK, "application/json", lb.buf, lb.len, NULL);
-  free(lb.buf);
-  return ret;
+  return tb_api_page_reply(r, &pg, rc);
 }
 
 /* --------------------------------------------------------------------- get */

@@ -109,6 +109,16 @@ static const struct tb_api_route routes[] = {
     .fn = tb_api_deliveries_callback_delete },
   { .method = "GET", .path = "/v1/deliveries", .scope = R, .fn = tb_api_deliveries_list },
   { .method = "GET", .path = "/metrics", .fn = tb_api_metrics },
+
+  /* Production traces (issue 25): the body of a POST is the trace file. */
+  { .method = "POST",
+    .path = "/v1/traces",
+    .scope = W,
+    .upload = true,
+    .fn = tb_api_traces_upload },
+  { .method = "GET", .path = "/v1/traces", .scope = R, .fn = tb_api_traces_list },
+  { .method = "GET", .path = "/v1/traces/{id}", .scope = R, .fn = tb_api_traces_get },
+  { .method = "DELETE", .path = "/v1/traces/{id}", .scope = W, .fn = tb_api_traces_delete },
 };
 
 bool

@@ -47,6 +47,7 @@
 #include "api_probe.h"
 #include "api_quota.h"
 #include "api_streams.h"
+#include "api_traces.h"
 #include "api_web.h"
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
@@ -125,6 +126,8 @@ static const struct tb_cfg_key api_keys[] = {
     "TOKBENCH_HEADER_TIMEOUT_S while more than 3/4 of TOKBENCH_MAX_CONNECTIONS are open "
     "(0: off)",
     false },
+  /* issue 25: uploaded traces (api_traces.h) */
+  TB_API_TRACES_CFG_KEYS,
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -215,7 +218,10 @@ static enum MHD_Result
 reply_too_big(struct tb_api_req *r)
 {
   char d[120];
-  if (r->body_limit < r->api->body_max)
+  if (r->authed && r->route != NULL && r->route->upload)
+    snprintf(d, sizeof d, "the trace is larger than %zu bytes (TOKBENCH_TRACE_MAX_BYTES)",
+             r->body_limit);
+  else if (r->body_limit < r->api->body_max)
     snprintf(d, sizeof d,
              "the body is larger than %zu bytes, the most read before a valid API key "
              "(TOKBENCH_PREAUTH_BODY)",
@@ -253,7 +259,7 @@ admit(struct tb_api_req *r)
         r->early = true;
         return ret;
       }
-      r->body_limit = api->body_max;
+      r->body_limit = route->upload ? api->trace_body_max : api->body_max;
     } else if (route->admit != NULL && route->admit(r)) {
       r->body_limit = api->body_max;
     }
@@ -546,7 +552,7 @@ main(int argc, char **argv)
   }
   if (!tb_egress_install_cfg(api.cfg, &err) ||
       !tb_http_set_ca_file(tb_cfg_get(api.cfg, "TOKBENCH_CA_FILE"), &err) ||
-      !tb_tenancy_from_cfg(&api.tenancy, api.cfg, &err)) {
+      !tb_tenancy_from_cfg(&api.tenancy, api.cfg, &err) || !tb_api_traces_config(&api, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     rc = 2;

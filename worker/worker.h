@@ -3,6 +3,7 @@
  * (linked into build/libworker.a so that unit tests can reach them).
  *
  *   worker_spec.c  what the worker adds to a job spec: its endpoint, a run id
+ *   worker_trace.c the uploaded trace a job names, loaded for the engine
  *   worker_beat.c  the heartbeat thread: renews the lease, reads cancel
  *   worker_job.c   runs one claimed job with the engine, start to finish
  *   worker_shard.c the merge of a sharded cell's stored shards
@@ -37,6 +38,25 @@ json_t *worker_endpoint_header(const struct tb_queue_endpoint *ep);
 /* A run id unique to this execution of the job: "<job id>.<attempt>.<6 hex>"
  * (prompts of two runs never share a cached prefix).  New string. */
 char *worker_run_id(const char *job_id, int attempt);
+
+/* ---------------------------------------------------------- worker_trace */
+
+struct tb_spec;
+struct tb_trace;
+/*
+ * The trace the job's spec names by trace.id (an upload, POST /v1/traces),
+ * read from the job's own project and parsed by tb_trace_parse into *t,
+ * as `tokbench run --trace FILE` reads a file; the engine replays it
+ * (tb_engine_target.trace).  t->id is the trace's id and t->sha256 its
+ * bytes', which the trace cell records.  1 loaded; 0 when the spec names
+ * no uploaded trace (nothing to load; the engine says so in the trace
+ * cell when the spec has a trace object); WORKER_TRACE_BAD with *why
+ * (new) when the trace cannot be replayed (gone, another format,
+ * malformed); TB_DB_SOFT / TB_DB_HARD on database errors.
+ */
+#define WORKER_TRACE_BAD 2
+int worker_trace_load(struct tb_db *db, const struct tb_queue_job *job, const struct tb_spec *spec,
+                      struct tb_trace *t, char **why) TB_MUST_CHECK;
 
 /* ----------------------------------------------------------- worker_beat */
 

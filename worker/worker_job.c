@@ -33,6 +33,7 @@
 #include "db/tb_regress.h"
 #include "net/tb_egress.h"
 #include "net/tb_masterkey.h"
+#include "spec/tb_trace.h"
 #include "worker.h"
 
 /* While stopping (SIGTERM), give up a write the database does not take after
@@ -327,6 +328,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
   json_t *done = NULL, *endpoint = NULL, *result = NULL;
   char *api_key = NULL, *run_id = NULL, *err = NULL;
   struct tb_spec spec;
+  struct tb_trace trace = { 0 };
   enum worker_job_outcome out;
 
   tb_spec_init(&spec);
@@ -379,9 +381,20 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     out = finish(&jr, "failed", NULL, err);
     goto out;
   }
+  rc = worker_trace_load(w->db, job, &spec, &trace, &err); /* issue 25 */
+  if (rc < 0) {
+    out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the job's trace")
+                           : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
+    goto out;
+  }
+  if (rc == WORKER_TRACE_BAD) {
+    out = finish(&jr, "failed", NULL, err);
+    goto out;
+  }
   run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
   endpoint = worker_endpoint_header(&ep);
   struct tb_engine_target target = w->engine;
+  target.trace = rc == 1 ? &trace : NULL;
   target.base_url = ep.base_url;
   target.run_id = run_id;
   target.endpoint = endpoint;
@@ -443,6 +456,7 @@ out:
   json_decref(done);
   json_decref(endpoint);
   tb_spec_free(&spec);
+  tb_trace_free(&trace);
   json_decref(result);
   free(run_id);
   free(err);

@@ -958,6 +958,11 @@ trace_figures(struct rcell *c, json_t *cell)
                         "rate_scale", t->rate_scale, "block_tokens", (json_int_t)sm->block_tokens,
                         "abandoned", (json_int_t)c->tr_abandoned);
   json_object_set_new(o, "implied_hit_pct", json_real(100.0 * sm->implied_hit_rate));
+  /* which trace: its bytes' SHA-256, and the uploaded trace's id (a job) */
+  if (r->tr.sha256[0] != '\0')
+    json_object_set_new(o, "sha256", json_string(r->tr.sha256));
+  if (r->tr.id[0] != '\0')
+    json_object_set_new(o, "id", json_string(r->tr.id));
   const struct prompts *pr = &c->pr;
   json_object_set_new(o, "hit_pct",
                       pr->cached_prompt_sum > 0

@@ -12,6 +12,7 @@
 #include "spec/tb_trace.h"
 
 #include "base/tb_arrival.h"
+#include "base/tb_crypto.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -896,6 +897,7 @@ tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct tb_t
   }
   if (rc < 0 || finish(&b) < 0)
     goto out_err;
+  tb_crypto_sha256_hex(data, len, out->sha256);
   free(inflated);
   free(b.ids.s);
   free(b.keys.s);
@@ -981,6 +983,26 @@ tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s)
   s->implied_hit_rate = all > 0 ? hit / all : 0;
 }
 
+static json_t *
+dist_json(const struct tb_trace_dist *d)
+{
+  return json_pack("{s:f, s:f, s:f, s:f, s:f}", "mean", d->mean, "p50", d->p50, "p90", d->p90,
+                   "p99", d->p99, "max", d->max);
+}
+
+json_t *
+tb_trace_summary_json(const struct tb_trace_summary *s)
+{
+  json_t *o = json_pack(
+    "{s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:f}", "requests", (json_int_t)s->requests, "sessions",
+    (json_int_t)s->sessions, "span_s", s->span_s, "rate_rps", s->rate, "block_tokens",
+    (json_int_t)s->block_tokens, "blocks", (json_int_t)s->blocks, "unique_blocks",
+    (json_int_t)s->unique_blocks, "implied_hit_pct", 100.0 * s->implied_hit_rate);
+  json_object_set_new(o, "input_tokens", dist_json(&s->in));
+  json_object_set_new(o, "output_tokens", dist_json(&s->out));
+  return o;
+}
+
 /* ---- replay ---- */
 
 size_t
@@ -992,6 +1014,8 @@ tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o, struct
   out->nuniq = in->nuniq;
   out->nsessions = in->nsessions;
   out->gzipped = in->gzipped;
+  memcpy(out->sha256, in->sha256, sizeof out->sha256);
+  memcpy(out->id, in->id, sizeof out->id);
   double speed = o->speedup > 0 ? o->speedup : 1;
   double scale = o->rate_scale > 0 ? o->rate_scale : 1;
   double end = o->duration_s > 0 ? o->start_s + o->duration_s : INFINITY;

@@ -37,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/tb_util.h"
 
 #define TB_TRACE_MAX_BYTES (256u << 20) /* inflated size of one trace */
@@ -78,7 +80,10 @@ struct tb_trace {
   size_t nblocks;
   size_t nuniq; /* distinct block ids */
   size_t nsessions;
-  bool gzipped; /* the input was gzip */
+  bool gzipped;    /* the input was gzip */
+  char sha256[65]; /* of the bytes as given (gzip or not), lower-case hex */
+  char id[40];     /* the uploaded trace's id (POST /v1/traces), set by
+                    * whoever loaded it; "" for a file */
 };
 
 /* Token distribution of a trace's requests. */
@@ -120,15 +125,23 @@ const char *tb_trace_format_name(enum tb_trace_format f);
 /* The block size a format's ids stand for by default (0: no blocks). */
 int64_t tb_trace_format_block_tokens(enum tb_trace_format f);
 
-/* Reads len bytes of a trace in format f (gzip or not) into *out.  0 on
- * success; -1 with a one-line reason in err ("line 12: field
- * \"input_length\": ...") and *out empty.  Free with tb_trace_free. */
+/* Reads len bytes of a trace in format f (gzip or not) into *out, with the
+ * SHA-256 of those bytes in out->sha256.  0 on success; -1 with a one-line
+ * reason in err ("line 12: field \"input_length\": ...") and *out empty.
+ * Free with tb_trace_free.  `tokbench run --trace` (a file) and the worker
+ * (an uploaded trace, from PostgreSQL) both hand the engine what this
+ * reads (tb_engine_target.trace). */
 int tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct tb_trace *out,
                    char *err, size_t errlen) TB_MUST_CHECK;
 void tb_trace_free(struct tb_trace *t);
 
 /* The figures of a trace (requests, span, rate, tokens, block reuse). */
 void tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s);
+/* The summary as the service stores and shows it (GET /v1/traces/{id}):
+ * requests, sessions, span_s, rate_rps, block_tokens, blocks,
+ * unique_blocks, implied_hit_pct, and input_tokens / output_tokens each
+ * {mean, p50, p90, p99, max}.  A new reference. */
+json_t *tb_trace_summary_json(const struct tb_trace_summary *s);
 
 /* The replay of in as o asks, into *out (a trace of its own; free with
  * tb_trace_free): the roots inside the window, each with its session's

@@ -1,0 +1,178 @@
+/*
+ * q_traces: see q_traces.h.
+ */
+#include "q_traces.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_JSON                                                                  \
+  "json_build_object('id', t.id, 'name', t.name, 'format', t.format, "             \
+  "'size_bytes', t.size_bytes, 'gzip', t.gzip, 'sha256', t.sha256, "               \
+  "'summary', t.summary, 'created_at', t.created_at)"
+
+/* The project's uploads one at a time: the caps are counted and the row
+ * inserted under this lock, in one transaction (a statement of its own, so
+ * the insert's snapshot sees what the previous holder committed). */
+static const struct tb_db_stmt trace_lock = {
+  "api_trace_lock",
+  "SELECT pg_advisory_xact_lock(hashtextextended('tb_traces:' || $1::text, 0))",
+};
+
+static const struct tb_db_stmt trace_insert = {
+  "api_trace_insert",
+  "WITH u AS (SELECT count(*) AS n, coalesce(sum(size_bytes), 0)::bigint AS b "
+  "  FROM traces WHERE project_id = $1::uuid), "
+  "ins AS (INSERT INTO traces AS t (project_id, name, format, data, sha256, size_bytes, gzip, "
+  "    summary) "
+  "  SELECT $1::uuid, $2, $3, $4::bytea, $5, length($4::bytea), $6::boolean, $7::jsonb FROM u "
+  "  WHERE ($8::bigint <= 0 OR u.n < $8::bigint) "
+  "    AND ($9::bigint <= 0 OR u.b + length($4::bytea) <= $9::bigint) "
+  "  RETURNING t.id::text AS id, " TRACE_JSON "::text AS doc) "
+  "SELECT u.n, u.b, (SELECT id FROM ins) AS id, (SELECT doc FROM ins) AS doc FROM u",
+};
+
+/* bytea in its hex text form: "\x" and two digits a byte (a new string) */
+static char *
+bytea_hex(const unsigned char *d, size_t len)
+{
+  static const char digits[] = "0123456789abcdef";
+  char *hex = tb_xmalloc(2 * len + 3);
+  hex[0] = '\\';
+  hex[1] = 'x';
+  for (size_t i = 0; i < len; i++) {
+    hex[2 + 2 * i] = digits[d[i] >> 4];
+    hex[3 + 2 * i] = digits[d[i] & 15];
+  }
+  hex[2 + 2 * len] = '\0';
+  return hex;
+}
+
+int
+tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc,
+                   char id[37], int64_t *count, int64_t *bytes)
+{
+  *doc = NULL;
+  id[0] = '\0';
+  *count = *bytes = 0;
+  char maxn[24], maxb[24];
+  snprintf(maxn, sizeof maxn, "%lld", (long long)row->max_count);
+  snprintf(maxb, sizeof maxb, "%lld", (long long)row->max_bytes);
+  char *hex = bytea_hex(row->data, row->len);
+  const char *p[] = { row->project_id, row->name,   row->format, hex, row->sha256,
+                      row->gzip ? "true" : "false", row->summary, maxn, maxb };
+  PGresult *res = NULL;
+  int rc = tb_db_begin(db);
+  if (rc >= 0)
+    rc = tb_db_exec(db, &trace_lock, 1, p, NULL);
+  if (rc >= 0)
+    rc = tb_db_exec(db, &trace_insert, 9, p, &res);
+  if (rc > 0) {
+    *count = tb_db_i64(res, 0, "n");
+    *bytes = tb_db_i64(res, 0, "b");
+    rc = tb_db_isnull(res, 0, "id") ? 0 : 1;
+    if (rc == 1) {
+      tb_db_copy(res, 0, "id", id, 37);
+      *doc = tb_db_dup(res, 0, "doc");
+    }
+  }
+  PQclear(res);
+  free(hex);
+  if (rc >= 0) {
+    int crc = tb_db_commit(db);
+    if (crc < 0) {
+      free(*doc);
+      *doc = NULL;
+      rc = crc;
+    }
+  } else if (tb_db_in_tx(db)) {
+    tb_db_rollback(db);
+  }
+  return rc;
+}
+
+static const struct tb_db_stmt trace_list = {
+  "api_trace_list",
+  "SELECT (extract(epoch FROM t.created_at) * 1000000)::bigint AS created_us, t.id::text, "
+  "  " TRACE_JSON "::text AS doc "
+  "FROM traces t WHERE t.project_id = $1 "
+  "  AND ($2::bigint IS NULL OR (t.created_at, t.id) < "
+  "       (timestamptz 'epoch' + $2::bigint * interval '1 microsecond', $3::uuid)) "
+  "ORDER BY t.created_at DESC, t.id DESC LIMIT $4::int",
+};
+
+int
+tb_q_traces_list(struct tb_db *db, const char *project_id, const char *after_us,
+                 const char *after_id, int limit, tb_q_traces_item_fn fn, void *cls)
+{
+  char lim[24];
+  snprintf(lim, sizeof lim, "%d", limit);
+  const char *p[] = { project_id, after_us, after_id, lim };
+  PGresult *res = NULL;
+  int rc = tb_db_exec(db, &trace_list, 4, p, &res);
+  if (rc > 0) {
+    int cu = PQfnumber(res, "created_us"), ci = PQfnumber(res, "id"), cd = PQfnumber(res, "doc");
+    for (int i = 0; i < rc; i++)
+      fn(cls, PQgetvalue(res, i, cu), PQgetvalue(res, i, ci), PQgetvalue(res, i, cd),
+         (size_t)PQgetlength(res, i, cd));
+  }
+  PQclear(res);
+  return rc;
+}
+
+static const struct tb_db_stmt trace_get = {
+  "api_trace_get",
+  "SELECT " TRACE_JSON "::text AS doc FROM traces t WHERE t.id = $1 AND t.project_id = $2",
+};
+
+int
+tb_q_traces_get(struct tb_db *db, const char *id, const char *project_id, char **doc)
+{
+  const char *p[] = { id, project_id };
+  return tb_db_exec_str(db, &trace_get, 2, p, "doc", doc, NULL);
+}
+
+/* A queued or running job of the project naming the trace holds it. */
+static const struct tb_db_stmt trace_delete = {
+  "api_trace_delete",
+  "WITH used AS (SELECT count(*) AS n FROM jobs j WHERE j.project_id = $2::uuid "
+  "  AND j.state IN ('queued', 'running') AND j.spec->'trace'->>'id' = $1::text), "
+  "del AS (DELETE FROM traces t WHERE t.id = $1::uuid AND t.project_id = $2::uuid "
+  "  AND (SELECT n FROM used) = 0 RETURNING 1) "
+  "SELECT (SELECT count(*) FROM del) AS deleted, (SELECT n FROM used) AS used, "
+  "  (SELECT count(*) FROM traces t WHERE t.id = $1::uuid AND t.project_id = $2::uuid) AS found",
+};
+
+int
+tb_q_traces_delete(struct tb_db *db, const char *id, const char *project_id, bool *in_use)
+{
+  const char *p[] = { id, project_id };
+  PGresult *res = NULL;
+  *in_use = false;
+  int rc = tb_db_exec(db, &trace_delete, 2, p, &res);
+  if (rc > 0) {
+    rc = tb_db_i64(res, 0, "deleted") > 0 ? 1 : 0;
+    *in_use = rc == 0 && tb_db_i64(res, 0, "used") > 0 && tb_db_i64(res, 0, "found") > 0;
+  }
+  PQclear(res);
+  return rc;
+}
+
+static const struct tb_db_stmt trace_format = {
+  "api_trace_format",
+  "SELECT t.format FROM traces t WHERE t.id = $1 AND t.project_id = $2",
+};
+
+int
+tb_q_traces_format(struct tb_db *db, const char *id, const char *project_id, char format[16])
+{
+  const char *p[] = { id, project_id };
+  PGresult *res = NULL;
+  format[0] = '\0';
+  int rc = tb_db_exec(db, &trace_format, 2, p, &res);
+  if (rc > 0)
+    tb_db_copy(res, 0, "format", format, 16);
+  PQclear(res);
+  return rc;
+}
