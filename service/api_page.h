@@ -14,7 +14,7 @@
 #define TB_API_PAGE_MAX 100
 
 struct tb_api_page {
-  int limit;           /* rows on the page */
+  int limit;            /* rows on the page */
   const char *after_us; /* the cursor's, NULL: from the newest */
   const char *after_id;
   char cur_us[24], cur_id[TB_API_ID_LEN + 1];

@@ -69,16 +69,15 @@ static enum MHD_Result
 reply_cap(struct tb_api_req *r, const char *limit, const char *setting, int64_t max, int64_t value,
           bool never)
 {
-  char *d =
-    never ? tb_xasprintf("the trace's %lld bytes are more than the project may store in all "
-                         "(%s = %lld)",
-                         (long long)value, setting, (long long)max)
-          : tb_xasprintf("the project is at its limit of %s = %lld (it holds %lld); delete a "
-                         "trace first",
-                         setting, (long long)max, (long long)value);
-  json_t *extra = json_pack("{s:s,s:s,s:I,s:I}", "limit", limit,
-                            "setting", setting, "max", (json_int_t)max, "value",
-                            (json_int_t)value);
+  char *d = never
+              ? tb_xasprintf("the trace's %lld bytes are more than the project may store in all "
+                             "(%s = %lld)",
+                             (long long)value, setting, (long long)max)
+              : tb_xasprintf("the project is at its limit of %s = %lld (it holds %lld); delete a "
+                             "trace first",
+                             setting, (long long)max, (long long)value);
+  json_t *extra = json_pack("{s:s,s:s,s:I,s:I}", "limit", limit, "setting", setting, "max",
+                            (json_int_t)max, "value", (json_int_t)value);
   enum MHD_Result ret;
   if (never) {
     ret = tb_api_reply_error(r, TB_EC_INVALID, d, extra);
@@ -93,8 +92,7 @@ reply_cap(struct tb_api_req *r, const char *limit, const char *setting, int64_t 
 /* The query parameters: the format (required) and the name (the format's
  * when not given).  False with a 400 queued. */
 static bool
-upload_args(struct tb_api_req *r, enum tb_trace_format *f, const char **name,
-            enum MHD_Result *ret)
+upload_args(struct tb_api_req *r, enum tb_trace_format *f, const char **name, enum MHD_Result *ret)
 {
   const char *fmt = tb_api_arg(r, "format");
   if (fmt == NULL || !tb_trace_format_parse(fmt, f)) {
@@ -151,7 +149,8 @@ store(struct tb_api_req *r, const struct tb_trace *t, const char *name)
   if (rc == 0 && api->limit_traces > 0 && count >= api->limit_traces)
     return reply_cap(r, "traces", "TOKBENCH_LIMIT_TRACES", api->limit_traces, count, false);
   if (rc == 0)
-    return reply_cap(r, "trace_bytes", "TOKBENCH_LIMIT_TRACE_BYTES", api->limit_trace_bytes, bytes, false);
+    return reply_cap(r, "trace_bytes", "TOKBENCH_LIMIT_TRACE_BYTES", api->limit_trace_bytes, bytes,
+                     false);
   char loc[64];
   snprintf(loc, sizeof loc, "/v1/traces/%s", id);
   const char *h[] = { "Location", loc, NULL };
@@ -169,8 +168,8 @@ tb_api_traces_upload(struct tb_api_req *r)
   if (!upload_args(r, &f, &name, &ret))
     return ret;
   if (r->body_len == 0)
-    return tb_api_reply_invalid(r, "body",
-                                "empty: send the trace file as the body (curl --data-binary @FILE)");
+    return tb_api_reply_invalid(
+      r, "body", "empty: send the trace file as the body (curl --data-binary @FILE)");
   struct tb_trace t;
   char why[TB_TRACE_ERR_MAX];
   if (tb_trace_parse(r->body, r->body_len, f, &t, why, sizeof why) != 0)

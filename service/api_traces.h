@@ -8,15 +8,14 @@
 #include "api.h"
 
 /* The settings of uploaded traces (README's configuration table). */
-#define TB_API_TRACES_CFG_KEYS                                                               \
-  { "TOKBENCH_TRACE_MAX_BYTES", "33554432",                                                  \
-    "largest trace a POST /v1/traces may send, in bytes as sent (gzip or not; 413 above)",   \
-    false },                                                                                 \
-    { "TOKBENCH_LIMIT_TRACES", "100", "traces stored per project (429 above; 0: no cap)",    \
-      false },                                                                               \
-  {                                                                                          \
-    "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                              \
-      "bytes of traces stored per project, as sent (429 above; 0: no cap)", false            \
+#define TB_API_TRACES_CFG_KEYS                                                                     \
+  { "TOKBENCH_TRACE_MAX_BYTES", "33554432",                                                        \
+    "largest trace a POST /v1/traces may send, in bytes as sent (gzip or not; 413 above)",         \
+    false },                                                                                       \
+    { "TOKBENCH_LIMIT_TRACES", "100", "traces stored per project (429 above; 0: no cap)", false }, \
+  {                                                                                                \
+    "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                                    \
+      "bytes of traces stored per project, as sent (429 above; 0: no cap)", false                  \
   }
 
 /* Reads the keys above into api (trace_body_max, limit_traces,

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRACE_JSON                                                                  \
-  "json_build_object('id', t.id, 'name', t.name, 'format', t.format, "             \
-  "'size_bytes', t.size_bytes, 'gzip', t.gzip, 'sha256', t.sha256, "               \
+#define TRACE_JSON                                                     \
+  "json_build_object('id', t.id, 'name', t.name, 'format', t.format, " \
+  "'size_bytes', t.size_bytes, 'gzip', t.gzip, 'sha256', t.sha256, "   \
   "'summary', t.summary, 'created_at', t.created_at)"
 
 /* The project's uploads one at a time: the caps are counted and the row
@@ -50,8 +50,8 @@ bytea_hex(const unsigned char *d, size_t len)
 }
 
 int
-tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc,
-                   char id[37], int64_t *count, int64_t *bytes)
+tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc, char id[37],
+                   int64_t *count, int64_t *bytes)
 {
   *doc = NULL;
   id[0] = '\0';
@@ -60,8 +60,10 @@ tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **d
   snprintf(maxn, sizeof maxn, "%lld", (long long)row->max_count);
   snprintf(maxb, sizeof maxb, "%lld", (long long)row->max_bytes);
   char *hex = bytea_hex(row->data, row->len);
-  const char *p[] = { row->project_id, row->name,   row->format, hex, row->sha256,
-                      row->gzip ? "true" : "false", row->summary, maxn, maxb };
+  const char *p[] = {
+    row->project_id, row->name, row->format, hex, row->sha256, row->gzip ? "true" : "false",
+    row->summary,    maxn,      maxb
+  };
   PGresult *res = NULL;
   int rc = tb_db_begin(db);
   if (rc >= 0)

@@ -34,8 +34,8 @@ struct tb_q_traces_row {
  * uploads at once cannot both take the last room.  1 with the trace's
  * document (*doc, new) and its id; 0 refused by a cap; either way *count
  * and *bytes hold the project's traces and stored bytes before it. */
-int tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc,
-                       char id[37], int64_t *count, int64_t *bytes) TB_MUST_CHECK;
+int tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc, char id[37],
+                       int64_t *count, int64_t *bytes) TB_MUST_CHECK;
 
 /* One listed trace: its creation (µs since the epoch) and id make the
  * cursor; doc is its document (borrowed, len bytes). */

@@ -37,8 +37,8 @@ worker_trace_load(struct tb_db *db, const struct tb_queue_job *job, const struct
   enum tb_trace_format f;
   char err[TB_TRACE_ERR_MAX];
   if (strcmp(b.format, spec->trace.format) != 0 || !tb_trace_format_parse(b.format, &f)) {
-    *why = tb_xasprintf("trace.format: the trace %s is in format \"%s\", not \"%s\"", id,
-                        b.format, spec->trace.format);
+    *why = tb_xasprintf("trace.format: the trace %s is in format \"%s\", not \"%s\"", id, b.format,
+                        spec->trace.format);
     rc = WORKER_TRACE_BAD;
   } else if (tb_trace_parse(b.data, b.len, f, t, err, sizeof err) != 0) {
     *why = tb_xasprintf("trace %s: %s", id, err);

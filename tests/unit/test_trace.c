@@ -16,6 +16,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "base/tb_crypto.h"
 #include "spec/tb_trace.h"
 #include "sim_cache.h"
 #include "sim_tok.h"
@@ -625,6 +626,50 @@ test_text_hits_on_sim(void **state)
   sim_hit("azure2023.csv", TB_TRACE_AZURE);
 }
 
+/* What the service stores and shows of a trace (issue 25, part 4): the
+ * SHA-256 of the bytes as given (so a gzip and its plain text differ), kept
+ * by a replay with the id its loader set, and the summary as JSON, member
+ * for member the struct's. */
+static void
+test_sha256_and_summary_json(void **state)
+{
+  (void)state;
+  struct tb_trace t, r;
+  char err[TB_TRACE_ERR_MAX], want[65];
+  assert_int_equal(parse(MOONCAKE, TB_TRACE_MOONCAKE, &t, err), 0);
+  tb_crypto_sha256_hex(MOONCAKE, strlen(MOONCAKE), want);
+  assert_string_equal(t.sha256, want);
+  assert_string_equal(t.id, "");
+  snprintf(t.id, sizeof t.id, "%s", "0b6c1d7e-1111-4222-8333-944455556666");
+  struct tb_trace_opts o = { .max_requests = 2 };
+  assert_int_equal(tb_trace_replay(&t, &o, &r), 2);
+  assert_string_equal(r.sha256, want);
+  assert_string_equal(r.id, t.id);
+  tb_trace_free(&r);
+  struct tb_trace_summary s;
+  tb_trace_summarize(&t, &s);
+  json_t *j = tb_trace_summary_json(&s);
+  assert_int_equal(json_integer_value(json_object_get(j, "requests")), 4);
+  assert_int_equal(json_integer_value(json_object_get(j, "sessions")), 0);
+  assert_int_equal(json_integer_value(json_object_get(j, "blocks")), 49);
+  assert_int_equal(json_integer_value(json_object_get(j, "unique_blocks")), 46);
+  assert_int_equal(json_integer_value(json_object_get(j, "block_tokens")), 512);
+  assert_true(fabs(json_real_value(json_object_get(j, "span_s")) - 3.052) < 1e-9);
+  assert_true(fabs(json_real_value(json_object_get(j, "rate_rps")) - 4 / 3.052) < 1e-9);
+  assert_true(
+    fabs(json_real_value(json_object_get(j, "implied_hit_pct")) - 100.0 * 1536.0 / 23595.0) < 1e-9);
+  json_t *in = json_object_get(j, "input_tokens"), *out = json_object_get(j, "output_tokens");
+  assert_true(fabs(json_real_value(json_object_get(in, "max")) - 7319) < 1e-9);
+  assert_true(fabs(json_real_value(json_object_get(in, "p50")) - 6755) < 1e-9);
+  assert_true(fabs(json_real_value(json_object_get(out, "mean")) - 525) < 1e-9);
+  assert_int_equal(json_object_size(in), 5);
+  json_decref(j);
+  tb_trace_free(&t);
+  /* a failed read leaves no digest */
+  assert_int_equal(parse("{\"timestamp\": 0}\n", TB_TRACE_MOONCAKE, &t, err), -1);
+  assert_string_equal(t.sha256, "");
+}
+
 int
 main(void)
 {
@@ -644,6 +689,7 @@ main(void)
     cmocka_unit_test(test_text),
     cmocka_unit_test(test_text_hits_on_sim),
     cmocka_unit_test(test_replay),
+    cmocka_unit_test(test_sha256_and_summary_json),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
