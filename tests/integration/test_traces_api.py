@@ -277,3 +277,36 @@ def test_job_replays_each_format(ctx):
                  c["schedule_lag_ms"]["p99"]))
     # ended: the trace may go
     assert api.json("DELETE", "/v1/traces/" + runs[-1][2]["id"], key)[0] == 204
+
+
+def test_worker_reads_the_jobs_own_project(ctx):
+    """The worker loads a job's trace through the job's own project: a spec
+    changed behind the api's back (here by SQL, while the job waits behind
+    another of its exclusive group) to name another project's trace fails
+    with that reason."""
+    s = setup(ctx)
+    api, ka = s["api"], s["key"]
+    kb = make_key(s["pg"], "traces-worker-b")
+    sim = ctx.sim("tiny", "vllm", args=BIG)
+    st, _, ta = upload(api, ka, fixture("azure2023.csv"), "azure", "a-secret")
+    assert st == 201, ta
+    st, _, tb = upload(api, kb, fixture("azure2023.csv"), "azure", "b-own")
+    assert st == 201, tb
+    st, _, ep = api.json("POST", "/v1/endpoints", kb, {"name": "b-sim", "base_url": sim.url})
+    assert st == 201, ep
+    spec = {"endpoint_id": ep["id"], "exclusive_group": "b-node",
+            "trace": {"id": tb["id"], "format": "azure", "duration_s": 60}}
+    st, _, first = api.json("POST", "/v1/jobs", kb, spec)
+    assert st == 202, first
+    st, _, second = api.json("POST", "/v1/jobs", kb, spec)
+    assert st == 202, second
+    harness.wait_until(lambda: api.json("GET", "/v1/jobs/" + first["id"], kb)[2]["state"] == "running",
+                       60, what="the first job running")
+    assert api.json("GET", "/v1/jobs/" + second["id"], kb)[2]["state"] == "queued"
+    s["pg"].psql("UPDATE jobs SET spec = jsonb_set(spec, '{trace,id}', '\"%s\"') WHERE id = '%s'"
+                 % (ta["id"], second["id"]))
+    assert api.json("POST", "/v1/jobs/%s/cancel" % first["id"], kb)[0] == 202
+    doc = wait_job(api, kb, second["id"])
+    assert doc["state"] == "failed", doc
+    assert "is not in the job's project" in doc["error"] and ta["id"] in doc["error"], doc
+    assert wait_job(api, kb, first["id"])["state"] == "cancelled"
