@@ -19,6 +19,7 @@ service"): POST/GET/DELETE /v1/traces and a job naming an uploaded trace.
 """
 import gzip
 import hashlib
+import http.client
 import json
 import os
 import time
@@ -26,7 +27,6 @@ import time
 import harness
 import test_tenancy
 import test_trace
-from harness import http
 from test_tenancy import Api, make_key
 from test_trace import BIG, FIX, FORMATS
 
@@ -176,6 +176,21 @@ def test_size_limit_and_caps(ctx):
     st, hd, doc = upload(api, key, fixture("bailian.jsonl"), "bailian")  # 74.6 KB > 30000
     assert st == 413 and "TOKBENCH_TRACE_MAX_BYTES" in doc["detail"], doc
     is_problem(hd, doc, 413)
+    # chunked, no Content-Length: cut off as the body passes the limit
+    conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=10)
+    conn.putrequest("POST", "/v1/traces?format=bailian")
+    for k, v in (("Authorization", "Bearer " + key), ("Transfer-Encoding", "chunked")):
+        conn.putheader(k, v)
+    conn.endheaders()
+    data = fixture("bailian.jsonl")
+    for i in range(0, len(data), 8192):
+        part = data[i:i + 8192]
+        conn.send(b"%x\r\n%s\r\n" % (len(part), part))
+    conn.send(b"0\r\n\r\n")
+    r = conn.getresponse()
+    doc = json.loads(r.read())
+    conn.close()
+    assert r.status == 413 and "TOKBENCH_TRACE_MAX_BYTES" in doc["detail"], doc
     st, hd, doc = upload(api, key, small, "azure")  # 23 + 10.9 KB > 25000 in all
     assert st == 429 and doc["setting"] == "TOKBENCH_LIMIT_TRACE_BYTES", doc
     assert doc["max"] == 25000 and doc["value"] == len(fixture("weka.json")), doc
