@@ -325,3 +325,40 @@ def test_worker_reads_the_jobs_own_project(ctx):
     assert doc["state"] == "failed", doc
     assert "is not in the job's project" in doc["error"] and ta["id"] in doc["error"], doc
     assert wait_job(api, kb, first["id"])["state"] == "cancelled"
+
+
+def test_curl_upload_as_documented(ctx):
+    """docs/traces.md's curl line: --data-binary of a 2.5 MB trace (curl
+    then asks Expect: 100-continue) stores it whole; the same over
+    TOKBENCH_TRACE_MAX_BYTES is refused before the body (413)."""
+    s = setup(ctx)
+    path = os.path.join(ctx.tmp, "big.jsonl")
+    lines = [l for l in fixture("mooncake.jsonl").decode().splitlines() if l.strip()]
+    with open(path, "w") as f:
+        n = 0
+        while f.tell() < 2500000:
+            for l in lines:
+                d = json.loads(l)
+                d["timestamp"] += 30000 * (n // len(lines))
+                f.write(json.dumps(d) + "\n")
+                n += 1
+    size = os.path.getsize(path)
+
+    def curl(base):
+        p = harness.subprocess.run(
+            ["curl", "-s", "-w", "\n%{http_code}", "-H", "Authorization: Bearer " + s["key"],
+             "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + path,
+             base + "/v1/traces?format=mooncake&name=big%20one"],
+            capture_output=True, text=True, timeout=60)
+        body, code = p.stdout.rsplit("\n", 1)
+        return int(code), json.loads(body)
+    code, doc = curl(s["base"])
+    assert code == 201, doc
+    assert doc["name"] == "big one" and doc["size_bytes"] == size, doc
+    assert doc["summary"]["requests"] == n, (doc["summary"], n)
+    with open(path, "rb") as f:
+        assert doc["sha256"] == hashlib.sha256(f.read()).hexdigest()
+    small = Api(ctx, s["pg"], {"TOKBENCH_TRACE_MAX_BYTES": "1048576"})
+    code, doc = curl(small.base)
+    assert code == 413 and "1048576 bytes (TOKBENCH_TRACE_MAX_BYTES)" in doc["detail"], doc
+    small.stop()
