@@ -6,19 +6,9 @@
 #define TB_API_TRACES_H
 
 #include "api.h"
+#include "db/tb_tracestore.h"
 
-/* The settings of uploaded traces (README's configuration table). */
-#define TB_API_TRACES_CFG_KEYS                                                                     \
-  { "TOKBENCH_TRACE_MAX_BYTES", "33554432",                                                        \
-    "largest trace a POST /v1/traces may send, in bytes as sent (gzip or not; 413 above)",         \
-    false },                                                                                       \
-    { "TOKBENCH_LIMIT_TRACES", "100", "traces stored per project (429 above; 0: no cap)", false }, \
-  {                                                                                                \
-    "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                                    \
-      "bytes of traces stored per project, as sent (429 above; 0: no cap)", false                  \
-  }
-
-/* Reads the keys above into api (trace_body_max, limit_traces,
+/* Reads TB_TRACESTORE_CFG_KEYS (db/tb_tracestore.h) into api (trace_body_max, limit_traces,
  * limit_trace_bytes).  False with *err (new) on a bad value. */
 bool tb_api_traces_config(struct tb_api *api, char **err) TB_MUST_CHECK;
 

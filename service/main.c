@@ -126,8 +126,8 @@ static const struct tb_cfg_key api_keys[] = {
     "TOKBENCH_HEADER_TIMEOUT_S while more than 3/4 of TOKBENCH_MAX_CONNECTIONS are open "
     "(0: off)",
     false },
-  /* issue 25: uploaded traces (api_traces.h) */
-  TB_API_TRACES_CFG_KEYS,
+  /* issue 25: uploaded traces (api_traces.h, db/tb_tracestore.h) */
+  TB_TRACESTORE_CFG_KEYS,
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;

@@ -31,6 +31,7 @@
 #include "net/tb_masterkey.h"
 #include "db/tb_migrate.h"
 #include "db/tb_tenancy.h"
+#include "db/tb_tracestore.h"
 #include "worker.h"
 
 static const struct tb_cfg_key worker_keys[] = {
@@ -62,6 +63,9 @@ static const struct tb_cfg_key worker_keys[] = {
     false },
   /* issue 24: shards of a cell (worker_shard.h) */
   TB_SHARD_CFG_KEYS,
+  /* issue 25: the api's caps on uploaded traces, so that one config file
+   * serves both */
+  TB_TRACESTORE_CFG_KEYS,
 };
 
 /* The slice of an idle wait: bounds how late a signal is noticed. */

@@ -11,6 +11,19 @@
 #include "db/tb_db.h"
 #include "base/tb_util.h"
 
+/* The settings of uploaded traces (README's configuration table): the
+ * api's; the worker accepts them too, so that one config file serves both
+ * (docs/deploy.md, Limits and fair share). */
+#define TB_TRACESTORE_CFG_KEYS                                                                     \
+  { "TOKBENCH_TRACE_MAX_BYTES", "33554432",                                                        \
+    "largest trace a POST /v1/traces may send, in bytes as sent (gzip or not; 413 above)",         \
+    false },                                                                                       \
+    { "TOKBENCH_LIMIT_TRACES", "100", "traces stored per project (429 above; 0: no cap)", false }, \
+  {                                                                                                \
+    "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                                    \
+      "bytes of traces stored per project, as sent (429 above; 0: no cap)", false                  \
+  }
+
 /* A stored trace as uploaded. */
 struct tb_tracestore_blob {
   char format[16];     /* tb_trace_format_name's */

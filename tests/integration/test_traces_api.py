@@ -362,3 +362,17 @@ def test_curl_upload_as_documented(ctx):
     code, doc = curl(small.base)
     assert code == 413 and "1048576 bytes (TOKBENCH_TRACE_MAX_BYTES)" in doc["detail"], doc
     small.stop()
+
+
+def test_settings(ctx):
+    """The three settings are checked at start (out of range: exit 2 naming
+    it), and the worker accepts them too (one config file for both)."""
+    for k, v in (("TOKBENCH_TRACE_MAX_BYTES", "10"), ("TOKBENCH_TRACE_MAX_BYTES", "300000000"),
+                 ("TOKBENCH_LIMIT_TRACES", "-1"), ("TOKBENCH_LIMIT_TRACE_BYTES", "lots")):
+        r = harness.subprocess.run([harness.bin("tokbench-api")], capture_output=True, text=True,
+                                   timeout=30, env={"TOKBENCH_DATABASE_URL": "postgresql:///x", k: v})
+        assert r.returncode == 2 and k in r.stderr, (k, v, r.returncode, r.stderr)
+    for b in ("tokbench-api", "tokbench-worker"):
+        r = harness.subprocess.run([harness.bin(b), "--help"], capture_output=True, text=True)
+        for k in ("TOKBENCH_TRACE_MAX_BYTES", "TOKBENCH_LIMIT_TRACES", "TOKBENCH_LIMIT_TRACE_BYTES"):
+            assert r.returncode == 0 and k in r.stdout, (b, k)
