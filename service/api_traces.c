@@ -113,14 +113,32 @@ upload_args(struct tb_api_req *r, enum tb_trace_format *f, const char **name, en
   return true;
 }
 
+/* The project's caps with the body added, before the body is read (the
+ * insert checks them again under the project's lock): true when it fits;
+ * else false with the reply queued into *ret. */
+static bool
+room(struct tb_api_req *r, int64_t count, int64_t bytes, enum MHD_Result *ret)
+{
+  struct tb_api *api = r->api;
+  int64_t len = (int64_t)r->body_len;
+  if (api->limit_trace_bytes > 0 && len > api->limit_trace_bytes)
+    *ret =
+      reply_cap(r, "trace_bytes", "TOKBENCH_LIMIT_TRACE_BYTES", api->limit_trace_bytes, len, true);
+  else if (api->limit_traces > 0 && count >= api->limit_traces)
+    *ret = reply_cap(r, "traces", "TOKBENCH_LIMIT_TRACES", api->limit_traces, count, false);
+  else if (api->limit_trace_bytes > 0 && bytes + len > api->limit_trace_bytes)
+    *ret = reply_cap(r, "trace_bytes", "TOKBENCH_LIMIT_TRACE_BYTES", api->limit_trace_bytes, bytes,
+                     false);
+  else
+    return true;
+  return false;
+}
+
 /* Stores the parsed trace t read from the body; 201, or the cap's reply. */
 static enum MHD_Result
 store(struct tb_api_req *r, const struct tb_trace *t, const char *name)
 {
   struct tb_api *api = r->api;
-  if (api->limit_trace_bytes > 0 && (int64_t)r->body_len > api->limit_trace_bytes)
-    return reply_cap(r, "trace_bytes", "TOKBENCH_LIMIT_TRACE_BYTES", api->limit_trace_bytes,
-                     (int64_t)r->body_len, true);
   struct tb_trace_summary sm;
   tb_trace_summarize(t, &sm);
   json_t *sj = tb_trace_summary_json(&sm);
@@ -144,17 +162,17 @@ store(struct tb_api_req *r, const struct tb_trace *t, const char *name)
   int rc = tb_q_traces_insert(db, &row, &doc, id, &count, &bytes);
   tb_api_db_put(r, db);
   free(summary);
+  enum MHD_Result ret;
   if (rc < 0)
     return tb_api_reply_db(r, rc);
-  if (rc == 0 && api->limit_traces > 0 && count >= api->limit_traces)
-    return reply_cap(r, "traces", "TOKBENCH_LIMIT_TRACES", api->limit_traces, count, false);
-  if (rc == 0)
-    return reply_cap(r, "trace_bytes", "TOKBENCH_LIMIT_TRACE_BYTES", api->limit_trace_bytes, bytes,
-                     false);
+  if (rc == 0 && !room(r, count, bytes, &ret))
+    return ret;
+  if (rc == 0) /* cannot be: the statement refused what room() allows */
+    return tb_api_reply_error(r, TB_EC_INTERNAL, "the trace could not be stored", NULL);
   char loc[64];
   snprintf(loc, sizeof loc, "/v1/traces/%s", id);
   const char *h[] = { "Location", loc, NULL };
-  enum MHD_Result ret = tb_api_reply_text(r, MHD_HTTP_CREATED, doc, h);
+  ret = tb_api_reply_text(r, MHD_HTTP_CREATED, doc, h);
   free(doc);
   return ret;
 }
@@ -170,6 +188,15 @@ tb_api_traces_upload(struct tb_api_req *r)
   if (r->body_len == 0)
     return tb_api_reply_invalid(
       r, "body", "empty: send the trace file as the body (curl --data-binary @FILE)");
+  /* a project without room is told so before its trace is parsed */
+  int64_t count = 0, bytes = 0;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_traces_usage(db, r->project_id, &count, &bytes);
+  tb_api_db_put(r, db);
+  if (rc < 0)
+    return tb_api_reply_db(r, rc);
+  if (!room(r, count, bytes, &ret))
+    return ret;
   struct tb_trace t;
   char why[TB_TRACE_ERR_MAX];
   if (tb_trace_parse(r->body, r->body_len, f, &t, why, sizeof why) != 0)

@@ -94,6 +94,27 @@ tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **d
   return rc;
 }
 
+static const struct tb_db_stmt trace_usage = {
+  "api_trace_usage",
+  "SELECT count(*) AS n, coalesce(sum(size_bytes), 0)::bigint AS b FROM traces "
+  "WHERE project_id = $1::uuid",
+};
+
+int
+tb_q_traces_usage(struct tb_db *db, const char *project_id, int64_t *count, int64_t *bytes)
+{
+  const char *p[] = { project_id };
+  PGresult *res = NULL;
+  *count = *bytes = 0;
+  int rc = tb_db_exec(db, &trace_usage, 1, p, &res);
+  if (rc > 0) {
+    *count = tb_db_i64(res, 0, "n");
+    *bytes = tb_db_i64(res, 0, "b");
+  }
+  PQclear(res);
+  return rc;
+}
+
 static const struct tb_db_stmt trace_list = {
   "api_trace_list",
   "SELECT (extract(epoch FROM t.created_at) * 1000000)::bigint AS created_us, t.id::text, "

@@ -37,6 +37,10 @@ struct tb_q_traces_row {
 int tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc, char id[37],
                        int64_t *count, int64_t *bytes) TB_MUST_CHECK;
 
+/* The project's traces (*count) and their stored bytes (*bytes): 1. */
+int tb_q_traces_usage(struct tb_db *db, const char *project_id, int64_t *count,
+                      int64_t *bytes) TB_MUST_CHECK;
+
 /* One listed trace: its creation (µs since the epoch) and id make the
  * cursor; doc is its document (borrowed, len bytes). */
 typedef void (*tb_q_traces_item_fn)(void *cls, const char *created_us, const char *id,

@@ -205,6 +205,9 @@ def test_size_limit_and_caps(ctx):
         assert st == 201, doc
     st, hd, doc = upload(api, key, small[:1500].rsplit(b"\n", 1)[0] + b"\n", "azure")
     assert st == 429 and doc["setting"] == "TOKBENCH_LIMIT_TRACES" and doc["value"] == 3, doc
+    # a full project is told so before its trace is read (no parse: not 422)
+    st, _, doc = upload(api, key, b"not a trace\n", "azure")
+    assert st == 429 and doc["setting"] == "TOKBENCH_LIMIT_TRACES", doc
     # another project has room of its own
     other = make_key(s["pg"], "traces-caps-2")
     assert upload(api, other, small, "azure")[0] == 201
