@@ -19,7 +19,7 @@
 struct held {
   struct held *next;
   char key_id[TB_API_ID_LEN + 1];
-  unsigned n[3]; /* by enum tb_api_stream_kind */
+  unsigned n[4]; /* by enum tb_api_stream_kind */
 };
 
 enum {
@@ -29,7 +29,7 @@ enum {
 
 struct tb_api_streams {
   pthread_mutex_t lock;
-  unsigned cap[2][3];                    /* [BY_KEY/BY_PROJECT][kind] */
+  unsigned cap[2][4];                    /* [BY_KEY/BY_PROJECT][kind] */
   struct held *b[2][TB_STREAMS_BUCKETS]; /* entries by key id, by project id */
 };
 
@@ -44,6 +44,12 @@ tb_api_streams_new(unsigned sse_per_key, unsigned wait_per_key, unsigned sse_per
   s->cap[BY_PROJECT][TB_API_STREAM_SSE] = sse_per_project;
   s->cap[BY_PROJECT][TB_API_STREAM_WAIT] = wait_per_project;
   return s;
+}
+
+void
+tb_api_streams_cap_uploads(struct tb_api_streams *s, unsigned per_project)
+{
+  s->cap[BY_PROJECT][TB_API_STREAM_UPLOAD] = per_project;
 }
 
 void
@@ -118,7 +124,8 @@ unhold(struct tb_api_streams *s, int t, const char *id, int kind)
     return;
   if (h->n[kind] > 0)
     h->n[kind]--;
-  if (h->n[TB_API_STREAM_SSE] == 0 && h->n[TB_API_STREAM_WAIT] == 0) {
+  if (h->n[TB_API_STREAM_SSE] == 0 && h->n[TB_API_STREAM_WAIT] == 0 &&
+      h->n[TB_API_STREAM_UPLOAD] == 0) {
     *link = h->next;
     free(h);
   }
@@ -143,16 +150,19 @@ tb_api_streams_take(struct tb_api_req *r, enum tb_api_stream_kind kind, enum MHD
   pthread_mutex_unlock(&s->lock);
   if (full < 0)
     return true;
-  static const char *const names[2][3] = {
-    [BY_KEY] = { NULL, "TOKBENCH_SSE_PER_KEY", "TOKBENCH_WAIT_PER_KEY" },
-    [BY_PROJECT] = { NULL, "TOKBENCH_SSE_PER_PROJECT", "TOKBENCH_WAIT_PER_PROJECT" },
+  static const char *const names[2][4] = {
+    [BY_KEY] = { NULL, "TOKBENCH_SSE_PER_KEY", "TOKBENCH_WAIT_PER_KEY", NULL },
+    [BY_PROJECT] = { NULL, "TOKBENCH_SSE_PER_PROJECT", "TOKBENCH_WAIT_PER_PROJECT",
+                     "TOKBENCH_TRACE_UPLOADS_PER_PROJECT" },
   };
-  const char *what = kind == TB_API_STREAM_SSE ? "event streams" : "long-polls (?wait=)";
+  const char *what = kind == TB_API_STREAM_SSE    ? "event streams"
+                     : kind == TB_API_STREAM_WAIT ? "long-polls (?wait=)"
+                                                  : "trace uploads being read";
   const char *name = names[full][kind];
   char d[160];
   snprintf(d, sizeof d, "this %s holds %u open %s, the most allowed (%s=%u)",
            full == BY_KEY ? "API key" : "project (all its keys)", cap, what, name, cap);
-  r->retry_after_s = kind == TB_API_STREAM_SSE ? 5 : 1;
+  r->retry_after_s = kind == TB_API_STREAM_WAIT ? 1 : 5;
   *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, d, json_pack("{ss}", "limit", name));
   return false;
 }

@@ -8,6 +8,12 @@
  * Each kind is also capped per project, across all its keys
  * (TOKBENCH_SSE_PER_PROJECT, TOKBENCH_WAIT_PER_PROJECT; issue 27).
  *
+ * Trace uploads (POST /v1/traces, issue 25) are a kind of their own, capped
+ * per project only (TOKBENCH_TRACE_UPLOADS_PER_PROJECT): each holds up to
+ * TOKBENCH_TRACE_MAX_BYTES of body and the trace it inflates to while it is
+ * read, so one project cannot take the api's memory with many at once.  The
+ * slot is taken on the request's head, before its body is read.
+ *
  * A request takes one slot before it starts waiting and gives it back when
  * it completes (main.c's completed(), tb_api_streams_release); over the cap
  * it gets 429 problem+json naming the setting, with Retry-After.
@@ -20,11 +26,14 @@
 enum tb_api_stream_kind {
   TB_API_STREAM_SSE = 1, /* r->stream_held values; 0 is none */
   TB_API_STREAM_WAIT = 2,
+  TB_API_STREAM_UPLOAD = 3,
 };
 
 /* A new table; a cap of 0 means no cap for that kind.  Never fails. */
 struct tb_api_streams *tb_api_streams_new(unsigned sse_per_key, unsigned wait_per_key,
                                           unsigned sse_per_project, unsigned wait_per_project);
+/* The per-project cap of TB_API_STREAM_UPLOAD (0: no cap; no per-key cap). */
+void tb_api_streams_cap_uploads(struct tb_api_streams *s, unsigned per_project);
 /* Frees the table (every slot given back first). */
 void tb_api_streams_free(struct tb_api_streams *s);
 

@@ -27,6 +27,7 @@
 
 #include "api_handlers.h"
 #include "api_page.h"
+#include "api_streams.h"
 #include "api_traces.h"
 #include "q_traces.h"
 #include "spec/tb_trace.h"
@@ -36,14 +37,16 @@
 bool
 tb_api_traces_config(struct tb_api *api, char **err)
 {
-  int64_t body, n, bytes;
+  int64_t body, n, bytes, uploads;
   if (!tb_cfg_get_int(api->cfg, "TOKBENCH_TRACE_MAX_BYTES", 1024, TB_TRACE_MAX_BYTES, &body, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_TRACE_UPLOADS_PER_PROJECT", 0, 1024, &uploads, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_TRACES", 0, 1000000, &n, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_TRACE_BYTES", 0, INT64_MAX / 2, &bytes, err))
     return false;
   api->trace_body_max = (size_t)body;
   api->limit_traces = n;
   api->limit_trace_bytes = bytes;
+  tb_api_streams_cap_uploads(api->streams, (unsigned)uploads);
   return true;
 }
 

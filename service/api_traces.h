@@ -9,7 +9,8 @@
 #include "db/tb_tracestore.h"
 
 /* Reads TB_TRACESTORE_CFG_KEYS (db/tb_tracestore.h) into api (trace_body_max, limit_traces,
- * limit_trace_bytes).  False with *err (new) on a bad value. */
+ * limit_trace_bytes) and its streams table (api->streams, made before:
+ * the uploads' cap).  False with *err (new) on a bad value. */
 bool tb_api_traces_config(struct tb_api *api, char **err) TB_MUST_CHECK;
 
 /*

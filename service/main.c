@@ -268,6 +268,11 @@ admit(struct tb_api_req *r)
     r->early = true;
     return reply_too_big(r);
   }
+  enum MHD_Result ret; /* issue 25: a project's trace uploads at once */
+  if (r->authed && r->route->upload && !tb_api_streams_take(r, TB_API_STREAM_UPLOAD, &ret)) {
+    r->early = true;
+    return ret;
+  }
   return MHD_YES;
 }
 

@@ -19,9 +19,11 @@
     "largest trace a POST /v1/traces may send, in bytes as sent (gzip or not; 413 above)",         \
     false },                                                                                       \
     { "TOKBENCH_LIMIT_TRACES", "100", "traces stored per project (429 above; 0: no cap)", false }, \
+    { "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                                  \
+      "bytes of traces stored per project, as sent (429 above; 0: no cap)", false },               \
   {                                                                                                \
-    "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                                    \
-      "bytes of traces stored per project, as sent (429 above; 0: no cap)", false                  \
+    "TOKBENCH_TRACE_UPLOADS_PER_PROJECT", "2",                                                     \
+      "trace uploads of one project being sent or read at once (429 above; 0: no cap)", false      \
   }
 
 /* A stored trace as uploaded. */

@@ -22,6 +22,7 @@ import hashlib
 import http.client
 import json
 import os
+import socket
 import time
 
 import harness
@@ -379,3 +380,48 @@ def test_settings(ctx):
         r = harness.subprocess.run([harness.bin(b), "--help"], capture_output=True, text=True)
         for k in ("TOKBENCH_TRACE_MAX_BYTES", "TOKBENCH_LIMIT_TRACES", "TOKBENCH_LIMIT_TRACE_BYTES"):
             assert r.returncode == 0 and k in r.stdout, (b, k)
+
+
+def test_uploads_at_once_per_project(ctx):
+    """TOKBENCH_TRACE_UPLOADS_PER_PROJECT: an upload holds its project's slot
+    from its head to its end, body included; one more at once is 429 naming
+    the setting, another project is not held back, and a slot comes back
+    when its upload ends (or its client goes away)."""
+    s = setup(ctx)
+    api = Api(ctx, s["pg"], {"TOKBENCH_TRACE_UPLOADS_PER_PROJECT": "1"})
+    key, other = make_key(s["pg"], "traces-slots"), make_key(s["pg"], "traces-slots-2")
+    data = fixture("azure2024.csv")
+
+    def start(half):
+        """An upload sending half its body, once the api has taken its slot
+        (a probe upload racing it may take the slot first: then it starts
+        again)."""
+        for _ in range(50):
+            c = socket.create_connection(("127.0.0.1", api.port), timeout=10)
+            c.sendall(("POST /v1/traces?format=azure&name=slow HTTP/1.1\r\nHost: x\r\n"
+                       "Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
+                       % (key, len(data))).encode() + data[:half])
+            time.sleep(0.1)
+            if held():
+                return c
+            c.close()
+        raise AssertionError("the slow upload never held the slot")
+
+    def held():
+        st, hd, doc = upload(api, key, data, "azure")
+        return st == 429 and doc["limit"] == "TOKBENCH_TRACE_UPLOADS_PER_PROJECT" and \
+            "retry-after" in hd
+
+    slow = start(1000)
+    assert upload(api, other, data, "azure")[0] == 201  # another project's own slot
+    slow.sendall(data[1000:])
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += slow.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 201"), reply[:200]
+    slow.close()
+    harness.wait_until(lambda: upload(api, key, data, "azure")[0] == 201, 10, what="slot back")
+    gone = start(500)
+    gone.close()  # the client goes away mid-body: its slot comes back
+    harness.wait_until(lambda: upload(api, key, data, "azure")[0] == 201, 10, what="slot back")
+    api.stop()
