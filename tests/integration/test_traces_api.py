@@ -236,6 +236,13 @@ def test_another_projects_trace_is_404(ctx):
     assert st == 422 and doc["errors"] == [{"field": "trace.id",
                                             "detail": "no such trace in this project"}], doc
     is_problem(hd, doc, 422)
+    # nor through a preset (saved as a spec; its jobs are checked as made)
+    st, _, pr = api.json("POST", "/v1/presets", kb, {"name": "steal", "spec": {
+        "endpoint_id": ep["id"], "trace": {"id": t["id"], "format": "mooncake"}}})
+    assert st == 201, pr
+    st, hd, doc = api.json("POST", "/v1/presets/steal/jobs", kb, {"labels": {"x": "y"}})
+    assert st == 422 and doc["errors"][0]["field"] == "trace.id", doc
+    is_problem(hd, doc, 422)
     # the owner's own checks: a trace object needs the id, of its format
     st, _, epa = api.json("POST", "/v1/endpoints", ka, {"name": "a-dead",
                                                         "base_url": "http://127.0.0.1:9"})
