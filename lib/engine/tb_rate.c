@@ -54,6 +54,7 @@
 #include "engine/tb_telemetry.h"
 #include "result/tb_result.h"
 #include "result/tb_srvtime.h"
+#include "result/tb_steady.h"
 #include "net/tb_rxts.h"
 #include "base/tb_stats.h"
 #include "engine/tb_stream.h"
@@ -240,6 +241,10 @@ struct rcell {
   uint64_t gap_n;
   /* per-request samples, in order of start */
   json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
+  json_t *s_start, *s_end; /* ms from t0 (issue 25: the steady window) */
+  /* every request that started, for the steady-state window (tb_steady) */
+  struct tb_steady_req *sreq;
+  size_t nsreq, capsreq;
   struct tb_ratewatch *watch; /* the server's view and the checks */
   /* sessions (conversations, closed-loop users): those due, by due time */
   struct sess **heap;
@@ -562,6 +567,27 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
   return good;
 }
 
+/* A request that started and ended, for the steady-state window: its
+ * times from t0 (us; ms in the samples) and its figures. */
+static void
+steady_add(struct rcell *c, const struct rq *q, const struct tb_stream_figures *f, bool failed,
+           int64_t now)
+{
+  if (c->nsreq == c->capsreq) {
+    c->capsreq = c->capsreq ? 2 * c->capsreq : 256;
+    c->sreq = tb_xrealloc(c->sreq, c->capsreq * sizeof *c->sreq);
+  }
+  struct tb_steady_req *s = &c->sreq[c->nsreq++];
+  *s = (struct tb_steady_req){ .start_us = (q->st.t_start - c->t0) / 1000,
+                               .end_us = (now - c->t0) / 1000,
+                               .ok = !failed,
+                               .ttft_ms = failed ? NAN : (double)f->ttft / 1e6,
+                               .tpot_ms = !failed && f->have_tpot ? (double)f->tpot / 1e6 : NAN,
+                               .tokens = failed ? 0 : q->st.tokens };
+  put(c->s_start, q->k, json_real((double)s->start_us / 1e3));
+  put(c->s_end, q->k, json_real((double)s->end_us / 1e3));
+}
+
 /* The request in slot ended (err: a transport error, or NULL). */
 static void
 rq_end(struct rcell *c, unsigned slot, const char *err)
@@ -587,6 +613,7 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
   put(c->s_maxtbt, q->k, ms_or_null(q->st.max_gap, !failed && q->st.tokens > 1));
   put(c->s_tokens, q->k, json_integer(q->st.tokens));
   put(c->s_good, q->k, json_integer(good));
+  steady_add(c, q, &f, failed, now);
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
   c->free_slots[c->n_free++] = slot;
@@ -631,7 +658,8 @@ sample_places(struct rcell *c, uint64_t k)
 {
   if (k >= TB_RESULT_SAMPLES_MAX)
     return;
-  json_t *const lat[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e, c->s_maxtbt };
+  json_t *const lat[] = { c->s_lag,    c->s_ttft,  c->s_tpot, c->s_e2e,
+                          c->s_maxtbt, c->s_start, c->s_end };
   for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
     json_array_append_new(lat[i], json_null());
   json_array_append_new(c->s_tokens, json_integer(0));
@@ -916,6 +944,11 @@ cell_figures(struct rcell *c, json_t *cell)
   double span = c->flight_t > c->t0 ? (double)(c->flight_t - c->t0) : 0;
   json_object_set_new(cell, "avg_in_flight",
                       span > 0 ? json_real(c->flight_area / span) : json_null());
+  /* the steady-state window (tb_steady): a closed-loop cell's target is its
+   * users; an open-loop cell's reference is its own peak */
+  struct tb_steady w;
+  tb_steady_compute(c->sreq, c->nsreq, c->users, &w);
+  json_object_set_new(cell, "steady", tb_steady_json(&w));
   json_object_set_new(cell, "load", json_string(c->users > 0 ? "closed" : "open"));
   if (c->users > 0)
     json_object_set_new(cell, "users", json_integer(c->users));
@@ -934,7 +967,10 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(smp, "max_tbt_ms", c->s_maxtbt);
   json_object_set_new(smp, "output_tokens", c->s_tokens);
   json_object_set_new(smp, "good", c->s_good);
+  json_object_set_new(smp, "start_ms", c->s_start);
+  json_object_set_new(smp, "end_ms", c->s_end);
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
+  c->s_start = c->s_end = NULL;
   json_object_set_new(cell, "samples", smp);
   tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
   tb_telemetry_cell(c->r->env->telemetry, c->r->env->endpoint, cell, c->t0,
@@ -1092,6 +1128,8 @@ cell_open(struct rcell *c, struct rrun *r, double rate, unsigned users, unsigned
   c->s_maxtbt = json_array();
   c->s_tokens = json_array();
   c->s_good = json_array();
+  c->s_start = json_array();
+  c->s_end = json_array();
 }
 
 /* The cell's schedule (into sc), its watch, its users (closed loop), the
@@ -1203,8 +1241,8 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   (void)timerfd_settime(r->tfd, 0, &off, NULL);
   if (!cancelled)
     cell_figures(c, cell);
-  json_t *const samples[] = { c->s_lag,    c->s_ttft,   c->s_tpot, c->s_e2e,
-                              c->s_maxtbt, c->s_tokens, c->s_good };
+  json_t *const samples[] = { c->s_lag,    c->s_ttft, c->s_tpot,  c->s_e2e, c->s_maxtbt,
+                              c->s_tokens, c->s_good, c->s_start, c->s_end };
   for (size_t i = 0; i < TB_ARRAY_LEN(samples); i++)
     json_decref(samples[i]);
   struct tb_stats *const stats[] = { &c->ttft, &c->tpot, &c->tbt, &c->e2e, &c->lag };
@@ -1215,6 +1253,7 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   for (int64_t t = 0; t < s->conversation.turns; t++)
     tb_stats_free(&c->turns[t].ttft);
   free(c->turns);
+  free(c->sreq);
   free(c->heap);
   free(c->slots);
   free(c->free_slots);

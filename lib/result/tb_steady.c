@@ -203,9 +203,11 @@ tb_steady_json(const struct tb_steady *w)
   json_object_set_new(o, "completed", json_integer(w->completed));
   json_object_set_new(o, "rps", num_or_null(w->rps, 1e6));
   json_object_set_new(o, "output_tps", num_or_null(w->output_tps, 1e6));
-  json_object_set_new(o, "ttft_ms", json_pack("{s:o, s:o}", "p50", num_or_null(w->ttft_p50, 1e6),
-                                              "p99", num_or_null(w->ttft_p99, 1e6)));
-  json_object_set_new(o, "tpot_ms", json_pack("{s:o, s:o}", "p50", num_or_null(w->tpot_p50, 1e6),
-                                              "p99", num_or_null(w->tpot_p99, 1e6)));
+  json_object_set_new(o, "ttft_ms",
+                      json_pack("{s:o, s:o}", "p50", num_or_null(w->ttft_p50, 1e6), "p99",
+                                num_or_null(w->ttft_p99, 1e6)));
+  json_object_set_new(o, "tpot_ms",
+                      json_pack("{s:o, s:o}", "p50", num_or_null(w->tpot_p50, 1e6), "p99",
+                                num_or_null(w->tpot_p99, 1e6)));
   return o;
 }

@@ -184,8 +184,8 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_empty),  cmocka_unit_test(test_single),  cmocka_unit_test(test_ramp),
-    cmocka_unit_test(test_ties),   cmocka_unit_test(test_target),  cmocka_unit_test(test_figures),
+    cmocka_unit_test(test_empty), cmocka_unit_test(test_single), cmocka_unit_test(test_ramp),
+    cmocka_unit_test(test_ties),  cmocka_unit_test(test_target), cmocka_unit_test(test_figures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
