@@ -162,8 +162,11 @@ struct sess {
   unsigned turn; /* turns sent in this conversation */
   bool user;     /* a closed-loop user: starts another when done */
   bool has_cv;
-  int64_t due;       /* when its next request is due (in the heap) */
-  int64_t tri;       /* a trace cell's request (its index in rrun.tr); -1 */
+  int64_t due; /* when its next request is due (in the heap) */
+  int64_t tri; /* a trace cell's request (its index in rrun.tr); -1 */
+  /* a closed-loop user: its first request's start, its last one's end (the
+   * steady-state window counts users busy, tb_steady) */
+  int64_t busy_from, busy_to;
   struct tb_rng rng; /* its own draws: prompt, output length, think */
   struct tb_convo cv;
 };
@@ -245,6 +248,8 @@ struct rcell {
   /* every request that started, for the steady-state window (tb_steady) */
   struct tb_steady_req *sreq;
   size_t nsreq, capsreq;
+  struct tb_steady_span *busy; /* closed loop: each user's span */
+  size_t nbusy;
   struct tb_ratewatch *watch; /* the server's view and the checks */
   /* sessions (conversations, closed-loop users): those due, by due time */
   struct sess **heap;
@@ -448,6 +453,10 @@ sess_new(struct rcell *c, bool user)
 static void
 sess_free(struct rcell *c, struct sess *ss)
 {
+  if (ss->user && ss->busy_from != 0) { /* at most users of them, set at open */
+    c->busy[c->nbusy++] =
+      (struct tb_steady_span){ (ss->busy_from - c->t0) / 1000, (ss->busy_to - c->t0) / 1000 };
+  }
   if (ss->has_cv)
     tb_convo_free(&ss->cv);
   c->nsess--;
@@ -584,6 +593,8 @@ steady_add(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
                                .ttft_ms = failed ? NAN : (double)f->ttft / 1e6,
                                .tpot_ms = !failed && f->have_tpot ? (double)f->tpot / 1e6 : NAN,
                                .tokens = failed ? 0 : q->st.tokens };
+  if (q->ss != NULL && q->ss->user)
+    q->ss->busy_to = now;
   put(c->s_start, q->k, json_real((double)s->start_us / 1e3));
   put(c->s_end, q->k, json_real((double)s->end_us / 1e3));
 }
@@ -795,6 +806,8 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   q->t_sched = t_sched;
   int64_t t_start = q->st.t_start = tb_time_mono_ns();
   c->started++;
+  if (ss != NULL && ss->user && ss->busy_from == 0)
+    ss->busy_from = t_start;
   int64_t lag = t_start - t_sched;
   tb_stats_add(&c->lag, lag);
   put(c->s_lag, k, json_real((double)lag / 1e6));
@@ -945,9 +958,10 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "avg_in_flight",
                       span > 0 ? json_real(c->flight_area / span) : json_null());
   /* the steady-state window (tb_steady): a closed-loop cell's target is its
-   * users; an open-loop cell's reference is its own peak */
+   * users, counted busy; an open-loop cell's reference is its own peak of
+   * requests in flight */
   struct tb_steady w;
-  tb_steady_compute(c->sreq, c->nsreq, c->users, &w);
+  tb_steady_compute(c->sreq, c->nsreq, c->users > 0 ? c->busy : NULL, c->nbusy, c->users, &w);
   json_object_set_new(cell, "steady", tb_steady_json(&w));
   json_object_set_new(cell, "load", json_string(c->users > 0 ? "closed" : "open"));
   if (c->users > 0)
@@ -1117,6 +1131,7 @@ cell_open(struct rcell *c, struct rrun *r, double rate, unsigned users, unsigned
   for (unsigned i = 0; i < n; i++)
     c->free_slots[c->n_free++] = n - 1 - i; /* slot 0 on top */
   c->heap = tb_xcalloc(TB_RATE_MAX_SESSIONS, sizeof *c->heap);
+  c->busy = tb_xcalloc(users ? users : 1, sizeof *c->busy);
   if (r->s->conversation.turns > 0)
     c->turns = tb_xcalloc((size_t)r->s->conversation.turns, sizeof *c->turns);
   const struct tb_direct_ops ops = { c, rq_body, direct_end };
@@ -1254,6 +1269,7 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
     tb_stats_free(&c->turns[t].ttft);
   free(c->turns);
   free(c->sreq);
+  free(c->busy);
   free(c->heap);
   free(c->slots);
   free(c->free_slots);

@@ -13,11 +13,11 @@
 #define NCOLS 11
 
 static const char *const heads[NCOLS] = {
-  "Cell",         "In flight (peak / reference)",
-  "Window",       "Length",
-  "Requests",     "Output tok/s",
-  "Req/s",        "TTFT p50",
-  "TTFT p99",     "TPOT p50",
+  "Cell",     "In flight (peak / reference)",
+  "Window",   "Length",
+  "Requests", "Output tok/s",
+  "Req/s",    "TTFT p50",
+  "TTFT p99", "TPOT p50",
   "TPOT p99",
 };
 

@@ -58,14 +58,15 @@ end_of(const struct tb_steady_req *q)
   return q->end_us < q->start_us ? q->start_us : q->end_us;
 }
 
-/* The events of r sorted into a new array of 2n; the peak into *peak. */
+/* The events of the n spans sorted into a new array of 2n; the peak into
+ * *peak. */
 static struct ev *
-events(const struct tb_steady_req *r, size_t n, int64_t *peak)
+events(const struct tb_steady_span *sp, size_t n, int64_t *peak)
 {
-  struct ev *e = tb_xcalloc(2 * n, sizeof *e);
+  struct ev *e = tb_xcalloc(n > 0 ? 2 * n : 1, sizeof *e);
   for (size_t i = 0; i < n; i++) {
-    e[2 * i] = (struct ev){ r[i].start_us, +1 };
-    e[2 * i + 1] = (struct ev){ end_of(&r[i]), -1 };
+    e[2 * i] = (struct ev){ sp[i].start_us, +1 };
+    e[2 * i + 1] = (struct ev){ sp[i].end_us < sp[i].start_us ? sp[i].start_us : sp[i].end_us, -1 };
   }
   qsort(e, 2 * n, sizeof *e, ev_cmp);
   int64_t level = 0;
@@ -149,7 +150,8 @@ figures(const struct tb_steady_req *r, size_t n, struct tb_steady *w)
 }
 
 void
-tb_steady_compute(const struct tb_steady_req *r, size_t n, int64_t target, struct tb_steady *out)
+tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_steady_span *busy,
+                  size_t nbusy, int64_t target, struct tb_steady *out)
 {
   *out = (struct tb_steady){ .target = target > 0 ? target : 0,
                              .ttft_p50 = NAN,
@@ -160,14 +162,23 @@ tb_steady_compute(const struct tb_steady_req *r, size_t n, int64_t target, struc
     out->reason = "no request started";
     return;
   }
-  struct ev *e = events(r, n, &out->peak);
+  struct tb_steady_span *own = NULL;
+  if (busy == NULL) {
+    own = tb_xcalloc(n, sizeof *own);
+    for (size_t i = 0; i < n; i++)
+      own[i] = (struct tb_steady_span){ r[i].start_us, end_of(&r[i]) };
+    busy = own;
+    nbusy = n;
+  }
+  struct ev *e = events(busy, nbusy, &out->peak);
+  free(own);
   int64_t ref = out->target > 0 ? out->target : out->peak;
   out->threshold = TB_STEADY_SHARE * (double)ref;
   if (out->peak == 0) {
     out->reason = "no request was in flight for any time";
   } else if (100 * out->peak < STEADY_PCT * ref) {
     out->reason = "requests in flight never reached 95% of the target";
-  } else if (!longest(e, 2 * n, ref, &out->start_us, &out->end_us)) {
+  } else if (!longest(e, 2 * nbusy, ref, &out->start_us, &out->end_us)) {
     out->reason = "requests in flight held 95% of the reference for no time";
   } else {
     out->found = true;

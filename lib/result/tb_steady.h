@@ -11,6 +11,10 @@
  * at the same instant: the rule `vllm bench serve` counts its peak
  * concurrency by (vllm-project/vllm, vllm/benchmarks/serve.py, "sweep-line
  * over half-open intervals").  Of two spans equally long, the earlier.
+ * A closed-loop cell counts its users instead: each user busy from its
+ * first request's start to its last one's end (the caller's spans), so the
+ * instant between one request's end and the user's next start, and a
+ * conversation's think time, are not a dip in its load.
  *
  * Inside the window [a, b):
  *  - requests: those that started in it; completed: those that ended
@@ -37,6 +41,11 @@
 /* The share of the reference the in-flight count must hold. */
 #define TB_STEADY_SHARE 0.95
 
+/* A span of time in microseconds from the cell's start, [start, end). */
+struct tb_steady_span {
+  int64_t start_us, end_us;
+};
+
 /* One request that started: times in microseconds from the cell's start. */
 struct tb_steady_req {
   int64_t start_us, end_us; /* end_us < start_us is taken as start_us */
@@ -60,12 +69,14 @@ struct tb_steady {
 
 /*
  * The window of the n requests r (any order; not changed) against target
- * (0: none) into *out.  found is false, with the reason, when n is 0, when
- * the in-flight count never reaches the threshold (a target the cell never
- * reached) or when the span it holds has no length.
+ * (0: none) into *out.  The count is of the nbusy spans busy (a closed-loop
+ * cell's users), or with busy NULL of the requests' own [start, end).
+ * found is false, with the reason, when n is 0, when the count never
+ * reaches the threshold (a target the cell never reached) or when the span
+ * it holds has no length.
  */
-void tb_steady_compute(const struct tb_steady_req *r, size_t n, int64_t target,
-                       struct tb_steady *out);
+void tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_steady_span *busy,
+                       size_t nbusy, int64_t target, struct tb_steady *out);
 
 /* The cell's `steady` object (new reference):
  *   {found, reference ("target"|"peak"), peak_in_flight, target (when one),

@@ -29,7 +29,7 @@ test_empty(void **state)
 {
   (void)state;
   struct tb_steady w;
-  tb_steady_compute(NULL, 0, 0, &w);
+  tb_steady_compute(NULL, 0, NULL, 0, 0, &w);
   assert_false(w.found);
   assert_string_equal(w.reason, "no request started");
   json_t *j = tb_steady_json(&w);
@@ -47,7 +47,7 @@ test_single(void **state)
    * all fall in its decode span [0.1, 1] */
   struct tb_steady_req r[] = { rq(0, 1, true, 100, 10, 10) };
   struct tb_steady w;
-  tb_steady_compute(r, 1, 0, &w);
+  tb_steady_compute(r, 1, NULL, 0, 0, &w);
   assert_true(w.found);
   assert_int_equal(w.peak, 1);
   assert_int_equal(w.start_us, 0);
@@ -75,7 +75,7 @@ test_ramp(void **state)
   struct tb_steady_req r[] = { rq(0, 10, true, 50, 5, 100), rq(2, 10, true, 50, 5, 100),
                                rq(4, 8, true, 50, 5, 100) };
   struct tb_steady w;
-  tb_steady_compute(r, 3, 0, &w);
+  tb_steady_compute(r, 3, NULL, 0, 0, &w);
   assert_true(w.found);
   assert_int_equal(w.peak, 3);
   assert_int_equal(w.start_us, 4 * S);
@@ -97,7 +97,7 @@ test_ties(void **state)
    * in flight throughout, never two and never none */
   struct tb_steady_req r[] = { rq(0, 5, true, 10, 1, 5), rq(5, 10, true, 10, 1, 5) };
   struct tb_steady w;
-  tb_steady_compute(r, 2, 0, &w);
+  tb_steady_compute(r, 2, NULL, 0, 0, &w);
   assert_true(w.found);
   assert_int_equal(w.peak, 1);
   assert_int_equal(w.start_us, 0);
@@ -106,14 +106,14 @@ test_ties(void **state)
   /* two spans of two in flight, each 1 s long: the earlier is the window */
   struct tb_steady_req q[] = { rq(0, 6, true, 10, 1, 5), rq(1, 2, true, 10, 1, 5),
                                rq(3, 4, true, 10, 1, 5) };
-  tb_steady_compute(q, 3, 0, &w);
+  tb_steady_compute(q, 3, NULL, 0, 0, &w);
   assert_true(w.found);
   assert_int_equal(w.peak, 2);
   assert_int_equal(w.start_us, 1 * S);
   assert_int_equal(w.end_us, 2 * S);
   /* a request of no length is never in flight */
   struct tb_steady_req z[] = { rq(1, 1, true, 0, NAN, 0) };
-  tb_steady_compute(z, 1, 0, &w);
+  tb_steady_compute(z, 1, NULL, 0, 0, &w);
   assert_false(w.found);
   assert_int_equal(w.peak, 0);
 }
@@ -127,7 +127,7 @@ test_target(void **state)
   struct tb_steady_req r[] = { rq(0, 10, true, 50, 5, 10), rq(0, 10, true, 50, 5, 10),
                                rq(1, 9, true, 50, 5, 10) };
   struct tb_steady w;
-  tb_steady_compute(r, 3, 4, &w);
+  tb_steady_compute(r, 3, NULL, 0, 4, &w);
   assert_false(w.found);
   assert_int_equal(w.peak, 3);
   assert_true(fabs(w.threshold - 3.8) < 1e-9);
@@ -137,9 +137,39 @@ test_target(void **state)
   assert_int_equal(json_integer_value(json_object_get(j, "target")), 4);
   json_decref(j);
   /* with a target of 3 it holds on [1, 9) */
-  tb_steady_compute(r, 3, 3, &w);
+  tb_steady_compute(r, 3, NULL, 0, 3, &w);
   assert_true(w.found);
   assert_int_equal(w.start_us, 1 * S);
+  assert_int_equal(w.end_us, 9 * S);
+}
+
+static void
+test_users(void **state)
+{
+  (void)state;
+  /* a closed loop of 2 users: A busy on [0, 10), B on [1, 9); between two
+   * requests of a user (A's instant handoffs, B's half-second think) no
+   * request of it is in flight, but the user is: the window is [1, 9) */
+  struct tb_steady_req r[] = { rq(0, 3, true, 10, 1, 5), rq(3.001, 6, true, 10, 1, 5),
+                               rq(6, 10, true, 10, 1, 5), rq(1, 5, true, 20, 2, 5),
+                               rq(5.5, 9, true, 30, 3, 5) };
+  struct tb_steady_span users[] = { { 0, 10 * S }, { 1 * S, 9 * S } };
+  struct tb_steady w;
+  tb_steady_compute(r, 5, users, 2, 2, &w);
+  assert_true(w.found);
+  assert_int_equal(w.peak, 2);
+  assert_int_equal(w.start_us, 1 * S);
+  assert_int_equal(w.end_us, 9 * S);
+  assert_int_equal(w.requests, 4);  /* all but A's first */
+  assert_int_equal(w.completed, 4); /* all but A's last */
+  assert_true(fabs(w.rps - 0.5) < 1e-9);
+  /* by their requests alone the two users dip to one at A's handoff at 3
+   * and B's think on [5, 5.5) (not at A's handoff at 6: an end before a
+   * start): two in flight on [1, 3), [3.001, 5) and [5.5, 9), the last the
+   * longest */
+  tb_steady_compute(r, 5, NULL, 0, 2, &w);
+  assert_true(w.found);
+  assert_int_equal(w.start_us, 5500000);
   assert_int_equal(w.end_us, 9 * S);
 }
 
@@ -155,7 +185,7 @@ test_figures(void **state)
     rq(2, 4, false, NAN, NAN, 3),
   };
   struct tb_steady w;
-  tb_steady_compute(r, 3, 0, &w);
+  tb_steady_compute(r, 3, NULL, 0, 0, &w);
   assert_true(w.found);
   assert_int_equal(w.start_us, 2 * S);
   assert_int_equal(w.end_us, 4 * S);
@@ -171,7 +201,7 @@ test_figures(void **state)
   p[0] = rq(0, 10, true, 1, 1, 1);
   for (int i = 0; i < 5; i++)
     p[i + 1] = rq(1, 9, true, 10.0 * (i + 1), 2.0 * (5 - i), 1);
-  tb_steady_compute(p, 6, 0, &w);
+  tb_steady_compute(p, 6, NULL, 0, 0, &w);
   assert_true(w.found);
   assert_int_equal(w.start_us, 1 * S);
   assert_int_equal(w.requests, 5);
@@ -184,8 +214,9 @@ int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_empty), cmocka_unit_test(test_single), cmocka_unit_test(test_ramp),
-    cmocka_unit_test(test_ties),  cmocka_unit_test(test_target), cmocka_unit_test(test_figures),
+    cmocka_unit_test(test_empty),   cmocka_unit_test(test_single), cmocka_unit_test(test_ramp),
+    cmocka_unit_test(test_ties),    cmocka_unit_test(test_target), cmocka_unit_test(test_users),
+    cmocka_unit_test(test_figures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
