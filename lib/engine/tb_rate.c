@@ -52,6 +52,7 @@
 #include "engine/tb_prompt.h"
 #include "engine/tb_ratewatch.h"
 #include "engine/tb_telemetry.h"
+#include "result/tb_checks.h"
 #include "result/tb_result.h"
 #include "result/tb_srvtime.h"
 #include "result/tb_steady.h"
@@ -889,6 +890,36 @@ conversation_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "turns", turns);
 }
 
+/* The cold-cell check (tb_checks_prefix_cell): what the cell's own prompts
+ * share, from the spec's workload and what the server counted. */
+static void
+prefix_check(const struct rcell *c, json_t *cell)
+{
+  const struct rrun *r = c->r;
+  const struct tb_spec *s = r->s;
+  size_t nt = c->turns != NULL ? (size_t)s->conversation.turns : 0;
+  double *tn = tb_xcalloc(nt ? nt : 1, sizeof *tn), *tp = tb_xcalloc(nt ? nt : 1, sizeof *tp);
+  for (size_t t = 0; t < nt; t++) {
+    const struct prompts *pt = &c->turns[t].pr;
+    tn[t] = (double)pt->n;
+    tp[t] = pt->n ? (double)pt->sum / (double)pt->n : NAN;
+  }
+  const struct tb_checks_prefix in = {
+    .requests = (double)c->pr.n,
+    .prompt_mean = c->pr.n ? (double)c->pr.sum / (double)c->pr.n : NAN,
+    .prefix_tokens = (double)s->prefix.tokens,
+    .suffixes = (double)s->prefix.suffixes,
+    .first_turns = nt > 0 ? (double)c->conv_started : (double)c->pr.n,
+    .turn_requests = tn,
+    .turn_prompt = tp,
+    .turns = nt,
+    .implied_pct = r->trace_cell ? 100.0 * r->tr_sum.implied_hit_rate : NAN,
+  };
+  tb_checks_prefix_cell(cell, &in);
+  free(tn);
+  free(tp);
+}
+
 /* The figures of a measured cell. */
 static void trace_figures(struct rcell *c, json_t *cell);
 
@@ -987,6 +1018,7 @@ cell_figures(struct rcell *c, json_t *cell)
   c->s_start = c->s_end = NULL;
   json_object_set_new(cell, "samples", smp);
   tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
+  prefix_check(c, cell);
   tb_telemetry_cell(c->r->env->telemetry, c->r->env->endpoint, cell, c->t0,
                     c->t_last_end > c->t0 ? c->t_last_end : tb_time_mono_ns());
 }
