@@ -60,12 +60,13 @@ row_texts(const json_t *c, char col[NCOLS][96])
   (void)tb_json_int(s, "peak_in_flight", &peak);
   const char *role = tb_json_str(c, "role");
   snprintf(col[0], sizeof col[0], "%" PRId64 "%s%s", n, role ? " " : "", role ? role : "");
+  char thr[32];
+  num(tb_json_num(s, "threshold"), 2, "", thr, sizeof thr);
   if (tb_json_int(s, "target", &target))
-    snprintf(col[1], sizeof col[1], "%" PRId64 " / target %" PRId64 " (at least %.2f)", peak,
-             target, tb_json_num(s, "threshold"));
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / target %" PRId64 " (at least %s)", peak, target,
+             thr);
   else
-    snprintf(col[1], sizeof col[1], "%" PRId64 " / peak (at least %.2f)", peak,
-             tb_json_num(s, "threshold"));
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / peak (at least %s)", peak, thr);
   for (int k = 2; k < NCOLS; k++)
     snprintf(col[k], sizeof col[k], "%s", TB_RENDER_DASH);
   if (!json_is_true(json_object_get(s, "found"))) {
@@ -73,8 +74,10 @@ row_texts(const json_t *c, char col[NCOLS][96])
     snprintf(col[2], sizeof col[2], "none: %s", why ? why : "not reached");
     return;
   }
-  snprintf(col[2], sizeof col[2], "%.3f – %.3f s", tb_json_num(s, "start_s"),
-           tb_json_num(s, "end_s"));
+  char a[32], e[32];
+  num(tb_json_num(s, "start_s"), 3, "", a, sizeof a);
+  num(tb_json_num(s, "end_s"), 3, " s", e, sizeof e);
+  snprintf(col[2], sizeof col[2], "%s – %s", a, e);
   num(tb_json_num(s, "length_s"), 3, " s", col[3], sizeof col[3]);
   int64_t req = 0;
   if (tb_json_int(s, "requests", &req))
@@ -161,6 +164,9 @@ tb_steadyview_cell_line(FILE *f, const json_t *c)
     fprintf(f, ", no steady state");
     return;
   }
-  fprintf(f, ", steady %.1f s: %.1f tok/s, TTFT p50 %.1f ms", tb_json_num(s, "length_s"),
-          tb_json_num(s, "output_tps"), tb_json_pct(s, "ttft_ms", "p50"));
+  char len[32], tps[32], ttft[32];
+  num(tb_json_num(s, "length_s"), 1, " s", len, sizeof len);
+  num(tb_json_num(s, "output_tps"), 1, " tok/s", tps, sizeof tps);
+  tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p50"), ttft, sizeof ttft);
+  fprintf(f, ", steady %s: %s, TTFT p50 %s", len, tps, ttft);
 }

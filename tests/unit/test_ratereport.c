@@ -293,6 +293,39 @@ test_trace_and_steady(void **state)
   json_decref(doc);
 }
 
+/* A window or a trace object with members missing or of the wrong type
+ * (an imported document): dashes, never "nan" or a crash; the terminal's
+ * line likewise. */
+static void
+test_steady_and_trace_malformed(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads(
+    "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"rate\",\"context\":1,"
+    "\"concurrency\":1,\"status\":\"valid\",\"steady\":{\"found\":true,\"start_s\":\"x\","
+    "\"ttft_ms\":7},\"trace\":{\"format\":5,\"requests\":\"many\"}}]}",
+    0, NULL);
+  assert_non_null(doc);
+  for (int f = 0; f < 2; f++) {
+    char *out = render(doc, f ? TB_REPORT_HTML : TB_REPORT_MD);
+    assert_non_null(strstr(out, "Steady-state window"));
+    assert_non_null(strstr(out, "Trace replay"));
+    assert_null(strstr(out, "nan"));
+    free(out);
+  }
+  char *line = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&line, &len);
+  assert_non_null(m);
+  tb_ratereport_cell_line(m, json_array_get(json_object_get(doc, "cells"), 0));
+  fclose(m);
+  const char *st = strstr(line, ", steady —: —, TTFT p50 ");
+  assert_non_null(st);
+  assert_null(strstr(st, "nan"));
+  free(line);
+  json_decref(doc);
+}
+
 static void
 test_nothing_without_rate_cells(void **state)
 {
@@ -315,6 +348,7 @@ main(void)
     cmocka_unit_test(test_server_view_and_checks),
     cmocka_unit_test(test_users_and_turns),
     cmocka_unit_test(test_trace_and_steady),
+    cmocka_unit_test(test_steady_and_trace_malformed),
     cmocka_unit_test(test_nothing_without_rate_cells),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
