@@ -238,6 +238,8 @@ tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p)
     hit = tb_json_num(json_object_get(cell, "prefix_cache"), "hit_pct");
     snprintf(source, sizeof source, "usage");
   }
+  if (!isfinite(hit) && p->have_hit)
+    hit = p->hit_pct;
   double expl = tb_checks_prefix_explained(p);
   if (!isfinite(hit) || !isfinite(expl))
     return;

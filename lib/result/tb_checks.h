@@ -106,7 +106,7 @@ json_t *tb_checks_combine(json_t *const *reps, size_t n) TB_MUST_CHECK;
  *    the first turn's);
  *  - a trace: the hit rate it implies (tb_trace), the template besides.
  * The server's share (its series' prefix_hit_pct over the cell, else the
- * usage's prefix_cache.hit_pct) above that by more than
+ * usage's prefix_cache.hit_pct, else the caller's) above that by more than
  * TB_CHECK_HIT_SLACK_PTS is something else warming the cache behind the
  * cell's back (another client, a cache the reset did not empty), and
  * inflates its figures (vLLM #52884).
@@ -125,6 +125,10 @@ struct tb_checks_prefix {
   const double *turn_requests, *turn_prompt; /* per turn of a conversation */
   size_t turns;                              /* 0: no conversation */
   double implied_pct;                        /* a trace's implied hit rate (NAN: not a trace) */
+  /* the server's share when the cell holds none (a prefill scout: its one
+   * answer's cached tokens over its prompt's), with have_hit */
+  bool have_hit;
+  double hit_pct;
 };
 
 /* The share of prompt tokens (%) a cell's own prompts explain, at most 100;

@@ -59,6 +59,18 @@ def test_explained_hits_pass(ctx):
             assert ch["prefix_hit_pct"] == 0 and ch["prefix_hit_explained_pct"] < 5, ch
         else:  # real hits, explained
             assert 20 < ch["prefix_hit_pct"] <= ch["prefix_hit_explained_pct"] + 2, (what, ch)
+    # the matrix's prefill scouts (1K, 4K and the longest context): one
+    # prompt of their own each
+    rc, _, cells, _, err = test_engine.run_cli(sim.url, [
+        "--contexts", "1k,4k", "--concurrency", "1", "--duration", "1", "--max-output", "16"])
+    assert rc == 0, err
+    scouts = [c for c in cells if c["phase"] == "prefill"]
+    assert len(scouts) >= 2, [c["context"] for c in scouts]  # and the longest context's
+    for c in scouts:
+        ch = c["checks"]
+        assert c["cache_reset"] == "done" and ch["prefix_hit_source"] == "usage", c
+        assert ch["prefix_hits_unexplained"] is False and ch["ok"], ch
+        assert ch["prefix_hit_pct"] == 0 and ch["prefix_hit_explained_pct"] < 4, ch
     c = test_trace.replay(sim, "mooncake-sessions.jsonl", "mooncake", "duration_s=20,speedup=4")
     ch = judged(c, "trace")
     assert ch["prefix_hits_unexplained"] is False and ch["ok"], (ch, c["trace"])

@@ -114,6 +114,21 @@ test_cell(void **state)
   tb_checks_prefix_cell(c, &cold);
   assert_null(json_object_get(json_object_get(c, "checks"), "prefix_hit_pct"));
   json_decref(c);
+  /* a prefill scout: no series, no prefix_cache, its one answer's share */
+  struct tb_checks_prefix scout = {
+    .requests = 1, .prompt_mean = 8000, .implied_pct = NAN, .have_hit = true, .hit_pct = 50.0
+  };
+  c = cell_with("done", NAN, NAN);
+  tb_checks_prefix_cell(c, &scout);
+  ch = json_object_get(c, "checks");
+  assert_true(json_is_true(json_object_get(ch, "prefix_hits_unexplained")));
+  assert_true(fabs(tb_json_num(ch, "prefix_hit_explained_pct") - 0.4) < 1e-9);
+  json_decref(c);
+  scout.hit_pct = 0.2; /* the template's tokens */
+  c = cell_with("done", NAN, NAN);
+  tb_checks_prefix_cell(c, &scout);
+  assert_true(json_is_true(json_object_get(json_object_get(c, "checks"), "ok")));
+  json_decref(c);
   /* a cell without checks gets them */
   c = json_pack("{s:s, s:{s:f}}", "cache_reset", "done", "prefix_cache", "hit_pct", 50.0);
   tb_checks_prefix_cell(c, &cold);
