@@ -454,7 +454,7 @@ sess_new(struct rcell *c, bool user)
 static void
 sess_free(struct rcell *c, struct sess *ss)
 {
-  if (ss->user && ss->busy_from != 0) { /* at most users of them, set at open */
+  if (ss->user && ss->busy_from != 0 && c->nbusy < c->users) { /* one per user */
     c->busy[c->nbusy++] =
       (struct tb_steady_span){ (ss->busy_from - c->t0) / 1000, (ss->busy_to - c->t0) / 1000 };
   }
