@@ -212,3 +212,36 @@ def test_trace_cell_window(ctx):
     assert "| mooncake | %d | %d |" % (t["requests"], t["sessions"]) in md, md
     assert "%.1f%% / %.1f%%" % (t["implied_hit_pct"], t["hit_pct"]) in md, md
     assert "### Steady-state window" in md, md
+
+
+def test_job_through_the_worker(ctx):
+    """A job of the service (tokbench-worker): the stored rate cell carries
+    its window and its cold-cell check (SGLang's flavour flushes its cache),
+    and the stored result renders both."""
+    from test_worker import T  # noqa: E402 - the worker tests' helpers
+    t = T(ctx)
+    ok = False
+    try:
+        sim = ctx.sim("tiny", "sglang")
+        ep = t.endpoint(sim)
+        t.worker("w-steady")
+        jid = t.submit(ep, {"rates": [6], "rate_requests": 18, "arrival": "poisson",
+                            "input_tokens": "300", "output_tokens": "24", "seed": 2})
+        t.wait_state(jid, "succeeded", 90)
+        res = json.loads(t.q("SELECT result FROM jobs WHERE id = '%s'" % jid))
+        (c,) = res["cells"]
+        assert c["status"] == "valid" and c["cache_reset"] == "done", c
+        check_open_loop(c, "job")
+        ch = c["checks"]
+        assert ch["prefix_hits_unexplained"] is False and ch["ok"], ch
+        path = os.path.join(ctx.tmp, "job.json")
+        with open(path, "w") as f:
+            json.dump(res, f)
+        for fmt, want in (("md", "### Steady-state window"), ("html", "id=\"steady\""),
+                          ("csv", "steady_output_tps")):
+            p = subprocess.run([harness.bin("tokbench"), "report", path, "--format", fmt],
+                               capture_output=True, timeout=60)
+            assert p.returncode == 0 and want in p.stdout.decode(), (fmt, p.stderr)
+        ok = True
+    finally:
+        t.close(check=ok)
