@@ -99,7 +99,13 @@ json_t *tb_checks_combine(json_t *const *reps, size_t n) TB_MUST_CHECK;
  * server's prefix cache emptied just before it) can only hit on what its
  * own prompts share.  What they share, as tokens of the prompts:
  *  - every request: the chat template's tokens before its text (a few:
- *    less than a block), TB_CHECK_TEMPLATE_TOKENS as a bound;
+ *    less than a block on vLLM; SGLang's radix cache matches them token by
+ *    token, and Llama 3.1's template puts a system header with its
+ *    "Cutting Knowledge Date" and "Today Date" lines before every user
+ *    message, about 30 tokens: meta-llama/Llama-3.1-8B-Instruct's
+ *    tokenizer_config.json chat_template, as vLLM's examples copy it) and the
+ *    run's id at the head of its text, before the request's own marker
+ *    (tb_prompt's tag): TB_CHECK_TEMPLATE_TOKENS as a bound;
  *  - a shared prefix: its tokens, and a whole prompt for each request
  *    repeating an earlier one's user message (past the first `suffixes`);
  *  - a conversation: each turn the earlier turns it carries (its prompt less
@@ -111,7 +117,7 @@ json_t *tb_checks_combine(json_t *const *reps, size_t n) TB_MUST_CHECK;
  * cell's back (another client, a cache the reset did not empty), and
  * inflates its figures (vLLM #52884).
  */
-#define TB_CHECK_TEMPLATE_TOKENS 32.0
+#define TB_CHECK_TEMPLATE_TOKENS 64.0
 #define TB_CHECK_HIT_SLACK_PTS 2.0
 
 /* What a cell's own prompts share (see above).  Unknown: NAN or 0. */

@@ -56,7 +56,7 @@ def test_explained_hits_pass(ctx):
         assert ch["prefix_hits_unexplained"] is False, (what, ch)
         assert ch["ok"], (what, ch)
         if what == "cold":
-            assert ch["prefix_hit_pct"] == 0 and ch["prefix_hit_explained_pct"] < 5, ch
+            assert ch["prefix_hit_pct"] == 0 and ch["prefix_hit_explained_pct"] < 7, ch
         else:  # real hits, explained
             assert 20 < ch["prefix_hit_pct"] <= ch["prefix_hit_explained_pct"] + 2, (what, ch)
     # the matrix's prefill scouts (1K, 4K and the longest context): one
@@ -70,7 +70,7 @@ def test_explained_hits_pass(ctx):
         ch = c["checks"]
         assert c["cache_reset"] == "done" and ch["prefix_hit_source"] == "usage", c
         assert ch["prefix_hits_unexplained"] is False and ch["ok"], ch
-        assert ch["prefix_hit_pct"] == 0 and ch["prefix_hit_explained_pct"] < 4, ch
+        assert ch["prefix_hit_pct"] == 0 and ch["prefix_hit_explained_pct"] < 7, ch
     c = test_trace.replay(sim, "mooncake-sessions.jsonl", "mooncake", "duration_s=20,speedup=4")
     ch = judged(c, "trace")
     assert ch["prefix_hits_unexplained"] is False and ch["ok"], (ch, c["trace"])

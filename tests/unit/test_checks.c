@@ -17,21 +17,22 @@ static void
 test_explained(void **state)
 {
   (void)state;
-  /* cold prompts: only the template, 32 of 1,000 tokens */
+  /* cold prompts: only the template and the run's tag, 64 of 1,000 tokens */
   struct tb_checks_prefix cold = { .requests = 10, .prompt_mean = 1000, .implied_pct = NAN };
-  assert_true(fabs(tb_checks_prefix_explained(&cold) - 3.2) < 1e-9);
+  assert_true(fabs(tb_checks_prefix_explained(&cold) - 6.4) < 1e-9);
   /* a shared prefix of 2,000 tokens, 4 user messages, 16 requests of 2,200:
-   * each explains 2,032; the 12 repeats explain all of theirs:
-   * (0.25 x 16 x 2,032 + 0.75 x 35,200) / 35,200 */
+   * each explains 2,064; the 12 repeats explain all of theirs:
+   * (0.25 x 16 x 2,064 + 0.75 x 35,200) / 35,200 */
   struct tb_checks_prefix px = { .requests = 16,
                                  .prompt_mean = 2200,
                                  .prefix_tokens = 2000,
                                  .suffixes = 4,
                                  .first_turns = 16,
                                  .implied_pct = NAN };
-  assert_true(fabs(tb_checks_prefix_explained(&px) - 100.0 * 34528 / 35200) < 1e-9);
+  assert_true(fabs(tb_checks_prefix_explained(&px) - 100.0 * 34656 / 35200) < 1e-9);
   /* conversations of 3 turns (200, 432, 664 tokens, 6 each): the later
-   * turns carry 232 and 464 tokens of the earlier ones */
+   * turns carry 232 and 464 tokens of the earlier ones:
+   * 6 x (64 + 296 + 528) of 18 x 432 */
   double n[] = { 6, 6, 6 }, pr[] = { 200, 432, 664 };
   struct tb_checks_prefix cv = { .requests = 18,
                                  .prompt_mean = 432,
@@ -40,10 +41,10 @@ test_explained(void **state)
                                  .turn_prompt = pr,
                                  .turns = 3,
                                  .implied_pct = NAN };
-  assert_true(fabs(tb_checks_prefix_explained(&cv) - 100.0 * 4752 / 7776) < 1e-9);
+  assert_true(fabs(tb_checks_prefix_explained(&cv) - 100.0 * 5328 / 7776) < 1e-9);
   /* a trace: what it implies, the template besides */
   struct tb_checks_prefix tr = { .requests = 100, .prompt_mean = 2000, .implied_pct = 43.6 };
-  assert_true(fabs(tb_checks_prefix_explained(&tr) - 45.2) < 1e-9);
+  assert_true(fabs(tb_checks_prefix_explained(&tr) - 46.8) < 1e-9);
   /* never above 100; unknown prompts: NAN */
   struct tb_checks_prefix tiny = { .requests = 3, .prompt_mean = 10, .implied_pct = NAN };
   assert_true(tb_checks_prefix_explained(&tiny) == 100.0);
@@ -78,16 +79,16 @@ test_cell(void **state)
   assert_true(json_is_false(json_object_get(ch, "ok")));
   assert_true(json_is_true(json_object_get(ch, "prefix_hits_unexplained")));
   assert_true(fabs(tb_json_num(ch, "prefix_hit_pct") - 39.976) < 1e-9);
-  assert_true(fabs(tb_json_num(ch, "prefix_hit_explained_pct") - 3.2) < 1e-9);
+  assert_true(fabs(tb_json_num(ch, "prefix_hit_explained_pct") - 6.4) < 1e-9);
   assert_string_equal(tb_json_str(ch, "prefix_hit_source"), "server series, counters");
   char why[400];
   assert_string_equal(tb_checks_failed_text(c, why, sizeof why),
                       "prefix hits unexplained: after a cache reset the server's prefix cache "
                       "held 40.0% of prompt tokens (server series, counters), this cell's own "
-                      "prompts explain at most 3.2% (+2 points)");
+                      "prompts explain at most 6.4% (+2 points)");
   json_decref(c);
   /* within 2 points of what the prompts explain: passes */
-  c = cell_with("done", 5.1, NAN);
+  c = cell_with("done", 8.3, NAN);
   tb_checks_prefix_cell(c, &cold);
   ch = json_object_get(c, "checks");
   assert_true(json_is_true(json_object_get(ch, "ok")));
@@ -122,9 +123,9 @@ test_cell(void **state)
   tb_checks_prefix_cell(c, &scout);
   ch = json_object_get(c, "checks");
   assert_true(json_is_true(json_object_get(ch, "prefix_hits_unexplained")));
-  assert_true(fabs(tb_json_num(ch, "prefix_hit_explained_pct") - 0.4) < 1e-9);
+  assert_true(fabs(tb_json_num(ch, "prefix_hit_explained_pct") - 0.8) < 1e-9);
   json_decref(c);
-  scout.hit_pct = 0.2; /* the template's tokens */
+  scout.hit_pct = 0.4; /* the template's tokens */
   c = cell_with("done", NAN, NAN);
   tb_checks_prefix_cell(c, &scout);
   assert_true(json_is_true(json_object_get(json_object_get(c, "checks"), "ok")));
