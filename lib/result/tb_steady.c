@@ -187,6 +187,43 @@ tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_stead
   free(e);
 }
 
+size_t
+tb_steady_reqs_from_samples(const json_t *samples, struct tb_steady_req **out)
+{
+  *out = NULL;
+  const json_t *st = json_object_get(samples, "start_ms"), *en = json_object_get(samples, "end_ms"),
+               *tt = json_object_get(samples, "ttft_ms"), *tp = json_object_get(samples, "tpot_ms"),
+               *tk = json_object_get(samples, "output_tokens");
+  size_t n = json_array_size(st);
+  if (n == 0 || json_array_size(en) != n || json_array_size(tt) != n || json_array_size(tp) != n ||
+      json_array_size(tk) != n)
+    return 0;
+  struct tb_steady_req *r = tb_xcalloc(n, sizeof *r);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *a = json_array_get(st, i), *b = json_array_get(en, i);
+    if (!json_is_number(a) || !json_is_number(b))
+      continue;
+    const json_t *t = json_array_get(tt, i), *p = json_array_get(tp, i);
+    r[k++] = (struct tb_steady_req){
+      .start_us = (int64_t)llround(json_number_value(a) * 1e3),
+      .end_us = (int64_t)llround(json_number_value(b) * 1e3),
+      .ok = json_is_number(t),
+      .ttft_ms = json_is_number(t) ? json_number_value(t) : NAN,
+      .tpot_ms = json_is_number(p) ? json_number_value(p) : NAN,
+      .tokens = json_is_integer(json_array_get(tk, i))
+                  ? (int64_t)json_integer_value(json_array_get(tk, i))
+                  : 0,
+    };
+  }
+  if (k == 0) {
+    free(r);
+    return 0;
+  }
+  *out = r;
+  return k;
+}
+
 static json_t *
 num_or_null(double v, double scale)
 {

@@ -78,6 +78,17 @@ struct tb_steady {
 void tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_steady_span *busy,
                        size_t nbusy, int64_t target, struct tb_steady *out);
 
+/*
+ * The requests of a rate cell's `samples` (start_ms, end_ms, ttft_ms,
+ * tpot_ms, output_tokens: the first TB_RESULT_SAMPLES_MAX requests) into
+ * *out (tb_xmalloc'd; the caller frees), their count returned: a request
+ * with no start (dropped) is left out, one with a TTFT ended soundly.  So a
+ * merge of several cells' samples (a sharded cell's, on one timeline) can
+ * compute the window of their union.  0 (and *out NULL) when samples holds
+ * no start_ms or its arrays differ in length.
+ */
+size_t tb_steady_reqs_from_samples(const json_t *samples, struct tb_steady_req **out);
+
 /* The cell's `steady` object (new reference):
  *   {found, reference ("target"|"peak"), peak_in_flight, target (when one),
  *    threshold, and when found: start_s, end_s, length_s, requests,

@@ -210,13 +210,47 @@ test_figures(void **state)
   assert_true(fabs(w.tpot_p99 - 9.92) < 1e-9);
 }
 
+/* A cell's samples read back into requests: the window of the samples
+ * equals the window of the requests they came from; dropped requests (no
+ * start) are left out; malformed samples give none. */
+static void
+test_from_samples(void **state)
+{
+  (void)state;
+  json_t *s = json_loads("{\"start_ms\":[0,2000,null,2000],\"end_ms\":[5000,4000,null,4000],"
+                         "\"ttft_ms\":[1000,100,null,null],\"tpot_ms\":[25,5,null,null],"
+                         "\"output_tokens\":[40,20,0,3]}",
+                         0, NULL);
+  assert_non_null(s);
+  struct tb_steady_req *r;
+  size_t n = tb_steady_reqs_from_samples(s, &r);
+  assert_int_equal(n, 3);
+  assert_int_equal(r[1].start_us, 2 * S);
+  assert_true(r[0].ok && r[1].ok && !r[2].ok);
+  struct tb_steady w;
+  tb_steady_compute(r, n, NULL, 0, 0, &w);
+  /* the requests of test_figures: the same window and figures */
+  assert_true(w.found);
+  assert_int_equal(w.start_us, 2 * S);
+  assert_int_equal(w.end_us, 4 * S);
+  assert_int_equal(w.requests, 2);
+  assert_true(fabs(w.output_tps - 20) < 1e-9);
+  free(r);
+  json_array_append_new(json_object_get(s, "end_ms"), json_integer(1)); /* lengths differ */
+  assert_int_equal(tb_steady_reqs_from_samples(s, &r), 0);
+  assert_null(r);
+  assert_int_equal(tb_steady_reqs_from_samples(NULL, &r), 0);
+  json_decref(s);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_empty),   cmocka_unit_test(test_single), cmocka_unit_test(test_ramp),
-    cmocka_unit_test(test_ties),    cmocka_unit_test(test_target), cmocka_unit_test(test_users),
-    cmocka_unit_test(test_figures),
+    cmocka_unit_test(test_empty),   cmocka_unit_test(test_single),
+    cmocka_unit_test(test_ramp),    cmocka_unit_test(test_ties),
+    cmocka_unit_test(test_target),  cmocka_unit_test(test_users),
+    cmocka_unit_test(test_figures), cmocka_unit_test(test_from_samples),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
