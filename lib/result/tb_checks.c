@@ -273,6 +273,52 @@ tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p)
 /* ------------------------------------------------------------ repeats */
 
 json_t *
+tb_checks_combine_prefix(json_t *const *reps, size_t n)
+{
+  json_t *o = NULL, *failed = NULL;
+  double hit = NAN, expl = NAN;
+  bool bad = false;
+  for (size_t r = 0; r < n; r++) {
+    const json_t *ch = json_object_get(reps[r], "checks");
+    if (!json_is_boolean(json_object_get(ch, "prefix_hits_unexplained")))
+      continue;
+    if (o == NULL) {
+      o = json_object();
+      failed = json_array();
+      json_object_set_new(o, "prefix_hit_source",
+                          json_string(tb_json_str(ch, "prefix_hit_source")
+                                        ? tb_json_str(ch, "prefix_hit_source")
+                                        : "usage"));
+    }
+    bad = bad || json_is_true(json_object_get(ch, "prefix_hits_unexplained"));
+    double h = tb_json_num(ch, "prefix_hit_pct"), e = tb_json_num(ch, "prefix_hit_explained_pct");
+    if (isfinite(h) && !(h <= hit))
+      hit = h;
+    if (isfinite(e) && !(e >= expl))
+      expl = e;
+    json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
+    size_t i;
+    const json_t *v;
+    json_array_foreach (json_object_get(ch, "failed"), i, v) {
+      char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
+                               json_string_value(v) ? json_string_value(v) : "");
+      json_array_append_new(failed, json_string(why));
+      free(why);
+    }
+  }
+  if (o == NULL)
+    return NULL;
+  if (isfinite(hit))
+    json_object_set_new(o, "prefix_hit_pct", json_real(hit));
+  if (isfinite(expl))
+    json_object_set_new(o, "prefix_hit_explained_pct", json_real(expl));
+  json_object_set_new(o, "prefix_hits_unexplained", json_boolean(bad));
+  json_object_set_new(o, "ok", json_boolean(json_array_size(failed) == 0));
+  json_object_set_new(o, "failed", failed);
+  return o;
+}
+
+json_t *
 tb_checks_combine(json_t *const *reps, size_t n)
 {
   json_t *o = NULL, *failed = NULL;

@@ -148,6 +148,13 @@ double tb_checks_prefix_explained(const struct tb_checks_prefix *p);
  * prefix_hits_unexplained, and a failed reason with the numbers when true. */
 void tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p);
 
+/* The cold-cell check of a prefill scout measured in repeats (only these
+ * members): ok when every repeat's was, each failed reason prefixed
+ * "repeat N: ", prefix_hits_unexplained when one repeat's was,
+ * prefix_hit_pct the largest, prefix_hit_explained_pct the smallest.  NULL
+ * when no repeat has them.  New reference. */
+json_t *tb_checks_combine_prefix(json_t *const *reps, size_t n) TB_MUST_CHECK;
+
 /* "reason; reason" of a cell's failed checks into buf, "" when none (or no
  * checks).  Returns buf. */
 const char *tb_checks_failed_text(const json_t *cell, char *buf, size_t len);

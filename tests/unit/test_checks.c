@@ -137,12 +137,45 @@ test_cell(void **state)
   json_decref(c);
 }
 
+/* A scout's check over its repeats: failed when one repeat's was, its
+ * reason named for the repeat, the largest hit rate and the smallest
+ * explained share; none when no repeat was judged. */
+static void
+test_combine(void **state)
+{
+  (void)state;
+  json_t *reps[2];
+  reps[0] = json_loads("{\"repeat\":1,\"checks\":{\"ok\":true,\"failed\":[],"
+                       "\"prefix_hit_pct\":0.5,\"prefix_hit_source\":\"usage\","
+                       "\"prefix_hit_explained_pct\":0.8,\"prefix_hits_unexplained\":false}}",
+                       0, NULL);
+  reps[1] = json_loads("{\"repeat\":2,\"checks\":{\"ok\":false,\"failed\":[\"prefix hits "
+                       "unexplained: x\"],\"prefix_hit_pct\":50,\"prefix_hit_source\":\"usage\","
+                       "\"prefix_hit_explained_pct\":0.7,\"prefix_hits_unexplained\":true}}",
+                       0, NULL);
+  json_t *c = tb_checks_combine_prefix(reps, 2);
+  assert_non_null(c);
+  assert_true(json_is_false(json_object_get(c, "ok")));
+  assert_true(json_is_true(json_object_get(c, "prefix_hits_unexplained")));
+  assert_true(tb_json_num(c, "prefix_hit_pct") == 50);
+  assert_true(fabs(tb_json_num(c, "prefix_hit_explained_pct") - 0.7) < 1e-12);
+  assert_string_equal(json_string_value(json_array_get(json_object_get(c, "failed"), 0)),
+                      "repeat 2: prefix hits unexplained: x");
+  json_decref(c);
+  json_object_del(reps[0], "checks");
+  json_object_del(reps[1], "checks");
+  assert_null(tb_checks_combine_prefix(reps, 2));
+  json_decref(reps[0]);
+  json_decref(reps[1]);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_explained),
     cmocka_unit_test(test_cell),
+    cmocka_unit_test(test_combine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
