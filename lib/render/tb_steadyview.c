@@ -68,6 +68,8 @@ row_texts(const json_t *c, char col[NCOLS][96])
   else if (json_is_number(json_object_get(s, "level")))
     snprintf(col[1], sizeof col[1], "%" PRId64 " / level %.2f (from %s in flight)", peak,
              tb_json_num(s, "level"), thr);
+  else if (tb_json_str(s, "reference") && strcmp(tb_json_str(s, "reference"), "level") == 0)
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / level %s", peak, TB_RENDER_DASH);
   else
     snprintf(col[1], sizeof col[1], "%" PRId64 " / peak (at least %s)", peak, thr);
   for (int k = 2; k < NCOLS; k++)
