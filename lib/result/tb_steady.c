@@ -203,8 +203,10 @@ open_loop(const struct tb_steady_req *r, size_t n, const struct ev *e, size_t ne
   out->threshold = TB_STEADY_SHARE * out->level;
   double k = ceil(out->threshold);
   int64_t a = first_at(e, ne, k < 1 ? 1 : (int64_t)k);
-  if (a < 0 || a >= t1)
-    return "requests in flight reached 95% of their level only after the last arrival";
+  if (a < 0)
+    return "no request was in flight for any time";
+  if (a >= t1) /* the count rises only at an arrival: this one is the last */
+    return "requests in flight reached 95% of their level only at the last arrival";
   out->start_us = a;
   out->end_us = t1;
   return NULL;
@@ -243,8 +245,7 @@ tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_stead
     free(e);
     return;
   }
-  int64_t ref = out->target > 0 ? out->target : out->peak;
-  out->threshold = TB_STEADY_SHARE * (double)ref;
+  int64_t ref = out->target;
   if (out->peak == 0) {
     out->reason = "no request was in flight for any time";
   } else if (100 * out->peak < STEADY_PCT * ref) {

@@ -84,8 +84,8 @@ struct tb_steady {
  * found is false, with the reason, when n is 0, when the count never
  * reaches the threshold (a target the cell never reached) or when the span
  * it holds has no length; without a target, when fewer than 2 requests
- * arrived, all at one instant, or the count reached the level's share only
- * at or after the last arrival (a level of 0: requests of no length).
+ * arrived, all at one instant, or the level is 0 (no request in flight
+ * before the last arrival).
  */
 void tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_steady_span *busy,
                        size_t nbusy, int64_t target, struct tb_steady *out);

@@ -350,14 +350,14 @@ test_ramp_level(void **state)
   assert_int_equal(w.end_us, 4 * S);
   assert_int_equal(w.requests, 2);
   assert_int_equal(w.completed, 0);
-  const char *late = "requests in flight reached 95% of their level only after the last arrival";
+  const char *late = "requests in flight reached 95% of their level only at the last arrival";
   struct tb_steady_req z[] = { rq(0, 0, true, 0, NAN, 0), rq(1, 1, true, 0, NAN, 0),
                                rq(2, 2, true, 0, NAN, 0) };
   tb_steady_compute(z, 3, NULL, 0, 0, &w);
   assert_false(w.found);
   assert_int_equal(w.peak, 0);
   assert_true(w.level == 0);
-  assert_string_equal(w.reason, late);
+  assert_string_equal(w.reason, "no request was in flight for any time");
   struct tb_steady_req y[] = { rq(0, 0, true, 0, NAN, 0), rq(1, 2, true, 0, NAN, 0) };
   tb_steady_compute(y, 2, NULL, 0, 0, &w);
   assert_false(w.found);
