@@ -198,6 +198,30 @@ def test_rate_cell_20_at_12(ctx):
         assert w["covers"] > 0.5 and w["requests"] >= 10, w
 
 
+def test_rate_cell_one_request(ctx):
+    """One arrival offers no span: no level, no window, the reason said in
+    the document and the Markdown report."""
+    sim = ctx.sim("tiny", "vllm")
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", "12", "--rate-requests", "1", "--input-tokens", "300",
+        "--output-tokens", "8", "--seed", "1"])
+    assert rc == 0, err
+    c = [c for c in cells if c["phase"] == "rate"][0]
+    assert c["completed"] == 1, c
+    w = c["steady"]
+    assert w["found"] is False and w["reference"] == "level", w
+    assert w["level"] is None and w["threshold"] is None and w["peak_in_flight"] == 1, w
+    assert w["reason"] == "fewer than 2 requests arrived" and "start_s" not in w, w
+    path = os.path.join(ctx.tmp, "one.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    p = subprocess.run([harness.bin("tokbench"), "report", path, "--format", "md"],
+                       capture_output=True, timeout=60)
+    md = p.stdout.decode()
+    assert p.returncode == 0, p.stderr
+    assert "| 1 / level \u2014 | none: fewer than 2 requests arrived |" in md, md
+
+
 def test_conversation_cells_window(ctx):
     """Conversations, open loop (the peak is the reference) and closed loop
     (a sweep over users: the users are the reference, each counted busy from
