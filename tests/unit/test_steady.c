@@ -395,6 +395,15 @@ test_from_samples(void **state)
   assert_int_equal(w.end_us, 4 * S);
   assert_int_equal(w.requests, 2);
   assert_true(fabs(w.output_tps - 20) < 1e-9);
+  /* open loop: arrivals at 0, 2 and 2 s, X alone in flight on the offered
+   * span [0, 2): level 1, so the window is [0, 2), X's 10 tokens a second */
+  tb_steady_compute(r, n, NULL, 0, 0, &w);
+  assert_true(w.found);
+  assert_true(fabs(w.level - 1) < 1e-12);
+  assert_int_equal(w.start_us, 0);
+  assert_int_equal(w.end_us, 2 * S);
+  assert_int_equal(w.requests, 1);
+  assert_true(fabs(w.output_tps - 5) < 1e-9);
   free(r);
   json_array_append_new(json_object_get(s, "end_ms"), json_integer(1)); /* lengths differ */
   assert_int_equal(tb_steady_reqs_from_samples(s, &r), 0);
