@@ -154,6 +154,14 @@ hook_shard_cell(void *cls, int64_t ctx, int64_t conc, json_t *cell)
   return worker_shard_cell(&jr->shards, ctx, conc, cell);
 }
 
+/* A rate cell the spec shards: the same (worker_shard_rate). */
+static bool
+hook_shard_rate(void *cls, double rate, unsigned index, json_t *cell)
+{
+  struct job_run *jr = cls;
+  return worker_shard_rate(&jr->shards, rate, index, cell);
+}
+
 static void
 hook_header(void *cls, const json_t *header)
 {
@@ -397,6 +405,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     .cancelled = hook_cancelled,
     .on_header = hook_header,
     .shard_cell = hook_shard_cell,
+    .shard_rate = hook_shard_rate,
   };
   jr.shards = (struct worker_shard_job){ .w = w,
                                          .lease = &job->lease,

@@ -1593,6 +1593,13 @@ rate_cancelled(void *cls)
   return run_cancelled(x->r);
 }
 
+static bool
+rate_shard_cell(void *cls, double rate, unsigned index, json_t *cell)
+{
+  struct rate_ctx *x = cls;
+  return x->r->hooks->shard_rate(x->r->hooks->cls, rate, index, cell);
+}
+
 /* The plan's rate cells and sweep (tb_rate), after the matrix. */
 static void
 run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **sweep)
@@ -1616,6 +1623,8 @@ run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **
     .cancelled = rate_cancelled,
     .telemetry = r->tel,
     .endpoint = r->tgt->endpoint,
+    .shard_cell = r->hooks != NULL && r->hooks->shard_rate != NULL ? rate_shard_cell : NULL,
+    .shard = r->tgt->shard != NULL && r->tgt->shard->index > 0 ? r->tgt->shard : NULL,
   };
   if (tb_rate_run(&r->plan, &env, sweep) == TB_RATE_CANCELLED)
     r->cancelled = true;
