@@ -358,6 +358,51 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     assert abs(cell["offered_rps"] - one["offered_rps"]) / one["offered_rps"] < 0.02
 
 
+CONVO_SPEC = {"rates": [6], "rate_requests": 12, "arrival": "poisson", "seed": 5,
+              "input_tokens": "uniform:150-250", "output_tokens": "uniform:16-40",
+              "conversation": {"turns": 3, "think_time_s": 0.2, "think": "exponential"},
+              "drain_timeout_s": 5}
+
+
+def test_sharded_conversations_by_number(ctx):
+    """Conversations split by number (conversation j to shard j mod 3),
+    every turn with its first: the union has the one process's
+    conversations, turns, prompts and output tokens (the same seed: each
+    conversation's draws seeded by its number), and each turn's TTFT
+    percentiles are those of the union of the shards' stored TTFTs of that
+    turn."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    shard_workers(t, 4)
+    jid = t.submit(ep, dict(CONVO_SPEC, shards=3))
+    t.wait_state(jid, "succeeded", timeout=120)
+    cell = rate_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 3, cell["shards"]
+    jone = t.submit(ep, CONVO_SPEC)
+    t.wait_state(jone, "succeeded", timeout=120)
+    one = rate_cell(t, jone)
+    assert one["status"] == "valid", one
+    assert cell["conversations"] == one["conversations"] == {
+        "started": 12, "completed": 12, "abandoned": 0, "dropped": 0}, cell["conversations"]
+    assert cell["requests"] == one["requests"] == 36
+    assert cell["output_tokens"] == one["output_tokens"]
+    assert cell["prompt_tokens_mean"] == one["prompt_tokens_mean"]
+    shards = merged_samples(t, jid, "rate")
+    # the conversations' arrivals: shard k has conversations k, k + 3, ...
+    # (12 arrivals, 4 each), each at its own time of the one schedule
+    firsts = [v for s in shards for v in s["rate"]["series"][3]]
+    assert [len(s["rate"]["series"][3]) for s in shards] == [4, 4, 4]
+    assert len(set(firsts)) == 12
+    for tn, (mine, theirs) in enumerate(zip(cell["turns"], one["turns"])):
+        assert mine["requests"] == theirs["requests"] == 12, (tn, mine)
+        assert mine["prompt_tokens_mean"] == theirs["prompt_tokens_mean"], (tn, mine, theirs)
+        ttft = [v * 1000 for s in shards for v in s["rate"]["turns"][tn]["ttft"]]
+        for p, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+            assert mine["ttft_ms"][p] == quantile(ttft, q) / 1e6, (tn, p)
+
+
 def test_barrier_timeout_is_recorded(ctx):
     """Three shards asked, two workers (one holds the job): the barrier never
     fills, each attempt fails with its reason and releases its claim, and
