@@ -229,10 +229,24 @@ spec_shards(const json_t *job_spec)
   return json_is_integer(sv) ? json_integer_value(sv) : json_is_string(sv) ? 0 : 1;
 }
 
+/* What the spec asked of a merged cell's shards, in its shards object:
+ * "asked" (N, or "auto" with the per-shard budget that decided N). */
+static void
+record_ask(json_t *cell, int64_t want, const char *budget_key, double budget)
+{
+  json_t *o = json_object_get(cell, "shards");
+  if (o == NULL)
+    return;
+  json_object_set_new(o, "asked", want == 0 ? json_string("auto") : json_integer(want));
+  if (want == 0)
+    json_object_set_new(o, budget_key, json_real(budget));
+}
+
 bool
 worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell)
 {
-  int n = worker_shard_count(&j->w->shard, spec_shards(j->job_spec), conc);
+  int64_t want = spec_shards(j->job_spec);
+  int n = worker_shard_count(&j->w->shard, want, conc);
   if (n <= 1 || j->spec->repeats > 1)
     return false;
   json_t *shares = json_array();
@@ -247,6 +261,7 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
            (long long)conc);
   const struct coord_kind kind = { .window_s = j->spec->duration_s };
   coord_cell(j, &k, n, bspec, &kind, cell);
+  record_ask(cell, want, "max_streams", (double)j->w->shard.max_streams);
   json_decref(bspec);
   return true;
 }
@@ -255,7 +270,8 @@ bool
 worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index, json_t *cell)
 {
   const struct tb_spec *sp = j->spec;
-  int n = tb_plan_rate_shards(spec_shards(j->job_spec), rate, (double)j->w->shard.max_rps);
+  int64_t want = spec_shards(j->job_spec);
+  int n = tb_plan_rate_shards(want, rate, (double)j->w->shard.max_rps);
   if (n <= 1 || sp->repeats > 1)
     return false;
   json_t *bspec =
@@ -266,6 +282,7 @@ worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index,
   snprintf(k.cell_key, sizeof k.cell_key, "a%d/rate/%u", j->lease->attempt, index);
   const struct coord_kind kind = { .window_s = tb_plan_rate_window_s(sp, rate), .rate = true };
   coord_cell(j, &k, n, bspec, &kind, cell);
+  record_ask(cell, want, "max_rps", (double)j->w->shard.max_rps);
   json_decref(bspec);
   return true;
 }

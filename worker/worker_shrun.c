@@ -108,7 +108,7 @@ shard_spec(const struct tb_shard *s, struct tb_spec *spec, struct tb_engine_shar
     return false;
   spec->repeats = 1;
   spec->sweep.attainment_pct = 0; /* no sweep ... */
-  spec->trace.format[0] = '\0';  /* ... and no trace: the one cell */
+  spec->trace.format[0] = '\0';   /* ... and no trace: the one cell */
   const char *phase = json_string_value(json_object_get(s->spec, "phase"));
   if (phase != NULL && strcmp(phase, "rate") == 0) {
     double rate = json_number_value(json_object_get(s->spec, "rate"));
@@ -187,8 +187,7 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
   const char *status = json_string_value(json_object_get(cell, "status"));
   /* a rate shard's cell ran (its samples made) even when none of its own
    * requests finished: the union judges the cell */
-  bool ran = sh.index > 0 ? samples.rate.on
-                          : status != NULL && strcmp(status, "valid") == 0;
+  bool ran = sh.index > 0 ? samples.rate.on : status != NULL && strcmp(status, "valid") == 0;
   if (st != TB_ENGINE_OK || !ran) {
     if (err == NULL)
       err = tb_xstrdup(json_string_value(json_object_get(cell, "reason"))
@@ -236,4 +235,3 @@ worker_shard_try(struct worker_ctx *w)
   tb_shard_clear(&s);
   return true;
 }
-

@@ -403,6 +403,43 @@ def test_sharded_conversations_by_number(ctx):
             assert mine["ttft_ms"][p] == quantile(ttft, q) / 1e6, (tn, p)
 
 
+def fresh_workers(t, n, **env):
+    """n workers with env, and none of the earlier tests' (a job's worker
+    decides "auto" by its own budget)."""
+    for w in list(t.ctx.__dict__.get("shard_workers", {}).values()):
+        w.kill()
+    t.ctx.__dict__["shard_workers"] = {}
+    return shard_workers(t, n, **env)
+
+
+def test_auto_shards_by_the_workers_budget(ctx):
+    """shards: "auto": a rate cell of 30/s with TOKBENCH_SHARD_MAX_RPS=12 gets
+    ceil(30 / 12) = 3 shards, a decode cell of 8 streams with
+    TOKBENCH_SHARD_MAX_STREAMS=3 ceil(8 / 3) = 3; each cell records what was
+    asked and the budget that decided."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    fresh_workers(t, 4, TOKBENCH_SHARD_MAX_RPS="12", TOKBENCH_SHARD_MAX_STREAMS="3")
+    spec = dict(RATE_SPEC, rate_duration_s=2, shards="auto", contexts=[1024], concurrency=[8],
+                prefill_contexts=[], duration_s=2, settle_s=0.3, max_output=4096)
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", timeout=180)
+    rate = rate_cell(t, jid)
+    assert rate["status"] == "valid", rate
+    sh = rate["shards"]
+    assert (sh["count"], sh["asked"], sh["max_rps"]) == (3, "auto", 12), sh
+    assert "max_streams" not in sh
+    dec = decode_cell(t, jid)
+    assert dec["status"] == "valid", dec
+    sh = dec["shards"]
+    assert (sh["count"], sh["asked"], sh["max_streams"]) == (3, "auto", 3), sh
+    assert dec["concurrency"] == 8
+    shards = merged_samples(t, jid, "rate")
+    assert len(shards) == 3
+    assert sum(len(s["rate"]["series"][3]) for s in shards) == rate["requests"]
+
+
 def test_barrier_timeout_is_recorded(ctx):
     """Three shards asked, two workers (one holds the job): the barrier never
     fills, each attempt fails with its reason and releases its claim, and
@@ -410,10 +447,7 @@ def test_barrier_timeout_is_recorded(ctx):
     t = T(ctx)
     sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
     ep = t.endpoint(sim)
-    for w in list(t.ctx.__dict__.get("shard_workers", {}).values()):
-        w.kill()  # the earlier tests' workers
-    t.ctx.__dict__["shard_workers"] = {}
-    shard_workers(t, 2, TOKBENCH_SHARD_BARRIER_S="2", TOKBENCH_SHARD_ATTEMPTS="2")
+    fresh_workers(t, 2, TOKBENCH_SHARD_BARRIER_S="2", TOKBENCH_SHARD_ATTEMPTS="2")
     jid = t.submit(ep, dict(SPEC, shards=3))
     t.wait_state(jid, ("succeeded", "failed"), timeout=120)
     cell = decode_cell(t, jid)
