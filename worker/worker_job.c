@@ -414,7 +414,8 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
                                          .endpoint_id = job->endpoint_id,
                                          .run_id = run_id,
                                          .cancelled = hook_cancelled,
-                                         .cls = &jr };
+                                         .cls = &jr,
+                                         .passes = json_object() };
   raise_nofile(&spec);
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
   if (api_key != NULL) {
@@ -449,6 +450,7 @@ out:
   }
   tb_queue_endpoint_clear(&ep);
   json_decref(jr.pending);
+  json_decref(jr.shards.passes);
   json_decref(done);
   json_decref(endpoint);
   tb_spec_free(&spec);

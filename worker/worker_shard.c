@@ -247,7 +247,7 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
 {
   int64_t want = spec_shards(j->job_spec);
   int n = worker_shard_count(&j->w->shard, want, conc);
-  if (n <= 1 || j->spec->repeats > 1)
+  if (n <= 1)
     return false;
   json_t *shares = json_array();
   for (int k = 0; k < n; k++)
@@ -259,6 +259,12 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
   snprintf(k.job_id, sizeof k.job_id, "%s", j->lease->job_id);
   snprintf(k.cell_key, sizeof k.cell_key, "a%d/decode/%lld/%lld", j->lease->attempt, (long long)ctx,
            (long long)conc);
+  if (j->spec->repeats > 1 && j->passes != NULL) { /* this pass's barrier */
+    json_int_t pass = json_integer_value(json_object_get(j->passes, k.cell_key)) + 1;
+    json_object_set_new(j->passes, k.cell_key, json_integer(pass));
+    size_t at = strlen(k.cell_key);
+    snprintf(k.cell_key + at, sizeof k.cell_key - at, "/r%lld", (long long)pass);
+  }
   const struct coord_kind kind = { .window_s = j->spec->duration_s };
   coord_cell(j, &k, n, bspec, &kind, cell);
   record_ask(cell, want, "max_streams", (double)j->w->shard.max_streams);
@@ -272,7 +278,7 @@ worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index,
   const struct tb_spec *sp = j->spec;
   int64_t want = spec_shards(j->job_spec);
   int n = tb_plan_rate_shards(want, rate, (double)j->w->shard.max_rps);
-  if (n <= 1 || sp->repeats > 1)
+  if (n <= 1)
     return false;
   json_t *bspec =
     json_pack("{s:O, s:s, s:s, s:s, s:f, s:I}", "job", j->job_spec, "endpoint_id", j->endpoint_id,

@@ -86,12 +86,15 @@ struct worker_shard_job {
   const char *endpoint_id, *run_id;
   bool (*cancelled)(void *cls); /* the job's cancel poll */
   void *cls;
+  json_t *passes; /* owned by the caller: how many times each sharded decode
+                   * cell was measured (its repeats: one barrier each) */
 };
 
 /*
  * The engine's hook for a decode cell (phase, context, concurrency set in
- * cell): when the spec shards it (worker_shard_count > 1, one measurement a
- * cell), the cell is measured by shards: a barrier of n open shards, their
+ * cell): when the spec shards it (worker_shard_count > 1), the cell is
+ * measured by shards (with repeats, each pass's measurement whole, all its
+ * shards together, a barrier of its own: "/r<pass>" on its key): a barrier of n open shards, their
  * shares of conc, claimed by idle workers (worker_shard_try), merged
  * (worker_shard_merge).  A failed attempt (barrier timeout, a shard's lease
  * lapsed, a bad blob) is measured again whole, all shards together, up to
@@ -103,7 +106,7 @@ bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t co
 /*
  * The engine's hook for a rate cell of the spec's rates (open loop at rate,
  * the index-th cell of the run, its key in cell): when the spec shards it
- * (tb_plan_rate_shards > 1, one measurement a cell), its n shards each
+ * (tb_plan_rate_shards > 1; rate cells have no repeats), its n shards each
  * walk the cell's one seeded schedule and send the arrivals i with
  * i mod n == k, t0 their schedule's common origin; merged by
  * worker_shard_merge_rate.  Attempts and failures as worker_shard_cell.

@@ -440,6 +440,31 @@ def test_auto_shards_by_the_workers_budget(ctx):
     assert sum(len(s["rate"]["series"][3]) for s in shards) == rate["requests"]
 
 
+def test_sharded_repeats_each_measured_whole(ctx):
+    """repeats 2 with shards 2: each pass's measurement of the cell is a
+    barrier of its own (both shards together), merged exactly; the cell
+    combines the two as any repeated cell does."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    fresh_workers(t, 3)
+    jid = t.submit(ep, dict(SPEC, duration_s=2, repeats=2))
+    t.wait_state(jid, "succeeded", timeout=180)
+    rows = t.q("SELECT cell_key || '|' || state FROM cell_barriers WHERE job_id = '%s' "
+               "ORDER BY cell_key" % jid).splitlines()
+    assert rows == ["a1/decode/1024/8/r1|merged", "a1/decode/1024/8/r2|merged"], rows
+    cell = decode_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    runs = cell["repeat_runs"]
+    assert [r["repeat"] for r in runs] == [1, 2], runs
+    for r in runs:  # each repeat's shards stay with its run
+        assert r["shards"]["count"] == 2, r
+        assert r["shards"]["skew_max_ms"] <= r["shards"]["skew_limit_ms"], r
+    _, _, body = harness.http("GET", sim.url + "/sim/expected?context=1024&concurrency=8")
+    truth = json.loads(body)["total_tok_s"]
+    assert abs(cell["total_tps"] - truth) / truth < 0.02, (cell["total_tps"], truth)
+
+
 def test_barrier_timeout_is_recorded(ctx):
     """Three shards asked, two workers (one holds the job): the barrier never
     fills, each attempt fails with its reason and releases its claim, and
