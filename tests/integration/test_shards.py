@@ -264,6 +264,13 @@ def test_sharded_job_through_the_api(ctx):
         assert {k.lower(): v for k, v in h.items()}["content-type"].startswith(
             "application/problem+json")
         assert "shards" in json.dumps(doc), doc
+    # a trace cell is not sharded: refused naming shards, and why
+    st, h, doc = call("POST", "/v1/jobs", {"endpoint_id": ep["id"], "shards": 2,
+                                           "trace": {"format": "mooncake"}})
+    assert st == 422, (st, doc)
+    assert {k.lower(): v for k, v in h.items()}["content-type"].startswith(
+        "application/problem+json")
+    assert "a trace cell cannot be sharded" in json.dumps(doc), doc
     st, _, job = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"], shards="auto"))
     assert st in (201, 202), job
     assert job.get("spec", {}).get("shards", "auto") == "auto", job
