@@ -6,7 +6,7 @@
  * Query: endpoint_id (required), labels (a JSON object, exactly the jobs'
  * labels; default {}), phase (decode | prefill; default decode), context
  * (tokens or "8k"), concurrency (default 1), metric (one of
- * tb_compare_metrics() of the phase; default total_tps / prompt_tps).
+ * tb_compare_verdict_metrics() of the phase; default total_tps / prompt_tps).
  * Answer: { endpoint_id, labels, phase, context, concurrency, metric,
  * better, scope, points: [ { job_id, at, value, se, ci95 } ], change_points:
  * [ { index, job_id, at, before, after, change_pct } ] }: the newest
@@ -218,7 +218,7 @@ tb_api_series(struct tb_api_req *r)
   if (conc != NULL && !tb_parse_i64(conc, 1, 1 << 20, &concurrency))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "concurrency is a positive integer", NULL);
   size_t nm;
-  const struct tb_compare_metric *m = tb_compare_metrics(&nm), *mm = NULL;
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm), *mm = NULL;
   for (size_t i = 0; i < nm; i++)
     if (strcmp(m[i].phase, phase) == 0 &&
         (metric == NULL ? (m[i].higher_better) : strcmp(m[i].name, metric) == 0)) {
@@ -228,7 +228,8 @@ tb_api_series(struct tb_api_req *r)
   if (mm == NULL)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
                               "metric is one of the phase's: prompt_tps, ttft_ms (prefill); "
-                              "total_tps, ttft_p50_ms, tbt_p50_ms (decode)",
+                              "total_tps, ttft_p50_ms, tbt_p50_ms, cost_per_m_output_tokens, "
+                              "cost_per_m_tokens, j_per_output_token (decode)",
                               NULL);
   json_t *lj = NULL;
   if (labels != NULL) {

@@ -50,10 +50,12 @@ jnum(double d)
   return isfinite(d) ? json_real(d) : json_null();
 }
 
-/* A cell's uncertainty of a metric (the engine's fields, issue 14 item 1):
- * the standard error and the 95% interval, NAN when absent. */
+/* A cell's uncertainty of a metric (the engine's fields, issue 14 item 1;
+ * tb_cost's for an efficiency metric): the standard error and the 95%
+ * interval, NAN when absent. */
 static void
-cell_uncertainty(const json_t *cell, const char *metric, double *se, double *lo, double *hi)
+cell_uncertainty(const json_t *cell, const char *metric, bool efficiency, double *se, double *lo,
+                 double *hi)
 {
   *se = *lo = *hi = NAN;
   const char *ci = NULL;
@@ -67,7 +69,15 @@ cell_uncertainty(const json_t *cell, const char *metric, double *se, double *lo,
   } else if (strcmp(metric, "prompt_tps") == 0) {
     *se = num(json_object_get(cell, "prompt_tps_se"));
   }
-  const json_t *a = ci ? json_object_get(cell, ci) : NULL;
+  char eff_ci[64];
+  const json_t *where = cell;
+  if (efficiency) {
+    /* tb_cost's figures: "<name>_ci95" beside them in "efficiency" */
+    snprintf(eff_ci, sizeof eff_ci, "%.40s_ci95", metric);
+    ci = eff_ci;
+    where = json_object_get(cell, "efficiency");
+  }
+  const json_t *a = ci ? json_object_get(where, ci) : NULL;
   if (json_is_array(a) && json_array_size(a) == 2) {
     *lo = num(json_array_get(a, 0));
     *hi = num(json_array_get(a, 1));
@@ -101,7 +111,7 @@ json_t *
 tb_regress_points(const json_t *head)
 {
   size_t nm;
-  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
   json_t *out = json_array();
   const json_t *cells = json_object_get(head, "cells");
   size_t n = json_array_size(cells);
@@ -117,7 +127,7 @@ tb_regress_points(const json_t *head)
       double v = tb_compare_cell_value(c, m[k].name), se, lo, hi;
       if (!(v > 0))
         continue;
-      cell_uncertainty(c, m[k].name, &se, &lo, &hi);
+      cell_uncertainty(c, m[k].name, m[k].efficiency, &se, &lo, &hi);
       json_array_append_new(out, json_pack("{s:s, s:I, s:I, s:s, s:f, s:o, s:o, s:o}", "phase",
                                            m[k].phase, "context", (json_int_t)ctx, "concurrency",
                                            (json_int_t)conc, "metric", m[k].name, "value", v, "se",
@@ -128,12 +138,12 @@ tb_regress_points(const json_t *head)
 }
 
 /* A point of tb_regress_points as a tb_regress_point of job; false when
- * its metric is not one of tb_compare_metrics(). */
+ * its metric is not one of tb_compare_verdict_metrics(). */
 static bool
 point_of(const json_t *o, long job, struct tb_regress_point *out)
 {
   size_t nm;
-  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
   const char *metric = json_string_value(json_object_get(o, "metric"));
   const char *ph = json_string_value(json_object_get(o, "phase"));
   size_t mi = nm;
@@ -251,7 +261,7 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
                  double tolerance, double min_effect)
 {
   size_t nm;
-  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
   qsort(earlier, n, sizeof *earlier, point_cmp);
   long head_job = 0;
   for (size_t i = 0; i < n; i++)
@@ -332,7 +342,7 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
     any_history = true;
     if (v.n_base > most)
       most = v.n_base;
-    if (v.outcome == TB_VERDICT_WORSE) {
+    if (v.outcome == TB_VERDICT_WORSE && !mm->advisory) {
       json_t *g = cell_head(q->phase, q->ctx, q->conc, mm->name);
       json_object_set_new(g, "base", jnum(v.mean_base));
       json_object_set_new(g, "head", jnum(q->pts[q->n - 1].value));
@@ -379,7 +389,7 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
         e, "history", history_of(y, nout < TB_VERDICT_MAX_POINTS ? nout : TB_VERDICT_MAX_POINTS));
       free(y);
       json_object_set_new(matrix, m[k].name, e);
-      if (v.outcome == TB_VERDICT_WORSE)
+      if (v.outcome == TB_VERDICT_WORSE && !m[k].advisory)
         regressed = true;
     }
     free(sn);
@@ -440,7 +450,7 @@ read_earlier(struct tb_db *db, const char *job_id, struct tb_regress_point **out
   if (rows < 0)
     return rows;
   size_t nm;
-  const struct tb_compare_metric *m = tb_compare_metrics(&nm);
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
   struct tb_regress_point *p = tb_xcalloc((size_t)rows + 1, sizeof *p);
   size_t k = 0;
   long job = -1;

@@ -87,7 +87,7 @@ struct tb_regress_point {
   long job;  /* order: 0 the oldest earlier job, ascending */
   int phase; /* 0 prefill, 1 decode */
   int64_t context, concurrency;
-  size_t metric; /* index into tb_compare_metrics() */
+  size_t metric; /* index into tb_compare_verdict_metrics() */
   double value, se;
 };
 

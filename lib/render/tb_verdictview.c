@@ -85,6 +85,7 @@ struct verdict_markup {
   const char *open_reg, *open_ok;   /* up to the headline */
   const char *close_reg, *close_ok; /* after it */
   const char *list_open, *item_open, *item_close, *list_close;
+  const char *para_open, *para_close;
   void (*esc)(struct tb_render_buf *b, const char *s);
   bool charts;
   const char *end;
@@ -99,6 +100,8 @@ static const struct verdict_markup verdict_md = {
   .item_open = "- ",
   .item_close = "\n",
   .list_close = "\n",
+  .para_open = "",
+  .para_close = "\n\n",
   .esc = tb_render_md,
   .charts = false,
   .end = "",
@@ -113,6 +116,8 @@ static const struct verdict_markup verdict_html = {
   .item_open = "<li>",
   .item_close = "</li>",
   .list_close = "</ul>",
+  .para_open = "<p>",
+  .para_close = "</p>",
   .esc = tb_render_html,
   .charts = true,
   .end = "</section>\n",
@@ -144,6 +149,13 @@ verdict_block(struct tb_render_buf *b, const json_t *r, const struct verdict_mar
                      mk->item_close);
   if (n > 0)
     tb_render_puts(b, mk->list_close);
+  char *eff = tb_regdoc_efficiency(r);
+  if (eff != NULL) {
+    tb_render_puts(b, mk->para_open);
+    mk->esc(b, eff);
+    tb_render_puts(b, mk->para_close);
+    free(eff);
+  }
   if (mk->charts)
     verdict_charts(b, r, cells);
   tb_render_puts(b, mk->end);

@@ -19,7 +19,18 @@
 #include "base/tb_redact.h"
 #include "result/tb_result.h"
 
-static const struct tb_compare_metric metrics[] = {
+/* One table: the performance metrics (N_METRICS), then cost and energy
+ * (issue 26, tb_cost: N_EFF, compared where either side has them, never a
+ * regression of their own).  The verdict against history judges the first
+ * N_VERDICT: the performance metrics, the cost per million tokens and the
+ * joules per output token (tps_per_gpu is total_tps over a constant). */
+enum {
+  N_METRICS = 5,
+  N_EFF = 4,
+  N_VERDICT = N_METRICS + 3
+};
+
+static const struct tb_compare_metric all_metrics[N_METRICS + N_EFF] = {
   { .name = "prompt_tps", .phase = "prefill", .label = "Prompt tok/s", .higher_better = true },
   { .name = "ttft_ms", .phase = "prefill", .label = "TTFT", .higher_better = false },
   { .name = "total_tps", .phase = "decode", .label = "Total tok/s", .higher_better = true },
@@ -28,38 +39,52 @@ static const struct tb_compare_metric metrics[] = {
     .phase = "decode",
     .label = "Time between tokens (median)",
     .higher_better = false },
-};
-
-/* Cost and energy (issue 26, tb_cost): compared where either side has
- * them, never a regression of their own. */
-static const struct tb_compare_metric eff_metrics[] = {
   { .name = "cost_per_m_output_tokens",
     .phase = "decode",
     .label = "Cost per M output tokens",
-    .higher_better = false },
+    .higher_better = false,
+    .efficiency = true,
+    .advisory = true },
   { .name = "cost_per_m_tokens",
     .phase = "decode",
     .label = "Cost per M tokens",
-    .higher_better = false },
+    .higher_better = false,
+    .efficiency = true,
+    .advisory = true },
   { .name = "j_per_output_token",
     .phase = "decode",
     .label = "J per output token",
-    .higher_better = false },
-  { .name = "tps_per_gpu", .phase = "decode", .label = "tok/s per GPU", .higher_better = true },
+    .higher_better = false,
+    .efficiency = true },
+  { .name = "tps_per_gpu",
+    .phase = "decode",
+    .label = "tok/s per GPU",
+    .higher_better = true,
+    .efficiency = true },
 };
+
+static const struct tb_compare_metric *const metrics = all_metrics;
+static const struct tb_compare_metric *const eff_metrics = all_metrics + N_METRICS;
 
 const struct tb_compare_metric *
 tb_compare_eff_metrics(size_t *n)
 {
-  *n = TB_ARRAY_LEN(eff_metrics);
+  *n = N_EFF;
   return eff_metrics;
 }
 
 const struct tb_compare_metric *
 tb_compare_metrics(size_t *n)
 {
-  *n = TB_ARRAY_LEN(metrics);
+  *n = N_METRICS;
   return metrics;
+}
+
+const struct tb_compare_metric *
+tb_compare_verdict_metrics(size_t *n)
+{
+  *n = N_VERDICT;
+  return all_metrics;
 }
 
 struct key {
@@ -182,6 +207,9 @@ tb_compare_cell_value(const json_t *cell, const char *metric)
     const json_t *t = json_object_get(cell, "tbt_ms");
     return json_is_object(t) ? num(json_object_get(t, "p50")) : num(t);
   }
+  for (size_t i = 0; i < N_EFF; i++)
+    if (strcmp(metric, eff_metrics[i].name) == 0)
+      return num(json_object_get(json_object_get(cell, "efficiency"), metric));
   return NAN;
 }
 
@@ -280,7 +308,7 @@ static json_t *
 eff_compare(const json_t *bc, const json_t *hc, bool bv, bool hv, double **eff_ratios, size_t *neff)
 {
   json_t *o = NULL;
-  for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++) {
+  for (size_t m = 0; m < N_EFF; m++) {
     const char *n = eff_metrics[m].name;
     double b = bv ? num(json_object_get(json_object_get(bc, "efficiency"), n)) : NAN;
     double h = hv ? num(json_object_get(json_object_get(hc, "efficiency"), n)) : NAN;
@@ -309,10 +337,10 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
   struct idx bi = { 0 }, hi = { 0 };
   json_t *out = NULL;
   struct key *all = NULL;
-  double *ratios[TB_ARRAY_LEN(metrics)] = { 0 };
-  size_t nratio[TB_ARRAY_LEN(metrics)] = { 0 };
-  double *eff_ratios[TB_ARRAY_LEN(eff_metrics)] = { 0 };
-  size_t neff[TB_ARRAY_LEN(eff_metrics)] = { 0 };
+  double *ratios[N_METRICS] = { 0 };
+  size_t nratio[N_METRICS] = { 0 };
+  double *eff_ratios[N_EFF] = { 0 };
+  size_t neff[N_EFF] = { 0 };
   bool any_eff = false;
 
   if (!build_idx(base, &bi, err, "base") || !build_idx(head, &hi, err, "head"))
@@ -330,9 +358,9 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
     if (c == 0)
       j++;
   }
-  for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
+  for (size_t m = 0; m < N_METRICS; m++)
     ratios[m] = tb_xcalloc(na + 1, sizeof(double));
-  for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++)
+  for (size_t m = 0; m < N_EFF; m++)
     eff_ratios[m] = tb_xcalloc(na + 1, sizeof(double));
 
   json_t *cells = json_array();
@@ -351,7 +379,7 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
     json_object_set_new(c, "head_status", jstr_or_null(status_of(hc)));
     json_object_set_new(c, "mark", json_string(mark));
     json_t *mo = json_object();
-    for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++) {
+    for (size_t m = 0; m < N_METRICS; m++) {
       if (strcmp(metrics[m].phase, phase) != 0)
         continue;
       double b = bv ? tb_compare_cell_value(bc, metrics[m].name) : NAN;
@@ -391,7 +419,7 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
   }
 
   json_t *sum = json_object();
-  for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
+  for (size_t m = 0; m < N_METRICS; m++)
     json_object_set_new(sum, metrics[m].name,
                         json_pack("{s:o, s:I, s:s}", "geomean",
                                   jnum(tb_compare_geomean(ratios[m], nratio[m])), "cells",
@@ -400,7 +428,7 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
 
   if (any_eff) {
     json_t *es = json_object();
-    for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++)
+    for (size_t m = 0; m < N_EFF; m++)
       json_object_set_new(es, eff_metrics[m].name,
                           json_pack("{s:o, s:I, s:s}", "geomean",
                                     jnum(tb_compare_geomean(eff_ratios[m], neff[m])), "cells",
@@ -420,9 +448,9 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
   json_object_set_new(out, "regressions", regs);
 
 out:
-  for (size_t m = 0; m < TB_ARRAY_LEN(metrics); m++)
+  for (size_t m = 0; m < N_METRICS; m++)
     free(ratios[m]);
-  for (size_t m = 0; m < TB_ARRAY_LEN(eff_metrics); m++)
+  for (size_t m = 0; m < N_EFF; m++)
     free(eff_ratios[m]);
   free(all);
   free(bi.k);

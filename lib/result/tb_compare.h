@@ -61,12 +61,19 @@ struct tb_compare_metric {
   const char *phase;  /* "decode" | "prefill" */
   const char *label;  /* "Total tok/s" */
   bool higher_better; /* throughput: true; latency: false */
+  bool efficiency;    /* a member of the cell's "efficiency" (tb_cost) */
+  bool advisory;      /* judged against history, never a regression: money
+                         (a price change is not the server's) */
 };
 
 /* The metric table (static), and its length in *n. */
 const struct tb_compare_metric *tb_compare_metrics(size_t *n);
 /* The cost and energy metrics (static), and their length in *n. */
 const struct tb_compare_metric *tb_compare_eff_metrics(size_t *n);
+/* The metrics the verdict against history judges (tb_regress): those of
+ * tb_compare_metrics() first, in their order, then cost_per_m_output_tokens,
+ * cost_per_m_tokens (advisory) and j_per_output_token. */
+const struct tb_compare_metric *tb_compare_verdict_metrics(size_t *n);
 
 /*
  * Compares head against base (both borrowed result documents).  tolerance is
@@ -84,7 +91,8 @@ double tb_compare_geomean(const double *ratios, size_t n);
 
 /* A cell's figure for a metric (NAN when absent or not a finite number):
  * reads total_tps, prompt_tps, ttft_ms (number, or object .p50 for
- * "ttft_p50_ms"), tbt_ms.p50.  cell is borrowed. */
+ * "ttft_p50_ms"), tbt_ms.p50, and the efficiency metrics from the cell's
+ * "efficiency".  cell is borrowed. */
 double tb_compare_cell_value(const json_t *cell, const char *metric);
 
 #endif

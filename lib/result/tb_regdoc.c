@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "result/tb_compare.h"
 #include "result/tb_verdict.h"
 
 /* A finite number, else NAN. */
@@ -130,4 +131,49 @@ tb_regdoc_headline(const json_t *r)
   return tb_xasprintf("Regressed (too little history, fewer than %d earlier runs: compared "
                       "with the last good job): %zu regression%s beyond %.1f%%.",
                       TB_VERDICT_MIN_HISTORY, n, n == 1 ? "" : "s", tol * 100);
+}
+
+/* "J per output token −3.2% (CI −4.1…−2.3%), better" of one matrix entry
+ * into b (appended after sep); false when it tells nothing. */
+static bool
+efficiency_part(const struct tb_compare_metric *m, const json_t *e, const char *sep, char **b)
+{
+  const char *outcome = json_string_value(json_object_get(e, "outcome"));
+  double c = num(json_object_get(e, "change_pct"));
+  const json_t *ci = json_object_get(e, "ci95_pct");
+  if (outcome == NULL || !isfinite(c) || strcmp(outcome, "too_little_history") == 0)
+    return false;
+  char chg[32], lo[32] = "?", hi[32] = "?";
+  signed_pct(c, chg, sizeof chg);
+  if (json_is_array(ci)) {
+    signed_pct(num(json_array_get(ci, 0)), lo, sizeof lo);
+    signed_pct(num(json_array_get(ci, 1)), hi, sizeof hi);
+  }
+  char *next = tb_xasprintf("%s%s%s %s%% (CI %s\xe2\x80\xa6%s%%), %.20s%s", *b, sep, m->label, chg,
+                            lo, hi, outcome, m->advisory ? " (told, never a regression)" : "");
+  free(*b);
+  *b = next;
+  return true;
+}
+
+char *
+tb_regdoc_efficiency(const json_t *r)
+{
+  const json_t *matrix = json_is_object(r) ? json_object_get(r, "matrix") : NULL;
+  if (!json_is_object(matrix))
+    return NULL;
+  size_t nm, told = 0;
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
+  char *b = tb_xstrdup("");
+  for (size_t i = 0; i < nm; i++)
+    if (m[i].efficiency &&
+        efficiency_part(&m[i], json_object_get(matrix, m[i].name), told ? "; " : "", &b))
+      told++;
+  if (told == 0) {
+    free(b);
+    return NULL;
+  }
+  char *s = tb_xasprintf("Cost and energy against history (the matrix): %s.", b);
+  free(b);
+  return s;
 }

@@ -46,4 +46,15 @@ char *tb_regdoc_why(const json_t *entry);
  */
 char *tb_regdoc_headline(const json_t *regressions);
 
+/*
+ * The verdict on cost and energy (the matrix's cost_per_m_output_tokens,
+ * cost_per_m_tokens and j_per_output_token, where judged) in one sentence
+ * (new string, caller frees), e.g.
+ *   "Cost and energy against history (the matrix): J per output token
+ *    −3.2% (CI −4.1…−2.3%), better; Cost per M output tokens +6.0% (CI
+ *    +4.0…+8.0%), worse (told, never a regression)."
+ * NULL when none was judged.
+ */
+char *tb_regdoc_efficiency(const json_t *regressions);
+
 #endif

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import time
+import urllib.parse
 
 import harness
 from harness import http, wait_until
@@ -441,3 +442,73 @@ def test_rate_cell_energy(ctx):
     want = 1.8 * c["measured_s"] / 3600 / c["output_tokens"] * 1e6
     assert abs(e["cost_per_m_output_tokens"] - want) < 1e-6 * want
     assert c["checks"]["gpu_throttled"] is False
+
+
+def test_verdict_judges_cost_and_energy(ctx):
+    """The verdict against history (tb_regress) judges J per output token
+    (more is a regression of the server) and cost per million tokens
+    (cheaper is better; dearer is told, never a regression: a price change
+    is not the server's).  A real job on the simulator with telemetry, five
+    copies of it within 0.4% as its history (POST /v1/results, judged as
+    they come), then a head with 8% more joules per token, and one at a 20%
+    higher price: their verdicts, GET /v1/series of the energy, and the
+    Markdown report."""
+    s = setup(ctx)
+    worker(s)
+    sim = ctx.sim("tiny")
+    st, ep = call(s, "POST", "/v1/endpoints", {
+        "name": "sim-verdict-energy", "base_url": sim.url, "gpu": {"name": "Sim", "count": 1},
+        "price_per_hour": 2.0, "currency": "USD",
+        "telemetry_url": sim.url + "/sim/dcgm/metrics"})
+    assert st == 201, ep
+    spec = dict(SPEC, concurrency=[2], duration_s=1.5)
+    first, res = run_job(s, ep["id"], spec, {"suite": "energy-verdict"})
+    assert [c for c in res["cells"] if c.get("efficiency", {}).get("j_per_output_token")], res
+
+    def imported(j, c):
+        d = json.loads(json.dumps(res))
+        d.pop("regressions", None)
+        for cell in d["cells"]:
+            e = cell.get("efficiency")
+            if cell.get("status") == "valid" and e:
+                e["j_per_output_token"] *= j
+                e.pop("j_per_output_token_ci95", None)
+                for k in ("cost_per_m_output_tokens", "cost_per_m_tokens"):
+                    if k in e:
+                        e[k] *= c
+                        e.pop(k + "_ci95", None)
+        st, r = call(s, "POST", "/v1/results", {"endpoint_id": ep["id"], "result": d,
+                                                "labels": {"suite": "energy-verdict"}})
+        assert st == 201, r
+        return r["regressions"]
+
+    for f in (1.002, 0.997, 1.004, 0.999, 1.001):
+        reg = imported(f, 2 - f)
+    assert reg["method"] == "history" and reg["regressed"] is False, reg
+
+    def verdict(reg, metric):
+        return [v for v in reg["verdicts"] if v["metric"] == metric and v["phase"] == "decode"]
+
+    assert all(v["outcome"] == "same" for v in verdict(reg, "j_per_output_token")), reg
+    # 8% more energy per token: a regression, told with its interval
+    reg = imported(1.08, 1.0)
+    assert reg["regressed"] is True, reg
+    worse = [g for g in reg["cells"] if g["metric"] == "j_per_output_token"]
+    assert worse and all(7 < g["change_pct"] < 9 and g["ci95_pct"][0] > 0 for g in worse), reg
+    assert not [g for g in reg["cells"] if g["metric"].startswith("cost_")], reg
+    # 20% dearer at the same energy: cost worse, no regression
+    reg = imported(1.0, 1.2)
+    assert reg["regressed"] is False, reg
+    assert all(v["outcome"] == "worse" for v in verdict(reg, "cost_per_m_output_tokens")), reg
+    assert reg["matrix"]["cost_per_m_output_tokens"]["outcome"] == "worse", reg["matrix"]
+    # the energy's series
+    st, ser = call(s, "GET", "/v1/series?endpoint_id=%s&labels=%s&context=512&concurrency=2"
+                   "&metric=j_per_output_token"
+                   % (ep["id"], urllib.parse.quote(json.dumps({"suite": "energy-verdict"}))))
+    assert st == 200 and len(ser["points"]) == 8 and ser["better"] == "lower", ser
+    # the report of the last import tells it under the verdict
+    jid = s["pg"].psql("SELECT id FROM jobs ORDER BY created_at DESC LIMIT 1").strip()
+    st, h, md = http("GET", s["base"] + "/v1/jobs/%s/report?format=md" % jid, None,
+                     {"Authorization": "Bearer " + s["key"]})
+    assert st == 200 and b"Cost and energy against history (the matrix): " in md, md[:3000]
+    assert b"worse (told, never a regression)" in md

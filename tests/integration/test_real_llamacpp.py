@@ -20,6 +20,7 @@ import time
 
 import harness
 import test_engine
+import timing
 from harness import http
 
 SLOTS = 4
@@ -147,6 +148,7 @@ def test_conversation_hits_the_prompt_cache(ctx):
     assert c["prefix_cache"]["cached_tokens"] > 0, c["prefix_cache"]
 
 
+@timing.timing_test
 def test_server_timings(ctx):
     """tokbench's figures held to llama-server's own timing of the same
     requests (its final chunk's `timings`), on loopback:
@@ -166,10 +168,10 @@ def test_server_timings(ctx):
     assert st["tokens_equal"] == 12, st
     assert st["predicted_n"]["p50"] == 48, st
     ours, theirs = c["tpot_ms"]["p50"], st["tpot_ms"]["p50"]
-    assert abs(ours - theirs) <= 0.03 * theirs, (ours, theirs)
+    assert abs(ours - theirs) <= (0.03 + timing.allowance()) * theirs, (ours, theirs)
     gap = st["ttft_minus_prompt_ms"]
     assert gap["min"] >= 0, gap
-    assert gap["p50"] <= 15, gap
+    assert gap["p50"] <= 15 * (1 + 10 * timing.allowance()), gap
     # the prefill scout: 1K tokens, the template's head served from the cache
     header, cells, doc = run(ctx, ["--contexts", "1k", "--concurrency", "1",
                                    "--prefill-contexts", "1k", "--duration", "1",
@@ -179,7 +181,8 @@ def test_server_timings(ctx):
     assert st["requests"] == 1 and st["tokens_equal"] == 1, st
     evaluated = p["prompt_tokens"] - p.get("prompt_tokens_cached", 0)
     assert evaluated == st["prompt_n"], (p, st)
-    assert abs(p["prompt_tps"] - st["prompt_tps"]["p50"]) <= 0.03 * st["prompt_tps"]["p50"], (p, st)
+    assert abs(p["prompt_tps"] - st["prompt_tps"]["p50"]) <= \
+        (0.03 + timing.allowance()) * st["prompt_tps"]["p50"], (p, st)
     assert p["ttft_ms"] >= st["prompt_ms"]["p50"], (p, st)
     d = cell(cells, "decode", 1024, 1)
     assert d["server_timings"]["tokens_equal"] == d["server_timings"]["requests"] > 0, d

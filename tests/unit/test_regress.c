@@ -194,6 +194,114 @@ test_shapes_and_payload(void **state)
   json_decref(arr);
 }
 
+/* doc(f) whose decode cells carry tb_cost's efficiency: joules per output
+ * token and cost per million output tokens at scales jf and cf. */
+static json_t *
+doc_eff(double f, double jf, double cf)
+{
+  json_t *d = doc(f);
+  json_t *cells = json_object_get(d, "cells");
+  for (size_t i = 0; i < json_array_size(cells); i++)
+    json_object_set_new(json_array_get(cells, i), "efficiency",
+                        json_pack("{s:s, s:f, s:f, s:f}", "currency", "USD", "price_per_hour",
+                                  2.0 * cf, "j_per_output_token", (i ? 0.4 : 1.5) * jf,
+                                  "cost_per_m_output_tokens", (i ? 0.28 : 5.6) * cf));
+  return d;
+}
+
+static json_t *
+judge_eff(double jf, double cf)
+{
+  json_t *h[8];
+  for (size_t i = 0; i < 8; i++)
+    h[i] = doc_eff(wob[i], wob[7 - i], wob[(i + 3) % 8]);
+  json_t *head = doc_eff(1.0, jf, cf);
+  char *err = NULL;
+  json_t *cmp = tb_compare(h[7], head, 0.05, &err);
+  assert_non_null(cmp);
+  json_t *v = tb_regress_judge_docs((const json_t *const *)h, 8, head, cmp, 0.05, 0.02);
+  json_decref(cmp);
+  json_decref(head);
+  for (size_t i = 0; i < 8; i++)
+    json_decref(h[i]);
+  return v;
+}
+
+/* The outcome of metric at 8K x 32 in v's verdicts (NULL when not judged). */
+static const char *
+outcome_of(const json_t *v, const char *metric)
+{
+  const json_t *vs = json_object_get(v, "verdicts");
+  for (size_t i = 0; i < json_array_size(vs); i++) {
+    const json_t *e = json_array_get(vs, i);
+    if (json_integer_value(json_object_get(e, "concurrency")) == 32 &&
+        strcmp(json_string_value(json_object_get(e, "metric")), metric) == 0)
+      return json_string_value(json_object_get(e, "outcome"));
+  }
+  return NULL;
+}
+
+/* Issue 26: the verdict judges joules per output token (more is a
+ * regression of the server) and cost per million tokens (cheaper is
+ * better; dearer is told but never a regression: a price change is not
+ * the server's). */
+static void
+test_cost_and_energy_verdicts(void **state)
+{
+  (void)state;
+  /* 6% more joules per token at the same throughput and price: regressed */
+  json_t *v = judge_eff(1.06, 1.0);
+  assert_true(tb_regdoc_regressed(v, NULL));
+  assert_string_equal(outcome_of(v, "j_per_output_token"), "worse");
+  assert_string_equal(outcome_of(v, "cost_per_m_output_tokens"), "same");
+  assert_string_equal(outcome_of(v, "total_tps"), "same");
+  const json_t *cells = json_object_get(v, "cells");
+  assert_int_equal(json_array_size(cells), 2);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(cells, 0), "metric")),
+                      "j_per_output_token");
+  char *eff = tb_regdoc_efficiency(v);
+  assert_non_null(strstr(eff, "J per output token +6.0% (CI +"));
+  assert_non_null(strstr(eff, "), worse."));
+  free(eff);
+  json_decref(v);
+
+  /* the price up 10%: cost worse, told, and no regression */
+  v = judge_eff(1.0, 1.10);
+  assert_false(tb_regdoc_regressed(v, NULL));
+  assert_string_equal(outcome_of(v, "cost_per_m_output_tokens"), "worse");
+  assert_string_equal(
+    json_string_value(json_object_get(
+      json_object_get(json_object_get(v, "matrix"), "cost_per_m_output_tokens"), "outcome")),
+    "worse");
+  assert_int_equal(json_array_size(json_object_get(v, "cells")), 0);
+  eff = tb_regdoc_efficiency(v);
+  assert_non_null(strstr(eff, "Cost per M output tokens +10.0% (CI +"));
+  assert_non_null(strstr(eff, "worse (told, never a regression)"));
+  free(eff);
+  /* the reports tell it under the verdict */
+  struct tb_render_buf b = { 0 };
+  tb_verdictview_md(&b, v);
+  assert_non_null(strstr(b.p, "\n\nCost and energy against history (the matrix): "));
+  free(b.p);
+  b = (struct tb_render_buf){ 0 };
+  tb_verdictview_html(&b, v);
+  assert_non_null(strstr(b.p, "<p>Cost and energy against history (the matrix): "));
+  free(b.p);
+  json_decref(v);
+
+  /* 10% cheaper: better */
+  v = judge_eff(1.0, 0.90);
+  assert_string_equal(outcome_of(v, "cost_per_m_output_tokens"), "better");
+  assert_false(tb_regdoc_regressed(v, NULL));
+  json_decref(v);
+
+  /* a result without efficiency tells none */
+  v = judge(8, 1.0, 0.05, 0.02);
+  assert_null(tb_regdoc_efficiency(v));
+  assert_null(outcome_of(v, "j_per_output_token"));
+  json_decref(v);
+}
+
 int
 main(void)
 {
@@ -201,6 +309,7 @@ main(void)
     cmocka_unit_test(test_history_verdict),
     cmocka_unit_test(test_two_run_fallback),
     cmocka_unit_test(test_shapes_and_payload),
+    cmocka_unit_test(test_cost_and_energy_verdicts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
