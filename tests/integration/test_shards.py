@@ -410,6 +410,38 @@ def test_sharded_conversations_by_number(ctx):
             assert mine["ttft_ms"][p] == quantile(ttft, q) / 1e6, (tn, p)
 
 
+def test_killed_rate_shard_measures_the_cell_again_whole(ctx):
+    """A rate cell's shard killed mid-schedule: that attempt fails ("lost
+    its lease"), the other shard stops, and the whole schedule is run again
+    by both shards together; the merged cell holds one schedule's arrivals,
+    never part of one attempt beside part of another."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    ws = fresh_workers(t, 3)
+    jid = t.submit(ep, dict(RATE_SPEC, rate_duration_s=5, shards=2))
+    wait_until(lambda: t.q("SELECT count(*) FROM cell_barriers WHERE job_id = '%s' AND "
+                           "state = 'started'" % jid) == "1", 60, what="barrier started")
+    time.sleep(1)  # mid-schedule
+    victim = t.q("SELECT worker FROM cell_shards WHERE job_id = '%s' AND attempt = 1 "
+                 "ORDER BY shard LIMIT 1" % jid)
+    ws[victim].kill()
+    shard_workers(t, 1)
+    t.wait_state(jid, "succeeded", timeout=180)
+    rows = t.q("SELECT attempt || '|' || state || '|' || coalesce(reason, '') FROM "
+               "cell_barriers WHERE job_id = '%s' ORDER BY attempt" % jid).splitlines()
+    assert rows[0].startswith("1|failed|shard ") and "lost its lease" in rows[0], rows
+    assert rows[-1].split("|")[1] == "merged", rows
+    cell = rate_cell(t, jid)
+    assert cell["status"] == "valid", cell
+    assert cell["shards"]["count"] == 2
+    shards = merged_samples(t, jid, "rate")
+    sched = sorted(v for s in shards for v in s["rate"]["series"][3])
+    assert cell["requests"] == len(sched) == len(set(sched)), (cell["requests"], len(sched))
+    for k, s in enumerate(shards):
+        assert sorted(s["rate"]["series"][3]) == sched[k::2], k
+
+
 def fresh_workers(t, n, **env):
     """n workers with env, and none of the earlier tests' (a job's worker
     decides "auto" by its own budget)."""
