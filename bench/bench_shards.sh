@@ -170,7 +170,7 @@ for w in [owner] + [w for w in names if w != owner]:
         continue
     if w == owner:
         cols.append("%.0f (%s)" % (cpu[w] / reqs * 1e6, "single" if n == 1 else "coord"))
-    elif cpu[w] > 0:
+    elif n > 1:  # N = 1: the one process measures it; the other worker idles
         cols.append("%.0f" % (cpu[w] / per * 1e6))
 sh = cell.get("shards", {})
 lag = cell["schedule_lag_ms"]
