@@ -953,8 +953,11 @@ cell_figures(struct rcell *c, json_t *cell)
   uint64_t reads = c->ds.rx_kernel + c->ds.rx_user;
   json_object_set_new(cell, "kernel_stamped",
                       json_real(reads ? (double)c->ds.rx_kernel / (double)reads : 0));
-  if (c->watch == NULL) /* a merged cell (tb_rate_cell_merged): no samples arrays */
+  if (c->watch == NULL) { /* a merged cell (tb_rate_cell_merged): no samples
+                          * arrays, no server series; the checks of its figures */
+    tb_ratewatch_cell(NULL, cell, false);
     return;
+  }
   json_t *smp = json_object();
   json_object_set_new(smp, "lag_ms", c->s_lag);
   json_object_set_new(smp, "ttft_ms", c->s_ttft);

@@ -323,7 +323,14 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     assert cell["status"] == "valid", cell
     assert cell["shards"]["count"] == 3, cell["shards"]
     assert cell["shards"]["skew_max_ms"] <= cell["shards"]["skew_limit_ms"], cell["shards"]
-    assert "samples" not in cell
+    assert "samples" not in cell and "server_series" not in cell
+    # the checks of its figures, judged on the union (no watch: drains unknown)
+    ck = cell["checks"]
+    assert ck["ok"] == (ck["failed"] == []), ck  # the lag's may fail on a loaded machine
+    assert abs(ck["schedule_lag_p99_ms"] - cell["schedule_lag_ms"]["p99"]) < 1e-3, ck
+    assert abs(ck["interarrival_cv"] - cell["interarrival_cv"]) < 1e-3, ck
+    assert ck["dropped"] == 0 and ck["interarrival_cv_expected"] == 1.0, ck
+    assert ck["drained_before"] is None and ck["drained_after"] is None, ck
     shards = merged_samples(t, jid, "rate")
     assert len(shards) == 3 and all(s["rate"] for s in shards)
     log = [r for r in sim_log_since(sim, since)["requests"] if r["end"] == "completed"]
