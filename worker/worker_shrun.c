@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/tb_log.h"
+#include "net/tb_egress.h"
 #include "net/tb_masterkey.h"
 #include "result/tb_samples.h"
 #include "worker.h"
@@ -160,6 +161,11 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
     err = tb_xstrdup("cannot load the endpoint");
     goto out;
   }
+  char eg_why[TB_EGRESS_WHY_MAX];
+  if (!tb_egress_url_reachable(tb_egress_current(), ep.base_url, eg_why, sizeof eg_why)) {
+    err = tb_xasprintf("this worker's egress policy refuses the endpoint: %s", eg_why);
+    goto out;
+  }
   const char *why = NULL;
   if (ep.api_key_sealed != NULL && ep.api_key_sealed[0] != '\0' &&
       (!w->have_master_key ||
@@ -205,6 +211,9 @@ shard_run(struct worker_ctx *w, struct tb_shard *s)
          "attempt", TB_LI, (int64_t)s->key.attempt, "bytes", TB_LI, (int64_t)len, "skew_us", TB_LI,
          sh.skew_ns / 1000, NULL);
 out:
+  /* its barrier fails now, with why, rather than when its lease lapses */
+  if (err != NULL && tb_shards_fail(w->db, s, err) < 0)
+    tb_log(TB_LOG_WARN, "shard: cannot fail its barrier (its lease will)", NULL);
   if (err != NULL)
     tb_log(TB_LOG_WARN, "shard failed", "job", TB_LS, s->key.job_id, "cell", TB_LS, s->key.cell_key,
            "shard", TB_LI, (int64_t)s->shard, "error", TB_LS, err, NULL);

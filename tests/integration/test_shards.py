@@ -511,6 +511,32 @@ def test_sharded_repeats_each_measured_whole(ctx):
     assert abs(cell["total_tps"] - truth) / truth < 0.02, (cell["total_tps"], truth)
 
 
+def test_a_shard_that_cannot_run_fails_its_barrier_with_why(ctx):
+    """Shard workers whose egress policy refuses the endpoint (loopback not
+    allowed): each fails its barrier at once with why, never reaching the
+    endpoint, and the cell's error says which shard, which worker and why
+    (not a lapsed lease)."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    ws = fresh_workers(t, 1, TOKBENCH_SHARD_ATTEMPTS="1")
+    coord = list(ws)[0]
+    jid = t.submit(ep, dict(RATE_SPEC, rate_duration_s=2, shards=2))
+    wait_until(lambda: t.q("SELECT coalesce(lease_owner, '') FROM jobs WHERE id = '%s'"
+                           % jid) == coord, 30, what="the job on the allowed worker")
+    shard_workers(t, 2, TOKBENCH_EGRESS_ALLOW="")
+    t.wait_state(jid, ("succeeded", "failed"), timeout=120)
+    cell = rate_cell(t, jid)
+    assert cell["status"] == "error", cell
+    assert "sharded cell failed on every attempt: shard " in cell["reason"], cell["reason"]
+    assert "this worker's egress policy refuses the endpoint" in cell["reason"], cell["reason"]
+    assert "lost its lease" not in cell["reason"]
+    row = t.q("SELECT state || '|' || reason FROM cell_barriers WHERE job_id = '%s'" % jid)
+    assert row.startswith("failed|shard "), row
+    assert t.q("SELECT count(*) FROM cell_shards WHERE job_id = '%s' AND state <> 'failed'"
+               % jid) == "0"
+
+
 def test_barrier_timeout_is_recorded(ctx):
     """Three shards asked, two workers (one holds the job): the barrier never
     fills, each attempt fails with its reason and releases its claim, and
