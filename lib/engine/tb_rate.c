@@ -568,6 +568,21 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
   return good;
 }
 
+/* A shard's request that ended, into its samples: every figure of it,
+ * each series aligned with the others (tb_samples_rseries). */
+static void
+shard_request(struct tb_samples *m, const struct rcell *c, const struct rq *q,
+              const struct tb_stream_figures *f, bool failed, int64_t now)
+{
+  tb_samples_radd(m, TB_SAMPLES_LAG, (q->st.t_start - q->t_sched) / 1000);
+  tb_samples_radd(m, TB_SAMPLES_START, (q->st.t_start - c->t0) / 1000);
+  tb_samples_radd(m, TB_SAMPLES_END, (now - c->t0) / 1000);
+  tb_samples_radd(m, TB_SAMPLES_ROK, !failed);
+  tb_samples_radd(m, TB_SAMPLES_RTTFT, failed ? 0 : f->ttft / 1000 + 1);
+  tb_samples_radd(m, TB_SAMPLES_RTPOT, !failed && f->have_tpot ? f->tpot / 1000 + 1 : 0);
+  tb_samples_radd(m, TB_SAMPLES_RTOKENS, q->st.tokens);
+}
+
 /* The request in slot ended (err: a transport error, or NULL). */
 static void
 rq_end(struct rcell *c, unsigned slot, const char *err)
@@ -594,10 +609,8 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
   put(c->s_tokens, q->k, json_integer(q->st.tokens));
   put(c->s_good, q->k, json_integer(good));
   struct tb_engine_shard *sh = c->r->env->shard;
-  if (sh != NULL) { /* on the common timeline: after t0 */
-    tb_samples_radd(sh->samples, TB_SAMPLES_START, (q->st.t_start - c->t0) / 1000);
-    tb_samples_radd(sh->samples, TB_SAMPLES_END, (now - c->t0) / 1000);
-  }
+  if (sh != NULL) /* the whole request, on the common timeline (after t0) */
+    shard_request(sh->samples, c, q, &f, failed, now);
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
   c->free_slots[c->n_free++] = slot;
@@ -1277,8 +1290,6 @@ shard_fill(struct rcell *c)
   for (size_t k = 0; k < TB_ARRAY_LEN(from); k++)
     for (size_t i = 0; i < from[k]->n; i++)
       tb_samples_add(m, to[k], from[k]->v[i] / 1000);
-  for (size_t i = 0; i < c->lag.n; i++)
-    tb_samples_radd(m, TB_SAMPLES_LAG, c->lag.v[i] / 1000);
   m->tokens = c->out_tokens;
   m->completed = (int64_t)c->ok;
   m->started = (int64_t)c->started;

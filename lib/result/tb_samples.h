@@ -30,7 +30,7 @@
  * the slice count, each slice's tokens, the ten counters, and per series
  * its count and its values as zig-zag deltas from the previous (the first
  * from 0).  A rate cell's document goes on (no trailing bytes otherwise):
- * the count of its counters (14) and their values, its four series
+ * the count of its counters (14) and their values, its eight series
  * (tb_samples_rseries), the count of turns and per turn its six counters
  * and its TTFT series.  A sorted series of microsecond latencies costs about one or two
  * bytes a value.  Decoding checks every length against the bytes left and
@@ -62,11 +62,18 @@ enum tb_samples_series {
 /* A rate cell's own series (issue 24, part 1): microseconds, on the common
  * timeline (after the cell's t0, the same instant in every shard). */
 enum tb_samples_rseries {
-  TB_SAMPLES_LAG,   /* per started request: actual start - scheduled start */
+  TB_SAMPLES_LAG,   /* per started request: actual start - scheduled start
+                     * (aligned with START) */
   TB_SAMPLES_START, /* per started request: its start after t0 ... */
   TB_SAMPLES_END,   /* ... and its end (aligned with START, failed ones too) */
   TB_SAMPLES_SCHED, /* per arrival the shard owned (dropped ones too): its
                      * scheduled time after t0 */
+  /* per started request, aligned with START and END (the whole request,
+   * for a window computed on the union, issue 25's steady state): */
+  TB_SAMPLES_ROK,     /* 1 when it ended soundly, else 0 */
+  TB_SAMPLES_RTTFT,   /* its TTFT + 1 (0: none) */
+  TB_SAMPLES_RTPOT,   /* its time per output token + 1 (0: none) */
+  TB_SAMPLES_RTOKENS, /* its output tokens */
   TB_SAMPLES_NRSERIES
 };
 

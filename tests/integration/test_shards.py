@@ -51,15 +51,16 @@ RATE_COUNTERS = ["scheduled", "errors", "dropped", "pr_sum", "pr_n", "cached_sum
 
 
 def decode_rate(b, at):
-    """A rate cell's section after the decode document: 14 counters, four
-    series (LAG, START, END, SCHED), the turns (six counters, TTFT)."""
+    """A rate cell's section after the decode document: 14 counters, eight
+    series (LAG, START, END, SCHED, and per request OK, TTFT + 1, TPOT + 1,
+    tokens), the turns (six counters, TTFT)."""
     n, at = varint(b, at)
     assert n == len(RATE_COUNTERS), n
     out = {}
     for k in RATE_COUNTERS:
         out[k], at = varint(b, at)
     out["series"] = []
-    for _ in range(4):
+    for _ in range(8):
         vals, at = series(b, at)
         out["series"].append(vals)
     nt, at = varint(b, at)
@@ -363,6 +364,15 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     assert cell["schedule_lag_ms"]["max"] == max(lag) / 1e6
     assert cell["output_tokens"] == sum(s["tokens"] for s in shards)
     assert cell["good"] == sum(s["good"] for s in shards)
+    # each request whole, its series aligned: ok, TTFT + 1, TPOT + 1, tokens
+    for s in shards:
+        lag, start, end, _, ok, rttft, rtpot, rtok = s["rate"]["series"]
+        assert len({len(lag), len(start), len(end), len(ok), len(rttft), len(rtpot),
+                    len(rtok)}) == 1
+        assert sum(ok) == s["completed"] and sum(rtok) == s["tokens"]
+        assert sorted(v - 1 for v in rttft if v) == sorted(s["series"][0])
+        assert sorted(v - 1 for v in rtpot if v) == sorted(s["series"][1])
+        assert all(e >= b for b, e in zip(start, end))
     # the simulator's truth: its own log of the cell's requests
     assert len(log) == len(want), (len(log), len(want))
     assert sum(r["output_tokens"] for r in log) == cell["output_tokens"]

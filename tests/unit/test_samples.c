@@ -432,6 +432,10 @@ rate_shard(struct tb_samples *m, uint64_t *seed, size_t nturns)
     tb_samples_radd(m, TB_SAMPLES_START, st);
     tb_samples_radd(m, TB_SAMPLES_END, st + draw(seed, 200000));
     tb_samples_radd(m, TB_SAMPLES_SCHED, st - 100);
+    tb_samples_radd(m, TB_SAMPLES_ROK, 1);
+    tb_samples_radd(m, TB_SAMPLES_RTTFT, 1 + draw(seed, 20000));
+    tb_samples_radd(m, TB_SAMPLES_RTPOT, 0);
+    tb_samples_radd(m, TB_SAMPLES_RTOKENS, 100);
   }
   m->tokens = 100 * n;
   m->completed = n;
