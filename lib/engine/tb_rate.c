@@ -1030,17 +1030,7 @@ static void
 arrive(struct rcell *c, struct sched *sc)
 {
   struct tb_engine_shard *sh = c->r->env->shard;
-  if (sh != NULL) {
-    if (sc->k % (uint64_t)sh->n != (uint64_t)sh->k) {
-      /* another shard's arrival: its draws, so that this shard's own are
-       * those one process would have made (a conversation draws from its
-       * own generator, seeded by its number) */
-      if (c->r->s->conversation.turns <= 0) {
-        (void)draw_pool(c->r, &sc->lens);
-        (void)tb_length_draw(&c->r->out, &sc->lens);
-      }
-      return;
-    }
+  if (sh != NULL) { /* its own arrival (skip_others passed the rest) */
     c->gk = sc->k;
     c->sess_made = sc->k; /* a conversation's draws: its number in the schedule */
     tb_samples_radd(sh->samples, TB_SAMPLES_SCHED, (sc->next_t - c->t0) / 1000);
@@ -1081,12 +1071,57 @@ root_ns(const struct rrun *r, size_t k)
   return (int64_t)llround(r->tr.req[r->tr_roots[k]].t_s * NS_PER_S);
 }
 
+/* The schedule past arrival sc->k (just made): the next one's time, or
+ * its end. */
+static void
+advance(struct rcell *c, struct sched *sc)
+{
+  sc->k++;
+  if (c->r->trace_cell) { /* the next root at its time in the replay */
+    if (sc->k < c->r->tr_nroots) {
+      sc->next_t = c->t0 + root_ns(c->r, sc->k);
+    } else {
+      sc->done = true;
+      c->t_end_arrivals = sc->next_t;
+    }
+    return;
+  }
+  int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
+  sc->next_t += gap > 0 ? gap : 1;
+  if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
+      sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
+    sc->done = true;
+    c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+  }
+}
+
+/* A shard's schedule past the other shards' arrivals, at once (nothing is
+ * sent for them, so nothing waits for their time): their draws made, so
+ * that this shard's own are those one process would have made (a
+ * conversation draws from its own generator, seeded by its number). */
+static void
+skip_others(struct rcell *c, struct sched *sc)
+{
+  const struct tb_engine_shard *sh = c->r->env->shard;
+  if (sh == NULL || sh->n <= 1)
+    return;
+  while (!sc->done && sc->k % (uint64_t)sh->n != (uint64_t)sh->k) {
+    if (c->r->s->conversation.turns <= 0) {
+      (void)draw_pool(c->r, &sc->lens);
+      (void)tb_length_draw(&c->r->out, &sc->lens);
+    }
+    advance(c, sc);
+  }
+}
+
 /* Launches every arrival and every session's request due by now, in order
- * of their due times; re-arms the timer at the next one. */
+ * of their due times (a shard: its own arrivals); re-arms the timer at the
+ * next one. */
 static void
 launch_due(struct rcell *c, struct sched *sc)
 {
   int64_t now = tb_time_mono_ns();
+  skip_others(c, sc);
   for (;;) {
     bool open = !sc->done && sc->next_t <= now;
     bool sess = c->nheap > 0 && c->heap[0]->due <= now;
@@ -1097,23 +1132,8 @@ launch_due(struct rcell *c, struct sched *sc)
       launch(c, ss, ss->due, NULL);
     } else {
       arrive(c, sc);
-      sc->k++;
-      if (c->r->trace_cell) { /* the next root at its time in the replay */
-        if (sc->k < c->r->tr_nroots) {
-          sc->next_t = c->t0 + root_ns(c->r, sc->k);
-        } else {
-          sc->done = true;
-          c->t_end_arrivals = sc->next_t;
-        }
-      } else {
-        int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
-        sc->next_t += gap > 0 ? gap : 1;
-        if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
-            sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
-          sc->done = true;
-          c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
-        }
-      }
+      advance(c, sc);
+      skip_others(c, sc);
     }
     now = tb_time_mono_ns();
   }
