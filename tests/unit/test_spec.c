@@ -376,6 +376,15 @@ test_shards_refused_with_a_trace(void **state)
   json_decref(job_ok(text));
   snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":3,\"rates\":[5]}", EP);
   json_decref(job_ok(text));
+  /* a sweep alone: nothing to shard; beside rates or a matrix: those are */
+  const char *sw = "\"sweep\":{\"attainment_pct\":90}";
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,%s}", EP, sw);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "shards");
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,\"rates\":[5],%s}", EP, sw);
+  json_decref(job_ok(text));
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,\"concurrency\":[4],%s}", EP,
+           sw);
+  json_decref(job_ok(text));
 }
 
 int
