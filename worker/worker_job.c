@@ -30,6 +30,7 @@
 
 #include "engine/tb_engine.h"
 #include "base/tb_log.h"
+#include "base/tb_crypto.h"
 #include "db/tb_regress.h"
 #include "net/tb_egress.h"
 #include "net/tb_masterkey.h"
@@ -416,6 +417,11 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
                                          .cancelled = hook_cancelled,
                                          .cls = &jr,
                                          .passes = json_object() };
+  unsigned char tag[8] = { 0 };
+  if (!tb_crypto_random(tag, sizeof tag)) /* then the time: unique enough for a key */
+    for (int64_t t = tb_time_mono_ns(), i = 0; i < 8; i++, t >>= 8)
+      tag[i] = (unsigned char)t;
+  tb_hex_encode(tag, sizeof tag, jr.shards.tag);
   raise_nofile(&spec);
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
   if (api_key != NULL) {

@@ -257,8 +257,8 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
               "run_id", j->run_id, "context", (json_int_t)ctx, "shares", shares);
   struct tb_shards_key k = { .attempt = 0 };
   snprintf(k.job_id, sizeof k.job_id, "%s", j->lease->job_id);
-  snprintf(k.cell_key, sizeof k.cell_key, "a%d/decode/%lld/%lld", j->lease->attempt, (long long)ctx,
-           (long long)conc);
+  snprintf(k.cell_key, sizeof k.cell_key, "a%d-%s/decode/%lld/%lld", j->lease->attempt, j->tag,
+           (long long)ctx, (long long)conc);
   if (j->spec->repeats > 1 && j->passes != NULL) { /* this pass's barrier */
     json_int_t pass = json_integer_value(json_object_get(j->passes, k.cell_key)) + 1;
     json_object_set_new(j->passes, k.cell_key, json_integer(pass));
@@ -285,7 +285,7 @@ worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index,
               "run_id", j->run_id, "phase", "rate", "rate", rate, "index", (json_int_t)index);
   struct tb_shards_key k = { .attempt = 0 };
   snprintf(k.job_id, sizeof k.job_id, "%s", j->lease->job_id);
-  snprintf(k.cell_key, sizeof k.cell_key, "a%d/rate/%u", j->lease->attempt, index);
+  snprintf(k.cell_key, sizeof k.cell_key, "a%d-%s/rate/%u", j->lease->attempt, j->tag, index);
   const struct coord_kind kind = { .window_s = tb_plan_rate_window_s(sp, rate), .rate = true };
   coord_cell(j, &k, n, bspec, &kind, cell);
   record_ask(cell, want, "max_rps", (double)j->w->shard.max_rps);

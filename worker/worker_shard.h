@@ -88,6 +88,10 @@ struct worker_shard_job {
   void *cls;
   json_t *passes; /* owned by the caller: how many times each sharded decode
                    * cell was measured (its repeats: one barrier each) */
+  /* this run's own mark in its barriers' keys (16 hex, random): a job
+   * handed back keeps its attempt number, and its next run must not meet
+   * the barriers of the last one */
+  char tag[17];
 };
 
 /*

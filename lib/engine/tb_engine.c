@@ -1784,6 +1784,11 @@ measure_decode(struct run *r, struct matrix *m, struct ctxrun *x, const struct t
   /* a sharded cell: measured by the caller's shards (worker_shard.h) */
   if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
       r->hooks->shard_cell(r->hooks->cls, x->ctx, pc->concurrency, cell)) {
+    if (run_cancelled(r)) { /* stopped while its shards ran: not measured */
+      r->cancelled = true;
+      json_decref(cell);
+      return;
+    }
     (void)abort_and_drain(r); /* what the shards left on the server */
     repeats_measured(r, m->cells, &m->rp, cell);
     m->runnable_left--;

@@ -1330,6 +1330,7 @@ shard_fill(struct rcell *c)
   x->conv_dropped = (int64_t)c->conv_dropped;
   x->arrivals_us = (c->t_end_arrivals - c->t0) / 1000;
   x->last_end_us = c->t_last_end > c->t0 ? (c->t_last_end - c->t0) / 1000 : 0;
+  snprintf(x->first_error, sizeof x->first_error, "%s", c->first_error);
   for (int64_t t = 0; c->turns != NULL && t < c->r->s->conversation.turns; t++) {
     struct turnstat *ts = &c->turns[t];
     struct tb_samples_turn *o = tb_samples_turn(m, (size_t)t);
@@ -1709,7 +1710,13 @@ one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *
     tb_result_cell_set_status(cell, "error", r->setup_err);
   } else if (users == 0 && strcmp(role, "rate") == 0 && env->shard_cell != NULL &&
              env->shard_cell(env->cls, rate, index, cell)) {
-    /* measured by the caller's shards (issue 24) */
+    /* measured by the caller's shards (issue 24); stopped meanwhile: not
+     * measured, never emitted */
+    if (env->cancelled != NULL && env->cancelled(env->cls)) {
+      r->cancelled = true;
+      json_decref(cell);
+      return false;
+    }
   } else if (!cell_run(r, rate, users, index, cell)) {
     r->cancelled = true;
     json_decref(cell);
@@ -1924,6 +1931,7 @@ tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell,
                                .cached_prompt_sum = o->cached_prompt_sum };
     us_to_ns(&o->ttft, &ts->ttft);
   }
+  snprintf(c.first_error, sizeof c.first_error, "%s", x->first_error);
   c.ds.rx_kernel = (uint64_t)m->stamped_reads;
   c.ds.rx_user = (uint64_t)(m->reads - m->stamped_reads);
   cell_figures(&c, cell);

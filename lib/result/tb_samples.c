@@ -185,6 +185,10 @@ put_rate(struct wbuf *w, const struct tb_samples *m)
     }
     put_series(w, &tn->ttft);
   }
+  size_t el = strnlen(m->rate.first_error, TB_SAMPLES_MAX_ERROR);
+  put_u(w, el);
+  for (size_t i = 0; i < el; i++)
+    put_u(w, (unsigned char)m->rate.first_error[i]);
 }
 
 void
@@ -322,6 +326,18 @@ get_rate(struct rbuf *r, struct tb_samples *m)
     if (!get_series(r, &m->rate.turns[t].ttft))
       return false;
   }
+  size_t el;
+  if (!get_count(r, TB_SAMPLES_MAX_ERROR, &el))
+    return false;
+  for (size_t i = 0; i < el; i++) {
+    uint64_t c;
+    if (!get_u(r, &c))
+      return false;
+    if (c == 0 || c > 255)
+      return fail(r, "a byte of the first error out of range");
+    m->rate.first_error[i] = (char)c;
+  }
+  m->rate.first_error[el] = '\0';
   return true;
 }
 
@@ -380,6 +396,8 @@ merge_rate(struct tb_samples *into, const struct tb_samples *from)
   }
   for (int k = 0; k < TB_SAMPLES_NRSERIES; k++)
     append(&into->rate.s[k], &from->rate.s[k]);
+  if (into->rate.first_error[0] == '\0')
+    memcpy(into->rate.first_error, from->rate.first_error, sizeof into->rate.first_error);
   for (size_t t = 0; t < from->rate.nturns; t++) {
     struct tb_samples_turn *a = tb_samples_turn(into, t), *b = &from->rate.turns[t];
     for (int i = 0; i < NTCOUNTERS; i++)

@@ -32,7 +32,8 @@
  * from 0).  A rate cell's document goes on (no trailing bytes otherwise):
  * the count of its counters (14) and their values, its eight series
  * (tb_samples_rseries), the count of turns and per turn its six counters
- * and its TTFT series.  A sorted series of microsecond latencies costs about one or two
+ * and its TTFT series, then the first error's length and bytes (at most
+ * TB_SAMPLES_MAX_ERROR, no NUL).  A sorted series of microsecond latencies costs about one or two
  * bytes a value.  Decoding checks every length against the bytes left and
  * against TB_SAMPLES_MAX_VALUES, so a bad or hostile blob is a clear error,
  * never a large allocation or a read past its end.
@@ -77,6 +78,9 @@ enum tb_samples_rseries {
   TB_SAMPLES_NRSERIES
 };
 
+#define TB_SAMPLES_MAX_TURNS 64u
+#define TB_SAMPLES_MAX_ERROR 199u
+
 /* One turn of a conversation cell: what adds, and its TTFTs (us). */
 struct tb_samples_turn {
   struct tb_stats ttft;
@@ -96,8 +100,10 @@ struct tb_samples_rate {
   int64_t last_end_us; /* the last request's end after t0 */
   struct tb_samples_turn *turns;
   size_t nturns;
+  /* the first failed request's reason ("": none); a merge keeps the first
+   * shard's that has one */
+  char first_error[TB_SAMPLES_MAX_ERROR + 1];
 };
-#define TB_SAMPLES_MAX_TURNS 64u
 
 struct tb_samples {
   struct tb_stats s[TB_SAMPLES_NSERIES]; /* microseconds */

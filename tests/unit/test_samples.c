@@ -464,6 +464,8 @@ test_rate_section_round_trip_and_merge(void **state)
   for (int k = 0; k < 3; k++) {
     struct tb_samples one;
     rate_shard(&one, &seed, (size_t)k + 1); /* 1, 2 and 3 turns */
+    if (k > 0) /* the first shard has none: the merge keeps the second's */
+      snprintf(one.rate.first_error, sizeof one.rate.first_error, "HTTP 50%d", k);
     unsigned char *buf;
     size_t len;
     tb_samples_encode(&one, &buf, &len);
@@ -477,6 +479,15 @@ test_rate_section_round_trip_and_merge(void **state)
                           one.rate.s[r].n * sizeof *one.rate.s[r].v);
     }
     assert_true(sh[k].rate.last_end_us == one.rate.last_end_us);
+    assert_string_equal(sh[k].rate.first_error, one.rate.first_error);
+    /* a NUL in the first error (its last byte: it is the blob's last) */
+    if (k > 0) {
+      buf[len - 1] = 0;
+      struct tb_samples t3;
+      assert_false(tb_samples_decode(buf, len, &t3, err, sizeof err));
+      assert_non_null(strstr(err, "first error out of range"));
+      tb_samples_free(&t3);
+    }
     /* a truncated rate section, and one of another counter count */
     for (size_t cut = len - 3; cut < len; cut++) {
       struct tb_samples t2;
@@ -499,6 +510,7 @@ test_rate_section_round_trip_and_merge(void **state)
   assert_true(merged.rate.turns[0].sent == 9 && merged.rate.turns[0].ok == 6);
   assert_true(merged.rate.turns[2].sent == 3 && merged.rate.turns[2].ttft.n == 2);
   assert_true(merged.rate.turns[1].pr_sum == 2 * 1400);
+  assert_string_equal(merged.rate.first_error, "HTTP 501");
   for (int r = 0; r < TB_SAMPLES_NRSERIES; r++)
     assert_int_equal(merged.rate.s[r].n, (size_t)n_all);
   /* a decode shard beside rate shards: refused, with why */
