@@ -86,6 +86,7 @@
 #include "engine/tb_prompt.h"
 #include "engine/tb_rate.h"
 #include "base/tb_redact.h"
+#include "result/tb_checks.h"
 #include "result/tb_result.h"
 #include "result/tb_samples.h"
 #include "result/tb_srvtime.h"
@@ -1720,6 +1721,24 @@ scout_cell(struct run *r, struct cell *sc, const struct ctxrun *x)
   return cell;
 }
 
+/* A cold scout (issue 25): its one prompt is its own, so the server's
+ * cache can hold only the chat template's tokens of it
+ * (tb_checks_prefix_cell, prefix_hits_unexplained). */
+static void
+scout_prefix_check(const struct cell *sc, json_t *pf)
+{
+  if (sc->failed || sc->scout_prompt_tokens <= 0 || sc->scout_cached_tokens < 0)
+    return;
+  const struct tb_checks_prefix in = {
+    .requests = 1,
+    .prompt_mean = (double)sc->scout_prompt_tokens,
+    .implied_pct = NAN,
+    .have_hit = true,
+    .hit_pct = 100.0 * (double)sc->scout_cached_tokens / (double)sc->scout_prompt_tokens,
+  };
+  tb_checks_prefix_cell(pf, &in);
+}
+
 /* The context's scout: its prompt and request bodies, one request that
  * warms the server's cache for the decode cells and measures the prefill
  * cell; then the server drains. */
@@ -1762,6 +1781,7 @@ run_scout(struct run *r, struct matrix *m, struct ctxrun *x)
     if (reset) {
       json_object_set_new(pf, "cache_reset", json_string(tb_cache_reset_name(cr)));
       json_object_set_new(pf, "cache_reset_detail", json_string(why));
+      scout_prefix_check(&sc, pf);
     }
     repeats_measured(r, m->cells, &m->rp, pf);
   }

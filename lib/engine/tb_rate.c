@@ -52,8 +52,10 @@
 #include "engine/tb_prompt.h"
 #include "engine/tb_ratewatch.h"
 #include "engine/tb_telemetry.h"
+#include "result/tb_checks.h"
 #include "result/tb_result.h"
 #include "result/tb_srvtime.h"
+#include "result/tb_steady.h"
 #include "net/tb_rxts.h"
 #include "base/tb_stats.h"
 #include "engine/tb_stream.h"
@@ -163,8 +165,11 @@ struct sess {
   unsigned turn; /* turns sent in this conversation */
   bool user;     /* a closed-loop user: starts another when done */
   bool has_cv;
-  int64_t due;       /* when its next request is due (in the heap) */
-  int64_t tri;       /* a trace cell's request (its index in rrun.tr); -1 */
+  int64_t due; /* when its next request is due (in the heap) */
+  int64_t tri; /* a trace cell's request (its index in rrun.tr); -1 */
+  /* a closed-loop user: its first request's start, its last one's end (the
+   * steady-state window counts users busy, tb_steady) */
+  int64_t busy_from, busy_to;
   struct tb_rng rng; /* its own draws: prompt, output length, think */
   struct tb_convo cv;
 };
@@ -242,7 +247,13 @@ struct rcell {
   uint64_t gap_n;
   /* per-request samples, in order of start */
   json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
-  json_t *s_sched;            /* when each was due, after t0 (issue 24: the schedule) */
+  json_t *s_sched;         /* when each was due, after t0 (issue 24: the schedule) */
+  json_t *s_start, *s_end; /* ms from t0 (issue 25: the steady window) */
+  /* every request that started, for the steady-state window (tb_steady) */
+  struct tb_steady_req *sreq;
+  size_t nsreq, capsreq;
+  struct tb_steady_span *busy; /* closed loop: each user's span */
+  size_t nbusy;
   struct tb_ratewatch *watch; /* the server's view and the checks */
   /* sessions (conversations, closed-loop users): those due, by due time */
   struct sess **heap;
@@ -449,6 +460,10 @@ sess_new(struct rcell *c, bool user)
 static void
 sess_free(struct rcell *c, struct sess *ss)
 {
+  if (ss->user && ss->busy_from != 0 && c->nbusy < c->users) { /* one per user */
+    c->busy[c->nbusy++] =
+      (struct tb_steady_span){ (ss->busy_from - c->t0) / 1000, (ss->busy_to - c->t0) / 1000 };
+  }
   if (ss->has_cv)
     tb_convo_free(&ss->cv);
   c->nsess--;
@@ -583,6 +598,29 @@ shard_request(struct tb_samples *m, const struct rcell *c, const struct rq *q,
   tb_samples_radd(m, TB_SAMPLES_RTOKENS, q->st.tokens);
 }
 
+/* A request that started and ended, for the steady-state window: its
+ * times from t0 (us; ms in the samples) and its figures. */
+static void
+steady_add(struct rcell *c, const struct rq *q, const struct tb_stream_figures *f, bool failed,
+           int64_t now)
+{
+  if (c->nsreq == c->capsreq) {
+    c->capsreq = c->capsreq ? 2 * c->capsreq : 256;
+    c->sreq = tb_xrealloc(c->sreq, c->capsreq * sizeof *c->sreq);
+  }
+  struct tb_steady_req *s = &c->sreq[c->nsreq++];
+  *s = (struct tb_steady_req){ .start_us = (q->st.t_start - c->t0) / 1000,
+                               .end_us = (now - c->t0) / 1000,
+                               .ok = !failed,
+                               .ttft_ms = failed ? NAN : (double)f->ttft / 1e6,
+                               .tpot_ms = !failed && f->have_tpot ? (double)f->tpot / 1e6 : NAN,
+                               .tokens = failed ? 0 : q->st.tokens };
+  if (q->ss != NULL && q->ss->user)
+    q->ss->busy_to = now;
+  put(c->s_start, q->k, json_real((double)s->start_us / 1e3));
+  put(c->s_end, q->k, json_real((double)s->end_us / 1e3));
+}
+
 /* The request in slot ended (err: a transport error, or NULL). */
 static void
 rq_end(struct rcell *c, unsigned slot, const char *err)
@@ -611,6 +649,7 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
   struct tb_engine_shard *sh = c->r->env->shard;
   if (sh != NULL) /* the whole request, on the common timeline (after t0) */
     shard_request(sh->samples, c, q, &f, failed, now);
+  steady_add(c, q, &f, failed, now);
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
   c->free_slots[c->n_free++] = slot;
@@ -655,7 +694,8 @@ sample_places(struct rcell *c, uint64_t k)
 {
   if (k >= TB_RESULT_SAMPLES_MAX)
     return;
-  json_t *const lat[] = { c->s_lag, c->s_ttft, c->s_tpot, c->s_e2e, c->s_maxtbt, c->s_sched };
+  json_t *const lat[] = { c->s_lag,    c->s_ttft,  c->s_tpot, c->s_e2e,
+                          c->s_maxtbt, c->s_start, c->s_end,  c->s_sched };
   for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
     json_array_append_new(lat[i], json_null());
   json_array_append_new(c->s_tokens, json_integer(0));
@@ -807,6 +847,8 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   q->t_sched = t_sched;
   int64_t t_start = q->st.t_start = tb_time_mono_ns();
   c->started++;
+  if (ss != NULL && ss->user && ss->busy_from == 0)
+    ss->busy_from = t_start;
   int64_t lag = t_start - t_sched;
   tb_stats_add(&c->lag, lag);
   put(c->s_lag, k, json_real((double)lag / 1e6));
@@ -888,6 +930,36 @@ conversation_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "turns", turns);
 }
 
+/* The cold-cell check (tb_checks_prefix_cell): what the cell's own prompts
+ * share, from the spec's workload and what the server counted. */
+static void
+prefix_check(const struct rcell *c, json_t *cell)
+{
+  const struct rrun *r = c->r;
+  const struct tb_spec *s = r->s;
+  size_t nt = c->turns != NULL ? (size_t)s->conversation.turns : 0;
+  double *tn = tb_xcalloc(nt ? nt : 1, sizeof *tn), *tp = tb_xcalloc(nt ? nt : 1, sizeof *tp);
+  for (size_t t = 0; t < nt; t++) {
+    const struct prompts *pt = &c->turns[t].pr;
+    tn[t] = (double)pt->n;
+    tp[t] = pt->n ? (double)pt->sum / (double)pt->n : NAN;
+  }
+  const struct tb_checks_prefix in = {
+    .requests = (double)c->pr.n,
+    .prompt_mean = c->pr.n ? (double)c->pr.sum / (double)c->pr.n : NAN,
+    .prefix_tokens = (double)s->prefix.tokens,
+    .suffixes = (double)s->prefix.suffixes,
+    .first_turns = nt > 0 ? (double)c->conv_started : (double)c->pr.n,
+    .turn_requests = tn,
+    .turn_prompt = tp,
+    .turns = nt,
+    .implied_pct = r->trace_cell ? 100.0 * r->tr_sum.implied_hit_rate : NAN,
+  };
+  tb_checks_prefix_cell(cell, &in);
+  free(tn);
+  free(tp);
+}
+
 /* The figures of a measured cell. */
 static void trace_figures(struct rcell *c, json_t *cell);
 
@@ -956,6 +1028,12 @@ cell_figures(struct rcell *c, json_t *cell)
   double span = c->flight_t > c->t0 ? (double)(c->flight_t - c->t0) : 0;
   json_object_set_new(cell, "avg_in_flight",
                       span > 0 ? json_real(c->flight_area / span) : json_null());
+  /* the steady-state window (tb_steady): a closed-loop cell's target is its
+   * users, counted busy; an open-loop cell's reference is its own peak of
+   * requests in flight */
+  struct tb_steady w;
+  tb_steady_compute(c->sreq, c->nsreq, c->users > 0 ? c->busy : NULL, c->nbusy, c->users, &w);
+  json_object_set_new(cell, "steady", tb_steady_json(&w));
   json_object_set_new(cell, "load", json_string(c->users > 0 ? "closed" : "open"));
   if (c->users > 0)
     json_object_set_new(cell, "users", json_integer(c->users));
@@ -980,10 +1058,13 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(smp, "output_tokens", c->s_tokens);
   json_object_set_new(smp, "good", c->s_good);
   json_object_set_new(smp, "sched_ms", c->s_sched);
+  json_object_set_new(smp, "start_ms", c->s_start);
+  json_object_set_new(smp, "end_ms", c->s_end);
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
-  c->s_sched = NULL;
+  c->s_start = c->s_end = c->s_sched = NULL;
   json_object_set_new(cell, "samples", smp);
   tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
+  prefix_check(c, cell);
   tb_telemetry_cell(c->r->env->telemetry, c->r->env->endpoint, cell, c->t0,
                     c->t_last_end > c->t0 ? c->t_last_end : tb_time_mono_ns());
 }
@@ -1167,6 +1248,7 @@ cell_open(struct rcell *c, struct rrun *r, double rate, unsigned users, unsigned
   for (unsigned i = 0; i < n; i++)
     c->free_slots[c->n_free++] = n - 1 - i; /* slot 0 on top */
   c->heap = tb_xcalloc(TB_RATE_MAX_SESSIONS, sizeof *c->heap);
+  c->busy = tb_xcalloc(users ? users : 1, sizeof *c->busy);
   if (r->s->conversation.turns > 0)
     c->turns = tb_xcalloc((size_t)r->s->conversation.turns, sizeof *c->turns);
   const struct tb_direct_ops ops = { c, rq_body, direct_end };
@@ -1178,6 +1260,8 @@ cell_open(struct rcell *c, struct rrun *r, double rate, unsigned users, unsigned
   c->s_maxtbt = json_array();
   c->s_tokens = json_array();
   c->s_good = json_array();
+  c->s_start = json_array();
+  c->s_end = json_array();
   c->s_sched = json_array();
 }
 
@@ -1381,8 +1465,8 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   (void)timerfd_settime(r->tfd, 0, &off, NULL);
   if (!cancelled)
     cell_figures(c, cell);
-  json_t *const samples[] = { c->s_lag,    c->s_ttft,   c->s_tpot, c->s_e2e,
-                              c->s_maxtbt, c->s_tokens, c->s_good, c->s_sched };
+  json_t *const samples[] = { c->s_lag,    c->s_ttft, c->s_tpot,  c->s_e2e, c->s_maxtbt,
+                              c->s_tokens, c->s_good, c->s_start, c->s_end, c->s_sched };
   for (size_t i = 0; i < TB_ARRAY_LEN(samples); i++)
     json_decref(samples[i]);
   struct tb_stats *const stats[] = { &c->ttft, &c->tpot, &c->tbt, &c->e2e, &c->lag };
@@ -1393,6 +1477,8 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   for (int64_t t = 0; t < s->conversation.turns; t++)
     tb_stats_free(&c->turns[t].ttft);
   free(c->turns);
+  free(c->sreq);
+  free(c->busy);
   free(c->heap);
   free(c->slots);
   free(c->free_slots);
@@ -1878,6 +1964,34 @@ us_to_ns(const struct tb_stats *us, struct tb_stats *ns)
     tb_stats_add(ns, us->v[i] > INT64_MAX / 1000 ? INT64_MAX : us->v[i] * 1000);
 }
 
+/* The union's requests, each whole, for the steady-state window
+ * (tb_steady, issue 25) on the common timeline: the shards' aligned series
+ * (tb_samples_rseries), every request (no cap of the samples arrays); none
+ * when they do not align. */
+static void
+merged_requests(const struct tb_samples *m, struct rcell *c)
+{
+  const struct tb_stats *x = m->rate.s;
+  size_t n = x[TB_SAMPLES_START].n;
+  const enum tb_samples_rseries al[] = { TB_SAMPLES_END, TB_SAMPLES_ROK, TB_SAMPLES_RTTFT,
+                                         TB_SAMPLES_RTPOT, TB_SAMPLES_RTOKENS };
+  for (size_t k = 0; k < TB_ARRAY_LEN(al); k++)
+    if (x[al[k]].n != n)
+      return;
+  c->sreq = n ? tb_xcalloc(n, sizeof *c->sreq) : NULL;
+  c->nsreq = c->capsreq = n;
+  for (size_t i = 0; i < n; i++) {
+    bool ok = x[TB_SAMPLES_ROK].v[i] != 0;
+    int64_t ttft = x[TB_SAMPLES_RTTFT].v[i], tpot = x[TB_SAMPLES_RTPOT].v[i];
+    c->sreq[i] = (struct tb_steady_req){ .start_us = x[TB_SAMPLES_START].v[i],
+                                         .end_us = x[TB_SAMPLES_END].v[i],
+                                         .ok = ok,
+                                         .ttft_ms = ttft > 0 ? (double)(ttft - 1) / 1e3 : NAN,
+                                         .tpot_ms = tpot > 0 ? (double)(tpot - 1) / 1e3 : NAN,
+                                         .tokens = ok ? x[TB_SAMPLES_RTOKENS].v[i] : 0 };
+  }
+}
+
 bool
 tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell, char *err,
                     size_t errlen)
@@ -1907,6 +2021,7 @@ tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell,
   c.t_last_end = x->last_end_us * 1000;
   c.flight_t = c.t_last_end;
   tb_samples_in_flight(m, &c.max_inflight, &c.flight_area);
+  merged_requests(m, &c); /* before the starts are sorted */
   tb_samples_start_gaps(m, &c.gap_sum, &c.gap_sum2, &c.gap_n);
   us_to_ns(&m->s[TB_SAMPLES_TTFT], &c.ttft);
   us_to_ns(&m->s[TB_SAMPLES_TPOT], &c.tpot);
@@ -1941,5 +2056,6 @@ tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell,
   for (size_t t = 0; t < nt; t++)
     tb_stats_free(&c.turns[t].ttft);
   free(c.turns);
+  free(c.sreq);
   return true;
 }

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "render/tb_cellview.h"
+#include "render/tb_steadyview.h"
+#include "render/tb_traceview.h"
 #include "render/tb_svg.h"
 #include "base/tb_json.h"
 
@@ -349,6 +351,8 @@ tb_ratereport_md(struct tb_render_buf *b, const json_t *doc)
     }
   }
   conversations(b, doc, false);
+  tb_traceview_md(b, doc);
+  tb_steadyview_md(b, doc);
   if (any_cellview(doc)) {
     tb_cellview_rate_md_head(b);
     cellview_rows(b, doc, tb_cellview_md_row);
@@ -409,6 +413,7 @@ tb_ratereport_cell_line(FILE *f, const json_t *c)
           tb_json_num(c, "achieved_rps"), tb_json_num(c, "goodput_rps"),
           tb_json_num(c, "attainment") * 100, tb_json_pct(c, "ttft_ms", "p50"),
           tb_json_pct(c, "schedule_lag_ms", "p99"));
+  tb_steadyview_cell_line(f, c);
 }
 
 /* ------------------------------------------------------------------ html */
@@ -574,6 +579,8 @@ tb_ratereport_html(struct tb_render_buf *b, const json_t *doc)
   }
   tb_render_puts(b, "</table>\n");
   conversations(b, doc, true);
+  tb_traceview_html(b, doc);
+  tb_steadyview_html(b, doc);
   if (any_cellview(doc)) {
     tb_cellview_rate_html_head(b);
     cellview_rows(b, doc, tb_cellview_html_cell);

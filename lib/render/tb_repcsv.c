@@ -34,6 +34,8 @@ enum src {
             * there only when some cell has them */
   EFF,     /* its cost and energy (tb_cost's "efficiency"); these columns
             * are there only when some cell has them (issue 26) */
+  STEADY,  /* its steady-state window (tb_steady's "steady"); these columns
+            * are there only when some cell has one (issue 25) */
 };
 
 struct col {
@@ -225,6 +227,23 @@ static const struct col cols[] = {
   { "sm_clock_min_mhz", put_sub, "sm_clock_mhz", "min", EFF },
   { "gpu_temp_max_c", put_num, "gpu_temp_c_max", NULL, EFF },
   { "gpu_throttled", put_bool, "gpu_throttled", NULL, CHECKS },
+  /* the steady-state window of a rate, conversation or trace cell */
+  { "steady_found", put_bool, "found", NULL, STEADY },
+  { "steady_start_s", put_num, "start_s", NULL, STEADY },
+  { "steady_end_s", put_num, "end_s", NULL, STEADY },
+  { "steady_length_s", put_num, "length_s", NULL, STEADY },
+  { "steady_requests", put_int, "requests", NULL, STEADY },
+  { "steady_output_tps", put_num, "output_tps", NULL, STEADY },
+  { "steady_rps", put_num, "rps", NULL, STEADY },
+  { "steady_ttft_p50_ms", put_pct, "ttft_ms", "p50", STEADY },
+  { "steady_ttft_p99_ms", put_pct, "ttft_ms", "p99", STEADY },
+  { "steady_tpot_p50_ms", put_pct, "tpot_ms", "p50", STEADY },
+  { "steady_tpot_p99_ms", put_pct, "tpot_ms", "p99", STEADY },
+};
+
+/* Which optional column groups a document has. */
+struct on {
+  bool srvtime, eff, steady;
 };
 
 /* Whether column k is written at all: the server's timings only where some
@@ -232,16 +251,18 @@ static const struct col cols[] = {
  * throttle check) likewise (issue 26), so that a document without keeps
  * its CSV as it was. */
 static bool
-col_on(const struct col *k, bool srvtime, bool eff)
+col_on(const struct col *k, const struct on *on)
 {
   if (k->src == SRVTIME)
-    return srvtime;
-  return eff || (k->src != EFF && strcmp(k->name, "gpu_throttled") != 0);
+    return on->srvtime;
+  if (k->src == STEADY)
+    return on->steady;
+  return on->eff || (k->src != EFF && strcmp(k->name, "gpu_throttled") != 0);
 }
 
 static void
 csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_t conc,
-        bool srvtime, bool eff)
+        const struct on *on)
 {
   const struct row r = { c, phase, ctx, conc };
   const json_t *st = json_object_get(c, "server_timings");
@@ -250,14 +271,16 @@ csv_row(struct tb_render_buf *b, const json_t *c, int phase, int64_t ctx, int64_
                            tb_cellview_summary(c),
                            tb_ratereport_is_rate(c) ? c : NULL,
                            json_is_object(st) ? st : NULL,
-                           json_object_get(c, "efficiency") };
+                           json_object_get(c, "efficiency"),
+                           json_is_object(json_object_get(c, "steady"))
+                             ? json_object_get(c, "steady")
+                             : NULL };
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++) {
-    if (!col_on(&cols[i], srvtime, eff))
+    if (!col_on(&cols[i], on))
       continue;
     if (i > 0)
       tb_render_puts(b, ",");
-    if ((cols[i].src != RATE && cols[i].src != SRVTIME && cols[i].src != EFF) ||
-        from[cols[i].src] != NULL)
+    if (cols[i].src < RATE || from[cols[i].src] != NULL)
       cols[i].put(b, &r, from[cols[i].src], &cols[i]);
   }
   tb_render_puts(b, "\r\n");
@@ -277,25 +300,28 @@ void
 tb_repcsv_render(struct tb_render_buf *b, const struct tb_repview *v)
 {
   const json_t *cells = json_object_get(v->doc, "cells");
-  bool srv = any_srvtime(v), eff = false;
-  for (size_t i = 0; i < json_array_size(cells) && !eff; i++)
-    eff = json_object_get(json_array_get(cells, i), "efficiency") != NULL;
+  struct on on = { .srvtime = any_srvtime(v) };
+  for (size_t i = 0; i < json_array_size(cells); i++) {
+    const json_t *c = json_array_get(cells, i);
+    on.eff = on.eff || json_object_get(c, "efficiency") != NULL;
+    on.steady = on.steady || json_is_object(json_object_get(c, "steady"));
+  }
   for (size_t i = 0; i < TB_ARRAY_LEN(cols); i++)
-    if (col_on(&cols[i], srv, eff))
+    if (col_on(&cols[i], &on))
       tb_render_printf(b, "%s%s", i > 0 ? "," : "", cols[i].name);
   tb_render_puts(b, "\r\n");
   for (size_t i = 0; i < v->pctx.n; i++)
     if (v->pcell[i])
-      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1, srv, eff);
+      csv_row(b, v->pcell[i], 0, v->pctx.v[i], 1, &on);
   for (size_t r = 0; r < v->dctx.n; r++)
     for (size_t k = 0; k < v->conc.n; k++)
       if (tb_repview_at(v, r, k))
-        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k], srv, eff);
+        csv_row(b, tb_repview_at(v, r, k), 1, v->dctx.v[r], v->conc.v[k], &on);
   for (size_t i = 0; i < v->ncells; i++) {
     const json_t *c = json_array_get(cells, i);
     int64_t ctx, conc;
     if (tb_ratereport_is_rate(c) && tb_json_int(c, "context", &ctx) &&
         tb_json_int(c, "concurrency", &conc))
-      csv_row(b, c, 2, ctx, conc, srv, eff); /* a rate cell: its number as concurrency */
+      csv_row(b, c, 2, ctx, conc, &on); /* a rate cell: its number as concurrency */
   }
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/tb_json.h"
 #include "base/tb_util.h"
@@ -188,7 +189,134 @@ tb_checks_failed_text(const json_t *cell, char *buf, size_t len)
   return buf;
 }
 
+/* ------------------------------------------------------ prefix hits */
+
+double
+tb_checks_prefix_explained(const struct tb_checks_prefix *p)
+{
+  if (!(p->requests > 0) || !(p->prompt_mean > 0))
+    return NAN;
+  double total = p->requests * p->prompt_mean, t = TB_CHECK_TEMPLATE_TOKENS;
+  double px = p->prefix_tokens > 0 ? p->prefix_tokens : 0, base = 0;
+  if (isfinite(p->implied_pct)) {
+    base = total * p->implied_pct / 100.0 + p->requests * t;
+  } else if (p->turns > 0 && p->turn_requests != NULL && p->turn_prompt != NULL) {
+    double first = p->turn_prompt[0];
+    for (size_t k = 0; k < p->turns; k++) {
+      double n = p->turn_requests[k], pr = p->turn_prompt[k];
+      if (!(n > 0) || !isfinite(pr))
+        continue;
+      double carried = k > 0 && isfinite(first) && pr > first ? pr - first : 0;
+      base += n * fmin(pr, carried + px + t);
+    }
+  } else {
+    base = p->requests * fmin(p->prompt_mean, px + t);
+  }
+  /* a shared prefix's user messages repeat past the first `suffixes`: what
+   * began with a repeat may hit whole */
+  double firsts = p->first_turns > 0 ? p->first_turns : p->requests;
+  if (px > 0 && p->suffixes > 0 && firsts > p->suffixes) {
+    double rep = (firsts - p->suffixes) / firsts;
+    base = (1 - rep) * base + rep * total;
+  }
+  double pct = 100.0 * base / total;
+  return pct < 100.0 ? pct : 100.0;
+}
+
+void
+tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p)
+{
+  const char *cr = tb_json_str(cell, "cache_reset");
+  if (cr == NULL || strcmp(cr, "done") != 0)
+    return;
+  const json_t *sum = json_object_get(json_object_get(cell, "server_series"), "summary");
+  double hit = tb_json_num(sum, "prefix_hit_pct");
+  const char *src = tb_json_str(sum, "prefix_hit_source");
+  char source[48];
+  snprintf(source, sizeof source, "server series, %s", src ? src : "counters");
+  if (!isfinite(hit)) { /* no series: what the server said of each answer */
+    hit = tb_json_num(json_object_get(cell, "prefix_cache"), "hit_pct");
+    snprintf(source, sizeof source, "usage");
+  }
+  if (!isfinite(hit) && p->have_hit)
+    hit = p->hit_pct;
+  double expl = tb_checks_prefix_explained(p);
+  if (!isfinite(hit) || !isfinite(expl))
+    return;
+  json_t *ch = json_object_get(cell, "checks");
+  if (!json_is_object(ch)) {
+    ch = json_pack("{s:b, s:[]}", "ok", 1, "failed");
+    json_object_set_new(cell, "checks", ch);
+  }
+  bool bad = hit > expl + TB_CHECK_HIT_SLACK_PTS;
+  json_object_set_new(ch, "prefix_hit_pct", json_real(round_to(hit, 1e4)));
+  json_object_set_new(ch, "prefix_hit_source", json_string(source));
+  json_object_set_new(ch, "prefix_hit_explained_pct", json_real(round_to(expl, 1e4)));
+  json_object_set_new(ch, "prefix_hits_unexplained", json_boolean(bad));
+  if (!bad)
+    return;
+  char why[300];
+  snprintf(why, sizeof why,
+           "prefix hits unexplained: after a cache reset the server's prefix cache held "
+           "%.1f%% of prompt tokens (%s), this cell's own prompts explain at most %.1f%% "
+           "(+%.0f points)",
+           hit, source, expl, TB_CHECK_HIT_SLACK_PTS);
+  json_t *failed = json_object_get(ch, "failed");
+  if (!json_is_array(failed)) {
+    failed = json_array();
+    json_object_set_new(ch, "failed", failed);
+  }
+  json_array_append_new(failed, json_string(why));
+  json_object_set_new(ch, "ok", json_false());
+}
+
 /* ------------------------------------------------------------ repeats */
+
+json_t *
+tb_checks_combine_prefix(json_t *const *reps, size_t n)
+{
+  json_t *o = NULL, *failed = NULL;
+  double hit = NAN, expl = NAN;
+  bool bad = false;
+  for (size_t r = 0; r < n; r++) {
+    const json_t *ch = json_object_get(reps[r], "checks");
+    if (!json_is_boolean(json_object_get(ch, "prefix_hits_unexplained")))
+      continue;
+    if (o == NULL) {
+      o = json_object();
+      failed = json_array();
+      json_object_set_new(o, "prefix_hit_source",
+                          json_string(tb_json_str(ch, "prefix_hit_source")
+                                        ? tb_json_str(ch, "prefix_hit_source")
+                                        : "usage"));
+    }
+    bad = bad || json_is_true(json_object_get(ch, "prefix_hits_unexplained"));
+    double h = tb_json_num(ch, "prefix_hit_pct"), e = tb_json_num(ch, "prefix_hit_explained_pct");
+    if (isfinite(h) && !(h <= hit))
+      hit = h;
+    if (isfinite(e) && !(e >= expl))
+      expl = e;
+    json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
+    size_t i;
+    const json_t *v;
+    json_array_foreach (json_object_get(ch, "failed"), i, v) {
+      char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
+                               json_string_value(v) ? json_string_value(v) : "");
+      json_array_append_new(failed, json_string(why));
+      free(why);
+    }
+  }
+  if (o == NULL)
+    return NULL;
+  if (isfinite(hit))
+    json_object_set_new(o, "prefix_hit_pct", json_real(hit));
+  if (isfinite(expl))
+    json_object_set_new(o, "prefix_hit_explained_pct", json_real(expl));
+  json_object_set_new(o, "prefix_hits_unexplained", json_boolean(bad));
+  json_object_set_new(o, "ok", json_boolean(json_array_size(failed) == 0));
+  json_object_set_new(o, "failed", failed);
+  return o;
+}
 
 json_t *
 tb_checks_combine(json_t *const *reps, size_t n)

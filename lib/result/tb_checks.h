@@ -94,6 +94,67 @@ json_t *tb_checks_json(const struct tb_checks_in *in) TB_MUST_CHECK;
  * when no repeat has checks.  New reference. */
 json_t *tb_checks_combine(json_t *const *reps, size_t n) TB_MUST_CHECK;
 
+/*
+ * Issue 25: prefix_hits_unexplained.  A cold cell (cache_reset "done": the
+ * server's prefix cache emptied just before it) can only hit on what its
+ * own prompts share.  What they share, as tokens of the prompts:
+ *  - every request: the chat template's tokens before its text (a few:
+ *    less than a block on vLLM; SGLang's radix cache matches them token by
+ *    token, and Llama 3.1's template puts a system header with its
+ *    "Cutting Knowledge Date" and "Today Date" lines before every user
+ *    message, about 30 tokens: meta-llama/Llama-3.1-8B-Instruct's
+ *    tokenizer_config.json chat_template, as vLLM's examples copy it) and the
+ *    run's id at the head of its text, before the request's own marker
+ *    (tb_prompt's tag): TB_CHECK_TEMPLATE_TOKENS as a bound;
+ *  - a shared prefix: its tokens, and a whole prompt for each request
+ *    repeating an earlier one's user message (past the first `suffixes`);
+ *  - a conversation: each turn the earlier turns it carries (its prompt less
+ *    the first turn's);
+ *  - a trace: the hit rate it implies (tb_trace), the template besides.
+ * The server's share (its series' prefix_hit_pct over the cell, else the
+ * usage's prefix_cache.hit_pct, else the caller's) above that by more than
+ * TB_CHECK_HIT_SLACK_PTS is something else warming the cache behind the
+ * cell's back (another client, a cache the reset did not empty), and
+ * inflates its figures (vLLM #52884).
+ */
+#define TB_CHECK_TEMPLATE_TOKENS 64.0
+#define TB_CHECK_HIT_SLACK_PTS 2.0
+
+/* What a cell's own prompts share (see above).  Unknown: NAN or 0. */
+struct tb_checks_prefix {
+  double requests;                           /* requests whose prompt the server counted */
+  double prompt_mean;                        /* their mean prompt tokens */
+  double prefix_tokens;                      /* a shared prefix's tokens (0: none) */
+  double suffixes;                           /* its distinct user messages */
+  double first_turns;                        /* requests that began something new: a
+                         * conversation's first turns (else the requests) */
+  const double *turn_requests, *turn_prompt; /* per turn of a conversation */
+  size_t turns;                              /* 0: no conversation */
+  double implied_pct;                        /* a trace's implied hit rate (NAN: not a trace) */
+  /* the server's share when the cell holds none (a prefill scout: its one
+   * answer's cached tokens over its prompt's), with have_hit */
+  bool have_hit;
+  double hit_pct;
+};
+
+/* The share of prompt tokens (%) a cell's own prompts explain, at most 100;
+ * NAN when the prompts are unknown. */
+double tb_checks_prefix_explained(const struct tb_checks_prefix *p);
+
+/* The check on a finished cell: nothing unless cache_reset is "done" and
+ * the server said a hit rate; then checks (made when absent) gets
+ * prefix_hit_pct, prefix_hit_source ("server series, counters", "server
+ * series, gauge" or "usage"), prefix_hit_explained_pct and
+ * prefix_hits_unexplained, and a failed reason with the numbers when true. */
+void tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p);
+
+/* The cold-cell check of a prefill scout measured in repeats (only these
+ * members): ok when every repeat's was, each failed reason prefixed
+ * "repeat N: ", prefix_hits_unexplained when one repeat's was,
+ * prefix_hit_pct the largest, prefix_hit_explained_pct the smallest.  NULL
+ * when no repeat has them.  New reference. */
+json_t *tb_checks_combine_prefix(json_t *const *reps, size_t n) TB_MUST_CHECK;
+
 /* "reason; reason" of a cell's failed checks into buf, "" when none (or no
  * checks).  Returns buf. */
 const char *tb_checks_failed_text(const json_t *cell, char *buf, size_t len);

@@ -428,6 +428,33 @@ combine_decode(json_t *const *reps, size_t n)
   return cell;
 }
 
+/* A scout's cache reset and its cold-cell check over its repeats (issue
+ * 25): "done" when every repeat's reset was, else the first other outcome
+ * with its detail; the check combined (tb_checks_combine_prefix). */
+static void
+combine_cold(json_t *cell, json_t *const *reps, size_t n)
+{
+  const json_t *pick = NULL;
+  for (size_t r = 0; r < n; r++) {
+    const char *cr = tb_json_str(reps[r], "cache_reset");
+    if (cr == NULL)
+      return; /* kept, or not asked: none */
+    if (pick == NULL || strcmp(cr, "done") != 0)
+      pick = reps[r];
+    if (strcmp(cr, "done") != 0)
+      break;
+  }
+  if (pick == NULL)
+    return;
+  json_object_set_new(cell, "cache_reset", json_string(tb_json_str(pick, "cache_reset")));
+  const char *detail = tb_json_str(pick, "cache_reset_detail");
+  if (detail != NULL)
+    json_object_set_new(cell, "cache_reset_detail", json_string(detail));
+  json_t *checks = tb_checks_combine_prefix(reps, n);
+  if (checks != NULL)
+    json_object_set_new(cell, "checks", checks);
+}
+
 static json_t *
 combine_prefill(json_t *const *reps, size_t n)
 {
@@ -463,6 +490,7 @@ combine_prefill(json_t *const *reps, size_t n)
   json_object_set_new(cell, "completed", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "prompt_tps", NULL));
+  combine_cold(cell, reps, n);
   json_object_set_new(
     cell, "samples",
     json_pack("{s:o, s:o}", "prompt_tps", sample_d(tps, n), "ttft_ms", sample_d(ttft, n)));

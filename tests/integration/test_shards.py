@@ -371,6 +371,12 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     assert cell["schedule_lag_ms"]["max"] == max(lag) / 1e6
     assert cell["output_tokens"] == sum(s["tokens"] for s in shards)
     assert cell["good"] == sum(s["good"] for s in shards)
+    # the steady-state window (issue 25) of the union of the shards' requests
+    st = cell["steady"]
+    assert st["found"] and st["reference"] == "peak", st
+    assert st["peak_in_flight"] == cell["max_in_flight"], (st, cell["max_in_flight"])
+    assert 0 <= st["start_s"] < st["end_s"] <= cell["measured_s"] + 1e-6, st
+    assert st["requests"] <= cell["requests"] and one["steady"]["found"], (st, one["steady"])
     # each request whole, its series aligned: ok, TTFT + 1, TPOT + 1, tokens
     for s in shards:
         lag, start, end, _, ok, rttft, rtpot, rtok = s["rate"]["series"]

@@ -220,6 +220,112 @@ test_users_and_turns(void **state)
   json_decref(doc);
 }
 
+/* A trace cell with a steady-state window, and a closed-loop cell that
+ * never reached its steady state: the trace's summary and each window show
+ * in Markdown and HTML (and so the terminal), the CSV's steady columns carry
+ * the JSON's and are there only when some cell has a window. */
+static void
+test_trace_and_steady(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads(
+    "{\"schema\":\"tokbench.result/v1\",\"status\":\"complete\",\"settings\":{},"
+    "\"cells\":[{\"phase\":\"rate\",\"context\":700,\"concurrency\":1,\"rate_rps\":0,"
+    "\"role\":\"trace\",\"status\":\"valid\",\"offered_rps\":3.95,\"achieved_rps\":3.9,"
+    "\"schedule_lag_ms\":{\"p50\":0.25,\"p99\":1.5,\"max\":4},\"cache_reset\":\"done\","
+    "\"trace\":{\"format\":\"mooncake\",\"requests\":120,\"sessions\":7,\"span_s\":30.5,"
+    "\"trace_rps\":3.93,\"implied_hit_pct\":43.6,\"hit_pct\":43.25,\"abandoned\":2},"
+    "\"steady\":{\"found\":true,\"reference\":\"peak\",\"peak_in_flight\":9,"
+    "\"threshold\":8.55,\"start_s\":3.5,\"end_s\":5.25,\"length_s\":1.75,\"requests\":6,"
+    "\"completed\":5,\"rps\":2.857143,\"output_tps\":512.25,"
+    "\"ttft_ms\":{\"p50\":40.5,\"p99\":90},\"tpot_ms\":{\"p50\":8.5,\"p99\":12}}},"
+    "{\"phase\":\"rate\",\"context\":200,\"concurrency\":2,\"users\":4,\"role\":\"sweep\","
+    "\"status\":\"valid\",\"steady\":{\"found\":false,\"reference\":\"target\","
+    "\"peak_in_flight\":3,\"target\":4,\"threshold\":3.8,"
+    "\"reason\":\"requests in flight never reached 95% of the target\"}}]}",
+    0, NULL);
+  assert_non_null(doc);
+  char *md = render(doc, TB_REPORT_MD);
+  assert_non_null(strstr(md, "### Trace replay"));
+  assert_non_null(strstr(md, "| 1 | mooncake | 120 | 7 | 30.5 s | 3.93 | 3.95 | 3.90 | "
+                             "43.6% / 43.2% | 0.25 ms / 1.50 ms / 4.00 ms | 2 | done |"));
+  assert_non_null(strstr(md, "### Steady-state window"));
+  assert_non_null(strstr(md, "| 1 trace | 9 / peak (at least 8.55) | 3.500 – 5.250 s | 1.750 s | "
+                             "6 | 512.2 | 2.86 | 40.5 ms | 90.0 ms | 8.5 ms | 12.0 ms |"));
+  assert_non_null(strstr(md, "| 2 sweep | 3 / target 4 (at least 3.80) | none: requests in "
+                             "flight never reached 95% of the target |"));
+  char *html = render(doc, TB_REPORT_HTML);
+  assert_non_null(strstr(html, "<h3 id=\"trace\">Trace replay</h3>"));
+  assert_non_null(strstr(html, "<td>43.6% / 43.2%</td>"));
+  assert_non_null(strstr(html, "<h3 id=\"steady\">Steady-state window</h3>"));
+  assert_non_null(strstr(html, "<td>3.500 – 5.250 s</td><td>1.750 s</td>"));
+  char *csv = render(doc, TB_REPORT_CSV);
+  char hdr[120][64], row[120][64];
+  size_t nh = fields(csv, hdr, 120);
+  const char *l = strstr(csv, "\r\nrate,");
+  assert_non_null(l);
+  size_t nr = fields(l + 2, row, 120);
+  assert_int_equal(nr, nh);
+  int seen = 0;
+  for (size_t i = 0; i < nh; i++) {
+    if (strcmp(hdr[i], "steady_found") == 0)
+      seen += strcmp(row[i], "true") == 0;
+    if (strcmp(hdr[i], "steady_length_s") == 0)
+      seen += strtod(row[i], NULL) == 1.75;
+    if (strcmp(hdr[i], "steady_output_tps") == 0)
+      seen += strtod(row[i], NULL) == 512.25;
+    if (strcmp(hdr[i], "steady_ttft_p99_ms") == 0)
+      seen += strtod(row[i], NULL) == 90;
+  }
+  assert_int_equal(seen, 4);
+  free(md);
+  free(html);
+  free(csv);
+  /* without a window, no steady column */
+  json_object_del(json_array_get(json_object_get(doc, "cells"), 0), "steady");
+  json_object_del(json_array_get(json_object_get(doc, "cells"), 1), "steady");
+  csv = render(doc, TB_REPORT_CSV);
+  assert_null(strstr(csv, "steady_"));
+  md = render(doc, TB_REPORT_MD);
+  assert_null(strstr(md, "Steady-state window"));
+  free(csv);
+  free(md);
+  json_decref(doc);
+}
+
+/* A window or a trace object with members missing or of the wrong type
+ * (an imported document): dashes, never "nan" or a crash; the terminal's
+ * line likewise. */
+static void
+test_steady_and_trace_malformed(void **state)
+{
+  (void)state;
+  json_t *doc = json_loads(
+    "{\"schema\":\"tokbench.result/v1\",\"cells\":[{\"phase\":\"rate\",\"context\":1,"
+    "\"concurrency\":1,\"status\":\"valid\",\"steady\":{\"found\":true,\"start_s\":\"x\","
+    "\"ttft_ms\":7},\"trace\":{\"format\":5,\"requests\":\"many\"}}]}",
+    0, NULL);
+  assert_non_null(doc);
+  for (int f = 0; f < 2; f++) {
+    char *out = render(doc, f ? TB_REPORT_HTML : TB_REPORT_MD);
+    assert_non_null(strstr(out, "Steady-state window"));
+    assert_non_null(strstr(out, "Trace replay"));
+    assert_null(strstr(out, "nan"));
+    free(out);
+  }
+  char *line = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&line, &len);
+  assert_non_null(m);
+  tb_ratereport_cell_line(m, json_array_get(json_object_get(doc, "cells"), 0));
+  fclose(m);
+  const char *st = strstr(line, ", steady —: —, TTFT p50 ");
+  assert_non_null(st);
+  assert_null(strstr(st, "nan"));
+  free(line);
+  json_decref(doc);
+}
+
 static void
 test_nothing_without_rate_cells(void **state)
 {
@@ -241,6 +347,8 @@ main(void)
     cmocka_unit_test(test_formats),
     cmocka_unit_test(test_server_view_and_checks),
     cmocka_unit_test(test_users_and_turns),
+    cmocka_unit_test(test_trace_and_steady),
+    cmocka_unit_test(test_steady_and_trace_malformed),
     cmocka_unit_test(test_nothing_without_rate_cells),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

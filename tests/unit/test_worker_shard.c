@@ -26,6 +26,7 @@
 #include "db/tb_queue.h"
 #include "db/tb_shards.h"
 #include "result/tb_samples.h"
+#include "result/tb_steady.h"
 #include "spec/tb_spec.h"
 #include "worker_shard.h"
 
@@ -194,6 +195,46 @@ recompute(const struct tb_shards_key *k, struct tb_samples *all)
   PQclear(r);
 }
 
+/* The steady window of every request the shards of k stored, computed
+ * here from the blobs read back with SQL. */
+static json_t *
+union_steady(const struct tb_shards_key *k)
+{
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT samples FROM cell_shards WHERE job_id = '%s' AND cell_key = '%s'"
+           " AND attempt = %d ORDER BY shard",
+           k->job_id, k->cell_key, k->attempt);
+  PGresult *r = PQexecParams(tb_db_conn(db), sql, 0, NULL, NULL, NULL, NULL, 1);
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  struct tb_steady_req *req = NULL;
+  size_t n = 0;
+  for (int i = 0; i < PQntuples(r); i++) {
+    struct tb_samples one;
+    char err[200];
+    assert_true(tb_samples_decode((const unsigned char *)PQgetvalue(r, i, 0),
+                                  (size_t)PQgetlength(r, i, 0), &one, err, sizeof err));
+    const struct tb_stats *x = one.rate.s;
+    req = tb_xrealloc(req, (n + x[TB_SAMPLES_START].n) * sizeof *req);
+    for (size_t j = 0; j < x[TB_SAMPLES_START].n; j++) {
+      int64_t ttft = x[TB_SAMPLES_RTTFT].v[j], tpot = x[TB_SAMPLES_RTPOT].v[j];
+      bool ok = x[TB_SAMPLES_ROK].v[j] != 0;
+      req[n++] = (struct tb_steady_req){ .start_us = x[TB_SAMPLES_START].v[j],
+                                         .end_us = x[TB_SAMPLES_END].v[j],
+                                         .ok = ok,
+                                         .ttft_ms = ttft ? (double)(ttft - 1) / 1e3 : NAN,
+                                         .tpot_ms = tpot ? (double)(tpot - 1) / 1e3 : NAN,
+                                         .tokens = ok ? x[TB_SAMPLES_RTOKENS].v[j] : 0 };
+    }
+    tb_samples_free(&one);
+  }
+  PQclear(r);
+  struct tb_steady w;
+  tb_steady_compute(req, n, NULL, 0, 0, &w);
+  free(req);
+  return tb_steady_json(&w);
+}
+
 static double
 pct(json_t *cell, const char *member, const char *p)
 {
@@ -245,6 +286,12 @@ test_rate_merge_is_the_recomputation(void **state)
   assert_null(json_object_get(cell, "samples"));
   assert_int_equal(json_integer_value(json_object_get(json_object_get(cell, "shards"), "count")),
                    3);
+  /* the steady-state window (issue 25) of the union: every request of
+   * every stored shard, read back here, through tb_steady */
+  json_t *want = union_steady(&k);
+  assert_true(json_equal(json_object_get(cell, "steady"), want));
+  assert_true(json_is_true(json_object_get(want, "found")));
+  json_decref(want);
   /* a decode cell's merge refuses a rate cell's shards, and the rate merge
    * a decode cell's */
   json_t *d = json_pack("{s:s}", "phase", "decode");

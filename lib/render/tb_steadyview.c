@@ -1,0 +1,172 @@
+/*
+ * tb_steadyview: see tb_steadyview.h.
+ */
+#include "render/tb_steadyview.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/tb_json.h"
+#include "base/tb_util.h"
+
+#define NCOLS 11
+
+static const char *const heads[NCOLS] = {
+  "Cell",     "In flight (peak / reference)",
+  "Window",   "Length",
+  "Requests", "Output tok/s",
+  "Req/s",    "TTFT p50",
+  "TTFT p99", "TPOT p50",
+  "TPOT p99",
+};
+
+static const json_t *
+steady(const json_t *c)
+{
+  const json_t *s = json_object_get(c, "steady");
+  return json_is_object(s) ? s : NULL;
+}
+
+bool
+tb_steadyview_any(const json_t *doc)
+{
+  size_t i;
+  const json_t *c;
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
+    if (steady(c) != NULL)
+      return true;
+  }
+  return false;
+}
+
+/* v with places decimals and then suffix, or a dash. */
+static void
+num(double v, int places, const char *suffix, char *buf, size_t len)
+{
+  if (isfinite(v))
+    snprintf(buf, len, "%.*f%s", places, v, suffix);
+  else
+    snprintf(buf, len, "%s", TB_RENDER_DASH);
+}
+
+/* The texts of one row into col[NCOLS][96]; the reason when none. */
+static void
+row_texts(const json_t *c, char col[NCOLS][96])
+{
+  const json_t *s = steady(c);
+  int64_t n = 0, peak = 0, target = 0;
+  (void)tb_json_int(c, "concurrency", &n);
+  (void)tb_json_int(s, "peak_in_flight", &peak);
+  const char *role = tb_json_str(c, "role");
+  snprintf(col[0], sizeof col[0], "%" PRId64 "%s%s", n, role ? " " : "", role ? role : "");
+  char thr[32];
+  num(tb_json_num(s, "threshold"), 2, "", thr, sizeof thr);
+  if (tb_json_int(s, "target", &target))
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / target %" PRId64 " (at least %s)", peak, target,
+             thr);
+  else
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / peak (at least %s)", peak, thr);
+  for (int k = 2; k < NCOLS; k++)
+    snprintf(col[k], sizeof col[k], "%s", TB_RENDER_DASH);
+  if (!json_is_true(json_object_get(s, "found"))) {
+    const char *why = tb_json_str(s, "reason");
+    snprintf(col[2], sizeof col[2], "none: %s", why ? why : "not reached");
+    return;
+  }
+  char a[32], e[32];
+  num(tb_json_num(s, "start_s"), 3, "", a, sizeof a);
+  num(tb_json_num(s, "end_s"), 3, " s", e, sizeof e);
+  snprintf(col[2], sizeof col[2], "%s – %s", a, e);
+  num(tb_json_num(s, "length_s"), 3, " s", col[3], sizeof col[3]);
+  int64_t req = 0;
+  if (tb_json_int(s, "requests", &req))
+    tb_render_fmt_int(req, col[4], sizeof col[4]);
+  num(tb_json_num(s, "output_tps"), 1, "", col[5], sizeof col[5]);
+  num(tb_json_num(s, "rps"), 2, "", col[6], sizeof col[6]);
+  tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p50"), col[7], sizeof col[7]);
+  tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p99"), col[8], sizeof col[8]);
+  tb_render_fmt_ms1(tb_json_pct(s, "tpot_ms", "p50"), col[9], sizeof col[9]);
+  tb_render_fmt_ms1(tb_json_pct(s, "tpot_ms", "p99"), col[10], sizeof col[10]);
+}
+
+static const char intro[] =
+  "The longest span in which the requests in flight stayed at or above 95% of the cell's "
+  "reference (its users in closed loop, else its own peak); the figures are those inside it.";
+
+void
+tb_steadyview_md(struct tb_render_buf *b, const json_t *doc)
+{
+  if (!tb_steadyview_any(doc))
+    return;
+  tb_render_printf(b, "\n### Steady-state window\n\n%s\n\n|", intro);
+  for (int k = 0; k < NCOLS; k++)
+    tb_render_printf(b, " %s |", heads[k]);
+  tb_render_puts(b, "\n|");
+  for (int k = 0; k < NCOLS; k++)
+    tb_render_puts(b, "---|");
+  tb_render_puts(b, "\n");
+  size_t i;
+  const json_t *c;
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
+    if (steady(c) == NULL)
+      continue;
+    char col[NCOLS][96];
+    row_texts(c, col);
+    tb_render_puts(b, "|");
+    for (int k = 0; k < NCOLS; k++) {
+      tb_render_puts(b, " ");
+      tb_render_md(b, col[k]);
+      tb_render_puts(b, " |");
+    }
+    tb_render_puts(b, "\n");
+  }
+}
+
+void
+tb_steadyview_html(struct tb_render_buf *b, const json_t *doc)
+{
+  if (!tb_steadyview_any(doc))
+    return;
+  tb_render_printf(b, "<h3 id=\"steady\">Steady-state window</h3>\n<p>%s</p>\n", intro);
+  tb_render_puts(b, "<table class=\"all steady\"><tr>");
+  for (int k = 0; k < NCOLS; k++) {
+    tb_render_puts(b, "<th>");
+    tb_render_html(b, heads[k]);
+    tb_render_puts(b, "</th>");
+  }
+  tb_render_puts(b, "</tr>\n");
+  size_t i;
+  const json_t *c;
+  json_array_foreach (json_object_get(doc, "cells"), i, c) {
+    if (steady(c) == NULL)
+      continue;
+    char col[NCOLS][96];
+    row_texts(c, col);
+    tb_render_puts(b, "<tr>");
+    for (int k = 0; k < NCOLS; k++) {
+      tb_render_puts(b, "<td>");
+      tb_render_html(b, col[k]);
+      tb_render_puts(b, "</td>");
+    }
+    tb_render_puts(b, "</tr>\n");
+  }
+  tb_render_puts(b, "</table>\n");
+}
+
+void
+tb_steadyview_cell_line(FILE *f, const json_t *c)
+{
+  const json_t *s = steady(c);
+  if (s == NULL)
+    return;
+  if (!json_is_true(json_object_get(s, "found"))) {
+    fprintf(f, ", no steady state");
+    return;
+  }
+  char len[32], tps[32], ttft[32];
+  num(tb_json_num(s, "length_s"), 1, " s", len, sizeof len);
+  num(tb_json_num(s, "output_tps"), 1, " tok/s", tps, sizeof tps);
+  tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p50"), ttft, sizeof ttft);
+  fprintf(f, ", steady %s: %s, TTFT p50 %s", len, tps, ttft);
+}
