@@ -1047,6 +1047,7 @@ cell_figures(struct rcell *c, json_t *cell)
   if (c->watch == NULL) { /* a merged cell (tb_rate_cell_merged): no samples
                           * arrays, no server series; the checks of its figures */
     tb_ratewatch_cell(NULL, cell, false);
+    prefix_check(c, cell);
     return;
   }
   json_t *smp = json_object();
