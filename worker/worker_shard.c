@@ -277,7 +277,7 @@ worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index,
 {
   const struct tb_spec *sp = j->spec;
   int64_t want = spec_shards(j->job_spec);
-  int n = tb_plan_rate_shards(want, rate, (double)j->w->shard.max_rps);
+  int n = tb_plan_rate_shards(want, rate, (double)j->w->shard.max_rps, sp->rate_requests);
   if (n <= 1)
     return false;
   json_t *bspec =

@@ -472,6 +472,31 @@ def test_killed_rate_shard_measures_the_cell_again_whole(ctx):
         assert sorted(s["rate"]["series"][3]) == sched[k::2], k
 
 
+def test_a_shard_with_no_arrival_of_its_own(ctx):
+    """A sparse schedule (constant 1/s for 2 s: arrivals at 0 and 1 s) on 3
+    shards: the third has no arrival, still walks the schedule, stores an
+    empty share and the cell merges whole; counted requests cap the shards
+    (rate_requests 2 with shards 3: 2 shards)."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    fresh_workers(t, 4)
+    spec = dict(RATE_SPEC, rates=[1], rate_duration_s=2, arrival="constant", shards=3)
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", timeout=120)
+    cell = rate_cell(t, jid)
+    assert cell["status"] == "valid" and cell["shards"]["count"] == 3, cell
+    shards = merged_samples(t, jid, "rate")
+    assert [len(s["rate"]["series"][3]) for s in shards] == [1, 1, 0], shards
+    assert cell["requests"] == cell["completed"] == 2, cell
+    spec = dict(RATE_SPEC, rates=[5], rate_requests=2, arrival="constant", shards=3)
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", timeout=120)
+    cell = rate_cell(t, jid)
+    assert cell["status"] == "valid" and cell["shards"]["count"] == 2, cell
+    assert cell["requests"] == 2, cell
+
+
 def test_handed_back_job_meets_no_old_barrier(ctx):
     """The job's worker stopped (SIGTERM) mid-sharded-cell hands the job
     back, which keeps its attempt number; the worker that takes it next

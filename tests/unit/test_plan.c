@@ -395,12 +395,16 @@ test_shards(void **state)
   assert_int_equal(tb_plan_shards(0, 2049, 2048), 2);
   assert_int_equal(tb_plan_shards(0, 1000, 1), TB_SPEC_MAX_SHARDS);
   /* a rate cell's: the spec's, or "auto" by the arrivals one shard sends */
-  assert_int_equal(tb_plan_rate_shards(3, 10, 500), 3);
-  assert_int_equal(tb_plan_rate_shards(0, 500, 500), 1);
-  assert_int_equal(tb_plan_rate_shards(0, 501, 500), 2);
-  assert_int_equal(tb_plan_rate_shards(0, 2000, 500), 4);
-  assert_int_equal(tb_plan_rate_shards(0, 100000, 1), TB_SPEC_MAX_SHARDS);
-  assert_int_equal(tb_plan_rate_shards(0, 10, 0), 1);
+  assert_int_equal(tb_plan_rate_shards(3, 10, 500, 0), 3);
+  assert_int_equal(tb_plan_rate_shards(0, 500, 500, 0), 1);
+  assert_int_equal(tb_plan_rate_shards(0, 501, 500, 0), 2);
+  assert_int_equal(tb_plan_rate_shards(0, 2000, 500, 0), 4);
+  assert_int_equal(tb_plan_rate_shards(0, 100000, 1, 0), TB_SPEC_MAX_SHARDS);
+  assert_int_equal(tb_plan_rate_shards(0, 10, 0, 0), 1);
+  /* never more shards than a counted cell has arrivals */
+  assert_int_equal(tb_plan_rate_shards(8, 10, 500, 3), 3);
+  assert_int_equal(tb_plan_rate_shards(0, 2000, 500, 2), 2);
+  assert_int_equal(tb_plan_rate_shards(3, 10, 500, 100), 3);
   struct tb_spec rs;
   tb_spec_init(&rs);
   rs.rate_duration_s = 7;
