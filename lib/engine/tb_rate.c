@@ -1029,8 +1029,8 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(cell, "avg_in_flight",
                       span > 0 ? json_real(c->flight_area / span) : json_null());
   /* the steady-state window (tb_steady): a closed-loop cell's target is its
-   * users, counted busy; an open-loop cell's reference is its own peak of
-   * requests in flight */
+   * users, counted busy; an open-loop cell's reference is its level, the
+   * mean in flight over its offered span */
   struct tb_steady w;
   tb_steady_compute(c->sreq, c->nsreq, c->users > 0 ? c->busy : NULL, c->nbusy, c->users, &w);
   json_object_set_new(cell, "steady", tb_steady_json(&w));

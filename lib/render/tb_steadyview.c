@@ -65,6 +65,11 @@ row_texts(const json_t *c, char col[NCOLS][96])
   if (tb_json_int(s, "target", &target))
     snprintf(col[1], sizeof col[1], "%" PRId64 " / target %" PRId64 " (at least %s)", peak, target,
              thr);
+  else if (json_is_number(json_object_get(s, "level")))
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / level %.2f (from %s in flight)", peak,
+             tb_json_num(s, "level"), thr);
+  else if (tb_json_str(s, "reference") && strcmp(tb_json_str(s, "reference"), "level") == 0)
+    snprintf(col[1], sizeof col[1], "%" PRId64 " / level %s", peak, TB_RENDER_DASH);
   else
     snprintf(col[1], sizeof col[1], "%" PRId64 " / peak (at least %s)", peak, thr);
   for (int k = 2; k < NCOLS; k++)
@@ -91,8 +96,10 @@ row_texts(const json_t *c, char col[NCOLS][96])
 }
 
 static const char intro[] =
-  "The longest span in which the requests in flight stayed at or above 95% of the cell's "
-  "reference (its users in closed loop, else its own peak); the figures are those inside it.";
+  "Closed loop: the longest span in which the requests in flight stayed at or above 95% of "
+  "the cell's users.  Open loop: from the first instant they reached 95% of their level (the "
+  "mean in flight from the first arrival to the last) to the last arrival.  The figures are "
+  "those inside it.";
 
 void
 tb_steadyview_md(struct tb_render_buf *b, const json_t *doc)

@@ -149,11 +149,76 @@ figures(const struct tb_steady_req *r, size_t n, struct tb_steady *w)
   free(tpot);
 }
 
+/* The time-averaged count of e (ne events) over [t0, t1): its integral in
+ * whole request-microseconds (exact) over t1 - t0. */
+static double
+mean_level(const struct ev *e, size_t ne, int64_t t0, int64_t t1)
+{
+  int64_t level = 0, area = 0;
+  for (size_t i = 0; i < ne;) {
+    int64_t t = e[i].t;
+    for (; i < ne && e[i].t == t; i++)
+      level += e[i].d;
+    int64_t next = i < ne ? e[i].t : t;
+    int64_t lo = t > t0 ? t : t0, hi = next < t1 ? next : t1;
+    if (hi > lo)
+      area += level * (hi - lo);
+  }
+  return (double)area / (double)(t1 - t0);
+}
+
+/* The first instant of e (ne events) at which the count reaches k, or -1. */
+static int64_t
+first_at(const struct ev *e, size_t ne, int64_t k)
+{
+  int64_t level = 0;
+  for (size_t i = 0; i < ne;) {
+    int64_t t = e[i].t;
+    for (; i < ne && e[i].t == t; i++)
+      level += e[i].d;
+    if (level >= k)
+      return t;
+  }
+  return -1;
+}
+
+/* An open-loop cell's window (no target): its level the mean in flight over
+ * the offered span [first arrival, last arrival], the window from the first
+ * instant at ceil(share x level) (at least 1) to the last arrival.  The
+ * reason when none, else NULL. */
+static const char *
+open_loop(const struct tb_steady_req *r, size_t n, const struct ev *e, size_t ne,
+          struct tb_steady *out)
+{
+  int64_t t0 = r[0].start_us, t1 = r[0].start_us;
+  for (size_t i = 1; i < n; i++) {
+    t0 = r[i].start_us < t0 ? r[i].start_us : t0;
+    t1 = r[i].start_us > t1 ? r[i].start_us : t1;
+  }
+  if (n < 2)
+    return "fewer than 2 requests arrived";
+  if (t1 == t0)
+    return "every request arrived at one instant";
+  out->level = mean_level(e, ne, t0, t1);
+  out->threshold = TB_STEADY_SHARE * out->level;
+  double k = ceil(out->threshold);
+  int64_t a = first_at(e, ne, k < 1 ? 1 : (int64_t)k);
+  if (a < 0)
+    return "no request was in flight for any time";
+  if (a >= t1) /* the count rises only at an arrival: this one is the last */
+    return "requests in flight reached 95% of their level only at the last arrival";
+  out->start_us = a;
+  out->end_us = t1;
+  return NULL;
+}
+
 void
 tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_steady_span *busy,
                   size_t nbusy, int64_t target, struct tb_steady *out)
 {
   *out = (struct tb_steady){ .target = target > 0 ? target : 0,
+                             .level = NAN,
+                             .threshold = target > 0 ? TB_STEADY_SHARE * (double)target : NAN,
                              .ttft_p50 = NAN,
                              .ttft_p99 = NAN,
                              .tpot_p50 = NAN,
@@ -172,8 +237,15 @@ tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_stead
   }
   struct ev *e = events(busy, nbusy, &out->peak);
   free(own);
-  int64_t ref = out->target > 0 ? out->target : out->peak;
-  out->threshold = TB_STEADY_SHARE * (double)ref;
+  if (out->target == 0) {
+    out->reason = open_loop(r, n, e, 2 * nbusy, out);
+    out->found = out->reason == NULL;
+    if (out->found)
+      figures(r, n, out);
+    free(e);
+    return;
+  }
+  int64_t ref = out->target;
   if (out->peak == 0) {
     out->reason = "no request was in flight for any time";
   } else if (100 * out->peak < STEADY_PCT * ref) {
@@ -235,10 +307,12 @@ tb_steady_json(const struct tb_steady *w)
 {
   json_t *o = json_object();
   json_object_set_new(o, "found", json_boolean(w->found));
-  json_object_set_new(o, "reference", json_string(w->target > 0 ? "target" : "peak"));
+  json_object_set_new(o, "reference", json_string(w->target > 0 ? "target" : "level"));
   json_object_set_new(o, "peak_in_flight", json_integer(w->peak));
   if (w->target > 0)
     json_object_set_new(o, "target", json_integer(w->target));
+  else
+    json_object_set_new(o, "level", num_or_null(w->level, 1e6));
   json_object_set_new(o, "threshold", num_or_null(w->threshold, 1e4));
   if (!w->found) {
     json_object_set_new(o, "reason", json_string(w->reason ? w->reason : "none"));

@@ -3,10 +3,18 @@
  *
  * A rate, conversation or trace cell ramps up from nothing and drains at
  * its end; its figures over the whole cell mix those edges with the load it
- * was meant to hold.  The steady-state window is the longest span in which
- * the requests in flight stayed at or above TB_STEADY_SHARE of the cell's
- * reference: its target where it has one (a closed-loop cell's users), else
- * the peak in flight.  In flight is counted over half-open intervals
+ * was meant to hold.  A closed-loop cell's steady-state window is the
+ * longest span in which the requests in flight stayed at or above
+ * TB_STEADY_SHARE of its target (its users).  An open-loop cell
+ * (rates, open-loop conversations, a trace) has no target: its reference is
+ * its level L, the time-averaged count in flight over its offered span
+ * (first arrival to last arrival; Little's law: the offered rate x the mean
+ * time in system), and its window runs from the first instant the count
+ * reaches ceil(TB_STEADY_SHARE x L) (at least 1) to the last arrival, so
+ * that the ramp-up and the drain (after the last arrival the schedule adds
+ * nothing) are left out.  Its peak is a brief crest: a window held at 95%
+ * of it lasted 29 ms of a 20-request cell at 12 req/s.
+ * In flight is counted over half-open intervals
  * [start, end) of each request that started, a departure before an arrival
  * at the same instant: the rule `vllm bench serve` counts its peak
  * concurrency by (vllm-project/vllm, vllm/benchmarks/serve.py, "sweep-line
@@ -59,8 +67,10 @@ struct tb_steady {
   bool found;
   const char *reason; /* why none (static text), or NULL */
   int64_t peak;       /* the most in flight at once */
-  int64_t target;     /* the cell's target (0: none; the peak is the reference) */
-  double threshold;   /* TB_STEADY_SHARE x the reference */
+  int64_t target;     /* the cell's target (0: none; the level is the reference) */
+  double level;       /* without a target: the mean in flight over the offered
+                         span (NAN: no span, fewer than 2 arrivals or at one instant) */
+  double threshold;   /* TB_STEADY_SHARE x the reference (NAN: no level) */
   int64_t start_us, end_us;
   int64_t requests, completed;
   double rps, output_tps;
@@ -73,7 +83,9 @@ struct tb_steady {
  * cell's users), or with busy NULL of the requests' own [start, end).
  * found is false, with the reason, when n is 0, when the count never
  * reaches the threshold (a target the cell never reached) or when the span
- * it holds has no length.
+ * it holds has no length; without a target, when fewer than 2 requests
+ * arrived, all at one instant, or the level is 0 (no request in flight
+ * before the last arrival).
  */
 void tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_steady_span *busy,
                        size_t nbusy, int64_t target, struct tb_steady *out);
@@ -90,8 +102,9 @@ void tb_steady_compute(const struct tb_steady_req *r, size_t n, const struct tb_
 size_t tb_steady_reqs_from_samples(const json_t *samples, struct tb_steady_req **out);
 
 /* The cell's `steady` object (new reference):
- *   {found, reference ("target"|"peak"), peak_in_flight, target (when one),
- *    threshold, and when found: start_s, end_s, length_s, requests,
+ *   {found, reference ("target"|"level"; "peak" in documents before the
+ *    level rule), peak_in_flight, target (when one) or level (without:
+ *    null when none), threshold (null when no level), and when found: start_s, end_s, length_s, requests,
  *    completed, rps, output_tps, ttft_ms {p50, p99}, tpot_ms {p50, p99};
  *    when not: reason} */
 json_t *tb_steady_json(const struct tb_steady *w) TB_MUST_CHECK;

@@ -373,7 +373,7 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     assert cell["good"] == sum(s["good"] for s in shards)
     # the steady-state window (issue 25) of the union of the shards' requests
     st = cell["steady"]
-    assert st["found"] and st["reference"] == "peak", st
+    assert st["found"] and st["reference"] == "level", st
     assert st["peak_in_flight"] == cell["max_in_flight"], (st, cell["max_in_flight"])
     assert 0 <= st["start_s"] < st["end_s"] <= cell["measured_s"] + 1e-6, st
     assert st["requests"] <= cell["requests"] and one["steady"]["found"], (st, one["steady"])

@@ -4,10 +4,12 @@ of rate, conversation and trace cells against tokbench-sim, through
 
 Each cell's `steady` object is recomputed here, independently, from the
 cell's own per-request samples (start_ms, end_ms, ttft_ms, tpot_ms,
-output_tokens): the in-flight count on every segment between two
-consecutive instants, counted by brute force over the requests' half-open
-intervals (not a sweep of events), the longest run of segments at or above
-95% of the peak, and inside it the requests started, those completed, the
+output_tokens): the in-flight count at every instant, counted by brute
+force over the requests' half-open intervals (not a sweep of events).  An
+open-loop cell's level is the integral of that count over its offered span
+(first arrival to last arrival) over the span's length; its window runs from
+the first instant the count reaches ceil(0.95 x level) (at least 1) to the
+last arrival.  Inside it: the requests started, those completed, the
 output tokens spread over each request's decode span, and the TTFT and
 TPOT percentiles (type 7).  A closed-loop cell's reference is its users:
 its window starts when the last user began and no request starts before
@@ -48,25 +50,26 @@ def requests_of(cell):
     return out
 
 
-def window_of(reqs, ref=None):
-    """The longest span of segments where 100 x in flight >= 95 x ref (ref:
-    the peak when None): (start_us, end_us, peak) or None."""
+def level_window_of(reqs):
+    """An open-loop cell's window: (start_us, end_us, level, peak, first
+    arrival, last arrival), start_us None when there is none."""
     times = sorted({r[0] for r in reqs} | {r[1] for r in reqs})
-    segs = []
-    for t0, t1 in zip(times, times[1:]):
-        level = sum(1 for r in reqs if r[0] <= t0 < r[1])
-        segs.append((t0, t1, level))
-    peak = max((l for _, _, l in segs), default=0)
-    ref = peak if ref is None else ref
-    best, cur = None, None
-    for t0, t1, level in segs:
-        if 100 * level >= 95 * ref:
-            cur = (cur[0], t1) if cur else (t0, t1)
-            if best is None or cur[1] - cur[0] > best[1] - best[0]:
-                best = cur
-        else:
-            cur = None
-    return (best[0], best[1], peak) if best else None
+    count = [sum(1 for r in reqs if r[0] <= t < r[1]) for t in times]
+    peak = max(count, default=0)
+    t0, t1 = min(r[0] for r in reqs), max(r[0] for r in reqs)
+    if len(reqs) < 2 or t1 == t0:
+        return None, None, None, peak, t0, t1
+    area = 0
+    for i, t in enumerate(times[:-1]):
+        lo, hi = max(t, t0), min(times[i + 1], t1)
+        if hi > lo:
+            area += count[i] * (hi - lo)
+    level = area / (t1 - t0)
+    k = max(1, math.ceil(0.95 * level))
+    a = next((t for t, c in zip(times, count) if c >= k), None)
+    if a is None or a >= t1:
+        return None, None, level, peak, t0, t1
+    return a, t1, level, peak, t0, t1
 
 
 def figures_in(reqs, a, b):
@@ -109,19 +112,43 @@ def check_figures(w, want, what):
             close(w[k][p], want[k][p], (what, k, p))
 
 
+def peak_span_of(reqs, peak):
+    """The longest span at 95% of the peak in flight (the rule before the
+    level), in microseconds: printed beside the window, for contrast."""
+    times = sorted({r[0] for r in reqs} | {r[1] for r in reqs})
+    best, open_at = 0, None
+    for t in times:
+        up = 100 * sum(1 for r in reqs if r[0] <= t < r[1]) >= 95 * peak
+        if up and open_at is None:
+            open_at = t
+        elif not up and open_at is not None:
+            best, open_at = max(best, t - open_at), None
+    return best
+
+
 def check_open_loop(c, what):
-    """An open-loop cell's window, recomputed from its samples."""
+    """An open-loop cell's window, recomputed from its samples; printed with
+    the share of the offered span it covers (returned as "covers")."""
     reqs = requests_of(c)
     assert len(reqs) == c["requests_started"] and reqs, (what, len(reqs))
     w = c["steady"]
-    a, b, peak = window_of(reqs)
-    assert w["found"] and w["reference"] == "peak", (what, w)
+    a, b, level, peak, t0, t1 = level_window_of(reqs)
+    assert a is not None, (what, w, level)
+    assert w["found"] and w["reference"] == "level", (what, w)
     assert w["peak_in_flight"] == peak == c["max_in_flight"], (what, w, peak)
-    assert abs(w["threshold"] - 0.95 * peak) < 1e-9, (what, w)
+    assert abs(w["level"] - level) <= 1e-6, (what, w, level)
+    assert abs(w["threshold"] - 0.95 * level) <= 1e-4, (what, w, level)
     assert round(w["start_s"] * 1e6) == a and round(w["end_s"] * 1e6) == b, (what, w, a, b)
     close(w["length_s"], (b - a) / 1e6, (what, "length_s"))
     check_figures(w, figures_in(reqs, a, b), what)
-    return w
+    covers = (b - a) / (t1 - t0)
+    print("%s: %d requests, offered span %.3f-%.3f s, peak %d, level %.3f; window %.3f-%.3f s "
+          "(%.3f s, %.0f%% of the offered span), %d requests, %.1f output tok/s; at 95%% of "
+          "the peak it was %.1f ms"
+          % (what, len(reqs), t0 / 1e6, t1 / 1e6, peak, level, w["start_s"], w["end_s"],
+             w["length_s"], 100 * covers, w["requests"], w["output_tps"],
+             peak_span_of(reqs, peak) / 1e3))
+    return dict(w, covers=covers)
 
 
 def test_rate_cell_window(ctx):
@@ -153,6 +180,46 @@ def test_rate_cell_window(ctx):
     out = p.stdout.decode() + p.stderr.decode()
     assert p.returncode == 0, out
     assert "### Steady-state window" in out and "| 1 rate |" in out, out
+
+
+def test_rate_cell_20_at_12(ctx):
+    """The cell the peak rule failed: 20 Poisson requests at 12 req/s, whose
+    window at 95% of its peak lasted 29 ms.  By its level it covers most of
+    the offered span."""
+    sim = ctx.sim("tiny", "vllm")
+    for seed in ("1", "9"):
+        rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+            "--rates", "12", "--rate-requests", "20", "--input-tokens", "300",
+            "--output-tokens", "8", "--seed", seed])
+        assert rc == 0, err
+        c = [c for c in cells if c["phase"] == "rate"][0]
+        assert c["status"] == "valid" and c["completed"] == 20, c
+        w = check_open_loop(c, "rate 12 req/s x 20, seed " + seed)
+        assert w["covers"] > 0.5 and w["requests"] >= 10, w
+
+
+def test_rate_cell_one_request(ctx):
+    """One arrival offers no span: no level, no window, the reason said in
+    the document and the Markdown report."""
+    sim = ctx.sim("tiny", "vllm")
+    rc, header, cells, doc, err = test_engine.run_cli(sim.url, [
+        "--rates", "12", "--rate-requests", "1", "--input-tokens", "300",
+        "--output-tokens", "8", "--seed", "1"])
+    assert rc == 0, err
+    c = [c for c in cells if c["phase"] == "rate"][0]
+    assert c["completed"] == 1, c
+    w = c["steady"]
+    assert w["found"] is False and w["reference"] == "level", w
+    assert w["level"] is None and w["threshold"] is None and w["peak_in_flight"] == 1, w
+    assert w["reason"] == "fewer than 2 requests arrived" and "start_s" not in w, w
+    path = os.path.join(ctx.tmp, "one.json")
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    p = subprocess.run([harness.bin("tokbench"), "report", path, "--format", "md"],
+                       capture_output=True, timeout=60)
+    md = p.stdout.decode()
+    assert p.returncode == 0, p.stderr
+    assert "| 1 / level \u2014 | none: fewer than 2 requests arrived |" in md, md
 
 
 def test_conversation_cells_window(ctx):
@@ -193,12 +260,22 @@ def test_conversation_cells_window(ctx):
 
 
 def test_trace_cell_window(ctx):
-    """A trace cell (Mooncake, with sessions): its window recomputed from
-    its samples; the Markdown report shows the replay's summary."""
+    """Trace cells (Mooncake with and without sessions, Bailian): each
+    window recomputed from its samples and covering most of the offered
+    span; the Markdown report shows the replay's summary."""
     sim = ctx.sim("tiny", "vllm", args=["--dev-mode"] + test_trace.BIG)
+    # mooncake.jsonl's first 20 s hold a burst (56 arrivals in 8-10 s, twice
+    # the rate around it) that lifts the level; its window opens there, at
+    # about 2.2 s of the 5 s replayed (56% measured)
+    for name, fmt, share in (("mooncake.jsonl", "mooncake", 0.4), ("bailian.jsonl", "bailian", 0.5)):
+        c = test_trace.replay(sim, name, fmt, "duration_s=20,speedup=4")
+        assert c["status"] == "valid" and c["completed"] == c["requests"], (name, c)
+        w = check_open_loop(c, "trace " + name)
+        assert w["covers"] > share, (name, w)
     c = test_trace.replay(sim, "mooncake-sessions.jsonl", "mooncake", "duration_s=20,speedup=4")
     assert c["status"] == "valid" and c["completed"] == c["requests"], c
-    check_open_loop(c, "trace")
+    w = check_open_loop(c, "trace mooncake-sessions.jsonl")
+    assert w["covers"] > 0.5, w
     doc = {"schema": "tokbench.result/v1", "status": "complete", "settings": {}, "cells": [c]}
     path = os.path.join(ctx.tmp, "trace.json")
     with open(path, "w") as f:

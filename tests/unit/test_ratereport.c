@@ -281,6 +281,23 @@ test_trace_and_steady(void **state)
   free(md);
   free(html);
   free(csv);
+  /* an open-loop window by its level (tb_steady), and an open-loop cell of
+   * one arrival: no level */
+  json_t *s0 = json_object_get(json_array_get(json_object_get(doc, "cells"), 0), "steady");
+  json_object_set_new(s0, "reference", json_string("level"));
+  json_object_set_new(s0, "level", json_real(4.123456));
+  json_object_set_new(s0, "threshold", json_real(3.9173));
+  json_t *s1 = json_object_get(json_array_get(json_object_get(doc, "cells"), 1), "steady");
+  json_object_set_new(s1, "reference", json_string("level"));
+  json_object_del(s1, "target");
+  json_object_set_new(s1, "level", json_null());
+  json_object_set_new(s1, "threshold", json_null());
+  json_object_set_new(s1, "reason", json_string("fewer than 2 requests arrived"));
+  md = render(doc, TB_REPORT_MD);
+  assert_non_null(
+    strstr(md, "| 1 trace | 9 / level 4.12 (from 3.92 in flight) | 3.500 – 5.250 s |"));
+  assert_non_null(strstr(md, "| 2 sweep | 3 / level — | none: fewer than 2 requests arrived |"));
+  free(md);
   /* without a window, no steady column */
   json_object_del(json_array_get(json_object_get(doc, "cells"), 0), "steady");
   json_object_del(json_array_get(json_object_get(doc, "cells"), 1), "steady");
