@@ -14,6 +14,12 @@
 #   the merge's time (the coordinator reading, decoding, merging, writing);
 #   CPU microseconds per token of each worker process (user + system over
 #   the job, / the tokens of its shard), beside the single process's.
+# Then one rate cell (Poisson arrivals at BENCH_SHARDS_RATE per second,
+# default 200, for the window; 16 output tokens each) by the same 1, 2 and
+# 4 shards (its schedule split as arrival i to shard i mod N): offered and
+# achieved rates against the rate, schedule lag p99 and max, the
+# inter-arrival CV of the union's starts, the merge's time, and CPU
+# microseconds per request of each worker.
 # Env: TB_BIN_DIR (release binaries), BENCH_SECONDS (window, default 5),
 # BENCH_SHARDS_COUNTS (the shard counts, default "1 2 4").
 set -eu
@@ -47,13 +53,13 @@ cpu_of() { # utime + stime of pid, in clock ticks
   awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-printf '%-7s %9s %9s %7s | %8s %8s %8s | %9s | %s\n' shards "model/s" "tok/s" ratio \
-  "skew50" "skewmax" "clock+-" "merge" "CPU us/token of each worker (coordinator first)"
-for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
+# start_workers TAG N: N + 1 workers named TAG-0 ... TAG-N on CPU 0 (pids
+# in $wpids, their CPU so far in $before)
+start_workers() {
   wpids=""
-  for k in $(seq 0 "$n"); do
+  for k in $(seq 0 "$2"); do
     env TOKBENCH_DATABASE_URL="$url" TOKBENCH_MASTER_KEY="$master" TOKBENCH_LOG_LEVEL=warn \
-      TOKBENCH_EGRESS_ALLOW=loopback TOKBENCH_WORKER_ID="b$n-$k" TOKBENCH_POLL_S=1 \
+      TOKBENCH_EGRESS_ALLOW=loopback TOKBENCH_WORKER_ID="$1-$k" TOKBENCH_POLL_S=1 \
       TOKBENCH_SHARD_MAX_STREAMS=100000 \
       $PIN0 "$BIN/tokbench-worker" >>"$tmp/worker.log" 2>&1 &
     wpids="$wpids $!"
@@ -62,10 +68,13 @@ for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
   sleep 1
   before=""
   for p in $wpids; do before="$before $(cpu_of "$p")"; done
-  spec="{\"contexts\": [1024], \"concurrency\": [$C], \"prefill_contexts\": [],
-    \"duration_s\": $SECS, \"settle_s\": 0.5, \"max_output\": 4096, \"shards\": $n}"
+}
+
+# run_job SPEC: the job run to its end (its id in $jid, the workers' CPU
+# after it in $after)
+run_job() {
   jid=$(psqlq "WITH j AS (INSERT INTO jobs (project_id, endpoint_id, spec, busy_key)
-    VALUES ('$project', '$ep', '$spec', '$ep') RETURNING id)
+    VALUES ('$project', '$ep', '$1', '$ep') RETURNING id)
     SELECT id FROM j, pg_notify('tb_jobs_queued', (SELECT id::text FROM j)) x")
   i=0
   while :; do
@@ -76,6 +85,19 @@ for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
   done
   after=""
   for p in $wpids; do after="$after $(cpu_of "$p")"; done
+}
+
+stop_workers() {
+  for p in $wpids; do kill "$p" 2>/dev/null || true; done
+  for p in $wpids; do wait "$p" 2>/dev/null || true; done
+}
+
+printf '%-7s %9s %9s %7s | %8s %8s %8s | %9s | %s\n' shards "model/s" "tok/s" ratio \
+  "skew50" "skewmax" "clock+-" "merge" "CPU us/token of each worker (coordinator first)"
+for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
+  start_workers "b$n" "$n"
+  run_job "{\"contexts\": [1024], \"concurrency\": [$C], \"prefill_contexts\": [],
+    \"duration_s\": $SECS, \"settle_s\": 0.5, \"max_output\": 4096, \"shards\": $n}"
   owner=$(psqlq "SELECT coalesce((SELECT data->>'worker' FROM job_events WHERE job_id = '$jid'
     AND kind = 'state' AND data->>'state' = 'running' ORDER BY id LIMIT 1), '')")
   cell=$(psqlq "SELECT cell FROM job_cells WHERE job_id = '$jid' AND phase = 'decode'")
@@ -115,12 +137,57 @@ print("%-7d %9.0f %9.0f %7.3f | %8s %8s %8s | %9s | %s" % (
     "%.3f" % sh["clock_uncertainty_max_ms"] if sh else "-",
     "%.1f ms" % sh["merge_ms"] if sh else "-", "  ".join(cols)))
 PY
-  for p in $wpids; do kill "$p" 2>/dev/null || true; done
-  for p in $wpids; do wait "$p" 2>/dev/null || true; done
+  stop_workers
+done
+
+RATE=${BENCH_SHARDS_RATE:-200}
+echo
+printf '%-7s %7s %8s %8s | %8s %8s %6s | %9s | %s\n' "rate" "rps" offered achieved \
+  "lag p99" "lag max" "CV" "merge" "CPU us/request of each worker (coordinator first)"
+for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
+  start_workers "r$n" "$n"
+  run_job "{\"rates\": [$RATE], \"rate_duration_s\": $SECS, \"arrival\": \"poisson\",
+    \"seed\": 24, \"input_tokens\": \"256\", \"output_tokens\": \"16\", \"shards\": $n}"
+  owner=$(psqlq "SELECT coalesce((SELECT data->>'worker' FROM job_events WHERE job_id = '$jid'
+    AND kind = 'state' AND data->>'state' = 'running' ORDER BY id LIMIT 1), '')")
+  cell=$(psqlq "SELECT cell FROM job_cells WHERE job_id = '$jid' AND phase = 'rate'")
+  python3 - "$n" "$RATE" "$(getconf CLK_TCK)" "$owner" "$wpids" "$before" "$after" "$cell" \
+    <<'PY'
+import json, sys
+n, rate, tck, owner = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+pids, before, after = sys.argv[5].split(), sys.argv[6].split(), sys.argv[7].split()
+cell = json.loads(sys.argv[8]) if sys.argv[8] else {}
+if cell.get("status") != "valid":
+    print("%-7d no valid cell: %s" % (n, cell.get("reason", "no cell")))
+    sys.exit(0)
+names = ["r%d-%d" % (n, k) for k in range(len(pids))]
+cpu = {nm: (float(a) - float(b)) / tck for nm, a, b in zip(names, after, before)}
+reqs = cell["requests_started"]
+per = reqs / n  # each shard's share of the schedule
+cols = []
+for w in [owner] + [w for w in names if w != owner]:
+    if w not in cpu:
+        continue
+    if w == owner:
+        cols.append("%.0f (%s)" % (cpu[w] / reqs * 1e6, "single" if n == 1 else "coord"))
+    elif n > 1:  # N = 1: the one process measures it; the other worker idles
+        cols.append("%.0f" % (cpu[w] / per * 1e6))
+sh = cell.get("shards", {})
+lag = cell["schedule_lag_ms"]
+cv = cell.get("interarrival_cv")
+print("%-7d %7.0f %8.1f %8.1f | %8.3f %8.3f %6s | %9s | %s" % (
+    n, rate, cell["offered_rps"], cell["achieved_rps"], lag["p99"], lag["max"],
+    "%.3f" % cv if cv is not None else "-", "%.1f ms" % sh["merge_ms"] if sh else "-",
+    "  ".join(cols)))
+PY
+  stop_workers
 done
 echo "streams: $C, window: $SECS s, time scale: $SCALE; skew in ms (how late a shard opened"
 echo "its window after t0 on the database's timeline: 0 when it read t0 before t0 came);"
 echo "clock+-: the largest clock-offset uncertainty (half the tightest round trip), the bound"
 echo "on how far two shards' windows can differ; merge: collect + decode + merge + write;"
 echo "CPU: each worker process's user + system time over the job / its shard's tokens"
-echo "(the coordinator's over the cell's tokens).  load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "(the coordinator's over the cell's tokens).  Rate rows: a Poisson schedule of $RATE/s"
+echo "for $SECS s split i mod N; lag in ms (actual start - scheduled), CV of the union's"
+echo "inter-start gaps (1 for Poisson launched on time); CPU per request of the shard's share"
+echo "(the coordinator's over all requests).  load average: $(cut -d' ' -f1-3 /proc/loadavg)"

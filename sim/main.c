@@ -44,6 +44,8 @@ usage(FILE *f)
     "  --no-tokenize         POST /tokenize answers 404\n"
     "  --dev-mode            vLLM flavours: as with VLLM_SERVER_DEV_MODE=1 (POST\n"
     "                        /reset_prefix_cache served; else 404, as vLLM)\n"
+    "  --slot-save-path DIR  llama.cpp flavours: as llama-server started with it (POST\n"
+    "                        /slots/{id}?action=erase served; else 501, as b11669)\n"
     "  --fault SPEC          fault applied to every generation request (see README)\n"
     "  --noise SPEC          seeded noise on decode steps: drift=2%%,jitter=5%%,seed=7\n"
     "  --slowdown P[@requests=N|@t=S]  decode steps 1/(1-P) as long from then on\n"
@@ -226,6 +228,9 @@ main(int argc, char **argv)
       ok = sim_power_parse_throttle(&cfg.throttle, v, err, sizeof(err));
       if (!ok)
         fprintf(stderr, "tokbench-sim: %s\n", err);
+    } else if (strcmp(a, "--slot-save-path") == 0) {
+      cfg.slot_save = v[0] != '\0'; /* the sim saves nothing: the path is only a switch */
+      ok = cfg.slot_save;
     } else if (strcmp(a, "--model") == 0) {
       model = v;
     } else if (strcmp(a, "--max-model-len") == 0) {

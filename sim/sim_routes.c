@@ -597,15 +597,26 @@ handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *
 }
 
 /* llama.cpp's POST /slots/{id}?action=erase (b11669): {"id_slot", "n_erased"};
- * the sim's cache is one for all slots, so any slot's erase empties it.  A
- * busy server refuses (503), an unknown slot or action is a 400. */
+ * the sim's cache is one for all slots, so any slot's erase empties it.
+ * As measured on b11669 (llama.cpp-tools 1:0.7.0+dfsg-2): without
+ * --slot-save-path every slot action is 501 "This server does not support
+ * slots action. Start it with `--slot-save-path`"; a slot id past the last
+ * slot still answers 200 with n_erased 0; an unknown action is 400 "Invalid
+ * action".  (b11669 holds an erase of a busy slot until the slot is idle;
+ * the sim refuses it with 503 instead.) */
 static void
 handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   char action[32];
   int64_t id;
-  int64_t slots = s->p->max_running;
-  if (!tb_parse_i64(r->path + strlen("/slots/"), 0, slots > 0 ? slots - 1 : 0, &id)) {
+  if (!s->cfg->slot_save) {
+    sim_conn_reply_error(s, c, 501,
+                         "This server does not support slots action. Start it with "
+                         "`--slot-save-path`",
+                         r->keep_alive);
+    return;
+  }
+  if (!tb_parse_i64(r->path + strlen("/slots/"), 0, INT32_MAX, &id)) {
     sim_conn_reply_error(s, c, 400, "Invalid slot ID", r->keep_alive);
     return;
   }
@@ -617,7 +628,8 @@ handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *
     sim_conn_reply_error(s, c, 503, "Slot is busy", r->keep_alive);
     return;
   }
-  int64_t n = sim_sched_cache_reset(s);
+  int64_t slots = s->p->max_running > 0 ? s->p->max_running : 1;
+  int64_t n = id < slots ? sim_sched_cache_reset(s) : 0;
   json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
   sim_conn_reply_json(s, c, 200, o, r->keep_alive);
 }

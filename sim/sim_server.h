@@ -95,6 +95,8 @@ struct sim_config {
   bool no_tokenize;         /* --no-tokenize: POST /tokenize is 404 */
   bool dev_mode;            /* --dev-mode: vLLM's VLLM_SERVER_DEV_MODE=1
                                   * (POST /reset_prefix_cache served) */
+  bool slot_save;           /* --slot-save-path: llama.cpp's slot actions
+                                  * (POST /slots/{id}?action=erase) served */
   int64_t early_stop;       /* --early-stop N: every request ends ("stop")
                                   * after N tokens, whatever max_tokens and
                                   * ignore_eos say; 0: never */

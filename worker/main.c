@@ -167,8 +167,8 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s, sh_streams, sh_barrier, sh_lead,
-    sh_lease, sh_attempts;
+  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s, sh_streams, sh_rps, sh_barrier,
+    sh_lead, sh_lease, sh_attempts;
   if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_EGRESS_GIVE_UP_S", 0, 7 * 86400, &give_up_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
@@ -176,6 +176,7 @@ main(int argc, char **argv)
       !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &poll_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_STREAMS", 1, 1000000, &sh_streams, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_RPS", 1, 1000000, &sh_rps, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_BARRIER_S", 1, 3600, &sh_barrier, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEAD_MS", 0, 60000, &sh_lead, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEASE_S", 2, 3600, &sh_lease, &err) ||
@@ -188,6 +189,7 @@ main(int argc, char **argv)
   w.engine.cell_memory_max = (size_t)cell_kb * 1024;
   w.egress_give_up_s = (int)give_up_s;
   w.shard = (struct worker_shard_cfg){ .max_streams = sh_streams,
+                                       .max_rps = sh_rps,
                                        .barrier_s = (double)sh_barrier,
                                        .lead_s = (double)sh_lead / 1000.0,
                                        .lease_s = (int)sh_lease,

@@ -30,6 +30,7 @@
 
 #include "engine/tb_engine.h"
 #include "base/tb_log.h"
+#include "base/tb_crypto.h"
 #include "db/tb_regress.h"
 #include "net/tb_egress.h"
 #include "net/tb_masterkey.h"
@@ -153,6 +154,14 @@ hook_shard_cell(void *cls, int64_t ctx, int64_t conc, json_t *cell)
 {
   struct job_run *jr = cls;
   return worker_shard_cell(&jr->shards, ctx, conc, cell);
+}
+
+/* A rate cell the spec shards: the same (worker_shard_rate). */
+static bool
+hook_shard_rate(void *cls, double rate, unsigned index, json_t *cell)
+{
+  struct job_run *jr = cls;
+  return worker_shard_rate(&jr->shards, rate, index, cell);
 }
 
 static void
@@ -410,6 +419,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     .cancelled = hook_cancelled,
     .on_header = hook_header,
     .shard_cell = hook_shard_cell,
+    .shard_rate = hook_shard_rate,
   };
   jr.shards = (struct worker_shard_job){ .w = w,
                                          .lease = &job->lease,
@@ -418,7 +428,13 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
                                          .endpoint_id = job->endpoint_id,
                                          .run_id = run_id,
                                          .cancelled = hook_cancelled,
-                                         .cls = &jr };
+                                         .cls = &jr,
+                                         .passes = json_object() };
+  unsigned char tag[8] = { 0 };
+  if (!tb_crypto_random(tag, sizeof tag)) /* then the time: unique enough for a key */
+    for (int64_t t = tb_time_mono_ns(), i = 0; i < 8; i++, t >>= 8)
+      tag[i] = (unsigned char)t;
+  tb_hex_encode(tag, sizeof tag, jr.shards.tag);
   raise_nofile(&spec);
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
   if (api_key != NULL) {
@@ -453,6 +469,7 @@ out:
   }
   tb_queue_endpoint_clear(&ep);
   json_decref(jr.pending);
+  json_decref(jr.shards.passes);
   json_decref(done);
   json_decref(endpoint);
   tb_spec_free(&spec);

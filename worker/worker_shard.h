@@ -32,6 +32,13 @@
 int worker_shard_merge(struct tb_db *db, const struct tb_shards_key *key, double window_s,
                        const char *client_ready, json_t *cell, char *err, size_t errlen);
 
+/* The same for a rate cell (issue 24): the union of the shards' samples
+ * written by the rate cells' writer (tb_rate_cell_merged) with spec, and
+ * the shards' skew over window_s (its arrivals' window). */
+int worker_shard_merge_rate(struct tb_db *db, const struct tb_shards_key *key,
+                            const struct tb_spec *spec, double window_s, json_t *cell, char *err,
+                            size_t errlen);
+
 struct worker_ctx;
 
 /* The settings that bound a shard and the barrier (worker config keys,
@@ -39,6 +46,8 @@ struct worker_ctx;
 struct worker_shard_cfg {
   int64_t max_streams; /* TOKBENCH_SHARD_MAX_STREAMS: streams one shard drives
                         * at most ("auto" splits a cell into as many shards) */
+  int64_t max_rps;     /* TOKBENCH_SHARD_MAX_RPS: arrivals per second one shard
+                        * of a rate cell sends at most (the same for "auto") */
   double barrier_s;    /* TOKBENCH_SHARD_BARRIER_S: how long a barrier waits
                         * for its shards */
   double lead_s;       /* TOKBENCH_SHARD_LEAD_MS / 1000: t0 is this long after
@@ -51,6 +60,9 @@ struct worker_shard_cfg {
 #define TB_SHARD_CFG_KEYS                                                                      \
   { "TOKBENCH_SHARD_MAX_STREAMS", "2048",                                                      \
     "streams one shard of a sharded cell drives at most (shards: \"auto\")", false },          \
+    { "TOKBENCH_SHARD_MAX_RPS", "500",                                                         \
+      "arrivals per second one shard of a sharded rate cell sends at most (shards: \"auto\")", \
+      false },                                                                                 \
     { "TOKBENCH_SHARD_BARRIER_S", "60",                                                        \
       "seconds a sharded cell waits for all its shards to be claimed and warm", false },       \
     { "TOKBENCH_SHARD_LEAD_MS", "500",                                                         \
@@ -74,12 +86,19 @@ struct worker_shard_job {
   const char *endpoint_id, *run_id;
   bool (*cancelled)(void *cls); /* the job's cancel poll */
   void *cls;
+  json_t *passes; /* owned by the caller: how many times each sharded decode
+                   * cell was measured (its repeats: one barrier each) */
+  /* this run's own mark in its barriers' keys (16 hex, random): a job
+   * handed back keeps its attempt number, and its next run must not meet
+   * the barriers of the last one */
+  char tag[17];
 };
 
 /*
  * The engine's hook for a decode cell (phase, context, concurrency set in
- * cell): when the spec shards it (worker_shard_count > 1, one measurement a
- * cell), the cell is measured by shards: a barrier of n open shards, their
+ * cell): when the spec shards it (worker_shard_count > 1), the cell is
+ * measured by shards (with repeats, each pass's measurement whole, all its
+ * shards together, a barrier of its own: "/r<pass>" on its key): a barrier of n open shards, their
  * shares of conc, claimed by idle workers (worker_shard_try), merged
  * (worker_shard_merge).  A failed attempt (barrier timeout, a shard's lease
  * lapsed, a bad blob) is measured again whole, all shards together, up to
@@ -87,6 +106,16 @@ struct worker_shard_job {
  * reason.  Returns false (cell untouched) when the cell is not sharded.
  */
 bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell);
+
+/*
+ * The engine's hook for a rate cell of the spec's rates (open loop at rate,
+ * the index-th cell of the run, its key in cell): when the spec shards it
+ * (tb_plan_rate_shards > 1; rate cells have no repeats), its n shards each
+ * walk the cell's one seeded schedule and send the arrivals i with
+ * i mod n == k, t0 their schedule's common origin; merged by
+ * worker_shard_merge_rate.  Attempts and failures as worker_shard_cell.
+ */
+bool worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index, json_t *cell);
 
 /* Claims one shard of any sharded cell and runs it to its end (store, or
  * the barrier's failure).  Returns true when it claimed one. */

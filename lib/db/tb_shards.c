@@ -272,6 +272,66 @@ tb_shards_beat(struct tb_db *db, const struct tb_shard *s, int lease_s)
   return rc < 0 ? rc : (rc == 1 ? 1 : 0);
 }
 
+/* A string cut by snprintf may end inside a UTF-8 sequence, which the
+ * database refuses: the cut sequence goes. */
+static void
+trim_utf8(char *t)
+{
+  size_t n = strlen(t), i = n;
+  while (i > 0 && ((unsigned char)t[i - 1] & 0xC0) == 0x80)
+    i--;
+  if (i == 0)
+    return;
+  unsigned char lead = (unsigned char)t[i - 1];
+  size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  if ((i - 1) + want > n)
+    t[i - 1] = '\0';
+}
+
+static const struct tb_db_stmt fail_stmt = {
+  "tb_shards_fail",
+  "WITH me AS ("
+  "  SELECT 1 FROM cell_shards s WHERE " KEY_WHERE_Q(
+    "s") " AND s.shard = $4::int AND"
+         "         s.worker = $5::text AND s.state IN ('claimed', 'ready')"
+         "), fb AS ("
+         "  UPDATE cell_barriers b SET state = 'failed',"
+         "         reason = format('shard %s (worker %s): %s', $4::int, $5::text, $6::text)"
+         "   WHERE " KEY_WHERE_Q(
+           "b") " AND b.state IN ('waiting', 'started') AND EXISTS (SELECT 1 FROM me)"
+                "  RETURNING b.job_id, b.cell_key, b.attempt"
+                "), fs AS ("
+                "  UPDATE cell_shards s SET state = 'failed', lease_until = NULL FROM fb"
+                "   WHERE s.job_id = fb.job_id AND s.cell_key = fb.cell_key AND s.attempt = "
+                "fb.attempt"
+                "     AND s.state <> 'done'"
+                "  RETURNING s.shard"
+                ")"
+                "SELECT (SELECT count(*) FROM fb) AS failed, (SELECT count(*) FROM fs) AS released",
+};
+
+int
+tb_shards_fail(struct tb_db *db, const struct tb_shard *s, const char *why)
+{
+  char att[16], sh[16], reason[TB_SHARDS_REASON_MAX + 1];
+  const char *p[6];
+  KEY_PARAMS(&s->key, att, p);
+  snprintf(sh, sizeof sh, "%d", s->shard);
+  snprintf(reason, sizeof reason, "%s", why ? why : "failed");
+  trim_utf8(reason);
+  p[3] = sh;
+  p[4] = s->worker;
+  p[5] = reason;
+  PGresult *r = NULL;
+  int rc = tb_db_exec(db, &fail_stmt, 6, p, &r);
+  if (rc == 1)
+    rc = tb_db_i64(r, 0, "failed") > 0 ? 1 : 0;
+  else if (rc >= 0)
+    rc = TB_DB_HARD;
+  PQclear(r);
+  return rc;
+}
+
 static const struct tb_db_stmt store_stmt = {
   "tb_shards_store",
   "UPDATE cell_shards s SET state = 'done', samples = $6::bytea, skew_us = $7::bigint,"

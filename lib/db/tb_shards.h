@@ -105,6 +105,14 @@ int tb_shards_beat(struct tb_db *db, const struct tb_shard *s, int lease_s) TB_M
 int tb_shards_store(struct tb_db *db, const struct tb_shard *s, const unsigned char *samples,
                     size_t len, int64_t skew_us) TB_MUST_CHECK;
 
+/* A shard that cannot run (its endpoint, its spec, its cell failed) fails
+ * its barrier at once with why (capped at TB_SHARDS_REASON_MAX bytes), its
+ * claims released, rather than leaving it to its lease: "shard K (worker
+ * W): why".  Returns 1, 0 (fenced out or the barrier already over) or
+ * TB_DB_SOFT / TB_DB_HARD. */
+#define TB_SHARDS_REASON_MAX 300
+int tb_shards_fail(struct tb_db *db, const struct tb_shard *s, const char *why) TB_MUST_CHECK;
+
 /*
  * Fails the barriers of job_id that cannot finish: waiting past their
  * deadline ("barrier timeout: K of N shards ready after T s"), or with a

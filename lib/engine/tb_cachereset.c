@@ -75,10 +75,20 @@ tb_cache_reset(const struct tb_discover *d, const char *api_key, char *why, size
       char path[64];
       snprintf(path, sizeof path, "/slots/%lld?action=erase", (long long)i);
       enum tb_cache_reset r = post(d, api_key, path, why, whylen);
+      if (r == TB_CACHE_RESET_UNSUPPORTED) {
+        size_t n = strlen(why);
+        snprintf(why + n, whylen - n, " (llama.cpp serves it only with --slot-save-path)");
+      }
       if (r != TB_CACHE_RESET_DONE)
         return r;
     }
-    snprintf(why, whylen, "POST /slots/{0..%lld}?action=erase: 200", (long long)slots - 1);
+    /* b11669's RAM prompt cache (--cache-ram, on by default) keeps the
+     * erased prompts and restores them: measured live; the cell's
+     * prefix_hits_unexplained check then judges what was left */
+    snprintf(why, whylen,
+             "POST /slots/{0..%lld}?action=erase: 200 (a RAM prompt cache, llama-server "
+             "--cache-ram, outlives it)",
+             (long long)slots - 1);
     return TB_CACHE_RESET_DONE;
   }
   default:

@@ -8,6 +8,8 @@
  *    or wait: it then does nothing);
  *  - llama.cpp: POST /slots/{id}?action=erase for every slot (0 ..
  *    total_slots - 1), as its server README documents the slots API;
+ *    b11669 serves slot actions only when started with --slot-save-path
+ *    (else 501 "This server does not support slots action", read live);
  *  - any other engine: no call.
  * The answer is one of three, recorded in the cell as cache_reset:
  * "done" (every call 2xx), "unsupported" (no such engine or route: 404,

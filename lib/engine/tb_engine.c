@@ -1594,6 +1594,13 @@ rate_cancelled(void *cls)
   return run_cancelled(x->r);
 }
 
+static bool
+rate_shard_cell(void *cls, double rate, unsigned index, json_t *cell)
+{
+  struct rate_ctx *x = cls;
+  return x->r->hooks->shard_rate(x->r->hooks->cls, rate, index, cell);
+}
+
 /* The plan's rate cells and sweep (tb_rate), after the matrix. */
 static void
 run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **sweep)
@@ -1617,6 +1624,8 @@ run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **
     .cancelled = rate_cancelled,
     .telemetry = r->tel,
     .endpoint = r->tgt->endpoint,
+    .shard_cell = r->hooks != NULL && r->hooks->shard_rate != NULL ? rate_shard_cell : NULL,
+    .shard = r->tgt->shard != NULL && r->tgt->shard->index > 0 ? r->tgt->shard : NULL,
   };
   if (tb_rate_run(&r->plan, &env, sweep) == TB_RATE_CANCELLED)
     r->cancelled = true;
@@ -1795,6 +1804,11 @@ measure_decode(struct run *r, struct matrix *m, struct ctxrun *x, const struct t
   /* a sharded cell: measured by the caller's shards (worker_shard.h) */
   if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
       r->hooks->shard_cell(r->hooks->cls, x->ctx, pc->concurrency, cell)) {
+    if (run_cancelled(r)) { /* stopped while its shards ran: not measured */
+      r->cancelled = true;
+      json_decref(cell);
+      return;
+    }
     (void)abort_and_drain(r); /* what the shards left on the server */
     repeats_measured(r, m->cells, &m->rp, cell);
     m->runnable_left--;

@@ -50,6 +50,10 @@ struct tb_engine_hooks {
    * (cell filled: a sharded cell, worker_shard.h), false to let the engine
    * measure it.  May be NULL. */
   bool (*shard_cell)(void *cls, int64_t context, int64_t concurrency, json_t *cell);
+  /* The same for a rate cell of the spec's rates (open loop at rate, the
+   * index-th cell of the run; cell: its key): true when the caller's
+   * shards measured it (tb_rate_cell_merged).  May be NULL. */
+  bool (*shard_rate)(void *cls, double rate, unsigned index, json_t *cell);
   /* True: a stream's HTTP error keeps up to 200 bytes of the endpoint's
    * answer in the cell's error (tokbench run: the user's own endpoint).
    * False (the service): "HTTP <status>" only, since the answer of an
@@ -85,11 +89,18 @@ struct tb_samples;
 #define TB_ENGINE_SHARD_READY                                                       \
   "a shard of a sharded cell: each shard's streams producing (the server's gauges " \
   "count every shard's)"
+/* A shard of a rate cell (index > 0: the spec's one rate cell, the
+ * index-th of the whole run) walks the cell's whole seeded schedule and
+ * sends the arrivals i with i mod n == k (a conversation's every turn with
+ * its first), so the shards' union is the schedule one process would have
+ * run; start() gives t0, the schedule's origin, the same way (tb_rate.h). */
 struct tb_engine_shard {
   int (*start)(void *cls, int64_t now_ns, int64_t *t0_ns, char *why, size_t len);
   void *cls;
   struct tb_samples *samples;
   int64_t skew_ns;
+  int k, n;       /* a rate cell's shard: this one's number and the count */
+  unsigned index; /* a rate cell's number in the run (0: a decode shard) */
 };
 
 /* Where to run: the endpoint and what the report says about it. */

@@ -59,6 +59,8 @@
 #include "net/tb_rxts.h"
 #include "base/tb_stats.h"
 #include "engine/tb_stream.h"
+#include "engine/tb_engine.h"
+#include "result/tb_samples.h"
 
 #define NS_PER_S 1000000000LL
 #define TIMER_TAG 1ULL
@@ -245,6 +247,7 @@ struct rcell {
   uint64_t gap_n;
   /* per-request samples, in order of start */
   json_t *s_lag, *s_ttft, *s_tpot, *s_e2e, *s_maxtbt, *s_tokens, *s_good;
+  json_t *s_sched;         /* when each was due, after t0 (issue 24: the schedule) */
   json_t *s_start, *s_end; /* ms from t0 (issue 25: the steady window) */
   /* every request that started, for the steady-state window (tb_steady) */
   struct tb_steady_req *sreq;
@@ -264,6 +267,9 @@ struct rcell {
   struct turnstat *turns;
   int64_t t_window_end;  /* closed loop: no arrival begins after it */
   uint64_t tr_abandoned; /* trace turns not sent: their parent failed */
+  uint64_t gk;           /* the arrival being launched: its number in the
+                          * whole schedule (a shard's markers) */
+  bool shard_ran;        /* a shard's cell got its t0 and ran */
 };
 
 /* ---------------------------------------------------------- a request */
@@ -577,6 +583,21 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
   return good;
 }
 
+/* A shard's request that ended, into its samples: every figure of it,
+ * each series aligned with the others (tb_samples_rseries). */
+static void
+shard_request(struct tb_samples *m, const struct rcell *c, const struct rq *q,
+              const struct tb_stream_figures *f, bool failed, int64_t now)
+{
+  tb_samples_radd(m, TB_SAMPLES_LAG, (q->st.t_start - q->t_sched) / 1000);
+  tb_samples_radd(m, TB_SAMPLES_START, (q->st.t_start - c->t0) / 1000);
+  tb_samples_radd(m, TB_SAMPLES_END, (now - c->t0) / 1000);
+  tb_samples_radd(m, TB_SAMPLES_ROK, !failed);
+  tb_samples_radd(m, TB_SAMPLES_RTTFT, failed ? 0 : f->ttft / 1000 + 1);
+  tb_samples_radd(m, TB_SAMPLES_RTPOT, !failed && f->have_tpot ? f->tpot / 1000 + 1 : 0);
+  tb_samples_radd(m, TB_SAMPLES_RTOKENS, q->st.tokens);
+}
+
 /* A request that started and ended, for the steady-state window: its
  * times from t0 (us; ms in the samples) and its figures. */
 static void
@@ -625,6 +646,9 @@ rq_end(struct rcell *c, unsigned slot, const char *err)
   put(c->s_maxtbt, q->k, ms_or_null(q->st.max_gap, !failed && q->st.tokens > 1));
   put(c->s_tokens, q->k, json_integer(q->st.tokens));
   put(c->s_good, q->k, json_integer(good));
+  struct tb_engine_shard *sh = c->r->env->shard;
+  if (sh != NULL) /* the whole request, on the common timeline (after t0) */
+    shard_request(sh->samples, c, q, &f, failed, now);
   steady_add(c, q, &f, failed, now);
   c->slots[slot] = NULL;
   tb_direct_release(&c->ds, slot);
@@ -671,18 +695,26 @@ sample_places(struct rcell *c, uint64_t k)
   if (k >= TB_RESULT_SAMPLES_MAX)
     return;
   json_t *const lat[] = { c->s_lag,    c->s_ttft,  c->s_tpot, c->s_e2e,
-                          c->s_maxtbt, c->s_start, c->s_end };
+                          c->s_maxtbt, c->s_start, c->s_end,  c->s_sched };
   for (size_t i = 0; i < TB_ARRAY_LEN(lat); i++)
     json_array_append_new(lat[i], json_null());
   json_array_append_new(c->s_tokens, json_integer(0));
   json_array_append_new(c->s_good, json_integer(0));
 }
 
-/* A request that could not be sent: counted, with why. */
+/* When request k was due (t_sched), in its sample: ms after t0, to the us. */
 static void
-drop(struct rcell *c, const char *why)
+put_sched(struct rcell *c, uint64_t k, int64_t t_sched)
+{
+  put(c->s_sched, k, json_real((double)((t_sched - c->t0) / 1000) / 1e3));
+}
+
+/* A request due at t_sched that could not be sent: counted, with why. */
+static void
+drop(struct rcell *c, int64_t t_sched, const char *why)
 {
   sample_places(c, c->scheduled);
+  put_sched(c, c->scheduled, t_sched);
   c->scheduled++;
   c->dropped++;
   note_error(c, why);
@@ -768,7 +800,7 @@ rq_new(struct rcell *c, struct sess *ss, uint64_t k, unsigned pi, int64_t want, 
   } else {
     q->body = tb_xmalloc(pe->len + 1);
     memcpy(q->body, pe->tmpl, pe->len + 1);
-    patch_hex(q->body + pe->marker_at, marker_value(c, k, 0));
+    patch_hex(q->body + pe->marker_at, marker_value(c, c->r->env->shard ? c->gk : k, 0));
     patch_maxtok(q->body + pe->maxtok_at, want);
   }
   return q;
@@ -777,18 +809,25 @@ rq_new(struct rcell *c, struct sess *ss, uint64_t k, unsigned pi, int64_t want, 
 /* Launches the next request (scheduled at t_sched): a lone arrival (ss
  * NULL, drawing from lens), a closed-loop user's next request or a
  * conversation's next turn (drawing from the session's own generator). */
+/* The prompt a request draws from its generator g (the pool's entry). */
+static unsigned
+draw_pool(const struct rrun *r, struct tb_rng *g)
+{
+  return r->n_pool > 1 ? (unsigned)(tb_rng_next(g) % r->n_pool) : 0;
+}
+
 static void
 launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
 {
   struct rrun *r = c->r;
   struct tb_rng *g = ss != NULL ? &ss->rng : lens;
-  unsigned pi = r->n_pool > 1 ? (unsigned)(tb_rng_next(g) % r->n_pool) : 0;
+  unsigned pi = draw_pool(r, g);
   int64_t want =
     ss != NULL && ss->tri >= 0 ? r->tr.req[ss->tri].out_tokens : tb_length_draw(&r->out, g);
   if (want < 1) /* a trace's failed request (BurstGPT's 0 response tokens) */
     want = 1;
   if (c->n_free == 0) {
-    drop(c, "dropped: every connection slot busy (2048 requests in flight)");
+    drop(c, t_sched, "dropped: every connection slot busy (2048 requests in flight)");
     if (ss != NULL) { /* its conversation ends here (a user would retry at once) */
       c->conv_abandoned += ss->has_cv;
       sess_free(c, ss);
@@ -797,6 +836,7 @@ launch(struct rcell *c, struct sess *ss, int64_t t_sched, struct tb_rng *lens)
   }
   uint64_t k = c->scheduled++;
   sample_places(c, k);
+  put_sched(c, k, t_sched);
   const char *head;
   size_t head_len, len;
   struct rq *q = rq_new(c, ss, k, pi, want, &head, &head_len, &len);
@@ -1004,6 +1044,12 @@ cell_figures(struct rcell *c, json_t *cell)
   uint64_t reads = c->ds.rx_kernel + c->ds.rx_user;
   json_object_set_new(cell, "kernel_stamped",
                       json_real(reads ? (double)c->ds.rx_kernel / (double)reads : 0));
+  if (c->watch == NULL) { /* a merged cell (tb_rate_cell_merged): no samples
+                          * arrays, no server series; the checks of its figures */
+    tb_ratewatch_cell(NULL, cell, false);
+    prefix_check(c, cell);
+    return;
+  }
   json_t *smp = json_object();
   json_object_set_new(smp, "lag_ms", c->s_lag);
   json_object_set_new(smp, "ttft_ms", c->s_ttft);
@@ -1012,10 +1058,11 @@ cell_figures(struct rcell *c, json_t *cell)
   json_object_set_new(smp, "max_tbt_ms", c->s_maxtbt);
   json_object_set_new(smp, "output_tokens", c->s_tokens);
   json_object_set_new(smp, "good", c->s_good);
+  json_object_set_new(smp, "sched_ms", c->s_sched);
   json_object_set_new(smp, "start_ms", c->s_start);
   json_object_set_new(smp, "end_ms", c->s_end);
   c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
-  c->s_start = c->s_end = NULL;
+  c->s_start = c->s_end = c->s_sched = NULL;
   json_object_set_new(cell, "samples", smp);
   tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
   prefix_check(c, cell);
@@ -1069,10 +1116,16 @@ struct sched {
 static void
 arrive(struct rcell *c, struct sched *sc)
 {
+  struct tb_engine_shard *sh = c->r->env->shard;
+  if (sh != NULL) { /* its own arrival (skip_others passed the rest) */
+    c->gk = sc->k;
+    c->sess_made = sc->k; /* a conversation's draws: its number in the schedule */
+    tb_samples_radd(sh->samples, TB_SAMPLES_SCHED, (sc->next_t - c->t0) / 1000);
+  }
   if (c->r->trace_cell) { /* a trace's root: a session of its own */
     struct sess *ss = sess_new(c, false);
     if (ss == NULL) {
-      drop(c, "dropped: a trace session arrived with 8192 alive");
+      drop(c, sc->next_t, "dropped: a trace session arrived with 8192 alive");
       return;
     }
     ss->tri = (int64_t)c->r->tr_roots[sc->k];
@@ -1087,11 +1140,14 @@ arrive(struct rcell *c, struct sched *sc)
   struct sess *ss = sess_new(c, false);
   if (ss == NULL) {
     c->conv_dropped++;
-    drop(c, c->nsess >= TB_RATE_MAX_SESSIONS
-              ? "dropped: a conversation arrived with 8192 alive"
-              : "dropped: the live conversations' text is over the cell's memory budget");
+    drop(c, sc->next_t,
+         c->nsess >= TB_RATE_MAX_SESSIONS
+           ? "dropped: a conversation arrived with 8192 alive"
+           : "dropped: the live conversations' text is over the cell's memory budget");
     return;
   }
+  if (sh != NULL)
+    ss->conv = sc->k;
   launch(c, ss, sc->next_t, NULL);
 }
 
@@ -1102,12 +1158,57 @@ root_ns(const struct rrun *r, size_t k)
   return (int64_t)llround(r->tr.req[r->tr_roots[k]].t_s * NS_PER_S);
 }
 
+/* The schedule past arrival sc->k (just made): the next one's time, or
+ * its end. */
+static void
+advance(struct rcell *c, struct sched *sc)
+{
+  sc->k++;
+  if (c->r->trace_cell) { /* the next root at its time in the replay */
+    if (sc->k < c->r->tr_nroots) {
+      sc->next_t = c->t0 + root_ns(c->r, sc->k);
+    } else {
+      sc->done = true;
+      c->t_end_arrivals = sc->next_t;
+    }
+    return;
+  }
+  int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
+  sc->next_t += gap > 0 ? gap : 1;
+  if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
+      sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
+    sc->done = true;
+    c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
+  }
+}
+
+/* A shard's schedule past the other shards' arrivals, at once (nothing is
+ * sent for them, so nothing waits for their time): their draws made, so
+ * that this shard's own are those one process would have made (a
+ * conversation draws from its own generator, seeded by its number). */
+static void
+skip_others(struct rcell *c, struct sched *sc)
+{
+  const struct tb_engine_shard *sh = c->r->env->shard;
+  if (sh == NULL || sh->n <= 1)
+    return;
+  while (!sc->done && sc->k % (uint64_t)sh->n != (uint64_t)sh->k) {
+    if (c->r->s->conversation.turns <= 0) {
+      (void)draw_pool(c->r, &sc->lens);
+      (void)tb_length_draw(&c->r->out, &sc->lens);
+    }
+    advance(c, sc);
+  }
+}
+
 /* Launches every arrival and every session's request due by now, in order
- * of their due times; re-arms the timer at the next one. */
+ * of their due times (a shard: its own arrivals); re-arms the timer at the
+ * next one. */
 static void
 launch_due(struct rcell *c, struct sched *sc)
 {
   int64_t now = tb_time_mono_ns();
+  skip_others(c, sc);
   for (;;) {
     bool open = !sc->done && sc->next_t <= now;
     bool sess = c->nheap > 0 && c->heap[0]->due <= now;
@@ -1118,23 +1219,8 @@ launch_due(struct rcell *c, struct sched *sc)
       launch(c, ss, ss->due, NULL);
     } else {
       arrive(c, sc);
-      sc->k++;
-      if (c->r->trace_cell) { /* the next root at its time in the replay */
-        if (sc->k < c->r->tr_nroots) {
-          sc->next_t = c->t0 + root_ns(c->r, sc->k);
-        } else {
-          sc->done = true;
-          c->t_end_arrivals = sc->next_t;
-        }
-      } else {
-        int64_t gap = (int64_t)llround(tb_arrival_gap_s(&sc->arr) * NS_PER_S);
-        sc->next_t += gap > 0 ? gap : 1;
-        if (sc->k >= sc->total || (!sc->by_count && sc->next_t - c->t0 >= sc->window) ||
-            sc->k >= (uint64_t)TB_SPEC_MAX_RATE_REQUESTS) {
-          sc->done = true;
-          c->t_end_arrivals = sc->by_count ? sc->next_t : c->t0 + sc->window;
-        }
-      }
+      advance(c, sc);
+      skip_others(c, sc);
     }
     now = tb_time_mono_ns();
   }
@@ -1182,6 +1268,36 @@ cell_open(struct rcell *c, struct rrun *r, double rate, unsigned users, unsigned
   c->s_good = json_array();
   c->s_start = json_array();
   c->s_end = json_array();
+  c->s_sched = json_array();
+}
+
+/* A shard's t0 (tb_engine_shard.start, polled every SHARD_POLL_NS): true
+ * with *t0 set; false on the barrier's failure (c->first_error says why)
+ * or when the run is cancelled. */
+#define SHARD_POLL_NS 20000000LL
+static bool
+shard_t0(struct rcell *c, int64_t *t0)
+{
+  struct tb_engine_shard *sh = c->r->env->shard;
+  const struct tb_rate_env *env = c->r->env;
+  for (;;) {
+    char why[160] = "";
+    int64_t now = tb_time_mono_ns();
+    int rc = sh->start(sh->cls, now, t0, why, sizeof why);
+    if (rc > 0) {
+      now = tb_time_mono_ns();
+      sh->skew_ns = now > *t0 ? now - *t0 : 0;
+      return true;
+    }
+    if (rc < 0) {
+      snprintf(c->first_error, sizeof c->first_error, "shard start: %s", why);
+      return false;
+    }
+    if (env->cancelled != NULL && env->cancelled(env->cls))
+      return false;
+    struct timespec ts = { 0, SHARD_POLL_NS };
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* The cell's schedule (into sc), its watch, its users (closed loop), the
@@ -1202,6 +1318,13 @@ cell_start(struct rcell *c, struct sched *sc)
   sc->done = !ok || c->users > 0 || (r->trace_cell && r->tr_nroots == 0);
   c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
+  if (r->env->shard != NULL) { /* the shards' common start */
+    c->shard_ran = shard_t0(c, &c->t0);
+    if (!c->shard_ran) {
+      sc->done = true;
+      c->t0 = tb_time_mono_ns();
+    }
+  }
   c->t_window_end = r->trace_cell ? INT64_MAX : c->t0 + sc->window;
   tb_telemetry_poke(r->env->telemetry); /* a read just before the first arrival */
   sc->next_t = c->t0 + (r->trace_cell && r->tr_nroots > 0 ? root_ns(r, 0) : 0);
@@ -1263,6 +1386,57 @@ cell_loop(struct rcell *c, struct sched *sc)
   return true;
 }
 
+/* A shard's cell, over: what it adds into its samples (tb_samples' rate
+ * section; START and END were added as requests ended), in microseconds. */
+static void
+shard_fill(struct rcell *c)
+{
+  struct tb_samples *m = c->r->env->shard->samples;
+  struct tb_samples_rate *x = &m->rate;
+  x->on = true;
+  struct tb_stats *const from[] = { &c->ttft, &c->tpot, &c->e2e, &c->tbt };
+  const enum tb_samples_series to[] = { TB_SAMPLES_TTFT, TB_SAMPLES_TPOT, TB_SAMPLES_E2E,
+                                        TB_SAMPLES_GAP };
+  for (size_t k = 0; k < TB_ARRAY_LEN(from); k++)
+    for (size_t i = 0; i < from[k]->n; i++)
+      tb_samples_add(m, to[k], from[k]->v[i] / 1000);
+  m->tokens = c->out_tokens;
+  m->completed = (int64_t)c->ok;
+  m->started = (int64_t)c->started;
+  m->good = (int64_t)c->good;
+  m->reads = (int64_t)(c->ds.rx_kernel + c->ds.rx_user);
+  m->stamped_reads = (int64_t)c->ds.rx_kernel;
+  x->scheduled = (int64_t)c->scheduled;
+  x->errors = (int64_t)c->errors;
+  x->dropped = (int64_t)c->dropped;
+  x->pr_sum = c->pr.sum;
+  x->pr_n = (int64_t)c->pr.n;
+  x->cached_sum = c->pr.cached_sum;
+  x->cached_prompt_sum = c->pr.cached_prompt_sum;
+  x->cached_n = (int64_t)c->pr.cached_n;
+  x->conv_started = (int64_t)c->conv_started;
+  x->conv_completed = (int64_t)c->conv_completed;
+  x->conv_abandoned = (int64_t)c->conv_abandoned;
+  x->conv_dropped = (int64_t)c->conv_dropped;
+  x->arrivals_us = (c->t_end_arrivals - c->t0) / 1000;
+  x->last_end_us = c->t_last_end > c->t0 ? (c->t_last_end - c->t0) / 1000 : 0;
+  snprintf(x->first_error, sizeof x->first_error, "%s", c->first_error);
+  for (int64_t t = 0; c->turns != NULL && t < c->r->s->conversation.turns; t++) {
+    struct turnstat *ts = &c->turns[t];
+    struct tb_samples_turn *o = tb_samples_turn(m, (size_t)t);
+    if (o == NULL)
+      break;
+    *o = (struct tb_samples_turn){ .sent = (int64_t)ts->sent,
+                                   .ok = (int64_t)ts->ok,
+                                   .pr_sum = ts->pr.sum,
+                                   .pr_n = (int64_t)ts->pr.n,
+                                   .cached_sum = ts->pr.cached_sum,
+                                   .cached_prompt_sum = ts->pr.cached_prompt_sum };
+    for (size_t i = 0; i < ts->ttft.n; i++)
+      tb_stats_add(&o->ttft, ts->ttft.v[i] / 1000);
+  }
+}
+
 /* After the loop: the watch ends (the drain wait), what is left is closed
  * and not counted (cancelled), the figures go into cell unless cancelled,
  * and the cell's memory is freed.  ok: cell_start's. */
@@ -1271,9 +1445,13 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
 {
   struct rrun *r = c->r;
   const struct tb_spec *s = r->s;
-  tb_ratewatch_end(c->watch, cancelled ? 0 : s->drain_timeout_s, r->env->cancelled, r->env->cls);
+  /* a shard leaves the drain to its cell's coordinator */
+  tb_ratewatch_end(c->watch, cancelled || r->env->shard ? 0 : s->drain_timeout_s, r->env->cancelled,
+                   r->env->cls);
   if (!ok)
     snprintf(c->first_error, sizeof c->first_error, "arrival: %s", s->arrival);
+  if (r->env->shard != NULL && c->shard_ran && ok && !cancelled)
+    shard_fill(c);
   if (c->users > 0)
     c->t_end_arrivals = c->prev_start > c->t0 ? c->prev_start : c->t0; /* the last start */
   flight(c, 0);
@@ -1294,7 +1472,7 @@ cell_close(struct rcell *c, json_t *cell, bool ok, bool cancelled)
   if (!cancelled)
     cell_figures(c, cell);
   json_t *const samples[] = { c->s_lag,    c->s_ttft, c->s_tpot,  c->s_e2e, c->s_maxtbt,
-                              c->s_tokens, c->s_good, c->s_start, c->s_end };
+                              c->s_tokens, c->s_good, c->s_start, c->s_end, c->s_sched };
   for (size_t i = 0; i < TB_ARRAY_LEN(samples); i++)
     json_decref(samples[i]);
   struct tb_stats *const stats[] = { &c->ttft, &c->tpot, &c->tbt, &c->e2e, &c->lag };
@@ -1598,7 +1776,10 @@ static bool
 one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *att)
 {
   const struct tb_rate_env *env = r->env;
+  /* a shard's one cell carries its number in the whole run (markers, seeds) */
   unsigned index = ++r->index;
+  if (env->shard != NULL && env->shard->index > 0)
+    index = r->index = env->shard->index;
   *att = NAN;
   json_t *cell = cell_key(r, index, rate, users);
   const json_t *done = tb_result_find_cell(
@@ -1615,10 +1796,19 @@ one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *
   json_object_set_new(cell, "role", json_string(role));
   if (env->progress != NULL)
     env->progress(env->cls, cell);
-  if (r->setup_err == NULL)
+  if (r->setup_err == NULL && env->shard == NULL)
     cache_reset(r, cell);
   if (r->setup_err != NULL) {
     tb_result_cell_set_status(cell, "error", r->setup_err);
+  } else if (users == 0 && strcmp(role, "rate") == 0 && env->shard_cell != NULL &&
+             env->shard_cell(env->cls, rate, index, cell)) {
+    /* measured by the caller's shards (issue 24); stopped meanwhile: not
+     * measured, never emitted */
+    if (env->cancelled != NULL && env->cancelled(env->cls)) {
+      r->cancelled = true;
+      json_decref(cell);
+      return false;
+    }
   } else if (!cell_run(r, rate, users, index, cell)) {
     r->cancelled = true;
     json_decref(cell);
@@ -1768,4 +1958,110 @@ tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env, json_t **swe
   enum tb_rate_status st = r->cancelled ? TB_RATE_CANCELLED : TB_RATE_OK;
   teardown(r);
   return st;
+}
+
+/* ------------------------------------------------------ a merged cell */
+
+/* A series of us as ns. */
+static void
+us_to_ns(const struct tb_stats *us, struct tb_stats *ns)
+{
+  for (size_t i = 0; i < us->n; i++)
+    tb_stats_add(ns, us->v[i] > INT64_MAX / 1000 ? INT64_MAX : us->v[i] * 1000);
+}
+
+/* The union's requests, each whole, for the steady-state window
+ * (tb_steady, issue 25) on the common timeline: the shards' aligned series
+ * (tb_samples_rseries), every request (no cap of the samples arrays); none
+ * when they do not align. */
+static void
+merged_requests(const struct tb_samples *m, struct rcell *c)
+{
+  const struct tb_stats *x = m->rate.s;
+  size_t n = x[TB_SAMPLES_START].n;
+  const enum tb_samples_rseries al[] = { TB_SAMPLES_END, TB_SAMPLES_ROK, TB_SAMPLES_RTTFT,
+                                         TB_SAMPLES_RTPOT, TB_SAMPLES_RTOKENS };
+  for (size_t k = 0; k < TB_ARRAY_LEN(al); k++)
+    if (x[al[k]].n != n)
+      return;
+  c->sreq = n ? tb_xcalloc(n, sizeof *c->sreq) : NULL;
+  c->nsreq = c->capsreq = n;
+  for (size_t i = 0; i < n; i++) {
+    bool ok = x[TB_SAMPLES_ROK].v[i] != 0;
+    int64_t ttft = x[TB_SAMPLES_RTTFT].v[i], tpot = x[TB_SAMPLES_RTPOT].v[i];
+    c->sreq[i] = (struct tb_steady_req){ .start_us = x[TB_SAMPLES_START].v[i],
+                                         .end_us = x[TB_SAMPLES_END].v[i],
+                                         .ok = ok,
+                                         .ttft_ms = ttft > 0 ? (double)(ttft - 1) / 1e3 : NAN,
+                                         .tpot_ms = tpot > 0 ? (double)(tpot - 1) / 1e3 : NAN,
+                                         .tokens = ok ? x[TB_SAMPLES_RTOKENS].v[i] : 0 };
+  }
+}
+
+bool
+tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell, char *err,
+                    size_t errlen)
+{
+  if (!m->rate.on) {
+    snprintf(err, errlen, "merged rate cell: no shard gave a rate cell's samples");
+    return false;
+  }
+  const struct tb_samples_rate *x = &m->rate;
+  const struct tb_rate_env env = { .kernel_stamps = false };
+  struct rrun r = { .s = s, .env = &env };
+  struct rcell c = { .r = &r, .rate = json_number_value(json_object_get(cell, "rate_rps")) };
+  c.scheduled = (uint64_t)x->scheduled;
+  c.started = (uint64_t)m->started;
+  c.ok = (uint64_t)m->completed;
+  c.errors = (uint64_t)x->errors;
+  c.dropped = (uint64_t)x->dropped;
+  c.good = (uint64_t)m->good;
+  c.out_tokens = m->tokens;
+  c.pr = (struct prompts){ .sum = x->pr_sum,
+                           .n = (uint64_t)x->pr_n,
+                           .cached_sum = x->cached_sum,
+                           .cached_prompt_sum = x->cached_prompt_sum,
+                           .cached_n = (uint64_t)x->cached_n };
+  /* the common timeline: t0 is 0 */
+  c.t_end_arrivals = x->arrivals_us * 1000;
+  c.t_last_end = x->last_end_us * 1000;
+  c.flight_t = c.t_last_end;
+  tb_samples_in_flight(m, &c.max_inflight, &c.flight_area);
+  merged_requests(m, &c); /* before the starts are sorted */
+  tb_samples_start_gaps(m, &c.gap_sum, &c.gap_sum2, &c.gap_n);
+  us_to_ns(&m->s[TB_SAMPLES_TTFT], &c.ttft);
+  us_to_ns(&m->s[TB_SAMPLES_TPOT], &c.tpot);
+  us_to_ns(&m->s[TB_SAMPLES_E2E], &c.e2e);
+  us_to_ns(&m->s[TB_SAMPLES_GAP], &c.tbt);
+  us_to_ns(&x->s[TB_SAMPLES_LAG], &c.lag);
+  c.conv_started = (uint64_t)x->conv_started;
+  c.conv_completed = (uint64_t)x->conv_completed;
+  c.conv_abandoned = (uint64_t)x->conv_abandoned;
+  c.conv_dropped = (uint64_t)x->conv_dropped;
+  size_t nt = s->conversation.turns > 0 ? (size_t)s->conversation.turns : 0;
+  if (nt > 0)
+    c.turns = tb_xcalloc(nt, sizeof *c.turns);
+  for (size_t t = 0; t < nt && t < x->nturns; t++) {
+    const struct tb_samples_turn *o = &x->turns[t];
+    struct turnstat *ts = &c.turns[t];
+    ts->sent = (uint64_t)o->sent;
+    ts->ok = (uint64_t)o->ok;
+    ts->pr = (struct prompts){ .sum = o->pr_sum,
+                               .n = (uint64_t)o->pr_n,
+                               .cached_sum = o->cached_sum,
+                               .cached_prompt_sum = o->cached_prompt_sum };
+    us_to_ns(&o->ttft, &ts->ttft);
+  }
+  snprintf(c.first_error, sizeof c.first_error, "%s", x->first_error);
+  c.ds.rx_kernel = (uint64_t)m->stamped_reads;
+  c.ds.rx_user = (uint64_t)(m->reads - m->stamped_reads);
+  cell_figures(&c, cell);
+  struct tb_stats *const stats[] = { &c.ttft, &c.tpot, &c.tbt, &c.e2e, &c.lag };
+  for (size_t i = 0; i < TB_ARRAY_LEN(stats); i++)
+    tb_stats_free(stats[i]);
+  for (size_t t = 0; t < nt; t++)
+    tb_stats_free(&c.turns[t].ttft);
+  free(c.turns);
+  free(c.sreq);
+  return true;
 }

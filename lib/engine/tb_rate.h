@@ -54,6 +54,8 @@
 #include "base/tb_util.h"
 
 struct tb_telemetry;
+struct tb_engine_shard;
+struct tb_samples;
 
 /* Requests a rate cell keeps in flight at most (one connection each);
  * an arrival with none free is an error of that request ("dropped"). */
@@ -94,6 +96,15 @@ struct tb_rate_env {
    * cost and energy (tb_telemetry_cell) */
   struct tb_telemetry *telemetry;
   const json_t *endpoint;
+  /* issue 24: a rate cell of the spec's rates (not a sweep's probe, not
+   * the trace's) about to run, its key in cell: true when the caller's
+   * shards measured it (cell filled); may be NULL */
+  bool (*shard_cell)(void *cls, double rate, unsigned index, json_t *cell);
+  /* this run is one shard of a rate cell (tb_engine_shard; NULL: whole):
+   * the spec's one rate cell, numbered shard->index, its arrivals those of
+   * shard k of n, its start t0 from shard->start, no cache reset and no
+   * drain wait (the coordinator's), its samples into shard->samples */
+  struct tb_engine_shard *shard;
 };
 
 enum tb_rate_status {
@@ -114,5 +125,19 @@ json_t *tb_rate_settings_json(const struct tb_spec *s) TB_MUST_CHECK;
  */
 enum tb_rate_status tb_rate_run(const struct tb_plan *p, const struct tb_rate_env *env,
                                 json_t **sweep) TB_MUST_CHECK;
+
+/*
+ * A sharded rate cell's figures from its shards' merged samples m
+ * (tb_samples_merge of every shard; m->rate.on), written into cell (its key
+ * set) by the writer of a one-process cell: requests, completed, errors,
+ * goodput and tokens add; TTFT, TPOT, time between tokens, e2e and schedule
+ * lag are percentiles of the union; offered and achieved rates, in flight
+ * and the inter-arrival CV over the common timeline (the union's starts
+ * and ends after t0).  No per-request samples arrays, no server series, no
+ * server timings.  Sorts m's series.  false with why when m is no rate
+ * cell's.
+ */
+bool tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell, char *err,
+                         size_t errlen);
 
 #endif

@@ -167,6 +167,11 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
   const char *status = tb_json_str(cell, "status");
   if (status == NULL || strcmp(status, "valid") != 0)
     return;
+  static const struct tb_ratewatch none = {
+    .before = -1, .after = -1, .before_running = NAN, .before_waiting = NAN, .cpu0 = -1
+  };
+  if (w == NULL)
+    w = &none;
   json_t *ss = tb_sampler_json(&w->smp, tb_json_num(cell, "total_tps"));
   if (ss != NULL)
     json_object_set_new(cell, "server_series", ss);

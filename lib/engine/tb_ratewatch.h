@@ -64,7 +64,9 @@ void tb_ratewatch_end(struct tb_ratewatch *w, double drain_s, bool (*cancelled)(
  * in error).  Reads from cell: rate_rps, arrival, users, turns, arrivals_s,
  * schedule_lag_ms.p99, interarrival_cv, requests_started, dropped,
  * max_in_flight, kernel_stamped, total_tps.
- * kernel_wanted: kernel receive stamps were asked for.
+ * kernel_wanted: kernel receive stamps were asked for.  w NULL: a cell no
+ * watch saw (a sharded cell's merge, issue 24): no server series, the
+ * drains, the server's peak and the client's CPU unknown, the rest judged.
  */
 void tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted);
 

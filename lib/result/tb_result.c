@@ -312,6 +312,10 @@ repeat_runs(json_t *const *reps, size_t n, const char *figure, const char *ci)
     const json_t *ss = json_object_get(reps[r], "server_series");
     if (json_is_object(ss))
       json_object_set_new(o, "server_series", json_deep_copy(ss));
+    /* and a sharded repeat's shards (issue 24: each measured whole) */
+    const json_t *sh = json_object_get(reps[r], "shards");
+    if (json_is_object(sh))
+      json_object_set_new(o, "shards", json_deep_copy(sh));
     const json_t *iv = ci ? json_object_get(reps[r], ci) : NULL;
     if (iv != NULL)
       json_object_set_new(o, ci, json_deep_copy(iv));

@@ -28,6 +28,35 @@ counter(struct tb_samples *m, int i)
   return c[i];
 }
 
+/* a rate cell's counters, in their order on the wire; the last two merge
+ * as their maximum */
+#define NRCOUNTERS 14
+#define NRMAX 2
+
+static int64_t *
+rcounter(struct tb_samples *m, int i)
+{
+  struct tb_samples_rate *r = &m->rate;
+  int64_t *c[NRCOUNTERS] = {
+    &r->scheduled,    &r->errors,         &r->dropped,           &r->pr_sum,
+    &r->pr_n,         &r->cached_sum,     &r->cached_prompt_sum, &r->cached_n,
+    &r->conv_started, &r->conv_completed, &r->conv_abandoned,    &r->conv_dropped,
+    &r->arrivals_us,  &r->last_end_us
+  };
+  return c[i];
+}
+
+/* a turn's counters, in their order on the wire */
+#define NTCOUNTERS 6
+
+static int64_t *
+tcounter(struct tb_samples_turn *t, int i)
+{
+  int64_t *c[NTCOUNTERS] = { &t->sent, &t->ok,         &t->pr_sum,
+                             &t->pr_n, &t->cached_sum, &t->cached_prompt_sum };
+  return c[i];
+}
+
 void
 tb_samples_init(struct tb_samples *m)
 {
@@ -39,6 +68,11 @@ tb_samples_free(struct tb_samples *m)
 {
   for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
     tb_stats_free(&m->s[k]);
+  for (int k = 0; k < TB_SAMPLES_NRSERIES; k++)
+    tb_stats_free(&m->rate.s[k]);
+  for (size_t t = 0; t < m->rate.nturns; t++)
+    tb_stats_free(&m->rate.turns[t].ttft);
+  free(m->rate.turns);
   free(m->slices);
   memset(m, 0, sizeof *m);
 }
@@ -49,6 +83,29 @@ tb_samples_add(struct tb_samples *m, enum tb_samples_series k, int64_t us)
   if ((unsigned)k >= TB_SAMPLES_NSERIES)
     return;
   tb_stats_add(&m->s[k], us < 0 ? 0 : us);
+}
+
+void
+tb_samples_radd(struct tb_samples *m, enum tb_samples_rseries k, int64_t us)
+{
+  if ((unsigned)k >= TB_SAMPLES_NRSERIES)
+    return;
+  m->rate.on = true;
+  tb_stats_add(&m->rate.s[k], us < 0 ? 0 : us);
+}
+
+struct tb_samples_turn *
+tb_samples_turn(struct tb_samples *m, size_t t)
+{
+  if (t >= TB_SAMPLES_MAX_TURNS)
+    return NULL;
+  m->rate.on = true;
+  if (t >= m->rate.nturns) {
+    m->rate.turns = tb_xrealloc(m->rate.turns, (t + 1) * sizeof *m->rate.turns);
+    memset(m->rate.turns + m->rate.nturns, 0, (t + 1 - m->rate.nturns) * sizeof *m->rate.turns);
+    m->rate.nturns = t + 1;
+  }
+  return &m->rate.turns[t];
 }
 
 bool
@@ -97,6 +154,43 @@ unzigzag(uint64_t z)
   return (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
 }
 
+static void
+put_series(struct wbuf *w, const struct tb_stats *s)
+{
+  put_u(w, s->n);
+  int64_t prev = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    /* values are >= 0 (tb_samples_add), so the delta cannot overflow */
+    put_u(w, zigzag(s->v[i] - prev));
+    prev = s->v[i];
+  }
+}
+
+static void
+put_rate(struct wbuf *w, const struct tb_samples *m)
+{
+  put_u(w, NRCOUNTERS);
+  for (int i = 0; i < NRCOUNTERS; i++) {
+    int64_t c = *rcounter((struct tb_samples *)m, i);
+    put_u(w, (uint64_t)(c < 0 ? 0 : c));
+  }
+  for (int k = 0; k < TB_SAMPLES_NRSERIES; k++)
+    put_series(w, &m->rate.s[k]);
+  put_u(w, m->rate.nturns);
+  for (size_t t = 0; t < m->rate.nturns; t++) {
+    struct tb_samples_turn *tn = &m->rate.turns[t];
+    for (int i = 0; i < NTCOUNTERS; i++) {
+      int64_t c = *tcounter(tn, i);
+      put_u(w, (uint64_t)(c < 0 ? 0 : c));
+    }
+    put_series(w, &tn->ttft);
+  }
+  size_t el = strnlen(m->rate.first_error, TB_SAMPLES_MAX_ERROR);
+  put_u(w, el);
+  for (size_t i = 0; i < el; i++)
+    put_u(w, (unsigned char)m->rate.first_error[i]);
+}
+
 void
 tb_samples_encode(const struct tb_samples *m, unsigned char **out, size_t *len)
 {
@@ -112,16 +206,10 @@ tb_samples_encode(const struct tb_samples *m, unsigned char **out, size_t *len)
     int64_t c = *counter((struct tb_samples *)m, i);
     put_u(&w, (uint64_t)(c < 0 ? 0 : c));
   }
-  for (int k = 0; k < TB_SAMPLES_NSERIES; k++) {
-    const struct tb_stats *s = &m->s[k];
-    put_u(&w, s->n);
-    int64_t prev = 0;
-    for (size_t i = 0; i < s->n; i++) {
-      /* values are >= 0 (tb_samples_add), so the delta cannot overflow */
-      put_u(&w, zigzag(s->v[i] - prev));
-      prev = s->v[i];
-    }
-  }
+  for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
+    put_series(&w, &m->s[k]);
+  if (m->rate.on)
+    put_rate(&w, m);
   *out = w.p;
   *len = w.n;
 }
@@ -210,6 +298,49 @@ get_series(struct rbuf *r, struct tb_stats *s)
   return true;
 }
 
+/* A rate cell's section, after the decode document. */
+static bool
+get_rate(struct rbuf *r, struct tb_samples *m)
+{
+  uint64_t nc;
+  if (!get_u(r, &nc))
+    return false;
+  if (nc != NRCOUNTERS)
+    return fail(r, "trailing bytes (not a rate cell's section)");
+  m->rate.on = true;
+  for (int i = 0; i < NRCOUNTERS; i++)
+    if (!get_i64(r, rcounter(m, i)))
+      return false;
+  for (int k = 0; k < TB_SAMPLES_NRSERIES; k++)
+    if (!get_series(r, &m->rate.s[k]))
+      return false;
+  size_t nt;
+  if (!get_count(r, TB_SAMPLES_MAX_TURNS, &nt))
+    return false;
+  if (nt > 0)
+    (void)tb_samples_turn(m, nt - 1);
+  for (size_t t = 0; t < nt; t++) {
+    for (int i = 0; i < NTCOUNTERS; i++)
+      if (!get_i64(r, tcounter(&m->rate.turns[t], i)))
+        return false;
+    if (!get_series(r, &m->rate.turns[t].ttft))
+      return false;
+  }
+  size_t el;
+  if (!get_count(r, TB_SAMPLES_MAX_ERROR, &el))
+    return false;
+  for (size_t i = 0; i < el; i++) {
+    uint64_t c;
+    if (!get_u(r, &c))
+      return false;
+    if (c == 0 || c > 255)
+      return fail(r, "a byte of the first error out of range");
+    m->rate.first_error[i] = (char)c;
+  }
+  m->rate.first_error[el] = '\0';
+  return true;
+}
+
 bool
 tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m, char *err,
                   size_t errlen)
@@ -235,6 +366,8 @@ tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m, ch
   for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
     if (!get_series(&r, &m->s[k]))
       return false;
+  if (r.at < r.n && !get_rate(&r, m))
+    return false;
   if (r.at != r.n)
     return fail(&r, "trailing bytes");
   return true;
@@ -242,9 +375,45 @@ tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m, ch
 
 /* ------------------------------------------------------------------ merge */
 
+static void
+append(struct tb_stats *into, const struct tb_stats *from)
+{
+  for (size_t i = 0; i < from->n; i++)
+    tb_stats_add(into, from->v[i]);
+}
+
+/* A rate cell's part of tb_samples_merge. */
+static void
+merge_rate(struct tb_samples *into, const struct tb_samples *from)
+{
+  into->rate.on = true;
+  for (int i = 0; i < NRCOUNTERS; i++) {
+    int64_t *a = rcounter(into, i), b = *rcounter((struct tb_samples *)from, i);
+    if (i >= NRCOUNTERS - NRMAX)
+      *a = b > *a ? b : *a;
+    else
+      *a += b;
+  }
+  for (int k = 0; k < TB_SAMPLES_NRSERIES; k++)
+    append(&into->rate.s[k], &from->rate.s[k]);
+  if (into->rate.first_error[0] == '\0')
+    memcpy(into->rate.first_error, from->rate.first_error, sizeof into->rate.first_error);
+  for (size_t t = 0; t < from->rate.nturns; t++) {
+    struct tb_samples_turn *a = tb_samples_turn(into, t), *b = &from->rate.turns[t];
+    for (int i = 0; i < NTCOUNTERS; i++)
+      *tcounter(a, i) += *tcounter(b, i);
+    append(&a->ttft, &b->ttft);
+  }
+}
+
 bool
 tb_samples_merge(struct tb_samples *into, const struct tb_samples *from, char *err, size_t errlen)
 {
+  if ((into->rate.on || into->nslices > 0) && into->rate.on != from->rate.on) {
+    snprintf(err, errlen, "a %s cell's shard beside a %s cell's", from->rate.on ? "rate" : "decode",
+             into->rate.on ? "rate" : "decode");
+    return false;
+  }
   if (into->nslices == 0 && from->nslices > 0) {
     into->slices = tb_xcalloc(from->nslices, sizeof *into->slices);
     into->nslices = from->nslices;
@@ -260,9 +429,60 @@ tb_samples_merge(struct tb_samples *into, const struct tb_samples *from, char *e
   for (int i = 0; i < NCOUNTERS; i++)
     *counter(into, i) += *counter((struct tb_samples *)from, i);
   for (int k = 0; k < TB_SAMPLES_NSERIES; k++)
-    for (size_t i = 0; i < from->s[k].n; i++)
-      tb_stats_add(&into->s[k], from->s[k].v[i]);
+    append(&into->s[k], &from->s[k]);
+  if (from->rate.on)
+    merge_rate(into, from);
   return true;
+}
+
+void
+tb_samples_start_gaps(struct tb_samples *m, double *sum, double *sum2, uint64_t *n)
+{
+  struct tb_stats *st = &m->rate.s[TB_SAMPLES_START];
+  (void)tb_stats_quantile(st, 0.5); /* sorts */
+  *sum = *sum2 = 0;
+  *n = 0;
+  for (size_t i = 1; i < st->n; i++) {
+    double g = (double)(st->v[i] - st->v[i - 1]) * 1e3;
+    *sum += g;
+    *sum2 += g * g;
+    (*n)++;
+  }
+}
+
+static int
+cmp_ev(const void *a, const void *b)
+{
+  const int64_t *x = a, *y = b;
+  return *x < *y ? -1 : *x > *y ? 1 : 0;
+}
+
+void
+tb_samples_in_flight(const struct tb_samples *m, unsigned *max, double *area_ns)
+{
+  const struct tb_stats *st = &m->rate.s[TB_SAMPLES_START], *en = &m->rate.s[TB_SAMPLES_END];
+  size_t n = st->n < en->n ? st->n : en->n;
+  *max = 0;
+  *area_ns = 0;
+  if (n == 0)
+    return;
+  /* events: a start is 2t + 1, an end 2t, so an end and a start at one
+   * instant count the end first (as one process ends, then starts) */
+  int64_t *ev = tb_xmalloc(2 * n * sizeof *ev);
+  for (size_t i = 0; i < n; i++) {
+    ev[2 * i] = st->v[i] * 2 + 1;
+    ev[2 * i + 1] = (en->v[i] > st->v[i] ? en->v[i] : st->v[i]) * 2;
+  }
+  qsort(ev, 2 * n, sizeof *ev, cmp_ev);
+  long cur = 0;
+  for (size_t i = 0; i < 2 * n; i++) {
+    if (i > 0)
+      *area_ns += (double)cur * (double)(ev[i] / 2 - ev[i - 1] / 2) * 1e3;
+    cur += (ev[i] & 1) ? 1 : -1;
+    if (cur > (long)*max)
+      *max = (unsigned)cur;
+  }
+  free(ev);
 }
 
 double

@@ -29,7 +29,11 @@
  * The encoding: "TBS1", then unsigned LEB128 varints: the slice width (us),
  * the slice count, each slice's tokens, the ten counters, and per series
  * its count and its values as zig-zag deltas from the previous (the first
- * from 0).  A sorted series of microsecond latencies costs about one or two
+ * from 0).  A rate cell's document goes on (no trailing bytes otherwise):
+ * the count of its counters (14) and their values, its eight series
+ * (tb_samples_rseries), the count of turns and per turn its six counters
+ * and its TTFT series, then the first error's length and bytes (at most
+ * TB_SAMPLES_MAX_ERROR, no NUL).  A sorted series of microsecond latencies costs about one or two
  * bytes a value.  Decoding checks every length against the bytes left and
  * against TB_SAMPLES_MAX_VALUES, so a bad or hostile blob is a clear error,
  * never a large allocation or a read past its end.
@@ -56,8 +60,54 @@ enum tb_samples_series {
 #define TB_SAMPLES_MAX_VALUES (64u * 1024 * 1024)
 #define TB_SAMPLES_MAX_SLICES (1u << 20)
 
+/* A rate cell's own series (issue 24, part 1): microseconds, on the common
+ * timeline (after the cell's t0, the same instant in every shard). */
+enum tb_samples_rseries {
+  TB_SAMPLES_LAG,   /* per started request: actual start - scheduled start
+                     * (aligned with START) */
+  TB_SAMPLES_START, /* per started request: its start after t0 ... */
+  TB_SAMPLES_END,   /* ... and its end (aligned with START, failed ones too) */
+  TB_SAMPLES_SCHED, /* per arrival the shard owned (dropped ones too): its
+                     * scheduled time after t0 */
+  /* per started request, aligned with START and END (the whole request,
+   * for a window computed on the union, issue 25's steady state): */
+  TB_SAMPLES_ROK,     /* 1 when it ended soundly, else 0 */
+  TB_SAMPLES_RTTFT,   /* its TTFT + 1 (0: none) */
+  TB_SAMPLES_RTPOT,   /* its time per output token + 1 (0: none) */
+  TB_SAMPLES_RTOKENS, /* its output tokens */
+  TB_SAMPLES_NRSERIES
+};
+
+#define TB_SAMPLES_MAX_TURNS 64u
+#define TB_SAMPLES_MAX_ERROR 199u
+
+/* One turn of a conversation cell: what adds, and its TTFTs (us). */
+struct tb_samples_turn {
+  struct tb_stats ttft;
+  int64_t sent, ok, pr_sum, pr_n, cached_sum, cached_prompt_sum;
+};
+
+/* What a shard of a rate cell adds beside the decode figures (on: this is
+ * a rate cell's document).  Counters add, but arrivals_us and last_end_us,
+ * instants on the common timeline, merge as their maximum. */
+struct tb_samples_rate {
+  bool on;
+  struct tb_stats s[TB_SAMPLES_NRSERIES];
+  int64_t scheduled, errors, dropped;
+  int64_t pr_sum, pr_n, cached_sum, cached_prompt_sum, cached_n; /* prompts as counted */
+  int64_t conv_started, conv_completed, conv_abandoned, conv_dropped;
+  int64_t arrivals_us; /* the end of the arrivals after t0 */
+  int64_t last_end_us; /* the last request's end after t0 */
+  struct tb_samples_turn *turns;
+  size_t nturns;
+  /* the first failed request's reason ("": none); a merge keeps the first
+   * shard's that has one */
+  char first_error[TB_SAMPLES_MAX_ERROR + 1];
+};
+
 struct tb_samples {
   struct tb_stats s[TB_SAMPLES_NSERIES]; /* microseconds */
+  struct tb_samples_rate rate;           /* a rate cell's (rate.on) */
   int64_t slice_us;                      /* width of a slice (0: none) */
   int64_t *slices;                       /* output tokens per slice */
   size_t nslices;
@@ -76,6 +126,12 @@ void tb_samples_init(struct tb_samples *m);
 void tb_samples_free(struct tb_samples *m);
 /* Appends one value (us, clamped at 0) to a series. */
 void tb_samples_add(struct tb_samples *m, enum tb_samples_series k, int64_t us);
+/* Appends one value (us, clamped at 0) to a rate series (sets rate.on). */
+void tb_samples_radd(struct tb_samples *m, enum tb_samples_rseries k, int64_t us);
+/* Turn t (0-based, < TB_SAMPLES_MAX_TURNS) of m, the turns before it made
+ * (sets rate.on); NULL past the cap. */
+struct tb_samples_turn *tb_samples_turn(struct tb_samples *m, size_t t);
+
 /* Sets the window's slices: n slices of width_us, tokens[i] each (copied).
  * false (nothing changed) when n or width_us is out of range. */
 bool tb_samples_set_slices(struct tb_samples *m, int64_t width_us, const int64_t *tokens, size_t n);
@@ -90,12 +146,20 @@ bool tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *
                        size_t errlen);
 
 /* Adds shard `from` into `into`: the series appended, the counters added,
- * the slices summed element-wise.  An empty `into` (no slices yet) takes
+ * the slices summed element-wise (a rate cell's the same way; its turns
+ * by number).  An empty `into` (no slices yet) takes
  * from's timeline.  false with a reason in err (into unchanged) when the
  * two timelines differ (slice width or count): shards of one cell are cut
  * on one timeline, and two that are not cannot be added. */
 bool tb_samples_merge(struct tb_samples *into, const struct tb_samples *from, char *err,
                       size_t errlen);
+/* The inter-start gaps of a merged rate cell: the union's starts sorted,
+ * the sum and sum of squares of consecutive gaps (ns), their count.
+ * Sorts the START series (its alignment with END is not kept). */
+void tb_samples_start_gaps(struct tb_samples *m, double *sum, double *sum2, uint64_t *n);
+/* The union's requests in flight over time from START and END: the most
+ * at once and the area (requests x ns) from t0 to the last end. */
+void tb_samples_in_flight(const struct tb_samples *m, unsigned *max, double *area_ns);
 
 /* The q-quantile (type 7, tb_stats) of a series, in microseconds; NAN when
  * empty.  Sorts that series in place. */

@@ -312,3 +312,22 @@ tb_plan_shard_share(int64_t conc, int n, int k)
     return 0;
   return conc / n + (k < conc % n ? 1 : 0);
 }
+
+int
+tb_plan_rate_shards(int64_t spec_shards, double rate, double max_rps, int64_t arrivals)
+{
+  int64_t n = spec_shards;
+  if (n <= 0)
+    n = max_rps > 0 && rate > 0 ? (int64_t)ceil(rate / max_rps - 1e-9) : 1;
+  if (arrivals > 0 && n > arrivals)
+    n = arrivals;
+  if (n > TB_SPEC_MAX_SHARDS)
+    n = TB_SPEC_MAX_SHARDS;
+  return n < 1 ? 1 : (int)n;
+}
+
+double
+tb_plan_rate_window_s(const struct tb_spec *s, double rate)
+{
+  return s->rate_requests > 0 && rate > 0 ? (double)s->rate_requests / rate : s->rate_duration_s;
+}

@@ -149,6 +149,16 @@ int tb_plan_shards(int64_t spec_shards, int64_t conc, int64_t max_streams);
  * k < conc mod n, so that the shares add up to conc; 0 for k outside
  * [0, n). */
 int64_t tb_plan_shard_share(int64_t conc, int n, int k);
+/* Shards of a rate cell of the spec's rates (open loop at rate; its
+ * arrival i goes to shard i mod n): the spec's shards, or for "auto" (0)
+ * as many as max_rps arrivals per second per shard needs:
+ * ceil(rate / max_rps); at most arrivals when the spec counts them
+ * (rate_requests; 0: not counted), at most TB_SPEC_MAX_SHARDS, at least 1.
+ * Sweep probes and the trace cell are not sharded. */
+int tb_plan_rate_shards(int64_t spec_shards, double rate, double max_rps, int64_t arrivals);
+/* How long a rate cell's arrivals last at rate: rate_requests / rate when
+ * the spec counts requests, else rate_duration_s (its skew limit's window). */
+double tb_plan_rate_window_s(const struct tb_spec *s, double rate);
 
 /*
  * The sweep's next probe: given the probes so far (vals[i] and whether

@@ -950,10 +950,48 @@ tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields, si
   return TB_SPEC_OK;
 }
 
+/* What one field cannot say alone: a trace cell is not sharded (issue 24:
+ * its sessions would have to follow their roots to one shard each, with
+ * the trace loaded by every shard), so shards other than 1 beside a trace
+ * is refused rather than silently run in one process; so is shards on a
+ * sweep alone (its probes are not sharded either). */
+static void
+check_job_across(const json_t *spec, json_t *errors)
+{
+  const json_t *sh = json_object_get(spec, "shards");
+  bool sharded = sh != NULL && !(json_is_integer(sh) && json_integer_value(sh) == 1);
+  if (sharded && json_object_get(spec, "trace") != NULL)
+    add_err(errors, "shards",
+            "a trace cell cannot be sharded: leave shards out (or 1) with a trace, or run the "
+            "trace in a job of its own (docs/deploy.md)");
+  /* a sweep alone runs no matrix and no rates: nothing of it is sharded */
+  const char *matrix[] = { "contexts", "concurrency", "prefill_contexts", "rates" };
+  bool shardable = json_object_get(spec, "sweep") == NULL;
+  for (size_t i = 0; i < TB_ARRAY_LEN(matrix) && !shardable; i++)
+    shardable = json_object_get(spec, matrix[i]) != NULL;
+  if (sharded && !shardable)
+    add_err(errors, "shards",
+            "a sweep's probes are not sharded and this job has nothing else: leave shards out "
+            "(or 1), or give rates or a matrix to shard (docs/deploy.md)");
+}
+
 enum tb_spec_rc
 tb_spec_job(const char *text, size_t len, json_t **out, json_t **errors)
 {
-  return tb_spec_run(text, len, job_fields, TB_ARRAY_LEN(job_fields), false, out, errors);
+  enum tb_spec_rc rc =
+    tb_spec_run(text, len, job_fields, TB_ARRAY_LEN(job_fields), false, out, errors);
+  if (rc != TB_SPEC_OK)
+    return rc;
+  json_t *e = json_array();
+  check_job_across(*out, e);
+  if (json_array_size(e) == 0) {
+    json_decref(e);
+    return TB_SPEC_OK;
+  }
+  json_decref(*out);
+  *out = NULL;
+  *errors = e;
+  return TB_SPEC_INVALID;
 }
 
 json_t *

@@ -232,7 +232,9 @@ void tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t
 enum tb_spec_rc tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields,
                             size_t n, bool patch, json_t **out, json_t **errors) TB_MUST_CHECK;
 
-/* A job spec (POST /v1/jobs): tb_spec_run with the job table. */
+/* A job spec (POST /v1/jobs): tb_spec_run with the job table, then what
+ * no one field says alone (shards other than 1 beside a trace: refused
+ * naming shards, issue 24). */
 enum tb_spec_rc tb_spec_job(const char *text, size_t len, json_t **out,
                             json_t **errors) TB_MUST_CHECK;
 

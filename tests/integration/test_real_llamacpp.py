@@ -15,6 +15,7 @@ read from the live server and its docs (docs/real-engine.md):
   usage.prompt_tokens_details.cached_tokens.
 """
 import json
+import os
 import subprocess
 import time
 
@@ -31,7 +32,10 @@ STATE = {}
 
 def server(ctx):
     if "llama" not in STATE:
-        STATE["llama"] = ctx.llama(slots=SLOTS, ctx_len=CTX_LEN, threads=1)
+        # --slot-save-path: b11669 serves slot actions (the prefix-cache
+        # reset's slot erase) only with it; "/tmp" is the sid root's own
+        STATE["llama"] = ctx.llama(slots=SLOTS, ctx_len=CTX_LEN, threads=1,
+                                   args=["--slot-save-path", "/tmp"])
     return STATE["llama"]
 
 
@@ -231,3 +235,62 @@ def test_job_through_the_service(ctx):
     assert cell(res["cells"], "prefill", 512)["prompt_tokens"] == 512
     st, md = call(s, "GET", "/v1/jobs/%s/report?format=md" % job["id"])
     assert st == 200 and b"llama.cpp" in md, md
+
+
+
+def test_trace_cache_reset(ctx):
+    """Issue 25 on the real engine: a small Mooncake trace (made here: 6
+    requests of 2 blocks of 512 tokens, the last three sharing the first
+    three's first block) replayed under one run id.  tokbench's reset is
+    llama.cpp's slot erase (`cache_reset: done`; without --slot-save-path
+    b11669 answers it 501: `unsupported`, as test_trace shows on the
+    simulator, which answers as b11669 did live).
+    - With --cache-ram 0: `--cache keep` finds the first replay's blocks
+      in the server's cache; after a reset the next replay hits no more
+      than the trace implies, and prefix_hits_unexplained passes.
+    - With b11669's default RAM prompt cache (--cache-ram 8192 MiB, PR
+      16391), the slot erase leaves the prompts in that cache: the replay
+      after a reset hits what it should not, and prefix_hits_unexplained
+      fails it, naming the numbers."""
+    path = os.path.join(ctx.tmp, "small-mooncake.jsonl")
+    with open(path, "w") as f:
+        for i in range(6):
+            f.write(json.dumps({"timestamp": i * 1500, "input_length": 1024, "output_length": 4,
+                                "hash_ids": [i % 3, 100 + i]}) + "\n")
+    same = ["--run-id", "real-trace", "--trace", path, "--trace-format", "mooncake",
+            "--trace-replay", "speedup=1"]
+
+    def replay(srv, extra=()):
+        rc, header, cells, doc, err = test_engine.run_cli(srv.url, same + list(extra), timeout=600)
+        assert rc == 0 and doc is not None, err
+        assert [c["phase"] for c in cells] == ["rate"], cells
+        c = cells[0]
+        assert c["status"] == "valid" and c["completed"] == 6, c
+        return c
+
+    args = ["--slot-save-path", "/tmp"]
+    srv = ctx.llama(slots=SLOTS, ctx_len=8192, threads=1, args=args + ["--cache-ram", "0"])
+    first = replay(srv)
+    assert first["cache_reset"] == "done", first.get("cache_reset_detail")
+    assert "/slots/" in first["cache_reset_detail"], first["cache_reset_detail"]
+    kept = replay(srv, ["--cache", "keep"])
+    reset = replay(srv)
+    t1, tk, tr = first["trace"], kept["trace"], reset["trace"]
+    print("# --cache-ram 0: hit%% first %.1f, kept %.1f, reset %.1f; implied %.1f"
+          % (t1["hit_pct"], tk["hit_pct"], tr["hit_pct"], tr["implied_hit_pct"]))
+    assert "cache_reset" not in kept
+    assert tk["hit_pct"] > t1["hit_pct"] + 20, (t1, tk)
+    assert tr["hit_pct"] <= tr["implied_hit_pct"] + 2, tr
+    assert not [f for f in reset["checks"]["failed"] if "prefix" in f], reset["checks"]
+    srv.stop()
+    # the default RAM prompt cache outlives the slot erase: the check says so
+    srv = ctx.llama(slots=SLOTS, ctx_len=8192, threads=1, args=args)
+    replay(srv)
+    again = replay(srv)
+    ta = again["trace"]
+    print("# default --cache-ram: hit%% after a reset %.1f, implied %.1f; failed %s"
+          % (ta["hit_pct"], ta["implied_hit_pct"], again["checks"]["failed"]))
+    assert again["cache_reset"] == "done"
+    assert ta["hit_pct"] > ta["implied_hit_pct"] + 20, ta
+    assert again["checks"]["ok"] is False, again["checks"]
+    assert [f for f in again["checks"]["failed"] if "prefix" in f], again["checks"]

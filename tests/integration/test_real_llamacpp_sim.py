@@ -178,12 +178,16 @@ def test_routes_and_errors(ctx):
            "max_tokens": 4}
     errors = [("error 404", "GET", "/v1/nope", None),
               ("error 400", "POST", "/v1/chat/completions", {"messages": "x"}),
-              ("error exceed_context_size_error", "POST", "/v1/chat/completions", big)]
+              ("error exceed_context_size_error", "POST", "/v1/chat/completions", big),
+              # neither started with --slot-save-path: slot actions are 501
+              ("error 501 slot action", "POST", "/slots/0?action=erase", None)]
     for route, method, path, body in errors:
         (sa, _, a), (sb, _, b) = (http(method, u + path, body) for u in (live.url, sim.url))
         assert sa == sb, (route, sa, sb, a, b)
         a, b = json.loads(a), json.loads(b)
         check(route, diff(shape(a), shape(b)))
+        if route.endswith("slot action"):
+            assert a == b, (a, b)
         if route.endswith("context_size_error"):
             assert a["error"]["type"] == b["error"]["type"], (a, b)
             assert a["error"]["n_ctx"] == b["error"]["n_ctx"] == CTX // SLOTS, (a, b)

@@ -724,8 +724,10 @@ def test_prefix_cache_reset(ctx):
     /reset_prefix_cache (served only with VLLM_SERVER_DEV_MODE=1: --dev-mode;
     else 404 and the cache stays warm), SGLang's POST /flush_cache (refused,
     400, while a request runs) and llama.cpp's POST /slots/{id}?action=erase
-    (503 while busy, 400 for an unknown slot or action).  After a reset the
-    same prompt is cold again; before it, warm."""
+    (served only with --slot-save-path, else 501, as b11669 answered live;
+    503 while busy, 400 for an unknown action, 200 with nothing erased for a
+    slot past the last).  After a reset the same prompt is cold again;
+    before it, warm."""
     prompt = " ".join(["abcd"] * 300)
 
     def hits(sim):
@@ -750,7 +752,7 @@ def test_prefix_cache_reset(ctx):
     cases = (("vllm", ["--dev-mode"], "/reset_prefix_cache", None),
              ("vllm-0.7", ["--dev-mode"], "/reset_prefix_cache", None),
              ("sglang", [], "/flush_cache", 400),
-             ("llamacpp", [], "/slots/0?action=erase", 503))
+             ("llamacpp", ["--slot-save-path", "/tmp"], "/slots/0?action=erase", 503))
     for flavour, args, path, busy_status in cases:
         sim = ctx.sim(flavour=flavour, args=args)
         h0 = hits(sim)
@@ -773,8 +775,17 @@ def test_prefix_cache_reset(ctx):
     h0 = hits(sim)
     assert http("POST", sim.url + "/reset_prefix_cache")[0] == 404
     assert hits(sim) == h0 + 1
-    sim = ctx.sim(flavour="llamacpp")
-    assert http("POST", sim.url + "/slots/9999?action=erase")[0] == 400
+    sim = ctx.sim(flavour="llamacpp", args=["--slot-save-path", "/tmp"])
+    st, _, body = http("POST", sim.url + "/slots/9999?action=erase")
+    assert st == 200 and json.loads(body) == {"id_slot": 9999, "n_erased": 0}, body
     assert http("POST", sim.url + "/slots/0?action=save")[0] == 400
+    assert http("POST", sim.url + "/slots/x?action=erase")[0] == 400
+    sim = ctx.sim(flavour="llamacpp")            # as llama-server without --slot-save-path
+    h0 = hits(sim)
+    st, _, body = http("POST", sim.url + "/slots/0?action=erase")
+    assert st == 501 and json.loads(body) == {"error": {
+        "code": 501, "type": "not_supported_error",
+        "message": "This server does not support slots action. Start it with `--slot-save-path`"}}
+    assert hits(sim) == h0 + 1
     sim = ctx.sim(flavour="tgi-3.3")             # no reset route at all
     assert http("POST", sim.url + "/flush_cache")[0] == 404

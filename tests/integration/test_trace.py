@@ -86,13 +86,17 @@ def test_speedup_and_caps(ctx):
 
 def test_cache_reset_per_flavour(ctx):
     for flavour, args, want in (("vllm", ["--dev-mode"], "done"), ("vllm", [], "unsupported"),
-                                ("sglang", [], "done"), ("llamacpp", [], "done"),
+                                ("sglang", [], "done"),
+                                ("llamacpp", ["--slot-save-path", "/tmp"], "done"),
+                                ("llamacpp", [], "unsupported"),
                                 ("tgi-3.3", [], "unsupported")):
         sim = ctx.sim("tiny", flavour, args=args + BIG)
         c = replay(sim, "azure2023.csv", "azure", "max_requests=3")
         assert c["cache_reset"] == want, (flavour, args, c.get("cache_reset_detail"))
         if want == "unsupported" and flavour == "vllm":
             assert "VLLM_SERVER_DEV_MODE" in c["cache_reset_detail"], c["cache_reset_detail"]
+        if want == "unsupported" and flavour == "llamacpp":
+            assert "--slot-save-path" in c["cache_reset_detail"], c["cache_reset_detail"]
     # the same run id twice: kept, the second replay finds the first's blocks
     sim = ctx.sim("tiny", "vllm", args=["--dev-mode"] + BIG)
     same = ["--run-id", "trace-reuse"]

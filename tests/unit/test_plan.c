@@ -394,6 +394,24 @@ test_shards(void **state)
   assert_int_equal(tb_plan_shards(0, 2048, 2048), 1);
   assert_int_equal(tb_plan_shards(0, 2049, 2048), 2);
   assert_int_equal(tb_plan_shards(0, 1000, 1), TB_SPEC_MAX_SHARDS);
+  /* a rate cell's: the spec's, or "auto" by the arrivals one shard sends */
+  assert_int_equal(tb_plan_rate_shards(3, 10, 500, 0), 3);
+  assert_int_equal(tb_plan_rate_shards(0, 500, 500, 0), 1);
+  assert_int_equal(tb_plan_rate_shards(0, 501, 500, 0), 2);
+  assert_int_equal(tb_plan_rate_shards(0, 2000, 500, 0), 4);
+  assert_int_equal(tb_plan_rate_shards(0, 100000, 1, 0), TB_SPEC_MAX_SHARDS);
+  assert_int_equal(tb_plan_rate_shards(0, 10, 0, 0), 1);
+  /* never more shards than a counted cell has arrivals */
+  assert_int_equal(tb_plan_rate_shards(8, 10, 500, 3), 3);
+  assert_int_equal(tb_plan_rate_shards(0, 2000, 500, 2), 2);
+  assert_int_equal(tb_plan_rate_shards(3, 10, 500, 100), 3);
+  struct tb_spec rs;
+  tb_spec_init(&rs);
+  rs.rate_duration_s = 7;
+  assert_true(tb_plan_rate_window_s(&rs, 10) == 7);
+  rs.rate_requests = 50;
+  assert_true(tb_plan_rate_window_s(&rs, 10) == 5);
+  tb_spec_free(&rs);
   for (int64_t conc = 1; conc <= 130; conc++)
     for (int n = 1; n <= 9; n++) {
       int64_t sum = 0, lo = INT64_MAX, hi = 0;

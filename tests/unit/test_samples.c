@@ -15,7 +15,11 @@
  *    every malformed blob (truncations at every length, a bad magic, an
  *    over-long varint, a count over the bytes left, trailing bytes, a
  *    negative running value) refused with a reason;
- *  - shards on different timelines are refused, into unchanged.
+ *  - shards on different timelines are refused, into unchanged;
+ *  - a rate cell's section (issue 24, part 1): round trip, counters add
+ *    (the two instants as their maximum), series and turns merge by number,
+ *    a rate shard beside a decode one refused, a bad section refused; the
+ *    union's requests in flight and inter-start gaps by hand.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -415,6 +419,156 @@ test_shards_skew_and_where(void **state)
   json_decref(cell);
 }
 
+/* a rate shard: its counters, series and turns from seed */
+static void
+rate_shard(struct tb_samples *m, uint64_t *seed, size_t nturns)
+{
+  tb_samples_init(m);
+  int n = 5 + (int)(next(seed) % 20);
+  for (int i = 0; i < n; i++) {
+    int64_t st = (int64_t)(next(seed) % 4000000);
+    tb_samples_add(m, TB_SAMPLES_TTFT, draw(seed, 20000));
+    tb_samples_radd(m, TB_SAMPLES_LAG, (int64_t)(next(seed) % 900));
+    tb_samples_radd(m, TB_SAMPLES_START, st);
+    tb_samples_radd(m, TB_SAMPLES_END, st + draw(seed, 200000));
+    tb_samples_radd(m, TB_SAMPLES_SCHED, st - 100);
+    tb_samples_radd(m, TB_SAMPLES_ROK, 1);
+    tb_samples_radd(m, TB_SAMPLES_RTTFT, 1 + draw(seed, 20000));
+    tb_samples_radd(m, TB_SAMPLES_RTPOT, 0);
+    tb_samples_radd(m, TB_SAMPLES_RTOKENS, 100);
+  }
+  m->tokens = 100 * n;
+  m->completed = n;
+  m->rate.scheduled = n + 1;
+  m->rate.errors = 1;
+  m->rate.arrivals_us = 4000000;
+  m->rate.last_end_us = 4000000 + (int64_t)(next(seed) % 500000);
+  for (size_t t = 0; t < nturns; t++) {
+    struct tb_samples_turn *tn = tb_samples_turn(m, t);
+    tn->sent = 3;
+    tn->ok = 2;
+    tn->pr_sum = 700 * (int64_t)(t + 1);
+    tb_stats_add(&tn->ttft, draw(seed, 9000));
+    tb_stats_add(&tn->ttft, draw(seed, 9000));
+  }
+}
+
+static void
+test_rate_section_round_trip_and_merge(void **state)
+{
+  (void)state;
+  uint64_t seed = 77;
+  struct tb_samples sh[3], merged;
+  tb_samples_init(&merged);
+  int64_t last = 0, n_all = 0;
+  for (int k = 0; k < 3; k++) {
+    struct tb_samples one;
+    rate_shard(&one, &seed, (size_t)k + 1); /* 1, 2 and 3 turns */
+    if (k > 0) /* the first shard has none: the merge keeps the second's */
+      snprintf(one.rate.first_error, sizeof one.rate.first_error, "HTTP 50%d", k);
+    unsigned char *buf;
+    size_t len;
+    tb_samples_encode(&one, &buf, &len);
+    char err[200] = "";
+    assert_true(tb_samples_decode(buf, len, &sh[k], err, sizeof err));
+    assert_true(sh[k].rate.on);
+    assert_int_equal(sh[k].rate.nturns, (size_t)k + 1);
+    for (int r = 0; r < TB_SAMPLES_NRSERIES; r++) {
+      assert_int_equal(sh[k].rate.s[r].n, one.rate.s[r].n);
+      assert_memory_equal(sh[k].rate.s[r].v, one.rate.s[r].v,
+                          one.rate.s[r].n * sizeof *one.rate.s[r].v);
+    }
+    assert_true(sh[k].rate.last_end_us == one.rate.last_end_us);
+    assert_string_equal(sh[k].rate.first_error, one.rate.first_error);
+    /* a NUL in the first error (its last byte: it is the blob's last) */
+    if (k > 0) {
+      buf[len - 1] = 0;
+      struct tb_samples t3;
+      assert_false(tb_samples_decode(buf, len, &t3, err, sizeof err));
+      assert_non_null(strstr(err, "first error out of range"));
+      tb_samples_free(&t3);
+    }
+    /* a truncated rate section, and one of another counter count */
+    for (size_t cut = len - 3; cut < len; cut++) {
+      struct tb_samples t2;
+      assert_false(tb_samples_decode(buf, cut, &t2, err, sizeof err));
+      tb_samples_free(&t2);
+    }
+    tb_samples_free(&one);
+    free(buf);
+    assert_true(tb_samples_merge(&merged, &sh[k], err, sizeof err));
+    last = sh[k].rate.last_end_us > last ? sh[k].rate.last_end_us : last;
+    n_all += sh[k].completed;
+  }
+  assert_true(merged.rate.on);
+  assert_true(merged.completed == n_all);
+  assert_true(merged.rate.scheduled == n_all + 3);
+  assert_true(merged.rate.errors == 3);
+  assert_true(merged.rate.arrivals_us == 4000000); /* the maximum, not the sum */
+  assert_true(merged.rate.last_end_us == last);
+  assert_int_equal(merged.rate.nturns, 3);
+  assert_true(merged.rate.turns[0].sent == 9 && merged.rate.turns[0].ok == 6);
+  assert_true(merged.rate.turns[2].sent == 3 && merged.rate.turns[2].ttft.n == 2);
+  assert_true(merged.rate.turns[1].pr_sum == 2 * 1400);
+  assert_string_equal(merged.rate.first_error, "HTTP 501");
+  for (int r = 0; r < TB_SAMPLES_NRSERIES; r++)
+    assert_int_equal(merged.rate.s[r].n, (size_t)n_all);
+  /* a decode shard beside rate shards: refused, with why */
+  struct tb_samples dec;
+  tb_samples_init(&dec);
+  int64_t sl[2] = { 5, 6 };
+  assert_true(tb_samples_set_slices(&dec, 1000, sl, 2));
+  char err[200] = "";
+  assert_false(tb_samples_merge(&merged, &dec, err, sizeof err));
+  assert_non_null(strstr(err, "a decode cell's shard beside a rate cell's"));
+  tb_samples_free(&dec);
+  for (int k = 0; k < 3; k++)
+    tb_samples_free(&sh[k]);
+  tb_samples_free(&merged);
+  /* after a decode document, bytes that are no rate section */
+  unsigned char junk[] = { 'T', 'B', 'S', '1', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                           0,   0,   0,   0,   0, 0, 7, 1, 2, 3, 4, 5, 6, 7 };
+  struct tb_samples bad;
+  assert_false(tb_samples_decode(junk, sizeof junk, &bad, err, sizeof err));
+  assert_non_null(strstr(err, "not a rate cell's section"));
+  tb_samples_free(&bad);
+}
+
+static void
+test_in_flight_and_gaps_of_the_union(void **state)
+{
+  (void)state;
+  /* shard A: [0, 10) and [10, 20); shard B: [5, 15); us */
+  struct tb_samples a, b, m;
+  tb_samples_init(&a);
+  tb_samples_init(&b);
+  tb_samples_init(&m);
+  const int64_t sa[] = { 0, 10 }, ea[] = { 10, 20 };
+  for (int i = 0; i < 2; i++) {
+    tb_samples_radd(&a, TB_SAMPLES_START, sa[i]);
+    tb_samples_radd(&a, TB_SAMPLES_END, ea[i]);
+  }
+  tb_samples_radd(&b, TB_SAMPLES_START, 5);
+  tb_samples_radd(&b, TB_SAMPLES_END, 15);
+  char err[100];
+  assert_true(tb_samples_merge(&m, &a, err, sizeof err));
+  assert_true(tb_samples_merge(&m, &b, err, sizeof err));
+  unsigned max;
+  double area;
+  tb_samples_in_flight(&m, &max, &area);
+  /* at 10 one ends as another starts: 2 at once, never 3 */
+  assert_int_equal(max, 2);
+  assert_true(fabs(area - 30 * 1e3) < 1e-6); /* 30 request-us, in ns */
+  double sum, sum2;
+  uint64_t n;
+  tb_samples_start_gaps(&m, &sum, &sum2, &n);
+  /* starts 0, 5, 10: gaps 5 and 5 us */
+  assert_true(n == 2 && fabs(sum - 10e3) < 1e-6 && fabs(sum2 - 2 * 25e6) < 1e-3);
+  tb_samples_free(&a);
+  tb_samples_free(&b);
+  tb_samples_free(&m);
+}
+
 int
 main(void)
 {
@@ -426,6 +580,8 @@ main(void)
     cmocka_unit_test(test_malformed_blobs_are_refused),
     cmocka_unit_test(test_different_timelines_are_refused),
     cmocka_unit_test(test_shards_skew_and_where),
+    cmocka_unit_test(test_rate_section_round_trip_and_merge),
+    cmocka_unit_test(test_in_flight_and_gaps_of_the_union),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

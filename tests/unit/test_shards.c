@@ -247,6 +247,55 @@ test_lapsed_shard_fails_the_attempt(void **state)
   tb_shard_clear(&a2);
 }
 
+/* A shard that cannot run fails its barrier at once with why (its claims
+ * released, the others fenced out); a shard of another worker, or of a
+ * barrier already over, cannot; a reason cut inside a UTF-8 sequence is
+ * stored without the cut sequence. */
+static void
+test_shard_fails_its_barrier(void **state)
+{
+  (void)state;
+  struct tb_shards_key k = key_of("rate/3", 1);
+  json_t *spec = json_object();
+  assert_int_equal(tb_shards_open(db, &job.lease, &k, 2, spec, 60), 1);
+  struct tb_shard a, b;
+  assert_int_equal(tb_shards_claim(db, "fa", "h1", 60, &a), 1);
+  assert_int_equal(tb_shards_claim(db, "fb", "h2", 60, &b), 1);
+  struct tb_shard other = a;
+  snprintf(other.worker, sizeof other.worker, "not-fa"); /* fenced: the shard is fa's */
+  assert_int_equal(tb_shards_fail(db, &other, "no"), 0);
+  char why[TB_SHARDS_REASON_MAX + 8];
+  assert_int_equal(tb_shards_fail(db, &a, "cannot load the endpoint"), 1);
+  char st[16], reason[400];
+  int64_t t0;
+  assert_int_equal(tb_shards_barrier(db, &k, st, &t0, reason, sizeof reason), 1);
+  assert_string_equal(st, "failed");
+  assert_string_equal(reason, "shard 0 (worker fa): cannot load the endpoint");
+  char n[16];
+  q1(n, sizeof n,
+     "SELECT count(*) FROM cell_shards WHERE job_id = '%s' AND cell_key = 'rate/3'"
+     " AND state <> 'failed'",
+     job.lease.job_id);
+  assert_string_equal(n, "0");
+  /* over already: the second shard's failure changes nothing */
+  assert_int_equal(tb_shards_fail(db, &b, "later"), 0);
+  unsigned char one = 0;
+  assert_int_equal(tb_shards_store(db, &b, &one, 1, 0), 0);
+  /* a long reason with a multi-byte character at the cut: stored */
+  struct tb_shards_key k2 = key_of("rate/3", 2);
+  assert_int_equal(tb_shards_open(db, &job.lease, &k2, 1, spec, 60), 1);
+  struct tb_shard c;
+  assert_int_equal(tb_shards_claim(db, "fc", "h3", 60, &c), 1);
+  memset(why, 'y', sizeof why);
+  memcpy(why + TB_SHARDS_REASON_MAX - 1, "\xc3\xa9", 2); /* cut after its first byte */
+  why[sizeof why - 1] = '\0';
+  assert_int_equal(tb_shards_fail(db, &c, why), 1);
+  json_decref(spec);
+  tb_shard_clear(&a);
+  tb_shard_clear(&b);
+  tb_shard_clear(&c);
+}
+
 static void
 test_open_needs_the_jobs_lease(void **state)
 {
@@ -272,6 +321,7 @@ main(void)
     cmocka_unit_test(test_barrier_from_open_to_merged),
     cmocka_unit_test(test_barrier_timeout_releases_claims),
     cmocka_unit_test(test_lapsed_shard_fails_the_attempt),
+    cmocka_unit_test(test_shard_fails_its_barrier),
     cmocka_unit_test(test_open_needs_the_jobs_lease),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -352,10 +352,46 @@ test_shards_field(void **state)
   assert_string_equal(f->def, "1");
 }
 
+/* issue 24: shards beside a trace is refused naming shards (a trace cell
+ * is not sharded); shards 1, or a trace alone, or shards alone pass. */
+static void
+test_shards_refused_with_a_trace(void **state)
+{
+  (void)state;
+  char buf[200];
+  const char *tr = "\"trace\":{\"format\":\"mooncake\"}";
+  char text[400];
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,%s}", EP, tr);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "shards");
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":\"auto\",%s}", EP, tr);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "shards");
+  json_t *out = NULL, *errors = NULL;
+  assert_int_equal(tb_spec_job(text, strlen(text), &out, &errors), TB_SPEC_INVALID);
+  assert_non_null(strstr(json_string_value(json_object_get(json_array_get(errors, 0), "detail")),
+                         "a trace cell cannot be sharded"));
+  json_decref(errors);
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":1,%s}", EP, tr);
+  json_decref(job_ok(text));
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",%s}", EP, tr);
+  json_decref(job_ok(text));
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":3,\"rates\":[5]}", EP);
+  json_decref(job_ok(text));
+  /* a sweep alone: nothing to shard; beside rates or a matrix: those are */
+  const char *sw = "\"sweep\":{\"attainment_pct\":90}";
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,%s}", EP, sw);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "shards");
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,\"rates\":[5],%s}", EP, sw);
+  json_decref(job_ok(text));
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"shards\":2,\"concurrency\":[4],%s}", EP,
+           sw);
+  json_decref(job_ok(text));
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_shards_refused_with_a_trace),
     cmocka_unit_test(test_job_normalized),
     cmocka_unit_test(test_job_errors_name_fields),
     cmocka_unit_test(test_kv_budget_is_what_the_engine_runs),
