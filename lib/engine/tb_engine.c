@@ -1810,6 +1810,9 @@ measure_decode(struct run *r, struct matrix *m, struct ctxrun *x, const struct t
       return;
     }
     (void)abort_and_drain(r); /* what the shards left on the server */
+    /* priced from its merged tokens and window; its energy is not read (the
+     * shards' common window lies on their timeline, not this telemetry's) */
+    tb_telemetry_cell(NULL, r->tgt->endpoint, cell, 0, 0);
     repeats_measured(r, m->cells, &m->rp, cell);
     m->runnable_left--;
     return;

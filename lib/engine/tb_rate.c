@@ -1809,6 +1809,9 @@ one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *
       json_decref(cell);
       return false;
     }
+    /* priced from its merged tokens and span; its energy is not read (as
+     * a sharded decode cell's, tb_engine.c) */
+    tb_telemetry_cell(NULL, env->endpoint, cell, 0, 0);
   } else if (!cell_run(r, rate, users, index, cell)) {
     r->cancelled = true;
     json_decref(cell);

@@ -165,14 +165,32 @@ def decode_cell(t, jid):
                           % jid))
 
 
+PRICE = 3.6  # per hour: a sharded cell is priced from its merged tokens (issue 26)
+
+
+def priced(t, ep):
+    t.q("UPDATE endpoints SET price_per_hour = %s, currency = 'EUR' WHERE id = '%s'"
+        % (PRICE, ep))
+
+
+def check_price(cell):
+    """The merged cell's cost: the price over its window and merged tokens."""
+    e = cell["efficiency"]
+    want = PRICE * cell["measured_s"] / 3600 / cell["output_tokens"] * 1e6
+    assert abs(e["cost_per_m_output_tokens"] - want) <= 1e-6 * want, (e, want, cell["measured_s"])
+    assert e["currency"] == "EUR" and "j_per_output_token" not in e, e
+
+
 def test_sharded_cell_merges_exactly(ctx):
     t = T(ctx)
     sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
     ep = t.endpoint(sim)
+    priced(t, ep)
     shard_workers(t, 3)
     jid = t.submit(ep, SPEC)
     t.wait_state(jid, "succeeded", timeout=120)
     cell = decode_cell(t, jid)
+    check_price(cell)
     assert cell["status"] == "valid", cell
     assert cell["shards"]["count"] == 2, cell["shards"]
     assert {w["worker"] for w in cell["shards"]["where"]} <= {
@@ -323,11 +341,13 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     t = T(ctx)
     sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE)])
     ep = t.endpoint(sim)
+    priced(t, ep)
     shard_workers(t, 4)
     since = sim_log_since(sim, 0)["next"]
     jid = t.submit(ep, dict(RATE_SPEC, shards=3))
     t.wait_state(jid, "succeeded", timeout=120)
     cell = rate_cell(t, jid)
+    check_price(cell)
     assert cell["status"] == "valid", cell
     assert cell["shards"]["count"] == 3, cell["shards"]
     assert cell["shards"]["skew_max_ms"] <= cell["shards"]["skew_limit_ms"], cell["shards"]
