@@ -129,7 +129,9 @@ tb_api_ci_start_job(struct tb_db *db, const struct tb_tenancy *ten, const char *
                     struct tb_tenancy_refusal *why)
 {
   /* the members a preset's job may set over the preset: tb_spec's table */
-  json_t *extra = json_pack("{s:O?}", "labels", (json_t *)extra_labels);
+  json_t *extra = json_object(); /* no labels given: the preset's stand */
+  if (extra_labels != NULL)
+    json_object_set(extra, "labels", (json_t *)extra_labels);
   json_t *merged = tb_spec_override(preset_spec, extra), *spec = NULL;
   char *text = NULL;
   int rc;

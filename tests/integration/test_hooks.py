@@ -146,6 +146,10 @@ def test_presets_crud(ctx):
     assert job["labels"] == {"suite": "nightly", "sha": "abc"}
     assert h["location"] == "/v1/jobs/" + job["id"]
     assert jobs_count(s["pg"]) == before + 1
+    # no labels (an empty body, or none): the preset's own
+    for body in ({}, None):
+        st, h, job = api.json("POST", "/v1/presets/nightly/jobs", key, body)
+        assert st == 202 and job["labels"] == {"suite": "nightly"}, (body, st, job)
     assert api.req("POST", "/v1/presets/nope/jobs", key)[0] == 404
 
 
