@@ -1317,6 +1317,9 @@ cell_start(struct rcell *c, struct sched *sc)
   sc->window = (int64_t)(s->rate_duration_s * NS_PER_S);
   sc->done = !ok || c->users > 0 || (r->trace_cell && r->tr_nroots == 0);
   c->watch = tb_ratewatch_begin(r->env->d, r->env->api_key, r->env->server_series);
+  /* a telemetry read that precedes the first arrival, whatever the reader
+   * thread's priority lets it do (issue 26: the energy counter's edge) */
+  tb_telemetry_read_now(r->env->telemetry);
   c->t0 = tb_time_mono_ns() + LEAD_NS;
   if (r->env->shard != NULL) { /* the shards' common start */
     c->shard_ran = shard_t0(c, &c->t0);
@@ -1326,7 +1329,6 @@ cell_start(struct rcell *c, struct sched *sc)
     }
   }
   c->t_window_end = r->trace_cell ? INT64_MAX : c->t0 + sc->window;
-  tb_telemetry_poke(r->env->telemetry); /* a read just before the first arrival */
   sc->next_t = c->t0 + (r->trace_cell && r->tr_nroots > 0 ? root_ns(r, 0) : 0);
   /* closed loop: every user is due at t0 */
   for (unsigned u = 0; u < c->users; u++) {

@@ -238,6 +238,13 @@ tb_telemetry_poke(struct tb_telemetry *t)
 }
 
 void
+tb_telemetry_read_now(struct tb_telemetry *t)
+{
+  if (t != NULL && t->started)
+    read_once(t);
+}
+
+void
 tb_telemetry_window(struct tb_telemetry *t, int64_t t0, int64_t t1, struct tb_cost_energy *out)
 {
   pthread_mutex_lock(&t->mu);

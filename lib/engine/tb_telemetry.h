@@ -60,6 +60,11 @@ struct tb_telemetry *tb_telemetry_start(const char *url, long interval_ms) TB_MU
  * read a few milliseconds from it, not up to an interval away, and a
  * ramp-up before the window cannot bend the interpolation).  Never blocks
  * on the read.  NULL is fine. */
+/* One read now, in the caller's thread (NULL or not started: nothing): a
+ * sample that surely precedes what the caller starts next (the reader
+ * thread runs at idle priority and may be late on a busy machine). */
+void tb_telemetry_read_now(struct tb_telemetry *t);
+
 void tb_telemetry_poke(struct tb_telemetry *t);
 
 /* The window [t0, t1] (monotonic ns) summed up into *out (tb_cost_window);
