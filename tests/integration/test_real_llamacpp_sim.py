@@ -21,6 +21,7 @@ import threading
 import time
 
 import harness
+import timing
 from harness import http
 
 README = os.path.join(harness.ROOT, "sim", "README.md")
@@ -362,6 +363,7 @@ def test_metrics_semantics(ctx):
     check("/metrics moves", found)
 
 
+@timing.timing_test
 def test_sim_timings_model_clock(ctx):
     """The flavour's timings are its model's: prompt_ms the prefill,
     predicted_per_token_ms the decode step, within 5% of /sim/expected;
@@ -381,8 +383,9 @@ def test_sim_timings_model_clock(ctx):
     assert t["prompt_n"] + t["cache_n"] == u["prompt_tokens"], final
     assert abs(t["prompt_n"] - 2000) < 20, t
     want = exp["prefill_ttft_ms"] * t["prompt_n"] / 2000
-    assert abs(t["prompt_ms"] - want) <= 0.05 * want + 0.5, (t, exp)
-    assert abs(t["predicted_per_token_ms"] - exp["tbt_ms"]) <= 0.05 * exp["tbt_ms"], (t, exp)
+    slack = 0.05 + timing.allowance()  # the simulator's clock: it keeps its model with a CPU
+    assert abs(t["prompt_ms"] - want) <= slack * want + 0.5, (t, exp)
+    assert abs(t["predicted_per_token_ms"] - exp["tbt_ms"]) <= slack * exp["tbt_ms"], (t, exp)
     assert abs(t["predicted_ms"] - 63 * t["predicted_per_token_ms"]) < 0.01, t
     assert abs(t["predicted_per_second"] * t["predicted_per_token_ms"] - 1000) < 0.01, t
     wall_ms = (time.monotonic() - t0) * 1000
