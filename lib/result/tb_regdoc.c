@@ -145,12 +145,14 @@ efficiency_part(const struct tb_compare_metric *m, const json_t *e, const char *
     return false;
   char chg[32], lo[32] = "?", hi[32] = "?";
   signed_pct(c, chg, sizeof chg);
-  if (json_is_array(ci)) {
-    signed_pct(num(json_array_get(ci, 0)), lo, sizeof lo);
-    signed_pct(num(json_array_get(ci, 1)), hi, sizeof hi);
+  double l = num(json_array_get(ci, 0)), h = num(json_array_get(ci, 1));
+  if (isfinite(l) && isfinite(h)) {
+    signed_pct(l, lo, sizeof lo);
+    signed_pct(h, hi, sizeof hi);
   }
+  bool told_only = m->advisory && strcmp(outcome, "worse") == 0;
   char *next = tb_xasprintf("%s%s%s %s%% (CI %s\xe2\x80\xa6%s%%), %.20s%s", *b, sep, m->label, chg,
-                            lo, hi, outcome, m->advisory ? " (told, never a regression)" : "");
+                            lo, hi, outcome, told_only ? " (told, never a regression)" : "");
   free(*b);
   *b = next;
   return true;
