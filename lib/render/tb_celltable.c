@@ -61,8 +61,7 @@ static const struct fmt plain_fmt = { "|", " ", " |", "\n", tb_render_puts };
 static const struct fmt html_fmt = { "<tr>", NULL, "</td>", "</tr>\n", tb_render_html };
 
 static void
-rows(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc,
-     const struct fmt *f)
+rows(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc, const struct fmt *f)
 {
   size_t i;
   const json_t *c;

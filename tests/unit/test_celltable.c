@@ -26,9 +26,7 @@ row(const json_t *c, char (*col)[TB_CELLTABLE_COLW])
   return true;
 }
 
-static const struct tb_celltable plain = {
-  .member = "x", .ncols = 2, .heads = heads, .row = row
-};
+static const struct tb_celltable plain = { .member = "x", .ncols = 2, .heads = heads, .row = row };
 static const struct tb_celltable aligned = {
   .member = "x", .ncols = 2, .heads = heads, .align = "lr", .html_class_l = true, .row = row
 };
