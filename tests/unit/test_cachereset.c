@@ -1,8 +1,8 @@
 /* Unit tests: tb_cachereset over real HTTP on loopback (loopback.h).  The
  * server answers as each engine does (vLLM: 200 with no body, or 404 when
  * started without VLLM_SERVER_DEV_MODE; SGLang: 200 "Cache flushed.", 400
- * while busy; llama.cpp: {"id_slot", "n_erased"} per slot, 503 while
- * busy), and the test checks the routes called, in order, and the
+ * while busy; llama.cpp: {"id_slot", "n_erased"} per slot; a 503 stands
+ * for any refusal), and the test checks the routes called, in order, and the
  * done / unsupported / refused verdict with its reason.  The same resets
  * against tokbench-sim's flavours: test_sim.test_prefix_cache_reset. */
 #include <setjmp.h>
