@@ -617,9 +617,13 @@ handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *
  * erases oldest first (the later ones then erase nothing: n_erased 0).  A
  * held erase is a flag on its connection, which reads nothing more until
  * answered (one per connection, so bounded by --max-conns; pipelining past
- * SIM_IN_CAP meanwhile kills the connection); a client that disconnects
- * drops it (sim_routes_held_drop, from conn_free), as llama.cpp's handler
- * stops waiting for a closed connection. */
+ * SIM_IN_CAP meanwhile kills the connection).  A client that hangs up
+ * while held gets no answer, but its erase is still done once the server
+ * is idle, as on b11669 (measured live: after an erase held and hung up
+ * on, the next erase of that slot found n_erased 0); as every erase empties
+ * the one cache, the ones hung up on are one flag and the place of the
+ * first (erase_orphaned, orphan_seq), and their connections are freed at
+ * once (sim_routes_held_drop). */
 static void
 handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -646,6 +650,7 @@ handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *
     c->held = true;
     c->held_keep_alive = r->keep_alive;
     c->held_slot = id;
+    c->held_seq = ++s->held_seq;
     c->held_prev = s->held_tail;
     c->held_next = NULL;
     if (s->held_tail != NULL)
@@ -661,11 +666,10 @@ handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *
   sim_conn_reply_json(s, c, 200, o, r->keep_alive);
 }
 
-void
-sim_routes_held_drop(struct server *s, struct conn *c)
+/* Takes c's held erase out of the server's FIFO. */
+static void
+held_unlink(struct server *s, struct conn *c)
 {
-  if (!c->held)
-    return;
   if (c->held_prev != NULL)
     c->held_prev->held_next = c->held_next;
   else
@@ -679,16 +683,34 @@ sim_routes_held_drop(struct server *s, struct conn *c)
   s->held_n--;
 }
 
+void
+sim_routes_held_drop(struct server *s, struct conn *c)
+{
+  if (!c->held)
+    return;
+  held_unlink(s, c);
+  if (!s->erase_orphaned || c->held_seq < s->orphan_seq)
+    s->orphan_seq = c->held_seq;
+  s->erase_orphaned = true; /* done when idle all the same */
+}
+
 bool
 sim_routes_held_release(struct server *s)
 {
-  if (s->held_head == NULL || s->running > 0 || s->q_n > 0)
+  if ((s->held_head == NULL && !s->erase_orphaned) || s->running > 0 || s->q_n > 0)
+    return false;
+  /* the erases in the order they came: one hung up on before the first
+   * held one leaves it nothing to erase; after it, nothing is left */
+  if (s->erase_orphaned && (s->held_head == NULL || s->orphan_seq < s->held_head->held_seq))
+    (void)sim_sched_cache_reset(s);
+  s->erase_orphaned = false;
+  if (s->held_head == NULL)
     return false;
   while (s->held_head != NULL) {
     struct conn *c = s->held_head;
     bool keep_alive = c->held_keep_alive;
     int64_t id = c->held_slot;
-    sim_routes_held_drop(s, c);
+    held_unlink(s, c);
     int64_t n = sim_sched_cache_reset(s);
     json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
     sim_conn_reply_json(s, c, 200, o, keep_alive);

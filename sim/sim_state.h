@@ -138,6 +138,7 @@ struct conn {
    * meanwhile; linked in the server's FIFO of held erases */
   bool held, held_keep_alive;
   int64_t held_slot;
+  uint64_t held_seq; /* its place in the order of held erases */
   struct conn *held_next, *held_prev;
 };
 
@@ -218,6 +219,9 @@ struct server {
    * (each a connection's: bounded by max_conns) */
   struct conn *held_head, *held_tail;
   int held_n;
+  uint64_t held_seq;   /* held erases so far */
+  bool erase_orphaned; /* a held erase was hung up on: done when idle */
+  uint64_t orphan_seq; /* the earliest such erase's held_seq */
   int64_t kv_used;
   int64_t lane_free; /* cold prefill lane busy until */
   /* Prefix-cache hits admitted while a previous hit's prefill is still

@@ -18,6 +18,7 @@ simulator's own model clock (/sim/expected)."""
 import json
 import os
 import re
+import socket
 import threading
 import time
 
@@ -327,7 +328,10 @@ def test_slot_erase_held(ctx):
     tools/server/server-context.cpp defers SERVER_TASK_TYPE_SLOT_ERASE
     while the slot is_processing).  Right after the answer /slots shows no
     slot busy: an answer sent while the stream ran would find it busy (the
-    stream has hundreds of tokens left when the erase goes out)."""
+    stream has hundreds of tokens left when the erase goes out).  An erase
+    held and hung up on gets no answer but is still done when the slot is
+    idle: the next erase finds nothing (n_erased 0 on b11669, and so on
+    the simulator)."""
     live = ctx.llama(slots=1, ctx_len=CTX // SLOTS, args=["--slot-save-path", "/tmp"])
     sim = ctx.sim("tiny", "llamacpp", args=["--max-running", "1", "--max-model-len",
                                             str(CTX // SLOTS), "--slot-save-path", "/tmp"])
@@ -342,6 +346,18 @@ def test_slot_erase_held(ctx):
         assert doc["n_erased"] > 0, (u, doc)  # the stream's tokens, erased after it
         assert not any(s["is_processing"] for s in slots), (u, slots)
         assert b"data: [DONE]" in stream, u
+
+        def hang_up(u=u):
+            port = int(u.rsplit(":", 1)[1])
+            k = socket.create_connection(("127.0.0.1", port), timeout=10)
+            k.sendall(b"POST /slots/0?action=erase HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 0\r\n\r\n")
+            time.sleep(0.3)
+            k.close()
+        in_flight(u, 400, hang_up)
+        # no answer went out, but the erase was done once the slot was idle
+        st, _, raw = http("POST", u + "/slots/0?action=erase", timeout=60)
+        assert st == 200 and json.loads(raw) == {"id_slot": 0, "n_erased": 0}, (u, st, raw)
 
 
 def samples(text):
