@@ -884,3 +884,42 @@ def test_slot_erase_held(ctx):
     code = sim.proc.stop()
     out = sim.proc.output()
     assert code == 0 and "AddressSanitizer" not in out and "runtime error" not in out, out[-3000:]
+
+
+def test_slot_erase_waits_for_the_queue(ctx):
+    """One slot, one stream running and one waiting: the erase is held past
+    the first stream's end, while the second runs, and answered once both
+    ended (as llama.cpp's deferred tasks, the waiting request's among them,
+    are taken in order as the slot frees)."""
+    sim = ctx.sim(flavour="llamacpp", args=["--slot-save-path", "/tmp", "--max-running", "1"])
+    stats = lambda: http_json("GET", sim.url + "/sim/stats")[2]  # noqa: E731
+    body = chat_body(" ".join(["abcd"] * 100), max_tokens=60, stream=True, ignore_eos=True)
+    first = Stream(sim.url, "/v1/chat/completions", body)
+    second = Stream(sim.url, "/v1/chat/completions", dict(body, max_tokens=80))
+    harness.wait_until(lambda: stats()["waiting"] == 1, 5, what="the second request waiting")
+    k = raw_erase(sim.port, 0)
+    harness.wait_until(lambda: stats()["held_erases"] == 1, 5, what="the erase held")
+    answers = []
+    t = threading.Thread(target=lambda: answers.extend(read_answers(k, 1)))
+    t.start()
+    readers = [threading.Thread(target=s.read_all) for s in (first, second)]
+    for r in readers:
+        r.start()
+    seen_second_alone = False
+    while any(r.is_alive() for r in readers):
+        answered = bool(answers)
+        now = stats()
+        if answered:
+            assert now["running"] == 0 and now["waiting"] == 0, (now, answers)
+        elif not readers[0].is_alive() and now["running"] == 1:
+            seen_second_alone = True  # the first ended, the erase still held
+        time.sleep(0.02)
+    t.join(10)
+    k.close()
+    assert answers and answers[0][0] == 200, answers
+    assert json.loads(answers[0][1])["n_erased"] > 0, answers
+    assert seen_second_alone
+    for s in (first, second):
+        s.close()
+        assert s.error is None and s.events[-1][1] == "[DONE]", s.error
+
