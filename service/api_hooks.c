@@ -342,7 +342,7 @@ start_job(struct tb_api_req *r, struct tb_db *db, struct delivery *d)
 enum MHD_Result
 tb_api_hooks_receive(struct tb_api_req *r)
 {
-  enum MHD_Result ret;
+  enum MHD_Result ret = MHD_NO;
   struct delivery d = { .kind = "unknown" };
   struct tb_db *db = tb_api_db_get(r);
   int rc = tb_q_hooks_load(db, r->id, &d.hook);

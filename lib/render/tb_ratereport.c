@@ -403,16 +403,24 @@ void
 tb_ratereport_cell_line(FILE *f, const json_t *c)
 {
   int64_t users;
+  char rate[32], ach[32], good[32], att[32], ttft[32], lag[32];
+  const json_t *trace = json_object_get(c, "trace");
   if (tb_json_int(c, "users", &users))
     fprintf(f, " %" PRId64 " users", users);
-  else
-    fprintf(f, " %.2f req/s", tb_json_num(c, "rate_rps"));
-  fprintf(f,
-          ": achieved %.2f, goodput %.2f (%.1f%% meet SLOs), TTFT p50 %.1f ms, "
-          "start lag p99 %.3f ms",
-          tb_json_num(c, "achieved_rps"), tb_json_num(c, "goodput_rps"),
-          tb_json_num(c, "attainment") * 100, tb_json_pct(c, "ttft_ms", "p50"),
-          tb_json_pct(c, "schedule_lag_ms", "p99"));
+  else if (json_is_object(trace))
+    fprintf(f, " trace %s", tb_json_str(trace, "format") ? tb_json_str(trace, "format") : "");
+  else {
+    tb_render_fmt_num(tb_json_num(c, "rate_rps"), 2, " req/s", rate, sizeof rate);
+    fprintf(f, " %s", rate);
+  }
+  /* a figure the cell lacks (an error cell's) reads as a dash, never "nan" */
+  tb_render_fmt_num(tb_json_num(c, "achieved_rps"), 2, "", ach, sizeof ach);
+  tb_render_fmt_num(tb_json_num(c, "goodput_rps"), 2, "", good, sizeof good);
+  tb_render_fmt_num(tb_json_num(c, "attainment") * 100, 1, "%", att, sizeof att);
+  tb_render_fmt_num(tb_json_pct(c, "ttft_ms", "p50"), 1, " ms", ttft, sizeof ttft);
+  tb_render_fmt_num(tb_json_pct(c, "schedule_lag_ms", "p99"), 3, " ms", lag, sizeof lag);
+  fprintf(f, ": achieved %s, goodput %s (%s meet SLOs), TTFT p50 %s, start lag p99 %s", ach, good,
+          att, ttft, lag);
   tb_steadyview_cell_line(f, c);
 }
 
