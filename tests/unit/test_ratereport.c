@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -357,6 +358,37 @@ test_nothing_without_rate_cells(void **state)
   json_decref(doc);
 }
 
+/* The terminal line of a cell without its figures: dashes, never "nan";
+ * a trace cell by its format. */
+static void
+test_cell_line_without_figures(void **state)
+{
+  (void)state;
+  static const char *const cells[] = {
+    "{\"phase\": \"rate\", \"users\": 4}",
+    "{\"phase\": \"rate\", \"trace\": {\"format\": \"mooncake\"}, \"achieved_rps\": 7.2}",
+  };
+  static const char *const want[] = {
+    " 4 users: achieved \u2014, goodput \u2014 (\u2014 meet SLOs), TTFT p50 \u2014, start lag "
+    "p99 \u2014",
+    " trace mooncake: achieved 7.20,",
+  };
+  for (size_t i = 0; i < 2; i++) {
+    json_error_t e;
+    json_t *c = json_loads(cells[i], 0, &e);
+    assert_non_null(c);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tb_ratereport_cell_line(f, c);
+    fclose(f);
+    assert_null(strstr(buf, "nan"));
+    assert_non_null(strstr(buf, want[i]));
+    free(buf);
+    json_decref(c);
+  }
+}
+
 int
 main(void)
 {
@@ -367,6 +399,7 @@ main(void)
     cmocka_unit_test(test_trace_and_steady),
     cmocka_unit_test(test_steady_and_trace_malformed),
     cmocka_unit_test(test_nothing_without_rate_cells),
+    cmocka_unit_test(test_cell_line_without_figures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
