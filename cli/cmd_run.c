@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -362,20 +361,6 @@ read_trace(const char *path, const char *format, struct tb_trace *t)
   return ok;
 }
 
-/* The run's descriptors (tb_engine_nofile): the soft limit raised to them,
- * at most to the hard one (library code never changes the process's
- * limits). */
-static void
-raise_nofile(const struct tb_spec *spec)
-{
-  struct rlimit rl;
-  rlim_t want = (rlim_t)tb_engine_nofile(spec);
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
-    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 int
 tb_cli_run(int argc, char **argv)
 {
@@ -567,7 +552,7 @@ tb_cli_run(int argc, char **argv)
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  raise_nofile(&settings);
+  tb_raise_nofile(tb_engine_nofile(&settings));
   enum tb_engine_status st = tb_engine_run(&settings, &target, key, done, &hooks, &result, &err);
   if (ui.tty_progress)
     fprintf(stderr, "\r\033[K");

@@ -201,16 +201,7 @@ tb_q_jobs_list(struct tb_db *db, const struct tb_q_jobs_filter *f, tb_q_jobs_ite
   snprintf(lim, sizeof lim, "%d", f->limit);
   const char *p[] = { f->project_id, f->state, f->endpoint_id, f->labels, f->after_us,
                       f->after_id,   lim };
-  PGresult *res = NULL;
-  int rc = tb_db_exec(db, &job_list, 7, p, &res);
-  if (rc > 0) {
-    int cu = PQfnumber(res, "created_us"), ci = PQfnumber(res, "id"), cd = PQfnumber(res, "doc");
-    for (int i = 0; i < rc; i++)
-      fn(cls, PQgetvalue(res, i, cu), PQgetvalue(res, i, ci), PQgetvalue(res, i, cd),
-         (size_t)PQgetlength(res, i, cd));
-  }
-  PQclear(res);
-  return rc;
+  return tb_q_page_exec(db, &job_list, 7, p, fn, cls);
 }
 
 /* ------------------------------------------------------------------ cancel */

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "db/tb_db.h"
+#include "q_page.h"
 #include "base/tb_util.h"
 
 #define TB_Q_JOBS_ID_LEN 36
@@ -87,8 +88,7 @@ struct tb_q_jobs_filter {
 };
 /* One row of the list: created_at in microseconds (text), id and the job
  * document without cells (borrowed for the call). */
-typedef void (*tb_q_jobs_item_fn)(void *cls, const char *created_us, const char *id,
-                                  const char *doc, size_t len);
+typedef tb_q_page_item_fn tb_q_jobs_item_fn;
 /* The project's jobs, newest first, at most f->limit, each given to fn.
  * Returns the count. */
 int tb_q_jobs_list(struct tb_db *db, const struct tb_q_jobs_filter *f, tb_q_jobs_item_fn fn,

@@ -132,16 +132,7 @@ tb_q_traces_list(struct tb_db *db, const char *project_id, const char *after_us,
   char lim[24];
   snprintf(lim, sizeof lim, "%d", limit);
   const char *p[] = { project_id, after_us, after_id, lim };
-  PGresult *res = NULL;
-  int rc = tb_db_exec(db, &trace_list, 4, p, &res);
-  if (rc > 0) {
-    int cu = PQfnumber(res, "created_us"), ci = PQfnumber(res, "id"), cd = PQfnumber(res, "doc");
-    for (int i = 0; i < rc; i++)
-      fn(cls, PQgetvalue(res, i, cu), PQgetvalue(res, i, ci), PQgetvalue(res, i, cd),
-         (size_t)PQgetlength(res, i, cd));
-  }
-  PQclear(res);
-  return rc;
+  return tb_q_page_exec(db, &trace_list, 4, p, fn, cls);
 }
 
 static const struct tb_db_stmt trace_get = {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "db/tb_db.h"
+#include "q_page.h"
 #include "base/tb_util.h"
 
 /* A trace to store: the bytes as sent, what tb_trace read of them. */
@@ -43,8 +44,7 @@ int tb_q_traces_usage(struct tb_db *db, const char *project_id, int64_t *count,
 
 /* One listed trace: its creation (µs since the epoch) and id make the
  * cursor; doc is its document (borrowed, len bytes). */
-typedef void (*tb_q_traces_item_fn)(void *cls, const char *created_us, const char *id,
-                                    const char *doc, size_t len);
+typedef tb_q_page_item_fn tb_q_traces_item_fn;
 /* The project's traces, newest first, after the cursor (after_us and
  * after_id, both NULL: from the newest), at most limit; fn for each. */
 int tb_q_traces_list(struct tb_db *db, const char *project_id, const char *after_us,

@@ -25,7 +25,6 @@
  */
 #include <openssl/crypto.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "engine/tb_engine.h"
@@ -315,20 +314,6 @@ load(struct job_run *jr, struct tb_queue_endpoint *ep, json_t **cells)
   return rc;
 }
 
-/* The run's descriptors (tb_engine_nofile): the soft limit raised to them,
- * at most to the hard one (library code never changes the process's
- * limits). */
-static void
-raise_nofile(const struct tb_spec *spec)
-{
-  struct rlimit rl;
-  rlim_t want = (rlim_t)tb_engine_nofile(spec);
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
-    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 enum worker_job_outcome
 worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
 {
@@ -435,7 +420,7 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     for (int64_t t = tb_time_mono_ns(), i = 0; i < 8; i++, t >>= 8)
       tag[i] = (unsigned char)t;
   tb_hex_encode(tag, sizeof tag, jr.shards.tag);
-  raise_nofile(&spec);
+  tb_raise_nofile(tb_engine_nofile(&spec));
   enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
   if (api_key != NULL) {
     OPENSSL_cleanse(api_key, strlen(api_key));

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static void
@@ -225,4 +226,14 @@ tb_ct_equal(const void *a, const void *b, size_t n)
   for (size_t i = 0; i < n; i++)
     acc |= (unsigned char)(x[i] ^ y[i]);
   return acc == 0;
+}
+
+void
+tb_raise_nofile(uint64_t want)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)want) {
+    rl.rlim_cur = (rlim_t)want < rl.rlim_max ? (rlim_t)want : rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
 }

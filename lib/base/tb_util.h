@@ -67,4 +67,10 @@ bool tb_over_capacity(int64_t conc, int64_t context, int64_t max_output, int64_t
 /* Constant-time comparison of two byte strings of equal length n. */
 bool tb_ct_equal(const void *a, const void *b, size_t n);
 
+/* The process's soft limit of open descriptors raised to want, at most to
+ * the hard limit; never lowered.  For a binary's run (tokbench run, the
+ * worker, with tb_engine_nofile): library code never calls it, the
+ * process's limits are its binary's. */
+void tb_raise_nofile(uint64_t want);
+
 #endif

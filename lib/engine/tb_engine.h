@@ -184,7 +184,7 @@ enum tb_engine_status tb_engine_run(const struct tb_spec *spec,
  * (discovery, /metrics, the loop, logs).  Library code never changes the
  * process's limits: the programs that run the engine (tokbench-worker,
  * tokbench run) raise RLIMIT_NOFILE's soft limit to this, at most to the
- * hard limit, before tb_engine_run.
+ * hard limit (tb_raise_nofile), before tb_engine_run.
  */
 uint64_t tb_engine_nofile(const struct tb_spec *spec);
 

@@ -9,10 +9,11 @@
 #include <string.h>
 
 #include "base/tb_json.h"
+#include "render/tb_celltable.h"
 #include "render/tb_svg.h"
 
 #define NCOL 12
-#define COLW 128
+#define COLW TB_CELLTABLE_COLW
 
 static const char *const heads[NCOL] = {
   "Phase",
@@ -28,18 +29,6 @@ static const char *const heads[NCOL] = {
   "SM clock",
   "Throttled",
 };
-
-bool
-tb_costview_any(const json_t *doc)
-{
-  size_t i;
-  const json_t *c;
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (json_is_object(json_object_get(c, "efficiency")))
-      return true;
-  }
-  return false;
-}
 
 /* v with 3 significant digits, or a dash. */
 static void
@@ -79,7 +68,7 @@ fmt_ci(const json_t *ef, const char *fig, const char *unit, char *buf, size_t le
 
 /* The row of one cell; false when it has no figures. */
 static bool
-row_texts(const json_t *c, char t[NCOL][COLW])
+row_texts(const json_t *c, char (*t)[COLW])
 {
   const json_t *ef = json_object_get(c, "efficiency");
   if (!json_is_object(ef))
@@ -127,31 +116,24 @@ row_texts(const json_t *c, char t[NCOL][COLW])
   return true;
 }
 
+static const struct tb_celltable table = {
+  .member = "efficiency",
+  .ncols = NCOL,
+  .heads = heads,
+  .align = "lrrrrrrrlrrl",
+  .html_class_l = true,
+  .row = row_texts,
+};
+
+bool
+tb_costview_any(const json_t *doc)
+{
+  return tb_celltable_any(&table, doc);
+}
+
 static const char intro[] =
   "Money over the window's wall time at the endpoint's price; energy from the GPUs' "
   "telemetry over the same window. Intervals follow total tok/s's.";
-
-static void
-md_rows(struct tb_render_buf *b, const json_t *doc, bool md)
-{
-  size_t i;
-  const json_t *c;
-  char t[NCOL][COLW];
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (!row_texts(c, t))
-      continue;
-    tb_render_puts(b, "|");
-    for (int k = 0; k < NCOL; k++) {
-      tb_render_puts(b, " ");
-      if (md)
-        tb_render_md(b, t[k]);
-      else
-        tb_render_puts(b, t[k]);
-      tb_render_puts(b, " |");
-    }
-    tb_render_puts(b, "\n");
-  }
-}
 
 static void
 md_head(struct tb_render_buf *b, const json_t *doc)
@@ -167,13 +149,8 @@ md_head(struct tb_render_buf *b, const json_t *doc)
                      (int64_t)json_integer_value(json_object_get(g, "count")),
                      tb_json_str(g, "name") ? tb_json_str(g, "name") : "");
   }
-  tb_render_puts(b, "\n\n|");
-  for (int k = 0; k < NCOL; k++)
-    tb_render_printf(b, " %s |", heads[k]);
-  tb_render_puts(b, "\n|");
-  for (int k = 0; k < NCOL; k++)
-    tb_render_puts(b, k < 1 || k == 8 || k == 11 ? "---|" : "---:|");
-  tb_render_puts(b, "\n");
+  tb_render_puts(b, "\n\n");
+  tb_celltable_md_head(b, &table);
 }
 
 void
@@ -182,7 +159,7 @@ tb_costview_md(struct tb_render_buf *b, const json_t *doc)
   if (!tb_costview_any(doc))
     return;
   md_head(b, doc);
-  md_rows(b, doc, true);
+  tb_celltable_rows(b, &table, doc, false);
 }
 
 void
@@ -194,24 +171,9 @@ tb_costview_html(struct tb_render_buf *b, const json_t *doc)
                    "<h2>Cost and energy</h2><p class=\"muted\">%s</p><div class=\"scroll\">"
                    "<table id=\"cost\"><tr>",
                    intro);
-  for (int k = 0; k < NCOL; k++)
-    tb_render_printf(b, "<th%s>%s</th>", k == 0 || k == 8 || k == 11 ? " class=\"l\"" : "",
-                     heads[k]);
+  tb_celltable_html_heads(b, &table);
   tb_render_puts(b, "</tr>\n");
-  size_t i;
-  const json_t *c;
-  char t[NCOL][COLW];
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (!row_texts(c, t))
-      continue;
-    tb_render_puts(b, "<tr>");
-    for (int k = 0; k < NCOL; k++) {
-      tb_render_printf(b, "<td%s>", k == 0 || k == 8 || k == 11 ? " class=\"l\"" : "");
-      tb_render_html(b, t[k]);
-      tb_render_puts(b, "</td>");
-    }
-    tb_render_puts(b, "</tr>\n");
-  }
+  tb_celltable_rows(b, &table, doc, true);
   tb_render_puts(b, "</table></div>\n");
 }
 
@@ -366,7 +328,7 @@ tb_costview_print(FILE *f, const json_t *doc)
     return;
   struct tb_render_buf b = { 0 };
   md_head(&b, doc);
-  md_rows(&b, doc, false);
+  tb_celltable_rows_plain(&b, &table, doc);
   char *err = NULL;
   size_t len = 0;
   char *text = tb_render_finish(&b, &len, &err);

@@ -366,6 +366,15 @@ tb_render_fmt_secs(double v, char *buf, size_t len)
 }
 
 void
+tb_render_fmt_num(double v, int places, const char *suffix, char *buf, size_t len)
+{
+  if (isfinite(v))
+    snprintf(buf, len, "%.*f%s", places, v, suffix);
+  else
+    snprintf(buf, len, "%s", TB_RENDER_DASH);
+}
+
+void
 tb_render_fmt_pct(double ratio, char *buf, size_t len)
 {
   if (!isfinite(ratio) || fabs(ratio) > 1e9) {

@@ -83,6 +83,7 @@ void tb_render_group(const char *in, char *out, size_t len);
  *   1          one decimal, grouped: 2.35 -> "2.4"
  *   secs       30 -> "30.0 s"
  *   pct        a ratio as a change: 1.032 -> "+3.2%", 0.9 -> "−10.0%"
+ *   num        places decimals, then suffix: (2.5, 1, " s") -> "2.5 s"
  * Non-finite values render as "—". */
 void tb_render_fmt_tps_short(double v, char *buf, size_t len);
 void tb_render_fmt_tps(double v, char *buf, size_t len);
@@ -92,6 +93,7 @@ void tb_render_fmt_int(int64_t v, char *buf, size_t len);
 void tb_render_fmt_1(double v, char *buf, size_t len);
 void tb_render_fmt_secs(double v, char *buf, size_t len);
 void tb_render_fmt_pct(double ratio, char *buf, size_t len);
+void tb_render_fmt_num(double v, int places, const char *suffix, char *buf, size_t len);
 
 /* Uncertainty (docs/reports.md, "Uncertainty"): a cell's 95% interval
  * cell[ci] = [lo, hi] of a figure.

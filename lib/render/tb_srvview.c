@@ -9,6 +9,7 @@
 
 #include "base/tb_json.h"
 #include "base/tb_util.h"
+#include "render/tb_celltable.h"
 
 #define NCOLS 10
 
@@ -32,18 +33,6 @@ timings(const json_t *c)
   return json_is_object(t) ? t : NULL;
 }
 
-bool
-tb_srvview_any(const json_t *doc)
-{
-  size_t i;
-  const json_t *c;
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (timings(c) != NULL)
-      return true;
-  }
-  return false;
-}
-
 /* tokbench's time per output token of the cell: a rate cell's TPOT, else
  * the decode cell's time between tokens. */
 static double
@@ -53,9 +42,9 @@ our_tpot(const json_t *c)
   return isfinite(v) ? v : tb_json_pct(c, "tbt_ms", "p50");
 }
 
-/* The texts of one row into col[NCOLS][48]. */
-static void
-row_texts(const json_t *c, char col[NCOLS][48])
+/* The texts of one row. */
+static bool
+row_texts(const json_t *c, char (*col)[TB_CELLTABLE_COLW])
 {
   const json_t *t = timings(c);
   int64_t ctx = 0, conc = 0, reqs = 0, eq = 0;
@@ -63,65 +52,49 @@ row_texts(const json_t *c, char col[NCOLS][48])
   (void)tb_json_int(c, "concurrency", &conc);
   (void)tb_json_int(t, "requests", &reqs);
   (void)tb_json_int(t, "tokens_equal", &eq);
-  snprintf(col[0], 48, "%s", tb_json_str(c, "phase") ? tb_json_str(c, "phase") : "");
-  tb_format_tokens(ctx, col[1], 48);
+  snprintf(col[0], TB_CELLTABLE_COLW, "%s", tb_json_str(c, "phase") ? tb_json_str(c, "phase") : "");
+  tb_format_tokens(ctx, col[1], TB_CELLTABLE_COLW);
   double rate = tb_json_num(c, "rate_rps");
   if (isfinite(rate))
-    snprintf(col[2], 48, "%.2f req/s", rate);
+    snprintf(col[2], TB_CELLTABLE_COLW, "%.2f req/s", rate);
   else
-    snprintf(col[2], 48, "%" PRId64, conc);
-  snprintf(col[3], 48, "%" PRId64 " (%" PRId64 " tokens alike)", reqs, eq);
-  tb_render_fmt_ms(tb_json_pct(t, "prompt_ms", "p50"), col[4], 48);
-  tb_render_fmt_tps(tb_json_pct(t, "prompt_tps", "p50"), col[5], 48);
-  tb_render_fmt_tps(tb_json_num(c, "prompt_tps"), col[6], 48);
-  tb_render_fmt_ms(tb_json_pct(t, "tpot_ms", "p50"), col[7], 48);
-  tb_render_fmt_ms(strcmp(col[0], "prefill") == 0 ? NAN : our_tpot(c), col[8], 48);
-  tb_render_fmt_ms(tb_json_pct(t, "ttft_minus_prompt_ms", "p50"), col[9], 48);
+    snprintf(col[2], TB_CELLTABLE_COLW, "%" PRId64, conc);
+  snprintf(col[3], TB_CELLTABLE_COLW, "%" PRId64 " (%" PRId64 " tokens alike)", reqs, eq);
+  tb_render_fmt_ms(tb_json_pct(t, "prompt_ms", "p50"), col[4], TB_CELLTABLE_COLW);
+  tb_render_fmt_tps(tb_json_pct(t, "prompt_tps", "p50"), col[5], TB_CELLTABLE_COLW);
+  tb_render_fmt_tps(tb_json_num(c, "prompt_tps"), col[6], TB_CELLTABLE_COLW);
+  tb_render_fmt_ms(tb_json_pct(t, "tpot_ms", "p50"), col[7], TB_CELLTABLE_COLW);
+  tb_render_fmt_ms(strcmp(col[0], "prefill") == 0 ? NAN : our_tpot(c), col[8], TB_CELLTABLE_COLW);
+  tb_render_fmt_ms(tb_json_pct(t, "ttft_minus_prompt_ms", "p50"), col[9], TB_CELLTABLE_COLW);
+  return true;
+}
+
+static const struct tb_celltable table = {
+  .member = "server_timings",
+  .ncols = NCOLS,
+  .heads = heads,
+  .align = "llrrrrrrrr",
+  .row = row_texts,
+};
+
+bool
+tb_srvview_any(const json_t *doc)
+{
+  return tb_celltable_any(&table, doc);
 }
 
 static const char *const intro =
   "Where the server times each request itself (llama.cpp's `timings`), its figures "
   "beside tokbench's for the same requests (medians).";
 
-/* How one format writes the table: its row and cell delimiters. */
-struct fmt {
-  const char *row_open, *cell_open, *cell_close, *row_close;
-  void (*text)(struct tb_render_buf *b, const char *s);
-};
-
-static const struct fmt md_fmt = { "|", " ", " |", "\n", tb_render_md };
-static const struct fmt html_fmt = { "<tr>", "<td>", "</td>", "</tr>\n", tb_render_html };
-
-static void
-table_rows(struct tb_render_buf *b, const json_t *doc, const struct fmt *f)
-{
-  size_t i;
-  const json_t *c;
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (timings(c) == NULL)
-      continue;
-    char col[NCOLS][48];
-    row_texts(c, col);
-    tb_render_puts(b, f->row_open);
-    for (size_t k = 0; k < NCOLS; k++) {
-      tb_render_puts(b, f->cell_open);
-      f->text(b, col[k]);
-      tb_render_puts(b, f->cell_close);
-    }
-    tb_render_puts(b, f->row_close);
-  }
-}
-
 void
 tb_srvview_md(struct tb_render_buf *b, const json_t *doc)
 {
   if (!tb_srvview_any(doc))
     return;
-  tb_render_printf(b, "\n## The server's own timings\n\n%s\n\n|", intro);
-  for (size_t k = 0; k < NCOLS; k++)
-    tb_render_printf(b, " %s |", heads[k]);
-  tb_render_puts(b, "\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  table_rows(b, doc, &md_fmt);
+  tb_render_printf(b, "\n## The server's own timings\n\n%s\n\n", intro);
+  tb_celltable_md_head(b, &table);
+  tb_celltable_rows(b, &table, doc, false);
 }
 
 void
@@ -132,13 +105,9 @@ tb_srvview_html(struct tb_render_buf *b, const json_t *doc)
   tb_render_puts(b, "<h2>The server's own timings</h2>\n<p>");
   tb_render_html(b, intro);
   tb_render_puts(b, "</p>\n<table class=\"srvtime\"><thead><tr>");
-  for (size_t k = 0; k < NCOLS; k++) {
-    tb_render_puts(b, "<th>");
-    tb_render_html(b, heads[k]);
-    tb_render_puts(b, "</th>");
-  }
+  tb_celltable_html_heads(b, &table);
   tb_render_puts(b, "</tr></thead><tbody>\n");
-  table_rows(b, doc, &html_fmt);
+  tb_celltable_rows(b, &table, doc, true);
   tb_render_puts(b, "</tbody></table>\n");
 }
 

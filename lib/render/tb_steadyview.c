@@ -9,6 +9,7 @@
 
 #include "base/tb_json.h"
 #include "base/tb_util.h"
+#include "render/tb_celltable.h"
 
 #define NCOLS 11
 
@@ -28,31 +29,9 @@ steady(const json_t *c)
   return json_is_object(s) ? s : NULL;
 }
 
-bool
-tb_steadyview_any(const json_t *doc)
-{
-  size_t i;
-  const json_t *c;
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (steady(c) != NULL)
-      return true;
-  }
-  return false;
-}
-
-/* v with places decimals and then suffix, or a dash. */
-static void
-num(double v, int places, const char *suffix, char *buf, size_t len)
-{
-  if (isfinite(v))
-    snprintf(buf, len, "%.*f%s", places, v, suffix);
-  else
-    snprintf(buf, len, "%s", TB_RENDER_DASH);
-}
-
-/* The texts of one row into col[NCOLS][96]; the reason when none. */
-static void
-row_texts(const json_t *c, char col[NCOLS][96])
+/* The texts of one row; the reason when none. */
+static bool
+row_texts(const json_t *c, char (*col)[TB_CELLTABLE_COLW])
 {
   const json_t *s = steady(c);
   int64_t n = 0, peak = 0, target = 0;
@@ -61,7 +40,7 @@ row_texts(const json_t *c, char col[NCOLS][96])
   const char *role = tb_json_str(c, "role");
   snprintf(col[0], sizeof col[0], "%" PRId64 "%s%s", n, role ? " " : "", role ? role : "");
   char thr[32];
-  num(tb_json_num(s, "threshold"), 2, "", thr, sizeof thr);
+  tb_render_fmt_num(tb_json_num(s, "threshold"), 2, "", thr, sizeof thr);
   if (tb_json_int(s, "target", &target))
     snprintf(col[1], sizeof col[1], "%" PRId64 " / target %" PRId64 " (at least %s)", peak, target,
              thr);
@@ -77,22 +56,33 @@ row_texts(const json_t *c, char col[NCOLS][96])
   if (!json_is_true(json_object_get(s, "found"))) {
     const char *why = tb_json_str(s, "reason");
     snprintf(col[2], sizeof col[2], "none: %s", why ? why : "not reached");
-    return;
+    return true;
   }
   char a[32], e[32];
-  num(tb_json_num(s, "start_s"), 3, "", a, sizeof a);
-  num(tb_json_num(s, "end_s"), 3, " s", e, sizeof e);
+  tb_render_fmt_num(tb_json_num(s, "start_s"), 3, "", a, sizeof a);
+  tb_render_fmt_num(tb_json_num(s, "end_s"), 3, " s", e, sizeof e);
   snprintf(col[2], sizeof col[2], "%s – %s", a, e);
-  num(tb_json_num(s, "length_s"), 3, " s", col[3], sizeof col[3]);
+  tb_render_fmt_num(tb_json_num(s, "length_s"), 3, " s", col[3], sizeof col[3]);
   int64_t req = 0;
   if (tb_json_int(s, "requests", &req))
     tb_render_fmt_int(req, col[4], sizeof col[4]);
-  num(tb_json_num(s, "output_tps"), 1, "", col[5], sizeof col[5]);
-  num(tb_json_num(s, "rps"), 2, "", col[6], sizeof col[6]);
+  tb_render_fmt_num(tb_json_num(s, "output_tps"), 1, "", col[5], sizeof col[5]);
+  tb_render_fmt_num(tb_json_num(s, "rps"), 2, "", col[6], sizeof col[6]);
   tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p50"), col[7], sizeof col[7]);
   tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p99"), col[8], sizeof col[8]);
   tb_render_fmt_ms1(tb_json_pct(s, "tpot_ms", "p50"), col[9], sizeof col[9]);
   tb_render_fmt_ms1(tb_json_pct(s, "tpot_ms", "p99"), col[10], sizeof col[10]);
+  return true;
+}
+
+static const struct tb_celltable table = {
+  .member = "steady", .ncols = NCOLS, .heads = heads, .row = row_texts
+};
+
+bool
+tb_steadyview_any(const json_t *doc)
+{
+  return tb_celltable_any(&table, doc);
 }
 
 static const char intro[] =
@@ -106,28 +96,9 @@ tb_steadyview_md(struct tb_render_buf *b, const json_t *doc)
 {
   if (!tb_steadyview_any(doc))
     return;
-  tb_render_printf(b, "\n### Steady-state window\n\n%s\n\n|", intro);
-  for (int k = 0; k < NCOLS; k++)
-    tb_render_printf(b, " %s |", heads[k]);
-  tb_render_puts(b, "\n|");
-  for (int k = 0; k < NCOLS; k++)
-    tb_render_puts(b, "---|");
-  tb_render_puts(b, "\n");
-  size_t i;
-  const json_t *c;
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (steady(c) == NULL)
-      continue;
-    char col[NCOLS][96];
-    row_texts(c, col);
-    tb_render_puts(b, "|");
-    for (int k = 0; k < NCOLS; k++) {
-      tb_render_puts(b, " ");
-      tb_render_md(b, col[k]);
-      tb_render_puts(b, " |");
-    }
-    tb_render_puts(b, "\n");
-  }
+  tb_render_printf(b, "\n### Steady-state window\n\n%s\n\n", intro);
+  tb_celltable_md_head(b, &table);
+  tb_celltable_rows(b, &table, doc, false);
 }
 
 void
@@ -137,27 +108,9 @@ tb_steadyview_html(struct tb_render_buf *b, const json_t *doc)
     return;
   tb_render_printf(b, "<h3 id=\"steady\">Steady-state window</h3>\n<p>%s</p>\n", intro);
   tb_render_puts(b, "<table class=\"all steady\"><tr>");
-  for (int k = 0; k < NCOLS; k++) {
-    tb_render_puts(b, "<th>");
-    tb_render_html(b, heads[k]);
-    tb_render_puts(b, "</th>");
-  }
+  tb_celltable_html_heads(b, &table);
   tb_render_puts(b, "</tr>\n");
-  size_t i;
-  const json_t *c;
-  json_array_foreach (json_object_get(doc, "cells"), i, c) {
-    if (steady(c) == NULL)
-      continue;
-    char col[NCOLS][96];
-    row_texts(c, col);
-    tb_render_puts(b, "<tr>");
-    for (int k = 0; k < NCOLS; k++) {
-      tb_render_puts(b, "<td>");
-      tb_render_html(b, col[k]);
-      tb_render_puts(b, "</td>");
-    }
-    tb_render_puts(b, "</tr>\n");
-  }
+  tb_celltable_rows(b, &table, doc, true);
   tb_render_puts(b, "</table>\n");
 }
 
@@ -172,8 +125,8 @@ tb_steadyview_cell_line(FILE *f, const json_t *c)
     return;
   }
   char len[32], tps[32], ttft[32];
-  num(tb_json_num(s, "length_s"), 1, " s", len, sizeof len);
-  num(tb_json_num(s, "output_tps"), 1, " tok/s", tps, sizeof tps);
+  tb_render_fmt_num(tb_json_num(s, "length_s"), 1, " s", len, sizeof len);
+  tb_render_fmt_num(tb_json_num(s, "output_tps"), 1, " tok/s", tps, sizeof tps);
   tb_render_fmt_ms1(tb_json_pct(s, "ttft_ms", "p50"), ttft, sizeof ttft);
   fprintf(f, ", steady %s: %s, TTFT p50 %s", len, tps, ttft);
 }

@@ -623,265 +623,311 @@ get_int(const json_t *v, double min, double max, int64_t *out)
   return true;
 }
 
+/* The check of one field type: the value into out under f->name, or
+ * its errors at path. */
+typedef void (*check_fn)(const struct tb_spec_field *f, const json_t *v, const char *path,
+                         json_t *out, json_t *errors);
+
+static void
+check_uuid(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+           json_t *errors)
+{
+  const char *s = json_string_value(v);
+  bool ok = s != NULL && strlen(s) == 36;
+  for (int i = 0; ok && i < 36; i++) {
+    char c = s[i];
+    ok = (i == 8 || i == 13 || i == 18 || i == 23) ? c == '-' : isxdigit((unsigned char)c) != 0;
+  }
+  if (!ok) {
+    add_err(errors, path, "must be a UUID string");
+    return;
+  }
+  char low[37];
+  for (int i = 0; i < 37; i++)
+    low[i] = (char)tolower((unsigned char)s[i]);
+  json_object_set_new(out, f->name, json_string(low));
+}
+
+static void
+check_string(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+             json_t *errors)
+{
+  const char *s = json_string_value(v);
+  if (s == NULL) {
+    add_err(errors, path, "must be a string");
+    return;
+  }
+  size_t n = json_string_length(v);
+  if (strlen(s) != n) {
+    add_err(errors, path, "must not contain NUL characters");
+    return;
+  }
+  if (f->type == TB_SPEC_URL) {
+    if (!tb_spec_url_ok(s)) {
+      add_err(errors, path,
+              "must be an http:// or https:// URL with a host and no credentials "
+              "(at most %d bytes)",
+              TB_SPEC_MAX_URL);
+      return;
+    }
+  } else if ((double)n < f->min || (double)n > f->max) {
+    add_err(errors, path, "must be %.0f to %.0f bytes long", f->min, f->max);
+    return;
+  } else if (f->type == TB_SPEC_IDENT && !ident_ok(s)) {
+    add_err(errors, path, "may hold only letters, digits, '.', '_' and '-'");
+    return;
+  } else if (f->check != NULL && f->check(s) != NULL) {
+    add_err(errors, path, "%s", f->check(s));
+    return;
+  }
+  json_object_set_new(out, f->name, json_stringn(s, n));
+}
+
+static void
+check_int(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+          json_t *errors)
+{
+  int64_t i;
+  if ((f->flags & TB_SPEC_AUTO) && json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
+    json_object_set_new(out, f->name, json_string("auto"));
+    return;
+  }
+  if (!get_int(v, f->min, f->max, &i)) {
+    add_err(errors, path, "must be an integer from %.0f to %.0f%s", f->min, f->max,
+            (f->flags & TB_SPEC_AUTO) ? ", or \"auto\"" : "");
+    return;
+  }
+  json_object_set_new(out, f->name, json_integer(i));
+}
+
+static void
+check_number(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+             json_t *errors)
+{
+  if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < f->min ||
+      json_number_value(v) > f->max) {
+    add_err(errors, path, "must be a number from %g to %g", f->min, f->max);
+    return;
+  }
+  json_object_set_new(out, f->name, json_real(json_number_value(v)));
+}
+
+static void
+check_ints(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+           json_t *errors)
+{
+  char sub[256];
+  size_t min_items = (f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1;
+  if (!json_is_array(v) || json_array_size(v) < min_items || json_array_size(v) > f->max_items) {
+    add_err(errors, path, "must be an array of %zu to %zu items", min_items, f->max_items);
+    return;
+  }
+  json_t *arr = json_array();
+  size_t i;
+  const json_t *e;
+  bool bad = false;
+  json_array_foreach (v, i, e) {
+    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+    int64_t t = 0;
+    bool ok;
+    if (f->type == TB_SPEC_TOKENS && json_is_string(e))
+      ok = tb_parse_tokens(json_string_value(e), &t) && t >= f->min && t <= f->max;
+    else
+      ok = get_int(e, f->min, f->max, &t);
+    if (!ok) {
+      if (f->type == TB_SPEC_TOKENS)
+        add_err(errors, sub,
+                "must be a token count from %.0f to %.0f (an integer or a "
+                "string like \"8k\")",
+                f->min, f->max);
+      else
+        add_err(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
+      bad = true;
+      continue;
+    }
+    for (size_t j = 0; j < json_array_size(arr); j++) {
+      if (json_integer_value(json_array_get(arr, j)) == t) {
+        add_err(errors, sub, "duplicate value %lld", (long long)t);
+        bad = true;
+        ok = false;
+        break;
+      }
+    }
+    if (ok)
+      json_array_append_new(arr, json_integer(t));
+  }
+  if (bad)
+    json_decref(arr);
+  else
+    json_object_set_new(out, f->name, arr);
+}
+
+static void
+check_numbers(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+              json_t *errors)
+{
+  char sub[256];
+  if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > f->max_items) {
+    add_err(errors, path, "must be an array of 1 to %zu numbers", f->max_items);
+    return;
+  }
+  json_t *arr = json_array();
+  size_t i, j;
+  const json_t *e;
+  bool bad = false;
+  json_array_foreach (v, i, e) {
+    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+    double x = json_number_value(e);
+    if (!json_is_number(e) || !isfinite(x) || x < f->min || x > f->max) {
+      add_err(errors, sub, "must be a number from %g to %g", f->min, f->max);
+      bad = true;
+      continue;
+    }
+    for (j = 0; j < json_array_size(arr); j++)
+      if (json_number_value(json_array_get(arr, j)) == x)
+        break;
+    if (j < json_array_size(arr)) {
+      add_err(errors, sub, "duplicate value %g", x);
+      bad = true;
+      continue;
+    }
+    json_array_append_new(arr, json_real(x));
+  }
+  if (bad)
+    json_decref(arr);
+  else
+    json_object_set_new(out, f->name, arr);
+}
+
+static void
+check_labels(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+             json_t *errors)
+{
+  char sub[256];
+  if (!json_is_object(v) || json_object_size(v) > f->max_items) {
+    add_err(errors, path, "must be an object of at most %zu string labels", f->max_items);
+    return;
+  }
+  json_t *o = json_object();
+  const char *k;
+  const json_t *e;
+  json_object_foreach ((json_t *)v, k, e) {
+    snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
+    size_t kl = strlen(k);
+    if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
+      add_err(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]", TB_SPEC_MAX_LABEL_KEY);
+      continue;
+    }
+    const char *s = json_string_value(e);
+    if (s == NULL || json_string_length(e) > TB_SPEC_MAX_LABEL_VALUE ||
+        strlen(s) != json_string_length(e)) {
+      add_err(errors, sub, "label values are strings of at most %d bytes", TB_SPEC_MAX_LABEL_VALUE);
+      continue;
+    }
+    json_object_set_new(o, k, json_string(s));
+  }
+  json_object_set_new(out, f->name, o);
+}
+
+static void
+check_urls(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+           json_t *errors)
+{
+  char sub[256];
+  if (!json_is_array(v) || json_array_size(v) > f->max_items) {
+    add_err(errors, path, "must be an array of at most %zu URLs", f->max_items);
+    return;
+  }
+  json_t *arr = json_array();
+  size_t i;
+  const json_t *e;
+  json_array_foreach (v, i, e) {
+    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+    const char *s = json_string_value(e);
+    if (s == NULL || strlen(s) != json_string_length(e) || !tb_spec_url_ok(s)) {
+      add_err(errors, sub, "must be an http:// or https:// URL");
+      continue;
+    }
+    json_array_append_new(arr, json_string(s));
+  }
+  json_object_set_new(out, f->name, arr);
+}
+
+static void
+check_object(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+             json_t *errors)
+{
+  if (!json_is_object(v)) {
+    add_err(errors, path, "must be an object");
+    return;
+  }
+  json_t *o = json_object();
+  tb_spec_check(v, f->sub, f->nsub, true, path, o, errors);
+  json_object_set_new(out, f->name, o);
+}
+
+static void
+check_scopes(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+             json_t *errors)
+{
+  char sub[256];
+  if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > f->max_items) {
+    add_err(errors, path, "must be an array of 1 to 3 of \"read\", \"write\", \"admin\"");
+    return;
+  }
+  unsigned mask = 0;
+  size_t i;
+  const json_t *e;
+  json_array_foreach (v, i, e) {
+    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
+    unsigned m;
+    const char *s = json_string_value(e);
+    if (s == NULL || strchr(s, ',') != NULL || !tb_scope_parse(s, &m)) {
+      add_err(errors, sub, "must be \"read\", \"write\" or \"admin\"");
+      continue;
+    }
+    mask |= m;
+  }
+  json_object_set_new(out, f->name, json_integer(mask));
+}
+
+static void
+check_duration(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
+               json_t *errors)
+{
+  int64_t s = 0;
+  bool ok;
+  if (json_is_string(v))
+    ok = tb_scope_parse_duration(json_string_value(v), &s);
+  else
+    ok = get_int(v, 1, (double)TB_SCOPE_MAX_EXPIRY_S, &s);
+  if (!ok) {
+    add_err(errors, path, "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
+    return;
+  }
+  json_object_set_new(out, f->name, json_integer(s));
+}
+
 /* Checks one value against its field; adds the normalized value to out. */
 static void
 check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const char *path,
             json_t *out, json_t *errors)
 {
-  char sub[256];
+  static const check_fn checks[] = {
+    [TB_SPEC_UUID] = check_uuid,       [TB_SPEC_STRING] = check_string,
+    [TB_SPEC_IDENT] = check_string,    [TB_SPEC_URL] = check_string,
+    [TB_SPEC_INT] = check_int,         [TB_SPEC_NUMBER] = check_number,
+    [TB_SPEC_TOKENS] = check_ints,     [TB_SPEC_INTS] = check_ints,
+    [TB_SPEC_NUMBERS] = check_numbers, [TB_SPEC_LABELS] = check_labels,
+    [TB_SPEC_URLS] = check_urls,       [TB_SPEC_OBJECT] = check_object,
+    [TB_SPEC_SCOPES] = check_scopes,   [TB_SPEC_DURATION] = check_duration,
+  };
   if (json_is_null(v) && patch && (f->flags & TB_SPEC_NULLABLE)) {
     json_object_set_new(out, f->name, json_null());
     return;
   }
-  switch (f->type) {
-  case TB_SPEC_UUID: {
-    const char *s = json_string_value(v);
-    bool ok = s != NULL && strlen(s) == 36;
-    for (int i = 0; ok && i < 36; i++) {
-      char c = s[i];
-      ok = (i == 8 || i == 13 || i == 18 || i == 23) ? c == '-' : isxdigit((unsigned char)c) != 0;
-    }
-    if (!ok) {
-      add_err(errors, path, "must be a UUID string");
-      return;
-    }
-    char low[37];
-    for (int i = 0; i < 37; i++)
-      low[i] = (char)tolower((unsigned char)s[i]);
-    json_object_set_new(out, f->name, json_string(low));
-    return;
-  }
-  case TB_SPEC_STRING:
-  case TB_SPEC_IDENT:
-  case TB_SPEC_URL: {
-    const char *s = json_string_value(v);
-    if (s == NULL) {
-      add_err(errors, path, "must be a string");
-      return;
-    }
-    size_t n = json_string_length(v);
-    if (strlen(s) != n) {
-      add_err(errors, path, "must not contain NUL characters");
-      return;
-    }
-    if (f->type == TB_SPEC_URL) {
-      if (!tb_spec_url_ok(s)) {
-        add_err(errors, path,
-                "must be an http:// or https:// URL with a host and no credentials "
-                "(at most %d bytes)",
-                TB_SPEC_MAX_URL);
-        return;
-      }
-    } else if ((double)n < f->min || (double)n > f->max) {
-      add_err(errors, path, "must be %.0f to %.0f bytes long", f->min, f->max);
-      return;
-    } else if (f->type == TB_SPEC_IDENT && !ident_ok(s)) {
-      add_err(errors, path, "may hold only letters, digits, '.', '_' and '-'");
-      return;
-    } else if (f->check != NULL && f->check(s) != NULL) {
-      add_err(errors, path, "%s", f->check(s));
-      return;
-    }
-    json_object_set_new(out, f->name, json_stringn(s, n));
-    return;
-  }
-  case TB_SPEC_INT: {
-    int64_t i;
-    if ((f->flags & TB_SPEC_AUTO) && json_is_string(v) &&
-        strcmp(json_string_value(v), "auto") == 0) {
-      json_object_set_new(out, f->name, json_string("auto"));
-      return;
-    }
-    if (!get_int(v, f->min, f->max, &i)) {
-      add_err(errors, path, "must be an integer from %.0f to %.0f%s", f->min, f->max,
-              (f->flags & TB_SPEC_AUTO) ? ", or \"auto\"" : "");
-      return;
-    }
-    json_object_set_new(out, f->name, json_integer(i));
-    return;
-  }
-  case TB_SPEC_NUMBER: {
-    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < f->min ||
-        json_number_value(v) > f->max) {
-      add_err(errors, path, "must be a number from %g to %g", f->min, f->max);
-      return;
-    }
-    json_object_set_new(out, f->name, json_real(json_number_value(v)));
-    return;
-  }
-  case TB_SPEC_TOKENS:
-  case TB_SPEC_INTS: {
-    size_t min_items = (f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1;
-    if (!json_is_array(v) || json_array_size(v) < min_items || json_array_size(v) > f->max_items) {
-      add_err(errors, path, "must be an array of %zu to %zu items", min_items, f->max_items);
-      return;
-    }
-    json_t *arr = json_array();
-    size_t i;
-    const json_t *e;
-    bool bad = false;
-    json_array_foreach (v, i, e) {
-      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-      int64_t t = 0;
-      bool ok;
-      if (f->type == TB_SPEC_TOKENS && json_is_string(e))
-        ok = tb_parse_tokens(json_string_value(e), &t) && t >= f->min && t <= f->max;
-      else
-        ok = get_int(e, f->min, f->max, &t);
-      if (!ok) {
-        if (f->type == TB_SPEC_TOKENS)
-          add_err(errors, sub,
-                  "must be a token count from %.0f to %.0f (an integer or a "
-                  "string like \"8k\")",
-                  f->min, f->max);
-        else
-          add_err(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
-        bad = true;
-        continue;
-      }
-      for (size_t j = 0; j < json_array_size(arr); j++) {
-        if (json_integer_value(json_array_get(arr, j)) == t) {
-          add_err(errors, sub, "duplicate value %lld", (long long)t);
-          bad = true;
-          ok = false;
-          break;
-        }
-      }
-      if (ok)
-        json_array_append_new(arr, json_integer(t));
-    }
-    if (bad)
-      json_decref(arr);
-    else
-      json_object_set_new(out, f->name, arr);
-    return;
-  }
-  case TB_SPEC_NUMBERS: {
-    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > f->max_items) {
-      add_err(errors, path, "must be an array of 1 to %zu numbers", f->max_items);
-      return;
-    }
-    json_t *arr = json_array();
-    size_t i, j;
-    const json_t *e;
-    bool bad = false;
-    json_array_foreach (v, i, e) {
-      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-      double x = json_number_value(e);
-      if (!json_is_number(e) || !isfinite(x) || x < f->min || x > f->max) {
-        add_err(errors, sub, "must be a number from %g to %g", f->min, f->max);
-        bad = true;
-        continue;
-      }
-      for (j = 0; j < json_array_size(arr); j++)
-        if (json_number_value(json_array_get(arr, j)) == x)
-          break;
-      if (j < json_array_size(arr)) {
-        add_err(errors, sub, "duplicate value %g", x);
-        bad = true;
-        continue;
-      }
-      json_array_append_new(arr, json_real(x));
-    }
-    if (bad)
-      json_decref(arr);
-    else
-      json_object_set_new(out, f->name, arr);
-    return;
-  }
-  case TB_SPEC_LABELS: {
-    if (!json_is_object(v) || json_object_size(v) > f->max_items) {
-      add_err(errors, path, "must be an object of at most %zu string labels", f->max_items);
-      return;
-    }
-    json_t *o = json_object();
-    const char *k;
-    const json_t *e;
-    json_object_foreach ((json_t *)v, k, e) {
-      snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
-      size_t kl = strlen(k);
-      if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
-        add_err(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]", TB_SPEC_MAX_LABEL_KEY);
-        continue;
-      }
-      const char *s = json_string_value(e);
-      if (s == NULL || json_string_length(e) > TB_SPEC_MAX_LABEL_VALUE ||
-          strlen(s) != json_string_length(e)) {
-        add_err(errors, sub, "label values are strings of at most %d bytes",
-                TB_SPEC_MAX_LABEL_VALUE);
-        continue;
-      }
-      json_object_set_new(o, k, json_string(s));
-    }
-    json_object_set_new(out, f->name, o);
-    return;
-  }
-  case TB_SPEC_URLS: {
-    if (!json_is_array(v) || json_array_size(v) > f->max_items) {
-      add_err(errors, path, "must be an array of at most %zu URLs", f->max_items);
-      return;
-    }
-    json_t *arr = json_array();
-    size_t i;
-    const json_t *e;
-    json_array_foreach (v, i, e) {
-      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-      const char *s = json_string_value(e);
-      if (s == NULL || strlen(s) != json_string_length(e) || !tb_spec_url_ok(s)) {
-        add_err(errors, sub, "must be an http:// or https:// URL");
-        continue;
-      }
-      json_array_append_new(arr, json_string(s));
-    }
-    json_object_set_new(out, f->name, arr);
-    return;
-  }
-  case TB_SPEC_OBJECT: {
-    if (!json_is_object(v)) {
-      add_err(errors, path, "must be an object");
-      return;
-    }
-    json_t *o = json_object();
-    tb_spec_check(v, f->sub, f->nsub, true, path, o, errors);
-    json_object_set_new(out, f->name, o);
-    return;
-  }
-  case TB_SPEC_SCOPES: {
-    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > f->max_items) {
-      add_err(errors, path, "must be an array of 1 to 3 of \"read\", \"write\", \"admin\"");
-      return;
-    }
-    unsigned mask = 0;
-    size_t i;
-    const json_t *e;
-    json_array_foreach (v, i, e) {
-      snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-      unsigned m;
-      const char *s = json_string_value(e);
-      if (s == NULL || strchr(s, ',') != NULL || !tb_scope_parse(s, &m)) {
-        add_err(errors, sub, "must be \"read\", \"write\" or \"admin\"");
-        continue;
-      }
-      mask |= m;
-    }
-    json_object_set_new(out, f->name, json_integer(mask));
-    return;
-  }
-  case TB_SPEC_DURATION: {
-    int64_t s = 0;
-    bool ok;
-    if (json_is_string(v))
-      ok = tb_scope_parse_duration(json_string_value(v), &s);
-    else
-      ok = get_int(v, 1, (double)TB_SCOPE_MAX_EXPIRY_S, &s);
-    if (!ok) {
-      add_err(errors, path, "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
-      return;
-    }
-    json_object_set_new(out, f->name, json_integer(s));
-    return;
-  }
-  }
+  if ((size_t)f->type < sizeof checks / sizeof checks[0] && checks[f->type] != NULL)
+    checks[f->type](f, v, path, out, errors);
 }
 
 void

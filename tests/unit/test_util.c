@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "base/tb_util.h"
 
@@ -145,6 +146,33 @@ test_xgrow(void **state)
   free(b);
 }
 
+/* The soft limit raised to what is asked, at most to the hard limit, and
+ * never lowered; the limits are put back after. */
+static void
+test_raise_nofile(void **state)
+{
+  (void)state;
+  struct rlimit old, rl;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  if (old.rlim_max < 64)
+    skip();
+  rl = old;
+  rl.rlim_cur = 32;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  tb_raise_nofile(48);
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  assert_int_equal(rl.rlim_cur, 48);
+  tb_raise_nofile(40); /* never lowered */
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  assert_int_equal(rl.rlim_cur, 48);
+  if (old.rlim_max != RLIM_INFINITY) {
+    tb_raise_nofile((uint64_t)old.rlim_max + 1000); /* at most the hard limit */
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    assert_int_equal(rl.rlim_cur, old.rlim_max);
+  }
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
 int
 main(void)
 {
@@ -153,6 +181,7 @@ main(void)
     cmocka_unit_test(test_hex_digit),    cmocka_unit_test(test_parse_i64),
     cmocka_unit_test(test_ct_equal),     cmocka_unit_test(test_asprintf_and_clock),
     cmocka_unit_test(test_xgrow),        cmocka_unit_test(test_lists),
+    cmocka_unit_test(test_raise_nofile),
   };
   return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
