@@ -16,6 +16,9 @@ in the service"): the stored trace knows its format.
   lock the other side of the api takes (service/q_traces.c).
 - A trace removed behind the api's back fails the job in the worker with a
   reason naming the trace and that it was deleted.
+- Under an Idempotency-Key the replay is the first answer, format and all.
+- A spec stored without a format (SQL) still replays: the worker takes the
+  stored trace's, and the result records it.
 """
 import json
 import subprocess
@@ -270,3 +273,63 @@ def test_deleted_behind_the_apis_back(ctx):
     assert t["id"] in e and "deleted" in e and "is not in the job's project" in e, e
     print("# the worker's reason: %s" % e)
     assert wait_job(api, key, first["id"])["state"] == "cancelled"
+
+
+def test_idempotent_submit_by_id(ctx):
+    """With an Idempotency-Key the trace's check and the job's insert run in
+    the key's transaction: the replay answers the first body, format and
+    all, and one job is queued."""
+    s = setup(ctx)
+    api, key, pg = s["api"], s["key"], s["pg"]
+    ep = dead_endpoint(api, key, "idem-dead")
+    st, _, t = upload(api, key, fixture("mooncake.jsonl"), "mooncake", "idem")
+    assert st == 201, t
+    body = {"endpoint_id": ep["id"], "trace": {"id": t["id"]}}
+    h = {"Idempotency-Key": "traceid-idem-1"}
+    st, _, first = api.json("POST", "/v1/jobs", key, body, h)
+    assert st == 202 and first["spec"]["trace"]["format"] == "mooncake", first
+    st, hd, again = api.json("POST", "/v1/jobs", key, body, h)
+    assert st == 202 and hd.get("idempotent-replayed") == "true" and again == first, (hd, again)
+    assert pg.psql("SELECT count(*) FROM jobs WHERE spec->'trace'->>'id' = '%s'"
+                   % t["id"]).strip() == "1"
+    # a mismatch under a key: 422, and the key is free for a good body
+    st, hd, doc = api.json("POST", "/v1/jobs", key, {"endpoint_id": ep["id"], "trace": {
+        "id": t["id"], "format": "azure"}}, {"Idempotency-Key": "traceid-idem-2"})
+    assert st == 422 and doc["errors"][0]["field"] == "trace.format", doc
+    is_problem(hd, doc, 422)
+    cancel(api, key, first["id"])
+
+
+def test_worker_takes_the_stored_format(ctx):
+    """A spec stored without trace.format (here its format removed by SQL
+    while the job waits behind another of its exclusive group) still
+    replays: the worker takes the stored trace's format, and the result
+    records it."""
+    s = setup(ctx)
+    api, key, pg = s["api"], s["key"], s["pg"]
+    sim = ctx.sim("tiny", "vllm", args=["--dev-mode"] + BIG)
+    st, _, ep = api.json("POST", "/v1/endpoints", key, {"name": "fill-sim", "base_url": sim.url})
+    assert st == 201, ep
+    st, _, t = upload(api, key, fixture("weka.json"), "weka", "fill")
+    assert st == 201, t
+    spec = {"endpoint_id": ep["id"], "exclusive_group": "fill-node",
+            "trace": {"id": t["id"], "duration_s": 20, "speedup": 4}}
+    st, _, first = api.json("POST", "/v1/jobs", key, dict(spec, trace={"id": t["id"],
+                                                                       "duration_s": 600}))
+    assert st == 202, first
+    st, _, second = api.json("POST", "/v1/jobs", key, spec)
+    assert st == 202, second
+    harness.wait_until(lambda: api.json("GET", "/v1/jobs/" + first["id"], key)[2]["state"]
+                       == "running", 60, what="the first job running")
+    pg.psql("UPDATE jobs SET spec = spec #- '{trace,format}' WHERE id = '%s'" % second["id"])
+    st, _, got = api.json("GET", "/v1/jobs/" + second["id"], key)
+    assert got["state"] == "queued" and "format" not in got["spec"]["trace"], got
+    cancel(api, key, first["id"])
+    doc = wait_job(api, key, second["id"])
+    assert doc["state"] == "succeeded", doc
+    st, _, res = api.json("GET", "/v1/jobs/%s/result" % second["id"], key)
+    assert st == 200, res
+    c = res["cells"][0]
+    assert c["status"] == "valid", c.get("reason")
+    assert c["trace_format"] == "weka" and c["trace"]["format"] == "weka", c["trace"]
+    assert abs(c["trace"]["hit_pct"] - c["trace"]["implied_hit_pct"]) <= 2, c["trace"]
