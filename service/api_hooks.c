@@ -152,187 +152,226 @@ reply_small(struct tb_api_req *r, unsigned status, json_t *doc)
   return tb_api_reply_json(r, status, doc, NULL);
 }
 
+/* One delivery to a hook, as it is read and checked. */
+struct delivery {
+  struct tb_q_hooks_hook hook;
+  const char *kind; /* "github", "generic" or, before the hook is loaded, "unknown" */
+  const char *sig_header, *event, *id;
+  char digest[65]; /* the delivery's digest: the body's, or the signature's */
+  char sig_id[80]; /* "sig:<signature>", the id of a generic delivery without one */
+  bool signed_id;  /* a generic delivery's id was under the signature */
+  json_t *payload; /* the body as JSON, or NULL */
+  json_t *labels;  /* the job's labels */
+  json_t *events;  /* the hook's events (github) */
+};
+
+/* The hook's secret opened and the body's signature checked with it.
+ * false: refused, the reply queued into *ret. */
+static bool
+verify(struct tb_api_req *r, struct delivery *d, enum MHD_Result *ret)
+{
+  char *secret = NULL;
+  if (!r->api->has_master_key || d->hook.secret_sealed == NULL ||
+      (secret = tb_crypto_open(r->api->master_key, d->hook.secret_sealed, r->id)) == NULL) {
+    tb_log(TB_LOG_ERROR, "a hook's secret does not open (master key changed?)", "hook", TB_LS,
+           r->id, "request_id", TB_LS, r->request_id, NULL);
+    *ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, "the hook's secret cannot be opened", NULL);
+    return false;
+  }
+  const char *body = r->body ? r->body : "";
+  enum tb_webhook_verdict v;
+  if (strcmp(d->kind, "github") == 0) {
+    d->sig_header = tb_api_header(r, "X-Hub-Signature-256");
+    v = tb_webhook_verify_github(secret, strlen(secret), d->sig_header, body, r->body_len);
+    tb_crypto_sha256_hex(body, r->body_len, d->digest);
+  } else {
+    d->sig_header = tb_api_header(r, "X-Tokbench-Signature");
+    v = tb_webhook_verify_generic_id(secret, strlen(secret), d->sig_header,
+                                     tb_api_header(r, "X-Tokbench-Timestamp"),
+                                     tb_api_header(r, "X-Tokbench-Delivery"), body, r->body_len,
+                                     tb_time_real_us() / 1000000, &d->signed_id);
+    if (v == TB_WEBHOOK_OK && !tb_webhook_signature_digest(d->sig_header, d->digest))
+      v = TB_WEBHOOK_MALFORMED; /* cannot happen: it verified */
+  }
+  OPENSSL_cleanse(secret, strlen(secret));
+  free(secret);
+  if (v == TB_WEBHOOK_OK)
+    return true;
+  count(d->kind, v == TB_WEBHOOK_STALE ? "stale" : "bad_signature");
+  tb_log(TB_LOG_WARN, "hook delivery refused", "hook", TB_LS, r->id, "reason", TB_LS,
+         tb_webhook_verdict_str(v), "request_id", TB_LS, r->request_id, NULL);
+  *ret = tb_api_reply_error(r, TB_EC_BAD_SIGNATURE, tb_webhook_verdict_str(v), NULL);
+  return false;
+}
+
+/* A GitHub delivery's event, id and labels.  false: answered (a ping, an
+ * event the hook ignores, a missing header), the reply into *ret. */
+static bool
+github_delivery(struct tb_api_req *r, struct delivery *d, enum MHD_Result *ret)
+{
+  d->event = tb_api_header(r, "X-GitHub-Event");
+  d->id = tb_api_header(r, "X-GitHub-Delivery");
+  if (d->event == NULL || !delivery_id_ok(d->event)) {
+    *ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-GitHub-Event is missing", NULL);
+    return false;
+  }
+  if (strcmp(d->event, "ping") == 0) {
+    count(d->kind, "ping");
+    *ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s}", "pong", 1, "hook", r->id));
+    return false;
+  }
+  json_error_t e;
+  d->events = json_loads(d->hook.events != NULL ? d->hook.events : "", 0, &e);
+  if (!tb_webhook_event_accepted(d->events, d->event)) {
+    count(d->kind, "ignored");
+    *ret =
+      reply_small(r, MHD_HTTP_ACCEPTED, json_pack("{s:b,s:s}", "ignored", 1, "event", d->event));
+    return false;
+  }
+  if (!delivery_id_ok(d->id)) {
+    *ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-GitHub-Delivery is missing", NULL);
+    return false;
+  }
+  tb_webhook_github_labels(d->payload, d->event, d->id, d->labels);
+  return true;
+}
+
+/* A generic delivery's id (its header, else its signature) and labels (the
+ * body's "labels", else what GitHub's shape gives; ref, sha and repository
+ * when the body has them).  false: a bad id, the reply into *ret. */
+static bool
+generic_delivery(struct tb_api_req *r, struct delivery *d, enum MHD_Result *ret)
+{
+  d->event = "generic";
+  d->id = tb_api_header(r, "X-Tokbench-Delivery");
+  if (d->id != NULL && !delivery_id_ok(d->id)) {
+    *ret =
+      tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-Tokbench-Delivery: 1 to 200 characters", NULL);
+    return false;
+  }
+  if (d->id == NULL) { /* the signature is unique per (timestamp, body) */
+    snprintf(d->sig_id, sizeof d->sig_id, "sig:%s", d->sig_header + 7);
+    d->id = d->sig_id;
+  }
+  json_t *given = json_object_get(d->payload, "labels");
+  if (json_is_object(given))
+    json_object_update(d->labels, given);
+  else
+    tb_webhook_github_labels(d->payload, NULL, NULL, d->labels); /* ref/sha/repository */
+  json_t *fields[] = { json_object_get(d->payload, "ref"), json_object_get(d->payload, "sha"),
+                       json_object_get(d->payload, "repository") };
+  static const char *const names[] = { "ref", "sha", "repository" };
+  for (size_t i = 0; i < 3; i++)
+    if (json_is_string(fields[i]) && json_string_length(fields[i]) <= TB_WEBHOOK_LABEL_MAX)
+      json_object_set(d->labels, names[i], fields[i]);
+  return true;
+}
+
+/* The refusal of a job the delivery could not start (rc of
+ * tb_api_ci_start_job); *errors is taken. */
+static enum MHD_Result
+reply_not_started(struct tb_api_req *r, int rc, const struct tb_tenancy_refusal *why,
+                  json_t **errors)
+{
+  if (rc == TB_API_JOB_REFUSED)
+    return tb_api_reply_refusal(r, why);
+  if (rc == 2) {
+    enum MHD_Result ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, *errors);
+    *errors = NULL;
+    return ret;
+  }
+  if (rc == 0)
+    return tb_api_reply_error(r, TB_EC_INVALID, "the preset's endpoint is gone", NULL);
+  return tb_api_reply_db(r, rc);
+}
+
+/* The delivery claimed once (a repeat answers the job of the first) and
+ * the preset's job started with its labels, in one transaction. */
+static enum MHD_Result
+start_job(struct tb_api_req *r, struct tb_db *db, struct delivery *d)
+{
+  int rc;
+  if ((rc = tb_db_begin(db)) < 0)
+    return tb_api_reply_db(r, rc);
+  rc = tb_q_hooks_delivery_claim(db, r->id, d->id, d->event, d->digest);
+  if (rc <= 0) {
+    tb_db_rollback(db);
+    if (rc < 0)
+      return tb_api_reply_db(r, rc);
+    char *seen = NULL; /* seen before */
+    rc = tb_q_hooks_delivery_seen(db, r->id, d->id, d->digest, &seen);
+    count(d->kind, "duplicate");
+    enum MHD_Result ret =
+      reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s?}", "duplicate", 1, "job_id", seen));
+    free(seen);
+    return ret;
+  }
+  char job_id[TB_API_ID_LEN + 1], *doc = NULL;
+  json_error_t jerr;
+  json_t *spec = json_loads(d->hook.spec != NULL ? d->hook.spec : "", 0, &jerr), *errors = NULL;
+  struct tb_tenancy_refusal why;
+  rc = tb_api_ci_start_job(db, &r->api->tenancy, d->hook.project_id ? d->hook.project_id : "",
+                           r->request_id, spec, d->labels, job_id, &doc, &errors, &why);
+  json_decref(spec);
+  enum MHD_Result ret;
+  if (rc != 1) {
+    tb_db_rollback(db);
+    count(d->kind, rc == TB_API_JOB_REFUSED ? "limit" : "error");
+    ret = reply_not_started(r, rc, &why, &errors);
+  } else if ((rc = tb_q_hooks_delivery_job(db, r->id, d->id, job_id)) < 0 ||
+             (rc = tb_db_commit(db)) < 0) {
+    if (tb_db_in_tx(db))
+      tb_db_rollback(db);
+    ret = tb_api_reply_db(r, rc);
+  } else {
+    tb_api_job_queued(db, job_id);
+    count(d->kind, "job");
+    tb_log(TB_LOG_INFO, "hook started a job", "hook", TB_LS, r->id, "job", TB_LS, job_id, "event",
+           TB_LS, d->event, "delivery_signed", TB_LI, (int64_t)d->signed_id, "request_id", TB_LS,
+           r->request_id, NULL);
+    char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
+    const char *h[] = { "Location", loc, NULL };
+    ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);
+    free(loc);
+  }
+  json_decref(errors);
+  free(doc);
+  return ret;
+}
+
 enum MHD_Result
 tb_api_hooks_receive(struct tb_api_req *r)
 {
   enum MHD_Result ret;
-  struct tb_q_hooks_hook hook;
-  char *secret = NULL, *doc = NULL, *seen = NULL;
-  json_t *events = NULL, *spec = NULL, *payload = NULL, *labels = NULL, *errors = NULL;
-  bool in_tx = false;
-  const char *kind = "unknown";
+  struct delivery d = { .kind = "unknown" };
   struct tb_db *db = tb_api_db_get(r);
-  int rc = tb_q_hooks_load(db, r->id, &hook);
+  int rc = tb_q_hooks_load(db, r->id, &d.hook);
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;
   }
   if (rc == 0) {
-    count(kind, "unknown_hook");
+    count(d.kind, "unknown_hook");
     ret = tb_api_reply_error(r, TB_EC_NOT_FOUND, "no such hook", NULL);
     goto out;
   }
-  char project_id[TB_API_ID_LEN + 1];
-  snprintf(project_id, sizeof project_id, "%s", hook.project_id ? hook.project_id : "");
-  kind = hook.kind != NULL && strcmp(hook.kind, "github") == 0 ? "github" : "generic";
-  if (!r->api->has_master_key || hook.secret_sealed == NULL ||
-      (secret = tb_crypto_open(r->api->master_key, hook.secret_sealed, r->id)) == NULL) {
-    tb_log(TB_LOG_ERROR, "a hook's secret does not open (master key changed?)", "hook", TB_LS,
-           r->id, "request_id", TB_LS, r->request_id, NULL);
-    ret = tb_api_reply_error(r, TB_EC_NO_MASTER_KEY, "the hook's secret cannot be opened", NULL);
+  d.kind = d.hook.kind != NULL && strcmp(d.hook.kind, "github") == 0 ? "github" : "generic";
+  if (!verify(r, &d, &ret))
     goto out;
-  }
-  const char *body = r->body ? r->body : "";
-  enum tb_webhook_verdict v;
-  const char *sig_header;
-  char digest[65] = "";
-  bool delivery_signed = false;
-  if (strcmp(kind, "github") == 0) {
-    sig_header = tb_api_header(r, "X-Hub-Signature-256");
-    v = tb_webhook_verify_github(secret, strlen(secret), sig_header, body, r->body_len);
-    tb_crypto_sha256_hex(body, r->body_len, digest);
-  } else {
-    sig_header = tb_api_header(r, "X-Tokbench-Signature");
-    v = tb_webhook_verify_generic_id(secret, strlen(secret), sig_header,
-                                     tb_api_header(r, "X-Tokbench-Timestamp"),
-                                     tb_api_header(r, "X-Tokbench-Delivery"), body, r->body_len,
-                                     tb_time_real_us() / 1000000, &delivery_signed);
-    if (v == TB_WEBHOOK_OK && !tb_webhook_signature_digest(sig_header, digest))
-      v = TB_WEBHOOK_MALFORMED; /* cannot happen: it verified */
-  }
-  OPENSSL_cleanse(secret, strlen(secret));
-  if (v != TB_WEBHOOK_OK) {
-    count(kind, v == TB_WEBHOOK_STALE ? "stale" : "bad_signature");
-    tb_log(TB_LOG_WARN, "hook delivery refused", "hook", TB_LS, r->id, "reason", TB_LS,
-           tb_webhook_verdict_str(v), "request_id", TB_LS, r->request_id, NULL);
-    ret = tb_api_reply_error(r, TB_EC_BAD_SIGNATURE, tb_webhook_verdict_str(v), NULL);
-    goto out;
-  }
   /* Authentic from here on. */
-  const char *event = NULL, *delivery = NULL;
-  char sig_id[80];
   json_error_t jerr;
-  payload = json_loadb(body, r->body_len, 0, &jerr); /* NULL: not JSON, labels stay empty */
-  labels = json_object();
-  if (strcmp(kind, "github") == 0) {
-    event = tb_api_header(r, "X-GitHub-Event");
-    delivery = tb_api_header(r, "X-GitHub-Delivery");
-    if (event == NULL || !delivery_id_ok(event)) {
-      ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-GitHub-Event is missing", NULL);
-      goto out;
-    }
-    if (strcmp(event, "ping") == 0) {
-      count(kind, "ping");
-      ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s}", "pong", 1, "hook", r->id));
-      goto out;
-    }
-    json_error_t e2;
-    events = json_loads(hook.events != NULL ? hook.events : "", 0, &e2);
-    if (!tb_webhook_event_accepted(events, event)) {
-      count(kind, "ignored");
-      ret = reply_small(r, MHD_HTTP_ACCEPTED, json_pack("{s:b,s:s}", "ignored", 1, "event", event));
-      goto out;
-    }
-    if (!delivery_id_ok(delivery)) {
-      ret = tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-GitHub-Delivery is missing", NULL);
-      goto out;
-    }
-    tb_webhook_github_labels(payload, event, delivery, labels);
-  } else {
-    event = "generic";
-    delivery = tb_api_header(r, "X-Tokbench-Delivery");
-    if (delivery != NULL && !delivery_id_ok(delivery)) {
-      ret =
-        tb_api_reply_error(r, TB_EC_BAD_REQUEST, "X-Tokbench-Delivery: 1 to 200 characters", NULL);
-      goto out;
-    }
-    if (delivery == NULL) { /* the signature is unique per (timestamp, body) */
-      snprintf(sig_id, sizeof sig_id, "sig:%s", sig_header + 7);
-      delivery = sig_id;
-    }
-    json_t *given = json_object_get(payload, "labels");
-    if (json_is_object(given))
-      json_object_update(labels, given);
-    else
-      tb_webhook_github_labels(payload, NULL, NULL, labels); /* ref/sha/repository if present */
-    json_t *fields[] = { json_object_get(payload, "ref"), json_object_get(payload, "sha"),
-                         json_object_get(payload, "repository") };
-    static const char *const names[] = { "ref", "sha", "repository" };
-    for (size_t i = 0; i < 3; i++)
-      if (json_is_string(fields[i]) && json_string_length(fields[i]) <= TB_WEBHOOK_LABEL_MAX)
-        json_object_set(labels, names[i], fields[i]);
-  }
-  spec = json_loads(hook.spec != NULL ? hook.spec : "", 0, &jerr);
-  if ((rc = tb_db_begin(db)) < 0) {
-    ret = tb_api_reply_db(r, rc);
+  d.payload = json_loadb(r->body ? r->body : "", r->body_len, 0, &jerr); /* NULL: not JSON */
+  d.labels = json_object();
+  if (strcmp(d.kind, "github") == 0 ? !github_delivery(r, &d, &ret)
+                                    : !generic_delivery(r, &d, &ret))
     goto out;
-  }
-  in_tx = true;
-  rc = tb_q_hooks_delivery_claim(db, r->id, delivery, event, digest);
-  if (rc < 0) {
-    ret = tb_api_reply_db(r, rc);
-    goto out;
-  }
-  if (rc == 0) { /* seen before */
-    tb_db_rollback(db);
-    in_tx = false;
-    rc = tb_q_hooks_delivery_seen(db, r->id, delivery, digest, &seen);
-    count(kind, "duplicate");
-    ret = reply_small(r, MHD_HTTP_OK, json_pack("{s:b,s:s?}", "duplicate", 1, "job_id", seen));
-    goto out;
-  }
-  char job_id[TB_API_ID_LEN + 1];
-  struct tb_tenancy_refusal why;
-  rc = tb_api_ci_start_job(db, &r->api->tenancy, project_id, r->request_id, spec, labels, job_id,
-                           &doc, &errors, &why);
-  if (rc != 1) {
-    tb_db_rollback(db);
-    in_tx = false;
-    count(kind, rc == TB_API_JOB_REFUSED ? "limit" : "error");
-    if (rc == TB_API_JOB_REFUSED)
-      ret = tb_api_reply_refusal(r, &why);
-    else if (rc == 2)
-      ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors), errors = NULL;
-    else if (rc == 0)
-      ret = tb_api_reply_error(r, TB_EC_INVALID, "the preset's endpoint is gone", NULL);
-    else
-      ret = tb_api_reply_db(r, rc);
-    goto out;
-  }
-  if ((rc = tb_q_hooks_delivery_job(db, r->id, delivery, job_id)) < 0 ||
-      (rc = tb_db_commit(db)) < 0) {
-    if (in_tx)
-      tb_db_rollback(db);
-    in_tx = false;
-    ret = tb_api_reply_db(r, rc);
-    goto out;
-  }
-  in_tx = false;
-  tb_api_job_queued(db, job_id);
-  count(kind, "job");
-  tb_log(TB_LOG_INFO, "hook started a job", "hook", TB_LS, r->id, "job", TB_LS, job_id, "event",
-         TB_LS, event, "delivery_signed", TB_LI, (int64_t)delivery_signed, "request_id", TB_LS,
-         r->request_id, NULL);
-  char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
-  const char *h[] = { "Location", loc, NULL };
-  ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);
-  free(loc);
+  ret = start_job(r, db, &d);
 out:
-  if (in_tx)
-    tb_db_rollback(db);
   tb_api_db_put(r, db);
-  if (secret != NULL) {
-    OPENSSL_cleanse(secret, strlen(secret));
-    free(secret);
-  }
-  tb_q_hooks_hook_clear(&hook);
-  free(seen);
-  free(doc);
-  json_decref(events);
-  json_decref(spec);
-  json_decref(payload);
-  json_decref(labels);
-  json_decref(errors);
+  tb_q_hooks_hook_clear(&d.hook);
+  json_decref(d.events);
+  json_decref(d.payload);
+  json_decref(d.labels);
   return ret;
 }
 

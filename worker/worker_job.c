@@ -314,91 +314,170 @@ load(struct job_run *jr, struct tb_queue_endpoint *ep, json_t **cells)
   return rc;
 }
 
-enum worker_job_outcome
-worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
+/* A load that returned rc < 0: a hard error fails the job with what could
+ * not be loaded; a soft one (the database restarting past the retries)
+ * hands it back, unless the lease is already lost. */
+static enum worker_job_outcome
+load_failed(struct job_run *jr, int rc, const char *what)
 {
-  struct job_run jr = { .w = w, .job = job, .lease = &job->lease, .pending = json_array() };
-  struct tb_queue_endpoint ep;
-  json_t *done = NULL, *endpoint = NULL, *result = NULL;
-  char *api_key = NULL, *run_id = NULL, *err = NULL;
-  struct tb_spec spec;
-  struct tb_trace trace = { 0 };
-  enum worker_job_outcome out;
-
-  tb_spec_init(&spec);
-
-  worker_beat_set(w->beat, &job->lease);
-  tb_log(TB_LOG_INFO, "job started", "job", TB_LS, job->lease.job_id, "attempt", TB_LI,
-         (int64_t)job->lease.attempt, "max_attempts", TB_LI, (int64_t)job->max_attempts, "endpoint",
-         TB_LS, job->endpoint_id, "request_id", TB_LS, job->request_id[0] ? job->request_id : NULL,
-         NULL);
-
-  int rc = load(&jr, &ep, NULL);
-  if (rc < 0) {
-    out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the endpoint")
-                           : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
-    goto out;
+  if (rc == TB_DB_HARD) {
+    char why[96];
+    snprintf(why, sizeof why, "cannot load %s", what);
+    return finish(jr, "failed", NULL, why);
   }
-  if (rc == 0 || ep.deleted) {
-    out = finish(&jr, "failed", NULL, rc == 0 ? "endpoint not found" : "endpoint deleted");
-    goto out;
+  return lease_lost(jr) ? WORKER_JOB_LOST : release(jr);
+}
+
+/* The job's endpoint into *ep, reachable by this worker's egress policy,
+ * and its API key opened (*api_key, NULL when it has none).  false: the
+ * job is concluded, its outcome in *out. */
+static bool
+open_endpoint(struct job_run *jr, struct tb_queue_endpoint *ep, char **api_key,
+              enum worker_job_outcome *out)
+{
+  const struct tb_queue_job *job = jr->job;
+  int rc = load(jr, ep, NULL);
+  if (rc < 0) {
+    *out = load_failed(jr, rc, "the endpoint");
+    return false;
+  }
+  if (rc == 0 || ep->deleted) {
+    *out = finish(jr, "failed", NULL, rc == 0 ? "endpoint not found" : "endpoint deleted");
+    return false;
   }
   char eg_why[TB_EGRESS_WHY_MAX];
-  if (!tb_egress_url_reachable(tb_egress_current(), ep.base_url, eg_why, sizeof eg_why)) {
-    out = refuse(&jr, eg_why);
-    goto out;
+  if (!tb_egress_url_reachable(tb_egress_current(), ep->base_url, eg_why, sizeof eg_why)) {
+    *out = refuse(jr, eg_why);
+    return false;
   }
-  if (ep.api_key_sealed != NULL && ep.api_key_sealed[0] != '\0') {
-    if (!w->have_master_key) {
-      out = finish(&jr, "failed", NULL,
-                   "the endpoint's API key is sealed and this worker has no master key "
-                   "(TOKBENCH_MASTER_KEY or TOKBENCH_MASTER_KEY_FILE)");
-      goto out;
-    }
-    const char *why = NULL;
-    api_key = tb_masterkey_open_endpoint_key(w->master_key, ep.api_key_sealed, job->endpoint_id,
-                                             ep.api_key_origin, ep.base_url, &why);
-    if (api_key == NULL) {
-      out = finish(&jr, "failed", NULL, why);
-      goto out;
-    }
+  if (ep->api_key_sealed == NULL || ep->api_key_sealed[0] == '\0')
+    return true;
+  if (!jr->w->have_master_key) {
+    *out = finish(jr, "failed", NULL,
+                  "the endpoint's API key is sealed and this worker has no master key "
+                  "(TOKBENCH_MASTER_KEY or TOKBENCH_MASTER_KEY_FILE)");
+    return false;
   }
-  rc = load(&jr, NULL, &done);
+  const char *why = NULL;
+  *api_key = tb_masterkey_open_endpoint_key(jr->w->master_key, ep->api_key_sealed, job->endpoint_id,
+                                            ep->api_key_origin, ep->base_url, &why);
+  if (*api_key == NULL) {
+    *out = finish(jr, "failed", NULL, why);
+    return false;
+  }
+  return true;
+}
+
+/* What a job's run reads besides its endpoint. */
+struct job_input {
+  json_t *done; /* the cells stored by earlier attempts */
+  struct tb_spec spec;
+  struct tb_trace trace;
+  bool has_trace;
+  char *err;
+};
+
+/* The stored cells, the spec and the job's trace into *in.  false: the job
+ * is concluded, its outcome in *out. */
+static bool
+load_input(struct job_run *jr, struct job_input *in, enum worker_job_outcome *out)
+{
+  int rc = load(jr, NULL, &in->done);
   if (rc < 0) {
-    out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the stored cells")
-                           : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
-    goto out;
+    *out = load_failed(jr, rc, "the stored cells");
+    return false;
   }
   /* the api validated the spec against the same table; a spec stored by a
    * version with other rules fails here, naming the field */
-  if (!tb_spec_parse(&spec, job->spec, &err)) {
-    out = finish(&jr, "failed", NULL, err);
-    goto out;
+  if (!tb_spec_parse(&in->spec, jr->job->spec, &in->err)) {
+    *out = finish(jr, "failed", NULL, in->err);
+    return false;
   }
-  rc = worker_trace_load(w->db, job, &spec, &trace, &err); /* issue 25 */
+  rc = worker_trace_load(jr->w->db, jr->job, &in->spec, &in->trace, &in->err); /* issue 25 */
   if (rc < 0) {
-    out = rc == TB_DB_HARD ? finish(&jr, "failed", NULL, "cannot load the job's trace")
-                           : (lease_lost(&jr) ? WORKER_JOB_LOST : release(&jr));
-    goto out;
+    *out = load_failed(jr, rc, "the job's trace");
+    return false;
   }
   if (rc == WORKER_TRACE_BAD) {
-    out = finish(&jr, "failed", NULL, err);
-    goto out;
+    *out = finish(jr, "failed", NULL, in->err);
+    return false;
   }
-  run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
-  endpoint = worker_endpoint_header(&ep);
-  struct tb_engine_target target = w->engine;
-  target.trace = rc == 1 ? &trace : NULL;
-  target.base_url = ep.base_url;
+  in->has_trace = rc == 1;
+  return true;
+}
+
+/* The job's share of sharded cells: what a shard needs, and the tag that
+ * makes this run's barrier keys unique. */
+static void
+shards_open(struct job_run *jr, const struct tb_spec *spec, const char *run_id)
+{
+  jr->shards = (struct worker_shard_job){ .w = jr->w,
+                                          .lease = &jr->job->lease,
+                                          .spec = spec,
+                                          .job_spec = jr->job->spec,
+                                          .endpoint_id = jr->job->endpoint_id,
+                                          .run_id = run_id,
+                                          .cancelled = hook_cancelled,
+                                          .cls = jr,
+                                          .passes = json_object() };
+  unsigned char tag[8] = { 0 };
+  if (!tb_crypto_random(tag, sizeof tag)) /* then the time: unique enough for a key */
+    for (int64_t t = tb_time_mono_ns(), i = 0; i < 8; i++, t >>= 8)
+      tag[i] = (unsigned char)t;
+  tb_hex_encode(tag, sizeof tag, jr->shards.tag);
+}
+
+/* The job's end after the engine stopped with st. */
+static enum worker_job_outcome
+conclude(struct job_run *jr, enum tb_engine_status st, const json_t *result, const char *err)
+{
+  bool cancel, lost;
+  worker_beat_state(jr->w->beat, &cancel, &lost);
+  if (lost || jr->lost) {
+    tb_log(TB_LOG_WARN, "job dropped: lease lost", "job", TB_LS, jr->lease->job_id, NULL);
+    return WORKER_JOB_LOST;
+  }
+  if (jr->store_failed)
+    return finish(jr, "failed", result, "a measured cell could not be stored (database error)");
+  if (st == TB_ENGINE_OK)
+    return finish(jr, "succeeded", result, NULL);
+  if (st == TB_ENGINE_FAILED)
+    return finish(jr, "failed", result, err ? err : "the run failed");
+  if (cancel)
+    return finish(jr, "cancelled", result, "cancelled on request");
+  if (*jr->w->stopping)
+    return release(jr);
+  return WORKER_JOB_LOST; /* the engine stopped for a lease we no longer hold */
+}
+
+static void
+key_free(char **api_key)
+{
+  if (*api_key != NULL) {
+    OPENSSL_cleanse(*api_key, strlen(*api_key));
+    free(*api_key);
+    *api_key = NULL;
+  }
+}
+
+/* Runs the engine over the job: its hooks store cells and progress. */
+static enum worker_job_outcome
+run(struct job_run *jr, const struct tb_queue_endpoint *ep, char **api_key, struct job_input *in)
+{
+  const struct tb_queue_job *job = jr->job;
+  char *run_id = worker_run_id(job->lease.job_id, job->lease.attempt);
+  json_t *endpoint = worker_endpoint_header(ep), *result = NULL;
+  struct tb_engine_target target = jr->w->engine;
+  target.trace = in->has_trace ? &in->trace : NULL;
+  target.base_url = ep->base_url;
   target.run_id = run_id;
   target.endpoint = endpoint;
   target.key_hint = "the endpoint's api_key";
   target.model_hint = "the job's model";
   tb_log(TB_LOG_INFO, "job running", "job", TB_LS, job->lease.job_id, "run_id", TB_LS, run_id,
-         "cells_stored", TB_LI, (int64_t)rc, NULL);
-
+         "cells_stored", TB_LI, (int64_t)json_array_size(in->done), NULL);
   struct tb_engine_hooks hooks = {
-    .cls = &jr,
+    .cls = jr,
     .on_cell = hook_cell,
     .on_progress = hook_progress,
     .cancelled = hook_cancelled,
@@ -406,61 +485,42 @@ worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
     .shard_cell = hook_shard_cell,
     .shard_rate = hook_shard_rate,
   };
-  jr.shards = (struct worker_shard_job){ .w = w,
-                                         .lease = &job->lease,
-                                         .spec = &spec,
-                                         .job_spec = job->spec,
-                                         .endpoint_id = job->endpoint_id,
-                                         .run_id = run_id,
-                                         .cancelled = hook_cancelled,
-                                         .cls = &jr,
-                                         .passes = json_object() };
-  unsigned char tag[8] = { 0 };
-  if (!tb_crypto_random(tag, sizeof tag)) /* then the time: unique enough for a key */
-    for (int64_t t = tb_time_mono_ns(), i = 0; i < 8; i++, t >>= 8)
-      tag[i] = (unsigned char)t;
-  tb_hex_encode(tag, sizeof tag, jr.shards.tag);
-  tb_raise_nofile(tb_engine_nofile(&spec));
-  enum tb_engine_status st = tb_engine_run(&spec, &target, api_key, done, &hooks, &result, &err);
-  if (api_key != NULL) {
-    OPENSSL_cleanse(api_key, strlen(api_key));
-    free(api_key);
-    api_key = NULL;
-  }
+  shards_open(jr, &in->spec, run_id);
+  tb_raise_nofile(tb_engine_nofile(&in->spec));
+  enum tb_engine_status st =
+    tb_engine_run(&in->spec, &target, *api_key, in->done, &hooks, &result, &in->err);
+  key_free(api_key);
+  enum worker_job_outcome out = conclude(jr, st, result, in->err);
+  json_decref(result);
+  json_decref(endpoint);
+  free(run_id);
+  return out;
+}
 
-  bool cancel, lost;
-  worker_beat_state(w->beat, &cancel, &lost);
-  if (lost || jr.lost) {
-    tb_log(TB_LOG_WARN, "job dropped: lease lost", "job", TB_LS, job->lease.job_id, NULL);
-    out = WORKER_JOB_LOST;
-  } else if (jr.store_failed) {
-    out = finish(&jr, "failed", result, "a measured cell could not be stored (database error)");
-  } else if (st == TB_ENGINE_OK) {
-    out = finish(&jr, "succeeded", result, NULL);
-  } else if (st == TB_ENGINE_FAILED) {
-    out = finish(&jr, "failed", result, err ? err : "the run failed");
-  } else if (cancel) {
-    out = finish(&jr, "cancelled", result, "cancelled on request");
-  } else if (*w->stopping) {
-    out = release(&jr);
-  } else {
-    out = WORKER_JOB_LOST; /* the engine stopped for a lease we no longer hold */
-  }
-out:
+enum worker_job_outcome
+worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job)
+{
+  struct job_run jr = { .w = w, .job = job, .lease = &job->lease, .pending = json_array() };
+  struct tb_queue_endpoint ep = { 0 };
+  struct job_input in = { 0 };
+  char *api_key = NULL;
+  enum worker_job_outcome out;
+  tb_spec_init(&in.spec);
+  worker_beat_set(w->beat, &job->lease);
+  tb_log(TB_LOG_INFO, "job started", "job", TB_LS, job->lease.job_id, "attempt", TB_LI,
+         (int64_t)job->lease.attempt, "max_attempts", TB_LI, (int64_t)job->max_attempts, "endpoint",
+         TB_LS, job->endpoint_id, "request_id", TB_LS, job->request_id[0] ? job->request_id : NULL,
+         NULL);
+  if (open_endpoint(&jr, &ep, &api_key, &out) && load_input(&jr, &in, &out))
+    out = run(&jr, &ep, &api_key, &in);
   worker_beat_set(w->beat, NULL);
-  if (api_key != NULL) {
-    OPENSSL_cleanse(api_key, strlen(api_key));
-    free(api_key);
-  }
+  key_free(&api_key);
   tb_queue_endpoint_clear(&ep);
   json_decref(jr.pending);
   json_decref(jr.shards.passes);
-  json_decref(done);
-  json_decref(endpoint);
-  tb_spec_free(&spec);
-  tb_trace_free(&trace);
-  json_decref(result);
-  free(run_id);
-  free(err);
+  json_decref(in.done);
+  tb_spec_free(&in.spec);
+  tb_trace_free(&in.trace);
+  free(in.err);
   return out;
 }

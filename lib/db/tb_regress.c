@@ -256,23 +256,22 @@ struct judged {
   size_t n;
 };
 
-json_t *
-tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n, const json_t *cmp,
-                 double tolerance, double min_effect)
+/* The series of every valid head cell and metric: the newest
+ * TB_VERDICT_MAX_POINTS - 1 earlier points of its cell and metric, then
+ * the head's (as the job after the newest earlier one).  earlier is
+ * sorted; *nj series. */
+static struct judged *
+gather(const json_t *head, struct tb_regress_point *earlier, size_t n, size_t *nj)
 {
-  size_t nm;
-  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
   qsort(earlier, n, sizeof *earlier, point_cmp);
   long head_job = 0;
   for (size_t i = 0; i < n; i++)
     if (earlier[i].job >= head_job)
       head_job = earlier[i].job + 1;
-
-  /* the series of every valid head cell and metric */
   json_t *hp = tb_regress_points(head);
   size_t nh = json_array_size(hp);
   struct judged *j = tb_xcalloc(nh + 1, sizeof *j);
-  size_t nj = 0;
+  *nj = 0;
   for (size_t i = 0; i < nh; i++) {
     struct tb_regress_point key;
     if (!point_of(json_array_get(hp, i), head_job, &key))
@@ -281,10 +280,9 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
     while (e < n && earlier[e].phase == key.phase && earlier[e].context == key.context &&
            earlier[e].concurrency == key.concurrency && earlier[e].metric == key.metric)
       e++;
-    /* the newest TB_VERDICT_MAX_POINTS - 1, then the head */
     if (e - f > TB_VERDICT_MAX_POINTS - 1)
       f = e - (TB_VERDICT_MAX_POINTS - 1);
-    struct judged *q = &j[nj++];
+    struct judged *q = &j[(*nj)++];
     q->phase = key.phase;
     q->ctx = key.context;
     q->conc = key.concurrency;
@@ -299,115 +297,166 @@ tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n,
       (struct tb_verdict_point){ .job = head_job, .value = key.value, .se = key.se };
   }
   json_decref(hp);
+  return j;
+}
 
+/* What the judging of one job gathers. */
+struct judging {
+  const struct tb_compare_metric *m;
+  size_t nm;
+  const struct judged *j;
+  size_t nj;
+  double min_effect;
+  const json_t *two; /* the two-run comparison's regressions, or NULL */
+  json_t *regs, *verdicts, *matrix;
+  size_t most;
+  bool any_history, regressed;
+};
+
+/* A cell with too little history: the two-run comparison's "worse" entries
+ * of it speak for it, flagged as a fallback. */
+static void
+fall_back(struct judging *s, const struct judged *q, const char *metric)
+{
+  for (size_t g = 0; g < json_array_size(s->two); g++) {
+    const json_t *r = json_array_get(s->two, g);
+    const char *kind = json_string_value(json_object_get(r, "kind"));
+    if (kind != NULL && strcmp(kind, "worse") == 0 &&
+        same_cell(r, q->phase, q->ctx, q->conc, metric)) {
+      json_t *copy = json_deep_copy(r);
+      json_object_set_new(copy, "fallback", json_true());
+      json_array_append_new(s->regs, copy);
+      s->regressed = true;
+    }
+  }
+}
+
+/* The regression entry of a cell its history judged worse. */
+static json_t *
+worse_entry(const struct judged *q, const char *metric, const struct tb_verdict *v)
+{
+  json_t *g = cell_head(q->phase, q->ctx, q->conc, metric);
+  json_object_set_new(g, "base", jnum(v->mean_base));
+  json_object_set_new(g, "head", jnum(q->pts[q->n - 1].value));
+  json_object_set_new(g, "ratio", jnum(1 + v->effect));
+  json_object_set_new(g, "kind", json_string("worse"));
+  json_object_update_missing_new(g, verdict_json(v));
+  json_object_del(g, "outcome");
+  double *y = tb_xcalloc(q->n, sizeof *y);
+  for (size_t t = 0; t < q->n; t++)
+    y[t] = q->pts[t].value;
+  json_object_set_new(g, "history", history_of(y, q->n));
+  free(y);
+  return g;
+}
+
+/* One cell and metric against its history, at cell_alpha. */
+static void
+judge_cell(struct judging *s, const struct judged *q, double cell_alpha)
+{
+  const struct tb_compare_metric *mm = &s->m[q->metric];
+  struct tb_verdict v;
+  tb_verdict_judge(q->pts, q->n, s->min_effect, mm->higher_better, cell_alpha, &v);
+  json_t *e = cell_head(q->phase, q->ctx, q->conc, mm->name);
+  json_object_update_missing_new(e, verdict_json(&v));
+  json_array_append_new(s->verdicts, e);
+  if (v.outcome == TB_VERDICT_TOO_LITTLE) {
+    fall_back(s, q, mm->name);
+    return;
+  }
+  s->any_history = true;
+  if (v.n_base > s->most)
+    s->most = v.n_base;
+  if (v.outcome == TB_VERDICT_WORSE && !mm->advisory) {
+    json_array_append_new(s->regs, worse_entry(q, mm->name, &v));
+    s->regressed = true;
+  }
+}
+
+/* Lost cells: valid before, an error or over capacity now. */
+static void
+add_lost(struct judging *s)
+{
+  for (size_t g = 0; g < json_array_size(s->two); g++) {
+    const json_t *r = json_array_get(s->two, g);
+    const char *kind = json_string_value(json_object_get(r, "kind"));
+    if (kind != NULL && strcmp(kind, "lost") == 0) {
+      json_array_append(s->regs, (json_t *)r);
+      s->regressed = true;
+    }
+  }
+}
+
+/* The matrix's verdict of metric k over all its cells, at matrix_alpha. */
+static void
+judge_matrix(struct judging *s, size_t k, double matrix_alpha)
+{
+  const struct tb_verdict_point **sc = tb_xcalloc(s->nj + 1, sizeof *sc);
+  size_t *sn = tb_xcalloc(s->nj + 1, sizeof *sn), ns = 0;
+  for (size_t t = 0; t < s->nj; t++)
+    if (s->j[t].metric == k) {
+      sc[ns] = s->j[t].pts;
+      sn[ns++] = s->j[t].n;
+    }
+  if (ns > 0) {
+    struct tb_verdict v;
+    size_t nout = 0;
+    double *y = tb_xcalloc(TB_VERDICT_MAX_POINTS + 1, sizeof *y);
+    tb_verdict_matrix(sc, sn, ns, s->min_effect, s->m[k].higher_better, matrix_alpha, &v, y, NULL,
+                      TB_VERDICT_MAX_POINTS, &nout);
+    json_t *e = verdict_json(&v);
+    json_object_set_new(e, "cells", json_integer((json_int_t)ns));
+    json_object_set_new(e, "history",
+                        history_of(y, nout < TB_VERDICT_MAX_POINTS ? nout : TB_VERDICT_MAX_POINTS));
+    free(y);
+    json_object_set_new(s->matrix, s->m[k].name, e);
+    if (v.outcome == TB_VERDICT_WORSE && !s->m[k].advisory)
+      s->regressed = true;
+  }
+  free(sn);
+  free(sc);
+}
+
+json_t *
+tb_regress_judge(const json_t *head, struct tb_regress_point *earlier, size_t n, const json_t *cmp,
+                 double tolerance, double min_effect)
+{
+  struct judging s = { .min_effect = min_effect,
+                       .two = cmp ? json_object_get(cmp, "regressions") : NULL,
+                       .regs = json_array(),
+                       .verdicts = json_array(),
+                       .matrix = json_object() };
+  s.m = tb_compare_verdict_metrics(&s.nm);
+  struct judged *j = gather(head, earlier, n, &s.nj);
+  s.j = j;
   /* Bonferroni: the job's alpha over its verdicts, the matrix's over metrics */
   size_t metrics_used = 0;
-  for (size_t k = 0; k < nm; k++)
-    for (size_t t = 0; t < nj; t++)
+  for (size_t k = 0; k < s.nm; k++)
+    for (size_t t = 0; t < s.nj; t++)
       if (j[t].metric == k) {
         metrics_used++;
         break;
       }
-  double cell_alpha = tb_verdict_cell_alpha(nj);
-  double matrix_alpha = tb_verdict_cell_alpha(metrics_used);
+  double cell_alpha = tb_verdict_cell_alpha(s.nj);
+  for (size_t t = 0; t < s.nj; t++)
+    judge_cell(&s, &j[t], cell_alpha);
+  add_lost(&s);
+  for (size_t k = 0; k < s.nm; k++)
+    judge_matrix(&s, k, tb_verdict_cell_alpha(metrics_used));
 
-  json_t *out = json_object(), *regs = json_array(), *verdicts = json_array();
-  json_t *matrix = json_object();
-  const json_t *two = cmp ? json_object_get(cmp, "regressions") : NULL;
-  size_t most = 0;
-  bool any_history = false, regressed = false;
-  for (size_t t = 0; t < nj; t++) {
-    struct judged *q = &j[t];
-    const struct tb_compare_metric *mm = &m[q->metric];
-    struct tb_verdict v;
-    tb_verdict_judge(q->pts, q->n, min_effect, mm->higher_better, cell_alpha, &v);
-    json_t *e = cell_head(q->phase, q->ctx, q->conc, mm->name);
-    json_object_update_missing_new(e, verdict_json(&v));
-    json_array_append_new(verdicts, e);
-    if (v.outcome == TB_VERDICT_TOO_LITTLE) {
-      /* the two-run comparison speaks for this cell, flagged */
-      for (size_t g = 0; g < json_array_size(two); g++) {
-        const json_t *r = json_array_get(two, g);
-        const char *kind = json_string_value(json_object_get(r, "kind"));
-        if (kind != NULL && strcmp(kind, "worse") == 0 &&
-            same_cell(r, q->phase, q->ctx, q->conc, mm->name)) {
-          json_t *copy = json_deep_copy(r);
-          json_object_set_new(copy, "fallback", json_true());
-          json_array_append_new(regs, copy);
-          regressed = true;
-        }
-      }
-      continue;
-    }
-    any_history = true;
-    if (v.n_base > most)
-      most = v.n_base;
-    if (v.outcome == TB_VERDICT_WORSE && !mm->advisory) {
-      json_t *g = cell_head(q->phase, q->ctx, q->conc, mm->name);
-      json_object_set_new(g, "base", jnum(v.mean_base));
-      json_object_set_new(g, "head", jnum(q->pts[q->n - 1].value));
-      json_object_set_new(g, "ratio", jnum(1 + v.effect));
-      json_object_set_new(g, "kind", json_string("worse"));
-      json_object_update_missing_new(g, verdict_json(&v));
-      json_object_del(g, "outcome");
-      double *y = tb_xcalloc(q->n, sizeof *y);
-      for (size_t t2 = 0; t2 < q->n; t2++)
-        y[t2] = q->pts[t2].value;
-      json_object_set_new(g, "history", history_of(y, q->n));
-      free(y);
-      json_array_append_new(regs, g);
-      regressed = true;
-    }
-  }
-  /* lost cells: valid before, error or over capacity now */
-  for (size_t g = 0; g < json_array_size(two); g++) {
-    const json_t *r = json_array_get(two, g);
-    const char *kind = json_string_value(json_object_get(r, "kind"));
-    if (kind != NULL && strcmp(kind, "lost") == 0) {
-      json_array_append(regs, (json_t *)r);
-      regressed = true;
-    }
-  }
-  /* the matrix, per metric */
-  for (size_t k = 0; k < nm; k++) {
-    const struct tb_verdict_point **sc = tb_xcalloc(nj + 1, sizeof *sc);
-    size_t *sn = tb_xcalloc(nj + 1, sizeof *sn), ns = 0;
-    for (size_t t = 0; t < nj; t++)
-      if (j[t].metric == k) {
-        sc[ns] = j[t].pts;
-        sn[ns++] = j[t].n;
-      }
-    if (ns > 0) {
-      struct tb_verdict v;
-      size_t nout = 0;
-      double *y = tb_xcalloc(TB_VERDICT_MAX_POINTS + 1, sizeof *y);
-      tb_verdict_matrix(sc, sn, ns, min_effect, m[k].higher_better, matrix_alpha, &v, y, NULL,
-                        TB_VERDICT_MAX_POINTS, &nout);
-      json_t *e = verdict_json(&v);
-      json_object_set_new(e, "cells", json_integer((json_int_t)ns));
-      json_object_set_new(
-        e, "history", history_of(y, nout < TB_VERDICT_MAX_POINTS ? nout : TB_VERDICT_MAX_POINTS));
-      free(y);
-      json_object_set_new(matrix, m[k].name, e);
-      if (v.outcome == TB_VERDICT_WORSE && !m[k].advisory)
-        regressed = true;
-    }
-    free(sn);
-    free(sc);
-  }
-
-  json_object_set_new(out, "method", json_string(any_history ? "history" : "two_run"));
+  json_t *out = json_object();
+  json_object_set_new(out, "method", json_string(s.any_history ? "history" : "two_run"));
   json_object_set_new(out, "tolerance", json_real(tolerance));
   json_object_set_new(out, "min_effect", json_real(min_effect));
   json_object_set_new(out, "alpha", json_real(TB_VERDICT_ALPHA));
-  json_object_set_new(out, "history_runs", json_integer((json_int_t)most));
-  json_object_set_new(out, "regressed", json_boolean(regressed));
-  json_object_set_new(out, "cells", regs);
-  json_object_set_new(out, "verdicts", verdicts);
-  json_object_set_new(out, "matrix", matrix);
+  json_object_set_new(out, "history_runs", json_integer((json_int_t)s.most));
+  json_object_set_new(out, "regressed", json_boolean(s.regressed));
+  json_object_set_new(out, "cells", s.regs);
+  json_object_set_new(out, "verdicts", s.verdicts);
+  json_object_set_new(out, "matrix", s.matrix);
   if (cmp != NULL)
     json_object_set(out, "summary", json_object_get(cmp, "summary"));
-  for (size_t t = 0; t < nj; t++)
+  for (size_t t = 0; t < s.nj; t++)
     free(j[t].pts);
   free(j);
   return out;

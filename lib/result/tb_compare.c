@@ -326,6 +326,132 @@ eff_compare(const json_t *bc, const json_t *hc, bool bv, bool hv, double **eff_r
   return o;
 }
 
+/* What a comparison gathers over its cells. */
+struct cmp_run {
+  double tolerance;
+  double *ratios[N_METRICS]; /* head / base of every cell valid on both sides */
+  size_t nratio[N_METRICS];
+  double *eff_ratios[N_EFF];
+  size_t neff[N_EFF];
+  bool any_eff;
+  json_t *regs; /* the regressions */
+};
+
+/* The union of both sides' cell keys, in order (*na of them). */
+static struct key *
+union_keys(const struct idx *bi, const struct idx *hi, size_t *na)
+{
+  struct key *all = tb_xcalloc(bi->n + hi->n + 1, sizeof *all);
+  size_t i = 0, j = 0;
+  *na = 0;
+  while (i < bi->n || j < hi->n) {
+    int c = i >= bi->n ? 1 : j >= hi->n ? -1 : key_cmp(&bi->k[i], &hi->k[j]);
+    if (c <= 0)
+      all[(*na)++] = bi->k[i++];
+    else
+      all[(*na)++] = hi->k[j++];
+    if (c == 0)
+      j++;
+  }
+  return all;
+}
+
+/* A regression entry's cell members. */
+static json_t *
+reg_head(const char *phase, const struct key *k, const char *label)
+{
+  return json_pack("{s:s, s:I, s:s, s:I}", "phase", phase, "context", (json_int_t)k->ctx,
+                   "context_label", label, "concurrency", (json_int_t)k->conc);
+}
+
+/* The phase's metrics of one cell ({base, head, ratio} each), their
+ * ratios gathered and the worse ones past the tolerance in run->regs. */
+static json_t *
+cell_metrics(struct cmp_run *run, const struct key *k, const char *label, const json_t *bc,
+             const json_t *hc)
+{
+  const char *phase = k->phase ? "decode" : "prefill";
+  bool bv = is_valid(bc), hv = is_valid(hc);
+  json_t *mo = json_object();
+  for (size_t m = 0; m < N_METRICS; m++) {
+    if (strcmp(metrics[m].phase, phase) != 0)
+      continue;
+    double b = bv ? tb_compare_cell_value(bc, metrics[m].name) : NAN;
+    double h = hv ? tb_compare_cell_value(hc, metrics[m].name) : NAN;
+    double r = (isfinite(b) && isfinite(h) && b > 0 && h > 0) ? h / b : NAN;
+    json_object_set_new(
+      mo, metrics[m].name,
+      json_pack("{s:o, s:o, s:o}", "base", jnum(b), "head", jnum(h), "ratio", jnum(r)));
+    if (!isfinite(r))
+      continue;
+    run->ratios[m][run->nratio[m]++] = r;
+    bool worse = metrics[m].higher_better ? r < 1.0 - run->tolerance : r > 1.0 + run->tolerance;
+    if (worse) {
+      json_t *g = reg_head(phase, k, label);
+      json_object_update_new(g, json_pack("{s:s, s:f, s:f, s:f, s:f, s:s}", "metric",
+                                          metrics[m].name, "base", b, "head", h, "ratio", r,
+                                          "change_pct", (r - 1.0) * 100.0, "kind", "worse"));
+      json_array_append_new(run->regs, g);
+    }
+  }
+  return mo;
+}
+
+/* One cell of the comparison; a cell valid before and an error or over
+ * capacity now is a "lost" regression. */
+static json_t *
+compare_cell(struct cmp_run *run, const struct key *k, const json_t *bc, const json_t *hc)
+{
+  const char *phase = k->phase ? "decode" : "prefill";
+  char label[32];
+  label_of(k->ctx, label, sizeof label);
+  bool bv = is_valid(bc), hv = is_valid(hc);
+  const char *mark = bv && hv ? "both" : bv ? "base_only" : hv ? "head_only" : "neither";
+  json_t *c = reg_head(phase, k, label);
+  json_object_set_new(c, "base_status", jstr_or_null(status_of(bc)));
+  json_object_set_new(c, "head_status", jstr_or_null(status_of(hc)));
+  json_object_set_new(c, "mark", json_string(mark));
+  json_object_set_new(c, "metrics", cell_metrics(run, k, label, bc, hc));
+  const char *hs = status_of(hc);
+  if (bv && hs != NULL && (strcmp(hs, "error") == 0 || strcmp(hs, "over_capacity") == 0)) {
+    json_t *g = reg_head(phase, k, label);
+    json_object_update_new(g,
+                           json_pack("{s:s, s:s, s:s, s:n, s:n, s:s}", "metric", "status", "base",
+                                     "valid", "head", hs, "ratio", "change_pct", "kind", "lost"));
+    json_array_append_new(run->regs, g);
+  }
+  json_t *eo = k->phase ? eff_compare(bc, hc, bv, hv, run->eff_ratios, run->neff) : NULL;
+  if (eo != NULL) {
+    json_object_set_new(c, "efficiency", eo);
+    run->any_eff = true;
+  }
+  return c;
+}
+
+/* The geometric mean of each metric's ratios. */
+static json_t *
+summary(const struct cmp_run *run)
+{
+  json_t *sum = json_object();
+  for (size_t m = 0; m < N_METRICS; m++)
+    json_object_set_new(sum, metrics[m].name,
+                        json_pack("{s:o, s:I, s:s}", "geomean",
+                                  jnum(tb_compare_geomean(run->ratios[m], run->nratio[m])), "cells",
+                                  (json_int_t)run->nratio[m], "better",
+                                  metrics[m].higher_better ? "higher" : "lower"));
+  if (!run->any_eff)
+    return sum;
+  json_t *es = json_object();
+  for (size_t m = 0; m < N_EFF; m++)
+    json_object_set_new(es, eff_metrics[m].name,
+                        json_pack("{s:o, s:I, s:s}", "geomean",
+                                  jnum(tb_compare_geomean(run->eff_ratios[m], run->neff[m])),
+                                  "cells", (json_int_t)run->neff[m], "better",
+                                  eff_metrics[m].higher_better ? "higher" : "lower"));
+  json_object_set_new(sum, "efficiency", es);
+  return sum;
+}
+
 json_t *
 tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
 {
@@ -335,123 +461,35 @@ tb_compare(const json_t *base, const json_t *head, double tolerance, char **err)
     return NULL;
   }
   struct idx bi = { 0 }, hi = { 0 };
-  json_t *out = NULL;
-  struct key *all = NULL;
-  double *ratios[N_METRICS] = { 0 };
-  size_t nratio[N_METRICS] = { 0 };
-  double *eff_ratios[N_EFF] = { 0 };
-  size_t neff[N_EFF] = { 0 };
-  bool any_eff = false;
-
-  if (!build_idx(base, &bi, err, "base") || !build_idx(head, &hi, err, "head"))
-    goto out;
-
-  /* Union of keys, in order. */
-  all = tb_xcalloc(bi.n + hi.n + 1, sizeof *all);
-  size_t na = 0, i = 0, j = 0;
-  while (i < bi.n || j < hi.n) {
-    int c = i >= bi.n ? 1 : j >= hi.n ? -1 : key_cmp(&bi.k[i], &hi.k[j]);
-    if (c <= 0)
-      all[na++] = bi.k[i++];
-    else
-      all[na++] = hi.k[j++];
-    if (c == 0)
-      j++;
+  if (!build_idx(base, &bi, err, "base") || !build_idx(head, &hi, err, "head")) {
+    free(bi.k);
+    free(hi.k);
+    return NULL;
   }
+  size_t na;
+  struct key *all = union_keys(&bi, &hi, &na);
+  struct cmp_run run = { .tolerance = tolerance, .regs = json_array() };
   for (size_t m = 0; m < N_METRICS; m++)
-    ratios[m] = tb_xcalloc(na + 1, sizeof(double));
+    run.ratios[m] = tb_xcalloc(na + 1, sizeof(double));
   for (size_t m = 0; m < N_EFF; m++)
-    eff_ratios[m] = tb_xcalloc(na + 1, sizeof(double));
-
+    run.eff_ratios[m] = tb_xcalloc(na + 1, sizeof(double));
   json_t *cells = json_array();
-  json_t *regs = json_array();
-  for (size_t k = 0; k < na; k++) {
-    const json_t *bc = idx_find(&bi, &all[k]);
-    const json_t *hc = idx_find(&hi, &all[k]);
-    const char *phase = all[k].phase ? "decode" : "prefill";
-    char label[32];
-    label_of(all[k].ctx, label, sizeof label);
-    bool bv = is_valid(bc), hv = is_valid(hc);
-    const char *mark = bv && hv ? "both" : bv ? "base_only" : hv ? "head_only" : "neither";
-    json_t *c = json_pack("{s:s, s:I, s:s, s:I}", "phase", phase, "context", (json_int_t)all[k].ctx,
-                          "context_label", label, "concurrency", (json_int_t)all[k].conc);
-    json_object_set_new(c, "base_status", jstr_or_null(status_of(bc)));
-    json_object_set_new(c, "head_status", jstr_or_null(status_of(hc)));
-    json_object_set_new(c, "mark", json_string(mark));
-    json_t *mo = json_object();
-    for (size_t m = 0; m < N_METRICS; m++) {
-      if (strcmp(metrics[m].phase, phase) != 0)
-        continue;
-      double b = bv ? tb_compare_cell_value(bc, metrics[m].name) : NAN;
-      double h = hv ? tb_compare_cell_value(hc, metrics[m].name) : NAN;
-      double r = (isfinite(b) && isfinite(h) && b > 0 && h > 0) ? h / b : NAN;
-      json_object_set_new(
-        mo, metrics[m].name,
-        json_pack("{s:o, s:o, s:o}", "base", jnum(b), "head", jnum(h), "ratio", jnum(r)));
-      if (!isfinite(r))
-        continue;
-      ratios[m][nratio[m]++] = r;
-      bool worse = metrics[m].higher_better ? r < 1.0 - tolerance : r > 1.0 + tolerance;
-      if (worse) {
-        json_t *g =
-          json_pack("{s:s, s:I, s:s, s:I, s:s, s:f, s:f, s:f, s:f, s:s}", "phase", phase, "context",
-                    (json_int_t)all[k].ctx, "context_label", label, "concurrency",
-                    (json_int_t)all[k].conc, "metric", metrics[m].name, "base", b, "head", h,
-                    "ratio", r, "change_pct", (r - 1.0) * 100.0, "kind", "worse");
-        json_array_append_new(regs, g);
-      }
-    }
-    json_object_set_new(c, "metrics", mo);
-    const char *hs = status_of(hc);
-    if (bv && hs != NULL && (strcmp(hs, "error") == 0 || strcmp(hs, "over_capacity") == 0)) {
-      json_t *g = json_pack("{s:s, s:I, s:s, s:I, s:s, s:s, s:s, s:n, s:n, s:s}", "phase", phase,
-                            "context", (json_int_t)all[k].ctx, "context_label", label,
-                            "concurrency", (json_int_t)all[k].conc, "metric", "status", "base",
-                            "valid", "head", hs, "ratio", "change_pct", "kind", "lost");
-      json_array_append_new(regs, g);
-    }
-    json_t *eo = all[k].phase ? eff_compare(bc, hc, bv, hv, eff_ratios, neff) : NULL;
-    if (eo != NULL) {
-      json_object_set_new(c, "efficiency", eo);
-      any_eff = true;
-    }
-    json_array_append_new(cells, c);
-  }
-
-  json_t *sum = json_object();
-  for (size_t m = 0; m < N_METRICS; m++)
-    json_object_set_new(sum, metrics[m].name,
-                        json_pack("{s:o, s:I, s:s}", "geomean",
-                                  jnum(tb_compare_geomean(ratios[m], nratio[m])), "cells",
-                                  (json_int_t)nratio[m], "better",
-                                  metrics[m].higher_better ? "higher" : "lower"));
-
-  if (any_eff) {
-    json_t *es = json_object();
-    for (size_t m = 0; m < N_EFF; m++)
-      json_object_set_new(es, eff_metrics[m].name,
-                          json_pack("{s:o, s:I, s:s}", "geomean",
-                                    jnum(tb_compare_geomean(eff_ratios[m], neff[m])), "cells",
-                                    (json_int_t)neff[m], "better",
-                                    eff_metrics[m].higher_better ? "higher" : "lower"));
-    json_object_set_new(sum, "efficiency", es);
-  }
-
-  out = json_object();
+  for (size_t k = 0; k < na; k++)
+    json_array_append_new(
+      cells, compare_cell(&run, &all[k], idx_find(&bi, &all[k]), idx_find(&hi, &all[k])));
+  json_t *out = json_object();
   json_object_set_new(out, "schema", json_string(TB_COMPARE_SCHEMA));
   json_object_set_new(out, "tolerance", json_real(tolerance));
   json_object_set_new(out, "base", side_header(base));
   json_object_set_new(out, "head", side_header(head));
   json_object_set_new(out, "cells", cells);
-  json_object_set_new(out, "summary", sum);
-  json_object_set_new(out, "regressed", json_boolean(json_array_size(regs) > 0));
-  json_object_set_new(out, "regressions", regs);
-
-out:
+  json_object_set_new(out, "summary", summary(&run));
+  json_object_set_new(out, "regressed", json_boolean(json_array_size(run.regs) > 0));
+  json_object_set_new(out, "regressions", run.regs);
   for (size_t m = 0; m < N_METRICS; m++)
-    free(ratios[m]);
+    free(run.ratios[m]);
   for (size_t m = 0; m < N_EFF; m++)
-    free(eff_ratios[m]);
+    free(run.eff_ratios[m]);
   free(all);
   free(bi.k);
   free(hi.k);

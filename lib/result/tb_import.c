@@ -253,22 +253,12 @@ pcell_push(struct pcell *v, size_t *n, json_t *c)
   (*n)++;
 }
 
-static json_t *
-import_lib(const json_t *in, char **err)
+/* The document's header from the tool's metadata: schema, run, endpoint,
+ * engine, hardware, model and launch command, in the result's order. */
+static void
+lib_header(json_t *doc, const json_t *md)
 {
-  const json_t *md = json_object_get(in, "metadata");
-  const json_t *results = json_object_get(in, "results");
-  const json_t *prefill = json_object_get(in, "prefill");
-  size_t nres = json_is_array(results) ? json_array_size(results) : 0;
-  size_t npre = json_is_object(prefill) ? json_object_size(prefill) : 0;
-  if (nres + npre > TB_IMPORT_MAX_CELLS) {
-    *err = tb_xasprintf("too many results (at most %u)", TB_IMPORT_MAX_CELLS);
-    return NULL;
-  }
-  json_t *doc = json_object();
-  size_t skipped = 0;
   int64_t iv;
-
   json_object_set_new(doc, "schema", json_string(TB_RESULT_SCHEMA));
   json_object_set_new(doc, "tokbench_version", json_string(TB_VERSION));
   const char *ts = tb_json_str(md, "timestamp");
@@ -322,34 +312,42 @@ import_lib(const json_t *in, char **err)
   char *red = lc ? tb_redact_command(lc) : NULL;
   json_object_set_new(doc, "launch_command", red ? json_string(red) : json_null());
   free(red);
+}
 
-  int64_t budget = 0;
-  const char *bsrc = "override";
-  if (!(tb_json_int(md, "kv_cache_budget", &budget) && budget > 0) &&
-      !(tb_json_int(md, "kv_budget", &budget) && budget > 0)) {
-    budget = 0;
-    if (tb_json_int(md, "max_total_tokens", &iv) && iv > 0) {
-      budget = iv;
-    }
+/* The capacity object; the KV budget in tokens into *budget (0: none). */
+static json_t *
+lib_capacity(const json_t *md, int64_t *budget)
+{
+  int64_t iv;
+  if (!(tb_json_int(md, "kv_cache_budget", budget) && *budget > 0) &&
+      !(tb_json_int(md, "kv_budget", budget) && *budget > 0)) {
+    *budget = 0;
+    if (tb_json_int(md, "max_total_tokens", &iv) && iv > 0)
+      *budget = iv;
   }
   json_t *cap = json_object();
-  json_object_set_new(cap, "kv_budget_tokens", budget > 0 ? json_integer(budget) : json_null());
-  json_object_set_new(cap, "source", json_string(budget > 0 ? bsrc : "none"));
+  json_object_set_new(cap, "kv_budget_tokens", *budget > 0 ? json_integer(*budget) : json_null());
+  json_object_set_new(cap, "source", json_string(*budget > 0 ? "override" : "none"));
   json_object_set_new(cap, "max_running_requests",
                       tb_json_int(md, "max_running_requests", &iv) && iv > 0 ? json_integer(iv)
                                                                              : json_null());
-  json_object_set_new(doc, "capacity", cap);
+  return cap;
+}
 
-  int64_t max_output = 0;
-  if (!tb_json_int(md, "max_tokens", &max_output) || max_output < 0)
-    max_output = 0;
+/* The settings object (its arrays contexts, concurrency and the empty
+ * prefill_contexts, borrowed into *ctxs, *concs, *pctxs). */
+static json_t *
+lib_settings(const json_t *md, int64_t max_output, json_t **ctxs, json_t **concs, json_t **pctxs)
+{
   json_t *st = json_object();
-  json_t *ctxs = json_array(), *concs = json_array(), *pctxs = json_array();
-  int_array(json_object_get(md, "context_lengths"), ctxs, 0);
-  int_array(json_object_get(md, "concurrency_levels"), concs, 1);
-  json_object_set_new(st, "contexts", ctxs);
-  json_object_set_new(st, "concurrency", concs);
-  json_object_set_new(st, "prefill_contexts", pctxs);
+  *ctxs = json_array();
+  *concs = json_array();
+  *pctxs = json_array();
+  int_array(json_object_get(md, "context_lengths"), *ctxs, 0);
+  int_array(json_object_get(md, "concurrency_levels"), *concs, 1);
+  json_object_set_new(st, "contexts", *ctxs);
+  json_object_set_new(st, "concurrency", *concs);
+  json_object_set_new(st, "prefill_contexts", *pctxs);
   double dur = tb_json_num(md, "duration_per_test");
   json_object_set_new(st, "duration_s", isfinite(dur) ? json_real(dur) : json_null());
   json_object_set_new(st, "max_output", max_output > 0 ? json_integer(max_output) : json_null());
@@ -361,66 +359,73 @@ import_lib(const json_t *in, char **err)
   json_object_set_new(
     st, "prefill_mode",
     json_string(pm == NULL || strcmp(pm, "integrated_decode_scout") == 0 ? "decode_warmup" : pm));
-  json_object_set_new(doc, "settings", st);
+  return st;
+}
 
-  /* Every cell we may emit: prefill entries, results, and the matrix. */
-  size_t vcap = npre + nres + (size_t)AXIS_ENTRIES_MAX * AXIS_ENTRIES_MAX + 1;
-  struct pcell *v = tb_xcalloc(vcap, sizeof *v);
-  size_t n = 0;
-  if (json_is_object(prefill)) {
-    const char *k;
-    const json_t *p;
-    json_object_foreach ((json_t *)prefill, k, p) {
-      json_t *c = prefill_cell(k, p, &skipped);
-      if (c != NULL)
-        pcell_push(v, &n, c);
-    }
-  }
-  for (size_t i = 0; i < nres; i++) {
-    json_t *c = result_cell(json_array_get(results, i), max_output, &skipped);
-    if (c != NULL)
-      pcell_push(v, &n, c);
-  }
-  qsort(v, n, sizeof *v, pcell_cmp);
-  size_t m = 0; /* duplicates out: the first of a key wins */
-  for (size_t i = 0; i < n; i++) {
+/* Sorts v[0..*n) and drops repeated keys (the first of a key wins, the
+ * others counted in *skipped). */
+static void
+sort_unique(struct pcell *v, size_t *n, size_t *skipped)
+{
+  qsort(v, *n, sizeof *v, pcell_cmp);
+  size_t m = 0;
+  for (size_t i = 0; i < *n; i++) {
     if (m > 0 && v[m - 1].phase == v[i].phase && v[m - 1].ctx == v[i].ctx &&
         v[m - 1].conc == v[i].conc) {
       json_decref(v[i].c);
-      skipped++;
+      (*skipped)++;
       continue;
     }
     v[m++] = v[i];
   }
-  n = m;
-  /* The rest of the matrix: cells the tool left out of results. */
-  size_t missing = 0, i, j;
+  *n = m;
+}
+
+/* Whether the sorted v[0..m) holds key. */
+static bool
+sorted_has(const struct pcell *v, size_t m, const struct pcell *key)
+{
+  for (size_t lo = 0, hi = m; lo < hi;) {
+    size_t mid = (lo + hi) / 2;
+    struct pcell t = v[mid];
+    t.seq = 0;
+    int c = pcell_cmp(&t, key);
+    if (c == 0)
+      return true;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
+/* What the matrix of a document holds besides its results. */
+struct lib_matrix {
+  const json_t *ctxs, *concs;
+  int64_t max_output, budget;
+};
+
+/* The rest of the matrix, cells the tool left out of results: over
+ * capacity, or skipped (counted in the return).  Pushed after v's sorted
+ * m cells while they fit in vcap. */
+static size_t
+fill_matrix(const struct lib_matrix *mx, struct pcell *v, size_t *n, size_t vcap)
+{
+  size_t missing = 0, i, j, m = *n;
   const json_t *x, *y;
-  json_array_foreach (ctxs, i, x) {
-    json_array_foreach (concs, j, y) {
+  json_array_foreach (mx->ctxs, i, x) {
+    json_array_foreach (mx->concs, j, y) {
       struct pcell key = { .phase = 1,
                            .ctx = json_integer_value(x),
                            .conc = json_integer_value(y) };
-      bool found = false;
-      for (size_t lo = 0, hi = m; lo < hi && !found;) { /* over the sorted part */
-        size_t mid = (lo + hi) / 2;
-        struct pcell t = v[mid];
-        t.seq = 0;
-        int c = pcell_cmp(&t, &key);
-        if (c == 0)
-          found = true;
-        else if (c < 0)
-          lo = mid + 1;
-        else
-          hi = mid;
-      }
-      if (found)
+      if (sorted_has(v, m, &key))
         continue;
       json_t *c = tb_result_cell_new("decode", key.ctx, key.conc);
-      if (tb_result_over_capacity(key.conc, key.ctx, max_output, budget)) {
+      if (tb_result_over_capacity(key.conc, key.ctx, mx->max_output, mx->budget)) {
         char *why = tb_xasprintf("%" PRId64 " x (%" PRId64 " + %" PRId64
                                  ") tokens exceed the KV budget of %" PRId64,
-                                 key.conc, key.ctx, max_output, budget);
+                                 key.conc, key.ctx, mx->max_output, mx->budget);
         json_object_set_new(c, "status", json_string("over_capacity"));
         json_object_set_new(c, "reason", json_string(why));
         free(why);
@@ -429,21 +434,78 @@ import_lib(const json_t *in, char **err)
         json_object_set_new(c, "reason", json_string("not in the imported results"));
         missing++;
       }
-      if (n < vcap)
-        pcell_push(v, &n, c);
+      if (*n < vcap)
+        pcell_push(v, n, c);
       else
         json_decref(c);
     }
   }
+  return missing;
+}
+
+/* Every cell of the document, in order: prefill entries, results and the
+ * rest of the matrix; the prefill contexts into pctxs.  The cells missing
+ * from the results into *missing, the entries dropped into *skipped. */
+static json_t *
+lib_cells(const json_t *prefill, const json_t *results, const struct lib_matrix *mx, json_t *pctxs,
+          size_t *missing, size_t *skipped)
+{
+  size_t nres = json_is_array(results) ? json_array_size(results) : 0;
+  size_t npre = json_is_object(prefill) ? json_object_size(prefill) : 0;
+  size_t vcap = npre + nres + (size_t)AXIS_ENTRIES_MAX * AXIS_ENTRIES_MAX + 1;
+  struct pcell *v = tb_xcalloc(vcap, sizeof *v);
+  size_t n = 0;
+  if (json_is_object(prefill)) {
+    const char *k;
+    const json_t *p;
+    json_object_foreach ((json_t *)prefill, k, p) {
+      json_t *c = prefill_cell(k, p, skipped);
+      if (c != NULL)
+        pcell_push(v, &n, c);
+    }
+  }
+  for (size_t i = 0; i < nres; i++) {
+    json_t *c = result_cell(json_array_get(results, i), mx->max_output, skipped);
+    if (c != NULL)
+      pcell_push(v, &n, c);
+  }
+  sort_unique(v, &n, skipped);
+  *missing = fill_matrix(mx, v, &n, vcap);
   qsort(v, n, sizeof *v, pcell_cmp);
   json_t *cells = json_array();
-  for (i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++) {
     if (v[i].phase == 0)
       json_array_append_new(pctxs, json_integer(v[i].ctx));
     json_array_append_new(cells, v[i].c);
   }
   free(v);
+  return cells;
+}
 
+static json_t *
+import_lib(const json_t *in, char **err)
+{
+  const json_t *md = json_object_get(in, "metadata");
+  const json_t *results = json_object_get(in, "results");
+  const json_t *prefill = json_object_get(in, "prefill");
+  size_t nres = json_is_array(results) ? json_array_size(results) : 0;
+  size_t npre = json_is_object(prefill) ? json_object_size(prefill) : 0;
+  if (nres + npre > TB_IMPORT_MAX_CELLS) {
+    *err = tb_xasprintf("too many results (at most %u)", TB_IMPORT_MAX_CELLS);
+    return NULL;
+  }
+  json_t *doc = json_object();
+  lib_header(doc, md);
+  struct lib_matrix mx = { 0 };
+  json_object_set_new(doc, "capacity", lib_capacity(md, &mx.budget));
+  if (!tb_json_int(md, "max_tokens", &mx.max_output) || mx.max_output < 0)
+    mx.max_output = 0;
+  json_t *ctxs, *concs, *pctxs;
+  json_object_set_new(doc, "settings", lib_settings(md, mx.max_output, &ctxs, &concs, &pctxs));
+  mx.ctxs = ctxs;
+  mx.concs = concs;
+  size_t skipped = 0, missing = 0;
+  json_t *cells = lib_cells(prefill, results, &mx, pctxs, &missing, &skipped);
   json_object_set_new(doc, "status", json_string(missing > 0 ? "partial" : "complete"));
   json_object_set_new(doc, "error", json_null());
   json_object_set_new(doc, "cells", cells);

@@ -257,6 +257,48 @@ class LlamaServer:
             self.log.close()
 
 
+def make_key(pg, project, *args):
+    """A key of project made with `tokbench keys create` (args: "--admin",
+    "--scope", ...), checked to be a key."""
+    r = subprocess.run([bin("tokbench"), "keys", "create", "--project", project] + list(args),
+                       env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    key = r.stdout.strip()
+    assert key.startswith("tkb_") and len(key) == 44 and "\n" not in key
+    return key
+
+
+class Api:
+    """tokbench-api on a free port over pg, with master as its master key,
+    no rate limit and debug logs (env adds or overrides settings); up when
+    the ready path answers 200."""
+
+    def __init__(self, ctx, pg, master, env=None, ready="/readyz"):
+        self.port = free_port()
+        e = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(self.port),
+             "TOKBENCH_MASTER_KEY": master, "TOKBENCH_RATE_LIMIT": "0",
+             "TOKBENCH_LOG_LEVEL": "debug"}
+        e.update(env or {})
+        self.proc = ctx.process("tokbench-api", [], env=e)
+        self.base = "http://127.0.0.1:%d" % self.port
+        wait_until(lambda: self.proc.alive() and http("GET", self.base + ready, timeout=2)[0] == 200,
+                   20, what="api up")
+
+    def req(self, method, path, key=None, body=None, headers=None, timeout=10):
+        h = dict(headers or {})
+        if key:
+            h["Authorization"] = "Bearer " + key
+        return http(method, self.base + path, body, h, timeout)
+
+    def json(self, method, path, key=None, body=None, headers=None, timeout=10):
+        st, hd, data = self.req(method, path, key, body, headers, timeout)
+        return st, hd, (json.loads(data) if data else None)
+
+    def stop(self):
+        assert self.proc.stop() == 0, self.proc.output()[-3000:]
+
+
 def service(ctx, master, project, worker_id, api_env=None, worker_env=None):
     """tokbench-api on a free port and one tokbench-worker over the module's
     cluster, and an admin key of project made with `tokbench keys create`:

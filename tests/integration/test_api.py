@@ -4,8 +4,6 @@ PostgreSQL, real HTTP; the worker is simulated by SQL where a test needs a
 job to move (the worker's own tests run the real one)."""
 import http.client as hc
 import json
-import os
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -17,27 +15,10 @@ MASTER = "9f" * 32
 EP_SECRET = "sk-endpoint-SECRET-5f1e2d"
 
 
-class Api:
+class Api(harness.Api):
     def __init__(self, ctx, pg, env=None):
-        self.port = harness.free_port()
-        e = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(self.port),
-             "TOKBENCH_DB_WAIT_MS": "5000", "TOKBENCH_MASTER_KEY": MASTER,
-             "TOKBENCH_RATE_LIMIT": "0", "TOKBENCH_LOG_LEVEL": "debug"}
-        e.update(env or {})
-        self.proc = ctx.process("tokbench-api", [], env=e)
-        self.base = "http://127.0.0.1:%d" % self.port
-        wait_until(lambda: self.proc.alive() and http("GET", self.base + "/healthz", timeout=2)[0] == 200,
-                   20, what="api up")
-
-    def req(self, method, path, key=None, body=None, headers=None, timeout=10):
-        h = dict(headers or {})
-        if key:
-            h["Authorization"] = "Bearer " + key
-        return http(method, self.base + path, body, h, timeout)
-
-    def json(self, method, path, key=None, body=None, headers=None, timeout=10):
-        st, h, data = self.req(method, path, key, body, headers, timeout)
-        return st, h, (json.loads(data) if data else None)
+        super().__init__(ctx, pg, MASTER, dict({"TOKBENCH_DB_WAIT_MS": "5000"}, **(env or {})),
+                         ready="/healthz")
 
 
 RESPONSES = []  # every body seen, checked for secrets at the end
@@ -49,14 +30,7 @@ def keep(resp):
     return resp
 
 
-def make_key(pg, project, *args):
-    env = dict(os.environ, TOKBENCH_DATABASE_URL=pg.url)
-    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", project] + list(args),
-                       env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    key = r.stdout.strip()
-    assert key.startswith("tkb_") and len(key) == 44 and "\n" not in key
-    return key
+make_key = harness.make_key
 
 
 STATE = {}

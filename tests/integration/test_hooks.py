@@ -5,9 +5,7 @@ runs here: the jobs a delivery starts stay queued, which is what is counted.
 import hashlib
 import hmac
 import json
-import os
 import re
-import subprocess
 import time
 import uuid
 
@@ -20,36 +18,15 @@ STATE = {}
 
 
 def make_key(pg, project):
-    env = dict(os.environ, TOKBENCH_DATABASE_URL=pg.url)
-    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", project, "--admin"],
-                       env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
+    return harness.make_key(pg, project, "--admin")
 
 
-class Api:
+class Api(harness.Api):
     def __init__(self, ctx, pg, env=None):
-        self.port = harness.free_port()
-        e = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(self.port),
-             "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0",
-             "TOKBENCH_METRICS_TOKEN": METRICS_TOKEN, "TOKBENCH_LOG_LEVEL": "debug",
-             "TOKBENCH_PUBLIC_URL": "https://tokbench.example.com"}
-        e.update(env or {})
-        self.proc = ctx.process("tokbench-api", [], env=e)
-        self.base = "http://127.0.0.1:%d" % self.port
-        wait_until(lambda: self.proc.alive() and http("GET", self.base + "/readyz", timeout=2)[0] == 200,
-                   20, what="api up")
-
-    def req(self, method, path, key=None, body=None, headers=None):
-        h = dict(headers or {})
-        if key:
-            h["Authorization"] = "Bearer " + key
-        st, hd, data = http(method, self.base + path, body, h)
-        return st, hd, data
-
-    def json(self, method, path, key=None, body=None, headers=None):
-        st, hd, data = self.req(method, path, key, body, headers)
-        return st, hd, (json.loads(data) if data else None)
+        super().__init__(ctx, pg, MASTER,
+                         dict({"TOKBENCH_METRICS_TOKEN": METRICS_TOKEN,
+                               "TOKBENCH_PUBLIC_URL": "https://tokbench.example.com"},
+                              **(env or {})))
 
 
 def setup(ctx):

@@ -25,37 +25,12 @@ LONG = {"contexts": [512, 1024, 2048], "concurrency": [1, 2, 4],
 
 
 def make_key(pg, project):
-    env = dict(os.environ, TOKBENCH_DATABASE_URL=pg.url)
-    r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", project, "--admin"],
-                       env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
+    return harness.make_key(pg, project, "--admin")
 
 
-class Api:
+class Api(harness.Api):
     def __init__(self, ctx, pg, env=None):
-        self.port = harness.free_port()
-        e = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(self.port),
-             "TOKBENCH_MASTER_KEY": MASTER, "TOKBENCH_RATE_LIMIT": "0",
-             "TOKBENCH_LOG_LEVEL": "debug"}
-        e.update(env or {})
-        self.proc = ctx.process("tokbench-api", [], env=e)
-        self.base = "http://127.0.0.1:%d" % self.port
-        wait_until(lambda: self.proc.alive() and http("GET", self.base + "/readyz", timeout=2)[0] == 200,
-                   20, what="api up")
-
-    def req(self, method, path, key=None, body=None, headers=None):
-        h = dict(headers or {})
-        if key:
-            h["Authorization"] = "Bearer " + key
-        return http(method, self.base + path, body, h)
-
-    def json(self, method, path, key=None, body=None, headers=None):
-        st, hd, data = self.req(method, path, key, body, headers)
-        return st, hd, (json.loads(data) if data else None)
-
-    def stop(self):
-        assert self.proc.stop() == 0, self.proc.output()[-3000:]
+        super().__init__(ctx, pg, MASTER, env)
 
 
 def worker(ctx, pg, name, **env):

@@ -29,20 +29,9 @@ static int
 group_setup(void **state)
 {
   (void)state;
-  char *err = NULL;
-  if (!pgtmp_up(&pgtmp_cluster) || (db = tb_db_connect(pgtmp_cluster.url, 5000, &err)) == NULL ||
-      tb_migrate_run(db, &err) < 0) {
-    fprintf(stderr, "# set-up: %s\n", err ? err : "cluster");
-    free(err);
+  if (!pgq_cluster_up(&pgtmp_cluster, &db))
     return -1;
-  }
-  q1(project, sizeof project, "INSERT INTO projects (name) VALUES ('unit') RETURNING id");
-  q1(endpoint, sizeof endpoint,
-     "INSERT INTO endpoints (project_id, name, base_url, api_key_sealed, launch_command,"
-     " hardware, engine, api_key_origin) VALUES ('%s', 'gpu', 'http://10.0.0.1:8000', 'sealed',"
-     " 'vllm serve m', '{\"gpu\":\"H100\"}', '{\"kind\":\"vllm\"}', 'http://10.0.0.1:8000')"
-     " RETURNING id",
-     project);
+  pgq_endpoint(tb_db_conn(db), project, endpoint, "{\"gpu\":\"H100\"}", "{\"kind\":\"vllm\"}");
   return 0;
 }
 

@@ -41,20 +41,10 @@ static int
 group_setup(void **state)
 {
   (void)state;
-  char *err = NULL;
-  if (!pgtmp_up(&pgtmp_cluster) || (db = tb_db_connect(pgtmp_cluster.url, 5000, &err)) == NULL ||
-      tb_migrate_run(db, &err) < 0) {
-    fprintf(stderr, "# set-up: %s\n", err ? err : "cluster");
-    free(err);
+  if (!pgq_cluster_up(&pgtmp_cluster, &db))
     return -1;
-  }
   char project[40], endpoint[40], id[40], closed[TB_QUEUE_ID_LEN + 1];
-  q1(project, sizeof project, "INSERT INTO projects (name) VALUES ('unit') RETURNING id");
-  q1(endpoint, sizeof endpoint,
-     "INSERT INTO endpoints (project_id, name, base_url, api_key_sealed, launch_command,"
-     " hardware, engine, api_key_origin) VALUES ('%s', 'gpu', 'http://10.0.0.1:8000', 'sealed',"
-     " 'vllm serve m', '{}', '{}', 'http://10.0.0.1:8000') RETURNING id",
-     project);
+  pgq_endpoint(tb_db_conn(db), project, endpoint, "{}", "{}");
   q1(id, sizeof id,
      "INSERT INTO jobs (project_id, endpoint_id, spec, busy_key, max_attempts)"
      " VALUES ('%s', '%s', '{\"shards\":3}', 'k', 3) RETURNING id",
