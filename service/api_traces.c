@@ -12,7 +12,9 @@
  *   GET    /v1/traces            list, newest first (?limit= ?cursor=)
  *   GET    /v1/traces/{id}       one, with its summary
  *   DELETE /v1/traces/{id}       204; 409 while a queued or running job
- *                                names it
+ *                                names it (the row locked before the jobs
+ *                                are counted, against a job being queued
+ *                                with it: tb_api_traces_job_insert)
  *
  * The body is read as it comes, up to TOKBENCH_TRACE_MAX_BYTES (the route's
  * upload flag: main.c refuses a larger Content-Length before reading a
