@@ -324,7 +324,8 @@ static void
 conn_process(struct server *s, struct conn *c)
 {
   size_t used = 0;
-  while (!c->dead && !c->draining && c->gen == NULL && c->prep == NULL && !c->close_after) {
+  while (!c->dead && !c->draining && c->gen == NULL && c->prep == NULL && !c->held &&
+         !c->close_after) {
     struct sim_http_req req;
     int status = 0;
     enum sim_http_result res = sim_http_parse(c->in + used, c->in_len - used, &req, &status);
@@ -360,7 +361,7 @@ sim_conn_read(struct server *s, struct conn *c)
   for (;;) {
     if (c->in_cap - c->in_len < 4096) {
       if (c->in_cap >= SIM_IN_CAP) {
-        if (c->gen || c->prep || c->draining) {
+        if (c->gen || c->prep || c->held || c->draining) {
           if (c->draining) {
             c->in_len = 0;
             continue;
@@ -449,7 +450,8 @@ conn_free(struct server *s, struct conn *c)
     sim_sched_gen_free(s, c->gen);
   }
   if (c->prep)
-    c->prep->c = NULL; /* the job comes back to nobody (sim_routes_prepared) */
+    c->prep->c = NULL;        /* the job comes back to nobody (sim_routes_prepared) */
+  sim_routes_held_drop(s, c); /* a held erase's client went away */
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -467,29 +469,32 @@ conn_free(struct server *s, struct conn *c)
 /* Frees dead connections, resumes finished ones; then admits: a request
  * that ended (its connection dead, or finished and kept alive) gave back
  * its running slot and its KV, and the queue's head must not wait for the
- * next arrival to take them. */
+ * next arrival to take them.  Then, the server idle, the held slot erases
+ * are answered (sim_routes_held_release) and their connections resume. */
 void
 sim_conn_reap(struct server *s)
 {
-  bool freed = false;
-  while (s->todo) {
-    struct conn *c = s->todo;
-    s->todo = c->todo_next == c ? NULL : c->todo_next;
-    c->todo_next = NULL;
-    if (c->dead) {
-      conn_free(s, c);
-      freed = true;
-    } else if (c->resume) {
-      c->resume = false;
-      freed = true;
-      /* pipelined plaintext that TLS holds (sim_tls.h): epoll will not
-       * tell of it, so read it now */
-      if (c->tls && sim_tls_buffered(c->tls))
-        sim_conn_read(s, c);
-      else
-        conn_process(s, c);
+  do {
+    bool freed = false;
+    while (s->todo) {
+      struct conn *c = s->todo;
+      s->todo = c->todo_next == c ? NULL : c->todo_next;
+      c->todo_next = NULL;
+      if (c->dead) {
+        conn_free(s, c);
+        freed = true;
+      } else if (c->resume) {
+        c->resume = false;
+        freed = true;
+        /* pipelined plaintext that TLS holds (sim_tls.h): epoll will not
+         * tell of it, so read it now */
+        if (c->tls && sim_tls_buffered(c->tls))
+          sim_conn_read(s, c);
+        else
+          conn_process(s, c);
+      }
     }
-  }
-  if (freed)
-    sim_sched_try_admit(s, now_ns());
+    if (freed)
+      sim_sched_try_admit(s, now_ns());
+  } while (sim_routes_held_release(s));
 }

@@ -572,6 +572,7 @@ handle_info(struct server *s, struct conn *c, const struct sim_http_req *r)
 static void
 handle_reset_prefix(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
+  s->st.cache_reset_calls++;
   if (!s->cfg->dev_mode) {
     sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
                        r->keep_alive);
@@ -590,6 +591,7 @@ handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *
                             "(When there are running or waiting requests, the operation will "
                             "not be performed.)\n";
   bool busy = s->running > 0 || s->q_n > 0;
+  s->st.cache_reset_calls++;
   if (!busy)
     (void)sim_sched_cache_reset(s);
   sim_conn_reply_raw(s, c, busy ? 400 : 200, "text/plain; charset=utf-8", msg, sizeof msg - 1,
@@ -602,13 +604,32 @@ handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *
  * --slot-save-path every slot action is 501 "This server does not support
  * slots action. Start it with `--slot-save-path`"; a slot id past the last
  * slot still answers 200 with n_erased 0; an unknown action is 400 "Invalid
- * action".  (b11669 holds an erase of a busy slot until the slot is idle;
- * the sim refuses it with 503 instead.) */
+ * action".
+ *
+ * A busy slot's erase is held, not refused: llama.cpp's
+ * tools/server/server-context.cpp (process_single_task,
+ * SERVER_TASK_TYPE_SLOT_ERASE) defers the task while slot->is_processing()
+ * (queue_tasks.defer) and runs it again when a slot is released
+ * (queue_tasks.pop_deferred_task), so the HTTP answer, 200 with the
+ * n_erased of that moment, comes only once the slot is idle.  The sim's
+ * slots share one cache, so it holds an erase until no request runs or
+ * waits (running == 0 && q_n == 0; sim_routes_held_release), answering held
+ * erases oldest first (the later ones then erase nothing: n_erased 0).  A
+ * held erase is a flag on its connection, which reads nothing more until
+ * answered (one per connection, so bounded by --max-conns; pipelining past
+ * SIM_IN_CAP meanwhile kills the connection).  A client that hangs up
+ * while held gets no answer, but its erase is still done once the server
+ * is idle, as on b11669 (measured live: after an erase held and hung up
+ * on, the next erase of that slot found n_erased 0); as every erase empties
+ * the one cache, the ones hung up on are one flag and the place of the
+ * first (erase_orphaned, orphan_seq), and their connections are freed at
+ * once (sim_routes_held_drop). */
 static void
 handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   char action[32];
   int64_t id;
+  s->st.cache_reset_calls++;
   if (!s->cfg->slot_save) {
     sim_conn_reply_error(s, c, 501,
                          "This server does not support slots action. Start it with "
@@ -624,14 +645,80 @@ handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *
     sim_conn_reply_error(s, c, 400, "Invalid action", r->keep_alive);
     return;
   }
-  if (s->running > 0 || s->q_n > 0) {
-    sim_conn_reply_error(s, c, 503, "Slot is busy", r->keep_alive);
+  int64_t slots = s->p->max_running > 0 ? s->p->max_running : 1;
+  if (id < slots && (s->running > 0 || s->q_n > 0)) {
+    c->held = true;
+    c->held_keep_alive = r->keep_alive;
+    c->held_slot = id;
+    c->held_seq = ++s->held_seq;
+    c->held_prev = s->held_tail;
+    c->held_next = NULL;
+    if (s->held_tail != NULL)
+      s->held_tail->held_next = c;
+    else
+      s->held_head = c;
+    s->held_tail = c;
+    s->held_n++;
     return;
   }
-  int64_t slots = s->p->max_running > 0 ? s->p->max_running : 1;
   int64_t n = id < slots ? sim_sched_cache_reset(s) : 0;
   json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
   sim_conn_reply_json(s, c, 200, o, r->keep_alive);
+}
+
+/* Takes c's held erase out of the server's FIFO. */
+static void
+held_unlink(struct server *s, struct conn *c)
+{
+  if (c->held_prev != NULL)
+    c->held_prev->held_next = c->held_next;
+  else
+    s->held_head = c->held_next;
+  if (c->held_next != NULL)
+    c->held_next->held_prev = c->held_prev;
+  else
+    s->held_tail = c->held_prev;
+  c->held_next = c->held_prev = NULL;
+  c->held = false;
+  s->held_n--;
+}
+
+void
+sim_routes_held_drop(struct server *s, struct conn *c)
+{
+  if (!c->held)
+    return;
+  held_unlink(s, c);
+  if (!s->erase_orphaned || c->held_seq < s->orphan_seq)
+    s->orphan_seq = c->held_seq;
+  s->erase_orphaned = true; /* done when idle all the same */
+}
+
+bool
+sim_routes_held_release(struct server *s)
+{
+  if ((s->held_head == NULL && !s->erase_orphaned) || s->running > 0 || s->q_n > 0)
+    return false;
+  /* the erases in the order they came: one hung up on before the first
+   * held one leaves it nothing to erase; after it, nothing is left */
+  if (s->erase_orphaned && (s->held_head == NULL || s->orphan_seq < s->held_head->held_seq))
+    (void)sim_sched_cache_reset(s);
+  s->erase_orphaned = false;
+  if (s->held_head == NULL)
+    return false;
+  while (s->held_head != NULL) {
+    struct conn *c = s->held_head;
+    bool keep_alive = c->held_keep_alive;
+    int64_t id = c->held_slot;
+    held_unlink(s, c);
+    int64_t n = sim_sched_cache_reset(s);
+    json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
+    sim_conn_reply_json(s, c, 200, o, keep_alive);
+    /* what it pipelined behind the erase is served next */
+    c->resume = true;
+    sim_conn_todo_push(s, c);
+  }
+  return true;
 }
 
 static void
@@ -747,6 +834,8 @@ handle_stats(struct server *s, struct conn *c, const struct sim_http_req *r)
                       json_integer((json_int_t)s->st.prefix_query_tokens));
   json_object_set_new(doc, "prefix_hit_tokens", json_integer((json_int_t)s->st.prefix_hit_tokens));
   json_object_set_new(doc, "prefix_cache_blocks", json_integer(sim_cache_blocks(s->blocks)));
+  json_object_set_new(doc, "cache_reset_calls", json_integer((json_int_t)s->st.cache_reset_calls));
+  json_object_set_new(doc, "held_erases", json_integer(s->held_n));
   sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
 }
 

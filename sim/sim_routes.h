@@ -19,4 +19,13 @@ void sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http
  * served, unless its connection is gone, and the connection resumes. */
 void sim_routes_prepared(struct server *s, struct sim_prep_job *j);
 
+/* Once no request runs or waits: does the erases hung up on while held,
+ * then answers the held llama.cpp slot erases (handle_slot_action), oldest
+ * first, and their connections resume.  true when it answered any. */
+bool sim_routes_held_release(struct server *s);
+
+/* c's held erase, if any, is not to be answered (its connection is being
+ * freed); it is still done when the server is idle. */
+void sim_routes_held_drop(struct server *s, struct conn *c);
+
 #endif

@@ -80,8 +80,8 @@ housekeeping(struct server *s, int64_t now)
       sim_conn_kill(s, c); /* a handshake that never ends */
       continue;
     }
-    if (c->gen || c->prep)
-      continue;
+    if (c->gen || c->prep || c->held)
+      continue; /* a held erase waits as long as the requests before it */
     int64_t idle = now - c->last_active;
     if ((c->draining && idle > SIM_DRAIN_NS) || (c->in_len > 0 && idle > SIM_PARTIAL_NS) ||
         idle > SIM_IDLE_NS)

@@ -133,6 +133,13 @@ struct conn {
   struct conn *todo_next;          /* reap / resume list */
   struct sim_tls *tls;             /* NULL: plain HTTP; out holds plaintext */
   int64_t accepted;                /* for the TLS handshake's deadline */
+  /* a llama.cpp slot erase held until the server is idle (sim_routes.c,
+   * handle_slot_action): nothing else is read from the connection
+   * meanwhile; linked in the server's FIFO of held erases */
+  bool held, held_keep_alive;
+  int64_t held_slot;
+  uint64_t held_seq; /* its place in the order of held erases */
+  struct conn *held_next, *held_prev;
 };
 
 struct cache_entry {
@@ -174,6 +181,9 @@ struct stats {
   /* prefix cache: requests with some but not all blocks cached (counted
    * in cache_misses too), and tokens queried / found, as vLLM counts them */
   uint64_t cache_partial_hits, prefix_query_tokens, prefix_hit_tokens;
+  /* calls of the prefix-cache reset routes received (/reset_prefix_cache,
+   * /flush_cache, /slots/{id}?action=...), whatever they answered */
+  uint64_t cache_reset_calls;
   int64_t max_late_ns;
   struct llama_stats llama;
 };
@@ -205,6 +215,13 @@ struct server {
   struct gen *q_head, *q_tail;
   int q_n;
   int running; /* admitted: prefill + decode + stall */
+  /* llama.cpp slot erases held while requests run or wait, oldest first
+   * (each a connection's: bounded by max_conns) */
+  struct conn *held_head, *held_tail;
+  int held_n;
+  uint64_t held_seq;   /* held erases so far */
+  bool erase_orphaned; /* a held erase was hung up on: done when idle */
+  uint64_t orphan_seq; /* the earliest such erase's held_seq */
   int64_t kv_used;
   int64_t lane_free; /* cold prefill lane busy until */
   /* Prefix-cache hits admitted while a previous hit's prefill is still

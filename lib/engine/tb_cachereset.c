@@ -54,9 +54,11 @@ post(const struct tb_discover *d, const char *api_key, const char *path, char *w
   return out;
 }
 
-enum tb_cache_reset
-tb_cache_reset(const struct tb_discover *d, const char *api_key, char *why, size_t whylen)
+/* tb_cache_reset; *asked: whether the server was called at all. */
+static enum tb_cache_reset
+reset(const struct tb_discover *d, const char *api_key, char *why, size_t whylen, bool *asked)
 {
+  *asked = true;
   switch (d->kind) {
   case TB_KIND_VLLM: {
     enum tb_cache_reset r = post(d, api_key, "/reset_prefix_cache", why, whylen);
@@ -92,7 +94,34 @@ tb_cache_reset(const struct tb_discover *d, const char *api_key, char *why, size
     return TB_CACHE_RESET_DONE;
   }
   default:
+    *asked = false;
     snprintf(why, whylen, "%s offers no prefix-cache reset", tb_discover_kind_name(d->kind));
     return TB_CACHE_RESET_UNSUPPORTED;
   }
+}
+
+enum tb_cache_reset
+tb_cache_reset(const struct tb_discover *d, const char *api_key, char *why, size_t whylen)
+{
+  bool asked;
+  return reset(d, api_key, why, whylen, &asked);
+}
+
+enum tb_cache_reset
+tb_cache_reset_once(struct tb_cache_reset_memo *m, const struct tb_discover *d, const char *api_key,
+                    char *why, size_t whylen)
+{
+  if (m != NULL && m->unsupported) {
+    /* the reason shortened, if need be, so that the suffix stays whole */
+    size_t room = whylen > sizeof TB_CACHERESET_LEARNED ? whylen - sizeof TB_CACHERESET_LEARNED : 0;
+    snprintf(why, whylen, "%.*s%s", (int)room, m->why, TB_CACHERESET_LEARNED);
+    return TB_CACHE_RESET_UNSUPPORTED;
+  }
+  bool asked;
+  enum tb_cache_reset r = reset(d, api_key, why, whylen, &asked);
+  if (m != NULL && r == TB_CACHE_RESET_UNSUPPORTED && asked) {
+    m->unsupported = true;
+    snprintf(m->why, sizeof m->why, "%s", why);
+  }
+  return r;
 }

@@ -249,6 +249,7 @@ struct run {
   const struct tb_engine_hooks *hooks;
   bool usage_known, usage_supported;
   bool cancelled;
+  struct tb_cache_reset_memo reset_memo; /* cache: reset, asked once if unsupported */
   /* the prompts are sized by an estimate (tb_prompt source "estimate") */
   bool prompt_estimate;
   /* the smallest scheduler cap measured (sched_cap of a cell), the context
@@ -1626,6 +1627,7 @@ run_rate_cells(struct run *r, const json_t *done_cells, json_t *cells, json_t **
     .endpoint = r->tgt->endpoint,
     .shard_cell = r->hooks != NULL && r->hooks->shard_rate != NULL ? rate_shard_cell : NULL,
     .shard = r->tgt->shard != NULL && r->tgt->shard->index > 0 ? r->tgt->shard : NULL,
+    .reset_memo = &r->reset_memo,
   };
   if (tb_rate_run(&r->plan, &env, sweep) == TB_RATE_CANCELLED)
     r->cancelled = true;
@@ -1766,7 +1768,8 @@ run_scout(struct run *r, struct matrix *m, struct ctxrun *x)
   char why[TB_CACHERESET_WHY_MAX] = "";
   bool reset = strcmp(r->spec->cache, "reset") == 0;
   enum tb_cache_reset cr =
-    reset ? tb_cache_reset(&r->d, r->api_key, why, sizeof why) : TB_CACHE_RESET_UNSUPPORTED;
+    reset ? tb_cache_reset_once(&r->reset_memo, &r->d, r->api_key, why, sizeof why)
+          : TB_CACHE_RESET_UNSUPPORTED;
   struct cell sc;
   cell_init(&sc, r, x->ctx, 1, true, x->sbody, x->slen);
   cell_loop(&sc);

@@ -1766,7 +1766,8 @@ cache_reset(const struct rrun *r, json_t *cell)
   if (strcmp(r->s->cache, "reset") != 0)
     return;
   char why[TB_CACHERESET_WHY_MAX];
-  enum tb_cache_reset cr = tb_cache_reset(r->env->d, r->env->api_key, why, sizeof why);
+  enum tb_cache_reset cr =
+    tb_cache_reset_once(r->env->reset_memo, r->env->d, r->env->api_key, why, sizeof why);
   json_object_set_new(cell, "cache_reset", json_string(tb_cache_reset_name(cr)));
   json_object_set_new(cell, "cache_reset_detail", json_string(why));
 }

@@ -56,6 +56,7 @@
 struct tb_telemetry;
 struct tb_engine_shard;
 struct tb_samples;
+struct tb_cache_reset_memo;
 
 /* Requests a rate cell keeps in flight at most (one connection each);
  * an arrival with none free is an error of that request ("dropped"). */
@@ -105,6 +106,9 @@ struct tb_rate_env {
    * shard k of n, its start t0 from shard->start, no cache reset and no
    * drain wait (the coordinator's), its samples into shard->samples */
   struct tb_engine_shard *shard;
+  /* the run's memory of its cache resets (tb_cachereset.h; NULL: every
+   * cell asks) */
+  struct tb_cache_reset_memo *reset_memo;
 };
 
 enum tb_rate_status {

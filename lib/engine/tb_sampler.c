@@ -47,6 +47,7 @@ enum fig {
   F_QUERIES,
   F_RATE,
   F_GEN,
+  F_EVAL, /* prompt tokens evaluated, the cached ones not among them */
   F_N
 };
 
@@ -87,7 +88,15 @@ static const struct dialect_row dialect[] = {
   { TB_KIND_SGLANG, F_GEN, { "sglang:generation_tokens_total", NULL } },
   { TB_KIND_LLAMACPP, F_RUN, { "llamacpp:requests_processing", NULL } },
   { TB_KIND_LLAMACPP, F_WAIT, { "llamacpp:requests_deferred", NULL } },
+  /* published by builds before llama.cpp PR #13660 (May 2025), which took
+   * the KV-cache fields out of /metrics (its README's list: PR #22879);
+   * b11669-Debian has none, read live: peak_kv_pct is left out */
   { TB_KIND_LLAMACPP, F_KV, { "llamacpp:kv_cache_usage_ratio", NULL } },
+  /* prompt tokens from the cache and evaluated ("excluding cached tokens"),
+   * both added when a prompt is evaluated (b11669, read live: make
+   * real-engine): the queries are their sum */
+  { TB_KIND_LLAMACPP, F_HITS, { "llamacpp:prompt_tokens_cached_total", NULL } },
+  { TB_KIND_LLAMACPP, F_EVAL, { "llamacpp:prompt_tokens_total", NULL } },
   /* no F_GEN: llamacpp:tokens_predicted_total counts a request's tokens when
    * it ends (GEN_UNKNOWN_LLAMACPP) */
   { TB_KIND_TGI, F_RUN, { "tgi_batch_current_size", NULL } },
@@ -158,7 +167,8 @@ tb_sampler_parse(enum tb_engine_kind kind, const char *text, size_t len, struct 
   p->kv_frac = out[F_KV];
   p->preemptions = out[F_PRE];
   p->prefix_hits = out[F_HITS];
-  p->prefix_queries = out[F_QUERIES];
+  /* an engine that counts hits and evaluated tokens, not queries */
+  p->prefix_queries = isnan(out[F_QUERIES]) ? out[F_EVAL] + out[F_HITS] : out[F_QUERIES];
   p->prefix_rate = out[F_RATE];
   p->gen_tokens = out[F_GEN];
   return !isnan(p->running);

@@ -150,6 +150,13 @@ def test_conversation_hits_the_prompt_cache(ctx):
     # earlier prompt's share of the new one
     assert cached[1] >= 100.0 * prompts[0] / prompts[1] - 5, (cached, prompts)
     assert c["prefix_cache"]["cached_tokens"] > 0, c["prefix_cache"]
+    # the server's own counters (prompt_tokens_cached_total over it and
+    # prompt_tokens_total) say the same hit rate as its answers' usage
+    sm = c["server_series"]["summary"]
+    print("# hit rate: server counters %.1f%%, usage %.1f%%"
+          % (sm.get("prefix_hit_pct", float("nan")), c["prefix_cache"]["hit_pct"]))
+    assert sm["prefix_hit_source"] == "counters", sm
+    assert abs(sm["prefix_hit_pct"] - c["prefix_cache"]["hit_pct"]) <= 5, (sm, c["prefix_cache"])
 
 
 @timing.timing_test

@@ -7,7 +7,8 @@ error bodies, the /metrics families (type and HELP text), a streamed chat
 completion as tokbench asks for it (lib/engine/tb_engine.c request_body:
 include_usage and continuous_usage_stats), one without stream_options, and
 a non-streamed one; then how each /metrics family moves while a request
-runs and after it ends.  Whatever one side answers and the other does not
+runs and after it ends, and a busy slot's erase (held until it is idle,
+then 200).  Whatever one side answers and the other does not
 is a failure, unless sim/README.md lists it under DIFF_HEADING with its
 reason (a line "- `ROUTE` `PATH`: reason"); a listed difference that no
 longer shows is a failure too, so the list stays true.
@@ -17,6 +18,7 @@ simulator's own model clock (/sim/expected)."""
 import json
 import os
 import re
+import socket
 import threading
 import time
 
@@ -316,6 +318,46 @@ def test_slots_busy(ctx):
                       for u in (live.url, sim.url))
     assert any(s["is_processing"] for s in a) and any(s["is_processing"] for s in b), (a, b)
     check("/slots busy", diff(shape(a), shape(b)))
+
+
+def test_slot_erase_held(ctx):
+    """POST /slots/0?action=erase while slot 0 streams, on a live server
+    started with --slot-save-path and on the simulator with it (one slot
+    each, so the stream is slot 0's): neither refuses it; each holds it and
+    answers 200 {"id_slot", "n_erased"} once the slot is idle (llama.cpp's
+    tools/server/server-context.cpp defers SERVER_TASK_TYPE_SLOT_ERASE
+    while the slot is_processing).  Right after the answer /slots shows no
+    slot busy: an answer sent while the stream ran would find it busy (the
+    stream has hundreds of tokens left when the erase goes out).  An erase
+    held and hung up on gets no answer but is still done when the slot is
+    idle: the next erase finds nothing (n_erased 0 on b11669, and so on
+    the simulator)."""
+    live = ctx.llama(slots=1, ctx_len=CTX // SLOTS, args=["--slot-save-path", "/tmp"])
+    sim = ctx.sim("tiny", "llamacpp", args=["--max-running", "1", "--max-model-len",
+                                            str(CTX // SLOTS), "--slot-save-path", "/tmp"])
+    for u in (live.url, sim.url):
+        def erase(u=u):
+            st, _, raw = http("POST", u + "/slots/0?action=erase", timeout=120)
+            return st, raw, get_json(u + "/slots")
+        (st, raw, slots), stream = in_flight(u, 400, erase)
+        assert st == 200, (u, st, raw)
+        doc = json.loads(raw)
+        assert sorted(doc) == ["id_slot", "n_erased"] and doc["id_slot"] == 0, (u, doc)
+        assert doc["n_erased"] > 0, (u, doc)  # the stream's tokens, erased after it
+        assert not any(s["is_processing"] for s in slots), (u, slots)
+        assert b"data: [DONE]" in stream, u
+
+        def hang_up(u=u):
+            port = int(u.rsplit(":", 1)[1])
+            k = socket.create_connection(("127.0.0.1", port), timeout=10)
+            k.sendall(b"POST /slots/0?action=erase HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 0\r\n\r\n")
+            time.sleep(0.3)
+            k.close()
+        in_flight(u, 400, hang_up)
+        # no answer went out, but the erase was done once the slot was idle
+        st, _, raw = http("POST", u + "/slots/0?action=erase", timeout=60)
+        assert st == 200 and json.loads(raw) == {"id_slot": 0, "n_erased": 0}, (u, st, raw)
 
 
 def samples(text):

@@ -725,9 +725,9 @@ def test_prefix_cache_reset(ctx):
     else 404 and the cache stays warm), SGLang's POST /flush_cache (refused,
     400, while a request runs) and llama.cpp's POST /slots/{id}?action=erase
     (served only with --slot-save-path, else 501, as b11669 answered live;
-    503 while busy, 400 for an unknown action, 200 with nothing erased for a
-    slot past the last).  After a reset the same prompt is cold again;
-    before it, warm."""
+    held while busy: test_slot_erase_held; 400 for an unknown action, 200
+    with nothing erased for a slot past the last).  After a reset the same
+    prompt is cold again; before it, warm."""
     prompt = " ".join(["abcd"] * 300)
 
     def hits(sim):
@@ -752,7 +752,7 @@ def test_prefix_cache_reset(ctx):
     cases = (("vllm", ["--dev-mode"], "/reset_prefix_cache", None),
              ("vllm-0.7", ["--dev-mode"], "/reset_prefix_cache", None),
              ("sglang", [], "/flush_cache", 400),
-             ("llamacpp", ["--slot-save-path", "/tmp"], "/slots/0?action=erase", 503))
+             ("llamacpp", ["--slot-save-path", "/tmp"], "/slots/0?action=erase", None))
     for flavour, args, path, busy_status in cases:
         sim = ctx.sim(flavour=flavour, args=args)
         h0 = hits(sim)
@@ -789,3 +789,137 @@ def test_prefix_cache_reset(ctx):
     assert hits(sim) == h0 + 1
     sim = ctx.sim(flavour="tgi-3.3")             # no reset route at all
     assert http("POST", sim.url + "/flush_cache")[0] == 404
+
+
+def raw_erase(port, slot=0, then=b""):
+    """A socket that sent POST /slots/{slot}?action=erase (and then, pipelined)."""
+    k = socket.create_connection(("127.0.0.1", port), timeout=30)
+    k.sendall(b"POST /slots/%d?action=erase HTTP/1.1\r\nHost: sim\r\nContent-Length: 0\r\n\r\n"
+              % slot + then)
+    return k
+
+
+def read_answers(k, n):
+    """n HTTP answers with content-length bodies from socket k: [(status, body)]."""
+    buf, out = b"", []
+    while len(out) < n:
+        while b"\r\n\r\n" not in buf:
+            data = k.recv(65536)
+            assert data, ("closed after %d answers" % len(out), buf)
+            buf += data
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        length = int([l.split(":", 1)[1] for l in lines
+                      if l.lower().startswith("content-length:")][0])
+        while len(buf) < length:
+            data = k.recv(65536)
+            assert data, "closed inside a body"
+            buf += data
+        out.append((int(lines[0].split()[1]), buf[:length]))
+        buf = buf[length:]
+    return out
+
+
+def test_slot_erase_held(ctx):
+    """llama.cpp b11669 holds the erase of a busy slot until it is idle, then
+    answers 200 {"id_slot", "n_erased"} (tools/server/server-context.cpp,
+    SERVER_TASK_TYPE_SLOT_ERASE: queue_tasks.defer while the slot
+    is_processing; confirmed live on b11669: an erase sent 0.5 s into a
+    2-second stream was answered 200 as the stream ended).  The simulator
+    holds it while any request runs or waits: not answered while the stream
+    still sends tokens, then 200 with what the cache held; a request
+    pipelined behind the erase is served after it; a client that hangs up
+    while held gets no answer, its erase still done when idle (as b11669,
+    test_real_llamacpp_sim.test_slot_erase_held), and leaves nothing
+    behind (the ASan build exits clean)."""
+    sim = ctx.sim(flavour="llamacpp", args=["--slot-save-path", "/tmp"])
+    stats = lambda: http_json("GET", sim.url + "/sim/stats")[2]  # noqa: E731
+    body = chat_body(" ".join(["abcd"] * 200), max_tokens=200, stream=True, ignore_eos=True)
+    s = Stream(sim.url, "/v1/chat/completions", body)
+    k = raw_erase(sim.port, 0, b"GET /health HTTP/1.1\r\nHost: sim\r\n\r\n")
+    harness.wait_until(lambda: stats()["held_erases"] == 1, 5, what="the erase held")
+    answers = []
+    t = threading.Thread(target=lambda: answers.extend(read_answers(k, 2)))
+    t.start()
+    reader = threading.Thread(target=s.read_all)
+    reader.start()
+    polls = 0
+    while reader.is_alive():
+        answered = bool(answers)  # seen before the server's state is read:
+        now = stats()             # answered means idle by then
+        if answered:
+            assert now["running"] == 0 and now["held_erases"] == 0, (now, answers)
+        else:
+            polls += 1
+        time.sleep(0.05)
+    reader.join()
+    s.close()
+    assert s.error is None and s.events[-1][1] == "[DONE]", s.error
+    assert polls >= 3, polls
+    t.join(10)
+    assert not t.is_alive(), "no answer after the stream ended"
+    k.close()
+    (st, doc), (st2, _) = answers
+    assert st == 200 and st2 == 200, answers
+    doc = json.loads(doc)
+    assert doc["id_slot"] == 0 and doc["n_erased"] > 200, doc  # the stream's prompt was cached
+    assert stats()["held_erases"] == 0
+    # idle: answered at once, the cache already empty
+    st, _, doc = http_json("POST", sim.url + "/slots/1?action=erase")
+    assert st == 200 and doc == {"id_slot": 1, "n_erased": 0}, doc
+    # held erases from one client, then it hangs up on every one
+    s = Stream(sim.url, "/v1/chat/completions", dict(body, max_tokens=100))
+    socks = [raw_erase(sim.port, i % 4) for i in range(20)]
+    harness.wait_until(lambda: stats()["held_erases"] == 20, 5, what="20 erases held")
+    for k in socks:
+        k.close()
+    harness.wait_until(lambda: stats()["held_erases"] == 0, 5, what="the hung-up erases dropped")
+    s.read_all()
+    s.close()
+    assert s.error is None and s.events[-1][1] == "[DONE]"
+    # hung up on, yet done once idle (as b11669): nothing left to erase
+    st, _, doc = http_json("POST", sim.url + "/slots/0?action=erase")
+    assert st == 200 and doc == {"id_slot": 0, "n_erased": 0}, doc
+    assert stats()["cache_reset_calls"] == 23
+    code = sim.proc.stop()
+    out = sim.proc.output()
+    assert code == 0 and "AddressSanitizer" not in out and "runtime error" not in out, out[-3000:]
+
+
+def test_slot_erase_waits_for_the_queue(ctx):
+    """One slot, one stream running and one waiting: the erase is held past
+    the first stream's end, while the second runs, and answered once both
+    ended (as llama.cpp's deferred tasks, the waiting request's among them,
+    are taken in order as the slot frees)."""
+    sim = ctx.sim(flavour="llamacpp", args=["--slot-save-path", "/tmp", "--max-running", "1"])
+    stats = lambda: http_json("GET", sim.url + "/sim/stats")[2]  # noqa: E731
+    body = chat_body(" ".join(["abcd"] * 100), max_tokens=60, stream=True, ignore_eos=True)
+    first = Stream(sim.url, "/v1/chat/completions", body)
+    second = Stream(sim.url, "/v1/chat/completions", dict(body, max_tokens=80))
+    harness.wait_until(lambda: stats()["waiting"] == 1, 5, what="the second request waiting")
+    k = raw_erase(sim.port, 0)
+    harness.wait_until(lambda: stats()["held_erases"] == 1, 5, what="the erase held")
+    answers = []
+    t = threading.Thread(target=lambda: answers.extend(read_answers(k, 1)))
+    t.start()
+    readers = [threading.Thread(target=s.read_all) for s in (first, second)]
+    for r in readers:
+        r.start()
+    seen_second_alone = False
+    while any(r.is_alive() for r in readers):
+        answered = bool(answers)
+        now = stats()
+        if answered:
+            assert now["running"] == 0 and now["waiting"] == 0, (now, answers)
+        elif not readers[0].is_alive() and now["running"] == 1:
+            seen_second_alone = True  # the first ended, the erase still held
+        time.sleep(0.02)
+    t.join(10)
+    k.close()
+    assert answers and answers[0][0] == 200, answers
+    assert json.loads(answers[0][1])["n_erased"] > 0, answers
+    assert seen_second_alone
+    for s in (first, second):
+        s.close()
+        assert s.error is None and s.events[-1][1] == "[DONE]", s.error
+
