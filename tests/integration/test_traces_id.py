@@ -165,6 +165,14 @@ def test_format_mismatch_and_missing(ctx):
         st, hd, doc = api.json("POST", "/v1/jobs", key, {"endpoint_id": ep["id"], "trace": trace})
         assert st == 422 and [e["field"] for e in doc["errors"]] == ["trace.id"], (trace, doc)
         is_problem(hd, doc, 422)
+    # a good trace of an endpoint not the project's: the transaction that
+    # held the trace is rolled back, and the connection serves on
+    for _ in range(3):
+        st, hd, doc = api.json("POST", "/v1/jobs", key, {
+            "endpoint_id": "0e7e4b2a-4524-4bd4-9cd9-a930e616e5be", "trace": {"id": t["id"]}})
+        assert st == 422 and doc["errors"] == [{"field": "endpoint_id", "detail":
+                                                "no such endpoint in this project"}], doc
+    assert api.json("DELETE", "/v1/traces/" + t["id"], key)[0] == 204
     # a preset with neither is refused as it is saved
     st, _, doc = api.json("POST", "/v1/presets", key, {"name": "no-trace", "spec": {
         "endpoint_id": ep["id"], "trace": {"speedup": 2}}})
@@ -297,7 +305,10 @@ def test_idempotent_submit_by_id(ctx):
         "id": t["id"], "format": "azure"}}, {"Idempotency-Key": "traceid-idem-2"})
     assert st == 422 and doc["errors"][0]["field"] == "trace.format", doc
     is_problem(hd, doc, 422)
+    st, hd, second = api.json("POST", "/v1/jobs", key, body, {"Idempotency-Key": "traceid-idem-2"})
+    assert st == 202 and "idempotent-replayed" not in hd and second["id"] != first["id"], second
     cancel(api, key, first["id"])
+    cancel(api, key, second["id"])
 
 
 def test_worker_takes_the_stored_format(ctx):
