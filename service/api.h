@@ -25,6 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api_conns.h"
+
 #include "api_error.h"
 #include "db/tb_auth.h"
 #include "base/tb_cfg.h"
@@ -65,6 +67,9 @@ struct tb_api {
   atomic_uint conns_open;
   unsigned conns_high_water;
   unsigned busy_header_timeout_s;
+  /* and at TOKBENCH_MAX_CONNECTIONS less TOKBENCH_CONNECTIONS_RESERVE, the
+   * oldest connection without a request head is shut down (api_conns.h) */
+  struct tb_api_conns conns;
   double rate_per_s;          /* TOKBENCH_RATE_LIMIT, 0 = off */
   double rate_burst;          /* TOKBENCH_RATE_BURST */
   struct tb_api_quota *quota; /* per-project request rate (api_quota.h) */
@@ -124,7 +129,8 @@ struct tb_api_waiter {
 struct tb_api_req {
   struct tb_api *api;
   struct MHD_Connection *conn;
-  const char *method; /* borrowed from MHD, valid until completed */
+  struct tb_api_conn *conn_entry; /* the connection's in api->conns, or NULL */
+  const char *method;             /* borrowed from MHD, valid until completed */
   const char *url;
   const struct tb_api_route *route;
   char id[TB_API_ID_LEN + 1];

@@ -126,6 +126,10 @@ static const struct tb_cfg_key api_keys[] = {
     "TOKBENCH_HEADER_TIMEOUT_S while more than 3/4 of TOKBENCH_MAX_CONNECTIONS are open "
     "(0: off)",
     false },
+  { "TOKBENCH_CONNECTIONS_RESERVE", "64",
+    "connections kept free for new clients: at TOKBENCH_MAX_CONNECTIONS less this (at most "
+    "1/8 of it), the oldest connection without a request head is shut down (0: off)",
+    false },
   /* issue 25: uploaded traces (api_traces.h, db/tb_tracestore.h) */
   TB_TRACESTORE_CFG_KEYS,
 };
@@ -319,8 +323,9 @@ head_timeout(struct tb_api *api)
                                                             : api->header_timeout_s;
 }
 
-/* MHD_OPTION_NOTIFY_CONNECTION: counts open connections; a new one above
- * the mark gets the busy head timeout.  Called in the thread that owns the
+/* MHD_OPTION_NOTIFY_CONNECTION: counts open connections and lists them
+ * (api_conns: at the reserve, the oldest without a head is shut down); a
+ * new one above the mark gets the busy head timeout.  Called in the thread that owns the
  * connection, after libmicrohttpd listed it for timeouts, so its timeout
  * may be set here. */
 static void
@@ -328,11 +333,16 @@ conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
             enum MHD_ConnectionNotificationCode toe)
 {
   struct tb_api *api = cls;
-  (void)socket_context;
   if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    /* before libmicrohttpd closes the socket (api_conns.h) */
+    tb_api_conns_close(&api->conns, *socket_context);
+    *socket_context = NULL;
     atomic_fetch_sub_explicit(&api->conns_open, 1, memory_order_relaxed);
     return;
   }
+  const union MHD_ConnectionInfo *fd =
+    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  *socket_context = fd != NULL ? tb_api_conns_open(&api->conns, fd->connect_fd) : NULL;
   atomic_fetch_add_explicit(&api->conns_open, 1, memory_order_relaxed);
   unsigned t = head_timeout(api);
   if (t != api->header_timeout_s)
@@ -349,6 +359,10 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
   if (r == NULL) {
     r = req_new(api, c, url, method);
     *req_cls = r;
+    const union MHD_ConnectionInfo *sc =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->conn_entry = sc != NULL ? sc->socket_context : NULL;
+    tb_api_conns_headed(&api->conns, r->conn_entry, true);
     /* the head is in: from now on the request's own silence limit */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, api->idle_timeout_s);
     return admit(r);
@@ -385,6 +399,7 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestT
   if (r == NULL)
     return;
   *req_cls = NULL;
+  tb_api_conns_headed(&r->api->conns, r->conn_entry, false);
   tb_api_notify_disarm(r);
   tb_api_streams_release(r);
   /* a kept-alive connection waits for its next request's head: the short
@@ -452,6 +467,20 @@ parse_cors(struct tb_api *api, const char *v)
  * x the key's; burst unset: 2 x the rate), the keys cap, the busy head
  * timeout; the stream caps into *sse and *wait.  False with *err on a bad
  * value. */
+/* The connection reserve (api_conns.h): TOKBENCH_CONNECTIONS_RESERVE, at
+ * most 1/8 of max_conn, kept free below it. */
+static bool
+conn_limits(struct tb_api *api, int64_t max_conn, char **err)
+{
+  int64_t reserve;
+  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_CONNECTIONS_RESERVE", 0, 1000000, &reserve, err))
+    return false;
+  if (reserve > max_conn / 8)
+    reserve = max_conn / 8;
+  tb_api_conns_init(&api->conns, reserve > 0 ? (unsigned)(max_conn - reserve) : 0);
+  return true;
+}
+
 static bool
 project_limits(struct tb_api *api, unsigned *sse, unsigned *wait, char **err)
 {
@@ -536,7 +565,7 @@ main(int argc, char **argv)
   api.rate_per_s = (double)rate;
   api.rate_burst = (double)(burst < rate ? rate : burst);
   unsigned sse_pp = 0, wait_pp = 0;
-  if (!project_limits(&api, &sse_pp, &wait_pp, &err)) {
+  if (!project_limits(&api, &sse_pp, &wait_pp, &err) || !conn_limits(&api, max_conn, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     rc = 2;
@@ -647,6 +676,7 @@ out:
   tb_api_jobcache_free(api.jobs_cache);
   tb_api_streams_free(api.streams);
   tb_api_quota_free(api.quota);
+  tb_api_conns_free(&api.conns);
   for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
     free(*p);
   free(api.cors_origins);

@@ -445,7 +445,7 @@ def test_busy_head_timeout_above_the_high_water_mark(ctx):
     for the whole head timeout).  Below the mark nothing changes."""
     s = setup(ctx)
     api = Api(ctx, s["pg"], {"TOKBENCH_MAX_CONNECTIONS": "40", "TOKBENCH_HEADER_TIMEOUT_S": "30",
-                             "TOKBENCH_HEADER_TIMEOUT_BUSY_S": "1",
+                             "TOKBENCH_HEADER_TIMEOUT_BUSY_S": "1", "TOKBENCH_CONNECTIONS_RESERVE": "0",
                              "TOKBENCH_MAX_CONNECTIONS_PER_IP": "4"})
     time.sleep(0.5)  # the start-up check's connection gone
     idle = []
@@ -459,6 +459,56 @@ def test_busy_head_timeout_above_the_high_water_mark(ctx):
     t0 = time.monotonic()
     st, _, _ = api.json("GET", "/v1/jobs", s["alpha"])
     assert st == 200 and time.monotonic() - t0 < 1.0
+    for c in idle:
+        c.close()
+    api.proc.stop()
+
+
+def test_reserve_lets_a_new_client_in(ctx):
+    """Many addresses each at their cap hold every connection the api may
+    have, and never send a head; the busy head timeout is off, the head
+    timeout 30 s.  At TOKBENCH_MAX_CONNECTIONS less
+    TOKBENCH_CONNECTIONS_RESERVE the oldest connection without a request
+    head is shut down, so a client with a key still gets in, and a
+    long-poll in progress, the oldest connection of all, is never the one
+    closed.  (Without the reserve the client is refused until a head
+    timeout frees a place.)"""
+    s = setup(ctx)
+    api = Api(ctx, s["pg"], {"TOKBENCH_MAX_CONNECTIONS": "40", "TOKBENCH_HEADER_TIMEOUT_S": "30",
+                             "TOKBENCH_HEADER_TIMEOUT_BUSY_S": "0",
+                             "TOKBENCH_MAX_CONNECTIONS_PER_IP": "4",
+                             "TOKBENCH_CONNECTIONS_RESERVE": "4",
+                             "TOKBENCH_METRICS_TOKEN": "scrape-me"})
+    ep = new_endpoint(api, s["alpha"], "reserve-ep")
+    job = submit(api, s["alpha"], ep["id"])  # no worker: it stays queued
+    time.sleep(0.5)  # the set-up's connections gone
+    polled = []
+    def poll():
+        polled.append(api.req("GET", "/v1/jobs/%s?wait=8&since=0" % job["id"], s["alpha"],
+                              timeout=30)[0])
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.5)  # its head is in: the oldest connection, with a request in progress
+    idle = []
+    for i in range(44):  # 11 addresses at their cap of 4: more than the api may hold
+        try:
+            idle.append(connect(api, "127.0.2.%d" % (i // 4 + 1)))
+        except OSError:
+            pass
+        time.sleep(0.02)
+    time.sleep(0.5)
+    kept = [c for c in idle if alive(c)]
+    # at most the limit less the reserve (the long-poll one of them) stay open
+    assert len(kept) <= 40 - 4, len(kept)
+    st, _, _ = api.json("GET", "/v1/jobs", s["alpha"])
+    assert st == 200, st
+    t.join(30)
+    assert polled == [200], polled  # the long-poll ran its whole wait and was answered
+    st, _, body = api.req("GET", "/metrics", headers={"Authorization": "Bearer scrape-me"})
+    assert st == 200
+    n = [float(l.split()[-1]) for l in body.decode().splitlines()
+         if l.startswith("tokbench_api_connections_evicted_total")]
+    assert n and n[0] >= 44 - 36, n
     for c in idle:
         c.close()
     api.proc.stop()
