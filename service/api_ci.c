@@ -144,11 +144,8 @@ tb_api_ci_start_job(struct tb_db *db, const struct tb_tenancy *ten, const char *
     rc = 2;
     goto out;
   }
-  rc = tb_api_traces_check_job(db, project_id, spec, errors); /* issue 25 */
-  if (rc == 0)
-    rc = 2;
-  else if (rc > 0)
-    rc = tb_api_job_insert(db, ten, project_id, request_id, spec, job_id, doc, why);
+  /* issue 25: the uploaded trace it names, checked with the insert (2: bad) */
+  rc = tb_api_traces_job_insert(db, ten, project_id, request_id, spec, job_id, doc, errors, why);
 out:
   free(text);
   json_decref(spec);

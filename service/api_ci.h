@@ -21,7 +21,7 @@ bool tb_api_ci_uuid(char out[TB_API_ID_LEN + 1]) TB_MUST_CHECK;
  * string) into *doc when doc is not NULL.  Returns 0 when the preset's
  * endpoint is gone, TB_DB_SOFT / TB_DB_HARD on database errors, 2 with
  * *errors (new array) when the merged spec is invalid or names no trace of
- * the project (tb_api_traces_check_job), and
+ * the project (tb_api_traces_job_insert), and
  * TB_API_JOB_REFUSED with *why when a limit refuses the job.  Runs inside the caller's transaction if any; the
  * caller sends tb_api_job_queued once it is committed.
  */

@@ -200,16 +200,15 @@ tb_api_jobs_submit(struct tb_api_req *r)
       goto out;
     }
   }
-  json_t *terr = NULL; /* issue 25: the uploaded trace it names */
-  rc = tb_api_traces_check_job(db, r->project_id, spec, &terr);
-  if (rc <= 0) {
-    ret = rc < 0 ? tb_api_reply_db(r, rc) : tb_api_reply_spec_errors(r, TB_SPEC_INVALID, terr);
-    goto out;
-  }
+  json_t *terr = NULL; /* issue 25: the uploaded trace it names, checked with the insert */
   char job_id[TB_API_ID_LEN + 1];
   struct tb_tenancy_refusal why;
-  rc = tb_api_job_insert(db, &r->api->tenancy, r->project_id, r->request_id, spec, job_id, &body,
-                         &why);
+  rc = tb_api_traces_job_insert(db, &r->api->tenancy, r->project_id, r->request_id, spec, job_id,
+                                &body, &terr, &why);
+  if (rc == TB_API_TRACES_BAD) {
+    ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, terr);
+    goto out;
+  }
   if (rc < 0) {
     ret = tb_api_reply_db(r, rc);
     goto out;

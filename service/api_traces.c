@@ -12,7 +12,9 @@
  *   GET    /v1/traces            list, newest first (?limit= ?cursor=)
  *   GET    /v1/traces/{id}       one, with its summary
  *   DELETE /v1/traces/{id}       204; 409 while a queued or running job
- *                                names it
+ *                                names it (the row locked before the jobs
+ *                                are counted, against a job being queued
+ *                                with it: tb_api_traces_job_insert)
  *
  * The body is read as it comes, up to TOKBENCH_TRACE_MAX_BYTES (the route's
  * upload flag: main.c refuses a larger Content-Length before reading a
@@ -251,12 +253,14 @@ job_error(json_t **errors, const char *field, const char *detail)
   return 0;
 }
 
-int
-tb_api_traces_check_job(struct tb_db *db, const char *project_id, const json_t *spec,
-                        json_t **errors)
+/* The trace spec names (borrowed), of project_id, of its format; the
+ * stored format written into spec when it gives none (what the job's
+ * result records, and what tb_plan sizes).  Inside a transaction the
+ * trace's row stays locked (FOR KEY SHARE) until it ends. */
+static int
+check_job(struct tb_db *db, const char *project_id, json_t *spec, json_t **errors)
 {
-  *errors = NULL;
-  const json_t *t = json_object_get(spec, "trace");
+  json_t *t = json_object_get(spec, "trace");
   if (t == NULL)
     return 1;
   const char *id = json_string_value(json_object_get(t, "id"));
@@ -272,9 +276,54 @@ tb_api_traces_check_job(struct tb_db *db, const char *project_id, const json_t *
   if (rc == 0)
     return job_error(errors, "trace.id", "no such trace in this project");
   if (fmt != NULL && strcmp(fmt, have) != 0) {
-    char d[96];
-    snprintf(d, sizeof d, "the trace is in format \"%s\", not \"%s\"", have, fmt);
+    char d[160];
+    snprintf(d, sizeof d,
+             "the trace %s is in format \"%s\", not \"%s\": leave trace.format out (the "
+             "stored trace's is used) or give \"%s\"",
+             id, have, fmt, have);
     return job_error(errors, "trace.format", d);
   }
+  if (fmt == NULL)
+    json_object_set_new(t, "format", json_string(have));
   return 1;
+}
+
+_Static_assert(TB_API_TRACES_BAD != 0 && TB_API_TRACES_BAD != 1 &&
+                 TB_API_TRACES_BAD != TB_API_JOB_REFUSED,
+               "tb_api_traces_job_insert's answers are tb_api_job_insert's and one more");
+
+/* check_job then tb_api_job_insert, in the caller's transaction or one of
+ * its own; tried twice like tb_q_jobs_insert. */
+int
+tb_api_traces_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                         const char *request_id, json_t *spec, char job_id[TB_API_ID_LEN + 1],
+                         char **doc, json_t **errors, struct tb_tenancy_refusal *why)
+{
+  *errors = NULL;
+  if (doc != NULL)
+    *doc = NULL;
+  bool own = json_object_get(spec, "trace") != NULL && !tb_db_in_tx(db);
+  int rc = TB_DB_SOFT;
+  for (int attempt = 0; attempt < (own ? 2 : 1) && rc == TB_DB_SOFT; attempt++) {
+    if (own && (rc = tb_db_begin(db)) < 0)
+      continue;
+    rc = check_job(db, project_id, spec, errors);
+    if (rc == 0)
+      rc = TB_API_TRACES_BAD;
+    else if (rc > 0)
+      rc = tb_api_job_insert(db, ten, project_id, request_id, spec, job_id, doc, why);
+    if (!own)
+      break;
+    int crc = rc == 1 ? tb_db_commit(db) : 0;
+    if (rc != 1)
+      tb_db_rollback(db);
+    if (crc < 0) {
+      rc = crc;
+      if (doc != NULL) {
+        free(*doc);
+        *doc = NULL;
+      }
+    }
+  }
+  return rc;
 }

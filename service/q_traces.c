@@ -147,6 +147,14 @@ tb_q_traces_get(struct tb_db *db, const char *id, const char *project_id, char *
   return tb_db_exec_str(db, &trace_get, 2, p, "doc", doc, NULL);
 }
 
+/* The trace's row, locked against the FOR KEY SHARE of a job being queued
+ * with it (trace_format): the delete's next statement, a snapshot of its
+ * own, then sees that job once it is committed. */
+static const struct tb_db_stmt trace_lock_row = {
+  "api_trace_lock_row",
+  "SELECT 1 FROM traces t WHERE t.id = $1::uuid AND t.project_id = $2::uuid FOR UPDATE",
+};
+
 /* A queued or running job of the project naming the trace holds it. */
 static const struct tb_db_stmt trace_delete = {
   "api_trace_delete",
@@ -162,20 +170,36 @@ int
 tb_q_traces_delete(struct tb_db *db, const char *id, const char *project_id, bool *in_use)
 {
   const char *p[] = { id, project_id };
-  PGresult *res = NULL;
   *in_use = false;
-  int rc = tb_db_exec(db, &trace_delete, 2, p, &res);
-  if (rc > 0) {
-    rc = tb_db_i64(res, 0, "deleted") > 0 ? 1 : 0;
-    *in_use = rc == 0 && tb_db_i64(res, 0, "used") > 0 && tb_db_i64(res, 0, "found") > 0;
+  /* in a transaction of its own, the row locked first (trace_lock_row);
+   * tried twice like a lone statement */
+  int rc = TB_DB_SOFT;
+  for (int attempt = 0; attempt < 2 && rc == TB_DB_SOFT; attempt++) {
+    PGresult *res = NULL;
+    if ((rc = tb_db_begin(db)) < 0)
+      continue;
+    rc = tb_db_exec(db, &trace_lock_row, 2, p, NULL);
+    if (rc > 0)
+      rc = tb_db_exec(db, &trace_delete, 2, p, &res);
+    if (rc > 0) {
+      rc = tb_db_i64(res, 0, "deleted") > 0 ? 1 : 0;
+      *in_use = rc == 0 && tb_db_i64(res, 0, "used") > 0 && tb_db_i64(res, 0, "found") > 0;
+    }
+    PQclear(res);
+    if (rc >= 0) {
+      int crc = tb_db_commit(db);
+      if (crc < 0)
+        rc = crc;
+    } else {
+      tb_db_rollback(db);
+    }
   }
-  PQclear(res);
   return rc;
 }
 
 static const struct tb_db_stmt trace_format = {
   "api_trace_format",
-  "SELECT t.format FROM traces t WHERE t.id = $1 AND t.project_id = $2",
+  "SELECT t.format FROM traces t WHERE t.id = $1 AND t.project_id = $2 FOR KEY SHARE",
 };
 
 int

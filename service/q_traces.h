@@ -55,10 +55,14 @@ int tb_q_traces_get(struct tb_db *db, const char *id, const char *project_id,
                     char **doc) TB_MUST_CHECK;
 /* Deletes trace id of project_id unless a queued or running job of the
  * project names it: 1 deleted; 0 not, with *in_use (true: such a job;
- * false: no such trace). */
+ * false: no such trace).  A transaction of its own that locks the row
+ * before it looks for jobs, so a job being queued with the trace (which
+ * holds the row through tb_q_traces_format) is seen once committed. */
 int tb_q_traces_delete(struct tb_db *db, const char *id, const char *project_id,
                        bool *in_use) TB_MUST_CHECK;
-/* The format of trace id of project_id into format: 1; 0 none. */
+/* The format of trace id of project_id into format: 1; 0 none.  The row
+ * stays locked FOR KEY SHARE to the end of the caller's transaction if
+ * any (a DELETE of it waits: tb_q_traces_delete). */
 int tb_q_traces_format(struct tb_db *db, const char *id, const char *project_id,
                        char format[16]) TB_MUST_CHECK;
 

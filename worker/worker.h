@@ -52,10 +52,11 @@ struct tb_trace;
  * no uploaded trace (nothing to load; the engine says so in the trace
  * cell when the spec has a trace object); WORKER_TRACE_BAD with *why
  * (new) when the trace cannot be replayed (gone, another format,
- * malformed); TB_DB_SOFT / TB_DB_HARD on database errors.
+ * malformed); TB_DB_SOFT / TB_DB_HARD on database errors.  A spec that
+ * leaves trace.format out gets the stored trace's in spec->trace.format.
  */
 #define WORKER_TRACE_BAD 2
-int worker_trace_load(struct tb_db *db, const struct tb_queue_job *job, const struct tb_spec *spec,
+int worker_trace_load(struct tb_db *db, const struct tb_queue_job *job, struct tb_spec *spec,
                       struct tb_trace *t, char **why) TB_MUST_CHECK;
 
 /* ----------------------------------------------------------- worker_beat */

@@ -194,16 +194,18 @@ check_cache(const char *t)
 static const struct tb_spec_field trace_fields[] = {
   { .name = "format",
     .type = TB_SPEC_STRING,
-    .flags = TB_SPEC_INLINE | TB_SPEC_REQUIRED,
+    .flags = TB_SPEC_INLINE,
     .min = 1,
     .max = 16,
     .member = M(trace.format),
     .check = check_trace_format,
-    .help = "the trace's format: mooncake, azure, burstgpt, bailian or weka" },
+    .help = "the trace's format: mooncake, azure, burstgpt, bailian or weka; required with a "
+            "trace file, optional beside id (the stored trace's; if given, it must be that)" },
   { .name = "id",
     .type = TB_SPEC_UUID,
     .member = NO,
-    .help = "an uploaded trace (POST /v1/traces) of the project" },
+    .help = "an uploaded trace (POST /v1/traces) of the project; its format is the one it was "
+            "uploaded in" },
   { .name = "start_s",
     .type = TB_SPEC_NUMBER,
     .min = 0,
@@ -996,7 +998,8 @@ tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields, si
   return TB_SPEC_OK;
 }
 
-/* What one field cannot say alone: a trace cell is not sharded (issue 24:
+/* What one field cannot say alone: a trace object names its trace (by
+ * id, or by format beside a file); a trace cell is not sharded (issue 24:
  * its sessions would have to follow their roots to one shard each, with
  * the trace loaded by every shard), so shards other than 1 beside a trace
  * is refused rather than silently run in one process; so is shards on a
@@ -1004,6 +1007,13 @@ tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields, si
 static void
 check_job_across(const json_t *spec, json_t *errors)
 {
+  /* a trace is a file (format given: `tokbench run --trace`) or an upload
+   * (id; its format is the stored one's, so format may be left out) */
+  const json_t *tr = json_object_get(spec, "trace");
+  if (tr != NULL && json_object_get(tr, "id") == NULL && json_object_get(tr, "format") == NULL)
+    add_err(errors, "trace.id",
+            "is required: the uploaded trace to replay (POST /v1/traces; its format is the "
+            "stored one's, so trace.format may be left out)");
   const json_t *sh = json_object_get(spec, "shards");
   bool sharded = sh != NULL && !(json_is_integer(sh) && json_integer_value(sh) == 1);
   if (sharded && json_object_get(spec, "trace") != NULL)

@@ -164,8 +164,11 @@ struct tb_spec_sweep {
 
 /* A trace replayed as a rate cell (the spec's "trace" object; docs/traces.md):
  * on when format is set.  The trace itself is a file (`tokbench run --trace
- * FILE`) or an uploaded trace (id, POST /v1/traces); these say how it is
- * replayed (lib/spec/tb_trace.h, struct tb_trace_opts). */
+ * FILE`, format given) or an uploaded trace (id, POST /v1/traces; format
+ * may be left out of the spec: the api writes the stored trace's into the
+ * job's spec when it queues it, and the worker takes it from the store
+ * too); these say how it is replayed (lib/spec/tb_trace.h, struct
+ * tb_trace_opts). */
 struct tb_spec_trace {
   char format[TB_SPEC_INLINE_MAX]; /* tb_trace_format_parse's names; "": off */
   double start_s, duration_s;      /* the window of the roots' arrivals (0: all) */
@@ -233,7 +236,8 @@ enum tb_spec_rc tb_spec_run(const char *text, size_t len, const struct tb_spec_f
                             size_t n, bool patch, json_t **out, json_t **errors) TB_MUST_CHECK;
 
 /* A job spec (POST /v1/jobs): tb_spec_run with the job table, then what
- * no one field says alone (shards other than 1 beside a trace: refused
+ * no one field says alone (a trace object with neither id nor format:
+ * refused naming trace.id; shards other than 1 beside a trace: refused
  * naming shards, issue 24). */
 enum tb_spec_rc tb_spec_job(const char *text, size_t len, json_t **out,
                             json_t **errors) TB_MUST_CHECK;

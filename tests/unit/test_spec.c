@@ -387,10 +387,68 @@ test_shards_refused_with_a_trace(void **state)
   json_decref(job_ok(text));
 }
 
+/* traceid: trace.format may be left out beside trace.id (the stored
+ * trace's: the api writes it, the worker takes it from the store); a trace
+ * object with neither is refused naming trace.id; a format given is still
+ * checked; tb_spec_parse leaves format "" for the worker to fill. */
+static void
+test_trace_format_optional_beside_id(void **state)
+{
+  (void)state;
+  char buf[200], text[400];
+  const char *id = "7C4F1E0A-2B7D-4E0C-9A51-3F6B8D2E1A90";
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"trace\":{\"id\":\"%s\"}}", EP, id);
+  json_t *o = job_ok(text);
+  json_t *t = json_object_get(o, "trace");
+  assert_string_equal(json_string_value(json_object_get(t, "id")),
+                      "7c4f1e0a-2b7d-4e0c-9a51-3f6b8d2e1a90");
+  assert_null(json_object_get(t, "format")); /* the api fills it from the store */
+  struct tb_spec s;
+  char *err = NULL;
+  assert_true(tb_spec_parse(&s, o, &err));
+  assert_null(err);
+  assert_string_equal(s.trace.format, "");
+  tb_spec_free(&s);
+  json_decref(o);
+  /* a file's trace: the format alone, as before */
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"trace\":{\"format\":\"weka\"}}", EP);
+  json_decref(job_ok(text));
+  /* neither: trace.id, saying format may be left out beside it */
+  const char *none[] = { "{}", "{\"speedup\":2}", "{\"format\":null}" };
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"trace\":%s}", EP, none[i]);
+    assert_string_equal(job_fields(text, buf, sizeof buf), "trace.id");
+    json_t *out = NULL, *errors = NULL;
+    assert_int_equal(tb_spec_job(text, strlen(text), &out, &errors), TB_SPEC_INVALID);
+    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(errors, 0), "detail")),
+                           "trace.format may be left out"));
+    json_decref(errors);
+  }
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"trace\":%s}", EP, none[2]);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "trace.format"); /* null: not a string */
+  /* a format given beside an id is still one of the five */
+  snprintf(text, sizeof text,
+           "{\"endpoint_id\":\"%s\",\"trace\":{\"id\":\"%s\",\"format\":\"csv\"}}", EP, id);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "trace.format");
+  snprintf(text, sizeof text, "{\"endpoint_id\":\"%s\",\"trace\":{\"id\":\"nope\"}}", EP);
+  assert_string_equal(job_fields(text, buf, sizeof buf), "trace.id");
+  /* the table and its help say so */
+  const struct tb_spec_field *f = tb_spec_field("trace");
+  assert_non_null(f);
+  const struct tb_spec_field *fmt = NULL;
+  for (size_t i = 0; i < f->nsub; i++)
+    if (strcmp(f->sub[i].name, "format") == 0)
+      fmt = &f->sub[i];
+  assert_non_null(fmt);
+  assert_false(fmt->flags & TB_SPEC_REQUIRED);
+  assert_non_null(strstr(fmt->help, "optional beside id"));
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_trace_format_optional_beside_id),
     cmocka_unit_test(test_shards_refused_with_a_trace),
     cmocka_unit_test(test_job_normalized),
     cmocka_unit_test(test_job_errors_name_fields),
