@@ -276,12 +276,13 @@ def test_streams(ctx):
     check("/v1/chat/completions", diff(shape(a), shape(b)))
 
 
-def in_flight(url, max_tokens, during):
-    """Starts a streamed request of max_tokens; once its first token came,
-    calls during(); returns (what during returned, the raw stream)."""
+def in_flight(url, max_tokens, during, words=40):
+    """Starts a streamed request of max_tokens (its prompt `words` times
+    "lorem ipsum"); once its first token came, calls during(); returns
+    (what during returned, the raw stream)."""
     body = {"model": "tiny", "max_tokens": max_tokens, "stream": True, "ignore_eos": True,
             "stream_options": TOKBENCH_SO,
-            "messages": [{"role": "user", "content": "[BENCH_flight] " + "lorem ipsum " * 40}]}
+            "messages": [{"role": "user", "content": "[BENCH_flight] " + "lorem ipsum " * words}]}
     got, started = {}, threading.Event()
 
     def run():
@@ -369,7 +370,13 @@ def moves(url):
     """How each /metrics family moves around one request of 300 tokens: read
     before, while it decodes (twice, 0.3 s apart), after it ended, and right
     after that.  Counters: (moved while decoding, moved at the end); gauges:
-    (non-zero while decoding, non-zero after, non-zero on the next read)."""
+    (non-zero while decoding, non-zero after, non-zero on the next read).
+    Its prompt is longer than any sequence the module sent before, so that
+    n_tokens_max (the longest sequence seen, raised at every step: b11669's
+    server_metrics::on_decoded) moves from the first step on: with the
+    short prompt of the other tests it moved only once this sequence passed
+    the last one's length, before or after the second read as the machine's
+    speed had it (CI saw live (True, True), sim (False, True))."""
     m = lambda: samples(http("GET", url + "/metrics")[2].decode())  # noqa: E731
     reads = []
 
@@ -378,7 +385,7 @@ def moves(url):
         time.sleep(0.3)
         reads.append(m())
 
-    _, raw = in_flight(url, 300, during)
+    _, raw = in_flight(url, 300, during, words=200)
     assert events(raw)[1], raw[-300:]
     after = m()
     after2 = m()
