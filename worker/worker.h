@@ -80,6 +80,7 @@ struct worker_beat {
   struct tb_queue_lease lease;
   bool cancel_requested; /* for gen */
   bool lease_lost;       /* for gen */
+  bool ending;           /* for gen: the job's last write is under way */
 };
 
 /* Starts the thread (takes db).  False on failure (db closed). */
@@ -87,6 +88,10 @@ bool worker_beat_start(struct worker_beat *b, struct tb_db *db, int lease_s,
                        int interval_s) TB_MUST_CHECK;
 /* The lease to renew from now on, or none (NULL). */
 void worker_beat_set(struct worker_beat *b, const struct tb_queue_lease *lease);
+/* The job's last write (its end, or its hand-back) begins: a renewal
+ * refused from now on is most often that write's doing, and is not logged
+ * as a lost lease (the write's own answer tells whether the lease held). */
+void worker_beat_ending(struct worker_beat *b);
 /* What the thread learnt about the current lease. */
 void worker_beat_state(struct worker_beat *b, bool *cancel_requested, bool *lease_lost);
 /* Stops the thread and closes its connection. */

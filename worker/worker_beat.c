@@ -73,9 +73,10 @@ beat_main(void *arg)
     }
     if (rc < 0)
       continue; /* unknown: the database is away; the lease may still hold */
-    bool current;
+    bool current, ending;
     pthread_mutex_lock(&b->mu);
     current = b->gen == gen && b->has_job;
+    ending = b->ending;
     if (current) {
       if (rc == 0)
         b->lease_lost = true;
@@ -83,7 +84,10 @@ beat_main(void *arg)
         b->cancel_requested = true;
     }
     pthread_mutex_unlock(&b->mu);
-    if (rc == 0 && current)
+    /* While the job's end is written, a refused renewal is most often that
+     * write's own doing (the job is no longer running): the write's answer
+     * says whether the lease held, and the main thread logs it. */
+    if (rc == 0 && current && !ending)
       tb_log(TB_LOG_WARN, "lease lost", "job", TB_LS, lease.job_id, "attempt", TB_LI,
              (int64_t)lease.attempt, NULL);
   }
@@ -129,6 +133,15 @@ worker_beat_set(struct worker_beat *b, const struct tb_queue_lease *lease)
     memset(&b->lease, 0, sizeof b->lease);
   b->cancel_requested = false;
   b->lease_lost = false;
+  b->ending = false;
+  pthread_mutex_unlock(&b->mu);
+}
+
+void
+worker_beat_ending(struct worker_beat *b)
+{
+  pthread_mutex_lock(&b->mu);
+  b->ending = true;
   pthread_mutex_unlock(&b->mu);
 }
 

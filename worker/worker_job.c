@@ -220,6 +220,7 @@ flush_retry(struct job_run *jr, int *delay, int64_t t0)
 static enum worker_job_outcome
 finish(struct job_run *jr, const char *state, const json_t *result, const char *error)
 {
+  worker_beat_ending(jr->w->beat);
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
   int rc = flush_retry(jr, &delay, t0);
@@ -253,6 +254,7 @@ finish(struct job_run *jr, const char *state, const json_t *result, const char *
 static enum worker_job_outcome
 release(struct job_run *jr)
 {
+  worker_beat_ending(jr->w->beat);
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
   /* Cells measured before the stop are kept: store what is pending. */
@@ -277,6 +279,7 @@ release(struct job_run *jr)
 static enum worker_job_outcome
 refuse(struct job_run *jr, const char *why)
 {
+  worker_beat_ending(jr->w->beat);
   int64_t t0 = tb_time_mono_ns();
   int delay = BACKOFF_MIN_MS;
   char *reason = tb_xasprintf("worker %s: %s", jr->w->worker_id, why);

@@ -86,7 +86,9 @@ def http_json(method, url, body=None, headers=None, timeout=10):
 
 
 def wait_until(pred, timeout=10.0, interval=0.05, what="condition"):
-    """Polls pred() until it returns a true value; returns it or raises."""
+    """Polls pred() until it returns a true value; returns it or raises.
+    what names the condition in the error: a string, or a function called
+    then (to say how things stood when the wait ran out)."""
     deadline = time.monotonic() + timeout
     last_exc = None
     while time.monotonic() < deadline:
@@ -97,6 +99,8 @@ def wait_until(pred, timeout=10.0, interval=0.05, what="condition"):
         except Exception as e:  # noqa: BLE001 - retried until the deadline
             last_exc = e
         time.sleep(interval)
+    if callable(what):
+        what = what()
     raise AssertionError("timed out waiting for %s (%s)" % (what, last_exc))
 
 

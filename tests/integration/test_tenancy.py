@@ -28,9 +28,16 @@ def make_key(pg, project):
     return harness.make_key(pg, project, "--admin")
 
 
+# The api and workers a test started, stopped by the next test's setup when
+# the test failed before it stopped them: a worker left running would claim
+# the next tests' jobs and fail them too.
+LEFT = []
+
+
 class Api(harness.Api):
     def __init__(self, ctx, pg, env=None):
         super().__init__(ctx, pg, MASTER, env)
+        LEFT.append(self.proc)
 
 
 def worker(ctx, pg, name, **env):
@@ -38,6 +45,7 @@ def worker(ctx, pg, name, **env):
          "TOKBENCH_HEARTBEAT_S": "1", "TOKBENCH_POLL_S": "1", "TOKBENCH_MASTER_KEY": MASTER}
     e.update({k: str(v) for k, v in env.items()})
     p = ctx.process("tokbench-worker", [], env=e)
+    LEFT.append(p)
     wait_until(lambda: '"msg":"worker ready"' in p.output() or not p.alive(), 20, what="worker ready")
     assert p.alive(), p.output()
     return p
@@ -74,7 +82,17 @@ def wait_state(pg, jid, states, timeout=90):
     if isinstance(states, str):
         states = (states,)
     return wait_until(lambda: state(pg, jid) in states, timeout, interval=0.05,
-                      what="job %s in %s (now %s)" % (jid, states, state(pg, jid)))
+                      what=lambda: "job %s in %s; now %s" % (jid, states, how(pg, jid)))
+
+
+def how(pg, jid):
+    """A job's state, attempts, worker and error, and its last events, and
+    the tail of each running worker's log: what a failed wait prints."""
+    row = pg.psql("SELECT state, attempts, lease_owner, error FROM jobs WHERE id = '%s'" % jid)
+    ev = pg.psql("SELECT kind || ' ' || left(data::text, 200) FROM job_events "
+                 "WHERE job_id = '%s' ORDER BY id DESC LIMIT 5" % jid)
+    logs = ["%s log: %s" % (p.name, p.output()[-1500:]) for p in LEFT if p.alive()]
+    return "%s\nevents (newest first):\n%s\n%s" % (row.strip(), ev.strip(), "\n".join(logs))
 
 
 def started(pg, jids):
@@ -88,6 +106,12 @@ STATE = {}
 
 
 def setup(ctx):
+    """The module's cluster and simulator; what an earlier test left running
+    stopped, and its unfinished jobs cancelled."""
+    while LEFT:
+        LEFT.pop().stop()
+    if STATE:
+        STATE["pg"].psql("UPDATE jobs SET state = 'cancelled' WHERE state IN ('queued', 'running')")
     if not STATE:
         pg = ctx.postgres()
         subprocess.run([harness.bin("tokbench"), "migrate"], check=True, capture_output=True,
@@ -100,12 +124,16 @@ def setup(ctx):
 
 def test_exclusive_group_is_the_projects_own(ctx):
     """A job of project A in group "h100-node1" does not hold back project
-    B's job in a group of the same name (it did: one busy key for both)."""
+    B's job in a group of the same name (it did: one busy key for both).
+    Each project has its own server, as two teams' GPUs would be: on one
+    server B's cells would wait for A's streams to drain before each of
+    theirs (the engine measures a quiet server), and B's short job could
+    end after A's long one."""
     s = setup(ctx)
     pg, sim = s["pg"], s["sim"]
     api = Api(ctx, pg)
     ka, ea = project(ctx, api, pg, sim)
-    kb, eb = project(ctx, api, pg, sim)
+    kb, eb = project(ctx, api, pg, ctx.sim("tiny"))
     ja = submit(api, ka, ea, LONG, exclusive_group="h100-node1")
     jb = submit(api, kb, eb, SHORT, exclusive_group="h100-node1")
     keys = pg.psql("SELECT busy_key FROM jobs WHERE id IN ('%s', '%s')" % (ja, jb)).split()
@@ -114,7 +142,7 @@ def test_exclusive_group_is_the_projects_own(ctx):
     wait_state(pg, ja, "running")
     # B's job runs to its end while A's still runs
     wait_state(pg, jb, "succeeded")
-    assert state(pg, ja) == "running", state(pg, ja)
+    assert state(pg, ja) == "running", (how(pg, ja), how(pg, jb))
     assert api.json("POST", "/v1/jobs/%s/cancel" % ja, ka)[0] == 202
     wait_state(pg, ja, "cancelled")
     stop_all(w1, w2)
@@ -312,6 +340,7 @@ def hooks_setup(ctx):
     if "hooks_api" not in s:
         pg = s["pg"]
         api = Api(ctx, pg)
+        LEFT.remove(api.proc)  # kept for the module: the hook tests share it
         key, ep = project(ctx, api, pg)
         st, _, _ = api.json("POST", "/v1/presets", key, {"name": "n", "spec": dict(SHORT, endpoint_id=ep)})
         assert st == 201

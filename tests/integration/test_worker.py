@@ -205,6 +205,11 @@ def test_job_runs_end_to_end_with_a_sealed_key(t):
     assert cell_ev[-1][1]["cells_done"] == 6 and cell_ev[0][1]["cell"]["phase"] == "prefill"
     assert secret not in w.output()
     assert secret not in t.q("SELECT row_to_json(j)::text FROM jobs j WHERE id = '%s'" % jid)
+    # The job's own end is no lost lease: the heartbeat, woken by the end's
+    # notification before the job was let go, logged one (worker_beat_ending).
+    wait_until(lambda: '"msg":"job finished"' in w.output(), 10, what="job finished logged")
+    time.sleep(0.5)
+    assert '"msg":"lease lost"' not in w.output(), w.output()[-2000:]
 
 
 @isolated
