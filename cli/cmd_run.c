@@ -361,184 +361,214 @@ read_trace(const char *path, const char *format, struct tb_trace *t)
   return ok;
 }
 
-int
-tb_cli_run(int argc, char **argv)
+/* The options besides the job spec's fields. */
+enum {
+  O_URL = 256,
+  O_KEYFILE,
+  O_OUTPUT,
+  O_JSONL,
+  O_TABLE,
+  O_RESUME,
+  O_NAME,
+  O_LAUNCH,
+  O_RUNID,
+  O_CELLMEM,
+  O_CACERT,
+  O_TRACE,
+  O_TRACEFMT,
+  O_GPU = 300,
+  O_PRICE,
+  O_CURRENCY,
+  O_TELEMETRY,  /* cost_opt */
+  O_SPEC = 512, /* + the field's index in tb_spec's table */
+};
+
+static const struct option fixed_opts[] = {
+  { "url", required_argument, NULL, O_URL },
+  { "api-key-file", required_argument, NULL, O_KEYFILE },
+  { "output", required_argument, NULL, O_OUTPUT },
+  { "jsonl", no_argument, NULL, O_JSONL },
+  { "table", no_argument, NULL, O_TABLE },
+  { "resume", required_argument, NULL, O_RESUME },
+  { "name", required_argument, NULL, O_NAME },
+  { "launch-command", required_argument, NULL, O_LAUNCH },
+  { "run-id", required_argument, NULL, O_RUNID },
+  { "cell-memory-kb", required_argument, NULL, O_CELLMEM },
+  { "cacert", required_argument, NULL, O_CACERT },
+  { "gpu", required_argument, NULL, O_GPU },
+  { "price-per-hour", required_argument, NULL, O_PRICE },
+  { "currency", required_argument, NULL, O_CURRENCY },
+  { "telemetry-url", required_argument, NULL, O_TELEMETRY },
+  { "trace", required_argument, NULL, O_TRACE },
+  { "trace-format", required_argument, NULL, O_TRACEFMT },
+  { "quiet", no_argument, NULL, 'q' },
+  { "help", no_argument, NULL, 'h' },
+};
+
+/* One run's flags and what it holds; everything owned is freed by
+ * run_free. */
+struct run {
+  json_t *spec;     /* the spec fields' flags, as a job spec object */
+  json_t *endpoint; /* --name, --launch-command, cost_opt's flags */
+  const char *key_file, *output, *resume, *url, *cacert;
+  const char *trace_file, *trace_format;
+  int64_t cell_kb;
+  bool force_jsonl, force_table, quiet;
+  char *run_id;
+  struct tb_spec settings;
+  struct tb_trace trace;
+  char *key;
+  json_t *done, *result;
+  struct tb_cfg *cfg;
+  struct tb_engine_target target;
+  char *err;
+};
+
+/* One option of getopt_long's into r: -1 to go on, else the exit status
+ * (0 after --help, 2 on a bad flag, told on stderr). */
+static int
+run_flag(struct run *r, int opt, const struct tb_spec_field *fields, size_t nfields, char **argv)
 {
-  enum {
-    O_URL = 256,
-    O_KEYFILE,
-    O_OUTPUT,
-    O_JSONL,
-    O_TABLE,
-    O_RESUME,
-    O_NAME,
-    O_LAUNCH,
-    O_RUNID,
-    O_CELLMEM,
-    O_CACERT,
-    O_TRACE,
-    O_TRACEFMT,
-    O_GPU = 300,
-    O_PRICE,
-    O_CURRENCY,
-    O_TELEMETRY,  /* cost_opt */
-    O_SPEC = 512, /* + the field's index in tb_spec's table */
-  };
-  static const struct option fixed[] = {
-    { "url", required_argument, NULL, O_URL },
-    { "api-key-file", required_argument, NULL, O_KEYFILE },
-    { "output", required_argument, NULL, O_OUTPUT },
-    { "jsonl", no_argument, NULL, O_JSONL },
-    { "table", no_argument, NULL, O_TABLE },
-    { "resume", required_argument, NULL, O_RESUME },
-    { "name", required_argument, NULL, O_NAME },
-    { "launch-command", required_argument, NULL, O_LAUNCH },
-    { "run-id", required_argument, NULL, O_RUNID },
-    { "cell-memory-kb", required_argument, NULL, O_CELLMEM },
-    { "cacert", required_argument, NULL, O_CACERT },
-    { "gpu", required_argument, NULL, O_GPU },
-    { "price-per-hour", required_argument, NULL, O_PRICE },
-    { "currency", required_argument, NULL, O_CURRENCY },
-    { "telemetry-url", required_argument, NULL, O_TELEMETRY },
-    { "trace", required_argument, NULL, O_TRACE },
-    { "trace-format", required_argument, NULL, O_TRACEFMT },
-    { "quiet", no_argument, NULL, 'q' },
-    { "help", no_argument, NULL, 'h' },
-  };
-  /* every field of the job spec with a flag is an option */
+  if (opt >= O_SPEC && (size_t)(opt - O_SPEC) < nfields) {
+    const struct tb_spec_field *f = &fields[opt - O_SPEC];
+    if (!tb_spec_arg(f, optarg, r->spec)) {
+      fprintf(stderr, "tokbench run: bad value for --%s: '%s'\n", f->cli, optarg);
+      return 2;
+    }
+    return -1;
+  }
+  if (opt >= O_GPU && opt <= O_TELEMETRY)
+    return cost_opt(r->endpoint, opt - O_GPU, optarg) ? -1 : 2;
+  switch (opt) {
+  case O_URL: r->url = optarg; break;
+  case O_KEYFILE: r->key_file = optarg; break;
+  case O_OUTPUT: r->output = optarg; break;
+  case O_JSONL: r->force_jsonl = true; break;
+  case O_TABLE: r->force_table = true; break;
+  case O_RESUME: r->resume = optarg; break;
+  case O_NAME: json_object_set_new(r->endpoint, "name", json_string(optarg)); break;
+  case O_LAUNCH: json_object_set_new(r->endpoint, "launch_command", json_string(optarg)); break;
+  case O_RUNID:
+    free(r->run_id);
+    r->run_id = tb_xstrdup(optarg);
+    break;
+  case O_CELLMEM:
+    if (!tb_parse_i64(optarg, 1, 64 * 1024 * 1024, &r->cell_kb)) {
+      fprintf(stderr, "tokbench run: --cell-memory-kb: 1 to 67108864 (KiB)\n");
+      return 2;
+    }
+    break;
+  case O_CACERT: r->cacert = optarg; break;
+  case O_TRACE: r->trace_file = optarg; break;
+  case O_TRACEFMT: r->trace_format = optarg; break;
+  case 'q': r->quiet = true; break;
+  case 'h': usage(stdout); return 0;
+  default:
+    fprintf(stderr,
+            "tokbench run: unknown or incomplete option '%s' "
+            "(see tokbench run --help)\n",
+            argv[optind - 1]);
+    return 2;
+  }
+  return -1;
+}
+
+/* The command line into r (every field of the job spec with a flag is an
+ * option), then the checks that need no file: -1 to go on, else the exit
+ * status. */
+static int
+run_parse(struct run *r, int argc, char **argv)
+{
   size_t nfields;
   const struct tb_spec_field *fields = tb_spec_fields(&nfields);
-  struct option *opts = tb_xcalloc(TB_ARRAY_LEN(fixed) + nfields + 1, sizeof *opts);
+  struct option *opts = tb_xcalloc(TB_ARRAY_LEN(fixed_opts) + nfields + 1, sizeof *opts);
   size_t nopts = 0;
-  for (size_t i = 0; i < TB_ARRAY_LEN(fixed); i++)
-    opts[nopts++] = fixed[i];
+  for (size_t i = 0; i < TB_ARRAY_LEN(fixed_opts); i++)
+    opts[nopts++] = fixed_opts[i];
   for (size_t i = 0; i < nfields; i++)
     if (fields[i].cli != NULL)
       opts[nopts++] = (struct option){ fields[i].cli, required_argument, NULL, O_SPEC + (int)i };
-  json_t *spec = json_object();
-  json_t *endpoint = json_object();
-  struct tb_spec settings;
-  tb_spec_init(&settings);
-  const char *key_file = NULL, *output = NULL, *resume = NULL, *url = NULL, *cacert = NULL;
-  const char *trace_file = NULL, *trace_format = NULL;
-  struct tb_trace trace = { 0 };
-  int64_t cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024;
-  bool force_jsonl = false, force_table = false, quiet = false;
-  int rc = 2;
-  char *key = NULL, *run_id = NULL;
-  json_t *done = NULL, *result = NULL;
-  struct tb_cfg *cfg = NULL;
-  char *err = NULL;
-  int opt;
+  int rc = -1, opt;
   optind = 1;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
-    if (opt >= O_SPEC && (size_t)(opt - O_SPEC) < nfields) {
-      const struct tb_spec_field *f = &fields[opt - O_SPEC];
-      if (!tb_spec_arg(f, optarg, spec)) {
-        fprintf(stderr, "tokbench run: bad value for --%s: '%s'\n", f->cli, optarg);
-        goto out;
-      }
-      continue;
-    }
-    if (opt >= O_GPU && opt <= O_TELEMETRY) {
-      if (!cost_opt(endpoint, opt - O_GPU, optarg))
-        goto out;
-      continue;
-    }
-    switch (opt) {
-    case O_URL: url = optarg; break;
-    case O_KEYFILE: key_file = optarg; break;
-    case O_OUTPUT: output = optarg; break;
-    case O_JSONL: force_jsonl = true; break;
-    case O_TABLE: force_table = true; break;
-    case O_RESUME: resume = optarg; break;
-    case O_NAME: json_object_set_new(endpoint, "name", json_string(optarg)); break;
-    case O_LAUNCH: json_object_set_new(endpoint, "launch_command", json_string(optarg)); break;
-    case O_RUNID:
-      free(run_id);
-      run_id = tb_xstrdup(optarg);
-      break;
-    case O_CELLMEM:
-      if (!tb_parse_i64(optarg, 1, 64 * 1024 * 1024, &cell_kb)) {
-        fprintf(stderr, "tokbench run: --cell-memory-kb: 1 to 67108864 (KiB)\n");
-        goto out;
-      }
-      break;
-    case O_CACERT: cacert = optarg; break;
-    case O_TRACE: trace_file = optarg; break;
-    case O_TRACEFMT: trace_format = optarg; break;
-    case 'q': quiet = true; break;
-    case 'h':
-      usage(stdout);
-      rc = 0;
-      goto out;
-    default:
-      fprintf(stderr,
-              "tokbench run: unknown or incomplete option '%s' "
-              "(see tokbench run --help)\n",
-              argv[optind - 1]);
-      goto out;
-    }
-  }
+  while (rc < 0 && (opt = getopt_long(argc, argv, "qh", opts, NULL)) != -1)
+    rc = run_flag(r, opt, fields, nfields, argv);
+  free(opts);
+  if (rc >= 0)
+    return rc;
   if (optind < argc) {
     fprintf(stderr, "tokbench run: unexpected argument '%s'\n", argv[optind]);
-    goto out;
+    return 2;
   }
-  if (url == NULL) {
+  if (r->url == NULL) {
     fprintf(stderr, "tokbench run: --url is required (see tokbench run --help)\n");
-    goto out;
+    return 2;
   }
-  if (!trace_flags(spec, trace_file, trace_format))
-    goto out;
+  if (!trace_flags(r->spec, r->trace_file, r->trace_format))
+    return 2;
   /* the flags' values against the job spec's table: the api's ranges */
-  if (!tb_spec_parse(&settings, spec, &err)) {
-    fprintf(stderr, "tokbench run: bad settings: %s\n", err);
-    goto out;
+  if (!tb_spec_parse(&r->settings, r->spec, &r->err)) {
+    fprintf(stderr, "tokbench run: bad settings: %s\n", r->err);
+    return 2;
   }
-  if (key_file != NULL) {
+  return -1;
+}
+
+/* The key, the CAs, the cells to resume, the trace and the environment
+ * into r->target; false with a message on stderr. */
+static bool
+run_target(struct run *r)
+{
+  if (r->key_file != NULL) {
     char *why = NULL;
-    key = tb_cfg_read_key_file(key_file, KEY_FILE_MAX, &why);
-    if (key == NULL) {
+    r->key = tb_cfg_read_key_file(r->key_file, KEY_FILE_MAX, &why);
+    if (r->key == NULL) {
       fprintf(stderr, "tokbench run: --api-key-file: %s\n", why);
       free(why);
-      goto out;
+      return false;
     }
   } else if (getenv("TOKBENCH_ENDPOINT_API_KEY") != NULL &&
              getenv("TOKBENCH_ENDPOINT_API_KEY")[0] != '\0') {
-    key = tb_xstrdup(getenv("TOKBENCH_ENDPOINT_API_KEY"));
+    r->key = tb_xstrdup(getenv("TOKBENCH_ENDPOINT_API_KEY"));
   }
-  if (cacert != NULL && !tb_http_set_ca_file(cacert, &err)) {
-    fprintf(stderr, "tokbench run: --cacert: %s\n", err);
-    goto out;
+  if (r->cacert != NULL && !tb_http_set_ca_file(r->cacert, &r->err)) {
+    fprintf(stderr, "tokbench run: --cacert: %s\n", r->err);
+    return false;
   }
-  if (resume != NULL) {
+  if (r->resume != NULL) {
     const char *why = NULL;
-    done = read_resume(resume, &run_id, &why);
-    if (done == NULL) {
-      fprintf(stderr, "tokbench run: cannot read --resume %s: %s\n", resume, why);
-      goto out;
+    r->done = read_resume(r->resume, &r->run_id, &why);
+    if (r->done == NULL) {
+      fprintf(stderr, "tokbench run: cannot read --resume %s: %s\n", r->resume, why);
+      return false;
     }
   }
-  if (trace_file != NULL && !read_trace(trace_file, trace_format, &trace))
-    goto out;
-  struct tb_engine_target target = { .base_url = url,
-                                     .run_id = run_id,
-                                     .endpoint = endpoint,
-                                     .key_hint = "tokbench run --api-key-file",
-                                     .model_hint = "tokbench run --model",
-                                     .cell_memory_max = (size_t)cell_kb * 1024,
-                                     .trace = trace_file != NULL ? &trace : NULL };
-  cfg = tb_cfg_load(run_keys, TB_ARRAY_LEN(run_keys), NULL, &err);
-  if (cfg == NULL || !tb_engine_target_cfg(&target, cfg, &err)) {
-    fprintf(stderr, "tokbench run: %s\n", err);
-    goto out;
+  if (r->trace_file != NULL && !read_trace(r->trace_file, r->trace_format, &r->trace))
+    return false;
+  r->target = (struct tb_engine_target){ .base_url = r->url,
+                                         .run_id = r->run_id,
+                                         .endpoint = r->endpoint,
+                                         .key_hint = "tokbench run --api-key-file",
+                                         .model_hint = "tokbench run --model",
+                                         .cell_memory_max = (size_t)r->cell_kb * 1024,
+                                         .trace = r->trace_file != NULL ? &r->trace : NULL };
+  r->cfg = tb_cfg_load(run_keys, TB_ARRAY_LEN(run_keys), NULL, &r->err);
+  if (r->cfg == NULL || !tb_engine_target_cfg(&r->target, r->cfg, &r->err)) {
+    fprintf(stderr, "tokbench run: %s\n", r->err);
+    return false;
   }
+  return true;
+}
 
+/* The matrix run with its progress, then its result written and printed;
+ * the exit status. */
+static int
+run_matrix(struct run *r)
+{
   struct run_ui ui = { 0 };
   bool stdout_tty = isatty(STDOUT_FILENO);
-  ui.jsonl = force_jsonl || (!stdout_tty && !force_table);
-  ui.tty_progress = !quiet && isatty(STDERR_FILENO) && !ui.jsonl;
+  ui.jsonl = r->force_jsonl || (!stdout_tty && !r->force_table);
+  ui.tty_progress = !r->quiet && isatty(STDERR_FILENO) && !ui.jsonl;
   struct tb_engine_hooks hooks = {
     .cls = &ui,
     .on_cell = hook_cell,
@@ -552,45 +582,63 @@ tb_cli_run(int argc, char **argv)
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  tb_raise_nofile(tb_engine_nofile(&settings));
-  enum tb_engine_status st = tb_engine_run(&settings, &target, key, done, &hooks, &result, &err);
+  tb_raise_nofile(tb_engine_nofile(&r->settings));
+  enum tb_engine_status st =
+    tb_engine_run(&r->settings, &r->target, r->key, r->done, &hooks, &r->result, &r->err);
   if (ui.tty_progress)
     fprintf(stderr, "\r\033[K");
-  if (output != NULL && result != NULL) {
-    if (json_dump_file(result, output, JSON_INDENT(2)) != 0)
-      fprintf(stderr, "tokbench run: cannot write %s\n", output);
+  if (r->output != NULL && r->result != NULL) {
+    if (json_dump_file(r->result, r->output, JSON_INDENT(2)) != 0)
+      fprintf(stderr, "tokbench run: cannot write %s\n", r->output);
   }
   if (st == TB_ENGINE_FAILED) {
     /* libcurl's words for a certificate it could not verify */
-    bool cert = err != NULL && cacert == NULL &&
-                (strstr(err, "SSL certificate problem") != NULL ||
-                 strstr(err, "certificate verify failed") != NULL);
-    fprintf(stderr, "tokbench run: %s%s\n", err ? err : "run failed",
+    bool cert = r->err != NULL && r->cacert == NULL &&
+                (strstr(r->err, "SSL certificate problem") != NULL ||
+                 strstr(r->err, "certificate verify failed") != NULL);
+    fprintf(stderr, "tokbench run: %s%s\n", r->err ? r->err : "run failed",
             cert ? " (a self-signed or private CA: --cacert FILE trusts it)" : "");
-    rc = 1;
-    goto out;
+    return 1;
   }
   if (ui.jsonl)
-    print_line(stdout, result);
+    print_line(stdout, r->result);
   else
-    tb_table_print(stdout, result);
-  rc = st == TB_ENGINE_CANCELLED ? 130 : 0;
-  if (rc == 130)
+    tb_table_print(stdout, r->result);
+  if (st == TB_ENGINE_CANCELLED) {
     fprintf(stderr, "tokbench run: interrupted; partial result kept\n");
-out:
-  if (key != NULL) {
-    OPENSSL_cleanse(key, strlen(key));
-    free(key);
+    return 130;
   }
-  free(run_id);
-  free(err);
-  tb_cfg_free(cfg);
-  json_decref(done);
-  json_decref(result);
-  json_decref(endpoint);
-  json_decref(spec);
-  tb_spec_free(&settings);
-  tb_trace_free(&trace);
-  free(opts);
+  return 0;
+}
+
+static void
+run_free(struct run *r)
+{
+  if (r->key != NULL) {
+    OPENSSL_cleanse(r->key, strlen(r->key));
+    free(r->key);
+  }
+  free(r->run_id);
+  free(r->err);
+  tb_cfg_free(r->cfg);
+  json_decref(r->done);
+  json_decref(r->result);
+  json_decref(r->endpoint);
+  json_decref(r->spec);
+  tb_spec_free(&r->settings);
+  tb_trace_free(&r->trace);
+}
+
+int
+tb_cli_run(int argc, char **argv)
+{
+  struct run r = { .spec = json_object(),
+                   .endpoint = json_object(),
+                   .cell_kb = TB_ENGINE_CELL_MEMORY_DEFAULT / 1024 };
+  tb_spec_init(&r.settings);
+  int rc = run_parse(&r, argc, argv);
+  if (rc < 0)
+    rc = run_target(&r) ? run_matrix(&r) : 2;
+  run_free(&r);
   return rc;
 }
