@@ -165,8 +165,46 @@ get_retrying(const char *url, const char *key, long timeout_ms, size_t cap,
   }
 }
 
-int
-tb_cli_submit(int argc, char **argv)
+/* One submission: its flags and what it holds; the owned parts are freed
+ * by submit_free. */
+struct submit {
+  const char *preset, *key_file;
+  const char *api; /* the API's base URL: its first al bytes, no trailing / */
+  size_t al;
+  bool wait, quiet;
+  int64_t timeout_s;
+  json_t *labels, *job, *result;
+  char *key, *body, *url;
+  struct tb_http_resp resp;
+  char id[64];    /* the job's */
+  char state[32]; /* the job's last state seen */
+};
+
+/* --label KEY=VALUE into s->labels; false with a message on stderr. */
+static bool
+add_label(struct submit *s, const char *arg)
+{
+  const char *eq = strchr(arg, '=');
+  if (eq == NULL || eq == arg || json_object_size(s->labels) >= SUBMIT_LABELS_MAX) {
+    fprintf(stderr, "tokbench submit: --label wants KEY=VALUE (at most %d)\n", SUBMIT_LABELS_MAX);
+    return false;
+  }
+  char *k = tb_xstrndup(arg, (size_t)(eq - arg));
+  json_t *v = json_string(eq + 1);
+  if (v == NULL) {
+    fprintf(stderr, "tokbench submit: --label %s: the value is not UTF-8\n", k);
+    free(k);
+    return false;
+  }
+  json_object_set_new(s->labels, k, v);
+  free(k);
+  return true;
+}
+
+/* The command line into s: -1 to go on, else the exit status (EXIT_OK
+ * after --help). */
+static int
+submit_parse(struct submit *s, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "preset", required_argument, NULL, 'p' },
@@ -179,179 +217,183 @@ tb_cli_submit(int argc, char **argv)
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  const char *preset = NULL, *key_file = NULL;
-  const char *api = getenv("TOKBENCH_API_URL");
-  bool wait = false, quiet = false;
-  int64_t timeout_s = 21600;
-  int rc = EXIT_ERROR;
-  json_t *labels = json_object(), *job = NULL, *result = NULL;
-  char *key = NULL, *body = NULL, *url = NULL;
-  struct tb_http_resp resp = { 0 };
   optind = 1;
   int o;
   while ((o = getopt_long(argc, argv, "p:a:k:l:wt:qh", opts, NULL)) != -1) {
     switch (o) {
-    case 'p': preset = optarg; break;
-    case 'a': api = optarg; break;
-    case 'k': key_file = optarg; break;
-    case 'l': {
-      const char *eq = strchr(optarg, '=');
-      if (eq == NULL || eq == optarg || json_object_size(labels) >= SUBMIT_LABELS_MAX) {
-        fprintf(stderr, "tokbench submit: --label wants KEY=VALUE (at most %d)\n",
-                SUBMIT_LABELS_MAX);
-        goto out;
-      }
-      char *k = tb_xstrndup(optarg, (size_t)(eq - optarg));
-      json_t *v = json_string(eq + 1);
-      if (v == NULL) {
-        fprintf(stderr, "tokbench submit: --label %s: the value is not UTF-8\n", k);
-        free(k);
-        goto out;
-      }
-      json_object_set_new(labels, k, v);
-      free(k);
+    case 'p': s->preset = optarg; break;
+    case 'a': s->api = optarg; break;
+    case 'k': s->key_file = optarg; break;
+    case 'l':
+      if (!add_label(s, optarg))
+        return EXIT_ERROR;
       break;
-    }
-    case 'w': wait = true; break;
+    case 'w': s->wait = true; break;
     case 't':
-      if (!tb_parse_i64(optarg, 1, 7 * 86400, &timeout_s)) {
+      if (!tb_parse_i64(optarg, 1, 7 * 86400, &s->timeout_s)) {
         fprintf(stderr, "tokbench submit: --timeout: 1 to 604800 seconds\n");
-        goto out;
+        return EXIT_ERROR;
       }
       break;
-    case 'q': quiet = true; break;
-    case 'h':
-      usage(stdout);
-      rc = EXIT_OK;
-      goto out;
-    default: usage(stderr); goto out;
+    case 'q': s->quiet = true; break;
+    case 'h': usage(stdout); return EXIT_OK;
+    default: usage(stderr); return EXIT_ERROR;
     }
   }
-  if (preset == NULL || optind != argc) {
+  if (s->preset == NULL || optind != argc) {
     usage(stderr);
-    goto out;
+    return EXIT_ERROR;
   }
-  if (api == NULL || api[0] == '\0')
-    api = "http://127.0.0.1:8080";
-  size_t al = strlen(api);
-  while (al > 0 && api[al - 1] == '/')
-    al--;
+  return -1;
+}
+
+/* The API's URL (default: loopback) and the key, with the warning for a
+ * key sent in clear; false with a message on stderr when there is no key. */
+static bool
+submit_key(struct submit *s)
+{
+  if (s->api == NULL || s->api[0] == '\0')
+    s->api = "http://127.0.0.1:8080";
+  s->al = strlen(s->api);
+  while (s->al > 0 && s->api[s->al - 1] == '/')
+    s->al--;
   char *kerr = NULL;
-  key = read_key(key_file, &kerr);
-  if (key == NULL) {
+  s->key = read_key(s->key_file, &kerr);
+  if (s->key == NULL) {
     if (kerr != NULL)
       fprintf(stderr, "tokbench submit: --api-key-file: %s\n", kerr);
     else
       fprintf(stderr, "tokbench submit: no API key (--api-key-file FILE or TOKBENCH_API_KEY)\n");
     free(kerr);
-    goto out;
+    return false;
   }
-  if (strncasecmp(api, "http://", 7) == 0 && !host_is_loopback(api))
+  if (strncasecmp(s->api, "http://", 7) == 0 && !host_is_loopback(s->api))
     fprintf(stderr,
             "tokbench submit: warning: the API key goes over plain http:// to %.*s, "
             "readable on the way; use https://\n",
-            (int)al, api);
-  tb_http_global_init();
+            (int)s->al, s->api);
+  return true;
+}
 
-  /* 1. submit */
-  json_t *req = json_pack("{s:O}", "labels", labels);
-  body = json_dumps(req, JSON_COMPACT);
+/* POST /v1/presets/NAME/jobs: the job's id into s->id; false with a
+ * message on stderr. */
+static bool
+submit_post(struct submit *s)
+{
+  json_t *req = json_pack("{s:O}", "labels", s->labels);
+  s->body = json_dumps(req, JSON_COMPACT);
   json_decref(req);
-  url = tb_xasprintf("%.*s/v1/presets/%s/jobs", (int)al, api, preset);
-  if (tb_http_call("POST", url, key, body, strlen(body), 30000, TB_HTTP_BODY_MAX, &resp) != 0 ||
-      resp.status != 202) {
-    print_problem("submit", &resp);
-    goto out;
+  s->url = tb_xasprintf("%.*s/v1/presets/%s/jobs", (int)s->al, s->api, s->preset);
+  if (tb_http_call("POST", s->url, s->key, s->body, strlen(s->body), 30000, TB_HTTP_BODY_MAX,
+                   &s->resp) != 0 ||
+      s->resp.status != 202) {
+    print_problem("submit", &s->resp);
+    return false;
   }
   json_error_t jerr;
-  job = json_loads(resp.body, 0, &jerr);
-  const char *id_c = json_string_value(json_object_get(job, "id"));
+  s->job = json_loads(s->resp.body, 0, &jerr);
+  const char *id_c = json_string_value(json_object_get(s->job, "id"));
   if (id_c == NULL) {
     fprintf(stderr, "tokbench submit: the API answered without a job id\n");
-    goto out;
+    return false;
   }
-  char id[64];
-  snprintf(id, sizeof id, "%s", id_c);
-  tb_http_resp_free(&resp);
-  if (!wait) {
-    printf("%s\n", id);
-    rc = EXIT_OK;
-    goto out;
-  }
-  if (!quiet)
-    fprintf(stderr, "tokbench submit: job %s queued (%.*s/v1/jobs/%s)\n", id, (int)al, api, id);
+  snprintf(s->id, sizeof s->id, "%s", id_c);
+  tb_http_resp_free(&s->resp);
+  return true;
+}
 
-  /* 2. follow */
-  int64_t deadline = tb_time_mono_ns() + timeout_s * 1000000000LL;
+/* Long-polls the job until it ends (its state in s->state), telling its
+ * progress on stderr; false with a message on a timeout or an error. */
+static bool
+submit_follow(struct submit *s)
+{
+  int64_t deadline = tb_time_mono_ns() + s->timeout_s * 1000000000LL;
   int64_t since = -1;
-  char state[32] = "";
+  json_error_t jerr;
   for (;;) {
     if (tb_time_mono_ns() > deadline) {
       fprintf(stderr, "tokbench submit: timed out after %lld s; job %s is %s\n",
-              (long long)timeout_s, id, state);
-      goto out;
+              (long long)s->timeout_s, s->id, s->state);
+      return false;
     }
-    free(url);
-    url = since < 0 ? tb_xasprintf("%.*s/v1/jobs/%s", (int)al, api, id)
-                    : tb_xasprintf("%.*s/v1/jobs/%s?wait=%d&since=%lld", (int)al, api, id,
-                                   SUBMIT_WAIT_S, (long long)since);
-    if (get_retrying(url, key, (SUBMIT_WAIT_S + 15) * 1000L, TB_HTTP_BODY_MAX, &resp) != 0 ||
-        resp.status != 200) {
-      print_problem("following the job", &resp);
-      goto out;
+    free(s->url);
+    s->url = since < 0 ? tb_xasprintf("%.*s/v1/jobs/%s", (int)s->al, s->api, s->id)
+                       : tb_xasprintf("%.*s/v1/jobs/%s?wait=%d&since=%lld", (int)s->al, s->api,
+                                      s->id, SUBMIT_WAIT_S, (long long)since);
+    if (get_retrying(s->url, s->key, (SUBMIT_WAIT_S + 15) * 1000L, TB_HTTP_BODY_MAX, &s->resp) !=
+          0 ||
+        s->resp.status != 200) {
+      print_problem("following the job", &s->resp);
+      return false;
     }
-    json_decref(job);
-    job = json_loads(resp.body, 0, &jerr);
-    tb_http_resp_free(&resp);
-    const char *st = json_string_value(json_object_get(job, "state"));
-    json_t *prog = json_object_get(job, "progress");
+    json_decref(s->job);
+    s->job = json_loads(s->resp.body, 0, &jerr);
+    tb_http_resp_free(&s->resp);
+    const char *st = json_string_value(json_object_get(s->job, "state"));
+    json_t *prog = json_object_get(s->job, "progress");
     int64_t done = json_integer_value(json_object_get(prog, "cells_done"));
     json_t *total = json_object_get(prog, "cells_total");
     if (st == NULL) {
       fprintf(stderr, "tokbench submit: the API answered without a state\n");
-      goto out;
+      return false;
     }
-    if (!quiet && (strcmp(st, state) != 0 || done != since)) {
+    if (!s->quiet && (strcmp(st, s->state) != 0 || done != since)) {
       if (json_is_integer(total))
         fprintf(stderr, "tokbench submit: %s, %lld/%lld cells\n", st, (long long)done,
                 (long long)json_integer_value(total));
       else
         fprintf(stderr, "tokbench submit: %s, %lld cells\n", st, (long long)done);
     }
-    snprintf(state, sizeof state, "%s", st);
+    snprintf(s->state, sizeof s->state, "%s", st);
     since = done;
     if (tb_jobdoc_terminal(st))
-      break;
+      return true;
   }
+}
 
-  /* 3. verdict and report */
-  free(url);
-  url = tb_xasprintf("%.*s/v1/jobs/%s/result", (int)al, api, id);
-  if (get_retrying(url, key, 60000, SUBMIT_REPORT_MAX, &resp) == 0 && resp.status == 200)
-    result = json_loads(resp.body, 0, &jerr);
-  tb_http_resp_free(&resp);
-  free(url);
-  url = tb_xasprintf("%.*s/v1/jobs/%s/report?format=md", (int)al, api, id);
-  if (get_retrying(url, key, 60000, SUBMIT_REPORT_MAX, &resp) == 0 && resp.status == 200 &&
-      resp.body != NULL) {
-    fwrite(resp.body, 1, resp.len, stdout);
-    if (resp.len > 0 && resp.body[resp.len - 1] != '\n')
+/* The ended job's result into s->result and its report on stdout: the
+ * API's Markdown, else the result's tables, else its state. */
+static void
+submit_report(struct submit *s)
+{
+  json_error_t jerr;
+  free(s->url);
+  s->url = tb_xasprintf("%.*s/v1/jobs/%s/result", (int)s->al, s->api, s->id);
+  if (get_retrying(s->url, s->key, 60000, SUBMIT_REPORT_MAX, &s->resp) == 0 &&
+      s->resp.status == 200)
+    s->result = json_loads(s->resp.body, 0, &jerr);
+  tb_http_resp_free(&s->resp);
+  free(s->url);
+  s->url = tb_xasprintf("%.*s/v1/jobs/%s/report?format=md", (int)s->al, s->api, s->id);
+  if (get_retrying(s->url, s->key, 60000, SUBMIT_REPORT_MAX, &s->resp) == 0 &&
+      s->resp.status == 200 && s->resp.body != NULL) {
+    fwrite(s->resp.body, 1, s->resp.len, stdout);
+    if (s->resp.len > 0 && s->resp.body[s->resp.len - 1] != '\n')
       putchar('\n');
-  } else if (json_is_object(result) && json_is_array(json_object_get(result, "cells"))) {
-    tb_table_print(stdout, result);
+  } else if (json_is_object(s->result) && json_is_array(json_object_get(s->result, "cells"))) {
+    tb_table_print(stdout, s->result);
   } else {
-    printf("job %s: %s\n", id, state);
+    printf("job %s: %s\n", s->id, s->state);
   }
-  tb_http_resp_free(&resp);
+  tb_http_resp_free(&s->resp);
+}
+
+/* The exit status of the ended job, its failure or regressions told on
+ * stderr. */
+static int
+submit_verdict(const struct submit *s)
+{
   const json_t *rcells = NULL;
-  bool regressed = tb_regdoc_regressed(json_object_get(result, "regressions"), &rcells);
+  bool regressed = tb_regdoc_regressed(json_object_get(s->result, "regressions"), &rcells);
   size_t nregs = json_array_size(rcells);
-  const char *err = json_string_value(json_object_get(job, "error"));
-  if (strcmp(state, "succeeded") != 0) {
-    fprintf(stderr, "tokbench submit: job %s %s%s%s\n", id, state, err ? ": " : "", err ? err : "");
-    rc = EXIT_ERROR;
-  } else if (regressed) {
-    fprintf(stderr, "tokbench submit: job %s: %zu regression%s\n", id, nregs,
+  const char *err = json_string_value(json_object_get(s->job, "error"));
+  if (strcmp(s->state, "succeeded") != 0) {
+    fprintf(stderr, "tokbench submit: job %s %s%s%s\n", s->id, s->state, err ? ": " : "",
+            err ? err : "");
+    return EXIT_ERROR;
+  }
+  if (regressed) {
+    fprintf(stderr, "tokbench submit: job %s: %zu regression%s\n", s->id, nregs,
             nregs == 1 ? "" : "s");
     for (size_t i = 0; i < nregs && i < SUBMIT_WHY_MAX; i++) {
       char *why = tb_regdoc_why(json_array_get(rcells, i));
@@ -360,23 +402,56 @@ tb_cli_submit(int argc, char **argv)
     }
     if (nregs == 0)
       fprintf(stderr, "  the matrix as a whole (geometric mean) is significantly worse\n");
-    rc = EXIT_REGRESSION;
-  } else {
-    if (!quiet)
-      fprintf(stderr, "tokbench submit: job %s succeeded, no regression\n", id);
-    rc = EXIT_OK;
+    return EXIT_REGRESSION;
   }
-out:
+  if (!s->quiet)
+    fprintf(stderr, "tokbench submit: job %s succeeded, no regression\n", s->id);
+  return EXIT_OK;
+}
+
+/* Submits the job and, with --wait, follows it to its end: the exit
+ * status. */
+static int
+submit_run(struct submit *s, int argc, char **argv)
+{
+  int rc = submit_parse(s, argc, argv);
+  if (rc >= 0)
+    return rc;
+  if (!submit_key(s))
+    return EXIT_ERROR;
+  tb_http_global_init();
+  if (!submit_post(s))
+    return EXIT_ERROR;
+  if (!s->wait) {
+    printf("%s\n", s->id);
+    return EXIT_OK;
+  }
+  if (!s->quiet)
+    fprintf(stderr, "tokbench submit: job %s queued (%.*s/v1/jobs/%s)\n", s->id, (int)s->al, s->api,
+            s->id);
+  if (!submit_follow(s))
+    return EXIT_ERROR;
+  submit_report(s);
+  return submit_verdict(s);
+}
+
+int
+tb_cli_submit(int argc, char **argv)
+{
+  struct submit s = { .api = getenv("TOKBENCH_API_URL"),
+                      .timeout_s = 21600,
+                      .labels = json_object() };
+  int rc = submit_run(&s, argc, argv);
   fflush(stdout);
-  tb_http_resp_free(&resp);
-  if (key != NULL) {
-    OPENSSL_cleanse(key, strlen(key));
-    free(key);
+  tb_http_resp_free(&s.resp);
+  if (s.key != NULL) {
+    OPENSSL_cleanse(s.key, strlen(s.key));
+    free(s.key);
   }
-  free(body);
-  free(url);
-  json_decref(labels);
-  json_decref(job);
-  json_decref(result);
+  free(s.body);
+  free(s.url);
+  json_decref(s.labels);
+  json_decref(s.job);
+  json_decref(s.result);
   return rc;
 }
