@@ -141,6 +141,218 @@ default_worker_id(void)
   return tb_xasprintf("%.64s-%ld", host, (long)getpid());
 }
 
+/* The worker's settings, connections and heartbeat; worker_free releases
+ * them. */
+struct worker_main {
+  struct tb_cfg *cfg;
+  struct worker_ctx w;
+  struct worker_beat beat;
+  bool beat_running;
+  struct tb_db *db;
+  struct tb_tenancy ten;
+  char *worker_id;
+  const char *url; /* TOKBENCH_DATABASE_URL */
+  int64_t lease_s, beat_s, poll_s, wait_ms, give_up_s;
+  int applied; /* migrations applied at start */
+};
+
+/* The numeric settings into m and m->w; false with a message on stderr. */
+static bool
+read_numbers(struct worker_main *m)
+{
+  char *err = NULL;
+  int64_t cell_kb, sh_streams, sh_rps, sh_barrier, sh_lead, sh_lease, sh_attempts;
+  struct tb_cfg *cfg = m->cfg;
+  if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &m->lease_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_EGRESS_GIVE_UP_S", 0, 7 * 86400, &m->give_up_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_HEARTBEAT_S", 1, 3600, &m->beat_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &m->poll_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &m->wait_ms, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_STREAMS", 1, 1000000, &sh_streams, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_RPS", 1, 1000000, &sh_rps, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_BARRIER_S", 1, 3600, &sh_barrier, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEAD_MS", 0, 60000, &sh_lead, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEASE_S", 2, 3600, &sh_lease, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_ATTEMPTS", 1, 20, &sh_attempts, &err)) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    return false;
+  }
+  m->w.engine.cell_memory_max = (size_t)cell_kb * 1024;
+  m->w.egress_give_up_s = (int)m->give_up_s;
+  m->w.shard = (struct worker_shard_cfg){ .max_streams = sh_streams,
+                                          .max_rps = sh_rps,
+                                          .barrier_s = (double)sh_barrier,
+                                          .lead_s = (double)sh_lead / 1000.0,
+                                          .lease_s = (int)sh_lease,
+                                          .attempts = (int)sh_attempts };
+  if (m->beat_s >= m->lease_s) {
+    fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
+    return false;
+  }
+  return true;
+}
+
+/* The database URL, the worker's id, the egress policy, the CAs, the
+ * engine's switches, the tenancy limits and the master key into m; false
+ * with a message on stderr. */
+static bool
+read_others(struct worker_main *m)
+{
+  char *err = NULL;
+  m->url = tb_cfg_get(m->cfg, "TOKBENCH_DATABASE_URL");
+  if (m->url == NULL) {
+    fprintf(stderr, "tokbench-worker: TOKBENCH_DATABASE_URL is not set\n");
+    return false;
+  }
+  const char *id = tb_cfg_get(m->cfg, "TOKBENCH_WORKER_ID");
+  m->worker_id = id != NULL && id[0] != '\0' ? tb_xstrdup(id) : default_worker_id();
+  if (strlen(m->worker_id) > TB_QUEUE_OWNER_MAX) {
+    fprintf(stderr, "tokbench-worker: TOKBENCH_WORKER_ID is longer than %d characters\n",
+            TB_QUEUE_OWNER_MAX);
+    return false;
+  }
+  if (!tb_egress_install_cfg(m->cfg, &err) ||
+      !tb_http_set_ca_file(tb_cfg_get(m->cfg, "TOKBENCH_CA_FILE"), &err) ||
+      !tb_engine_target_cfg(&m->w.engine, m->cfg, &err) ||
+      !tb_tenancy_from_cfg(&m->ten, m->cfg, &err)) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    return false;
+  }
+  enum tb_masterkey_rc mk =
+    tb_masterkey_load(tb_cfg_get(m->cfg, "TOKBENCH_MASTER_KEY"),
+                      tb_cfg_get(m->cfg, "TOKBENCH_MASTER_KEY_FILE"), m->w.master_key, &err);
+  if (mk == TB_MASTERKEY_ERROR) {
+    fprintf(stderr, "tokbench-worker: %s\n", err);
+    free(err);
+    return false;
+  }
+  m->w.have_master_key = mk == TB_MASTERKEY_OK;
+  if (!m->w.have_master_key)
+    tb_log(TB_LOG_WARN, "no master key: endpoints with an API key cannot be run", NULL);
+  return true;
+}
+
+/* The main connection (migrated, listening for queued jobs and open
+ * shards) and the heartbeat on its own; false, logged, on a failure. */
+static bool
+connect_all(struct worker_main *m)
+{
+  char *err = NULL;
+  m->db = tb_db_connect(m->url, (int)m->wait_ms, &err);
+  if (m->db == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  m->applied = tb_migrate_run(m->db, &err);
+  if (m->applied < 0) {
+    tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  if (!tb_db_listen(m->db, "tb_jobs_queued") || !tb_db_listen(m->db, "tb_shards_open")) {
+    tb_log(TB_LOG_ERROR, "cannot LISTEN tb_jobs_queued and tb_shards_open", NULL);
+    return false;
+  }
+  struct tb_db *beat_db = tb_db_connect(m->url, (int)m->wait_ms, &err);
+  if (beat_db == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  if (!worker_beat_start(&m->beat, beat_db, (int)m->lease_s, (int)m->beat_s)) {
+    tb_log(TB_LOG_ERROR, "cannot start the heartbeat", NULL);
+    return false;
+  }
+  m->beat_running = true;
+  m->w.db = m->db;
+  m->w.worker_id = m->worker_id;
+  m->w.lease_s = (int)m->lease_s;
+  return true;
+}
+
+/* Claims and runs jobs (a shard first) until a signal; prunes old rows
+ * every TOKBENCH_PRUNE_INTERVAL_S between them. */
+static void
+claim_loop(struct worker_main *m)
+{
+  int64_t next_prune_ns = tb_time_mono_ns();
+  struct refused *refused = tb_xcalloc(REFUSED_MAX, sizeof *refused);
+  while (!stopping) {
+    if (tb_time_mono_ns() >= next_prune_ns) {
+      int pruned = tb_tenancy_prune(m->db, m->ten.retention_s);
+      if (pruned > 0)
+        tb_log(TB_LOG_INFO, "pruned old hook deliveries and Idempotency-Keys", "rows", TB_LI,
+               (int64_t)pruned, NULL);
+      next_prune_ns = tb_time_mono_ns() + m->ten.prune_interval_s * 1000000000LL;
+    }
+    /* a shard first: its cell waits at a barrier for it */
+    if (worker_shard_try(&m->w))
+      continue;
+    struct tb_queue_job job;
+    char closed[TB_QUEUE_ID_LEN + 1] = "", skip[REFUSED_MAX * (TB_QUEUE_ID_LEN + 1) + 4];
+    int c = tb_queue_claim_skip(m->db, m->worker_id, (int)m->lease_s, (int)m->ten.running,
+                                refused_skip(refused, tb_time_mono_ns(), skip, sizeof skip), &job,
+                                closed);
+    if (c == TB_QUEUE_CLAIMED) {
+      enum worker_job_outcome jo = worker_run_job(&m->w, &job);
+      if (jo == WORKER_JOB_REFUSED) /* a claim after this fails it */
+        refused_add(refused, job.lease.job_id,
+                    tb_time_mono_ns() + (m->give_up_s + 1) * 1000000000LL);
+      tb_queue_job_clear(&job);
+      if (jo == WORKER_JOB_LOST)
+        tb_log(TB_LOG_WARN, "job left to the worker holding it now", NULL);
+      continue;
+    }
+    if (c == TB_QUEUE_CLOSED) {
+      tb_log(TB_LOG_INFO, "job closed at claim (cancelled, or no attempts left)", "job", TB_LS,
+             closed, NULL);
+      continue;
+    }
+    idle_wait(m->db, (int)m->poll_s);
+  }
+  free(refused);
+}
+
+static void
+worker_free(struct worker_main *m)
+{
+  if (m->beat_running)
+    worker_beat_stop(&m->beat);
+  tb_db_close(m->db);
+  OPENSSL_cleanse(m->w.master_key, sizeof m->w.master_key);
+  free(m->worker_id);
+  tb_cfg_free(m->cfg);
+  tb_tenancy_clear(&m->ten);
+  tb_egress_install(NULL);
+}
+
+/* Settings, connections, then the claim loop until SIGTERM/SIGINT: the
+ * exit status (2 bad settings, 1 no database, 0 stopped). */
+static int
+worker_run(struct worker_main *m)
+{
+  if (!read_numbers(m) || !read_others(m))
+    return 2;
+  if (!connect_all(m))
+    return 1;
+  struct sigaction sa = { 0 };
+  sa.sa_handler = on_signal; /* no SA_RESTART: waits return early */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  tb_log(TB_LOG_INFO, "worker ready", "worker", TB_LS, m->worker_id, "lease_s", TB_LI, m->lease_s,
+         "heartbeat_s", TB_LI, m->beat_s, "poll_s", TB_LI, m->poll_s, "migrations_applied", TB_LI,
+         (int64_t)m->applied, NULL);
+  claim_loop(m);
+  tb_log(TB_LOG_INFO, "stopping", "worker", TB_LS, m->worker_id, NULL);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -152,174 +364,18 @@ main(int argc, char **argv)
     worker_keys, TB_ARRAY_LEN(worker_keys), &config);
   if (arc >= 0)
     return arc;
-  char *err = NULL, *worker_id = NULL;
-  int rc = 1;
-  struct tb_db *db = NULL;
-  struct worker_beat beat;
-  bool beat_running = false;
-  struct worker_ctx w = { .beat = &beat, .stopping = &stopping };
-  struct tb_tenancy ten = { 0 };
-  struct tb_cfg *cfg = tb_cfg_load(worker_keys, TB_ARRAY_LEN(worker_keys), config, &err);
-  if (cfg == NULL) {
+  char *err = NULL;
+  struct worker_main m = { 0 };
+  m.w = (struct worker_ctx){ .beat = &m.beat, .stopping = &stopping };
+  m.cfg = tb_cfg_load(worker_keys, TB_ARRAY_LEN(worker_keys), config, &err);
+  if (m.cfg == NULL) {
     fprintf(stderr, "tokbench-worker: %s\n", err);
     free(err);
     return 2;
   }
-  int level = tb_log_level_parse(tb_cfg_get(cfg, "TOKBENCH_LOG_LEVEL"));
+  int level = tb_log_level_parse(tb_cfg_get(m.cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("worker", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t lease_s, beat_s, poll_s, wait_ms, cell_kb, give_up_s, sh_streams, sh_rps, sh_barrier,
-    sh_lead, sh_lease, sh_attempts;
-  if (!tb_cfg_get_int(cfg, "TOKBENCH_LEASE_S", 2, 3600, &lease_s, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_EGRESS_GIVE_UP_S", 0, 7 * 86400, &give_up_s, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_CELL_MEMORY_KB", 1, 64 * 1024 * 1024, &cell_kb, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_HEARTBEAT_S", 1, 3600, &beat_s, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_POLL_S", 1, 3600, &poll_s, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_STREAMS", 1, 1000000, &sh_streams, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_MAX_RPS", 1, 1000000, &sh_rps, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_BARRIER_S", 1, 3600, &sh_barrier, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEAD_MS", 0, 60000, &sh_lead, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_LEASE_S", 2, 3600, &sh_lease, &err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_SHARD_ATTEMPTS", 1, 20, &sh_attempts, &err)) {
-    fprintf(stderr, "tokbench-worker: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  w.engine.cell_memory_max = (size_t)cell_kb * 1024;
-  w.egress_give_up_s = (int)give_up_s;
-  w.shard = (struct worker_shard_cfg){ .max_streams = sh_streams,
-                                       .max_rps = sh_rps,
-                                       .barrier_s = (double)sh_barrier,
-                                       .lead_s = (double)sh_lead / 1000.0,
-                                       .lease_s = (int)sh_lease,
-                                       .attempts = (int)sh_attempts };
-  if (beat_s >= lease_s) {
-    fprintf(stderr, "tokbench-worker: TOKBENCH_HEARTBEAT_S must be below TOKBENCH_LEASE_S\n");
-    rc = 2;
-    goto out;
-  }
-  const char *url = tb_cfg_get(cfg, "TOKBENCH_DATABASE_URL");
-  if (url == NULL) {
-    fprintf(stderr, "tokbench-worker: TOKBENCH_DATABASE_URL is not set\n");
-    rc = 2;
-    goto out;
-  }
-  const char *id = tb_cfg_get(cfg, "TOKBENCH_WORKER_ID");
-  worker_id = id != NULL && id[0] != '\0' ? tb_xstrdup(id) : default_worker_id();
-  if (strlen(worker_id) > TB_QUEUE_OWNER_MAX) {
-    fprintf(stderr, "tokbench-worker: TOKBENCH_WORKER_ID is longer than %d characters\n",
-            TB_QUEUE_OWNER_MAX);
-    rc = 2;
-    goto out;
-  }
-  if (!tb_egress_install_cfg(cfg, &err) ||
-      !tb_http_set_ca_file(tb_cfg_get(cfg, "TOKBENCH_CA_FILE"), &err) ||
-      !tb_engine_target_cfg(&w.engine, cfg, &err) || !tb_tenancy_from_cfg(&ten, cfg, &err)) {
-    fprintf(stderr, "tokbench-worker: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  enum tb_masterkey_rc mk =
-    tb_masterkey_load(tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY"),
-                      tb_cfg_get(cfg, "TOKBENCH_MASTER_KEY_FILE"), w.master_key, &err);
-  if (mk == TB_MASTERKEY_ERROR) {
-    fprintf(stderr, "tokbench-worker: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  w.have_master_key = mk == TB_MASTERKEY_OK;
-  if (!w.have_master_key)
-    tb_log(TB_LOG_WARN, "no master key: endpoints with an API key cannot be run", NULL);
-
-  db = tb_db_connect(url, (int)wait_ms, &err);
-  if (db == NULL) {
-    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-  int applied = tb_migrate_run(db, &err);
-  if (applied < 0) {
-    tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-  if (!tb_db_listen(db, "tb_jobs_queued") || !tb_db_listen(db, "tb_shards_open")) {
-    tb_log(TB_LOG_ERROR, "cannot LISTEN tb_jobs_queued and tb_shards_open", NULL);
-    goto out;
-  }
-  struct tb_db *beat_db = tb_db_connect(url, (int)wait_ms, &err);
-  if (beat_db == NULL) {
-    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-  if (!worker_beat_start(&beat, beat_db, (int)lease_s, (int)beat_s)) {
-    tb_log(TB_LOG_ERROR, "cannot start the heartbeat", NULL);
-    goto out;
-  }
-  beat_running = true;
-  w.db = db;
-  w.worker_id = worker_id;
-  w.lease_s = (int)lease_s;
-
-  struct sigaction sa = { 0 };
-  sa.sa_handler = on_signal; /* no SA_RESTART: waits return early */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  tb_log(TB_LOG_INFO, "worker ready", "worker", TB_LS, worker_id, "lease_s", TB_LI, lease_s,
-         "heartbeat_s", TB_LI, beat_s, "poll_s", TB_LI, poll_s, "migrations_applied", TB_LI,
-         (int64_t)applied, NULL);
-
-  int64_t next_prune_ns = tb_time_mono_ns();
-  struct refused *refused = tb_xcalloc(REFUSED_MAX, sizeof *refused);
-  while (!stopping) {
-    if (tb_time_mono_ns() >= next_prune_ns) {
-      int pruned = tb_tenancy_prune(db, ten.retention_s);
-      if (pruned > 0)
-        tb_log(TB_LOG_INFO, "pruned old hook deliveries and Idempotency-Keys", "rows", TB_LI,
-               (int64_t)pruned, NULL);
-      next_prune_ns = tb_time_mono_ns() + ten.prune_interval_s * 1000000000LL;
-    }
-    /* a shard first: its cell waits at a barrier for it */
-    if (worker_shard_try(&w))
-      continue;
-    struct tb_queue_job job;
-    char closed[TB_QUEUE_ID_LEN + 1] = "", skip[REFUSED_MAX * (TB_QUEUE_ID_LEN + 1) + 4];
-    int c = tb_queue_claim_skip(db, worker_id, (int)lease_s, (int)ten.running,
-                                refused_skip(refused, tb_time_mono_ns(), skip, sizeof skip), &job,
-                                closed);
-    if (c == TB_QUEUE_CLAIMED) {
-      enum worker_job_outcome jo = worker_run_job(&w, &job);
-      if (jo == WORKER_JOB_REFUSED) /* a claim after this fails it */
-        refused_add(refused, job.lease.job_id, tb_time_mono_ns() + (give_up_s + 1) * 1000000000LL);
-      tb_queue_job_clear(&job);
-      if (jo == WORKER_JOB_LOST)
-        tb_log(TB_LOG_WARN, "job left to the worker holding it now", NULL);
-      continue;
-    }
-    if (c == TB_QUEUE_CLOSED) {
-      tb_log(TB_LOG_INFO, "job closed at claim (cancelled, or no attempts left)", "job", TB_LS,
-             closed, NULL);
-      continue;
-    }
-    idle_wait(db, (int)poll_s);
-  }
-  free(refused);
-  tb_log(TB_LOG_INFO, "stopping", "worker", TB_LS, worker_id, NULL);
-  rc = 0;
-out:
-  if (beat_running)
-    worker_beat_stop(&beat);
-  tb_db_close(db);
-  OPENSSL_cleanse(w.master_key, sizeof w.master_key);
-  free(worker_id);
-  tb_cfg_free(cfg);
-  tb_tenancy_clear(&ten);
-  tb_egress_install(NULL);
+  int rc = worker_run(&m);
+  worker_free(&m);
   return rc;
 }
