@@ -505,6 +505,209 @@ project_limits(struct tb_api *api, unsigned *sse, unsigned *wait, char **err)
   return true;
 }
 
+/* What start-up reads besides api's own fields. */
+struct api_start {
+  int64_t port, threads, pool, wait_ms, max_conn, per_ip;
+  const char *url; /* TOKBENCH_DATABASE_URL */
+  int applied;     /* migrations applied at start */
+};
+
+/* The numeric settings and the limits into api and st; false with a
+ * message on stderr. */
+static bool
+read_limits(struct tb_api *api, struct api_start *st)
+{
+  char *err = NULL;
+  struct tb_cfg *cfg = api->cfg;
+  int64_t body_max, rate, burst, cache_ms, ping_s, jc_ms;
+  int64_t header_s, idle_s, preauth, sse_per_key, wait_per_key;
+  if (!tb_cfg_get_int(cfg, "TOKBENCH_LISTEN_PORT", 0, 65535, &st->port, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_THREADS", 1, 256, &st->threads, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_DB_POOL", 1, 256, &st->pool, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &st->wait_ms, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_MAX_BODY", 1024, 64 * 1024 * 1024, &body_max, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_RATE_LIMIT", 0, 10000000, &rate, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_RATE_BURST", 1, 100000000, &burst, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_KEY_CACHE_MS", 0, 3600000, &cache_ms, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_JOB_CACHE_MS", 0, 3600000, &jc_ms, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SSE_PING_S", 1, 3600, &ping_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &st->max_conn, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_MAX_CONNECTIONS_PER_IP", 0, 1000000, &st->per_ip, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_HEADER_TIMEOUT_S", 1, 3600, &header_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_IDLE_TIMEOUT_S", 1, 86400, &idle_s, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_PREAUTH_BODY", 0, 64 * 1024 * 1024, &preauth, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_SSE_PER_KEY", 0, 1000000, &sse_per_key, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_WAIT_PER_KEY", 0, 1000000, &wait_per_key, &err)) {
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    return false;
+  }
+  api->body_max = (size_t)body_max;
+  api->preauth_body_max = (size_t)(preauth < body_max ? preauth : body_max);
+  api->header_timeout_s = (unsigned)header_s;
+  api->conns_high_water = (unsigned)(st->max_conn / 4 * 3);
+  api->idle_timeout_s = (unsigned)idle_s;
+  api->rate_per_s = (double)rate;
+  api->rate_burst = (double)(burst < rate ? rate : burst);
+  unsigned sse_pp = 0, wait_pp = 0;
+  if (!project_limits(api, &sse_pp, &wait_pp, &err) || !conn_limits(api, st->max_conn, &err)) {
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    return false;
+  }
+  api->streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key, sse_pp, wait_pp);
+  api->sse_ping_s = (int)ping_s;
+  api->wait_max_s = 60;
+  parse_cors(api, tb_cfg_get(cfg, "TOKBENCH_CORS_ORIGINS"));
+  api->web_dir = tb_api_web_dir_resolve(tb_cfg_get(cfg, "TOKBENCH_WEB_DIR"));
+  api->keys = tb_api_keycache_new(cache_ms);
+  api->jobs_cache = tb_api_jobcache_new(jc_ms);
+  return true;
+}
+
+/* The database URL, the egress policy, the CAs, the tenancy limits, the
+ * trace caps and the master key; false with a message on stderr. */
+static bool
+read_others(struct tb_api *api, struct api_start *st)
+{
+  char *err = NULL;
+  st->url = tb_cfg_get(api->cfg, "TOKBENCH_DATABASE_URL");
+  if (st->url == NULL) {
+    fprintf(stderr, "tokbench-api: TOKBENCH_DATABASE_URL is not set\n");
+    return false;
+  }
+  if (!tb_egress_install_cfg(api->cfg, &err) ||
+      !tb_http_set_ca_file(tb_cfg_get(api->cfg, "TOKBENCH_CA_FILE"), &err) ||
+      !tb_tenancy_from_cfg(&api->tenancy, api->cfg, &err) || !tb_api_traces_config(api, &err)) {
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    return false;
+  }
+  switch (tb_masterkey_load(tb_cfg_get(api->cfg, "TOKBENCH_MASTER_KEY"),
+                            tb_cfg_get(api->cfg, "TOKBENCH_MASTER_KEY_FILE"), api->master_key,
+                            &err)) {
+  case TB_MASTERKEY_OK: api->has_master_key = true; break;
+  case TB_MASTERKEY_NONE:
+    tb_log(TB_LOG_WARN, "no master key: endpoints cannot be given an API key", NULL);
+    break;
+  case TB_MASTERKEY_ERROR:
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    return false;
+  }
+  return true;
+}
+
+/* The database pool, the migrations, the probe pool and the notification
+ * listener; false, logged, on a failure. */
+static bool
+open_database(struct tb_api *api, struct api_start *st)
+{
+  char *err = NULL;
+  api->pool = tb_db_pool_new(st->url, (unsigned)st->pool, (int)st->wait_ms, &err);
+  if (api->pool == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  struct tb_db *db = tb_db_pool_get(api->pool);
+  st->applied = tb_migrate_run(db, &err);
+  tb_db_pool_put(api->pool, db);
+  if (st->applied < 0) {
+    tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  db = tb_db_pool_get(api->pool);
+  bool probes_ok = start_probes(api, db, &err);
+  tb_db_pool_put(api->pool, db);
+  if (!probes_ok) {
+    tb_log(TB_LOG_ERROR, "cannot start the probe pool", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  api->notify = tb_api_notify_start(api, st->url, &err);
+  if (api->notify == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot start the notification listener", "error", TB_LS, err, NULL);
+    free(err);
+    return false;
+  }
+  return true;
+}
+
+/* libmicrohttpd listening on TOKBENCH_LISTEN_HOST:PORT, and the webhook
+ * deliveries; false on a failure. */
+static bool
+start_daemon(struct tb_api *api, const struct api_start *st)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)st->port) };
+  if (inet_pton(AF_INET, tb_cfg_get(api->cfg, "TOKBENCH_LISTEN_HOST"), &sa.sin_addr) != 1) {
+    fprintf(stderr, "tokbench-api: TOKBENCH_LISTEN_HOST must be an IPv4 address\n");
+    return false;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  api->daemon = MHD_start_daemon(
+    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+    0, NULL, NULL, handle, api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)st->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+    api->header_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)st->max_conn,
+    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)st->per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TB_API_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+    completed, api, MHD_OPTION_NOTIFY_CONNECTION, conn_notify, api, MHD_OPTION_END);
+  if (api->daemon == NULL) {
+    tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, st->port, NULL);
+    return false;
+  }
+  return tb_api_deliveries_start(api);
+}
+
+/* Start-up, then serving until SIGTERM or SIGINT (in stop_set): the exit
+ * status (2 bad settings, 1 a start-up failure, 0 stopped). */
+static int
+api_run(struct tb_api *api, const sigset_t *stop_set)
+{
+  struct api_start st = { 0 };
+  if (!read_limits(api, &st) || !read_others(api, &st))
+    return 2;
+  if (!open_database(api, &st) || !start_daemon(api, &st))
+    return 1;
+  tb_log(TB_LOG_INFO, "listening", "host", TB_LS, tb_cfg_get(api->cfg, "TOKBENCH_LISTEN_HOST"),
+         "port", TB_LI, st.port, "migrations_applied", TB_LI, (int64_t)st.applied, NULL);
+  int sig = 0;
+  if (sigwait(stop_set, &sig) != 0)
+    sig = 0;
+  tb_log(TB_LOG_INFO, "stopping", "signal", TB_LI, (int64_t)sig, NULL);
+  return 0;
+}
+
+static void
+shut_down(struct tb_api *api)
+{
+  api->stopping = true;
+  /* every suspended connection must be resumed before MHD_stop_daemon */
+  tb_api_notify_stop(api->notify);
+  tb_api_probes_stop(api->probes);
+  if (api->daemon != NULL)
+    MHD_stop_daemon(api->daemon);
+  tb_api_probes_free(api->probes);
+  tb_api_deliveries_stop();
+  tb_api_notify_free(api->notify);
+  tb_db_pool_free(api->pool);
+  tb_api_keycache_free(api->keys);
+  tb_api_jobcache_free(api->jobs_cache);
+  tb_api_streams_free(api->streams);
+  tb_api_quota_free(api->quota);
+  tb_api_conns_free(&api->conns);
+  for (char **p = api->cors_origins; p != NULL && *p != NULL; p++)
+    free(*p);
+  free(api->cors_origins);
+  free(api->web_dir);
+  OPENSSL_cleanse(api->master_key, sizeof api->master_key);
+  tb_cfg_free(api->cfg);
+  tb_tenancy_clear(&api->tenancy);
+  tb_egress_install(NULL);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -524,7 +727,6 @@ main(int argc, char **argv)
   pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
   char *err = NULL;
   struct tb_api api = { 0 };
-  int rc = 1;
   api.cfg = tb_cfg_load(api_keys, TB_ARRAY_LEN(api_keys), config, &err);
   if (api.cfg == NULL) {
     fprintf(stderr, "tokbench-api: %s\n", err);
@@ -533,157 +735,7 @@ main(int argc, char **argv)
   }
   int level = tb_log_level_parse(tb_cfg_get(api.cfg, "TOKBENCH_LOG_LEVEL"));
   tb_log_init("api", level < 0 ? TB_LOG_INFO : (enum tb_log_level)level);
-  int64_t port, threads, pool, wait_ms, body_max, rate, burst, cache_ms, ping_s, max_conn, jc_ms;
-  int64_t per_ip, header_s, idle_s, preauth, sse_per_key, wait_per_key;
-  if (!tb_cfg_get_int(api.cfg, "TOKBENCH_LISTEN_PORT", 0, 65535, &port, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_THREADS", 1, 256, &threads, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_POOL", 1, 256, &pool, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_DB_WAIT_MS", 0, 3600000, &wait_ms, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_BODY", 1024, 64 * 1024 * 1024, &body_max, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_RATE_LIMIT", 0, 10000000, &rate, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_RATE_BURST", 1, 100000000, &burst, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_KEY_CACHE_MS", 0, 3600000, &cache_ms, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_JOB_CACHE_MS", 0, 3600000, &jc_ms, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_SSE_PING_S", 1, 3600, &ping_s, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &max_conn, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_MAX_CONNECTIONS_PER_IP", 0, 1000000, &per_ip, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_HEADER_TIMEOUT_S", 1, 3600, &header_s, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_IDLE_TIMEOUT_S", 1, 86400, &idle_s, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_PREAUTH_BODY", 0, 64 * 1024 * 1024, &preauth, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_SSE_PER_KEY", 0, 1000000, &sse_per_key, &err) ||
-      !tb_cfg_get_int(api.cfg, "TOKBENCH_WAIT_PER_KEY", 0, 1000000, &wait_per_key, &err)) {
-    fprintf(stderr, "tokbench-api: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  api.body_max = (size_t)body_max;
-  api.preauth_body_max = (size_t)(preauth < body_max ? preauth : body_max);
-  api.header_timeout_s = (unsigned)header_s;
-  api.conns_high_water = (unsigned)(max_conn / 4 * 3);
-  api.idle_timeout_s = (unsigned)idle_s;
-  api.rate_per_s = (double)rate;
-  api.rate_burst = (double)(burst < rate ? rate : burst);
-  unsigned sse_pp = 0, wait_pp = 0;
-  if (!project_limits(&api, &sse_pp, &wait_pp, &err) || !conn_limits(&api, max_conn, &err)) {
-    fprintf(stderr, "tokbench-api: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  api.streams = tb_api_streams_new((unsigned)sse_per_key, (unsigned)wait_per_key, sse_pp, wait_pp);
-  api.sse_ping_s = (int)ping_s;
-  api.wait_max_s = 60;
-  parse_cors(&api, tb_cfg_get(api.cfg, "TOKBENCH_CORS_ORIGINS"));
-  api.web_dir = tb_api_web_dir_resolve(tb_cfg_get(api.cfg, "TOKBENCH_WEB_DIR"));
-  api.keys = tb_api_keycache_new(cache_ms);
-  api.jobs_cache = tb_api_jobcache_new(jc_ms);
-  const char *url = tb_cfg_get(api.cfg, "TOKBENCH_DATABASE_URL");
-  if (url == NULL) {
-    fprintf(stderr, "tokbench-api: TOKBENCH_DATABASE_URL is not set\n");
-    rc = 2;
-    goto out;
-  }
-  if (!tb_egress_install_cfg(api.cfg, &err) ||
-      !tb_http_set_ca_file(tb_cfg_get(api.cfg, "TOKBENCH_CA_FILE"), &err) ||
-      !tb_tenancy_from_cfg(&api.tenancy, api.cfg, &err) || !tb_api_traces_config(&api, &err)) {
-    fprintf(stderr, "tokbench-api: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  switch (tb_masterkey_load(tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY"),
-                            tb_cfg_get(api.cfg, "TOKBENCH_MASTER_KEY_FILE"), api.master_key,
-                            &err)) {
-  case TB_MASTERKEY_OK: api.has_master_key = true; break;
-  case TB_MASTERKEY_NONE:
-    tb_log(TB_LOG_WARN, "no master key: endpoints cannot be given an API key", NULL);
-    break;
-  case TB_MASTERKEY_ERROR:
-    fprintf(stderr, "tokbench-api: %s\n", err);
-    free(err);
-    rc = 2;
-    goto out;
-  }
-  api.pool = tb_db_pool_new(url, (unsigned)pool, (int)wait_ms, &err);
-  if (api.pool == NULL) {
-    tb_log(TB_LOG_ERROR, "cannot connect to the database", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-  struct tb_db *db = tb_db_pool_get(api.pool);
-  int applied = tb_migrate_run(db, &err);
-  tb_db_pool_put(api.pool, db);
-  if (applied < 0) {
-    tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-  db = tb_db_pool_get(api.pool);
-  bool probes_ok = start_probes(&api, db, &err);
-  tb_db_pool_put(api.pool, db);
-  if (!probes_ok) {
-    tb_log(TB_LOG_ERROR, "cannot start the probe pool", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-  api.notify = tb_api_notify_start(&api, url, &err);
-  if (api.notify == NULL) {
-    tb_log(TB_LOG_ERROR, "cannot start the notification listener", "error", TB_LS, err, NULL);
-    free(err);
-    goto out;
-  }
-
-  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-  if (inet_pton(AF_INET, tb_cfg_get(api.cfg, "TOKBENCH_LISTEN_HOST"), &sa.sin_addr) != 1) {
-    fprintf(stderr, "tokbench-api: TOKBENCH_LISTEN_HOST must be an IPv4 address\n");
-    goto out;
-  }
-  signal(SIGPIPE, SIG_IGN);
-  api.daemon = MHD_start_daemon(
-    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-    0, NULL, NULL, handle, &api, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads, MHD_OPTION_CONNECTION_TIMEOUT,
-    api.header_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
-    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)TB_API_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-    completed, &api, MHD_OPTION_NOTIFY_CONNECTION, conn_notify, &api, MHD_OPTION_END);
-  if (api.daemon == NULL) {
-    tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, port, NULL);
-    goto out;
-  }
-  if (!tb_api_deliveries_start(&api))
-    goto out;
-  tb_log(TB_LOG_INFO, "listening", "host", TB_LS, tb_cfg_get(api.cfg, "TOKBENCH_LISTEN_HOST"),
-         "port", TB_LI, port, "migrations_applied", TB_LI, (int64_t)applied, NULL);
-  int sig = 0;
-  if (sigwait(&stop_set, &sig) != 0)
-    sig = 0;
-  tb_log(TB_LOG_INFO, "stopping", "signal", TB_LI, (int64_t)sig, NULL);
-  rc = 0;
-out:
-  api.stopping = true;
-  /* every suspended connection must be resumed before MHD_stop_daemon */
-  tb_api_notify_stop(api.notify);
-  tb_api_probes_stop(api.probes);
-  if (api.daemon != NULL)
-    MHD_stop_daemon(api.daemon);
-  tb_api_probes_free(api.probes);
-  tb_api_deliveries_stop();
-  tb_api_notify_free(api.notify);
-  tb_db_pool_free(api.pool);
-  tb_api_keycache_free(api.keys);
-  tb_api_jobcache_free(api.jobs_cache);
-  tb_api_streams_free(api.streams);
-  tb_api_quota_free(api.quota);
-  tb_api_conns_free(&api.conns);
-  for (char **p = api.cors_origins; p != NULL && *p != NULL; p++)
-    free(*p);
-  free(api.cors_origins);
-  free(api.web_dir);
-  OPENSSL_cleanse(api.master_key, sizeof api.master_key);
-  tb_cfg_free(api.cfg);
-  tb_tenancy_clear(&api.tenancy);
-  tb_egress_install(NULL);
+  int rc = api_run(&api, &stop_set);
+  shut_down(&api);
   return rc;
 }
