@@ -601,10 +601,13 @@ def test_noise_model(ctx):
 
 # ---------------------------------------------------------------- prefix cache
 
+@timing.timing_test
 def test_prefix_cache_blocks(ctx):
     """Block-level prefix cache: a second prompt sharing a long system prompt
     reuses its full blocks (usage, /sim/stats, /metrics and /sim/requests all
-    say how many), and its TTFT is the cold prefill of the rest only."""
+    say how many), and its TTFT is the cold prefill of the rest only (a
+    timing: each attempt on a new simulator, the bounds widened by the
+    contention measured)."""
     sim = ctx.sim(flavour="vllm", timing=True)
     system = " ".join(["abcd"] * 2000)  # 2000 tokens
     def body(user):
@@ -633,8 +636,9 @@ def test_prefix_cache_blocks(ctx):
         # 10%: far from the alternatives (a full hit, 18 ms; cold, 141 ms)
         # and loose enough for a loaded machine; the exact timing is
         # test_timing_matches_expected's
-        assert abs(runs[0][0] - cold["prefill_ttft_ms"]) / cold["prefill_ttft_ms"] < 0.1, runs
-        assert abs(runs[1][0] - part["prefix_ttft_ms"]) / part["prefix_ttft_ms"] < 0.1, (runs, part)
+        tol = 0.1 + timing.allowance()
+        assert abs(runs[0][0] - cold["prefill_ttft_ms"]) / cold["prefill_ttft_ms"] < tol, runs
+        assert abs(runs[1][0] - part["prefix_ttft_ms"]) / part["prefix_ttft_ms"] < tol, (runs, part)
         assert part["prefix_ttft_ms"] > 1.5 * part["cached_ttft_ms"], part
     st, _, stats = http_json("GET", sim.url + "/sim/stats")
     assert stats["prefix_query_tokens"] == 2 * prompt
