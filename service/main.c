@@ -463,10 +463,6 @@ parse_cors(struct tb_api *api, const char *v)
       api->cors_origins[k++] = tb_xstrndup(s, len);
 }
 
-/* The limits of issue 27 into api: the request rate of a project (unset: 4
- * x the key's; burst unset: 2 x the rate), the keys cap, the busy head
- * timeout; the stream caps into *sse and *wait.  False with *err on a bad
- * value. */
 /* The connection reserve (api_conns.h): TOKBENCH_CONNECTIONS_RESERVE, at
  * most 1/8 of max_conn, kept free below it. */
 static bool
@@ -481,6 +477,10 @@ conn_limits(struct tb_api *api, int64_t max_conn, char **err)
   return true;
 }
 
+/* The limits of issue 27 into api: the request rate of a project (unset: 4
+ * x the key's; burst unset: 2 x the rate), the keys cap, the busy head
+ * timeout; the stream caps into *sse and *wait.  False with *err on a bad
+ * value. */
 static bool
 project_limits(struct tb_api *api, unsigned *sse, unsigned *wait, char **err)
 {
