@@ -359,24 +359,15 @@ pad_to_target(struct tb_prompt_ctx *c, const char *tag, int64_t words, int64_t t
   return 0;
 }
 
-int
-tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_prompt *out,
-                char **err)
+/* The mode a prompt is sized in: where calibration fails and the server
+ * gives no usage either, nothing it says can size a prompt, so a stated
+ * estimate (TB_PROMPT_ESTIMATE), flagged.  0, or -1 with *err. */
+static int
+prompt_mode(struct tb_prompt_ctx *c, int64_t ctx, const char *tag, char **err)
 {
-  memset(out, 0, sizeof *out);
-  out->tokens = -1;
-  *err = NULL;
-  if (calibrate(c, err) != 0) {
-    if (*err == NULL)
-      *err = tb_xasprintf("prompt calibration failed");
-    return -1;
-  }
-  char *tag = tb_xasprintf("[BENCH_%s_CTX_%lld]", c->run_id, (long long)ctx);
   if (c->mode == MODE_LINEAR && calibrate_linear(c, ctx, err) != 0) {
-    if (!c->no_usage) {
-      free(tag);
+    if (!c->no_usage)
       return -1;
-    }
     /* Neither /tokenize nor usage: nothing the server says can size a
      * prompt.  A stated estimate (TB_PROMPT_ESTIMATE), flagged. */
     free(*err);
@@ -387,53 +378,47 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_
     c->b = 1.0;
     c->a = (double)((strlen(tag) + 2) / 3 + TB_PROMPT_ESTIMATE_TEMPLATE);
   }
-  bool exact = c->mode == MODE_CHAT || c->mode == MODE_TEXT || c->mode == MODE_TEMPLATE;
-  out->source = exact ? "tokenizer" : c->mode == MODE_LINEAR ? "calibration" : "estimate";
-  int rc = -1;
-  if (target <= 0) {
-    /* Context 0 (llm-inference-bench's first decode row): no prompt
-     * context, the run's tag alone; its size is what the template makes. */
-    int64_t n0 = count_words(c, tag, 0, err);
-    if (n0 < 0)
-      goto out;
-    out->text = tb_prompt_text(tag, 0);
-    out->tokens = n0;
-    out->exact = exact;
-    rc = 0;
-    goto out;
-  }
-  /* Two points for a line. */
-  int64_t w1 = 256, n1 = count_words(c, tag, w1, err);
-  if (n1 < 0)
-    goto out;
-  int64_t w2 = 4096, n2 = count_words(c, tag, w2, err);
-  if (n2 <= n1) {
+  return 0;
+}
+
+/* Two points for a line: the count n1 of w1 words and the tokens a word
+ * adds (*slope).  0, or -1 with *err. */
+static int
+line_slope(struct tb_prompt_ctx *c, const char *tag, int64_t w1, int64_t *n1, double *slope,
+           char **err)
+{
+  int64_t w2 = 4096;
+  *n1 = count_words(c, tag, w1, err);
+  if (*n1 < 0)
+    return -1;
+  int64_t n2 = count_words(c, tag, w2, err);
+  if (n2 <= *n1) {
     if (*err == NULL)
       *err = tb_xasprintf("tokenizer counts do not grow with the text");
-    goto out;
+    return -1;
   }
-  double slope = (double)(n2 - n1) / (double)(w2 - w1);
-  if (slope < SLOPE_MIN) {
-    *err = tb_xasprintf("tokenizer counts an implausible %.4f tokens per word", slope);
-    goto out;
+  *slope = (double)(n2 - *n1) / (double)(w2 - w1);
+  if (*slope < SLOPE_MIN) {
+    *err = tb_xasprintf("tokenizer counts an implausible %.4f tokens per word", *slope);
+    return -1;
   }
+  return 0;
+}
+
+/* The most words whose prompt counts at most target tokens, from the guess
+ * w: secant steps kept inside the bracket [*lo, hi), MAX_PROBES counts at
+ * most; *lo words counting *lo_n tokens (-1: none found).  0, or -1 with
+ * *err when a count failed. */
+static int
+search_words(struct tb_prompt_ctx *c, const char *tag, int64_t target, int64_t w, double slope,
+             int64_t *lo_out, int64_t *lo_n_out, char **err)
+{
   int64_t lo = 0, lo_n = -1; /* known: count(lo) <= target */
   int64_t hi = -1;           /* known: count(hi) > target */
-  int64_t w = w1 + (int64_t)((double)(target - n1) / slope);
-  if (w < 0)
-    w = 0;
-  if (!exact) {
-    lo = w;
-    while (lo > 0 && (int64_t)(c->a + c->b * (double)lo + 0.5) > target)
-      lo--;
-    lo_n = (int64_t)(c->a + c->b * (double)lo + 0.5);
-    rc = 0;
-    goto done;
-  }
   for (int probe = 0; probe < MAX_PROBES; probe++) {
     int64_t n = count_words(c, tag, w, err);
     if (n < 0)
-      goto out;
+      return -1;
     if (n <= target) {
       if (w >= lo) {
         lo = w;
@@ -456,6 +441,60 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_
       next = 0;
     w = next;
   }
+  *lo_out = lo;
+  *lo_n_out = lo_n;
+  return 0;
+}
+
+int
+tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_prompt *out,
+                char **err)
+{
+  memset(out, 0, sizeof *out);
+  out->tokens = -1;
+  *err = NULL;
+  if (calibrate(c, err) != 0) {
+    if (*err == NULL)
+      *err = tb_xasprintf("prompt calibration failed");
+    return -1;
+  }
+  char *tag = tb_xasprintf("[BENCH_%s_CTX_%lld]", c->run_id, (long long)ctx);
+  if (prompt_mode(c, ctx, tag, err) != 0) {
+    free(tag);
+    return -1;
+  }
+  bool exact = c->mode == MODE_CHAT || c->mode == MODE_TEXT || c->mode == MODE_TEMPLATE;
+  out->source = exact ? "tokenizer" : c->mode == MODE_LINEAR ? "calibration" : "estimate";
+  int rc = -1;
+  if (target <= 0) {
+    /* Context 0 (llm-inference-bench's first decode row): no prompt
+     * context, the run's tag alone; its size is what the template makes. */
+    int64_t n0 = count_words(c, tag, 0, err);
+    if (n0 < 0)
+      goto out;
+    out->text = tb_prompt_text(tag, 0);
+    out->tokens = n0;
+    rc = 0;
+    goto out;
+  }
+  int64_t w1 = 256, n1, lo, lo_n;
+  double slope;
+  if (line_slope(c, tag, w1, &n1, &slope, err) != 0)
+    goto out;
+  int64_t w = w1 + (int64_t)((double)(target - n1) / slope);
+  if (w < 0)
+    w = 0;
+  if (!exact) { /* the line alone: the most words it puts at or under target */
+    lo = w;
+    while (lo > 0 && (int64_t)(c->a + c->b * (double)lo + 0.5) > target)
+      lo--;
+    out->text = tb_prompt_text(tag, lo);
+    out->tokens = (int64_t)(c->a + c->b * (double)lo + 0.5);
+    rc = 0;
+    goto out;
+  }
+  if (search_words(c, tag, target, w, slope, &lo, &lo_n, err) != 0)
+    goto out;
   if (lo_n < 0) {
     *err = tb_xasprintf("cannot size a prompt of %lld tokens", (long long)target);
     goto out;
@@ -466,13 +505,9 @@ tb_prompt_build(struct tb_prompt_ctx *c, int64_t ctx, int64_t target, struct tb_
   rc = 0;
   out->text = prompt_text_pad(tag, lo, pad);
   out->tokens = lo_n;
-  out->exact = exact;
-  goto out;
-done:
-  out->text = tb_prompt_text(tag, lo);
-  out->tokens = lo_n;
-  out->exact = exact;
 out:
+  if (rc == 0)
+    out->exact = exact;
   if (rc != 0 && *err == NULL)
     *err = tb_xasprintf("cannot size a prompt of %lld tokens", (long long)target);
   free(tag);
