@@ -960,15 +960,16 @@ prefix_check(const struct rcell *c, json_t *cell)
   free(tp);
 }
 
-/* The figures of a measured cell. */
 static void trace_figures(struct rcell *c, json_t *cell);
 
+/* A rate cell's counts and rates: status, requests, errors, the offered,
+ * achieved and goodput rates over arrivals_s and the span, the SLOs, the
+ * tokens, the prompts and what the server's cache held, and its own
+ * timings where it gives them. */
 static void
-cell_figures(struct rcell *c, json_t *cell)
+count_figures(struct rcell *c, json_t *cell, double dur, double arr)
 {
   const struct tb_spec *s = c->r->s;
-  double dur = c->t_last_end > c->t0 ? (double)(c->t_last_end - c->t0) / 1e9 : 0;
-  double arr = (double)(c->t_end_arrivals - c->t0) / 1e9;
   json_object_set_new(cell, "status", json_string(c->ok > 0 ? "valid" : "error"));
   if (c->ok == 0)
     json_object_set_new(cell, "reason",
@@ -1005,6 +1006,13 @@ cell_figures(struct rcell *c, json_t *cell)
   json_t *srv = tb_srvtime_json(&c->srv);
   if (srv != NULL)
     json_object_set_new(cell, "server_timings", srv);
+}
+
+/* A rate cell's span, its latencies' percentiles, the schedule lag, the
+ * arrivals' CV and the requests in flight. */
+static void
+latency_figures(struct rcell *c, json_t *cell, double dur, double arr)
+{
   json_object_set_new(cell, "measured_s", json_real(dur));
   json_object_set_new(cell, "arrivals_s", json_real(arr));
   json_object_set_new(cell, "ttft_ms", pct(&c->ttft));
@@ -1028,6 +1036,41 @@ cell_figures(struct rcell *c, json_t *cell)
   double span = c->flight_t > c->t0 ? (double)(c->flight_t - c->t0) : 0;
   json_object_set_new(cell, "avg_in_flight",
                       span > 0 ? json_real(c->flight_area / span) : json_null());
+}
+
+/* A measured (not merged) cell's per-request samples, handed over to the
+ * cell, then the server's view, the prefix check and the energy. */
+static void
+sample_figures(struct rcell *c, json_t *cell)
+{
+  json_t *smp = json_object();
+  json_object_set_new(smp, "lag_ms", c->s_lag);
+  json_object_set_new(smp, "ttft_ms", c->s_ttft);
+  json_object_set_new(smp, "tpot_ms", c->s_tpot);
+  json_object_set_new(smp, "e2e_ms", c->s_e2e);
+  json_object_set_new(smp, "max_tbt_ms", c->s_maxtbt);
+  json_object_set_new(smp, "output_tokens", c->s_tokens);
+  json_object_set_new(smp, "good", c->s_good);
+  json_object_set_new(smp, "sched_ms", c->s_sched);
+  json_object_set_new(smp, "start_ms", c->s_start);
+  json_object_set_new(smp, "end_ms", c->s_end);
+  c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
+  c->s_start = c->s_end = c->s_sched = NULL;
+  json_object_set_new(cell, "samples", smp);
+  tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
+  prefix_check(c, cell);
+  tb_telemetry_cell(c->r->env->telemetry, c->r->env->endpoint, cell, c->t0,
+                    c->t_last_end > c->t0 ? c->t_last_end : tb_time_mono_ns());
+}
+
+/* The figures of a measured cell (or of a merged one: no samples). */
+static void
+cell_figures(struct rcell *c, json_t *cell)
+{
+  double dur = c->t_last_end > c->t0 ? (double)(c->t_last_end - c->t0) / 1e9 : 0;
+  double arr = (double)(c->t_end_arrivals - c->t0) / 1e9;
+  count_figures(c, cell, dur, arr);
+  latency_figures(c, cell, dur, arr);
   /* the steady-state window (tb_steady): a closed-loop cell's target is its
    * users, counted busy; an open-loop cell's reference is its level, the
    * mean in flight over its offered span */
@@ -1050,24 +1093,7 @@ cell_figures(struct rcell *c, json_t *cell)
     prefix_check(c, cell);
     return;
   }
-  json_t *smp = json_object();
-  json_object_set_new(smp, "lag_ms", c->s_lag);
-  json_object_set_new(smp, "ttft_ms", c->s_ttft);
-  json_object_set_new(smp, "tpot_ms", c->s_tpot);
-  json_object_set_new(smp, "e2e_ms", c->s_e2e);
-  json_object_set_new(smp, "max_tbt_ms", c->s_maxtbt);
-  json_object_set_new(smp, "output_tokens", c->s_tokens);
-  json_object_set_new(smp, "good", c->s_good);
-  json_object_set_new(smp, "sched_ms", c->s_sched);
-  json_object_set_new(smp, "start_ms", c->s_start);
-  json_object_set_new(smp, "end_ms", c->s_end);
-  c->s_lag = c->s_ttft = c->s_tpot = c->s_e2e = c->s_maxtbt = c->s_tokens = c->s_good = NULL;
-  c->s_start = c->s_end = c->s_sched = NULL;
-  json_object_set_new(cell, "samples", smp);
-  tb_ratewatch_cell(c->watch, cell, c->r->env->kernel_stamps);
-  prefix_check(c, cell);
-  tb_telemetry_cell(c->r->env->telemetry, c->r->env->endpoint, cell, c->t0,
-                    c->t_last_end > c->t0 ? c->t_last_end : tb_time_mono_ns());
+  sample_figures(c, cell);
 }
 
 /* The trace cell's own figures beside the rate cell's: the replay (its
