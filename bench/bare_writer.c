@@ -361,33 +361,46 @@ arm(int tfd, int64_t at)
   timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
-int
-main(int argc, char **argv)
+/* The writer: its options, fds and the next step's deadline. */
+struct writer {
+  int port;
+  double step_ms;
+  bool realtime;
+  int64_t spin_ns, step_ns;
+  int lfd, tfd, sfd;
+  int64_t deadline; /* the next step's */
+};
+
+/* The command line into w: -1 to go on, else the exit status (after the
+ * message). */
+static int
+parse_args(struct writer *w, int argc, char **argv)
 {
-  int port = 0;
-  double step_ms = 0;
-  bool realtime = false;
-  int64_t spin_ns = SPIN_NS;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--realtime") == 0)
-      realtime = true;
+      w->realtime = true;
     else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc)
-      port = (int)strtol(argv[++i], NULL, 10);
+      w->port = (int)strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--step-ms") == 0 && i + 1 < argc)
-      step_ms = strtod(argv[++i], NULL);
+      w->step_ms = strtod(argv[++i], NULL);
     else if (strcmp(argv[i], "--spin-us") == 0 && i + 1 < argc)
-      spin_ns = (int64_t)(strtod(argv[++i], NULL) * 1e3);
+      w->spin_ns = (int64_t)(strtod(argv[++i], NULL) * 1e3);
     else {
       fprintf(stderr, "bare_writer: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (port <= 0 || port > 65535 || step_ms <= 0 || spin_ns < 0) {
+  if (w->port <= 0 || w->port > 65535 || w->step_ms <= 0 || w->spin_ns < 0) {
     fprintf(stderr, "usage: bare_writer --port P --step-ms X [--realtime] [--spin-us U]\n");
     return 2;
   }
-  int64_t step_ns = (int64_t)(step_ms * 1e6);
+  return -1;
+}
 
+/* The step's bytes (event) and the end's (done_buf), stamps at zero. */
+static void
+make_events(void)
+{
   /* the step's bytes: chunk size line, stamp line, data line, chunk end */
   size_t payload = 4 + STAMP_DIGITS + 1 + (sizeof(event_data) - 1);
   int hl = snprintf(event, sizeof(event), "%zx\r\n", payload);
@@ -400,7 +413,12 @@ main(int argc, char **argv)
   done_stamp_off = (size_t)hl + 4;
   done_len = (size_t)snprintf(done_buf, sizeof(done_buf), "%zx\r\n: t=%0*d\n%s\r\n0\r\n\r\n", dpay,
                               STAMP_DIGITS, 0, done_data);
+}
 
+/* The file limit, the timer slack and --realtime, as the simulator. */
+static void
+set_process(bool realtime)
+{
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
@@ -414,70 +432,85 @@ main(int argc, char **argv)
     if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
       fprintf(stderr, "bare_writer: mlockall: %s (going on without)\n", strerror(errno));
   }
+}
 
+/* The signalfd (SIGTERM, SIGINT blocked), the listener, the timerfd and
+ * the epoll set with them; false after the message. */
+static bool
+open_fds(struct writer *w)
+{
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
   sigprocmask(SIG_BLOCK, &mask, NULL);
-  int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  w->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  w->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
-  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+  setsockopt(w->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)w->port) };
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 4096) < 0) {
+  if (w->lfd < 0 || bind(w->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+      listen(w->lfd, 4096) < 0) {
     perror("bare_writer: listen");
-    return 1;
+    return false;
   }
-  int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   ep = epoll_create1(EPOLL_CLOEXEC);
-  if (sfd < 0 || tfd < 0 || ep < 0) {
+  if (w->sfd < 0 || w->tfd < 0 || ep < 0) {
     perror("bare_writer: setup");
-    return 1;
+    return false;
   }
   struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listen };
-  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+  epoll_ctl(ep, EPOLL_CTL_ADD, w->lfd, &ev);
   ev.data.ptr = &tag_timer;
-  epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+  epoll_ctl(ep, EPOLL_CTL_ADD, w->tfd, &ev);
   ev.data.ptr = &tag_signal;
-  epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+  epoll_ctl(ep, EPOLL_CTL_ADD, w->sfd, &ev);
+  return true;
+}
 
-  /* Steps tick from start-up on, streams or not: a joining stream simply
-   * gets its first event at the next deadline. */
-  int64_t deadline = mono_ns() + step_ns;
-  arm(tfd, deadline - spin_ns);
-  printf("bare_writer: listening on 127.0.0.1:%d\n", port);
-  fflush(stdout);
+/* The timer's wake-up: spins to the deadline, runs the step, arms the
+ * next. */
+static void
+on_timer(struct writer *w)
+{
+  uint64_t exp;
+  if (read(w->tfd, &exp, sizeof(exp)) < 0)
+    return; /* spurious wake-up */
+  int64_t now = mono_ns();
+  if (now > w->deadline) {
+    n_late++; /* woke too late to spin: the wake-up cost the margin */
+    if (now - w->deadline > max_late_ns)
+      max_late_ns = now - w->deadline;
+  }
+  while (now < w->deadline)
+    now = mono_ns();
+  step();
+  w->deadline += w->step_ns;
+  arm(w->tfd, w->deadline - w->spin_ns);
+}
 
+/* The event loop until SIGTERM/SIGINT; false after the message when
+ * epoll_wait fails. */
+static bool
+run_loop(struct writer *w)
+{
   struct epoll_event evs[256];
   bool quit = false;
   while (!quit) {
     int n = epoll_wait(ep, evs, 256, -1);
     if (n < 0 && errno != EINTR) {
       perror("bare_writer: epoll_wait");
-      return 1;
+      return false;
     }
     for (int e = 0; e < n; e++) {
       void *p = evs[e].data.ptr;
       if (p == &tag_listen) {
-        on_accept(lfd);
+        on_accept(w->lfd);
       } else if (p == &tag_timer) {
-        uint64_t exp;
-        if (read(tfd, &exp, sizeof(exp)) < 0)
-          continue; /* spurious wake-up */
-        int64_t now = mono_ns();
-        if (now > deadline) {
-          n_late++; /* woke too late to spin: the wake-up cost the margin */
-          if (now - deadline > max_late_ns)
-            max_late_ns = now - deadline;
-        }
-        while (now < deadline)
-          now = mono_ns();
-        step();
-        deadline += step_ns;
-        arm(tfd, deadline - spin_ns);
+        on_timer(w);
       } else if (p == &tag_signal) {
         quit = true;
       } else {
@@ -492,6 +525,13 @@ main(int argc, char **argv)
     }
     reap();
   }
+  return true;
+}
+
+/* Closes the connections and prints the figures to stderr. */
+static void
+finish(void)
+{
   for (int i = 0; i < nslots; i++)
     if (slots[i] != NULL)
       conn_kill(slots[i]);
@@ -503,5 +543,29 @@ main(int argc, char **argv)
           " stalls %" PRIu64 " max_stall_us %.0f buffered_sends %" PRIu64 "\n",
           n_steps, n_events, n_requests, n_accepted, n_late, (double)max_late_ns / 1e3, n_stalls,
           (double)max_stall_ns / 1e3, n_buffered);
+}
+
+int
+main(int argc, char **argv)
+{
+  struct writer w = { .spin_ns = SPIN_NS };
+  int rc = parse_args(&w, argc, argv);
+  if (rc >= 0)
+    return rc;
+  w.step_ns = (int64_t)(w.step_ms * 1e6);
+  make_events();
+  set_process(w.realtime);
+  if (!open_fds(&w))
+    return 1;
+
+  /* Steps tick from start-up on, streams or not: a joining stream simply
+   * gets its first event at the next deadline. */
+  w.deadline = mono_ns() + w.step_ns;
+  arm(w.tfd, w.deadline - w.spin_ns);
+  printf("bare_writer: listening on 127.0.0.1:%d\n", w.port);
+  fflush(stdout);
+  if (!run_loop(&w))
+    return 1;
+  finish();
   return 0;
 }

@@ -233,203 +233,286 @@ warm_prompt(const struct sockaddr_in *a)
   return ok && strncmp(head, "HTTP/1.1 200", 12) == 0;
 }
 
-int
-main(int argc, char **argv)
+/* The run: its options, streams, window and figures. */
+struct load {
+  int port, nstreams, sim_pid;
+  double step_ms, seconds, warmup;
+  long max_tokens, prompt_tokens;
+  int ep;
+  struct stream *ss;
+  int64_t t_start, win_start, win_end, step_ns;
+  int started; /* streams that produced a token */
+  uint64_t win_tokens, lost, completed, errors;
+  double sim_cpu0, self_cpu0, sim_cpu1, self_cpu1, loop_cpu0, loop_cpu1;
+  struct samples gap_err, arr_err, delay;
+  FILE *dump; /* SIM_LOAD_DUMP, or NULL */
+};
+
+/* The command line into l: -1 to go on, else the exit status (after the
+ * message). */
+static int
+parse_args(struct load *l, int argc, char **argv)
 {
-  int port = 0, nstreams = 128, sim_pid = 0;
-  double step_ms = 0, seconds = 10, warmup = 2;
-  long max_tokens = 1000, prompt_tokens = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--port") == 0)
-      port = (int)strtol(argv[i + 1], NULL, 10);
+      l->port = (int)strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--streams") == 0)
-      nstreams = (int)strtol(argv[i + 1], NULL, 10);
+      l->nstreams = (int)strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--step-ms") == 0)
-      step_ms = strtod(argv[i + 1], NULL);
+      l->step_ms = strtod(argv[i + 1], NULL);
     else if (strcmp(argv[i], "--seconds") == 0)
-      seconds = strtod(argv[i + 1], NULL);
+      l->seconds = strtod(argv[i + 1], NULL);
     else if (strcmp(argv[i], "--warmup") == 0)
-      warmup = strtod(argv[i + 1], NULL);
+      l->warmup = strtod(argv[i + 1], NULL);
     else if (strcmp(argv[i], "--max-tokens") == 0)
-      max_tokens = strtol(argv[i + 1], NULL, 10);
+      l->max_tokens = strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--sim-pid") == 0)
-      sim_pid = (int)strtol(argv[i + 1], NULL, 10);
+      l->sim_pid = (int)strtol(argv[i + 1], NULL, 10);
     else if (strcmp(argv[i], "--prompt-tokens") == 0)
-      prompt_tokens = strtol(argv[i + 1], NULL, 10);
+      l->prompt_tokens = strtol(argv[i + 1], NULL, 10);
     else {
       fprintf(stderr, "sim_load: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (port <= 0 || nstreams <= 0 || step_ms <= 0) {
+  if (l->port <= 0 || l->nstreams <= 0 || l->step_ms <= 0) {
     fprintf(stderr, "usage: sim_load --port P --streams N --step-ms X [--seconds S] "
                     "[--max-tokens M] [--sim-pid PID] [--warmup S] [--prompt-tokens T]\n");
     return 2;
   }
+  return -1;
+}
+
+/* prompt_text of prompt_tokens tokens; false when out of memory. */
+static bool
+make_prompt(long prompt_tokens)
+{
+  /* completions: BOS + one token per word of at most 4 bytes */
+  size_t words = (size_t)(prompt_tokens - 1);
+  prompt_text = malloc(words * 4 + 1);
+  if (prompt_text == NULL)
+    return false;
+  for (size_t w = 0; w < words; w++)
+    memcpy(prompt_text + w * 4, w == 0 ? "load" : w % 2 ? " tes" : " tok", 4);
+  prompt_text[words * 4] = '\0';
+  return true;
+}
+
+/* Connects the streams to a and sends their first requests; false after
+ * the message. */
+static bool
+open_streams(struct load *l, const struct sockaddr_in *a)
+{
+  for (int i = 0; i < l->nstreams; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0) {
+      perror("sim_load: connect");
+      return false;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    l->ss[i].fd = fd;
+    long first = l->max_tokens * (i + 1) / l->nstreams; /* staggered, with a prompt */
+    if (!send_request(&l->ss[i], l->prompt_tokens > 1 ? (first > 0 ? first : 1) : 0)) {
+      perror("sim_load: send");
+      return false;
+    }
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &l->ss[i] };
+    epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+  return true;
+}
+
+/* Opens the window once every stream started and the warm-up is over, and
+ * closes it at its end: 1 when it ended, -1 (after the message) when the
+ * streams did not start in time, else 0. */
+static int
+window(struct load *l, int64_t now)
+{
+  if (l->win_start == 0 && l->started == l->nstreams &&
+      now - l->t_start > (int64_t)(l->warmup * 1e9)) {
+    l->win_start = now;
+    l->win_end = now + (int64_t)(l->seconds * 1e9);
+    l->sim_cpu0 = cpu_of_pid(l->sim_pid, false);
+    l->loop_cpu0 = cpu_of_pid(l->sim_pid, true);
+    l->self_cpu0 = cpu_self();
+  }
+  if (l->win_end && now >= l->win_end) {
+    l->sim_cpu1 = cpu_of_pid(l->sim_pid, false);
+    l->loop_cpu1 = cpu_of_pid(l->sim_pid, true);
+    l->self_cpu1 = cpu_self();
+    return 1;
+  }
+  if (now - l->t_start > (int64_t)((l->warmup + l->seconds + 60) * 1e9)) {
+    fprintf(stderr, "sim_load: only %d of %d streams started\n", l->started, l->nstreams);
+    return -1;
+  }
+  return 0;
+}
+
+/* A token event of s that arrived at arr (in the window or not). */
+static void
+on_token(struct load *l, struct stream *s, int64_t arr, bool in_win)
+{
+  s->tokens++;
+  if (!s->started) {
+    s->started = true;
+    l->started++;
+  }
+  if (in_win) {
+    l->win_tokens++;
+    if (s->prev_stamp && s->stamp) {
+      push(&l->gap_err, llabs((s->stamp - s->prev_stamp) - l->step_ns) / 1e6);
+      push(&l->arr_err, llabs((arr - s->prev_arr) - l->step_ns) / 1e6);
+    }
+    if (s->stamp)
+      push(&l->delay, (double)(arr - s->stamp) / 1e6);
+    if (l->dump != NULL)
+      fprintf(l->dump, "%d %" PRId64 " %" PRId64 "\n", (int)(s - l->ss), s->stamp, arr);
+  }
+  s->prev_stamp = s->stamp;
+  s->prev_arr = arr;
+}
+
+/* The complete line in s->line: a stamp, a token event or the end of the
+ * response (the next request sent). */
+static void
+on_line(struct load *l, struct stream *s, int64_t arr, bool in_win)
+{
+  s->line[s->ll] = '\0';
+  if (s->ll > 0 && s->line[s->ll - 1] == '\r')
+    s->line[--s->ll] = '\0';
+  if (strncmp(s->line, ": t=", 4) == 0) {
+    s->stamp = strtoll(s->line + 4, NULL, 10);
+  } else if (strncmp(s->line, "data: ", 6) == 0) {
+    if (strcmp(s->line + 6, "[DONE]") == 0) {
+      l->completed++;
+      if (s->tokens != s->want)
+        l->lost += (uint64_t)llabs(s->want - s->tokens);
+      if (!send_request(s, 0))
+        l->errors++;
+    } else {
+      on_token(l, s, arr, in_win);
+    }
+  }
+  s->ll = 0;
+}
+
+/* Reads what s has; a stream that failed or closed is dropped. */
+static void
+on_readable(struct load *l, struct stream *s, char *buf, size_t cap)
+{
+  ssize_t r = recv(s->fd, buf, cap, 0);
+  if (r <= 0) {
+    if (r < 0 && errno == EINTR)
+      return;
+    l->errors++;
+    epoll_ctl(l->ep, EPOLL_CTL_DEL, s->fd, NULL);
+    close(s->fd);
+    return;
+  }
+  int64_t arr = mono_ns();
+  bool in_win = l->win_start && arr >= l->win_start && arr < l->win_end;
+  for (ssize_t i = 0; i < r; i++) {
+    char ch = buf[i];
+    if (ch != '\n') {
+      if (s->ll < LINE_CAP - 1)
+        s->line[s->ll++] = ch;
+      continue;
+    }
+    on_line(l, s, arr, in_win);
+  }
+}
+
+/* The event loop until the window's end: false when the streams did not
+ * start in time. */
+static bool
+run_loop(struct load *l)
+{
+  struct epoll_event evs[512];
+  char buf[65536];
+  for (;;) {
+    int w = window(l, mono_ns());
+    if (w != 0)
+      return w > 0;
+    int n = epoll_wait(l->ep, evs, 512, 100);
+    for (int e = 0; e < n; e++)
+      on_readable(l, evs[e].data.ptr, buf, sizeof(buf));
+  }
+}
+
+/* Prints the figures, one "key value" line each. */
+static void
+report(struct load *l)
+{
+  double win_s = (double)(l->win_end - l->win_start) / 1e9;
+  double tps = (double)l->win_tokens / win_s;
+  printf("streams %d\n", l->nstreams);
+  printf("step_ms %.3f\n", l->step_ms);
+  printf("window_s %.2f\n", win_s);
+  printf("tokens %" PRIu64 "\n", l->win_tokens);
+  printf("tokens_per_s %.0f\n", tps);
+  printf("expected_tokens_per_s %.0f\n", l->nstreams * 1000.0 / l->step_ms);
+  printf("completed_streams %" PRIu64 "\n", l->completed);
+  printf("lost_tokens %" PRIu64 "\n", l->lost);
+  printf("errors %" PRIu64 "\n", l->errors);
+  printf("gap_err_stamp_ms_p50 %.4f\n", pct(&l->gap_err, 0.50));
+  printf("gap_err_stamp_ms_p99 %.4f\n", pct(&l->gap_err, 0.99));
+  printf("gap_err_arrival_ms_p50 %.4f\n", pct(&l->arr_err, 0.50));
+  printf("gap_err_arrival_ms_p99 %.4f\n", pct(&l->arr_err, 0.99));
+  printf("delivery_delay_ms_p50 %.4f\n", pct(&l->delay, 0.50));
+  printf("delivery_delay_ms_p99 %.4f\n", pct(&l->delay, 0.99));
+  if (l->sim_pid > 0 && l->win_tokens > 0)
+    printf("sim_cpu_s_per_million_tokens %.3f\n",
+           (l->sim_cpu1 - l->sim_cpu0) / ((double)l->win_tokens / 1e6));
+  if (l->win_tokens > 0)
+    printf("client_cpu_s_per_million_tokens %.3f\n",
+           (l->self_cpu1 - l->self_cpu0) / ((double)l->win_tokens / 1e6));
+  if (l->sim_pid > 0)
+    printf("sim_cpu_share %.3f\n", (l->sim_cpu1 - l->sim_cpu0) / win_s);
+  /* the simulator's loop thread alone: its other threads' work does not
+   * hold up its steps */
+  if (l->sim_pid > 0)
+    printf("sim_loop_cpu_share %.3f\n", (l->loop_cpu1 - l->loop_cpu0) / win_s);
+}
+
+int
+main(int argc, char **argv)
+{
+  struct load l = { .nstreams = 128, .seconds = 10, .warmup = 2, .max_tokens = 1000 };
+  int rc = parse_args(&l, argc, argv);
+  if (rc >= 0)
+    return rc;
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  if (prompt_tokens > 1) {
-    /* completions: BOS + one token per word of at most 4 bytes */
-    size_t words = (size_t)(prompt_tokens - 1);
-    prompt_text = malloc(words * 4 + 1);
-    if (prompt_text == NULL) {
-      fprintf(stderr, "sim_load: out of memory\n");
-      return 1;
-    }
-    for (size_t w = 0; w < words; w++)
-      memcpy(prompt_text + w * 4, w == 0 ? "load" : w % 2 ? " tes" : " tok", 4);
-    prompt_text[words * 4] = '\0';
+  if (l.prompt_tokens > 1 && !make_prompt(l.prompt_tokens)) {
+    fprintf(stderr, "sim_load: out of memory\n");
+    return 1;
   }
-  request_tokens = max_tokens;
-  request = make_request(max_tokens, true, &request_len);
-  int ep = epoll_create1(0);
-  struct stream *ss = calloc((size_t)nstreams, sizeof(*ss));
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+  request_tokens = l.max_tokens;
+  request = make_request(l.max_tokens, true, &request_len);
+  l.ep = epoll_create1(0);
+  l.ss = calloc((size_t)l.nstreams, sizeof(*l.ss));
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)l.port) };
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (prompt_tokens > 1 && !warm_prompt(&a)) {
+  if (l.prompt_tokens > 1 && !warm_prompt(&a)) {
     fprintf(stderr, "sim_load: the prompt's warm-up request failed\n");
     return 1;
   }
-  for (int i = 0; i < nstreams; i++) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-      perror("sim_load: connect");
-      return 1;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    ss[i].fd = fd;
-    long first = max_tokens * (i + 1) / nstreams; /* staggered, with a prompt */
-    if (!send_request(&ss[i], prompt_tokens > 1 ? (first > 0 ? first : 1) : 0)) {
-      perror("sim_load: send");
-      return 1;
-    }
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ss[i] };
-    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-  }
-
-  int64_t t_start = mono_ns();
-  int64_t win_start = 0, win_end = 0;
-  int started = 0;
-  uint64_t win_tokens = 0, lost = 0, completed = 0, errors = 0;
-  double sim_cpu0 = 0, self_cpu0 = 0, sim_cpu1 = 0, self_cpu1 = 0, loop_cpu0 = 0, loop_cpu1 = 0;
-  struct samples gap_err = { 0 }, arr_err = { 0 }, delay = { 0 };
-  int64_t step_ns = (int64_t)(step_ms * 1e6);
-  struct epoll_event evs[512];
-  char buf[65536];
+  if (!open_streams(&l, &a))
+    return 1;
+  l.t_start = mono_ns();
+  l.step_ns = (int64_t)(l.step_ms * 1e6);
   /* SIM_LOAD_DUMP=file: one line per token in the window, "stream stamp
    * arrival" (ns), to look into where gap errors come from. */
-  FILE *dump = getenv("SIM_LOAD_DUMP") ? fopen(getenv("SIM_LOAD_DUMP"), "w") : NULL;
-  for (;;) {
-    int64_t now = mono_ns();
-    if (win_start == 0 && started == nstreams && now - t_start > (int64_t)(warmup * 1e9)) {
-      win_start = now;
-      win_end = now + (int64_t)(seconds * 1e9);
-      sim_cpu0 = cpu_of_pid(sim_pid, false);
-      loop_cpu0 = cpu_of_pid(sim_pid, true);
-      self_cpu0 = cpu_self();
-    }
-    if (win_end && now >= win_end) {
-      sim_cpu1 = cpu_of_pid(sim_pid, false);
-      loop_cpu1 = cpu_of_pid(sim_pid, true);
-      self_cpu1 = cpu_self();
-      break;
-    }
-    if (now - t_start > (int64_t)((warmup + seconds + 60) * 1e9)) {
-      fprintf(stderr, "sim_load: only %d of %d streams started\n", started, nstreams);
-      return 1;
-    }
-    int n = epoll_wait(ep, evs, 512, 100);
-    for (int e = 0; e < n; e++) {
-      struct stream *s = evs[e].data.ptr;
-      ssize_t r = recv(s->fd, buf, sizeof(buf), 0);
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR)
-          continue;
-        errors++;
-        epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
-        close(s->fd);
-        continue;
-      }
-      int64_t arr = mono_ns();
-      bool in_win = win_start && arr >= win_start && arr < win_end;
-      for (ssize_t i = 0; i < r; i++) {
-        char ch = buf[i];
-        if (ch != '\n') {
-          if (s->ll < LINE_CAP - 1)
-            s->line[s->ll++] = ch;
-          continue;
-        }
-        s->line[s->ll] = '\0';
-        if (s->ll > 0 && s->line[s->ll - 1] == '\r')
-          s->line[--s->ll] = '\0';
-        if (strncmp(s->line, ": t=", 4) == 0) {
-          s->stamp = strtoll(s->line + 4, NULL, 10);
-        } else if (strncmp(s->line, "data: ", 6) == 0) {
-          if (strcmp(s->line + 6, "[DONE]") == 0) {
-            completed++;
-            if (s->tokens != s->want)
-              lost += (uint64_t)llabs(s->want - s->tokens);
-            if (!send_request(s, 0))
-              errors++;
-          } else {
-            s->tokens++;
-            if (!s->started) {
-              s->started = true;
-              started++;
-            }
-            if (in_win) {
-              win_tokens++;
-              if (s->prev_stamp && s->stamp) {
-                push(&gap_err, llabs((s->stamp - s->prev_stamp) - step_ns) / 1e6);
-                push(&arr_err, llabs((arr - s->prev_arr) - step_ns) / 1e6);
-              }
-              if (s->stamp)
-                push(&delay, (double)(arr - s->stamp) / 1e6);
-              if (dump != NULL)
-                fprintf(dump, "%d %" PRId64 " %" PRId64 "\n", (int)(s - ss), s->stamp, arr);
-            }
-            s->prev_stamp = s->stamp;
-            s->prev_arr = arr;
-          }
-        }
-        s->ll = 0;
-      }
-    }
-  }
-  if (dump != NULL)
-    fclose(dump);
-  double win_s = (double)(win_end - win_start) / 1e9;
-  double tps = (double)win_tokens / win_s;
-  printf("streams %d\n", nstreams);
-  printf("step_ms %.3f\n", step_ms);
-  printf("window_s %.2f\n", win_s);
-  printf("tokens %" PRIu64 "\n", win_tokens);
-  printf("tokens_per_s %.0f\n", tps);
-  printf("expected_tokens_per_s %.0f\n", nstreams * 1000.0 / step_ms);
-  printf("completed_streams %" PRIu64 "\n", completed);
-  printf("lost_tokens %" PRIu64 "\n", lost);
-  printf("errors %" PRIu64 "\n", errors);
-  printf("gap_err_stamp_ms_p50 %.4f\n", pct(&gap_err, 0.50));
-  printf("gap_err_stamp_ms_p99 %.4f\n", pct(&gap_err, 0.99));
-  printf("gap_err_arrival_ms_p50 %.4f\n", pct(&arr_err, 0.50));
-  printf("gap_err_arrival_ms_p99 %.4f\n", pct(&arr_err, 0.99));
-  printf("delivery_delay_ms_p50 %.4f\n", pct(&delay, 0.50));
-  printf("delivery_delay_ms_p99 %.4f\n", pct(&delay, 0.99));
-  if (sim_pid > 0 && win_tokens > 0)
-    printf("sim_cpu_s_per_million_tokens %.3f\n",
-           (sim_cpu1 - sim_cpu0) / ((double)win_tokens / 1e6));
-  if (win_tokens > 0)
-    printf("client_cpu_s_per_million_tokens %.3f\n",
-           (self_cpu1 - self_cpu0) / ((double)win_tokens / 1e6));
-  if (sim_pid > 0)
-    printf("sim_cpu_share %.3f\n", (sim_cpu1 - sim_cpu0) / win_s);
-  /* the simulator's loop thread alone: its other threads' work does not
-   * hold up its steps */
-  if (sim_pid > 0)
-    printf("sim_loop_cpu_share %.3f\n", (loop_cpu1 - loop_cpu0) / win_s);
-  return errors == 0 && lost == 0 ? 0 : 3;
+  l.dump = getenv("SIM_LOAD_DUMP") ? fopen(getenv("SIM_LOAD_DUMP"), "w") : NULL;
+  if (!run_loop(&l))
+    return 1;
+  if (l.dump != NULL)
+    fclose(l.dump);
+  report(&l);
+  return l.errors == 0 && l.lost == 0 ? 0 : 3;
 }

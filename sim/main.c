@@ -114,55 +114,187 @@ find_profile(struct sim_profile *p, const char *name, const char *dir, char *err
   return false;
 }
 
-int
-main(int argc, char **argv)
-{
-  struct sim_config cfg = {
-    .host = "127.0.0.1",
-    .port = 8000,
-    .time_scale = 1,
-    .spec_k = 1,
-    .reasoning_tokens = 16,
-    .max_conns = 10000,
-  };
-  cfg.dialect = sim_flavour_find("vllm", &cfg.profile_version);
-  cfg.flavour = cfg.dialect->family;
-  const char *reasoning = NULL;
-  bool metrics_set = false;
-  sim_fault_init(&cfg.fault);
-  sim_noise_init(&cfg.noise);
-  const char *profile = "tiny", *pdir = NULL, *model = NULL;
-  int64_t kv = 0, maxrun = 0, maxlen = 0;
+/* The command line: the server's config, and what is settled after it. */
+struct sim_args {
+  struct sim_config cfg;
+  const char *reasoning;      /* --reasoning, or NULL */
+  bool metrics_set;           /* --metrics was given */
+  const char *profile, *pdir; /* --profile, --profiles-dir (or NULL) */
+  const char *model;          /* --model, or NULL */
+  int64_t kv, maxrun, maxlen; /* --kv-tokens, --max-running, --max-model-len; 0: the profile's */
   char err[512];
+};
+
+/* The defaults, before the command line. */
+static void
+args_init(struct sim_args *g)
+{
+  *g = (struct sim_args){
+    .cfg = {
+      .host = "127.0.0.1",
+      .port = 8000,
+      .time_scale = 1,
+      .spec_k = 1,
+      .reasoning_tokens = 16,
+      .max_conns = 10000,
+    },
+    .profile = "tiny",
+  };
+  g->cfg.dialect = sim_flavour_find("vllm", &g->cfg.profile_version);
+  g->cfg.flavour = g->cfg.dialect->family;
+  sim_fault_init(&g->cfg.fault);
+  sim_noise_init(&g->cfg.noise);
+}
+
+/* An option without a value (but --help) into cfg; false when a is none. */
+static bool
+switch_option(struct sim_config *cfg, const char *a)
+{
+  if (strcmp(a, "--stamps") == 0)
+    cfg->stamps = true;
+  else if (strcmp(a, "--no-stamps") == 0)
+    cfg->stamps = false;
+  else if (strcmp(a, "--no-usage") == 0)
+    cfg->no_usage = true;
+  else if (strcmp(a, "--no-tokenize") == 0)
+    cfg->no_tokenize = true;
+  else if (strcmp(a, "--dev-mode") == 0)
+    cfg->dev_mode = true;
+  else if (strcmp(a, "--realtime") == 0)
+    cfg->realtime = true;
+  else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0)
+    cfg->verbose = true;
+  else
+    return false;
+  return true;
+}
+
+/* Option a of the profile, the flavour and the listener, with value v;
+ * *ok false on a bad value; false when a is none of them. */
+static bool
+serve_option(struct sim_args *g, const char *a, const char *v, bool *ok)
+{
+  struct sim_config *cfg = &g->cfg;
+  int64_t x;
+  if (strcmp(a, "--profile") == 0) {
+    g->profile = v;
+  } else if (strcmp(a, "--profiles-dir") == 0) {
+    g->pdir = v;
+  } else if (strcmp(a, "--flavour") == 0 || strcmp(a, "--flavor") == 0) {
+    cfg->dialect = sim_flavour_find(v, &cfg->profile_version);
+    *ok = cfg->dialect != NULL;
+    if (*ok)
+      cfg->flavour = cfg->dialect->family;
+    else
+      fprintf(stderr, "tokbench-sim: flavours: %s\n", sim_flavour_names());
+  } else if (strcmp(a, "--host") == 0) {
+    cfg->host = v;
+  } else if (strcmp(a, "--tls-cert") == 0) {
+    cfg->tls_cert = v;
+  } else if (strcmp(a, "--tls-key") == 0) {
+    cfg->tls_key = v;
+  } else if (strcmp(a, "--port") == 0) {
+    *ok = tb_parse_i64(v, 0, 65535, &x);
+    cfg->port = (int)x;
+  } else if (strcmp(a, "--api-key") == 0) {
+    cfg->api_key = v[0] ? v : NULL;
+  } else if (strcmp(a, "--max-conns") == 0) {
+    *ok = tb_parse_i64(v, 1, 1000000, &x);
+    cfg->max_conns = (int)x;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/* Option a of the answers (timing, reasoning, ends, metrics, switches),
+ * with value v; *ok false on a bad value; false when a is none of them. */
+static bool
+answer_option(struct sim_args *g, const char *a, const char *v, bool *ok)
+{
+  struct sim_config *cfg = &g->cfg;
+  int64_t x;
+  if (strcmp(a, "--time-scale") == 0) {
+    char *end;
+    cfg->time_scale = strtod(v, &end);
+    *ok = *end == '\0' && cfg->time_scale > 0 && cfg->time_scale <= 1e6;
+  } else if (strcmp(a, "--spec-k") == 0) {
+    *ok = tb_parse_i64(v, 1, 64, &x);
+    cfg->spec_k = (int)x;
+  } else if (strcmp(a, "--reasoning") == 0) {
+    *ok = strcmp(v, "reasoning_content") == 0 || strcmp(v, "reasoning") == 0 ||
+          strcmp(v, "both") == 0 || strcmp(v, "auto") == 0 || strcmp(v, "none") == 0;
+    g->reasoning = v;
+  } else if (strcmp(a, "--reasoning-tokens") == 0) {
+    *ok = tb_parse_i64(v, 0, INT32_MAX, &cfg->reasoning_tokens);
+  } else if (strcmp(a, "--eos-after") == 0) {
+    *ok = tb_parse_i64(v, 0, INT32_MAX, &cfg->eos_after);
+  } else if (strcmp(a, "--early-stop") == 0) {
+    *ok = tb_parse_i64(v, 0, INT32_MAX, &cfg->early_stop);
+  } else if (strcmp(a, "--metrics") == 0) {
+    *ok = sim_metrics_parse(v, &cfg->metrics);
+    g->metrics_set = true;
+  } else if (strcmp(a, "--slot-save-path") == 0) {
+    cfg->slot_save = v[0] != '\0'; /* the sim saves nothing: the path is only a switch */
+    *ok = cfg->slot_save;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/* ok, after the parser's message in err when false. */
+static bool
+parsed(bool ok, const char *err)
+{
+  if (!ok)
+    fprintf(stderr, "tokbench-sim: %s\n", err);
+  return ok;
+}
+
+/* Option a of the faults, the noise and the model's sizes, with value v;
+ * *ok false on a bad value; false when a is none of them. */
+static bool
+model_option(struct sim_args *g, const char *a, const char *v, bool *ok)
+{
+  struct sim_config *cfg = &g->cfg;
+  char *err = g->err;
+  size_t cap = sizeof(g->err);
+  if (strcmp(a, "--fault") == 0)
+    *ok = parsed(sim_fault_parse(&cfg->fault, v, err, cap), err);
+  else if (strcmp(a, "--noise") == 0)
+    *ok = parsed(sim_noise_parse(&cfg->noise, v, err, cap), err);
+  else if (strcmp(a, "--slowdown") == 0)
+    *ok = parsed(sim_noise_parse_slowdown(&cfg->noise, v, err, cap), err);
+  else if (strcmp(a, "--throttle") == 0)
+    *ok = parsed(sim_power_parse_throttle(&cfg->throttle, v, err, cap), err);
+  else if (strcmp(a, "--model") == 0)
+    g->model = v;
+  else if (strcmp(a, "--max-model-len") == 0)
+    *ok = tb_parse_tokens(v, &g->maxlen) && g->maxlen >= 16;
+  else if (strcmp(a, "--kv-tokens") == 0)
+    *ok = tb_parse_tokens(v, &g->kv) && g->kv >= 16;
+  else if (strcmp(a, "--max-running") == 0)
+    *ok = tb_parse_i64(v, 1, 1000000, &g->maxrun);
+  else
+    return false;
+  return true;
+}
+
+/* The command line into g: -1 to go on, else the exit status (after the
+ * message, or the help). */
+static int
+parse_args(struct sim_args *g, int argc, char **argv)
+{
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int64_t x;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
-    } else if (strcmp(a, "--stamps") == 0) {
-      cfg.stamps = true;
-      continue;
-    } else if (strcmp(a, "--no-stamps") == 0) {
-      cfg.stamps = false;
-      continue;
-    } else if (strcmp(a, "--no-usage") == 0) {
-      cfg.no_usage = true;
-      continue;
-    } else if (strcmp(a, "--no-tokenize") == 0) {
-      cfg.no_tokenize = true;
-      continue;
-    } else if (strcmp(a, "--dev-mode") == 0) {
-      cfg.dev_mode = true;
-      continue;
-    } else if (strcmp(a, "--realtime") == 0) {
-      cfg.realtime = true;
-      continue;
-    } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
-      cfg.verbose = true;
-      continue;
     }
+    if (switch_option(&g->cfg, a))
+      continue;
     if (v == NULL) {
       fprintf(stderr, "tokbench-sim: %s needs a value\n", a);
       usage(stderr);
@@ -170,79 +302,8 @@ main(int argc, char **argv)
     }
     i++;
     bool ok = true;
-    if (strcmp(a, "--profile") == 0) {
-      profile = v;
-    } else if (strcmp(a, "--profiles-dir") == 0) {
-      pdir = v;
-    } else if (strcmp(a, "--flavour") == 0 || strcmp(a, "--flavor") == 0) {
-      cfg.dialect = sim_flavour_find(v, &cfg.profile_version);
-      ok = cfg.dialect != NULL;
-      if (ok)
-        cfg.flavour = cfg.dialect->family;
-      else
-        fprintf(stderr, "tokbench-sim: flavours: %s\n", sim_flavour_names());
-    } else if (strcmp(a, "--host") == 0) {
-      cfg.host = v;
-    } else if (strcmp(a, "--tls-cert") == 0) {
-      cfg.tls_cert = v;
-    } else if (strcmp(a, "--tls-key") == 0) {
-      cfg.tls_key = v;
-    } else if (strcmp(a, "--port") == 0) {
-      ok = tb_parse_i64(v, 0, 65535, &x);
-      cfg.port = (int)x;
-    } else if (strcmp(a, "--api-key") == 0) {
-      cfg.api_key = v[0] ? v : NULL;
-    } else if (strcmp(a, "--time-scale") == 0) {
-      char *end;
-      cfg.time_scale = strtod(v, &end);
-      ok = *end == '\0' && cfg.time_scale > 0 && cfg.time_scale <= 1e6;
-    } else if (strcmp(a, "--spec-k") == 0) {
-      ok = tb_parse_i64(v, 1, 64, &x);
-      cfg.spec_k = (int)x;
-    } else if (strcmp(a, "--reasoning") == 0) {
-      ok = strcmp(v, "reasoning_content") == 0 || strcmp(v, "reasoning") == 0 ||
-           strcmp(v, "both") == 0 || strcmp(v, "auto") == 0 || strcmp(v, "none") == 0;
-      reasoning = v;
-    } else if (strcmp(a, "--reasoning-tokens") == 0) {
-      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.reasoning_tokens);
-    } else if (strcmp(a, "--eos-after") == 0) {
-      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.eos_after);
-    } else if (strcmp(a, "--early-stop") == 0) {
-      ok = tb_parse_i64(v, 0, INT32_MAX, &cfg.early_stop);
-    } else if (strcmp(a, "--metrics") == 0) {
-      ok = sim_metrics_parse(v, &cfg.metrics);
-      metrics_set = true;
-    } else if (strcmp(a, "--fault") == 0) {
-      ok = sim_fault_parse(&cfg.fault, v, err, sizeof(err));
-      if (!ok)
-        fprintf(stderr, "tokbench-sim: %s\n", err);
-    } else if (strcmp(a, "--noise") == 0) {
-      ok = sim_noise_parse(&cfg.noise, v, err, sizeof(err));
-      if (!ok)
-        fprintf(stderr, "tokbench-sim: %s\n", err);
-    } else if (strcmp(a, "--slowdown") == 0) {
-      ok = sim_noise_parse_slowdown(&cfg.noise, v, err, sizeof(err));
-      if (!ok)
-        fprintf(stderr, "tokbench-sim: %s\n", err);
-    } else if (strcmp(a, "--throttle") == 0) {
-      ok = sim_power_parse_throttle(&cfg.throttle, v, err, sizeof(err));
-      if (!ok)
-        fprintf(stderr, "tokbench-sim: %s\n", err);
-    } else if (strcmp(a, "--slot-save-path") == 0) {
-      cfg.slot_save = v[0] != '\0'; /* the sim saves nothing: the path is only a switch */
-      ok = cfg.slot_save;
-    } else if (strcmp(a, "--model") == 0) {
-      model = v;
-    } else if (strcmp(a, "--max-model-len") == 0) {
-      ok = tb_parse_tokens(v, &maxlen) && maxlen >= 16;
-    } else if (strcmp(a, "--kv-tokens") == 0) {
-      ok = tb_parse_tokens(v, &kv) && kv >= 16;
-    } else if (strcmp(a, "--max-running") == 0) {
-      ok = tb_parse_i64(v, 1, 1000000, &maxrun);
-    } else if (strcmp(a, "--max-conns") == 0) {
-      ok = tb_parse_i64(v, 1, 1000000, &x);
-      cfg.max_conns = (int)x;
-    } else {
+    if (!serve_option(g, a, v, &ok) && !answer_option(g, a, v, &ok) &&
+        !model_option(g, a, v, &ok)) {
       fprintf(stderr, "tokbench-sim: unknown option %s\n", a);
       usage(stderr);
       return 2;
@@ -252,33 +313,66 @@ main(int argc, char **argv)
       return 2;
     }
   }
-  if (cfg.flavour == SIM_FLAVOUR_GATEWAY) {
+  return -1;
+}
+
+/* What follows from the options together: a gateway's switches, the
+ * reasoning field; 2 (after the message) when TLS is half given, else -1. */
+static int
+settle_args(struct sim_args *g)
+{
+  struct sim_config *cfg = &g->cfg;
+  if (cfg->flavour == SIM_FLAVOUR_GATEWAY) {
     /* a bare gateway: the switches for servers that give less */
-    cfg.no_usage = true;
-    if (!metrics_set)
-      cfg.metrics = SIM_METRICS_FOREIGN;
+    cfg->no_usage = true;
+    if (!g->metrics_set)
+      cfg->metrics = SIM_METRICS_FOREIGN;
   }
-  if (reasoning != NULL && strcmp(reasoning, "none") != 0)
-    cfg.reasoning_field = strcmp(reasoning, "auto") == 0 ? cfg.dialect->reasoning : reasoning;
-  if ((cfg.tls_cert == NULL) != (cfg.tls_key == NULL)) {
+  if (g->reasoning != NULL && strcmp(g->reasoning, "none") != 0)
+    cfg->reasoning_field =
+      strcmp(g->reasoning, "auto") == 0 ? cfg->dialect->reasoning : g->reasoning;
+  if ((cfg->tls_cert == NULL) != (cfg->tls_key == NULL)) {
     fprintf(stderr, "tokbench-sim: --tls-cert and --tls-key go together\n");
     return 2;
   }
-  struct sim_profile p;
-  if (!find_profile(&p, profile, pdir, err, sizeof(err))) {
-    fprintf(stderr, "tokbench-sim: %s\n", err);
-    return 1;
+  return -1;
+}
+
+/* The profile into *p, with the command line's overrides; false after the
+ * message. */
+static bool
+load_profile(struct sim_args *g, struct sim_profile *p)
+{
+  if (!find_profile(p, g->profile, g->pdir, g->err, sizeof(g->err))) {
+    fprintf(stderr, "tokbench-sim: %s\n", g->err);
+    return false;
   }
-  if (model)
-    snprintf(p.model, sizeof(p.model), "%s", model);
-  if (kv)
-    p.kv_budget = kv;
-  if (maxrun)
-    p.max_running = maxrun;
-  if (maxlen)
-    p.max_model_len = maxlen;
-  cfg.profile = &p;
-  int rc = sim_server_run(&cfg);
+  if (g->model)
+    snprintf(p->model, sizeof(p->model), "%s", g->model);
+  if (g->kv)
+    p->kv_budget = g->kv;
+  if (g->maxrun)
+    p->max_running = g->maxrun;
+  if (g->maxlen)
+    p->max_model_len = g->maxlen;
+  return true;
+}
+
+int
+main(int argc, char **argv)
+{
+  struct sim_args g;
+  args_init(&g);
+  int rc = parse_args(&g, argc, argv);
+  if (rc < 0)
+    rc = settle_args(&g);
+  if (rc >= 0)
+    return rc;
+  struct sim_profile p;
+  if (!load_profile(&g, &p))
+    return 1;
+  g.cfg.profile = &p;
+  rc = sim_server_run(&g.cfg);
   sim_profile_free(&p);
   return rc;
 }

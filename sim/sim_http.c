@@ -60,6 +60,187 @@ token_in_list(const char *v, const char *tok)
   return false;
 }
 
+/* The method from the request line's first word (ml bytes at p). */
+static enum sim_http_method
+parse_method(const char *p, size_t ml)
+{
+  if (ml == 3 && memcmp(p, "GET", 3) == 0)
+    return SIM_HTTP_GET;
+  if (ml == 4 && memcmp(p, "POST", 4) == 0)
+    return SIM_HTTP_POST;
+  if (ml == 4 && memcmp(p, "HEAD", 4) == 0)
+    return SIM_HTTP_HEAD;
+  return SIM_HTTP_OTHER;
+}
+
+/* The request target (tl bytes at t) into req's path and query; false on
+ * a bad one (*status 414 when too long, else left). */
+static bool
+parse_target(const char *t, size_t tl, struct sim_http_req *req, int *status)
+{
+  /* Absolute form: skip scheme://authority. */
+  if (tl > 7 && (strncasecmp(t, "http://", 7) == 0)) {
+    const char *slash = memchr(t + 7, '/', tl - 7);
+    if (slash == NULL)
+      return false;
+    tl -= (size_t)(slash - t);
+    t = slash;
+  }
+  if (tl == 0 || t[0] != '/' || tl >= SIM_HTTP_PATH_CAP) {
+    *status = tl >= SIM_HTTP_PATH_CAP ? 414 : 400;
+    return false;
+  }
+  const char *q = memchr(t, '?', tl);
+  size_t pl = q ? (size_t)(q - t) : tl;
+  memcpy(req->path, t, pl);
+  req->path[pl] = '\0';
+  if (memchr(req->path, '\0', pl) != NULL)
+    return false;
+  if (q) {
+    size_t ql = tl - pl - 1;
+    memcpy(req->query, q + 1, ql);
+    req->query[ql] = '\0';
+  }
+  return true;
+}
+
+/* The request line (METHOD SP target SP HTTP/1.x) of the head [p, end):
+ * the end of its line, or NULL when bad (*status 505 for the version). */
+static const char *
+parse_request_line(const char *p, const char *end, struct sim_http_req *req, int *status)
+{
+  const char *eol = memchr(p, '\n', (size_t)(end - p));
+  if (eol == NULL)
+    return NULL;
+  const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
+  if (sp1 == NULL || sp1 == p)
+    return NULL;
+  req->method = parse_method(p, (size_t)(sp1 - p));
+  const char *t = sp1 + 1;
+  const char *sp2 = memchr(t, ' ', (size_t)(eol - t));
+  if (sp2 == NULL || sp2 == t)
+    return NULL;
+  const char *ver = sp2 + 1;
+  size_t vl = (size_t)(eol - ver);
+  if (vl > 0 && ver[vl - 1] == '\r')
+    vl--;
+  if (vl != 8 || memcmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1')) {
+    *status = 505;
+    return NULL;
+  }
+  req->minor = ver[7] - '0';
+  if (!parse_target(t, (size_t)(sp2 - t), req, status))
+    return NULL;
+  req->keep_alive = req->minor == 1;
+  return eol;
+}
+
+/* What the header lines tell about the body. */
+struct body_len {
+  bool have_cl; /* a Content-Length was seen */
+  size_t cl;    /* its value */
+};
+
+/* A Content-Length value (trimmed, in val) into *bl; false when bad or
+ * conflicting (*status 413 when too large). */
+static bool
+content_length(const char *val, struct body_len *bl, int *status)
+{
+  if (val[0] == '\0')
+    return false;
+  size_t n = 0;
+  for (const char *d = val; *d; d++) {
+    if (*d < '0' || *d > '9')
+      return false;
+    if (n > SIM_HTTP_BODY_CAP) {
+      *status = 413;
+      return false;
+    }
+    n = n * 10 + (size_t)(*d - '0');
+  }
+  if (bl->have_cl && n != bl->cl)
+    return false;
+  bl->have_cl = true;
+  bl->cl = n;
+  return true;
+}
+
+/* One header line (ll bytes at p, without its line end) into req or *bl;
+ * false when bad (*status set, or left at 400). */
+static bool
+parse_header(const char *p, size_t ll, struct sim_http_req *req, struct body_len *bl, int *status)
+{
+  const char *colon = memchr(p, ':', ll);
+  if (colon == NULL || colon == p)
+    return false;
+  size_t nl = (size_t)(colon - p);
+  for (size_t i = 0; i < nl; i++)
+    if (p[i] == ' ' || p[i] == '\t')
+      return false; /* no space before the colon (RFC 9112) */
+  const char *v = colon + 1;
+  size_t vlen = ll - nl - 1;
+  char val[SIM_HTTP_VALUE_CAP];
+#define IS(name) (nl == sizeof(name) - 1 && strncasecmp(p, name, nl) == 0)
+  if (IS("content-length")) {
+    copy_trim(val, sizeof(val), v, vlen);
+    return content_length(val, bl, status);
+  } else if (IS("transfer-encoding")) {
+    *status = 411;
+    return false;
+  } else if (IS("connection")) {
+    copy_trim(val, sizeof(val), v, vlen);
+    if (token_in_list(val, "close"))
+      req->keep_alive = false;
+    else if (token_in_list(val, "keep-alive"))
+      req->keep_alive = true;
+  } else if (IS("authorization")) {
+    req->has_auth = true;
+    copy_trim(req->auth, sizeof(req->auth), v, vlen);
+  } else if (IS("x-sim-fault")) {
+    copy_trim(req->fault, sizeof(req->fault), v, vlen);
+  } else if (IS("x-tokbench-stamps")) {
+    copy_trim(val, sizeof(val), v, vlen);
+    req->stamps =
+      strcmp(val, "1") == 0 || strcasecmp(val, "true") == 0 || strcasecmp(val, "yes") == 0;
+  } else if (IS("expect")) {
+    copy_trim(val, sizeof(val), v, vlen);
+    if (strcasecmp(val, "100-continue") != 0) {
+      *status = 417;
+      return false;
+    }
+    req->expect_continue = true;
+  }
+#undef IS
+  return true;
+}
+
+/* The header lines [p, end) up to the blank line into req and *bl; false
+ * when bad (*status set, or left at 400). */
+static bool
+parse_headers(const char *p, const char *end, struct sim_http_req *req, struct body_len *bl,
+              int *status)
+{
+  int nheaders = 0;
+  while (p < end) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (eol == NULL)
+      return false;
+    size_t ll = (size_t)(eol - p);
+    if (ll > 0 && p[ll - 1] == '\r')
+      ll--;
+    if (ll == 0)
+      break; /* blank line */
+    if (++nheaders > SIM_HTTP_MAX_HEADERS) {
+      *status = 431;
+      return false;
+    }
+    if (!parse_header(p, ll, req, bl, status))
+      return false;
+    p = eol + 1;
+  }
+  return true;
+}
+
 enum sim_http_result
 sim_http_parse(const char *buf, size_t len, struct sim_http_req *req, int *status)
 {
@@ -80,138 +261,14 @@ sim_http_parse(const char *buf, size_t len, struct sim_http_req *req, int *statu
   memset(req, 0, sizeof(*req));
   *status = 400;
 
-  /* Request line: METHOD SP target SP HTTP/1.x */
-  const char *p = buf, *end = buf + hl;
-  const char *eol = memchr(p, '\n', (size_t)(end - p));
+  const char *end = buf + hl;
+  const char *eol = parse_request_line(buf, end, req, status);
   if (eol == NULL)
     return SIM_HTTP_ERROR;
-  const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-  if (sp1 == NULL || sp1 == p)
+  struct body_len bl = { false, 0 };
+  if (!parse_headers(eol + 1, end, req, &bl, status))
     return SIM_HTTP_ERROR;
-  size_t ml = (size_t)(sp1 - p);
-  if (ml == 3 && memcmp(p, "GET", 3) == 0)
-    req->method = SIM_HTTP_GET;
-  else if (ml == 4 && memcmp(p, "POST", 4) == 0)
-    req->method = SIM_HTTP_POST;
-  else if (ml == 4 && memcmp(p, "HEAD", 4) == 0)
-    req->method = SIM_HTTP_HEAD;
-  else
-    req->method = SIM_HTTP_OTHER;
-  const char *t = sp1 + 1;
-  const char *sp2 = memchr(t, ' ', (size_t)(eol - t));
-  if (sp2 == NULL || sp2 == t)
-    return SIM_HTTP_ERROR;
-  const char *ver = sp2 + 1;
-  size_t vl = (size_t)(eol - ver);
-  if (vl > 0 && ver[vl - 1] == '\r')
-    vl--;
-  if (vl != 8 || memcmp(ver, "HTTP/1.", 7) != 0 || (ver[7] != '0' && ver[7] != '1')) {
-    *status = 505;
-    return SIM_HTTP_ERROR;
-  }
-  req->minor = ver[7] - '0';
-  size_t tl = (size_t)(sp2 - t);
-  /* Absolute form: skip scheme://authority. */
-  if (tl > 7 && (strncasecmp(t, "http://", 7) == 0)) {
-    const char *slash = memchr(t + 7, '/', tl - 7);
-    if (slash == NULL)
-      return SIM_HTTP_ERROR;
-    tl -= (size_t)(slash - t);
-    t = slash;
-  }
-  if (tl == 0 || t[0] != '/' || tl >= SIM_HTTP_PATH_CAP) {
-    *status = tl >= SIM_HTTP_PATH_CAP ? 414 : 400;
-    return SIM_HTTP_ERROR;
-  }
-  const char *q = memchr(t, '?', tl);
-  size_t pl = q ? (size_t)(q - t) : tl;
-  memcpy(req->path, t, pl);
-  req->path[pl] = '\0';
-  if (memchr(req->path, '\0', pl) != NULL)
-    return SIM_HTTP_ERROR;
-  if (q) {
-    size_t ql = tl - pl - 1;
-    memcpy(req->query, q + 1, ql);
-    req->query[ql] = '\0';
-  }
-  req->keep_alive = req->minor == 1;
-
-  /* Header lines. */
-  bool have_cl = false;
-  size_t cl = 0;
-  int nheaders = 0;
-  p = eol + 1;
-  while (p < end) {
-    eol = memchr(p, '\n', (size_t)(end - p));
-    if (eol == NULL)
-      return SIM_HTTP_ERROR;
-    size_t ll = (size_t)(eol - p);
-    if (ll > 0 && p[ll - 1] == '\r')
-      ll--;
-    if (ll == 0)
-      break; /* blank line */
-    if (++nheaders > SIM_HTTP_MAX_HEADERS) {
-      *status = 431;
-      return SIM_HTTP_ERROR;
-    }
-    const char *colon = memchr(p, ':', ll);
-    if (colon == NULL || colon == p)
-      return SIM_HTTP_ERROR;
-    size_t nl = (size_t)(colon - p);
-    for (size_t i = 0; i < nl; i++)
-      if (p[i] == ' ' || p[i] == '\t')
-        return SIM_HTTP_ERROR; /* no space before the colon (RFC 9112) */
-    const char *v = colon + 1;
-    size_t vlen = ll - nl - 1;
-    char val[SIM_HTTP_VALUE_CAP];
-#define IS(name) (nl == sizeof(name) - 1 && strncasecmp(p, name, nl) == 0)
-    if (IS("content-length")) {
-      copy_trim(val, sizeof(val), v, vlen);
-      if (val[0] == '\0')
-        return SIM_HTTP_ERROR;
-      size_t n = 0;
-      for (const char *d = val; *d; d++) {
-        if (*d < '0' || *d > '9')
-          return SIM_HTTP_ERROR;
-        if (n > SIM_HTTP_BODY_CAP) {
-          *status = 413;
-          return SIM_HTTP_ERROR;
-        }
-        n = n * 10 + (size_t)(*d - '0');
-      }
-      if (have_cl && n != cl)
-        return SIM_HTTP_ERROR;
-      have_cl = true;
-      cl = n;
-    } else if (IS("transfer-encoding")) {
-      *status = 411;
-      return SIM_HTTP_ERROR;
-    } else if (IS("connection")) {
-      copy_trim(val, sizeof(val), v, vlen);
-      if (token_in_list(val, "close"))
-        req->keep_alive = false;
-      else if (token_in_list(val, "keep-alive"))
-        req->keep_alive = true;
-    } else if (IS("authorization")) {
-      req->has_auth = true;
-      copy_trim(req->auth, sizeof(req->auth), v, vlen);
-    } else if (IS("x-sim-fault")) {
-      copy_trim(req->fault, sizeof(req->fault), v, vlen);
-    } else if (IS("x-tokbench-stamps")) {
-      copy_trim(val, sizeof(val), v, vlen);
-      req->stamps =
-        strcmp(val, "1") == 0 || strcasecmp(val, "true") == 0 || strcasecmp(val, "yes") == 0;
-    } else if (IS("expect")) {
-      copy_trim(val, sizeof(val), v, vlen);
-      if (strcasecmp(val, "100-continue") != 0) {
-        *status = 417;
-        return SIM_HTTP_ERROR;
-      }
-      req->expect_continue = true;
-    }
-#undef IS
-    p = eol + 1;
-  }
+  size_t cl = bl.cl;
   if (cl > SIM_HTTP_BODY_CAP) {
     *status = 413;
     return SIM_HTTP_ERROR;

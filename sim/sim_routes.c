@@ -180,98 +180,121 @@ output_budget(const struct server *s, const json_t *body, int64_t prompt, int64_
   return NULL;
 }
 
-/* Serves a generation request whose body (owned) and prompt (its chain
- * owned) are ready; req_start: its first byte. */
-static void
-generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat, json_t *body,
-         struct sim_prompt *pr, int64_t req_start)
+/* A generation request's values, checked before it is counted. */
+struct gen_req {
+  struct sim_fault f; /* --fault, then the body's sim_fault, then X-Sim-Fault */
+  int64_t prompt;     /* its prompt's tokens */
+  int64_t max_tokens; /* its output budget (output_budget) */
+  bool streaming;     /* "stream": true */
+  const json_t *so;   /* its stream_options (borrowed from the body), or NULL */
+  const char *msg;    /* the 400's message when the checks fail */
+  char err[400];      /* room for msg */
+};
+
+/* The outcome of gen_check. */
+enum gen_check {
+  GEN_GO,       /* the request is valid */
+  GEN_ANSWERED, /* answered already (404 model, llama.cpp's exceed) */
+  GEN_BAD       /* to answer 400 with q->msg */
+};
+
+/* The checks of a generation request (faults, model, prompt, output
+ * budget, n, stream options) into *q. */
+static enum gen_check
+gen_check(struct server *s, struct conn *c, const struct sim_http_req *r, const json_t *body,
+          const struct sim_prompt *pr, struct gen_req *q)
 {
-  char err[400];
-  const char *msg = NULL;
-  struct gen *g = NULL;
-  struct sim_fault f = s->cfg->fault;
+  q->f = s->cfg->fault;
   const json_t *sf = json_object_get(body, "sim_fault");
-  if (json_is_string(sf) && !sim_fault_parse(&f, json_string_value(sf), err, sizeof(err))) {
-    msg = err;
-    goto bad;
+  if (json_is_string(sf) &&
+      !sim_fault_parse(&q->f, json_string_value(sf), q->err, sizeof(q->err))) {
+    q->msg = q->err;
+    return GEN_BAD;
   }
-  if (r->fault[0] && !sim_fault_parse(&f, r->fault, err, sizeof(err))) {
-    msg = err;
-    goto bad;
+  if (r->fault[0] && !sim_fault_parse(&q->f, r->fault, q->err, sizeof(q->err))) {
+    q->msg = q->err;
+    return GEN_BAD;
   }
   if (!model_ok(s, c, r, body))
-    goto out;
-  int64_t prompt = pr->tokens;
-  if (prompt < 0) {
-    msg = pr->err;
-    goto bad;
+    return GEN_ANSWERED;
+  q->prompt = pr->tokens;
+  if (q->prompt < 0) {
+    q->msg = pr->err;
+    return GEN_BAD;
   }
-  int64_t max_tokens;
   bool exceed = false;
-  msg = output_budget(s, body, prompt, &max_tokens, &exceed, err, sizeof(err));
+  q->msg = output_budget(s, body, q->prompt, &q->max_tokens, &exceed, q->err, sizeof(q->err));
   if (exceed) {
-    reply_exceed(s, c, r, prompt);
-    goto out;
+    reply_exceed(s, c, r, q->prompt);
+    return GEN_ANSWERED;
   }
-  if (msg)
-    goto bad;
+  if (q->msg)
+    return GEN_BAD;
   const json_t *nj = json_object_get(body, "n");
   if (nj && !json_is_null(nj) && !(json_is_integer(nj) && json_integer_value(nj) == 1)) {
-    msg = "tokbench-sim supports n = 1 only";
-    goto bad;
+    q->msg = "tokbench-sim supports n = 1 only";
+    return GEN_BAD;
   }
   const json_t *stream = json_object_get(body, "stream");
-  const json_t *so = json_object_get(body, "stream_options");
-  bool streaming = json_is_true(stream);
-  if (so && !json_is_null(so) && !streaming) {
-    msg = "Stream options can only be defined when `stream=True`.";
-    goto bad;
+  q->so = json_object_get(body, "stream_options");
+  q->streaming = json_is_true(stream);
+  if (q->so && !json_is_null(q->so) && !q->streaming) {
+    q->msg = "Stream options can only be defined when `stream=True`.";
+    return GEN_BAD;
   }
-  if (so && !json_is_null(so) && !json_is_object(so)) {
-    msg = "stream_options must be an object";
-    goto bad;
+  if (q->so && !json_is_null(q->so) && !json_is_object(q->so)) {
+    q->msg = "stream_options must be an object";
+    return GEN_BAD;
   }
-  s->st.requests++;
-  sim_noise_request_body(&s->noise, body); /* the slowdown's count, the run's drift */
-  if (f.status) {
-    snprintf(err, sizeof(err), "simulated fault: status %d", f.status);
-    sim_conn_reply_error(s, c, f.status, err, r->keep_alive);
-    goto out;
+  return GEN_GO;
+}
+
+/* The request's status and refuse faults; true when one answered it. */
+static bool
+gen_fault(struct server *s, struct conn *c, const struct sim_http_req *r, struct gen_req *q)
+{
+  if (q->f.status) {
+    snprintf(q->err, sizeof(q->err), "simulated fault: status %d", q->f.status);
+    sim_conn_reply_error(s, c, q->f.status, q->err, r->keep_alive);
+    return true;
   }
-  if (f.refuse_ms > 0) {
+  if (q->f.refuse_ms > 0) {
     if (s->lfd >= 0) {
       (void)epoll_ctl(s->ep, EPOLL_CTL_DEL, s->lfd, NULL);
       close(s->lfd);
       s->lfd = -1;
     }
-    s->relisten_at = now_ns() + ms_to_ns(s, f.refuse_ms);
+    s->relisten_at = now_ns() + ms_to_ns(s, q->f.refuse_ms);
     struct linger lg = { 1, 0 };
     (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     sim_conn_kill(s, c);
-    goto out;
+    return true;
   }
+  return false;
+}
 
-  g = tb_xcalloc(1, sizeof(*g));
-  g->c = c;
-  c->gen = g;
-  g->chat = chat;
-  g->stream = streaming;
-  g->chunked = r->minor >= 1;
+/* g's usage switches and its ends (limit and finish reason) from the body
+ * and the server's switches. */
+static void
+gen_shape(struct server *s, const struct sim_http_req *r, const json_t *body,
+          const struct gen_req *q, struct gen *g)
+{
   const struct sim_dialect *d = s->cfg->dialect;
+  bool streaming = q->streaming;
   /* the usage chunk at the end; llama.cpp and TGI 2.2 put usage on their
    * last chunk instead; --no-usage (a gateway): none at all */
-  g->incl_usage = json_is_true(json_object_get(so, "include_usage"));
+  g->incl_usage = json_is_true(json_object_get(q->so, "include_usage"));
   /* (llama.cpp b11669: a chat stream's usage chunk; its completions and
    * b6915 put usage on the finish chunk) */
   g->usage = streaming && !s->cfg->no_usage && g->incl_usage &&
-             !(flav(s, SIM_FLAVOUR_LLAMACPP) && !(llama_new(s) && chat)) &&
+             !(flav(s, SIM_FLAVOUR_LLAMACPP) && !(llama_new(s) && g->chat)) &&
              !(flav(s, SIM_FLAVOUR_TGI) && d->rev < 23);
   g->cont_usage = streaming && d->cont_usage && !s->cfg->no_usage &&
-                  json_is_true(json_object_get(so, "continuous_usage_stats"));
+                  json_is_true(json_object_get(q->so, "continuous_usage_stats"));
   g->stamps = s->cfg->stamps || r->stamps;
-  g->prompt = prompt;
-  g->max_tokens = max_tokens;
-  g->limit = max_tokens;
+  g->prompt = q->prompt;
+  g->max_tokens = q->max_tokens;
+  g->limit = q->max_tokens;
   g->finish = "length";
   bool ignore_eos = json_is_true(json_object_get(body, "ignore_eos"));
   if (!ignore_eos && s->cfg->eos_after > 0 && s->cfg->eos_after < g->limit) {
@@ -283,7 +306,13 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
     g->limit = s->cfg->early_stop;
     g->finish = "stop";
   }
-  g->need_kv = prompt + max_tokens;
+}
+
+/* g's KV need, the prompt's chain (taken from pr), its fault, task and id. */
+static void
+gen_ids(struct server *s, struct sim_prompt *pr, const struct gen_req *q, struct gen *g)
+{
+  g->need_kv = q->prompt + q->max_tokens;
   if (g->need_kv > s->p->kv_budget)
     g->need_kv = s->p->kv_budget; /* never wait forever: the largest request fits alone */
   g->hash = pr->hash;
@@ -293,7 +322,7 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   g->tail = pr->tail; /* its output continues the chain */
   g->ntail = pr->ntail;
   pr->tail = NULL;
-  g->f = f;
+  g->f = q->f;
   g->heap_i = g->batch_i = g->grp_i = -1;
   g->created = tb_time_real_us() / 1000000;
   s->id_counter++;
@@ -301,26 +330,58 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   if (flav(s, SIM_FLAVOUR_SGLANG))
     snprintf(g->id, sizeof(g->id), "%016" PRIx64 "%016" PRIx64, (uint64_t)getpid(), s->id_counter);
   else
-    snprintf(g->id, sizeof(g->id), "%s-%016" PRIx64 "%08" PRIx64, chat ? "chatcmpl" : "cmpl",
+    snprintf(g->id, sizeof(g->id), "%s-%016" PRIx64 "%08" PRIx64, g->chat ? "chatcmpl" : "cmpl",
              s->id_counter, (uint64_t)getpid());
-  if (!r->keep_alive)
-    c->close_after = true;
+}
+
+/* Starts g, which arrived at req_start: after its first-byte fault, or
+ * queued now (its headers sent when it streams). */
+static void
+gen_start(struct server *s, struct gen *g, int64_t req_start)
+{
   int64_t now = now_ns();
   g->t_arrival = req_start > 0 && req_start < now ? req_start : now;
-  if (f.first_byte_ms > 0) {
+  if (g->f.first_byte_ms > 0) {
     g->st = G_FIRSTBYTE;
-    sim_sched_heap_push(s, g, now + ms_to_ns(s, f.first_byte_ms));
+    sim_sched_heap_push(s, g, now + ms_to_ns(s, g->f.first_byte_ms));
   } else {
-    if (streaming)
+    if (g->stream)
       sim_stream_headers(s, g);
     sim_sched_queue_push(s, g);
     /* The model's clock for this request starts when its bytes arrived, so
      * that our parsing time (a 1 MB prompt) does not add to its TTFT. */
     sim_sched_try_admit(s, g->t_arrival);
   }
-  goto out;
-bad:
-  sim_conn_reply_error(s, c, 400, msg ? msg : "bad request", r->keep_alive);
+}
+
+/* Serves a generation request whose body (owned) and prompt (its chain
+ * owned) are ready; req_start: its first byte. */
+static void
+generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool chat, json_t *body,
+         struct sim_prompt *pr, int64_t req_start)
+{
+  struct gen_req q = { .msg = NULL };
+  enum gen_check ck = gen_check(s, c, r, body, pr, &q);
+  if (ck == GEN_BAD)
+    sim_conn_reply_error(s, c, 400, q.msg ? q.msg : "bad request", r->keep_alive);
+  if (ck != GEN_GO)
+    goto out;
+  s->st.requests++;
+  sim_noise_request_body(&s->noise, body); /* the slowdown's count, the run's drift */
+  if (gen_fault(s, c, r, &q))
+    goto out;
+
+  struct gen *g = tb_xcalloc(1, sizeof(*g));
+  g->c = c;
+  c->gen = g;
+  g->chat = chat;
+  g->stream = q.streaming;
+  g->chunked = r->minor >= 1;
+  gen_shape(s, r, body, &q, g);
+  gen_ids(s, pr, &q, g);
+  if (!r->keep_alive)
+    c->close_after = true;
+  gen_start(s, g, req_start);
 out:
   free(pr->chain);
   pr->chain = NULL;

@@ -221,10 +221,11 @@ listen_addr(struct server *s, const char *host, int port, char *host_out, size_t
   return false;
 }
 
-int
-sim_server_run(const struct sim_config *cfg)
+/* A new server for cfg: its fixed state, the model's JSON name, the
+ * version it reports, its clocks, block cache and request log. */
+static struct server *
+server_new(const struct sim_config *cfg)
 {
-  int rc = 1;
   struct server *s = tb_xcalloc(1, sizeof(*s));
   s->cfg = cfg;
   s->p = cfg->profile;
@@ -251,7 +252,14 @@ sim_server_run(const struct sim_config *cfg)
   int64_t nb = s->p->kv_budget / bs;
   s->blocks = sim_cache_new(nb < SIM_CACHE_MAX_BLOCKS ? nb : SIM_CACHE_MAX_BLOCKS);
   s->log = tb_xcalloc(SIM_REQLOG, sizeof(*s->log));
+  return s;
+}
 
+/* The process's settings: timer slack, --realtime, the file limit, and
+ * SIGTERM/SIGINT blocked (into *mask, for the signalfd), SIGPIPE ignored. */
+static void
+set_process(const struct sim_config *cfg, sigset_t *mask)
+{
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   if (cfg->realtime) {
     /* Best effort: other processes on the core must not delay a step. */
@@ -265,19 +273,24 @@ sim_server_run(const struct sim_config *cfg)
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  sigprocmask(SIG_BLOCK, &mask, NULL);
+  sigemptyset(mask);
+  sigaddset(mask, SIGTERM);
+  sigaddset(mask, SIGINT);
+  sigprocmask(SIG_BLOCK, mask, NULL);
   signal(SIGPIPE, SIG_IGN);
+}
 
+/* The epoll set with the timerfd, the signalfd (for mask) and the prompt
+ * worker's fd; false after the message. */
+static bool
+open_loop(struct server *s, const sigset_t *mask)
+{
   s->ep = epoll_create1(EPOLL_CLOEXEC);
   s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  s->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  s->sfd = signalfd(-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
   if (s->ep < 0 || s->tfd < 0 || s->sfd < 0) {
     perror("tokbench-sim: epoll/timerfd/signalfd");
-    goto out;
+    return false;
   }
   struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->timer_kind };
   epoll_ctl(s->ep, EPOLL_CTL_ADD, s->tfd, &ev);
@@ -288,25 +301,13 @@ sim_server_run(const struct sim_config *cfg)
     ev.data.ptr = &s->prep_kind;
     epoll_ctl(s->ep, EPOLL_CTL_ADD, s->prep_fd, &ev);
   }
+  return true;
+}
 
-  char host[INET6_ADDRSTRLEN + 16];
-  if (!listen_addr(s, cfg->host ? cfg->host : "127.0.0.1", cfg->port, host, sizeof(host))) {
-    fprintf(stderr, "tokbench-sim: bad listen address %s\n", cfg->host);
-    goto out;
-  }
-  if (cfg->tls_cert != NULL) {
-    char err[512];
-    s->tls = sim_tls_ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
-    if (s->tls == NULL) {
-      fprintf(stderr, "tokbench-sim: %s\n", err);
-      goto out;
-    }
-  }
-  s->lfd = open_listener(s);
-  if (s->lfd < 0) {
-    fprintf(stderr, "tokbench-sim: cannot listen on %s:%d: %s\n", host, cfg->port, strerror(errno));
-    goto out;
-  }
+/* The port the listener got, kept in s->addr for a relisten. */
+static int
+bound_port(struct server *s)
+{
   struct sockaddr_storage bound;
   socklen_t al = sizeof(bound);
   getsockname(s->lfd, (struct sockaddr *)&bound, &al);
@@ -317,11 +318,79 @@ sim_server_run(const struct sim_config *cfg)
     ((struct sockaddr_in6 *)(void *)&s->addr)->sin6_port = htons((uint16_t)port);
   else
     ((struct sockaddr_in *)(void *)&s->addr)->sin_port = htons((uint16_t)port);
+  return port;
+}
+
+/* The listen address, the TLS context and the listener, then the
+ * "listening on" line; false after the message. */
+static bool
+start_listening(struct server *s)
+{
+  const struct sim_config *cfg = s->cfg;
+  char host[INET6_ADDRSTRLEN + 16];
+  if (!listen_addr(s, cfg->host ? cfg->host : "127.0.0.1", cfg->port, host, sizeof(host))) {
+    fprintf(stderr, "tokbench-sim: bad listen address %s\n", cfg->host);
+    return false;
+  }
+  if (cfg->tls_cert != NULL) {
+    char err[512];
+    s->tls = sim_tls_ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+    if (s->tls == NULL) {
+      fprintf(stderr, "tokbench-sim: %s\n", err);
+      return false;
+    }
+  }
+  s->lfd = open_listener(s);
+  if (s->lfd < 0) {
+    fprintf(stderr, "tokbench-sim: cannot listen on %s:%d: %s\n", host, cfg->port, strerror(errno));
+    return false;
+  }
+  int port = bound_port(s);
   printf("tokbench-sim: listening on %s:%d (profile %s, flavour %s, time scale %g%s)\n", host, port,
          s->p->name, cfg->dialect->name, cfg->time_scale, s->tls ? ", https" : "");
   fflush(stdout);
+  return true;
+}
+
+/* Handles one event of the epoll set. */
+static void
+on_event(struct server *s, const struct epoll_event *e)
+{
+  int kind = *(int *)e->data.ptr;
+  if (kind == KIND_LISTEN) {
+    do_accept(s);
+  } else if (kind == KIND_TIMER) {
+    uint64_t x;
+    if (read(s->tfd, &x, sizeof(x)) < 0) {
+      /* EAGAIN: nothing to do */
+    }
+    s->armed = 0;
+  } else if (kind == KIND_PREP) {
+    for (struct sim_prep_job *j = sim_prep_take(s->prep), *nx; j != NULL; j = nx) {
+      nx = j->next;
+      sim_routes_prepared(s, j);
+    }
+  } else if (kind == KIND_SIGNAL) {
+    struct signalfd_siginfo si;
+    if (read(s->sfd, &si, sizeof(si)) > 0)
+      s->stop = true;
+  } else {
+    struct conn *c = e->data.ptr;
+    if (c->dead)
+      return;
+    if (e->events & EPOLLOUT)
+      sim_conn_flush(s, c);
+    if (!c->dead && (e->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+      sim_conn_read(s, c);
+  }
+}
+
+/* The event loop, until SIGTERM/SIGINT (or epoll_wait fails). */
+static void
+event_loop(struct server *s)
+{
   s->next_house = now_ns() + 1000000000LL;
-  s->noise = cfg->noise;
+  s->noise = s->cfg->noise;
   sim_noise_start(&s->noise, now_ns());
 
   struct epoll_event evs[SIM_MAX_EVENTS];
@@ -334,41 +403,18 @@ sim_server_run(const struct sim_config *cfg)
       perror("tokbench-sim: epoll_wait");
       break;
     }
-    for (int i = 0; i < n; i++) {
-      int kind = *(int *)evs[i].data.ptr;
-      if (kind == KIND_LISTEN) {
-        do_accept(s);
-      } else if (kind == KIND_TIMER) {
-        uint64_t x;
-        if (read(s->tfd, &x, sizeof(x)) < 0) {
-          /* EAGAIN: nothing to do */
-        }
-        s->armed = 0;
-      } else if (kind == KIND_PREP) {
-        for (struct sim_prep_job *j = sim_prep_take(s->prep), *nx; j != NULL; j = nx) {
-          nx = j->next;
-          sim_routes_prepared(s, j);
-        }
-      } else if (kind == KIND_SIGNAL) {
-        struct signalfd_siginfo si;
-        if (read(s->sfd, &si, sizeof(si)) > 0)
-          s->stop = true;
-      } else {
-        struct conn *c = evs[i].data.ptr;
-        if (c->dead)
-          continue;
-        if (evs[i].events & EPOLLOUT)
-          sim_conn_flush(s, c);
-        if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-          sim_conn_read(s, c);
-      }
-    }
+    for (int i = 0; i < n; i++)
+      on_event(s, &evs[i]);
     run_timers(s);
     spin_timers(s);
     sim_conn_reap(s);
   }
-  rc = 0;
-out:
+}
+
+/* Closes the connections, the worker and the fds, and frees s. */
+static void
+server_free(struct server *s)
+{
   while (s->conns) {
     sim_conn_kill(s, s->conns);
     sim_conn_reap(s);
@@ -391,5 +437,19 @@ out:
   free(s->ids);
   free(s->log);
   free(s);
+}
+
+int
+sim_server_run(const struct sim_config *cfg)
+{
+  int rc = 1;
+  struct server *s = server_new(cfg);
+  sigset_t mask;
+  set_process(cfg, &mask);
+  if (open_loop(s, &mask) && start_listening(s)) {
+    event_loop(s);
+    rc = 0;
+  }
+  server_free(s);
   return rc;
 }
