@@ -175,7 +175,7 @@ static bool
 serve_option(struct sim_args *g, const char *a, const char *v, bool *ok)
 {
   struct sim_config *cfg = &g->cfg;
-  int64_t x;
+  int64_t x = 0; /* stays 0 where a value does not parse (then exit 2) */
   if (strcmp(a, "--profile") == 0) {
     g->profile = v;
   } else if (strcmp(a, "--profiles-dir") == 0) {
@@ -213,7 +213,7 @@ static bool
 answer_option(struct sim_args *g, const char *a, const char *v, bool *ok)
 {
   struct sim_config *cfg = &g->cfg;
-  int64_t x;
+  int64_t x = 0; /* stays 0 where a value does not parse (then exit 2) */
   if (strcmp(a, "--time-scale") == 0) {
     char *end;
     cfg->time_scale = strtod(v, &end);
