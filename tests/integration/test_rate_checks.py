@@ -41,6 +41,7 @@ import threading
 import time
 
 import harness
+import timing
 from test_engine import run_cli
 from test_sampler import Foreign, running_now
 
@@ -283,10 +284,13 @@ def test_closed_loop_and_conversations(ctx):
     assert abs(ch["schedule_lag_limit_ms"] - 100.0 / 3) < 1e-3, ch  # 10% of 1 / (1 x 3 turns)
 
 
+@timing.timing_test
 def test_rate_job_through_the_worker(ctx):
     """A rate job run by tokbench-worker (its egress policy in force: the
     harness allows loopback): the stored cell carries the series and the
-    checks."""
+    checks.  A timing test: the checks hold the schedule lag to 25 ms (10%
+    of the mean gap at 4/s), which the worker under ASan on a busy machine
+    can miss (CI saw 71 ms once); each attempt a new worker and server."""
     from test_worker import T  # noqa: E402 - the worker tests' helpers
     t = T(ctx)
     ok = False
