@@ -813,23 +813,20 @@ window_slices(double duration_s)
 
 /* The cap a server shows and does not publish: its gauges hold R < C
  * requests running and the rest of ours waiting (R + waiting <= C: nobody
- * else's), steadily, R not growing, and at least R of our streams
- * producing tokens (a server still admitting, or still prefilling one
- * request after another, is slow, not capped).  True once held
+ * else's), steadily, R not growing, and at least R of our streams having
+ * produced tokens in this cell (a server still admitting, or still
+ * prefilling one request after another, is slow, not capped).  Streams
+ * that have produced, not those whose current request has: with short
+ * outputs every stream restarts many times a second, and at any poll some
+ * request the server has just admitted has no token yet.  True once held
  * SCHED_CAP_S: the cell is over capacity at R. */
 static bool
 sched_cap(struct cell *c, int64_t now)
 {
   const struct run *r = c->run;
   double run = c->m_running, wait = c->m_waiting;
-  bool capped =
-    run >= 0.5 && run < (double)c->conc - 0.5 && wait >= 0.5 && run + wait < (double)c->conc + 0.5;
-  if (capped) {
-    unsigned producing = 0;
-    for (unsigned i = 0; i < c->conc; i++)
-      producing += c->slots[i] != NULL && c->slots[i]->st.t_first != 0;
-    capped = (double)producing > run - 0.5;
-  }
+  bool capped = run >= 0.5 && run < (double)c->conc - 0.5 && wait >= 0.5 &&
+                run + wait < (double)c->conc + 0.5 && (double)c->n_warmed > run - 0.5;
   if (!capped) {
     c->cap_since = 0;
     return false;

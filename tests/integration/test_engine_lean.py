@@ -169,6 +169,24 @@ def test_scheduler_cap_found_in_seconds(ctx):
     assert "scheduler cap" in report(save(ctx, doc, "capped.json"), "md")
 
 
+def test_scheduler_cap_found_with_short_outputs(ctx):
+    """The same cap when each request is short (32 output tokens): every
+    stream restarts many times a second, so at any poll some admitted
+    request of ours has not yet sent its first token.  Counting only the
+    streams whose current request produced, the check never held and the
+    cell waited its whole ready timeout ("not ready after 40 s"); counting
+    the streams that have produced in this cell, it is over capacity at 12
+    within seconds."""
+    sim = ctx.sim("tiny", "vllm", args=["--max-running", "12", "--kv-tokens", "400000"])
+    args = ["--contexts", "0", "--prefill-contexts", "none", "--concurrency", "32",
+            "--duration", "1", "--settle", "0.2", "--max-output", "32", "--ready-timeout", "40"]
+    rc, cells, doc, err = run(ctx, sim.url, args, timeout=150)
+    assert rc == 0, err
+    (c,) = decode_cells(cells)
+    assert c["status"] == "over_capacity" and c["scheduler_cap"] == 12, c
+    assert "at most 12" in c["reason"], c
+
+
 # --------------------------------------------------------- gives less
 
 def test_no_usage_no_tokenize_measured_with_flags(ctx):
