@@ -290,7 +290,8 @@ def test_rate_job_through_the_worker(ctx):
     harness allows loopback): the stored cell carries the series and the
     checks.  A timing test: the checks hold the schedule lag to 25 ms (10%
     of the mean gap at 4/s), which the worker under ASan on a busy machine
-    can miss (CI saw 71 ms once); each attempt a new worker and server."""
+    can miss (a full run here saw 71 ms once); each attempt a new worker
+    and server."""
     from test_worker import T  # noqa: E402 - the worker tests' helpers
     t = T(ctx)
     ok = False
