@@ -3,7 +3,11 @@
 #   make SANITIZE=1      ASan + UBSan build (objects in build-san/)
 #   make MODE=release    optimised build without debug checks (default: debug)
 #   make test            deps, check-layers, check-src, sanitizer build, every unit and
-#                        integration test
+#                        integration test (plain tests TB_JOBS=2 at a time, then the
+#                        timing tests alone: scripts/run_tests.py)
+#   make check           the loop before a commit: the checks, the sanitizer build, unit
+#                        tests and the integration tests that need no container, no
+#                        real engine and no timing (TB_SUITE=check)
 #   make check-layers    the include graph of lib/LAYERS (in make test too)
 #   make check-src       no banned C calls: sprintf, strcpy, atoi, ... (in make test too)
 #   make valgrind        unit tests and a service smoke test under valgrind
@@ -24,6 +28,7 @@ MODE     ?= debug
 SANITIZE ?= 0
 CC       ?= gcc
 FUZZ_SECONDS ?= 20
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
 
 ifeq ($(FUZZ),1)
 BUILD ?= build-fuzz
@@ -42,6 +47,10 @@ BINDIR ?= $(BUILD)/bin
 endif
 
 PKGS    := libmicrohttpd libcurl jansson libpq openssl zlib
+# the benches link against the library with these too (bench/pkgs.sh)
+print-pkgs:
+	@echo $(PKGS)
+.PHONY: print-pkgs
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -100,7 +109,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
+.PHONY: all deps run test check check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -142,10 +151,18 @@ deps:
 # sanitizers, runs every test and prints "N passed, N failed".
 # Timing-exact tests also get an uninstrumented build (TB_REL_BIN_DIR).
 test: deps check-layers check-src check-format
-	$(MAKE) SANITIZE=1 all unit
-	$(MAKE) MODE=release all
+	$(MAKE) -j$(NPROC) SANITIZE=1 all unit
+	$(MAKE) -j$(NPROC) MODE=release all
 	TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests TB_REL_BIN_DIR=build-rel/bin \
 	  scripts/run-tests.sh
+
+# The inner loop (HACKING.md): what make test runs but the container, the real
+# engine and the timing tests.
+check: deps check-layers check-src check-format
+	$(MAKE) -j$(NPROC) SANITIZE=1 all unit
+	$(MAKE) -j$(NPROC) MODE=release all
+	TB_SUITE=check TB_BIN_DIR=build-san/bin TB_UNIT_DIR=build-san/tests \
+	  TB_REL_BIN_DIR=build-rel/bin scripts/run-tests.sh
 
 # Every C file follows .clang-format (scripts/check-format.sh --fix formats).
 check-format:
@@ -169,7 +186,7 @@ fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 bench: deps
-	$(MAKE) MODE=release all
+	$(MAKE) -j$(NPROC) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/run.sh
 
 # The verdict's false alarms and power over simulated histories (no service).
@@ -180,7 +197,7 @@ bench-verdicts: deps
 # One decode cell driven by 1, 2 and 4 worker processes (issue 24): tokens/s
 # against the model's, start skew, merge time, CPU per token of each worker.
 bench-shards: deps
-	$(MAKE) MODE=release all
+	$(MAKE) -j$(NPROC) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/bench_shards.sh
 
 # The image built and run for real (scripts/docker-test.sh; installs podman,

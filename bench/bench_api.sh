@@ -70,8 +70,10 @@ post_rps=0
 report "POST /v1/jobs" "$tmp/post.txt" && post_rps=$(rps_of "$tmp/post.txt")
 
 status=$failed
-awk -v g="$get_rps" 'BEGIN { exit !(g + 0 >= 10000) }' || { echo "bench_api: GET under 10,000/s"; status=1; }
-awk -v p="$post_rps" 'BEGIN { exit !(p + 0 >= 1000) }' || { echo "bench_api: POST under 1,000/s"; status=1; }
+# BENCH_FLOORS=0 (make test's small run) reports a missed floor without failing
+floor_missed() { echo "$1"; [ "${BENCH_FLOORS:-1}" = 0 ] || status=1; }
+awk -v g="$get_rps" 'BEGIN { exit !(g + 0 >= 10000) }' || floor_missed "bench_api: GET under 10,000/s"
+awk -v p="$post_rps" 'BEGIN { exit !(p + 0 >= 1000) }' || floor_missed "bench_api: POST under 1,000/s"
 
 # Submit to start, through the api, with one idle worker.
 if [ -x "$BIN/tokbench-worker" ] && [ -x "$BIN/tokbench-sim" ]; then

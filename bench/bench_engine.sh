@@ -37,8 +37,7 @@ BUILD=$(dirname "$BIN")
 SECS=${BENCH_SECONDS:-5}
 OUT=$BUILD/bench
 mkdir -p "$OUT"
-LIBS=$(pkg-config --libs libcurl jansson openssl libpq)
-CFL=$(pkg-config --cflags libcurl jansson openssl)
+. bench/pkgs.sh   # LIBS and CFL: the Makefile's packages
 gcc -std=c11 -O2 -D_GNU_SOURCE -o "$OUT/bare_loop" bench/bare_loop.c
 gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib $CFL -o "$OUT/engine_load" bench/engine_load.c \
   "$BUILD/libtokbench.a" $LIBS -lm -lpthread

@@ -24,7 +24,9 @@
 # Exits 1 when an expectation of the issue fails: errors under load, a
 # request over 1 s, 1,000 clients under 90% of 100's throughput, a status
 # other than 200/429 (or a 429 without Retry-After) in 2, a /healthz of
-# 100 ms or more in 3, a p99 of 100 ms or more in 4.  The 1,000-client runs come from one address, so
+# 100 ms or more in 3, a p99 of 100 ms or more in 4.  BENCH_FLOORS=0 (make
+# test's small run, tests/integration/test_bench.py) reports a missed speed
+# floor without failing on it; errors and wrong statuses still fail.  The 1,000-client runs come from one address, so
 # they run with the per-address cap off.
 # A private PostgreSQL (scripts/tb-pg) in a temporary directory.
 # Env: TB_BIN_DIR (default build-rel/bin), BENCH_LIMITS_SECONDS, BENCH_LIMITS_N,
@@ -53,6 +55,8 @@ job=$(curl -fs -H "$auth" -H 'Content-Type: application/json' \
   python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 
 status=0
+# floor_missed MESSAGE: a speed floor missed: fails the bench unless BENCH_FLOORS=0
+floor_missed() { echo "$1"; [ "${BENCH_FLOORS:-1}" = 0 ] || status=1; }
 # wrk --latency: "Requests/sec: N", the "99%" line, "Latency avg stdev max",
 # "Socket errors: connect A, read B, write C, timeout D", "Non-2xx ...: N".
 field() { # file what
@@ -76,12 +80,12 @@ for c in 100 1000; do
     "$(field "$tmp/get$c.txt" max)" "$(field "$tmp/get$c.txt" errs)"
   [ "$(field "$tmp/get$c.txt" errs)" = 0 ] || { echo "bench_limits: errors with $c clients"; status=1; }
   awk -v m="$(to_ms "$(field "$tmp/get$c.txt" max)")" 'BEGIN { exit !(m < 1000) }' ||
-    { echo "bench_limits: a request over 1 s with $c clients"; status=1; }
+    floor_missed "bench_limits: a request over 1 s with $c clients"
 done
 ratio=$(awk -v a="$(field "$tmp/get1000.txt" rps)" -v b="$(field "$tmp/get100.txt" rps)" \
   'BEGIN { printf "%.2f", a / b }')
 echo "1,000 clients / 100 clients throughput: $ratio"
-awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }' || { echo "bench_limits: 1,000 clients under 90%"; status=1; }
+awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }' || floor_missed "bench_limits: 1,000 clients under 90%"
 fi
 
 # 2. one key, the default rate limit
@@ -107,7 +111,7 @@ fi
 if part 3; then
 bench_start_api TOKBENCH_LISTEN_HOST=0.0.0.0 TOKBENCH_RATE_LIMIT=0
 python3 - "$port" "$N" <<'PY' || status=1
-import socket, sys, time
+import os, socket, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
 held = []
 while len(held) < 5000:
@@ -153,7 +157,8 @@ times.sort()
 p = lambda q: times[min(len(times) - 1, int(q * len(times)))]
 print("127.0.0.1 holding %d idle connections (its cap); 127.0.0.2 GET /healthz x %d: "
       "p50 %.2f ms  p99 %.2f ms  max %.2f ms" % (len(held), n, p(0.5), p(0.99), times[-1]))
-sys.exit(0 if p(0.99) < 100 else 1)
+floors = os.environ.get("BENCH_FLOORS", "1") != "0"
+sys.exit(0 if p(0.99) < 100 or not floors else 1)
 PY
 fi
 
@@ -162,7 +167,7 @@ if part 4; then
 bench_start_api TOKBENCH_LISTEN_HOST=0.0.0.0 TOKBENCH_RATE_LIMIT=0 \
   TOKBENCH_MAX_CONNECTIONS_PER_IP="$PER_IP" TOKBENCH_MAX_CONNECTIONS=$((ADDRS * PER_IP))
 python3 - "$port" "$N" "$ADDRS" "$PER_IP" "$key" "$job" <<'PY' || status=1
-import socket, sys, threading, time
+import os, socket, sys, threading, time
 port, n, addrs, per_ip, key, job = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                     int(sys.argv[4]), sys.argv[5], sys.argv[6])
 stop = False
@@ -240,7 +245,8 @@ p = lambda q: times[min(len(times) - 1, int(q * len(times)))]
 print("%d addresses holding %d idle connections (cap %d x %d); 127.0.0.2 GET /v1/jobs/{id} x %d: "
       "p50 %.2f ms  p99 %.2f ms  max %.2f ms  closed unanswered %d  failed %d"
       % (addrs, sum(held), addrs, per_ip, n, p(0.5), p(0.99), times[-1], closed, failed))
-sys.exit(0 if p(0.99) < 100 and failed == 0 else 1)
+floors = os.environ.get("BENCH_FLOORS", "1") != "0"
+sys.exit(0 if (p(0.99) < 100 or not floors) and failed == 0 else 1)
 PY
 fi
 exit $status

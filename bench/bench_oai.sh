@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 bench_out
 RUNS=${BENCH_OAI_RUNS:-11}
 ITERS=${BENCH_OAI_ITERS:-2000000}
-LIBS=$(pkg-config --libs jansson)
+. bench/pkgs.sh   # LIBS and CFL: the Makefile's packages
 gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib -o "$OUT/bench_oai" bench/bench_oai.c \
   "$BUILD/libtokbench.a" $LIBS -lm
 BASE=${BENCH_OAI_BASE_LIB:-}

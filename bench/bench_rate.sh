@@ -30,7 +30,7 @@ command -v taskset >/dev/null 2>&1 || { PIN0=""; PIN1=""; }
 if [ "${BENCH_RT:-0}" = 1 ] && command -v chrt >/dev/null 2>&1; then
   PIN0="chrt -f 5 $PIN0"
 fi
-LIBS=$(pkg-config --libs libcurl jansson openssl libpq)
+. bench/pkgs.sh   # LIBS and CFL: the Makefile's packages
 gcc -std=c11 -O2 -D_GNU_SOURCE -Ilib -o "$OUT/bare_timer" bench/bare_timer.c "$BUILD/libtokbench.a" $LIBS -lm
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 $PIN1 "$BIN/tokbench-sim" --profile bench --port "$port" --max-conns 20000 >"$OUT/sim_rate.log" 2>&1 &

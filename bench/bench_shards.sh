@@ -100,17 +100,19 @@ for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
     \"duration_s\": $SECS, \"settle_s\": 0.5, \"max_output\": 4096, \"shards\": $n}"
   owner=$(psqlq "SELECT coalesce((SELECT data->>'worker' FROM job_events WHERE job_id = '$jid'
     AND kind = 'state' AND data->>'state' = 'running' ORDER BY id LIMIT 1), '')")
-  cell=$(psqlq "SELECT cell FROM job_cells WHERE job_id = '$jid' AND phase = 'decode'")
+  # the cell by file: a decode cell with its samples is past ARG_MAX
+  psqlq "SELECT cell FROM job_cells WHERE job_id = '$jid' AND phase = 'decode'" >"$tmp/cell.json"
   shard_workers=$(psqlq "SELECT string_agg(worker, ' ' ORDER BY shard) FROM cell_shards s
     JOIN cell_barriers b USING (job_id, cell_key, attempt) WHERE s.job_id = '$jid'
     AND b.state = 'merged'")
   python3 - "$n" "$model" "$(getconf CLK_TCK)" "$owner" "$shard_workers" "$wpids" "$before" \
-    "$after" "$cell" <<'PY'
+    "$after" "$tmp/cell.json" <<'PY'
 import json, sys
 n, model, tck = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 owner, shard_workers = sys.argv[4], sys.argv[5].split()
 pids, before, after = sys.argv[6].split(), sys.argv[7].split(), sys.argv[8].split()
-cell = json.loads(sys.argv[9]) if sys.argv[9] else {}
+text = open(sys.argv[9]).read().strip()
+cell = json.loads(text) if text else {}
 if cell.get("status") != "valid":
     print("%-7d no valid cell: %s" % (n, cell.get("reason", "no cell")))
     sys.exit(0)
@@ -150,13 +152,14 @@ for n in ${BENCH_SHARDS_COUNTS:-1 2 4}; do
     \"seed\": 24, \"input_tokens\": \"256\", \"output_tokens\": \"16\", \"shards\": $n}"
   owner=$(psqlq "SELECT coalesce((SELECT data->>'worker' FROM job_events WHERE job_id = '$jid'
     AND kind = 'state' AND data->>'state' = 'running' ORDER BY id LIMIT 1), '')")
-  cell=$(psqlq "SELECT cell FROM job_cells WHERE job_id = '$jid' AND phase = 'rate'")
-  python3 - "$n" "$RATE" "$(getconf CLK_TCK)" "$owner" "$wpids" "$before" "$after" "$cell" \
+  psqlq "SELECT cell FROM job_cells WHERE job_id = '$jid' AND phase = 'rate'" >"$tmp/cell.json"
+  python3 - "$n" "$RATE" "$(getconf CLK_TCK)" "$owner" "$wpids" "$before" "$after" "$tmp/cell.json" \
     <<'PY'
 import json, sys
 n, rate, tck, owner = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 pids, before, after = sys.argv[5].split(), sys.argv[6].split(), sys.argv[7].split()
-cell = json.loads(sys.argv[8]) if sys.argv[8] else {}
+text = open(sys.argv[8]).read().strip()
+cell = json.loads(text) if text else {}
 if cell.get("status") != "valid":
     print("%-7d no valid cell: %s" % (n, cell.get("reason", "no cell")))
     sys.exit(0)

@@ -10,7 +10,7 @@ BUILD=$(dirname "$BIN")
 [ "$BUILD" = "." ] && BUILD=build
 OUT=$BUILD/bench
 mkdir -p "$OUT"
-LIBS=$(pkg-config --libs libcurl jansson openssl libpq libmicrohttpd)
+. bench/pkgs.sh   # LIBS and CFL: the Makefile's packages
 ${CC:-cc} -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Ilib -o "$OUT/bench_verdicts" \
   bench/bench_verdicts.c "$BUILD/libtokbench.a" $LIBS -lm -lpthread
 "$OUT/bench_verdicts"

@@ -16,6 +16,8 @@
 #    Debian mirror apt already uses (read from the apt sources at run time),
 #    with those sources copied in, imported as debian:12 and tagged
 #    debian:12-slim.  `podman build --pull=never`: no registry is ever asked.
+#    The base's tar is cached by the hash of what it is made from (below:
+#    TB_DOCKER_CACHE, TB_DOCKER_BASE_DAYS), so a second run skips debootstrap.
 # 4. Checks of the images: the runtime image's binaries find every library
 #    they link against (ldd), and run as a non-root user.
 # 5. One stack: a throwaway PostgreSQL cluster on the host (scripts/tb-pg, TCP
@@ -33,8 +35,8 @@
 #    cell driven by two worker containers, its percentiles equal to a
 #    recomputation from the samples they stored, tokens/s within 2%.
 # The last line says the job succeeded.  On exit, also on failure or Ctrl-C,
-# every container, image and byte of storage it made is removed, and the
-# cluster stopped and deleted.  Timings are printed as it goes.
+# every container, image and byte of storage it made is removed (but the
+# cached base tar), and the cluster stopped and deleted.  Timings are printed as it goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -170,30 +172,55 @@ machine_paths="/var/lib/containers /run/containers /run/libpod /etc/containers /
 podman_used=1
 
 # -- 3. the base image, made here ---------------------------------------------
+# make_base TAR: debootstrap's minbase bookworm, with the host's apt sources.
+make_base() {
+  rm -rf "$tmp/rootfs"
+  # dpkg without fsync: a throwaway tree (the file is removed below)
+  mkdir -p "$tmp/rootfs/etc/dpkg/dpkg.cfg.d"
+  echo force-unsafe-io >"$tmp/rootfs/etc/dpkg/dpkg.cfg.d/tb-unsafe-io"
+  bg_wait debootstrap --variant=minbase bookworm "$tmp/rootfs" "$mirror" >"$tmp/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$tmp/debootstrap.log" >&2; die "debootstrap failed"; }
+  rm -f "$tmp/rootfs/etc/dpkg/dpkg.cfg.d/tb-unsafe-io"
+  # apt in the image uses the mirror (and sources) the host's apt uses
+  rm -f "$tmp/rootfs/etc/apt/sources.list"
+  case "$src_file" in
+    *.sources) cp "$src_file" "$tmp/rootfs/etc/apt/sources.list.d/" ;;
+    *) sed -e 's/\[[^]]*\]//' "$src_file" | awk '$1 == "deb" && $3 ~ /^bookworm/' \
+         >"$tmp/rootfs/etc/apt/sources.list" ;;
+  esac
+  rm -rf "$tmp/rootfs/var/cache/apt/archives/"*.deb "$tmp/rootfs/var/lib/apt/lists/"*
+  tar --numeric-owner -C "$tmp/rootfs" -cf "$1" .
+  rm -rf "$tmp/rootfs"
+}
+# The base's tar is kept in TB_DOCKER_CACHE (default /var/cache/tokbench/
+# docker; "" keeps nothing), named by the hash of what it is made from (this
+# script's make_base, the mirror and the sources, debootstrap's version), and
+# made again after TB_DOCKER_BASE_DAYS (7) days, for bookworm's point
+# releases.  Nothing else is kept.
 read -r src_file mirror < <(find_mirror)
 t=$(date +%s)
-# dpkg without fsync: a throwaway tree (the file is removed below)
-mkdir -p "$tmp/rootfs/etc/dpkg/dpkg.cfg.d"
-echo force-unsafe-io >"$tmp/rootfs/etc/dpkg/dpkg.cfg.d/tb-unsafe-io"
-bg_wait debootstrap --variant=minbase bookworm "$tmp/rootfs" "$mirror" >"$tmp/debootstrap.log" 2>&1 \
-  || { tail -n 20 "$tmp/debootstrap.log" >&2; die "debootstrap failed"; }
-rm -f "$tmp/rootfs/etc/dpkg/dpkg.cfg.d/tb-unsafe-io"
-# apt in the image uses the mirror (and sources) the host's apt uses
-rm -f "$tmp/rootfs/etc/apt/sources.list"
-case "$src_file" in
-  *.sources) cp "$src_file" "$tmp/rootfs/etc/apt/sources.list.d/" ;;
-  *) sed -e 's/\[[^]]*\]//' "$src_file" | awk '$1 == "deb" && $3 ~ /^bookworm/' \
-       >"$tmp/rootfs/etc/apt/sources.list" ;;
-esac
-rm -rf "$tmp/rootfs/var/cache/apt/archives/"*.deb "$tmp/rootfs/var/lib/apt/lists/"*
-tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/base.tar" .
-rm -rf "$tmp/rootfs"
+cache=${TB_DOCKER_CACHE-/var/cache/tokbench/docker}
+base_key=$( { declare -f make_base; echo "$mirror"; cat "$src_file"
+              dpkg-query -W -f='${Version}\n' debootstrap; } | sha256sum | cut -c1-16)
+base_tar="$tmp/base.tar"
+base_from="debootstrap"
+if [ -n "$cache" ]; then
+  mkdir -p "$cache"
+  base_tar="$cache/debian-12-$base_key.tar"
+  find "$cache" -maxdepth 1 -name 'debian-12-*.tar' \( ! -name "${base_tar##*/}" -o \
+    -mtime +"${TB_DOCKER_BASE_DAYS:-7}" \) -delete
+  if [ -s "$base_tar" ]; then base_from="the cache, $base_tar"; fi
+fi
+if [ ! -s "$base_tar" ]; then
+  make_base "$base_tar.tmp"
+  mv "$base_tar.tmp" "$base_tar"
+fi
 t_deboot=$(($(date +%s) - t))
-podman import --change 'CMD ["/bin/bash"]' "$tmp/base.tar" localhost/debian:12 >"$tmp/import.log" 2>&1 \
+podman import --change 'CMD ["/bin/bash"]' "$base_tar" localhost/debian:12 >"$tmp/import.log" 2>&1 \
   || { cat "$tmp/import.log" >&2; die "podman import failed"; }
-rm -f "$tmp/base.tar"
+rm -f "$tmp/base.tar"   # (kept when it is the cache's)
 podman tag localhost/debian:12 localhost/debian:12-slim
-say "base image debian:12 from debootstrap (${t_deboot} s, $(podman image inspect -f '{{.Size}}' localhost/debian:12 | awk '{ printf "%d MB", $1 / 1e6 }'))"
+say "base image debian:12 from $base_from (${t_deboot} s, $(podman image inspect -f '{{.Size}}' localhost/debian:12 | awk '{ printf "%d MB", $1 / 1e6 }'))"
 
 # -- 4. the build, and what the runtime image carries -------------------------
 build() {
@@ -355,16 +382,19 @@ for _ in $(seq 1 240); do
   sleep 0.5
 done
 [ "$st" = succeeded ] || die "sharded job $sjob ended $st"
-scell=$(psql_q "SELECT cell FROM job_cells WHERE job_id = '$sjob' AND phase = 'decode'")
-sblobs=$(psql_q "SELECT string_agg(encode(s.samples, 'hex'), ' ' ORDER BY s.shard) FROM cell_shards s
-                 JOIN cell_barriers b USING (job_id, cell_key, attempt)
-                 WHERE s.job_id = '$sjob' AND b.state = 'merged'")
+# by file, not on python3's command line: a cell with its samples, and the
+# shards' blobs, can pass ARG_MAX
+psql_q "SELECT cell FROM job_cells WHERE job_id = '$sjob' AND phase = 'decode'" >"$tmp/scell.json"
+psql_q "SELECT string_agg(encode(s.samples, 'hex'), ' ' ORDER BY s.shard) FROM cell_shards s
+        JOIN cell_barriers b USING (job_id, cell_key, attempt)
+        WHERE s.job_id = '$sjob' AND b.state = 'merged'" >"$tmp/sblobs.txt"
 struth=$(curl -fsS "http://127.0.0.1:$sim2/sim/expected?context=1024&concurrency=8" | jq -er .total_tok_s)
-swhy=$(python3 - "$scell" "$sblobs" "$struth" <<'PY'
+swhy=$(python3 - "$tmp/scell.json" "$tmp/sblobs.txt" "$struth" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/integration")
 from test_shards import decode_tbs1, quantile
-cell, blobs, truth = json.loads(sys.argv[1]), sys.argv[2].split(), float(sys.argv[3])
+cell, blobs = json.load(open(sys.argv[1])), open(sys.argv[2]).read().split()
+truth = float(sys.argv[3])
 shards = [decode_tbs1(bytes.fromhex(b)) for b in blobs]
 ttft = [v * 1000 for s in shards for v in s["series"][0]]
 bad = []

@@ -9,6 +9,7 @@ Standard library only.
 """
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -49,11 +50,31 @@ def timing_bin(name):
     return bin(name)
 
 
+# Modules run two at a time (scripts/run_tests.py): each runner gets a slot
+# (TB_PORT_SLOT of TB_PORT_SLOTS) and its own share of 10000-31999, below the
+# kernel's ephemeral ports, so two modules never pick the same free port
+# between the check here and the server's own bind.
+PORT_LO, PORT_HI = 10000, 32000
+
+
 def free_port():
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 right now (in this runner's slot)."""
+    slots = int(os.environ.get("TB_PORT_SLOTS", "0") or 0)
+    if slots <= 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    span = (PORT_HI - PORT_LO) // slots
+    lo = PORT_LO + span * int(os.environ.get("TB_PORT_SLOT", "0"))
+    for _ in range(1000):
+        port = lo + random.randrange(span)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in %d-%d" % (lo, lo + span - 1))
 
 
 def http(method, url, body=None, headers=None, timeout=10):

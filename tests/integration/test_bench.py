@@ -1,0 +1,106 @@
+"""Every `make bench-*` target at a small size, so that none can rot unseen.
+
+`make bench` (bench/run.sh: every bench/bench_*.sh) and `make bench-shards`
+(bench/bench_shards.sh) run here against the release binaries of make test
+(TB_REL_BIN_DIR), with windows of a second or two and few streams, and
+BENCH_FLOORS=0: a speed floor missed on this loaded machine is printed but
+does not fail (speed is measured by make bench, never asserted in a test);
+a bench that cannot build, start, run its job or print its table fails.
+`make bench-verdicts` is bench/bench_verdicts.sh, which bench/run.sh runs.
+Each check names the figure its bench must print: a bench whose row went
+missing, or printed "failed", fails here.
+Before this module, bench_engine and bench_firehose had stopped linking
+(libtokbench.a had taken zlib) and bench_shards died of "Argument list too
+long" (a cell on python3's command line); nothing ran them.
+"""
+import os
+import subprocess
+
+import harness
+
+# make check leaves it out (scripts/run_tests.py): minutes of benchmarks.
+SUITE = "full"
+
+SMALL = {
+    "BENCH_FLOORS": "0",
+    "BENCH_SECONDS": "1", "BENCH_BASE_RUNS": "1", "BENCH_SERIES_RUNS": "1",
+    "SIM_BENCH_SECONDS": "1", "SIM_BENCH_RUNS": "1", "SIM_BENCH_SCENARIOS": "128:20",
+    "BENCH_FIREHOSE_STREAMS": "16", "BENCH_OAI_ITERS": "20000", "BENCH_OAI_RUNS": "1",
+    "BENCH_API_SECONDS": "1", "BENCH_API_JOBS": "2", "BENCH_QUEUE_JOBS": "5",
+    "BENCH_PROBE_N": "20", "BENCH_LIMITS_N": "20", "BENCH_LIMITS_SECONDS": "1",
+    "BENCH_RATE_RPS": "20", "BENCH_RATE_SECONDS": "2",
+    "BENCH_SHARDS_COUNTS": "1 2", "BENCH_SHARDS_STREAMS": "32", "BENCH_SHARDS_RATE": "20",
+}
+
+# bench: a line each must print (its table's figures)
+FIGURES = {
+    "bench_sim": "sim_tokens_per_s ",
+    "bench_engine": "median on ",
+    "bench_firehose": "SSE events / CPU-second",
+    "bench_oai": "chunk scanner, CPU ns per chunk",
+    "bench_api": "GET /v1/jobs/{id}",
+    "bench_queue": "submit-to-start:",
+    "bench_probe": "healthz under",
+    "bench_verdicts": "verdict_false_alarm_rate ",
+    "bench_limits": "1,000 clients / 100 clients throughput",
+    "bench_rate": "floors (issue 15)",
+}
+
+
+def rel_bin_dir():
+    d = os.environ.get("TB_REL_BIN_DIR") or os.environ.get("TB_BIN_DIR", "bin")
+    if not os.path.isfile(os.path.join(harness.ROOT, d, "tokbench-api")):
+        raise harness.Skip("no release binaries in %s (make MODE=release)" % d)
+    return d
+
+
+def run(script, timeout):
+    env = dict(os.environ, TB_BIN_DIR=rel_bin_dir(), **SMALL)
+    r = subprocess.run([os.path.join(harness.ROOT, "bench", script)], cwd=harness.ROOT, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def sections(out):
+    """bench/run.sh's output by "== name" section."""
+    got, name = {}, None
+    for line in out.splitlines():
+        if line.startswith("== "):
+            name = line[3:].strip()
+            got[name] = []
+        elif name:
+            got[name].append(line)
+    return got
+
+
+def test_make_bench_small(ctx):
+    rc, out = run("run.sh", 1500)
+    got = sections(out)
+    for name, figure in FIGURES.items():
+        assert name in got, "%s did not run:\n%s" % (name, out[-3000:])
+        text = "\n".join(got[name])
+        assert "%s.sh: failed" % name not in text, "%s failed:\n%s" % (name, text[-3000:])
+        assert figure in text, "%s printed no %r:\n%s" % (name, figure, text[-3000:])
+    assert rc == 0, out[-3000:]
+
+
+def test_make_bench_shards_small(ctx):
+    rc, out = run("bench_shards.sh", 900)
+    assert rc == 0, out[-3000:]
+    assert "no valid cell" not in out, out[-3000:]
+    tables, rows = [], None
+    for line in out.splitlines():
+        if line.startswith(("shards ", "rate ")):
+            rows = []
+            tables.append(rows)
+        elif rows is not None and line[:1].isdigit():
+            rows.append(line.split())
+    assert len(tables) == 2, out[-3000:]
+    decode, rate = tables
+    # a row per shard count in each table: the decode cell's tokens/s near
+    # the model's, the rate cell's requests offered
+    assert [r[0] for r in decode] == ["1", "2"] == [r[0] for r in rate], out[-3000:]
+    for r in decode:
+        assert float(r[2]) > 0 and 0.5 < float(r[3]) < 1.5, r
+    for r in rate:
+        assert float(r[2]) > 0 and float(r[3]) > 0, r
