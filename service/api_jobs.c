@@ -34,6 +34,7 @@
 #include "result/tb_jobdoc.h"
 #include "base/tb_log.h"
 #include "spec/tb_plan.h"
+#include "db/tb_workers.h"
 
 /* A job row from spec, within ten's limits (see tb_api_job_insert). */
 static int
@@ -49,17 +50,37 @@ insert(struct tb_db *db, const struct tb_tenancy *ten, const struct tb_q_jobs_ro
   return rc;
 }
 
+/* A job of N shards (a number, not "auto": that is the worker's to
+ * decide) needs N + 1 live workers: 1, or TB_API_JOB_REFUSED with *why,
+ * or TB_DB_SOFT / TB_DB_HARD. */
+static int
+shards_room(struct tb_db *db, const struct tb_tenancy *ten, const json_t *spec,
+            struct tb_tenancy_refusal *why)
+{
+  const json_t *sh = json_object_get(spec, "shards");
+  if (!json_is_integer(sh) || json_integer_value(sh) <= 1)
+    return 1;
+  int64_t live = 0;
+  int rc = tb_workers_live(db, ten->worker_live_s, &live);
+  if (rc < 0)
+    return rc;
+  return tb_tenancy_check_shards(ten, json_integer_value(sh), live, why) ? 1 : TB_API_JOB_REFUSED;
+}
+
 int
 tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
-                  const char *request_id, const json_t *spec, char job_id[TB_API_ID_LEN + 1],
-                  char **doc, struct tb_tenancy_refusal *why)
+                  const char *request_id, const json_t *spec, double trace_span_s,
+                  char job_id[TB_API_ID_LEN + 1], char **doc, struct tb_tenancy_refusal *why)
 {
   struct tb_spec_job_row jr;
   tb_spec_job_row(spec, &jr);
   /* the size only when limited: it plans every cell */
-  double secs = ten->job_seconds > 0 ? tb_plan_job_seconds(spec) : -1;
+  double secs = ten->job_seconds > 0 ? tb_plan_job_seconds(spec, trace_span_s) : -1;
   if (!tb_tenancy_check_job(ten, secs, jr.max_attempts_given ? jr.max_attempts : 0, why))
     return TB_API_JOB_REFUSED;
+  int rc = shards_room(db, ten, spec, why);
+  if (rc != 1)
+    return rc;
   /* not given: the table's default, within the operator's limit */
   if (!jr.max_attempts_given && jr.max_attempts > ten->max_attempts)
     jr.max_attempts = ten->max_attempts;
@@ -80,7 +101,7 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
     .shared_groups = ten->shared_groups,
     .max_queued = ten->queued,
   };
-  int rc = spec_text == NULL ? TB_DB_HARD : insert(db, ten, &row, job_id, doc, why);
+  rc = spec_text == NULL ? TB_DB_HARD : insert(db, ten, &row, job_id, doc, why);
   free(spec_text);
   free(labels_text);
   return rc;

@@ -28,12 +28,15 @@
  * job document (as GET /v1/jobs/{id} returns it, new string: free) into
  * *doc when doc is not NULL; 0 when the spec's endpoint is not one of the
  * project's (or was deleted); TB_API_JOB_REFUSED with *why filled when a
- * limit refuses it (nothing written; reply with tb_api_reply_refusal);
+ * limit refuses it (nothing written; reply with tb_api_reply_refusal: the
+ * job's seconds count the replay of a trace of trace_span_s, the stored
+ * trace's span, tb_plan_job_seconds);
  * TB_DB_SOFT / TB_DB_HARD on database errors.
  */
 int tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
-                      const char *request_id, const json_t *spec, char job_id[TB_API_ID_LEN + 1],
-                      char **doc, struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+                      const char *request_id, const json_t *spec, double trace_span_s,
+                      char job_id[TB_API_ID_LEN + 1], char **doc,
+                      struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 /* The problem+json of a refusal: 422 job-too-large for the job's own size
  * or attempts, 429 limit-reached (Retry-After) for the project's count; both

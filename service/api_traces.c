@@ -255,11 +255,13 @@ job_error(json_t **errors, const char *field, const char *detail)
 
 /* The trace spec names (borrowed), of project_id, of its format; the
  * stored format written into spec when it gives none (what the job's
- * result records, and what tb_plan sizes).  Inside a transaction the
+ * result records, and what tb_plan sizes), its span into *span_s (what
+ * the job's seconds count, tb_plan_job_seconds).  Inside a transaction the
  * trace's row stays locked (FOR KEY SHARE) until it ends. */
 static int
-check_job(struct tb_db *db, const char *project_id, json_t *spec, json_t **errors)
+check_job(struct tb_db *db, const char *project_id, json_t *spec, json_t **errors, double *span_s)
 {
+  *span_s = 0;
   json_t *t = json_object_get(spec, "trace");
   if (t == NULL)
     return 1;
@@ -270,7 +272,7 @@ check_job(struct tb_db *db, const char *project_id, json_t *spec, json_t **error
                      "a job through the service replays an uploaded trace: name it by its id "
                      "(POST /v1/traces)");
   char have[16];
-  int rc = tb_q_traces_format(db, id, project_id, have);
+  int rc = tb_q_traces_format(db, id, project_id, have, span_s);
   if (rc < 0)
     return rc;
   if (rc == 0)
@@ -307,11 +309,12 @@ tb_api_traces_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const c
   for (int attempt = 0; attempt < (own ? 2 : 1) && rc == TB_DB_SOFT; attempt++) {
     if (own && (rc = tb_db_begin(db)) < 0)
       continue;
-    rc = check_job(db, project_id, spec, errors);
+    double span_s;
+    rc = check_job(db, project_id, spec, errors, &span_s);
     if (rc == 0)
       rc = TB_API_TRACES_BAD;
     else if (rc > 0)
-      rc = tb_api_job_insert(db, ten, project_id, request_id, spec, job_id, doc, why);
+      rc = tb_api_job_insert(db, ten, project_id, request_id, spec, span_s, job_id, doc, why);
     if (!own)
       break;
     int crc = rc == 1 ? tb_db_commit(db) : 0;

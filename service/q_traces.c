@@ -3,6 +3,7 @@
  */
 #include "q_traces.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,18 +200,27 @@ tb_q_traces_delete(struct tb_db *db, const char *id, const char *project_id, boo
 
 static const struct tb_db_stmt trace_format = {
   "api_trace_format",
-  "SELECT t.format FROM traces t WHERE t.id = $1 AND t.project_id = $2 FOR KEY SHARE",
+  "SELECT t.format, coalesce((t.summary->>'span_s')::float8, 0) AS span_s FROM traces t "
+  "WHERE t.id = $1 AND t.project_id = $2 FOR KEY SHARE",
 };
 
 int
-tb_q_traces_format(struct tb_db *db, const char *id, const char *project_id, char format[16])
+tb_q_traces_format(struct tb_db *db, const char *id, const char *project_id, char format[16],
+                   double *span_s)
 {
   const char *p[] = { id, project_id };
   PGresult *res = NULL;
   format[0] = '\0';
+  *span_s = 0;
   int rc = tb_db_exec(db, &trace_format, 2, p, &res);
-  if (rc > 0)
+  if (rc > 0) {
     tb_db_copy(res, 0, "format", format, 16);
+    char span[64];
+    tb_db_copy(res, 0, "span_s", span, sizeof span);
+    char *end = NULL;
+    double v = strtod(span, &end);
+    *span_s = end != span && isfinite(v) && v > 0 ? v : 0;
+  }
   PQclear(res);
   return rc;
 }

@@ -60,10 +60,11 @@ int tb_q_traces_get(struct tb_db *db, const char *id, const char *project_id,
  * holds the row through tb_q_traces_format) is seen once committed. */
 int tb_q_traces_delete(struct tb_db *db, const char *id, const char *project_id,
                        bool *in_use) TB_MUST_CHECK;
-/* The format of trace id of project_id into format: 1; 0 none.  The row
- * stays locked FOR KEY SHARE to the end of the caller's transaction if
- * any (a DELETE of it waits: tb_q_traces_delete). */
-int tb_q_traces_format(struct tb_db *db, const char *id, const char *project_id,
-                       char format[16]) TB_MUST_CHECK;
+/* The format of trace id of project_id into format, and its summary's
+ * span_s (first arrival to last, seconds; 0 when unknown) into *span_s:
+ * 1; 0 none.  The row stays locked FOR KEY SHARE to the end of the
+ * caller's transaction if any (a DELETE of it waits: tb_q_traces_delete). */
+int tb_q_traces_format(struct tb_db *db, const char *id, const char *project_id, char format[16],
+                       double *span_s) TB_MUST_CHECK;
 
 #endif

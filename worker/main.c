@@ -32,6 +32,7 @@
 #include "db/tb_migrate.h"
 #include "db/tb_tenancy.h"
 #include "db/tb_tracestore.h"
+#include "db/tb_workers.h"
 #include "worker.h"
 
 static const struct tb_cfg_key worker_keys[] = {
@@ -279,9 +280,12 @@ connect_all(struct worker_main *m)
 static void
 claim_loop(struct worker_main *m)
 {
-  int64_t next_prune_ns = tb_time_mono_ns();
+  int64_t next_prune_ns = tb_time_mono_ns(), next_seen_ns = 0;
   struct refused *refused = tb_xcalloc(REFUSED_MAX, sizeof *refused);
   while (!stopping) {
+    /* seen between jobs: the api counts the live workers for shards */
+    if (tb_time_mono_ns() >= next_seen_ns && tb_workers_seen(m->db, m->worker_id) > 0)
+      next_seen_ns = tb_time_mono_ns() + TB_WORKERS_SEEN_EVERY_S * 1000000000LL;
     if (tb_time_mono_ns() >= next_prune_ns) {
       int pruned = tb_tenancy_prune(m->db, m->ten.retention_s);
       if (pruned > 0)
@@ -350,6 +354,8 @@ worker_run(struct worker_main *m)
          (int64_t)m->applied, NULL);
   claim_loop(m);
   tb_log(TB_LOG_INFO, "stopping", "worker", TB_LS, m->worker_id, NULL);
+  if (tb_workers_gone(m->db, m->worker_id) < 0)
+    tb_log(TB_LOG_WARN, "could not remove this worker's row (it ages out)", NULL);
   return 0;
 }
 

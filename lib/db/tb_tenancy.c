@@ -52,7 +52,8 @@ tb_tenancy_from_cfg(struct tb_tenancy *t, const struct tb_cfg *cfg, char **err)
       !tb_cfg_get_int(cfg, "TOKBENCH_LIMIT_MAX_ATTEMPTS", 1, 20, &t->max_attempts, err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_REPLAY_RETENTION_S", 60, 10LL * 366 * 86400, &t->retention_s,
                       err) ||
-      !tb_cfg_get_int(cfg, "TOKBENCH_PRUNE_INTERVAL_S", 1, 86400, &t->prune_interval_s, err))
+      !tb_cfg_get_int(cfg, "TOKBENCH_PRUNE_INTERVAL_S", 1, 86400, &t->prune_interval_s, err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_WORKER_LIVE_S", 1, 86400, &t->worker_live_s, err))
     return false;
   t->shared_groups = parse_groups(tb_cfg_get(cfg, "TOKBENCH_SHARED_GROUPS"), err);
   return t->shared_groups != NULL;
@@ -89,6 +90,21 @@ within(struct tb_tenancy_refusal *why, const char *limit, const char *setting, i
   if (max <= 0 || value <= (double)max)
     return true;
   refuse(why, limit, setting, max, value, too_large, what);
+  return false;
+}
+
+bool
+tb_tenancy_check_shards(const struct tb_tenancy *t, int64_t shards, int64_t live,
+                        struct tb_tenancy_refusal *why)
+{
+  if (shards <= 1 || live >= shards + 1)
+    return true;
+  refuse(why, "live_workers", "TOKBENCH_WORKER_LIVE_S", live > 0 ? live - 1 : 0, (double)shards,
+         true, "shards is");
+  snprintf(why->detail, sizeof why->detail,
+           "shards %lld needs %lld live workers (one holds the job, one drives each shard); "
+           "%lld seen in the last %lld s",
+           (long long)shards, (long long)shards + 1, (long long)live, (long long)t->worker_live_s);
   return false;
 }
 

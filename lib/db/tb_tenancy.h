@@ -56,6 +56,8 @@
     { "TOKBENCH_SHARED_GROUPS", "",                                                              \
       "exclusive groups shared by all projects, comma-separated (others are per project)",       \
       false },                                                                                   \
+    { "TOKBENCH_WORKER_LIVE_S", "30",                                                            \
+      "a worker seen this recently is live: a job of N shards needs N + 1 (422 below)", false }, \
     { "TOKBENCH_REPLAY_RETENTION_S", "604800",                                                   \
       "seconds hook deliveries and Idempotency-Keys are kept (replays recognised)", false },     \
   {                                                                                              \
@@ -70,6 +72,7 @@ struct tb_tenancy {
   char *shared_groups; /* "a,b" without spaces; "" for none (owned) */
   int64_t retention_s;
   int64_t prune_interval_s;
+  int64_t worker_live_s; /* tb_workers_live's window */
 };
 
 /* Why a job is refused: the limit's name as the api shows it ("queued_jobs",
@@ -97,6 +100,13 @@ void tb_tenancy_clear(struct tb_tenancy *t);
  * (too_large set). */
 bool tb_tenancy_check_job(const struct tb_tenancy *t, double job_seconds, int64_t max_attempts,
                           struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+
+/* A job of shards shards (> 1) needs shards + 1 live workers (one holds it,
+ * one drives each shard: docs/deploy.md): true when live is enough, else
+ * false with *why filled (422, limit "live_workers", max: the shards live
+ * workers can drive, value: shards). */
+bool tb_tenancy_check_shards(const struct tb_tenancy *t, int64_t shards, int64_t live,
+                             struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 /* Fills *why for a project that may not queue one more job: it has queued
  * (>= t->queued) queued jobs (TOKBENCH_LIMIT_QUEUED).  The count itself is

@@ -235,8 +235,19 @@ tb_plan_free(struct tb_plan *p)
   p->n_cells = 0;
 }
 
+/* The replay of a whole trace (no duration_s) of span_s seconds, in the
+ * job's seconds (the plan's trace window counts only a given duration_s). */
+static double
+trace_replay_s(const struct tb_plan *p, double span_s)
+{
+  const struct tb_spec_trace *t = &p->spec->trace;
+  if (p->n_trace == 0 || t->duration_s > 0 || !(span_s > t->start_s))
+    return 0;
+  return (span_s - t->start_s) / t->speedup / t->rate_scale;
+}
+
 double
-tb_plan_job_seconds(const json_t *spec)
+tb_plan_job_seconds(const json_t *spec, double trace_span_s)
 {
   struct tb_spec s;
   char *err = NULL;
@@ -244,7 +255,7 @@ tb_plan_job_seconds(const json_t *spec)
   if (tb_spec_parse(&s, spec, &err)) {
     struct tb_plan p;
     tb_plan_init(&p, &s, NULL);
-    secs = p.bound_s;
+    secs = p.bound_s + trace_replay_s(&p, trace_span_s);
     tb_plan_free(&p);
   }
   free(err);

@@ -137,8 +137,12 @@ void tb_plan_init(struct tb_plan *p, const struct tb_spec *spec, const struct tb
 void tb_plan_free(struct tb_plan *p);
 
 /* The bound of a job spec (borrowed JSON; tb_spec_job's output) before
- * discovery, in seconds; negative when it does not parse. */
-double tb_plan_job_seconds(const json_t *spec);
+ * discovery, in seconds; negative when it does not parse.  trace_span_s:
+ * the span of the trace the spec replays, first arrival to last, in the
+ * trace's own seconds (its summary's span_s; 0 when none or unknown): a
+ * trace cell whose spec gives no duration_s replays all of it from
+ * start_s, at speedup x rate_scale, and counts that long. */
+double tb_plan_job_seconds(const json_t *spec, double trace_span_s);
 
 /* Shards of a decode cell (issue 24; worker_shard.h runs them): how many a
  * cell of conc streams gets, the spec's shards (0: "auto", as many as

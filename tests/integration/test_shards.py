@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 
 import harness
@@ -148,6 +149,13 @@ def shard_workers(t, n, **env):
     return out
 
 
+def wait_live(t, n):
+    """Until n workers have written their row (sql/0015_workers.sql)."""
+    wait_until(lambda: int(t.q("SELECT count(*) FROM workers "
+                               "WHERE seen_at > now() - interval '30 s'")) >= n,
+               30, what="%d live workers" % n)
+
+
 def merged_samples(t, jid, kind="decode"):
     """The stored samples of the job's merged barrier, decoded."""
     rows = t.q("SELECT s.shard || '|' || encode(s.samples, 'hex') FROM cell_shards s JOIN "
@@ -253,6 +261,97 @@ def check_identical(cell, shards):
         assert cell["itl_ms"][p] == quantile(gaps, q) / 1e3, p
 
 
+def test_shards_need_live_workers_at_submit(ctx):
+    """Issue 34 item 3: with one worker, a job of 2 shards (which could never
+    fill its barrier) is refused at submit, 422 naming both numbers, and
+    holds no worker: the other project's job runs at once.  With three live
+    workers the same job is taken and merged; a worker that stops removes
+    its row, and the count drops with it.  Two projects, its own cluster."""
+    pg = harness.Postgres(ctx, name="pg-admission")
+    subprocess.run([harness.bin("tokbench"), "migrate"], check=True, capture_output=True,
+                   env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url))
+    secret = "sk-admission-SECRET-34"
+    sim = ctx.sim(profile="bench", args=["--time-scale", str(SCALE), "--api-key", secret])
+    port = harness.free_port()
+    api = ctx.process("tokbench-api", [], env={
+        "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
+        "TOKBENCH_MASTER_KEY": "5c" * 32, "TOKBENCH_RATE_LIMIT": "0",
+        "TOKBENCH_EGRESS_ALLOW": "loopback"})
+    base = "http://127.0.0.1:%d" % port
+    wait_until(lambda: api.alive() and harness.http("GET", base + "/healthz", timeout=2)[0] == 200,
+               20, what="api up")
+
+    def project(name):
+        r = subprocess.run([harness.bin("tokbench"), "keys", "create", "--project", name,
+                            "--admin"], env=dict(os.environ, TOKBENCH_DATABASE_URL=pg.url),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        hdr = {"Authorization": "Bearer " + r.stdout.strip()}
+
+        def call(method, path, body=None):
+            st, _, data = harness.http(method, base + path, body, hdr, 10)
+            return st, (json.loads(data) if data else None)
+        st, ep = call("POST", "/v1/endpoints", {"name": name, "base_url": sim.url,
+                                                "api_key": secret})
+        assert st == 201, ep
+        return call, ep["id"]
+
+    def worker(name):
+        p = ctx.process("tokbench-worker", [], env={
+            "TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_WORKER_ID": name,
+            "TOKBENCH_LEASE_S": "3", "TOKBENCH_HEARTBEAT_S": "1", "TOKBENCH_POLL_S": "1",
+            "TOKBENCH_MASTER_KEY": "5c" * 32, "TOKBENCH_SHARD_BARRIER_S": "30",
+            "TOKBENCH_SHARD_LEAD_MS": "300", "TOKBENCH_EGRESS_ALLOW": "loopback"})
+        wait_until(lambda: '"msg":"worker ready"' in p.output() or not p.alive(), 20,
+                   what="worker ready")
+        assert p.alive(), p.output()
+        return p
+
+    def live():
+        return int(pg.psql("SELECT count(*) FROM workers").strip())
+
+    def done(call, jid, timeout):
+        wait_until(lambda: call("GET", "/v1/jobs/" + jid)[1]["state"] in
+                   ("succeeded", "failed", "cancelled"), timeout, what="job " + jid)
+        return call("GET", "/v1/jobs/" + jid)[1]["state"]
+
+    big, big_ep = project("hostile")
+    small, small_ep = project("quiet")
+    first = worker("solo")
+    wait_until(lambda: live() == 1, 20, what="the worker's row")
+    st, doc = big("POST", "/v1/jobs", dict(SPEC, endpoint_id=big_ep))
+    assert st == 422, (st, doc)
+    assert doc["type"].endswith("job-too-large") and doc["limit"] == "live_workers", doc
+    assert doc["value"] == 2 and doc["max"] == 0, doc
+    assert "shards 2 needs 3 live workers" in doc["detail"] and "1 seen" in doc["detail"], doc
+    # nothing queued for it, so the other project's job runs at once
+    st, jobs = big("GET", "/v1/jobs")
+    assert st == 200 and not jobs["jobs"], jobs
+    st, job = small("POST", "/v1/jobs", {"endpoint_id": small_ep, "contexts": [1024],
+                                         "concurrency": [1], "prefill_contexts": [],
+                                         "duration_s": 1, "settle_s": 0})
+    assert st in (201, 202), job
+    t0 = time.monotonic()
+    assert done(small, job["id"], 60) == "succeeded"
+    assert time.monotonic() - t0 < 30  # not behind a 30 s barrier
+    # three live workers: the job of 2 shards is taken and merged
+    more = [worker("more-%d" % i) for i in range(2)]
+    wait_until(lambda: live() == 3, 20, what="three workers' rows")
+    st, job = big("POST", "/v1/jobs", dict(SPEC, endpoint_id=big_ep))
+    assert st in (201, 202), (st, job)
+    assert done(big, job["id"], 120) == "succeeded"
+    st, res = big("GET", "/v1/jobs/%s/result" % job["id"])
+    cell = next(c for c in res["cells"] if c.get("phase") == "decode")
+    assert cell["status"] == "valid" and cell["shards"]["count"] == 2, cell
+    # a worker that stops takes its row with it: two live, refused again
+    more[0].stop()
+    assert live() == 2
+    st, doc = big("POST", "/v1/jobs", dict(SPEC, endpoint_id=big_ep))
+    assert st == 422 and "2 seen" in doc["detail"], (st, doc)
+    first.stop()
+    more[1].stop()
+
+
 def test_sharded_job_through_the_api(ctx):
     """POST /v1/jobs with shards: the api takes 2 and "auto", refuses 0 and
     "AUTO" naming the field (problem+json); the endpoint's API key is sealed
@@ -301,9 +400,11 @@ def test_sharded_job_through_the_api(ctx):
     assert st in (201, 202), job
     assert job.get("spec", {}).get("shards", "auto") == "auto", job
     call("POST", "/v1/jobs/%s/cancel" % job["id"])
+    # shards 2 needs 3 live workers at submit (one holds the job)
+    shard_workers(t, 3)
+    wait_live(t, 3)
     st, _, job = call("POST", "/v1/jobs", dict(SPEC, endpoint_id=ep["id"]))
     assert st in (201, 202), job
-    shard_workers(t, 3)
     wait_until(lambda: call("GET", "/v1/jobs/" + job["id"])[2]["state"] in
                ("succeeded", "failed"), 120, what="sharded job done")
     st, _, res = call("GET", "/v1/jobs/%s/result" % job["id"])

@@ -344,3 +344,60 @@ def test_worker_takes_the_stored_format(ctx):
     assert c["status"] == "valid", c.get("reason")
     assert c["trace_format"] == "weka" and c["trace"]["format"] == "weka", c["trace"]
     assert abs(c["trace"]["hit_pct"] - c["trace"]["implied_hit_pct"]) <= 2, c["trace"]
+
+
+def test_a_traces_span_counts_in_the_job_seconds(ctx):
+    """Issue 34, item 2: a 2-request Mooncake trace 10^12 ms (31 years)
+    long was a job that held a worker until cancelled.  Its span counts in
+    the job's seconds (TOKBENCH_LIMIT_JOB_SECONDS, 21600 by default) as a
+    duration_s of 10^9 would: 422 job_seconds at submit, nothing queued;
+    scaled by speedup and rate_scale; a duration_s bounds it instead.
+    Another project's job is queued beside it all the while."""
+    s = setup(ctx)
+    api, key, pg = s["api"], s["key"], s["pg"]
+    ep = dead_endpoint(api, key, "span-dead")
+    long = (b'{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
+            b'{"timestamp": 1000000000000, "input_length": 10, "output_length": 2, '
+            b'"hash_ids": [2]}\n')
+    st, _, t = upload(api, key, long, "mooncake", "thirty-one-years")
+    assert st == 201, t
+    assert abs(t["summary"]["span_s"] - 1e9) < 1, t["summary"]  # what the estimate reads
+    before = pg.psql("SELECT count(*) FROM jobs").strip()
+    st, hd, p = api.json("POST", "/v1/jobs", key, {"endpoint_id": ep["id"],
+                                                    "trace": {"id": t["id"]}})
+    is_problem(hd, p, 422)
+    assert p["type"].endswith("/job-too-large") and p["limit"] == "job_seconds", p
+    assert p["max"] == 21600 and abs(p["value"] - 1e9) < 1, p
+    # seven rate cells of an hour each, for comparison: the same refusal
+    st, _, q = api.json("POST", "/v1/jobs", key, {"endpoint_id": ep["id"],
+                                                   "rates": [1, 2, 3, 4, 5, 6, 7],
+                                                   "rate_duration_s": 3600})
+    assert st == 422 and q.get("limit") == "job_seconds", (st, q)
+    # scaled: a trace of 10^5 s is refused as it is, and taken at speedup 10
+    # (10^4 s) or at speedup 2 x rate_scale 2.5 (2 x 10^4 s)
+    day = long.replace(b"1000000000000", b"100000000")
+    st, _, t2 = upload(api, key, day, "mooncake", "a-day-and-more")
+    assert st == 201 and abs(t2["summary"]["span_s"] - 1e5) < 1e-3, t2
+    st, _, p = api.json("POST", "/v1/jobs", key, {"endpoint_id": ep["id"],
+                                                   "trace": {"id": t2["id"]}})
+    assert st == 422 and p.get("limit") == "job_seconds" and abs(p["value"] - 1e5) < 1e-3, p
+    st, _, ok = api.json("POST", "/v1/jobs", key, {
+        "endpoint_id": ep["id"], "trace": {"id": t2["id"], "speedup": 10}})
+    assert st == 202, ok
+    st, _, ok3 = api.json("POST", "/v1/jobs", key, {
+        "endpoint_id": ep["id"], "trace": {"id": t2["id"], "speedup": 2, "rate_scale": 2.5}})
+    assert st == 202, ok3
+    # a window bounds the replay: 60 s
+    st, _, ok2 = api.json("POST", "/v1/jobs", key, {
+        "endpoint_id": ep["id"], "trace": {"id": t["id"], "duration_s": 60}})
+    assert st == 202, ok2
+    assert int(pg.psql("SELECT count(*) FROM jobs").strip()) == int(before) + 3
+    # another project's small job is taken as ever
+    other = harness.make_key(pg, "traceid-b", "--admin")
+    oep = dead_endpoint(api, other, "span-other")
+    st, _, oj = api.json("POST", "/v1/jobs", other, {"endpoint_id": oep["id"], "duration_s": 1,
+                                                     "contexts": ["1k"], "concurrency": [1],
+                                                     "prefill_contexts": []})
+    assert st == 202, oj
+    for j in (ok, ok2, ok3, oj):
+        api.json("POST", "/v1/jobs/%s/cancel" % j["id"], other if j is oj else key)

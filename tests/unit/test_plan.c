@@ -39,7 +39,7 @@ seconds_of(const char *members)
 {
   char *text = tb_xasprintf("{" EP "%s%s}", members[0] != '\0' ? "," : "", members);
   json_t *j = json_loads(text, 0, NULL);
-  double secs = tb_plan_job_seconds(j);
+  double secs = tb_plan_job_seconds(j, 0);
   json_decref(j);
   free(text);
   return secs;
@@ -264,7 +264,7 @@ test_window_repeats_bound(void **state)
                                 "\"duration_s\":2"),
                      9 * 5.0, 1e-9);
   json_t *bad = json_pack("{s:s}", "duration_s", "long");
-  assert_true(tb_plan_job_seconds(bad) < 0);
+  assert_true(tb_plan_job_seconds(bad, 0) < 0);
   json_decref(bad);
 }
 
@@ -469,6 +469,46 @@ test_trace_cell(void **state)
   tb_spec_free(&s);
 }
 
+/* A whole trace's replay counts in the job's seconds (issue 34, item 2): its
+ * span from start_s, at speedup x rate_scale; a given duration_s bounds it
+ * instead; no trace, no span. */
+static void
+test_trace_span_seconds(void **state)
+{
+  (void)state;
+  const char *whole =
+    "\"trace\":{\"format\":\"mooncake\",\"id\":\"00000000-0000-4000-8000-000000000002\"}";
+  char *text = tb_xasprintf("{" EP ",%s}", whole);
+  json_t *j = json_loads(text, 0, NULL);
+  assert_non_null(j);
+  /* 10^12 ms between two requests: 31 years, counted whole */
+  assert_true(fabs(tb_plan_job_seconds(j, 1e9) - 1e9) < 1e-3);
+  assert_true(tb_plan_job_seconds(j, 0) == 0); /* a span not known: as before */
+  json_decref(j);
+  free(text);
+  text = tb_xasprintf(
+    "{" EP ",\"trace\":{\"format\":\"mooncake\",\"id\":\"00000000-0000-4000-8000-000000000002\","
+    "\"speedup\":4,\"rate_scale\":2.5,\"start_s\":100}}");
+  j = json_loads(text, 0, NULL);
+  assert_true(fabs(tb_plan_job_seconds(j, 1100) - 100.0) < 1e-9); /* (1100 - 100) / 10 */
+  assert_true(tb_plan_job_seconds(j, 50) == 0);                   /* starts past its end */
+  json_decref(j);
+  free(text);
+  text = tb_xasprintf("{" EP ",\"trace\":{\"format\":\"mooncake\",\"duration_s\":60,"
+                      "\"speedup\":2}}");
+  j = json_loads(text, 0, NULL);
+  assert_true(fabs(tb_plan_job_seconds(j, 1e9) - 30.0) < 1e-9); /* the window bounds it */
+  json_decref(j);
+  free(text);
+  /* no trace: a span changes nothing */
+  text = tb_xasprintf("{" EP ",\"rates\":[2],\"rate_duration_s\":10}");
+  j = json_loads(text, 0, NULL);
+  assert_true(tb_plan_job_seconds(j, 1e9) == tb_plan_job_seconds(j, 0));
+  assert_true(tb_plan_job_seconds(j, 0) > 0);
+  json_decref(j);
+  free(text);
+}
+
 int
 main(void)
 {
@@ -483,6 +523,7 @@ main(void)
     cmocka_unit_test(test_list_caps),
     cmocka_unit_test(test_shards),
     cmocka_unit_test(test_trace_cell),
+    cmocka_unit_test(test_trace_span_seconds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,42 +31,42 @@ test_job_seconds(void **state)
    * each 2 s + the default 3 s settle */
   json_t *s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\","
                       "\"contexts\":[\"1k\",\"4k\"],\"concurrency\":[1,2,4],\"duration_s\":2}");
-  assert_float_equal(tb_plan_job_seconds(s), 9 * 5.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 9 * 5.0, 1e-9);
   json_decref(s);
   /* all defaults: 6 contexts x 8 concurrencies + 7 prefill, 30 + 3 s */
   s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\"}");
-  assert_float_equal(tb_plan_job_seconds(s), 55 * 33.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 55 * 33.0, 1e-9);
   json_decref(s);
   /* no prefill rows */
   s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"contexts\":[1024],"
               "\"concurrency\":[1,2],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0}");
-  assert_float_equal(tb_plan_job_seconds(s), 20.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 20.0, 1e-9);
   json_decref(s);
   /* repeats: every pass is the whole matrix again */
   s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"contexts\":[1024],"
               "\"concurrency\":[1,2],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0,"
               "\"repeats\":3}");
-  assert_float_equal(tb_plan_job_seconds(s), 60.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 60.0, 1e-9);
   json_decref(s);
   /* rate cells alone: each rate's arrivals (rate_requests / rate when
    * given), a sweep at max_probes probes of its lowest rate */
   s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"rates\":[1,4],"
               "\"rate_duration_s\":30}");
-  assert_float_equal(tb_plan_job_seconds(s), 60.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 60.0, 1e-9);
   json_decref(s);
   s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"rates\":[4],"
               "\"rate_requests\":100,\"sweep\":{\"attainment_pct\":90,\"min_rps\":2,"
               "\"max_probes\":5}}");
-  assert_float_equal(tb_plan_job_seconds(s), 25 + 5 * 50.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 25 + 5 * 50.0, 1e-9);
   json_decref(s);
   /* with the matrix asked for too, both count */
   s = spec_of("{\"endpoint_id\":\"00000000-0000-4000-8000-000000000001\",\"contexts\":[1024],"
               "\"concurrency\":[1],\"prefill_contexts\":[],\"duration_s\":10,\"settle_s\":0,"
               "\"rates\":[2],\"rate_duration_s\":5}");
-  assert_float_equal(tb_plan_job_seconds(s), 15.0, 1e-9);
+  assert_float_equal(tb_plan_job_seconds(s, 0), 15.0, 1e-9);
   json_decref(s);
   json_t *bad = json_pack("{s:s}", "duration_s", "long");
-  assert_true(tb_plan_job_seconds(bad) < 0);
+  assert_true(tb_plan_job_seconds(bad, 0) < 0);
   json_decref(bad);
 }
 
@@ -77,7 +77,7 @@ check_spec(const struct tb_tenancy *t, const json_t *spec, struct tb_tenancy_ref
 {
   struct tb_spec_job_row jr;
   tb_spec_job_row(spec, &jr);
-  double secs = t->job_seconds > 0 ? tb_plan_job_seconds(spec) : -1;
+  double secs = t->job_seconds > 0 ? tb_plan_job_seconds(spec, 0) : -1;
   return tb_tenancy_check_job(t, secs, jr.max_attempts_given ? jr.max_attempts : 0, why);
 }
 
