@@ -96,3 +96,47 @@ tb_celltable_rows_plain(struct tb_render_buf *b, const struct tb_celltable *t, c
 {
   rows(b, t, doc, &plain_fmt);
 }
+
+/* The Markdown section with the rows written in f. */
+static void
+md_section(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc,
+           const struct fmt *f)
+{
+  if (!tb_celltable_any(t, doc))
+    return;
+  tb_render_printf(b, "\n%s\n\n%s", t->md_title, t->intro);
+  if (t->md_note != NULL)
+    t->md_note(b, doc);
+  tb_render_puts(b, "\n\n");
+  tb_celltable_md_head(b, t);
+  rows(b, t, doc, f);
+}
+
+void
+tb_celltable_md(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc)
+{
+  md_section(b, t, doc, &md_fmt);
+}
+
+void
+tb_celltable_plain(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc)
+{
+  md_section(b, t, doc, &plain_fmt);
+}
+
+void
+tb_celltable_html(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc)
+{
+  if (!tb_celltable_any(t, doc))
+    return;
+  tb_render_puts(b, t->html_open);
+  if (t->html_escape_intro)
+    tb_render_html(b, t->intro);
+  else
+    tb_render_puts(b, t->intro);
+  tb_render_puts(b, t->html_table);
+  tb_celltable_html_heads(b, t);
+  tb_render_puts(b, t->html_body);
+  rows(b, t, doc, &html_fmt);
+  tb_render_puts(b, t->html_close);
+}

@@ -4,9 +4,11 @@
  *
  * A view (tb_steadyview, tb_traceview, tb_srvview, tb_costview) describes
  * its table: the member a cell must have for a row, the column heads, how
- * each column is aligned, and a function that fills one row's texts.  This
- * module writes the head and the rows in either format, escaping every text
- * for it; the view keeps its own title and introduction.
+ * each column is aligned, and a function that fills one row's texts; and
+ * the section around it: its Markdown title, its introduction and the HTML
+ * that opens and closes it.  This module writes the whole section in either
+ * format (tb_celltable_md, tb_celltable_html), escaping every cell's text
+ * for it, or its parts for a caller that places them itself.
  */
 #ifndef TB_CELLTABLE_H
 #define TB_CELLTABLE_H
@@ -34,7 +36,31 @@ struct tb_celltable {
   /* HTML: the 'l' columns' <th> and <td> get class="l" */
   bool html_class_l;
   tb_celltable_row_fn row;
+  /* The section (tb_celltable_md, _plain, _html). */
+  const char *md_title; /* "### Steady-state window" */
+  const char *intro;    /* the paragraph under the title, as Markdown has it */
+  /* Markdown: written after the introduction, before its blank line (the
+   * cost view's price); NULL: nothing */
+  void (*md_note)(struct tb_render_buf *b, const json_t *doc);
+  /* HTML: the title and what opens the introduction; what closes it and
+   * opens the table up to its heads; what follows the heads; what closes
+   * the table */
+  const char *html_open, *html_table, *html_body, *html_close;
+  bool html_escape_intro; /* the introduction escaped (else as it is) */
 };
+
+/* The Markdown section: "\n<md_title>\n\n<intro>", md_note, "\n\n", the
+ * head and the rows (escaped for Markdown); nothing when no cell of doc has
+ * the member. */
+void tb_celltable_md(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc);
+
+/* The same with the rows' texts as they are (terminal output). */
+void tb_celltable_plain(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc);
+
+/* The HTML section: html_open, the introduction, html_table, the heads,
+ * html_body, the rows, html_close; nothing when no cell of doc has the
+ * member. */
+void tb_celltable_html(struct tb_render_buf *b, const struct tb_celltable *t, const json_t *doc);
 
 /* Whether any cell of doc has the table's member. */
 bool tb_celltable_any(const struct tb_celltable *t, const json_t *doc);

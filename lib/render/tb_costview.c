@@ -116,30 +116,11 @@ row_texts(const json_t *c, char (*t)[COLW])
   return true;
 }
 
-static const struct tb_celltable table = {
-  .member = "efficiency",
-  .ncols = NCOL,
-  .heads = heads,
-  .align = "lrrrrrrrlrrl",
-  .html_class_l = true,
-  .row = row_texts,
-};
-
-bool
-tb_costview_any(const json_t *doc)
-{
-  return tb_celltable_any(&table, doc);
-}
-
-static const char intro[] =
-  "Money over the window's wall time at the endpoint's price; energy from the GPUs' "
-  "telemetry over the same window. Intervals follow total tok/s's.";
-
+/* The Markdown introduction's price and GPUs, when the document has them. */
 static void
-md_head(struct tb_render_buf *b, const json_t *doc)
+md_price(struct tb_render_buf *b, const json_t *doc)
 {
   const json_t *cost = json_object_get(doc, "cost");
-  tb_render_printf(b, "\n### Cost and energy\n\n%s", intro);
   if (json_is_object(cost)) {
     const json_t *g = json_object_get(cost, "gpu");
     char price[32];
@@ -149,32 +130,41 @@ md_head(struct tb_render_buf *b, const json_t *doc)
                      (int64_t)json_integer_value(json_object_get(g, "count")),
                      tb_json_str(g, "name") ? tb_json_str(g, "name") : "");
   }
-  tb_render_puts(b, "\n\n");
-  tb_celltable_md_head(b, &table);
+}
+
+static const struct tb_celltable table = {
+  .member = "efficiency",
+  .ncols = NCOL,
+  .heads = heads,
+  .align = "lrrrrrrrlrrl",
+  .html_class_l = true,
+  .row = row_texts,
+  .md_title = "### Cost and energy",
+  .intro = "Money over the window's wall time at the endpoint's price; energy from the GPUs' "
+           "telemetry over the same window. Intervals follow total tok/s's.",
+  .md_note = md_price,
+  .html_open = "<h2>Cost and energy</h2><p class=\"muted\">",
+  .html_table = "</p><div class=\"scroll\"><table id=\"cost\"><tr>",
+  .html_body = "</tr>\n",
+  .html_close = "</table></div>\n",
+};
+
+bool
+tb_costview_any(const json_t *doc)
+{
+  return tb_celltable_any(&table, doc);
 }
 
 void
 tb_costview_md(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_costview_any(doc))
-    return;
-  md_head(b, doc);
-  tb_celltable_rows(b, &table, doc, false);
+  tb_celltable_md(b, &table, doc);
 }
 
 void
 tb_costview_html(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_costview_any(doc))
-    return;
-  tb_render_printf(b,
-                   "<h2>Cost and energy</h2><p class=\"muted\">%s</p><div class=\"scroll\">"
-                   "<table id=\"cost\"><tr>",
-                   intro);
-  tb_celltable_html_heads(b, &table);
-  tb_render_puts(b, "</tr>\n");
-  tb_celltable_rows(b, &table, doc, true);
-  tb_render_puts(b, "</table></div>\n");
+  tb_celltable_html(b, &table, doc);
 }
 
 void
@@ -327,8 +317,7 @@ tb_costview_print(FILE *f, const json_t *doc)
   if (!tb_costview_any(doc))
     return;
   struct tb_render_buf b = { 0 };
-  md_head(&b, doc);
-  tb_celltable_rows_plain(&b, &table, doc);
+  tb_celltable_plain(&b, &table, doc);
   char *err = NULL;
   size_t len = 0;
   char *text = tb_render_finish(&b, &len, &err);

@@ -75,6 +75,14 @@ static const struct tb_celltable table = {
   .heads = heads,
   .align = "llrrrrrrrr",
   .row = row_texts,
+  .md_title = "## The server's own timings",
+  .intro = "Where the server times each request itself (llama.cpp's `timings`), its figures "
+           "beside tokbench's for the same requests (medians).",
+  .html_open = "<h2>The server's own timings</h2>\n<p>",
+  .html_table = "</p>\n<table class=\"srvtime\"><thead><tr>",
+  .html_body = "</tr></thead><tbody>\n",
+  .html_close = "</tbody></table>\n",
+  .html_escape_intro = true,
 };
 
 bool
@@ -83,32 +91,16 @@ tb_srvview_any(const json_t *doc)
   return tb_celltable_any(&table, doc);
 }
 
-static const char *const intro =
-  "Where the server times each request itself (llama.cpp's `timings`), its figures "
-  "beside tokbench's for the same requests (medians).";
-
 void
 tb_srvview_md(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_srvview_any(doc))
-    return;
-  tb_render_printf(b, "\n## The server's own timings\n\n%s\n\n", intro);
-  tb_celltable_md_head(b, &table);
-  tb_celltable_rows(b, &table, doc, false);
+  tb_celltable_md(b, &table, doc);
 }
 
 void
 tb_srvview_html(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_srvview_any(doc))
-    return;
-  tb_render_puts(b, "<h2>The server's own timings</h2>\n<p>");
-  tb_render_html(b, intro);
-  tb_render_puts(b, "</p>\n<table class=\"srvtime\"><thead><tr>");
-  tb_celltable_html_heads(b, &table);
-  tb_render_puts(b, "</tr></thead><tbody>\n");
-  tb_celltable_rows(b, &table, doc, true);
-  tb_render_puts(b, "</tbody></table>\n");
+  tb_celltable_html(b, &table, doc);
 }
 
 void

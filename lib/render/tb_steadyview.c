@@ -76,7 +76,19 @@ row_texts(const json_t *c, char (*col)[TB_CELLTABLE_COLW])
 }
 
 static const struct tb_celltable table = {
-  .member = "steady", .ncols = NCOLS, .heads = heads, .row = row_texts
+  .member = "steady",
+  .ncols = NCOLS,
+  .heads = heads,
+  .row = row_texts,
+  .md_title = "### Steady-state window",
+  .intro = "Closed loop: the longest span in which the requests in flight stayed at or above 95% "
+           "of the cell's users.  Open loop: from the first instant they reached 95% of their "
+           "level (the mean in flight from the first arrival to the last) to the last arrival.  "
+           "The figures are those inside it.",
+  .html_open = "<h3 id=\"steady\">Steady-state window</h3>\n<p>",
+  .html_table = "</p>\n<table class=\"all steady\"><tr>",
+  .html_body = "</tr>\n",
+  .html_close = "</table>\n",
 };
 
 bool
@@ -85,33 +97,16 @@ tb_steadyview_any(const json_t *doc)
   return tb_celltable_any(&table, doc);
 }
 
-static const char intro[] =
-  "Closed loop: the longest span in which the requests in flight stayed at or above 95% of "
-  "the cell's users.  Open loop: from the first instant they reached 95% of their level (the "
-  "mean in flight from the first arrival to the last) to the last arrival.  The figures are "
-  "those inside it.";
-
 void
 tb_steadyview_md(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_steadyview_any(doc))
-    return;
-  tb_render_printf(b, "\n### Steady-state window\n\n%s\n\n", intro);
-  tb_celltable_md_head(b, &table);
-  tb_celltable_rows(b, &table, doc, false);
+  tb_celltable_md(b, &table, doc);
 }
 
 void
 tb_steadyview_html(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_steadyview_any(doc))
-    return;
-  tb_render_printf(b, "<h3 id=\"steady\">Steady-state window</h3>\n<p>%s</p>\n", intro);
-  tb_render_puts(b, "<table class=\"all steady\"><tr>");
-  tb_celltable_html_heads(b, &table);
-  tb_render_puts(b, "</tr>\n");
-  tb_celltable_rows(b, &table, doc, true);
-  tb_render_puts(b, "</table>\n");
+  tb_celltable_html(b, &table, doc);
 }
 
 void

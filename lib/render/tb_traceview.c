@@ -77,7 +77,18 @@ row_texts(const json_t *c, char (*col)[TB_CELLTABLE_COLW])
 }
 
 static const struct tb_celltable table = {
-  .member = "trace", .ncols = NCOLS, .heads = heads, .row = row_texts
+  .member = "trace",
+  .ncols = NCOLS,
+  .heads = heads,
+  .row = row_texts,
+  .md_title = "### Trace replay",
+  .intro = "A production trace replayed: roots at their trace times, a session's turns after "
+           "their parent ended plus the recorded delay; the trace's own rate is after its window "
+           "and speed-up; start lag is actual minus trace time.",
+  .html_open = "<h3 id=\"trace\">Trace replay</h3>\n<p>",
+  .html_table = "</p>\n<table class=\"all trace\"><tr>",
+  .html_body = "</tr>\n",
+  .html_close = "</table>\n",
 };
 
 bool
@@ -86,30 +97,14 @@ tb_traceview_any(const json_t *doc)
   return tb_celltable_any(&table, doc);
 }
 
-static const char intro[] =
-  "A production trace replayed: roots at their trace times, a session's turns after their "
-  "parent ended plus the recorded delay; the trace's own rate is after its window and "
-  "speed-up; start lag is actual minus trace time.";
-
 void
 tb_traceview_md(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_traceview_any(doc))
-    return;
-  tb_render_printf(b, "\n### Trace replay\n\n%s\n\n", intro);
-  tb_celltable_md_head(b, &table);
-  tb_celltable_rows(b, &table, doc, false);
+  tb_celltable_md(b, &table, doc);
 }
 
 void
 tb_traceview_html(struct tb_render_buf *b, const json_t *doc)
 {
-  if (!tb_traceview_any(doc))
-    return;
-  tb_render_printf(b, "<h3 id=\"trace\">Trace replay</h3>\n<p>%s</p>\n", intro);
-  tb_render_puts(b, "<table class=\"all trace\"><tr>");
-  tb_celltable_html_heads(b, &table);
-  tb_render_puts(b, "</tr>\n");
-  tb_celltable_rows(b, &table, doc, true);
-  tb_render_puts(b, "</table>\n");
+  tb_celltable_html(b, &table, doc);
 }
