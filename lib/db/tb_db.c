@@ -252,6 +252,20 @@ tb_db_exec_str(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
   return rc;
 }
 
+int
+tb_db_exec_counted(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
+                   const char *const *params, const char *col)
+{
+  PGresult *r = NULL;
+  int rc = tb_db_exec(db, stmt, nparams, params, &r);
+  if (rc == 1)
+    rc = tb_db_i64(r, 0, col) > 0 ? 1 : 0;
+  else if (rc >= 0)
+    rc = TB_DB_HARD;
+  PQclear(r);
+  return rc;
+}
+
 static int
 exec_sql_once(struct tb_db *db, const char *sql)
 {

@@ -64,6 +64,14 @@ int tb_db_exec_uv(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
 int tb_db_exec_str(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
                    const char *const *params, const char *col, char **out,
                    bool *unique_violation) TB_MUST_CHECK;
+/* Runs stmt, whose one row counts in column col what it did (the shape of
+ * the statements fenced by a lease: "SELECT (SELECT count(*) FROM lease) AS
+ * leased, ..."), and returns 1 when that count is above 0, 0 when it is 0
+ * (the lease or the row was not there: nothing was done), TB_DB_HARD when
+ * the statement answered no row or several, else TB_DB_SOFT / TB_DB_HARD
+ * as tb_db_exec. */
+int tb_db_exec_counted(struct tb_db *db, const struct tb_db_stmt *stmt, int nparams,
+                       const char *const *params, const char *col) TB_MUST_CHECK;
 /* Runs SQL text without parameters (DDL, BEGIN, COMMIT, LISTEN); returns
  * the row count or TB_DB_SOFT / TB_DB_HARD, retrying as tb_db_exec does. */
 int tb_db_exec_sql(struct tb_db *db, const char *sql) TB_MUST_CHECK;

@@ -324,14 +324,8 @@ tb_queue_store_cell(struct tb_db *db, const struct tb_queue_lease *l, const json
   params[4] = cbuf;
   params[5] = nbuf;
   params[6] = text;
-  PGresult *r = NULL;
-  int rc = tb_db_exec(db, &store_cell_stmt, 7, params, &r);
+  int rc = tb_db_exec_counted(db, &store_cell_stmt, 7, params, "leased");
   free(text);
-  if (rc == 1)
-    rc = tb_db_i64(r, 0, "leased") > 0 ? 1 : 0;
-  else if (rc >= 0)
-    rc = TB_DB_HARD;
-  PQclear(r);
   return rc;
 }
 

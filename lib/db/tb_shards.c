@@ -17,6 +17,22 @@
     (p)[2] = att;                                  \
   } while (0)
 
+/* The key's parameters, then the job's lease (its owner $4, its attempt $5)
+ * for the statements fenced by it (LEASE_CTE). */
+#define KEY_LEASE_PARAMS(k, l, att, latt, p)         \
+  do {                                               \
+    KEY_PARAMS(k, att, p);                           \
+    snprintf(latt, sizeof latt, "%d", (l)->attempt); \
+    (p)[3] = (l)->owner;                             \
+    (p)[4] = latt;                                   \
+  } while (0)
+
+/* The job, while the lease of KEY_LEASE_PARAMS holds (open's takes a lock). */
+#define LEASE_CTE                                                            \
+  "WITH lease AS ("                                                          \
+  "  SELECT id FROM jobs WHERE id = $1::uuid AND lease_owner = $4::text AND" \
+  "    attempts = $5::int AND state = 'running'"
+
 #define KEY_WHERE "job_id = $1::uuid AND cell_key = $2::text AND attempt = $3::int"
 #define KEY_WHERE_Q(a) \
   a ".job_id = $1::uuid AND " a ".cell_key = $2::text AND " a ".attempt = $3::int"
@@ -32,9 +48,8 @@ tb_shard_clear(struct tb_shard *s)
 
 static const struct tb_db_stmt open_stmt = {
   "tb_shards_open",
-  "WITH lease AS ("
-  "  SELECT id FROM jobs WHERE id = $1::uuid AND lease_owner = $4::text AND"
-  "    attempts = $5::int AND state = 'running' FOR UPDATE"
+  LEASE_CTE
+  " FOR UPDATE"
   "), b AS ("
   "  INSERT INTO cell_barriers (job_id, cell_key, attempt, nshards, spec, deadline)"
   "  SELECT id, $2::text, $3::int, $6::int, $7::jsonb,"
@@ -62,23 +77,14 @@ tb_shards_open(struct tb_db *db, const struct tb_queue_lease *l, const struct tb
     return TB_DB_HARD;
   char att[16], latt[16], n[16], to[32];
   const char *p[8];
-  KEY_PARAMS(key, att, p);
-  snprintf(latt, sizeof latt, "%d", l->attempt);
+  KEY_LEASE_PARAMS(key, l, att, latt, p);
   snprintf(n, sizeof n, "%d", nshards);
   snprintf(to, sizeof to, "%.3f", timeout_s);
-  p[3] = l->owner;
-  p[4] = latt;
   p[5] = n;
   p[6] = text;
   p[7] = to;
-  PGresult *r = NULL;
-  int rc = tb_db_exec(db, &open_stmt, 8, p, &r);
+  int rc = tb_db_exec_counted(db, &open_stmt, 8, p, "leased");
   free(text);
-  if (rc == 1)
-    rc = tb_db_i64(r, 0, "leased") > 0 ? 1 : 0;
-  else if (rc >= 0)
-    rc = TB_DB_HARD;
-  PQclear(r);
   return rc;
 }
 
@@ -322,14 +328,7 @@ tb_shards_fail(struct tb_db *db, const struct tb_shard *s, const char *why)
   p[3] = sh;
   p[4] = s->worker;
   p[5] = reason;
-  PGresult *r = NULL;
-  int rc = tb_db_exec(db, &fail_stmt, 6, p, &r);
-  if (rc == 1)
-    rc = tb_db_i64(r, 0, "failed") > 0 ? 1 : 0;
-  else if (rc >= 0)
-    rc = TB_DB_HARD;
-  PQclear(r);
-  return rc;
+  return tb_db_exec_counted(db, &fail_stmt, 6, p, "failed");
 }
 
 static const struct tb_db_stmt store_stmt = {
@@ -484,20 +483,17 @@ tb_shards_rows_free(struct tb_shard_row *rows, int n)
 
 static const struct tb_db_stmt close_stmt = {
   "tb_shards_close",
-  "WITH lease AS ("
-  "  SELECT id FROM jobs WHERE id = $1::uuid AND lease_owner = $4::text AND"
-  "    attempts = $5::int AND state = 'running'"
-  "), b AS ("
-  "  UPDATE cell_barriers SET state = $6::text, reason = $7::text FROM lease"
-  "   WHERE job_id = lease.id AND cell_key = $2::text AND attempt = $3::int"
-  "  RETURNING job_id"
-  "), s AS ("
-  "  UPDATE cell_shards SET state = 'failed', lease_until = NULL FROM b"
-  "   WHERE $6::text = 'failed' AND cell_shards.job_id = b.job_id AND"
-  "         cell_key = $2::text AND attempt = $3::int AND state <> 'done'"
-  "  RETURNING shard"
-  ")"
-  "SELECT (SELECT count(*) FROM b) AS closed, (SELECT count(*) FROM s) AS released",
+  LEASE_CTE "), b AS ("
+            "  UPDATE cell_barriers SET state = $6::text, reason = $7::text FROM lease"
+            "   WHERE job_id = lease.id AND cell_key = $2::text AND attempt = $3::int"
+            "  RETURNING job_id"
+            "), s AS ("
+            "  UPDATE cell_shards SET state = 'failed', lease_until = NULL FROM b"
+            "   WHERE $6::text = 'failed' AND cell_shards.job_id = b.job_id AND"
+            "         cell_key = $2::text AND attempt = $3::int AND state <> 'done'"
+            "  RETURNING shard"
+            ")"
+            "SELECT (SELECT count(*) FROM b) AS closed, (SELECT count(*) FROM s) AS released",
 };
 
 int
@@ -508,18 +504,8 @@ tb_shards_close(struct tb_db *db, const struct tb_queue_lease *l, const struct t
     return TB_DB_HARD;
   char att[16], latt[16];
   const char *p[7];
-  KEY_PARAMS(key, att, p);
-  snprintf(latt, sizeof latt, "%d", l->attempt);
-  p[3] = l->owner;
-  p[4] = latt;
+  KEY_LEASE_PARAMS(key, l, att, latt, p);
   p[5] = state;
   p[6] = reason;
-  PGresult *r = NULL;
-  int rc = tb_db_exec(db, &close_stmt, 7, p, &r);
-  if (rc == 1)
-    rc = tb_db_i64(r, 0, "closed") > 0 ? 1 : 0;
-  else if (rc >= 0)
-    rc = TB_DB_HARD;
-  PQclear(r);
-  return rc;
+  return tb_db_exec_counted(db, &close_stmt, 7, p, "closed");
 }
