@@ -183,15 +183,12 @@ tb_q_jobs_get(struct tb_db *db, const char *id, const char *project_id, struct t
 
 static const struct tb_db_stmt job_list = {
   "api_job_list",
-  "SELECT (extract(epoch FROM j.created_at) * 1000000)::bigint AS created_us, j.id::text, "
-  "  json_build_object(" JOB_MEMBERS ")::text AS doc "
-  "FROM jobs j WHERE j.project_id = $1 "
-  "  AND ($2::text IS NULL OR j.state = $2) "
-  "  AND ($3::uuid IS NULL OR j.endpoint_id = $3::uuid) "
-  "  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb) "
-  "  AND ($5::bigint IS NULL OR (j.created_at, j.id) < "
-  "       (timestamptz 'epoch' + $5::bigint * interval '1 microsecond', $6::uuid)) "
-  "ORDER BY j.created_at DESC, j.id DESC LIMIT $7::int",
+  TB_Q_PAGE_SQL("j", "  json_build_object(" JOB_MEMBERS ")::text AS doc ",
+                "FROM jobs j WHERE j.project_id = $1 "
+                "  AND ($2::text IS NULL OR j.state = $2) "
+                "  AND ($3::uuid IS NULL OR j.endpoint_id = $3::uuid) "
+                "  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb) ",
+                "5", "6", "7"),
 };
 
 int

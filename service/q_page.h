@@ -2,7 +2,8 @@
  * q_page: the rows of a paginated list's statement (GET /v1/jobs, GET
  * /v1/traces; api_page), read once for every family.  The statement
  * returns the columns created_us (its row's creation, µs since the epoch,
- * as text), id and doc (the row's document as JSON text), newest first.
+ * as text), id and doc (the row's document as JSON text), newest first;
+ * TB_Q_PAGE_SQL writes it around a family's document, table and filters.
  */
 #ifndef TB_Q_PAGE_H
 #define TB_Q_PAGE_H
@@ -10,6 +11,18 @@
 #include <stddef.h>
 
 #include "db/tb_db.h"
+
+/* The statement of a page of the table whose alias is a ("j"): the
+ * cursor's columns (created_us, id), the doc column (doc: "<expression>
+ * ::text AS doc "), from_where ("FROM jobs j WHERE j.project_id = $1 ",
+ * with any filters), then the keyset: the rows strictly older than the
+ * cursor ($us: its created_us, NULL for the first page; $id: its id),
+ * newest first, at most $lim.  us, id and lim are parameter numbers ("5"). */
+#define TB_Q_PAGE_SQL(a, doc, from_where, us, id, lim)                                             \
+  "SELECT (extract(epoch FROM " a ".created_at) * 1000000)::bigint AS created_us, " a              \
+  ".id::text, " doc from_where "  AND ($" us "::bigint IS NULL OR (" a ".created_at, " a ".id) < " \
+  "       (timestamptz 'epoch' + $" us "::bigint * interval '1 microsecond', $" id "::uuid)) "     \
+  "ORDER BY " a ".created_at DESC, " a ".id DESC LIMIT $" lim "::int"
 
 /* One listed row: created_us and id make the cursor; doc is its document
  * (borrowed for the call, len bytes). */

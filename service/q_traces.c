@@ -118,12 +118,8 @@ tb_q_traces_usage(struct tb_db *db, const char *project_id, int64_t *count, int6
 
 static const struct tb_db_stmt trace_list = {
   "api_trace_list",
-  "SELECT (extract(epoch FROM t.created_at) * 1000000)::bigint AS created_us, t.id::text, "
-  "  " TRACE_JSON "::text AS doc "
-  "FROM traces t WHERE t.project_id = $1 "
-  "  AND ($2::bigint IS NULL OR (t.created_at, t.id) < "
-  "       (timestamptz 'epoch' + $2::bigint * interval '1 microsecond', $3::uuid)) "
-  "ORDER BY t.created_at DESC, t.id DESC LIMIT $4::int",
+  TB_Q_PAGE_SQL("t", "  " TRACE_JSON "::text AS doc ", "FROM traces t WHERE t.project_id = $1 ",
+                "2", "3", "4"),
 };
 
 int
