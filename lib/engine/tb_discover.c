@@ -106,33 +106,35 @@ set_version(struct tb_discover *d, const char *v, const char *source)
   d->version_source = source;
 }
 
+/* One figure found: n (nothing when it is no count) from the surface
+ * source; its reason for being unknown (NULL: it has none) cleared. */
+static void
+set_figure(int64_t *value, const char **from, const char **unknown, int64_t n, const char *source)
+{
+  if (n <= 0)
+    return;
+  *value = n;
+  *from = source;
+  if (unknown != NULL)
+    *unknown = "";
+}
+
 static void
 set_kv(struct tb_discover *d, int64_t kv, const char *source)
 {
-  if (kv <= 0)
-    return;
-  d->kv_budget = kv;
-  d->kv_source = source;
-  d->kv_unknown = "";
+  set_figure(&d->kv_budget, &d->kv_source, &d->kv_unknown, kv, source);
 }
 
 static void
 set_running(struct tb_discover *d, int64_t n, const char *source)
 {
-  if (n <= 0)
-    return;
-  d->max_running = n;
-  d->max_running_source = source;
-  d->max_running_unknown = "";
+  set_figure(&d->max_running, &d->max_running_source, &d->max_running_unknown, n, source);
 }
 
 static void
 set_max_len(struct tb_discover *d, int64_t n, const char *source)
 {
-  if (n <= 0)
-    return;
-  d->max_model_len = n;
-  d->max_model_len_source = source;
+  set_figure(&d->max_model_len, &d->max_model_len_source, NULL, n, source);
 }
 
 bool
@@ -334,8 +336,6 @@ cci_cb(void *cls, const char *name, size_t name_len, const char *labels, size_t 
 static void
 vllm_metrics(struct tb_discover *d, const char *text, size_t len)
 {
-  double v;
-  d->has_metrics = tb_prom_sum(text, len, "vllm:num_requests_running", &v);
   struct cci c = { .all_kv = true, .all_blocks = true, .max_seqs = -1 };
   if (tb_prom_parse(text, len, cci_cb, &c) < 0 || c.series == 0) {
     if (d->kv_budget < 0)
@@ -359,45 +359,64 @@ vllm_metrics(struct tb_discover *d, const char *text, size_t len)
     set_running(d, c.max_seqs, VLLM_CCI "max_num_seqs");
 }
 
+/* A gauge's sum as a count, or -1 (absent, below 1, not whole-sized). */
+static int64_t
+gauge_count(const char *text, size_t len, const char *name)
+{
+  double v;
+  return tb_prom_sum(text, len, name, &v) && v >= 1 && v < 9.0e15 ? (int64_t)v : -1;
+}
+
 /* SGLang <= 0.3 published its capacity as gauges (label name=). */
 static void
 sglang_metrics(struct tb_discover *d, const char *text, size_t len)
 {
-  double v;
-  d->has_metrics = tb_prom_sum(text, len, "sglang:num_running_reqs", &v) ||
-                   tb_prom_sum(text, len, "sglang:num_requests_running", &v);
   d->tokenize_text_only = true;
-  if (d->kv_budget < 0 && tb_prom_sum(text, len, "sglang:max_total_num_tokens", &v) && v >= 1 &&
-      v < 9.0e15)
-    set_kv(d, (int64_t)v, "sglang:max_total_num_tokens (/metrics)");
-  if (d->max_running < 0 && tb_prom_sum(text, len, "sglang:max_running_requests", &v) && v >= 1 &&
-      v < 9.0e15)
-    set_running(d, (int64_t)v, "sglang:max_running_requests (/metrics)");
-  if (d->max_model_len < 0 && tb_prom_sum(text, len, "sglang:context_len", &v) && v >= 1 &&
-      v < 9.0e15)
-    set_max_len(d, (int64_t)v, "sglang:context_len (/metrics)");
+  if (d->kv_budget < 0)
+    set_kv(d, gauge_count(text, len, "sglang:max_total_num_tokens"),
+           "sglang:max_total_num_tokens (/metrics)");
+  if (d->max_running < 0)
+    set_running(d, gauge_count(text, len, "sglang:max_running_requests"),
+                "sglang:max_running_requests (/metrics)");
+  if (d->max_model_len < 0)
+    set_max_len(d, gauge_count(text, len, "sglang:context_len"), "sglang:context_len (/metrics)");
+}
+
+/* The engine whose series a /metrics has: by their prefix, TGI's (which
+ * has none) by its batch gauge; TB_KIND_OPENAI for none. */
+static enum tb_engine_kind
+metrics_kind(const char *text, size_t len)
+{
+  static const struct {
+    const char *prefix;
+    enum tb_engine_kind kind;
+  } prefixes[] = {
+    { "vllm:", TB_KIND_VLLM },
+    { "sglang:", TB_KIND_SGLANG },
+    { "llamacpp:", TB_KIND_LLAMACPP },
+  };
+  for (size_t i = 0; i < TB_ARRAY_LEN(prefixes); i++)
+    if (tb_prom_has_prefix(text, len, prefixes[i].prefix))
+      return prefixes[i].kind;
+  double v;
+  return tb_prom_sum(text, len, "tgi_batch_current_size", &v) ? TB_KIND_TGI : TB_KIND_OPENAI;
 }
 
 void
 tb_discover_parse_metrics(struct tb_discover *d, const char *text, size_t len)
 {
-  double v;
-  if (tb_prom_has_prefix(text, len, "vllm:")) {
-    set_kind(d, TB_KIND_VLLM);
-    if (d->kind == TB_KIND_VLLM)
-      vllm_metrics(d, text, len);
-  } else if (tb_prom_has_prefix(text, len, "sglang:")) {
-    set_kind(d, TB_KIND_SGLANG);
-    if (d->kind == TB_KIND_SGLANG)
-      sglang_metrics(d, text, len);
-  } else if (tb_prom_has_prefix(text, len, "llamacpp:")) {
-    set_kind(d, TB_KIND_LLAMACPP);
-    if (d->kind == TB_KIND_LLAMACPP)
-      d->has_metrics = tb_prom_sum(text, len, "llamacpp:requests_processing", &v);
-  } else if (tb_prom_sum(text, len, "tgi_batch_current_size", &v)) {
-    set_kind(d, TB_KIND_TGI);
-    if (d->kind == TB_KIND_TGI)
-      d->has_metrics = true;
+  enum tb_engine_kind k = metrics_kind(text, len);
+  if (k != TB_KIND_OPENAI) {
+    set_kind(d, k);
+    if (d->kind == k) {
+      /* the load gauges (load_names) say whether it publishes its load */
+      double running, waiting;
+      d->has_metrics = tb_discover_parse_load(k, text, len, &running, &waiting);
+      if (k == TB_KIND_VLLM)
+        vllm_metrics(d, text, len);
+      else if (k == TB_KIND_SGLANG)
+        sglang_metrics(d, text, len);
+    }
   }
   /* Anything else is a gateway's or an exporter's own /metrics: no engine
    * gauges, so has_metrics stays false and readiness is the client's. */
@@ -405,6 +424,25 @@ tb_discover_parse_metrics(struct tb_discover *d, const char *text, size_t len)
     d->metrics_unknown = "/metrics has no running/waiting gauges of an engine (a gateway's "
                          "or an exporter's own)";
 }
+
+/* Why the KV budget and the running limit are unknown when no surface gave
+ * them, by engine; the last row is any other's (a generic server). */
+static const struct {
+  enum tb_engine_kind kind;
+  const char *kv, *running;
+} unknown_why[] = {
+  { TB_KIND_VLLM, "no /metrics (vllm:cache_config_info)", "vLLM does not publish --max-num-seqs" },
+  { TB_KIND_SGLANG, "sglang: no max_total_num_tokens in /get_server_info or /metrics",
+    "sglang: max_running_requests null and no internal_states limit" },
+  { TB_KIND_LLAMACPP,
+    "llama.cpp publishes no KV budget (each of total_slots slots holds n_ctx tokens)",
+    "llama.cpp /props without total_slots" },
+  { TB_KIND_TGI, "tgi /info has no max_batch_total_tokens (TGI >= 2.3)",
+    "tgi /info max_batch_size null (max_concurrent_requests limits admission, not running "
+    "requests)" },
+  { TB_KIND_OPENAI, "no capacity interface (generic OpenAI-compatible server)",
+    "no capacity interface (generic OpenAI-compatible server)" },
+};
 
 void
 tb_discover_finish(struct tb_discover *d)
@@ -417,34 +455,13 @@ tb_discover_finish(struct tb_discover *d)
    * /apply-template (PR ggml-org/llama.cpp#11489, January 2025) gives the
    * prompt the template makes, whose tokens are what the server sees. */
   d->apply_template = d->kind == TB_KIND_LLAMACPP;
-  if (d->kv_budget < 0 && *d->kv_unknown == '\0') {
-    switch (d->kind) {
-    case TB_KIND_VLLM: d->kv_unknown = "no /metrics (vllm:cache_config_info)"; break;
-    case TB_KIND_SGLANG:
-      d->kv_unknown = "sglang: no max_total_num_tokens in /get_server_info or /metrics";
-      break;
-    case TB_KIND_LLAMACPP:
-      d->kv_unknown = "llama.cpp publishes no KV budget (each of total_slots slots "
-                      "holds n_ctx tokens)";
-      break;
-    case TB_KIND_TGI: d->kv_unknown = "tgi /info has no max_batch_total_tokens (TGI >= 2.3)"; break;
-    default: d->kv_unknown = "no capacity interface (generic OpenAI-compatible server)";
-    }
-  }
-  if (d->max_running < 0 && *d->max_running_unknown == '\0') {
-    switch (d->kind) {
-    case TB_KIND_VLLM: d->max_running_unknown = "vLLM does not publish --max-num-seqs"; break;
-    case TB_KIND_SGLANG:
-      d->max_running_unknown = "sglang: max_running_requests null and no internal_states limit";
-      break;
-    case TB_KIND_LLAMACPP: d->max_running_unknown = "llama.cpp /props without total_slots"; break;
-    case TB_KIND_TGI:
-      d->max_running_unknown = "tgi /info max_batch_size null (max_concurrent_requests "
-                               "limits admission, not running requests)";
-      break;
-    default: d->max_running_unknown = "no capacity interface (generic OpenAI-compatible server)";
-    }
-  }
+  size_t w = 0;
+  while (w + 1 < TB_ARRAY_LEN(unknown_why) && unknown_why[w].kind != d->kind)
+    w++;
+  if (d->kv_budget < 0 && *d->kv_unknown == '\0')
+    d->kv_unknown = unknown_why[w].kv;
+  if (d->max_running < 0 && *d->max_running_unknown == '\0')
+    d->max_running_unknown = unknown_why[w].running;
 }
 
 void
