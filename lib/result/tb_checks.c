@@ -272,6 +272,23 @@ tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p)
 
 /* ------------------------------------------------------------ repeats */
 
+/* The failed self-checks of repeat number r (reps[r], its checks ch) added
+ * to failed as "repeat N: <reason>", N the repeat's own number when it has
+ * one. */
+static void
+add_failed(json_t *failed, const json_t *rep, const json_t *ch, size_t r)
+{
+  json_int_t pass = json_integer_value(json_object_get(rep, "repeat"));
+  size_t i;
+  const json_t *v;
+  json_array_foreach (json_object_get(ch, "failed"), i, v) {
+    char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
+                             json_string_value(v) ? json_string_value(v) : "");
+    json_array_append_new(failed, json_string(why));
+    free(why);
+  }
+}
+
 json_t *
 tb_checks_combine_prefix(json_t *const *reps, size_t n)
 {
@@ -296,15 +313,7 @@ tb_checks_combine_prefix(json_t *const *reps, size_t n)
       hit = h;
     if (isfinite(e) && !(e >= expl))
       expl = e;
-    json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
-    size_t i;
-    const json_t *v;
-    json_array_foreach (json_object_get(ch, "failed"), i, v) {
-      char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
-                               json_string_value(v) ? json_string_value(v) : "");
-      json_array_append_new(failed, json_string(why));
-      free(why);
-    }
+    add_failed(failed, reps[r], ch, r);
   }
   if (o == NULL)
     return NULL;
@@ -335,15 +344,7 @@ tb_checks_combine(json_t *const *reps, size_t n)
       json_object_set(o, "requested_concurrency", json_object_get(ch, "requested_concurrency"));
       json_object_set(o, "achieved_source", json_object_get(ch, "achieved_source"));
     }
-    json_int_t pass = json_integer_value(json_object_get(reps[r], "repeat"));
-    size_t i;
-    const json_t *v;
-    json_array_foreach (json_object_get(ch, "failed"), i, v) {
-      char *why = tb_xasprintf("repeat %lld: %s", (long long)(pass > 0 ? pass : (json_int_t)r + 1),
-                               json_string_value(v) ? json_string_value(v) : "");
-      json_array_append_new(failed, json_string(why));
-      free(why);
-    }
+    add_failed(failed, reps[r], ch, r);
     double a = tb_json_num(ch, "achieved_concurrency");
     if (isfinite(a)) {
       ach += a;
