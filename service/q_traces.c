@@ -34,22 +34,6 @@ static const struct tb_db_stmt trace_insert = {
   "SELECT u.n, u.b, (SELECT id FROM ins) AS id, (SELECT doc FROM ins) AS doc FROM u",
 };
 
-/* bytea in its hex text form: "\x" and two digits a byte (a new string) */
-static char *
-bytea_hex(const unsigned char *d, size_t len)
-{
-  static const char digits[] = "0123456789abcdef";
-  char *hex = tb_xmalloc(2 * len + 3);
-  hex[0] = '\\';
-  hex[1] = 'x';
-  for (size_t i = 0; i < len; i++) {
-    hex[2 + 2 * i] = digits[d[i] >> 4];
-    hex[3 + 2 * i] = digits[d[i] & 15];
-  }
-  hex[2 + 2 * len] = '\0';
-  return hex;
-}
-
 int
 tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **doc, char id[37],
                    int64_t *count, int64_t *bytes)
@@ -60,7 +44,7 @@ tb_q_traces_insert(struct tb_db *db, const struct tb_q_traces_row *row, char **d
   char maxn[24], maxb[24];
   snprintf(maxn, sizeof maxn, "%lld", (long long)row->max_count);
   snprintf(maxb, sizeof maxb, "%lld", (long long)row->max_bytes);
-  char *hex = bytea_hex(row->data, row->len);
+  char *hex = tb_db_bytea_hex(row->data, row->len);
   const char *p[] = {
     row->project_id, row->name, row->format, hex, row->sha256, row->gzip ? "true" : "false",
     row->summary,    maxn,      maxb

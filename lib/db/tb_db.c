@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/tb_crypto.h"
 #include "base/tb_log.h"
 
 #define TB_DB_RECONNECT_MS 3000
@@ -493,4 +494,14 @@ tb_db_isnull(const PGresult *r, int row, const char *col)
 {
   int c = PQfnumber(r, col);
   return c < 0 || PQgetisnull(r, row, c);
+}
+
+char *
+tb_db_bytea_hex(const unsigned char *data, size_t len)
+{
+  char *hex = tb_xmalloc(2 * len + 3);
+  hex[0] = '\\';
+  hex[1] = 'x';
+  tb_hex_encode(data, len, hex + 2);
+  return hex;
 }

@@ -100,6 +100,11 @@ struct tb_db *tb_db_pool_get(struct tb_db_pool *pool);
 void tb_db_pool_put(struct tb_db_pool *pool, struct tb_db *db);
 void tb_db_pool_free(struct tb_db_pool *pool);
 
+/* data (len bytes) as bytea's hex text form, "\\x" and two lower-case
+ * digits a byte, for a text parameter of type bytea: a new string (caller
+ * frees). */
+char *tb_db_bytea_hex(const unsigned char *data, size_t len);
+
 /* Helpers for reading results. */
 const char *tb_db_str(const PGresult *r, int row, const char *col); /* NULL if NULL */
 int64_t tb_db_i64(const PGresult *r, int row, const char *col);     /* 0 if NULL */

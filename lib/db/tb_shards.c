@@ -347,16 +347,7 @@ int
 tb_shards_store(struct tb_db *db, const struct tb_shard *s, const unsigned char *samples,
                 size_t len, int64_t skew_us)
 {
-  /* bytea in its hex text form: "\x" and two digits a byte */
-  char *hex = tb_xmalloc(2 * len + 3);
-  static const char digits[] = "0123456789abcdef";
-  hex[0] = '\\';
-  hex[1] = 'x';
-  for (size_t i = 0; i < len; i++) {
-    hex[2 + 2 * i] = digits[samples[i] >> 4];
-    hex[3 + 2 * i] = digits[samples[i] & 15];
-  }
-  hex[2 + 2 * len] = '\0';
+  char *hex = tb_db_bytea_hex(samples, len);
   char att[16], sh[16], sk[32];
   const char *p[7];
   KEY_PARAMS(&s->key, att, p);
