@@ -261,6 +261,12 @@ tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p)
            "%.1f%% of prompt tokens (%s), this cell's own prompts explain at most %.1f%% "
            "(+%.0f points)",
            hit, source, expl, TB_CHECK_HIT_SLACK_PTS);
+  tb_checks_fail(ch, why);
+}
+
+void
+tb_checks_fail(json_t *ch, const char *why)
+{
   json_t *failed = json_object_get(ch, "failed");
   if (!json_is_array(failed)) {
     failed = json_array();

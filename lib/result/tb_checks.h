@@ -155,6 +155,11 @@ void tb_checks_prefix_cell(json_t *cell, const struct tb_checks_prefix *p);
  * when no repeat has them.  New reference. */
 json_t *tb_checks_combine_prefix(json_t *const *reps, size_t n) TB_MUST_CHECK;
 
+/* Fails the self-checks object ch (a cell's "checks") with why: appended
+ * to its "failed" array (made when it has none) and "ok" set false.  why
+ * is copied. */
+void tb_checks_fail(json_t *ch, const char *why);
+
 /* "reason; reason" of a cell's failed checks into buf, "" when none (or no
  * checks).  Returns buf. */
 const char *tb_checks_failed_text(const json_t *cell, char *buf, size_t len);

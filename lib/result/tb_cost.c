@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/tb_json.h"
+#include "result/tb_checks.h"
 
 static void
 price_init(struct tb_cost_price *p)
@@ -408,13 +409,7 @@ throttle_check(json_t *cell, const struct tb_cost_energy *e)
   char buf[256], why[320];
   tb_cost_reasons_text(e->reasons, buf, sizeof buf);
   snprintf(why, sizeof why, "GPU clocks throttled in the window (%s)", buf);
-  json_t *failed = json_object_get(ch, "failed");
-  if (!json_is_array(failed)) {
-    failed = json_array();
-    json_object_set_new(ch, "failed", failed);
-  }
-  json_array_append_new(failed, json_string(why));
-  json_object_set_new(ch, "ok", json_false());
+  tb_checks_fail(ch, why);
 }
 
 void
