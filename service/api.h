@@ -185,6 +185,10 @@ enum MHD_Result tb_api_reply(struct tb_api_req *r, unsigned status, const char *
 /* A JSON text. */
 enum MHD_Result tb_api_reply_text(struct tb_api_req *r, unsigned status, const char *json,
                                   const char *const *headers);
+/* A JSON text with the Location of what it made: prefix then id
+ * ("/v1/jobs/" and the job's id). */
+enum MHD_Result tb_api_reply_at(struct tb_api_req *r, unsigned status, const char *json,
+                                const char *prefix, const char *id);
 /* A JSON value (stolen). */
 enum MHD_Result tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t *v,
                                   const char *const *headers);

@@ -166,10 +166,7 @@ tb_api_endpoints_create(struct tb_api_req *r)
   } else if (rc != 1 || doc == NULL) {
     ret = tb_api_reply_db(r, rc < 0 ? rc : TB_DB_HARD);
   } else {
-    char loc[64];
-    snprintf(loc, sizeof loc, "/v1/endpoints/%s", id);
-    const char *h[] = { "Location", loc, NULL };
-    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, doc, h);
+    ret = tb_api_reply_at(r, MHD_HTTP_CREATED, doc, "/v1/endpoints/", id);
   }
   free(doc);
 out:

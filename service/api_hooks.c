@@ -329,10 +329,7 @@ start_job(struct tb_api_req *r, struct tb_db *db, struct delivery *d)
     tb_log(TB_LOG_INFO, "hook started a job", "hook", TB_LS, r->id, "job", TB_LS, job_id, "event",
            TB_LS, d->event, "delivery_signed", TB_LI, (int64_t)d->signed_id, "request_id", TB_LS,
            r->request_id, NULL);
-    char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
-    const char *h[] = { "Location", loc, NULL };
-    ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);
-    free(loc);
+    ret = tb_api_reply_at(r, MHD_HTTP_ACCEPTED, doc, "/v1/jobs/", job_id);
   }
   json_decref(errors);
   free(doc);

@@ -194,10 +194,7 @@ tb_api_presets_run(struct tb_api_req *r)
                                        "detail", "no such endpoint"));
   } else {
     tb_api_job_queued(db, job_id);
-    char *loc = tb_xasprintf("/v1/jobs/%s", job_id);
-    const char *h[] = { "Location", loc, NULL };
-    ret = tb_api_reply_text(r, MHD_HTTP_ACCEPTED, doc, h);
-    free(loc);
+    ret = tb_api_reply_at(r, MHD_HTTP_ACCEPTED, doc, "/v1/jobs/", job_id);
   }
 out:
   tb_api_db_put(r, db);

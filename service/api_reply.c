@@ -110,6 +110,17 @@ tb_api_reply_text(struct tb_api_req *r, unsigned status, const char *json,
 }
 
 enum MHD_Result
+tb_api_reply_at(struct tb_api_req *r, unsigned status, const char *json, const char *prefix,
+                const char *id)
+{
+  char *loc = tb_xasprintf("%s%s", prefix, id);
+  const char *h[] = { "Location", loc, NULL };
+  enum MHD_Result ret = tb_api_reply_text(r, status, json, h);
+  free(loc);
+  return ret;
+}
+
+enum MHD_Result
 tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t *v, const char *const *headers)
 {
   char *body = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;

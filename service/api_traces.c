@@ -174,10 +174,7 @@ store(struct tb_api_req *r, const struct tb_trace *t, const char *name)
     return ret;
   if (rc == 0) /* cannot be: the statement refused what room() allows */
     return tb_api_reply_error(r, TB_EC_INTERNAL, "the trace could not be stored", NULL);
-  char loc[64];
-  snprintf(loc, sizeof loc, "/v1/traces/%s", id);
-  const char *h[] = { "Location", loc, NULL };
-  ret = tb_api_reply_text(r, MHD_HTTP_CREATED, doc, h);
+  ret = tb_api_reply_at(r, MHD_HTTP_CREATED, doc, "/v1/traces/", id);
   free(doc);
   return ret;
 }
