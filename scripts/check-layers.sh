@@ -38,6 +38,27 @@ for dir in lib/*/ service/ worker/ cli/ sim/; do
     done
   done
 done
+# Inner layers (lib/LAYERS lines "folder/file: files"): a ranked file's .c
+# and .h include only the ranked files of their folder that its line names;
+# the folder's unranked files stay open to all.
+sed -n 's|^\([a-z]*\)/\([a-z_0-9]*\):[[:space:]]*\(.*\)$|\1 \2 \3|p' "$graph" |
+while read -r folder file below; do
+  ranked=" $(sed -n "s|^$folder/\([a-z_0-9]*\):.*|\1|p" "$graph" | tr '\n' ' ')"
+  for f in "lib/$folder/$file.c" "lib/$folder/$file.h"; do
+    [ -f "$f" ] || { echo "check-layers: $f is ranked in $graph but missing"; echo x >>"$tmp"; continue; }
+    grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
+      inc=$(printf '%s\n' "$line" | sed 's/.*include[[:space:]]*"\([^"]*\)".*/\1/')
+      case "$inc" in "$folder"/*) inc=${inc#"$folder"/} ;; */*) continue ;; esac
+      name=${inc%.h}
+      [ "$name" = "$file" ] && continue
+      case "$ranked" in *" $name "*) ;; *) continue ;; esac
+      case " $below " in *" $name "*) ;; *)
+        echo "$f:${line%%:*}: includes $folder/$inc: $file may include only:${below:+ $below} (below it)"
+        echo x >>"$tmp" ;;
+      esac
+    done
+  done
+done
 if [ -s "$tmp" ]; then
   echo "check-layers: $(wc -l <"$tmp") include(s) against $graph"
   exit 1
