@@ -36,10 +36,14 @@
  * concurrency = the cell's number in the run (1, 2, ...: the spec's rates
  * in order, then the sweep's probes), rate_rps (open loop) or users
  * (closed loop).  Its figures: see
- * cell_figures in tb_rate.c and docs/engine.md.
+ * tb_ratefig_cell in tb_ratefig.c and docs/engine.md.
  *
  * The module owns its loop (an epoll set, a timerfd, a tb_direct of its
- * own); the engine calls tb_rate_run after the matrix, on its thread.
+ * own); the engine calls tb_rate_run after the matrix, on its thread.  Its
+ * files: tb_rate.c (the settings, the driver, a merged cell), tb_ratecell
+ * (one cell's loop, and the structures the files share), tb_ratefig (a
+ * cell's figures), tb_sweep (the sweep's search) and tb_tracecell (the
+ * trace cell).
  */
 #ifndef TB_RATE_H
 #define TB_RATE_H
@@ -143,5 +147,19 @@ enum tb_rate_status tb_rate_run(const struct tb_plan *p, const struct tb_rate_en
  */
 bool tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell, char *err,
                          size_t errlen);
+
+/* For the rate cells' own files (tb_sweep, tb_tracecell; struct rrun:
+ * tb_ratecell.h). */
+struct rrun;
+
+/* One cell of run r, open loop at rate (users 0) or closed loop with
+ * users, role "rate" or "sweep": kept from done_cells, or measured and
+ * emitted.  The cell's attainment into *att (NAN when not valid).  false:
+ * stop. */
+bool tb_rate_one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *att);
+
+/* The server's prefix cache emptied before a cell of r when the spec says
+ * so (cache: reset), the outcome in cell (tb_cachereset). */
+void tb_rate_cache_reset(const struct rrun *r, json_t *cell);
 
 #endif
