@@ -12,7 +12,9 @@
  * per project only (TOKBENCH_TRACE_UPLOADS_PER_PROJECT): each holds up to
  * TOKBENCH_TRACE_MAX_BYTES of body and the trace it inflates to while it is
  * read, so one project cannot take the api's memory with many at once.  The
- * slot is taken on the request's head, before its body is read.
+ * slot is taken on the request's head, before its body is read, and given
+ * back as soon as the reply is queued (api_traces.c), so a client that read
+ * its reply finds the slot free for its next upload.
  *
  * A request takes one slot before it starts waiting and gives it back when
  * it completes (main.c's completed(), tb_api_streams_release); over the cap

@@ -179,8 +179,8 @@ store(struct tb_api_req *r, const struct tb_trace *t, const char *name)
   return ret;
 }
 
-enum MHD_Result
-tb_api_traces_upload(struct tb_api_req *r)
+static enum MHD_Result
+upload(struct tb_api_req *r)
 {
   enum MHD_Result ret;
   enum tb_trace_format f;
@@ -205,6 +205,21 @@ tb_api_traces_upload(struct tb_api_req *r)
     return tb_api_reply_invalid(r, "body", why);
   ret = store(r, &t, name);
   tb_trace_free(&t);
+  return ret;
+}
+
+/* The upload's slot and body are given back once its reply is queued, not
+ * when MHD completes the request: a client that has read the reply may send
+ * its next upload before completed() runs, and must find the slot free. */
+enum MHD_Result
+tb_api_traces_upload(struct tb_api_req *r)
+{
+  enum MHD_Result ret = upload(r);
+  free(r->body);
+  r->body = NULL;
+  r->body_len = 0;
+  r->body_cap = 0;
+  tb_api_streams_release(r);
   return ret;
 }
 
