@@ -88,6 +88,7 @@ struct tb_api {
   struct tb_tenancy tenancy;      /* per-project limits, shared groups (tb_tenancy.h) */
   /* issue 25: uploaded traces (api_traces.h) */
   size_t trace_body_max;     /* TOKBENCH_TRACE_MAX_BYTES: a POST /v1/traces body */
+  size_t trace_max_memory;   /* TOKBENCH_TRACE_MAX_MEMORY: one trace's reading */
   int64_t limit_traces;      /* TOKBENCH_LIMIT_TRACES: per project, 0 = no cap */
   int64_t limit_trace_bytes; /* TOKBENCH_LIMIT_TRACE_BYTES: per project, 0 = no cap */
 };

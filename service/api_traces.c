@@ -39,13 +39,16 @@
 bool
 tb_api_traces_config(struct tb_api *api, char **err)
 {
-  int64_t body, n, bytes, uploads;
+  int64_t body, n, bytes, uploads, mem;
   if (!tb_cfg_get_int(api->cfg, "TOKBENCH_TRACE_MAX_BYTES", 1024, TB_TRACE_MAX_BYTES, &body, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_TRACE_MAX_MEMORY", 1 << 20, TB_TRACE_MAX_MEMORY, &mem,
+                      err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_TRACE_UPLOADS_PER_PROJECT", 0, 1024, &uploads, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_TRACES", 0, 1000000, &n, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_TRACE_BYTES", 0, INT64_MAX / 2, &bytes, err))
     return false;
   api->trace_body_max = (size_t)body;
+  api->trace_max_memory = (size_t)mem;
   api->limit_traces = n;
   api->limit_trace_bytes = bytes;
   tb_api_streams_cap_uploads(api->streams, (unsigned)uploads);
@@ -201,7 +204,8 @@ upload(struct tb_api_req *r)
     return ret;
   struct tb_trace t;
   char why[TB_TRACE_ERR_MAX];
-  if (tb_trace_parse(r->body, r->body_len, f, &t, why, sizeof why) != 0)
+  if (tb_trace_parse_within(r->body, r->body_len, f, r->api->trace_max_memory, &t, why,
+                            sizeof why) != 0)
     return tb_api_reply_invalid(r, "body", why);
   ret = store(r, &t, name);
   tb_trace_free(&t);

@@ -18,6 +18,10 @@
   { "TOKBENCH_TRACE_MAX_BYTES", "33554432",                                                        \
     "largest trace a POST /v1/traces may send, in bytes as sent (gzip or not; 413 above)",         \
     false },                                                                                       \
+    { "TOKBENCH_TRACE_MAX_MEMORY", "536870912",                                                    \
+      "memory one trace's reading may take, in bytes: its inflated text, its tables and one JSON " \
+      "line or conversation's tree, estimated before it is built (422 above; at most 536870912)",  \
+      false },                                                                                     \
     { "TOKBENCH_LIMIT_TRACES", "100", "traces stored per project (429 above; 0: no cap)", false }, \
     { "TOKBENCH_LIMIT_TRACE_BYTES", "1073741824",                                                  \
       "bytes of traces stored per project, as sent (429 above; 0: no cap)", false },               \

@@ -13,6 +13,7 @@
 
 #include "base/tb_arrival.h"
 #include "base/tb_crypto.h"
+#include "base/tb_jsonscan.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -37,6 +38,8 @@ struct table {
 struct builder {
   struct tb_trace *t;
   size_t reqcap, blkcap;
+  size_t mem;          /* bytes held against max_mem: text and tables */
+  size_t max_mem;      /* TB_TRACE_MAX_MEMORY, or less (tb_trace_parse_within) */
   struct table ids;    /* (scope, file id) -> dense block id */
   struct table keys;   /* (kind, key) -> request or session index */
   uint64_t next_scope; /* WEKA: a scope per conversation and subagent */
@@ -120,6 +123,32 @@ fail(struct builder *b, size_t line, const char *fmt, ...)
   return -1;
 }
 
+/* Room in max_mem for a table that grows from old to new bytes
+ * (both are held while it moves): 0, with the new size counted; else -1
+ * naming the cap. */
+static int
+charge(struct builder *b, size_t line, size_t old, size_t new)
+{
+  if (b->mem + new > b->max_mem)
+    return fail(b, line,
+                "reading it would take more than %zu MiB of memory (the cap of one trace's "
+                "reading: its text, its tables and one JSON line or conversation at a time)",
+                b->max_mem >> 20);
+  b->mem = b->mem - old + new;
+  return 0;
+}
+
+/* Room to add one to table tb of the builder. */
+static int
+table_room(struct builder *b, size_t line, struct table *tb)
+{
+  if (tb->cap == 0)
+    return charge(b, line, 0, 1024 * sizeof *tb->s);
+  if ((tb->used + 1) * 2 > tb->cap)
+    return charge(b, line, tb->cap * sizeof *tb->s, tb->cap * 2 * sizeof *tb->s);
+  return 0;
+}
+
 /* A new request, zeroed but for its roots' defaults; NULL past the cap. */
 static struct tb_trace_req *
 add_req(struct builder *b, size_t line)
@@ -130,7 +159,10 @@ add_req(struct builder *b, size_t line)
     return NULL;
   }
   if (t->n == b->reqcap) {
-    b->reqcap = b->reqcap ? b->reqcap * 2 : 256;
+    size_t cap = b->reqcap ? b->reqcap * 2 : 256;
+    if (charge(b, line, b->reqcap * sizeof *t->req, cap * sizeof *t->req) < 0)
+      return NULL;
+    b->reqcap = cap;
     t->req = tb_xrealloc(t->req, b->reqcap * sizeof *t->req);
   }
   struct tb_trace_req *r = &t->req[t->n++];
@@ -153,11 +185,16 @@ add_block(struct builder *b, size_t line, struct tb_trace_req *r, uint64_t scope
     return fail(b, line, "more than %u block ids (the cap of one trace)", TB_TRACE_MAX_BLOCKS);
   int64_t d = table_get(&b->ids, scope, id);
   if (d < 0) {
+    if (table_room(b, line, &b->ids) < 0)
+      return -1;
     d = (int64_t)t->nuniq++;
     table_put(&b->ids, scope, id, (uint64_t)d);
   }
   if (t->nblocks == b->blkcap) {
-    b->blkcap = b->blkcap ? b->blkcap * 2 : 4096;
+    size_t cap = b->blkcap ? b->blkcap * 2 : 4096;
+    if (charge(b, line, b->blkcap * sizeof *t->blocks, cap * sizeof *t->blocks) < 0)
+      return -1;
+    b->blkcap = cap;
     t->blocks = tb_xrealloc(t->blocks, b->blkcap * sizeof *t->blocks);
   }
   t->blocks[t->nblocks++] = (uint32_t)d;
@@ -315,6 +352,35 @@ blank(const char *s, size_t n)
   return true;
 }
 
+/* The JSON value of s[0 .. n) (a line, a conversation, the document), if
+ * the tree it would build fits TB_TRACE_MAX_TREE and what
+ * the builder's max_mem leaves; NULL
+ * with the reason (line 0: no line). */
+static json_t *
+load(struct builder *b, size_t line, const char *s, size_t n)
+{
+  size_t cost = tb_jsonscan_cost(s, n);
+  if (cost > TB_TRACE_MAX_TREE) {
+    fail(b, line,
+         "its JSON would take about %zu MiB of memory to read, more than the %u MiB of one "
+         "JSON line or conversation",
+         (cost + (1u << 20) - 1) >> 20, TB_TRACE_MAX_TREE >> 20);
+    return NULL;
+  }
+  if (b->mem + cost > b->max_mem) {
+    fail(b, line,
+         "its JSON would take about %zu MiB of memory to read, more than the %zu MiB one trace "
+         "may take (its text, its tables and one JSON line or conversation at a time)",
+         (cost + (1u << 20) - 1) >> 20, b->max_mem >> 20);
+    return NULL;
+  }
+  json_error_t je;
+  json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
+  if (o == NULL)
+    fail(b, line, "not JSON: %s (column %d)", je.text, je.column);
+  return o;
+}
+
 /* Each non-blank line as a JSON object, handed to fn. */
 static int
 each_json_line(struct builder *b, const char *data, size_t len,
@@ -329,10 +395,9 @@ each_json_line(struct builder *b, const char *data, size_t len,
       return fail(b, ls.no, "longer than %u bytes", TB_TRACE_MAX_LINE);
     if (blank(s, n))
       continue;
-    json_error_t je;
-    json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
+    json_t *o = load(b, ls.no, s, n);
     if (o == NULL)
-      return fail(b, ls.no, "not JSON: %s (column %d)", je.text, je.column);
+      return -1;
     int rc = json_is_object(o) ? fn(b, ls.no, o) : fail(b, ls.no, "expected a JSON object");
     json_decref(o);
     if (rc < 0)
@@ -386,6 +451,8 @@ mooncake_line(struct builder *b, size_t line, const json_t *o)
     } else {
       r->session = (int64_t)b->t->nsessions++;
     }
+    if (table_room(b, line, &b->keys) < 0)
+      return -1;
     table_put(&b->keys, KEY_SESSION * 2 + scope, key, self);
   }
   if (!has_t && r->parent < 0)
@@ -437,6 +504,8 @@ bailian_line(struct builder *b, size_t line, const json_t *o)
   }
   if (table_get(&b->keys, KEY_CHAT * 2 + scope, key) >= 0)
     return fail(b, line, "field \"chat_id\": repeats an earlier line's");
+  if (table_room(b, line, &b->keys) < 0)
+    return -1;
   table_put(&b->keys, KEY_CHAT * 2 + scope, key, self);
   return get_hash_ids(b, line, "", o, r, 0, false);
 }
@@ -525,32 +594,62 @@ weka_conversation(struct builder *b, size_t line, const json_t *o)
   return weka_requests(b, line, "", json_object_get(o, "requests"), 0, 0);
 }
 
+static size_t
+skip_space(const char *s, size_t n, size_t i)
+{
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+    i++;
+  return i;
+}
+
+/* A top-level array of conversations, parsed one element at a time. */
+static int
+weka_array(struct builder *b, const char *data, size_t len, size_t i)
+{
+  i = skip_space(data, len, i + 1);
+  if (i < len && data[i] == ']')
+    return skip_space(data, len, i + 1) == len ? 0 : fail(b, 0, "text after the array");
+  for (size_t k = 0;; k++) {
+    if (i >= len || data[i] != '{')
+      return fail(b, 0, "conversation %zu: expected an object", k);
+    size_t end = i + tb_jsonscan_value_end(data + i, len - i);
+    json_t *o = load(b, 0, data + i, end - i);
+    int rc = o != NULL ? weka_conversation(b, 0, o) : -1;
+    json_decref(o);
+    if (rc < 0) {
+      char why[TB_TRACE_ERR_MAX];
+      snprintf(why, sizeof why, "%s", b->err);
+      return fail(b, 0, "conversation %zu: %s", k, why);
+    }
+    i = skip_space(data, len, end);
+    if (i < len && data[i] == ']')
+      return skip_space(data, len, i + 1) == len ? 0 : fail(b, 0, "text after the array");
+    if (i >= len || data[i] != ',')
+      return fail(b, 0, "conversation %zu: expected ',' or ']' after it", k);
+    i = skip_space(data, len, i + 1);
+  }
+}
+
+/* One conversation object, an array of them (each parsed alone), or JSON
+ * lines of them: the tree of one at a time is all that is built. */
 static int
 weka_read(struct builder *b, const char *data, size_t len)
 {
-  json_error_t je;
-  json_t *doc = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
-  if (doc == NULL) /* not one document: JSON lines, one conversation each */
-    return each_json_line(b, data, len, weka_conversation);
-  int rc = 0;
-  if (json_is_object(doc)) {
-    rc = weka_conversation(b, 0, doc);
-  } else if (json_is_array(doc)) {
-    size_t i;
-    json_t *o;
-    json_array_foreach (doc, i, o) {
-      if (!json_is_object(o)) {
-        rc = fail(b, 0, "conversation %zu: expected an object", i);
-        break;
-      }
-      if ((rc = weka_conversation(b, 0, o)) < 0)
-        break;
+  size_t i = skip_space(data, len, 0);
+  if (i < len && data[i] == '[')
+    return weka_array(b, data, len, i);
+  if (i < len && data[i] == '{') {
+    size_t end = i + tb_jsonscan_value_end(data + i, len - i);
+    if (skip_space(data, len, end) == len) { /* one document */
+      json_t *doc = load(b, 0, data + i, end - i);
+      if (doc == NULL)
+        return -1;
+      int rc = weka_conversation(b, 0, doc);
+      json_decref(doc);
+      return rc;
     }
-  } else {
-    rc = fail(b, 0, "expected a conversation object, an array of them, or JSON lines");
   }
-  json_decref(doc);
-  return rc;
+  return each_json_line(b, data, len, weka_conversation);
 }
 
 /* ---- CSV ---- */
@@ -756,30 +855,30 @@ csv_read(struct builder *b, const char *data, size_t len, const struct csv_cols 
 /* ---- gzip ---- */
 
 /* Inflates a gzip member of len bytes into *out (caller frees), at most
- * TB_TRACE_MAX_BYTES. */
+ * max bytes (TB_TRACE_MAX_BYTES, or the memory cap when it is less). */
 static int
-gunzip(struct builder *b, const unsigned char *data, size_t len, char **out, size_t *outlen)
+gunzip(struct builder *b, const unsigned char *data, size_t len, size_t max, char **out,
+       size_t *outlen)
 {
   z_stream z;
   memset(&z, 0, sizeof z);
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
     return fail(b, 0, "gzip: cannot start zlib");
   size_t cap = len * 4 + 4096, used = 0;
-  if (cap > TB_TRACE_MAX_BYTES + 1)
-    cap = TB_TRACE_MAX_BYTES + 1;
+  if (cap > max + 1)
+    cap = max + 1;
   char *buf = tb_xmalloc(cap);
   z.next_in = (unsigned char *)(uintptr_t)data;
   int rc = Z_OK;
   size_t left = len;
   while (rc != Z_STREAM_END) {
     if (used == cap) {
-      if (cap > TB_TRACE_MAX_BYTES) {
+      if (cap > max) {
         inflateEnd(&z);
         free(buf);
-        return fail(b, 0, "gzip: inflates to more than %u bytes (the cap of one trace)",
-                    TB_TRACE_MAX_BYTES);
+        return fail(b, 0, "gzip: inflates to more than %zu bytes (the cap of one trace)", max);
       }
-      cap = cap * 2 > TB_TRACE_MAX_BYTES + 1 ? TB_TRACE_MAX_BYTES + 1 : cap * 2;
+      cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
       buf = tb_xrealloc(buf, cap);
     }
     uInt chunk_in = left > (1u << 30) ? (1u << 30) : (uInt)left;
@@ -801,10 +900,9 @@ gunzip(struct builder *b, const unsigned char *data, size_t len, char **out, siz
     }
   }
   inflateEnd(&z);
-  if (used > TB_TRACE_MAX_BYTES) {
+  if (used > max) {
     free(buf);
-    return fail(b, 0, "gzip: inflates to more than %u bytes (the cap of one trace)",
-                TB_TRACE_MAX_BYTES);
+    return fail(b, 0, "gzip: inflates to more than %zu bytes (the cap of one trace)", max);
   }
   *out = buf;
   *outlen = used;
@@ -869,20 +967,31 @@ int
 tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct tb_trace *out,
                char *err, size_t errlen)
 {
+  return tb_trace_parse_within(data, len, f, TB_TRACE_MAX_MEMORY, out, err, errlen);
+}
+
+int
+tb_trace_parse_within(const void *data, size_t len, enum tb_trace_format f, size_t max_memory,
+                      struct tb_trace *out, char *err, size_t errlen)
+{
   memset(out, 0, sizeof *out);
   out->format = f;
   out->block_tokens = tb_trace_format_block_tokens(f);
-  struct builder b = { .t = out, .err = err, .errlen = errlen };
+  if (max_memory > TB_TRACE_MAX_MEMORY)
+    max_memory = TB_TRACE_MAX_MEMORY;
+  struct builder b = { .t = out, .max_mem = max_memory, .err = err, .errlen = errlen };
   char *inflated = NULL;
   const char *text = data;
   size_t tlen = len;
   int rc;
   if (len >= 2 && ((const unsigned char *)data)[0] == 0x1f &&
       ((const unsigned char *)data)[1] == 0x8b) {
-    if (gunzip(&b, data, len, &inflated, &tlen) < 0)
+    size_t max = TB_TRACE_MAX_BYTES < max_memory ? TB_TRACE_MAX_BYTES : max_memory;
+    if (gunzip(&b, data, len, max, &inflated, &tlen) < 0)
       goto out_err;
     text = inflated;
     out->gzipped = true;
+    b.mem = tlen;
   } else if (len > TB_TRACE_MAX_BYTES) {
     fail(&b, 0, "larger than %u bytes (the cap of one trace)", TB_TRACE_MAX_BYTES);
     goto out_err;

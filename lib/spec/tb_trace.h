@@ -48,6 +48,16 @@
 #define TB_TRACE_MAX_BLOCKS 16000000u   /* hash_ids of the whole trace */
 #define TB_TRACE_MAX_TOKENS 10000000    /* input or output of one request */
 #define TB_TRACE_MAX_DEPTH 4            /* WEKA subagents within subagents */
+/* Memory one trace's reading may take beside its bytes as given: the text
+ * gzip inflates to, the tables the reader builds (requests, block ids and
+ * their index) and the JSON tree of one line or conversation at a time,
+ * estimated before it is built (base/tb_jsonscan.h).  Past it the trace is
+ * refused, naming this cap (issue 34, item 1). */
+#define TB_TRACE_MAX_MEMORY (512u << 20)
+/* The JSON tree of one line or conversation, estimated before it is built:
+ * 4 MiB of "{}," would be a gigabyte of tree; an honest line (65,536
+ * hash_ids) is under 4 MiB of it. */
+#define TB_TRACE_MAX_TREE (128u << 20)
 #define TB_TRACE_ERR_MAX 256
 
 enum tb_trace_format {
@@ -133,6 +143,10 @@ int64_t tb_trace_format_block_tokens(enum tb_trace_format f);
  * reads (tb_engine_target.trace). */
 int tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct tb_trace *out,
                    char *err, size_t errlen) TB_MUST_CHECK;
+/* tb_trace_parse with its reading held to max_memory bytes (at most
+ * TB_TRACE_MAX_MEMORY): the api's TOKBENCH_TRACE_MAX_MEMORY. */
+int tb_trace_parse_within(const void *data, size_t len, enum tb_trace_format f, size_t max_memory,
+                          struct tb_trace *out, char *err, size_t errlen) TB_MUST_CHECK;
 void tb_trace_free(struct tb_trace *t);
 
 /* The figures of a trace (requests, span, rate, tokens, block reuse). */

@@ -16,6 +16,11 @@ service"): POST/GET/DELETE /v1/traces and a job naming an uploaded trace.
   hit rate is the implied one within 2 points (as test_trace.py holds
   `tokbench run --trace` to), and the trace cell records the trace's id and
   SHA-256; the trace cannot be deleted while the job is queued or running.
+- A small gzip that inflates to a tree bomb (12 MiB of "{}," in a WEKA
+  conversation, an array of them, a 4 MiB JSON line) is 422 naming the cap
+  it passed, and the api's peak RSS grows by at most 64 MB for it (issue 34,
+  item 1: it grew by 972 MB); TOKBENCH_TRACE_MAX_MEMORY lowers the cap, and
+  another project's upload goes through meanwhile.
 """
 import gzip
 import hashlib
@@ -438,3 +443,52 @@ def test_uploads_at_once_per_project(ctx):
     seen = [upload(api, key, bad, "azure")[0] for _ in range(60)]
     assert seen == [422] * 60, seen
     api.stop()
+
+
+def peak_rss_mb(proc):
+    """The process's peak resident set (VmHWM), in MB."""
+    with open("/proc/%d/status" % proc.proc.pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise AssertionError("no VmHWM")
+
+
+def test_tree_bombs_are_refused_cheaply(ctx):
+    s = setup(ctx)
+    # an api of its own, so its peak is this test's; ASan's quarantine would
+    # hold freed buffers and blur the figure
+    api = Api(ctx, s["pg"], {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:quarantine_size_mb=0"})
+    key, other = make_key(s["pg"], "traces-bomb"), make_key(s["pg"], "traces-bomb-2")
+    reps = (12 << 20) // 3
+    bombs = [
+        ("weka", b'{"block_size": 64, "requests": [' + b",".join([b"{}"] * reps) + b"]}",
+         "more than the 128 MiB of one JSON line or conversation"),
+        ("weka", b"[" + b",".join([b"{}"] * reps) + b"]", 'conversation 0: field "requests"'),
+        ("mooncake", b'{"timestamp": 0, "input_length": 1, "x": ['
+         + b",".join([b"{}"] * ((4 << 20) // 3 - 30)) + b"]}\n", "line 1: its JSON would take about"),
+    ]
+    base = peak_rss_mb(api.proc)
+    for fmt, text, words in bombs:
+        gz = gzip.compress(text, 9)
+        assert len(gz) < 64 << 10, len(gz)
+        st, hd, doc = upload(api, key, gz, fmt)
+        assert st == 422, (words, st, doc)
+        is_problem(hd, doc, 422)
+        assert words in doc["detail"], (words, doc)
+        grown = peak_rss_mb(api.proc) - base
+        print("# %s bomb: %d KiB gzip, %d MiB inflated; api peak RSS +%.1f MB (%s)"
+              % (fmt, len(gz) >> 10, len(text) >> 20, grown, doc["detail"][:60]))
+        assert grown <= 64, (words, grown)
+        # the other project is not held back
+        st, _, doc = upload(api, other, fixture("azure2023.csv"), "azure")
+        assert st == 201, doc
+        api.json("DELETE", "/v1/traces/" + doc["id"], other)
+    api.stop()
+    # the operator's lower cap, named in the refusal; a trace within it reads
+    small = Api(ctx, s["pg"], {"TOKBENCH_TRACE_MAX_MEMORY": str(1 << 20)})
+    st, hd, doc = upload(small, key, gzip.compress(fixture("bailian.jsonl") * 20), "bailian")
+    assert st == 422 and "inflates to more than 1048576 bytes" in doc["detail"], doc
+    st, _, doc = upload(small, key, fixture("azure2023.csv"), "azure")
+    assert st == 201, doc
+    small.stop()

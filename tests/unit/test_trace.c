@@ -18,6 +18,7 @@
 
 #include "base/tb_crypto.h"
 #include "spec/tb_trace.h"
+#include "jsoncount.h"
 #include "sim_cache.h"
 #include "sim_tok.h"
 
@@ -405,6 +406,112 @@ test_caps(void **state)
   free(s);
 }
 
+/* The error text wants holds, and jansson never held 1 MiB meanwhile. */
+static void
+expect_cheap_error(const char *text, enum tb_trace_format f, const char *want)
+{
+  jsoncount_start();
+  expect_error(text, f, want);
+  size_t peak = jsoncount_stop();
+  if (peak >= (1u << 20))
+    fail_msg("\"%s\": jansson held %zu bytes before the refusal", want, peak);
+}
+
+/* Issue 34, item 1: 12 MiB of "{}," was a gigabyte of tree.  Each shape
+ * is refused before its tree is built, naming the cap. */
+static void
+test_tree_caps(void **state)
+{
+  (void)state;
+  size_t reps = (12u << 20) / 3;
+  char *s = jsoncount_repeat("{\"block_size\": 64, \"requests\": [", "{}", reps, "]}");
+  expect_cheap_error(s, TB_TRACE_WEKA, "more than the 128 MiB of one JSON line or conversation");
+  free(s);
+  /* an array of conversations is read one at a time: the first says */
+  s = jsoncount_repeat("[", "{}", reps, "]");
+  expect_cheap_error(s, TB_TRACE_WEKA, "conversation 0: field \"requests\"");
+  free(s);
+  s = jsoncount_repeat("[", "{\"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}]}", 3, "] x");
+  expect_error(s, TB_TRACE_WEKA, "text after the array");
+  free(s);
+  expect_error("[{\"requests\": [{\"t\": 0, \"in\": 1, \"out\": 1}]} {}]", TB_TRACE_WEKA,
+               "conversation 0: expected ',' or ']' after it");
+  /* a JSON line under TB_TRACE_MAX_LINE whose tree is not */
+  s = jsoncount_repeat("{\"timestamp\": 0, \"input_length\": 1, \"x\": [", "{}",
+                       (TB_TRACE_MAX_LINE - 64) / 3, "]}\n");
+  expect_cheap_error(s, TB_TRACE_MOONCAKE, "line 1: its JSON would take about");
+  free(s);
+  /* a whole trace in the array form still reads */
+  struct tb_trace t;
+  char err[TB_TRACE_ERR_MAX];
+  s = jsoncount_repeat(
+    " [ ", "{\"requests\": [{\"t\": 0, \"in\": 5, \"out\": 1, \"hash_ids\": [1]}]}", 4, " ]\n");
+  assert_int_equal(parse(s, TB_TRACE_WEKA, &t, err), 0);
+  assert_int_equal(t.n, 4);
+  assert_int_equal(t.nuniq, 4); /* ids are scoped to their conversation */
+  tb_trace_free(&t);
+  free(s);
+  assert_int_equal(parse("[]", TB_TRACE_WEKA, &t, err), -1);
+  assert_non_null(strstr(err, "no requests"));
+}
+
+/* The tables a trace's reading builds, its inflated text and its JSON are
+ * held to the memory cap (TB_TRACE_MAX_MEMORY, or the api's lower
+ * TOKBENCH_TRACE_MAX_MEMORY), here 4 MiB: 200k distinct block ids grow the
+ * id table past it; so does the inflated text of a gzip, and a JSON line
+ * whose tree would not fit beside what is held. */
+static void
+test_memory_cap(void **state)
+{
+  (void)state;
+  size_t lines = 4, per = 50000, cap = lines * (per * 8 + 80), o = 0, id = 0;
+  char *s = malloc(cap);
+  assert_non_null(s);
+  for (size_t l = 0; l < lines; l++) {
+    o += (size_t)snprintf(s + o, cap - o,
+                          "{\"timestamp\": %zu, \"input_length\": 9, \"hash_ids\": [", l);
+    for (size_t k = 0; k < per; k++)
+      o += (size_t)snprintf(s + o, cap - o, k ? ",%zu" : "%zu", id++);
+    o += (size_t)snprintf(s + o, cap - o, "]}\n");
+  }
+  struct tb_trace t;
+  char err[TB_TRACE_ERR_MAX];
+  assert_int_equal(tb_trace_parse_within(s, o, TB_TRACE_MOONCAKE, 4u << 20, &t, err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "more than 4 MiB of memory (the cap of one trace's reading"));
+  assert_null(t.req);
+  assert_int_equal(tb_trace_parse_within(s, o, TB_TRACE_MOONCAKE, 64u << 20, &t, err, sizeof err),
+                   0);
+  assert_int_equal(t.nuniq, lines * per);
+  tb_trace_free(&t);
+  free(s);
+  /* a gzip inflates to at most the cap; the inflated text counts in it, so
+   * a line whose tree does not fit beside it is refused */
+  size_t len = 5u << 20, n;
+  char *text = malloc(len);
+  memset(text, '\n', len);
+  unsigned char *gz = gzip_of(text, len, &n);
+  assert_int_equal(tb_trace_parse_within(gz, n, TB_TRACE_MOONCAKE, 4u << 20, &t, err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "gzip: inflates to more than 4194304 bytes"));
+  free(gz);
+  len = (4u << 20) - 100000;
+  char *line =
+    jsoncount_repeat("{\"timestamp\": 0, \"input_length\": 1, \"x\": [", "1", 20000, "]}\n");
+  memcpy(text + len - strlen(line), line, strlen(line));
+  free(line);
+  gz = gzip_of(text, len, &n);
+  free(text);
+  assert_int_equal(tb_trace_parse_within(gz, n, TB_TRACE_MOONCAKE, 4u << 20, &t, err, sizeof err),
+                   -1);
+  assert_non_null(strstr(err, "more than the 4 MiB one trace may take"));
+  assert_int_equal(tb_trace_parse_within(gz, n, TB_TRACE_MOONCAKE, 8u << 20, &t, err, sizeof err),
+                   0);
+  assert_int_equal(t.n, 1);
+  tb_trace_free(&t);
+  free(gz);
+}
+
 /* The generated fixtures against the generator's own figures. */
 static void
 check_fixture(const char *file, enum tb_trace_format f)
@@ -685,6 +792,8 @@ main(void)
     cmocka_unit_test(test_gzip),
     cmocka_unit_test(test_gzip_cap),
     cmocka_unit_test(test_caps),
+    cmocka_unit_test(test_tree_caps),
+    cmocka_unit_test(test_memory_cap),
     cmocka_unit_test(test_fixtures),
     cmocka_unit_test(test_text),
     cmocka_unit_test(test_text_hits_on_sim),
