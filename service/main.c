@@ -51,6 +51,7 @@
 #include "api_web.h"
 #include "net/tb_egress.h"
 #include "net/tb_http.h"
+#include "base/tb_jsonscan.h"
 #include "base/tb_log.h"
 #include "net/tb_masterkey.h"
 #include "tb_metrics.h"
@@ -217,6 +218,32 @@ preflight(struct tb_api_req *r)
   return tb_api_reply(r, MHD_HTTP_NO_CONTENT, NULL, "", 0, h);
 }
 
+/* A JSON body's tree may take at most this many times TOKBENCH_MAX_BODY:
+ * 1 MiB of "[]," would be 80 MiB of jansson's tree, in every request at
+ * once (issue 34, item 1, for job specs); honest bodies (objects of
+ * strings and numbers) take 1 to 4 times their bytes. */
+#define TB_API_TREE_PER_BODY_BYTE 32
+
+static bool
+json_too_costly(const struct tb_api_req *r)
+{
+  return r->body_len > 0 &&
+         tb_jsonscan_cost(r->body, r->body_len) > TB_API_TREE_PER_BODY_BYTE * r->api->body_max;
+}
+
+/* 413 naming the tree cap. */
+static enum MHD_Result
+reply_too_costly(struct tb_api_req *r)
+{
+  char d[200];
+  snprintf(d, sizeof d,
+           "the body's JSON would take about %zu MiB of memory to parse, more than %d times "
+           "TOKBENCH_MAX_BODY (%zu bytes)",
+           (tb_jsonscan_cost(r->body, r->body_len) + (1u << 20) - 1) >> 20,
+           TB_API_TREE_PER_BODY_BYTE, r->api->body_max);
+  return tb_api_reply_error(r, TB_EC_TOO_LARGE, d, NULL);
+}
+
 /* 413 naming the cap that applied to r. */
 static enum MHD_Result
 reply_too_big(struct tb_api_req *r)
@@ -301,6 +328,8 @@ dispatch(struct tb_api_req *r)
   if (route->json_body && !is_json_type(tb_api_header(r, MHD_HTTP_HEADER_CONTENT_TYPE)))
     return tb_api_reply_error(r, TB_EC_UNSUPPORTED_MEDIA,
                               "send the body with Content-Type: application/json", NULL);
+  if (route->json_body && json_too_costly(r))
+    return reply_too_costly(r);
   if (route->scope != TB_SCOPE_NONE && !r->authed) {
     enum MHD_Result ret;
     if (!tb_api_authenticate(r, route->scope, &ret))

@@ -280,6 +280,12 @@ def test_error_statuses(ctx):
     big = b'{"x":"' + b"a" * (1024 * 1024 + 10) + b'"}'
     problem(early_413(api, admin, len(big)), 413)
     problem(chunked_post(api, "/v1/jobs", admin, big), 413)
+    # 413 for a body under the cap whose JSON tree would be 60 MB (1 MiB of
+    # "[],"): refused on an estimate before jansson builds it (issue 34)
+    bomb = b'{"contexts": [' + b",".join([b"[]"] * (1000 * 1000 // 3)) + b"]}"
+    h, doc = problem(api.req("POST", "/v1/jobs", admin, bomb, {"Content-Type": "application/json"}),
+                     413)
+    assert "32 times TOKBENCH_MAX_BODY" in doc["detail"], doc
     # 415
     problem(api.req("POST", "/v1/jobs", admin, b'{}', {"Content-Type": "text/plain"}), 415)
     problem(api.req("POST", "/v1/jobs", admin, b'{}'), 415)
