@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "spec/tb_speccli.h"
+#include "spec/tb_specwalk.h"
 #include "spec/tb_trace.h"
 #include "base/tb_cfg.h"
 #include "engine/tb_engine.h"
@@ -124,7 +126,7 @@ cost_opt(json_t *endpoint, int which, const char *v)
     }
     json_object_set_new(endpoint, "currency", json_string(v));
   } else {
-    if (!tb_spec_url_ok(v)) {
+    if (!tb_specwalk_url_ok(v)) {
       fprintf(stderr, "tokbench run: --telemetry-url: an http:// or https:// URL\n");
       return false;
     }
@@ -431,7 +433,7 @@ run_flag(struct run *r, int opt, const struct tb_spec_field *fields, size_t nfie
 {
   if (opt >= O_SPEC && (size_t)(opt - O_SPEC) < nfields) {
     const struct tb_spec_field *f = &fields[opt - O_SPEC];
-    if (!tb_spec_arg(f, optarg, r->spec)) {
+    if (!tb_speccli_arg(f, optarg, r->spec)) {
       fprintf(stderr, "tokbench run: bad value for --%s: '%s'\n", f->cli, optarg);
       return 2;
     }

@@ -23,6 +23,7 @@
 #include "tb_deliver.h"
 #include "base/tb_log.h"
 #include "tb_webhook.h"
+#include "spec/tb_specwalk.h"
 
 /* An event a callback may be sent for. */
 static bool
@@ -41,7 +42,7 @@ tb_api_deliveries_callback_create(struct tb_api_req *r)
     goto out;
   const char *url = json_string_value(json_object_get(n.body, "url"));
   const char *scope = json_string_value(json_object_get(n.body, "scope"));
-  if (url == NULL || !tb_spec_url_ok(url)) {
+  if (url == NULL || !tb_specwalk_url_ok(url)) {
     ret = tb_api_reply_invalid(r, "url", "an http:// or https:// URL without credentials");
     goto out;
   }

@@ -2,14 +2,15 @@
  * api_spec: see api_spec.h.
  *
  * Each body is a static table of fields (name, type, range) checked by the
- * one walker of lib/spec/tb_spec (tb_spec_run), the walker a job spec is checked
- * by, so the rules of a field sit on one line.
+ * one walker of lib/spec/tb_specwalk (tb_specwalk_run), the walker a job spec is
+ * checked by, so the rules of a field sit on one line.
  */
 #include "api_spec.h"
 
 #include <stdlib.h>
 
 #include "base/tb_redact.h"
+#include "spec/tb_specwalk.h"
 
 #define S(n, t, fl, lo, hi)                                                              \
   {                                                                                      \
@@ -90,7 +91,7 @@ enum tb_spec_rc
 tb_api_spec_endpoint(const char *text, size_t len, bool patch, json_t **out, json_t **errors)
 {
   enum tb_spec_rc rc =
-    tb_spec_run(text, len, endpoint_fields, TB_ARRAY_LEN(endpoint_fields), patch, out, errors);
+    tb_specwalk_run(text, len, endpoint_fields, TB_ARRAY_LEN(endpoint_fields), patch, out, errors);
   if (rc != TB_SPEC_OK)
     return rc;
   const char *lc = json_string_value(json_object_get(*out, "launch_command"));
@@ -105,5 +106,5 @@ tb_api_spec_endpoint(const char *text, size_t len, bool patch, json_t **out, jso
 enum tb_spec_rc
 tb_api_spec_key(const char *text, size_t len, json_t **out, json_t **errors)
 {
-  return tb_spec_run(text, len, key_fields, TB_ARRAY_LEN(key_fields), false, out, errors);
+  return tb_specwalk_run(text, len, key_fields, TB_ARRAY_LEN(key_fields), false, out, errors);
 }

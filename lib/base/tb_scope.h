@@ -2,7 +2,7 @@
  * tb_scope: what an API key may do and for how long.  Scopes are read,
  * write and admin (admin implies write implies read), written as a comma
  * list; an expiry is a duration of at most ten years.  Pure: the key store
- * (db/tb_auth), the job-spec walker (spec/tb_spec: a hook's key body) and
+ * (db/tb_auth), the walker of spec tables (spec/tb_specwalk: a key body) and
  * `tokbench keys` parse them the same way.
  */
 #ifndef TB_SCOPE_H

@@ -1,24 +1,23 @@
 /*
  * tb_spec: see tb_spec.h.
  *
- * One walker checks an object against a table of fields, so the rules of a
- * field sit on one line (one row of job_fields[] for a job spec).  Values
- * are copied into a new normalized object; nothing of the input is kept.
- * tb_spec_parse runs the same walker, then stores the engine's settings in
- * struct tb_spec at each row's offset, by the row's type: there is no
- * second list of names, ranges or defaults anywhere.
+ * The job spec's table (job_fields[] and the rows of its objects), the
+ * rules no one row says alone (check_job_across), and what the table says
+ * to the engine: tb_spec_parse runs the walker (tb_specwalk) over a spec,
+ * then stores the engine's settings in struct tb_spec at each row's
+ * offset, by the row's type.  There is no second list of names, ranges or
+ * defaults anywhere: the walker checks any table, tb_speccli reads the
+ * command line and dumps the table through this one.
  */
 #include "spec/tb_spec.h"
 
-#include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/tb_arrival.h"
+#include "spec/tb_specwalk.h"
 #include "spec/tb_trace.h"
-#include "base/tb_scope.h"
 
 #define M(x) offsetof(struct tb_spec, x)
 #define NO TB_SPEC_NO_MEMBER
@@ -558,446 +557,6 @@ tb_spec_field(const char *name)
   return NULL;
 }
 
-/* ---------------------------------------------------------------- walker */
-
-static void add_err(json_t *errors, const char *field, const char *fmt, ...) TB_PRINTF(3, 4);
-
-static void
-add_err(json_t *errors, const char *field, const char *fmt, ...)
-{
-  char detail[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
-  va_end(ap);
-  json_t *f = json_string(field);
-  if (f == NULL)
-    f = json_string("(field name not UTF-8)");
-  json_array_append_new(errors, json_pack("{s:o,s:s}", "field", f, "detail", detail));
-}
-
-bool
-tb_spec_url_ok(const char *url)
-{
-  size_t n = strlen(url);
-  if (n > TB_SPEC_MAX_URL)
-    return false;
-  const char *rest;
-  if (strncmp(url, "http://", 7) == 0)
-    rest = url + 7;
-  else if (strncmp(url, "https://", 8) == 0)
-    rest = url + 8;
-  else
-    return false;
-  for (const char *p = url; *p; p++)
-    if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-      return false;
-  size_t host = strcspn(rest, "/?#");
-  if (host == 0)
-    return false;
-  if (memchr(rest, '@', host) != NULL) /* credentials do not belong in a listed URL */
-    return false;
-  if (rest[0] == ':')
-    return false;
-  return true;
-}
-
-static bool
-ident_ok(const char *s)
-{
-  for (; *s; s++)
-    if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '-'))
-      return false;
-  return true;
-}
-
-static bool
-get_int(const json_t *v, double min, double max, int64_t *out)
-{
-  if (!json_is_integer(v))
-    return false;
-  json_int_t i = json_integer_value(v);
-  if ((double)i < min || (double)i > max)
-    return false;
-  *out = (int64_t)i;
-  return true;
-}
-
-/* The check of one field type: the value into out under f->name, or
- * its errors at path. */
-typedef void (*check_fn)(const struct tb_spec_field *f, const json_t *v, const char *path,
-                         json_t *out, json_t *errors);
-
-static void
-check_uuid(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-           json_t *errors)
-{
-  const char *s = json_string_value(v);
-  bool ok = s != NULL && strlen(s) == 36;
-  for (int i = 0; ok && i < 36; i++) {
-    char c = s[i];
-    ok = (i == 8 || i == 13 || i == 18 || i == 23) ? c == '-' : isxdigit((unsigned char)c) != 0;
-  }
-  if (!ok) {
-    add_err(errors, path, "must be a UUID string");
-    return;
-  }
-  char low[37];
-  for (int i = 0; i < 37; i++)
-    low[i] = (char)tolower((unsigned char)s[i]);
-  json_object_set_new(out, f->name, json_string(low));
-}
-
-static void
-check_string(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-             json_t *errors)
-{
-  const char *s = json_string_value(v);
-  if (s == NULL) {
-    add_err(errors, path, "must be a string");
-    return;
-  }
-  size_t n = json_string_length(v);
-  if (strlen(s) != n) {
-    add_err(errors, path, "must not contain NUL characters");
-    return;
-  }
-  if (f->type == TB_SPEC_URL) {
-    if (!tb_spec_url_ok(s)) {
-      add_err(errors, path,
-              "must be an http:// or https:// URL with a host and no credentials "
-              "(at most %d bytes)",
-              TB_SPEC_MAX_URL);
-      return;
-    }
-  } else if ((double)n < f->min || (double)n > f->max) {
-    add_err(errors, path, "must be %.0f to %.0f bytes long", f->min, f->max);
-    return;
-  } else if (f->type == TB_SPEC_IDENT && !ident_ok(s)) {
-    add_err(errors, path, "may hold only letters, digits, '.', '_' and '-'");
-    return;
-  } else if (f->check != NULL && f->check(s) != NULL) {
-    add_err(errors, path, "%s", f->check(s));
-    return;
-  }
-  json_object_set_new(out, f->name, json_stringn(s, n));
-}
-
-static void
-check_int(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-          json_t *errors)
-{
-  int64_t i;
-  if ((f->flags & TB_SPEC_AUTO) && json_is_string(v) && strcmp(json_string_value(v), "auto") == 0) {
-    json_object_set_new(out, f->name, json_string("auto"));
-    return;
-  }
-  if (!get_int(v, f->min, f->max, &i)) {
-    add_err(errors, path, "must be an integer from %.0f to %.0f%s", f->min, f->max,
-            (f->flags & TB_SPEC_AUTO) ? ", or \"auto\"" : "");
-    return;
-  }
-  json_object_set_new(out, f->name, json_integer(i));
-}
-
-static void
-check_number(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-             json_t *errors)
-{
-  if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < f->min ||
-      json_number_value(v) > f->max) {
-    add_err(errors, path, "must be a number from %g to %g", f->min, f->max);
-    return;
-  }
-  json_object_set_new(out, f->name, json_real(json_number_value(v)));
-}
-
-static void
-check_ints(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-           json_t *errors)
-{
-  char sub[256];
-  size_t min_items = (f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1;
-  if (!json_is_array(v) || json_array_size(v) < min_items || json_array_size(v) > f->max_items) {
-    add_err(errors, path, "must be an array of %zu to %zu items", min_items, f->max_items);
-    return;
-  }
-  json_t *arr = json_array();
-  size_t i;
-  const json_t *e;
-  bool bad = false;
-  json_array_foreach (v, i, e) {
-    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-    int64_t t = 0;
-    bool ok;
-    if (f->type == TB_SPEC_TOKENS && json_is_string(e))
-      ok = tb_parse_tokens(json_string_value(e), &t) && t >= f->min && t <= f->max;
-    else
-      ok = get_int(e, f->min, f->max, &t);
-    if (!ok) {
-      if (f->type == TB_SPEC_TOKENS)
-        add_err(errors, sub,
-                "must be a token count from %.0f to %.0f (an integer or a "
-                "string like \"8k\")",
-                f->min, f->max);
-      else
-        add_err(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
-      bad = true;
-      continue;
-    }
-    for (size_t j = 0; j < json_array_size(arr); j++) {
-      if (json_integer_value(json_array_get(arr, j)) == t) {
-        add_err(errors, sub, "duplicate value %lld", (long long)t);
-        bad = true;
-        ok = false;
-        break;
-      }
-    }
-    if (ok)
-      json_array_append_new(arr, json_integer(t));
-  }
-  if (bad)
-    json_decref(arr);
-  else
-    json_object_set_new(out, f->name, arr);
-}
-
-static void
-check_numbers(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-              json_t *errors)
-{
-  char sub[256];
-  if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > f->max_items) {
-    add_err(errors, path, "must be an array of 1 to %zu numbers", f->max_items);
-    return;
-  }
-  json_t *arr = json_array();
-  size_t i, j;
-  const json_t *e;
-  bool bad = false;
-  json_array_foreach (v, i, e) {
-    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-    double x = json_number_value(e);
-    if (!json_is_number(e) || !isfinite(x) || x < f->min || x > f->max) {
-      add_err(errors, sub, "must be a number from %g to %g", f->min, f->max);
-      bad = true;
-      continue;
-    }
-    for (j = 0; j < json_array_size(arr); j++)
-      if (json_number_value(json_array_get(arr, j)) == x)
-        break;
-    if (j < json_array_size(arr)) {
-      add_err(errors, sub, "duplicate value %g", x);
-      bad = true;
-      continue;
-    }
-    json_array_append_new(arr, json_real(x));
-  }
-  if (bad)
-    json_decref(arr);
-  else
-    json_object_set_new(out, f->name, arr);
-}
-
-static void
-check_labels(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-             json_t *errors)
-{
-  char sub[256];
-  if (!json_is_object(v) || json_object_size(v) > f->max_items) {
-    add_err(errors, path, "must be an object of at most %zu string labels", f->max_items);
-    return;
-  }
-  json_t *o = json_object();
-  const char *k;
-  const json_t *e;
-  json_object_foreach ((json_t *)v, k, e) {
-    snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
-    size_t kl = strlen(k);
-    if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
-      add_err(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]", TB_SPEC_MAX_LABEL_KEY);
-      continue;
-    }
-    const char *s = json_string_value(e);
-    if (s == NULL || json_string_length(e) > TB_SPEC_MAX_LABEL_VALUE ||
-        strlen(s) != json_string_length(e)) {
-      add_err(errors, sub, "label values are strings of at most %d bytes", TB_SPEC_MAX_LABEL_VALUE);
-      continue;
-    }
-    json_object_set_new(o, k, json_string(s));
-  }
-  json_object_set_new(out, f->name, o);
-}
-
-static void
-check_urls(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-           json_t *errors)
-{
-  char sub[256];
-  if (!json_is_array(v) || json_array_size(v) > f->max_items) {
-    add_err(errors, path, "must be an array of at most %zu URLs", f->max_items);
-    return;
-  }
-  json_t *arr = json_array();
-  size_t i;
-  const json_t *e;
-  json_array_foreach (v, i, e) {
-    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-    const char *s = json_string_value(e);
-    if (s == NULL || strlen(s) != json_string_length(e) || !tb_spec_url_ok(s)) {
-      add_err(errors, sub, "must be an http:// or https:// URL");
-      continue;
-    }
-    json_array_append_new(arr, json_string(s));
-  }
-  json_object_set_new(out, f->name, arr);
-}
-
-static void
-check_object(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-             json_t *errors)
-{
-  if (!json_is_object(v)) {
-    add_err(errors, path, "must be an object");
-    return;
-  }
-  json_t *o = json_object();
-  tb_spec_check(v, f->sub, f->nsub, true, path, o, errors);
-  json_object_set_new(out, f->name, o);
-}
-
-static void
-check_scopes(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-             json_t *errors)
-{
-  char sub[256];
-  if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > f->max_items) {
-    add_err(errors, path, "must be an array of 1 to 3 of \"read\", \"write\", \"admin\"");
-    return;
-  }
-  unsigned mask = 0;
-  size_t i;
-  const json_t *e;
-  json_array_foreach (v, i, e) {
-    snprintf(sub, sizeof sub, "%.160s[%zu]", path, i);
-    unsigned m;
-    const char *s = json_string_value(e);
-    if (s == NULL || strchr(s, ',') != NULL || !tb_scope_parse(s, &m)) {
-      add_err(errors, sub, "must be \"read\", \"write\" or \"admin\"");
-      continue;
-    }
-    mask |= m;
-  }
-  json_object_set_new(out, f->name, json_integer(mask));
-}
-
-static void
-check_duration(const struct tb_spec_field *f, const json_t *v, const char *path, json_t *out,
-               json_t *errors)
-{
-  int64_t s = 0;
-  bool ok;
-  if (json_is_string(v))
-    ok = tb_scope_parse_duration(json_string_value(v), &s);
-  else
-    ok = get_int(v, 1, (double)TB_SCOPE_MAX_EXPIRY_S, &s);
-  if (!ok) {
-    add_err(errors, path, "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
-    return;
-  }
-  json_object_set_new(out, f->name, json_integer(s));
-}
-
-/* Checks one value against its field; adds the normalized value to out. */
-static void
-check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const char *path,
-            json_t *out, json_t *errors)
-{
-  static const check_fn checks[] = {
-    [TB_SPEC_UUID] = check_uuid,       [TB_SPEC_STRING] = check_string,
-    [TB_SPEC_IDENT] = check_string,    [TB_SPEC_URL] = check_string,
-    [TB_SPEC_INT] = check_int,         [TB_SPEC_NUMBER] = check_number,
-    [TB_SPEC_TOKENS] = check_ints,     [TB_SPEC_INTS] = check_ints,
-    [TB_SPEC_NUMBERS] = check_numbers, [TB_SPEC_LABELS] = check_labels,
-    [TB_SPEC_URLS] = check_urls,       [TB_SPEC_OBJECT] = check_object,
-    [TB_SPEC_SCOPES] = check_scopes,   [TB_SPEC_DURATION] = check_duration,
-  };
-  if (json_is_null(v) && patch && (f->flags & TB_SPEC_NULLABLE)) {
-    json_object_set_new(out, f->name, json_null());
-    return;
-  }
-  if ((size_t)f->type < sizeof checks / sizeof checks[0] && checks[f->type] != NULL)
-    checks[f->type](f, v, path, out, errors);
-}
-
-void
-tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t nfields, bool patch,
-              const char *prefix, json_t *out, json_t *errors)
-{
-  char path[160];
-  const char *k;
-  const json_t *v;
-  json_object_foreach ((json_t *)obj, k, v) {
-    const struct tb_spec_field *f = NULL;
-    for (size_t i = 0; i < nfields && f == NULL; i++)
-      if (strcmp(fields[i].name, k) == 0)
-        f = &fields[i];
-    if (prefix != NULL)
-      snprintf(path, sizeof path, "%s.%.100s", prefix, k);
-    else
-      snprintf(path, sizeof path, "%.100s", k);
-    if (f == NULL) {
-      add_err(errors, path, "unknown field");
-      continue;
-    }
-    check_field(f, v, patch, path, out, errors);
-  }
-  if (!patch) {
-    for (size_t i = 0; i < nfields; i++) {
-      if ((fields[i].flags & TB_SPEC_REQUIRED) && json_object_get(obj, fields[i].name) == NULL) {
-        if (prefix != NULL)
-          snprintf(path, sizeof path, "%s.%s", prefix, fields[i].name);
-        else
-          snprintf(path, sizeof path, "%s", fields[i].name);
-        add_err(errors, path, "is required");
-      }
-    }
-  }
-}
-
-enum tb_spec_rc
-tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields, size_t nfields,
-            bool patch, json_t **out, json_t **errors)
-{
-  *out = NULL;
-  *errors = json_array();
-  json_error_t je;
-  json_t *in = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-  if (in == NULL || !json_is_object(in)) {
-    if (in == NULL)
-      add_err(*errors, "", "not JSON: line %d, column %d: %s", je.line, je.column, je.text);
-    else
-      add_err(*errors, "", "the body must be a JSON object");
-    json_decref(in);
-    return TB_SPEC_BAD_JSON;
-  }
-  json_t *o = json_object();
-  tb_spec_check(in, fields, nfields, patch, NULL, o, *errors);
-  json_decref(in);
-  if (json_array_size(*errors) > 0) {
-    /* the api_key may sit in o: wipe what we can before freeing */
-    json_t *k = json_object_get(o, "api_key");
-    if (json_is_string(k))
-      json_string_setn(k, "", 0);
-    json_decref(o);
-    return TB_SPEC_INVALID;
-  }
-  json_decref(*errors);
-  *errors = NULL;
-  *out = o;
-  return TB_SPEC_OK;
-}
-
 /* What one field cannot say alone: a trace object names its trace (by
  * id, or by format beside a file); a trace cell is not sharded (issue 24:
  * its sessions would have to follow their roots to one shard each, with
@@ -1011,31 +570,34 @@ check_job_across(const json_t *spec, json_t *errors)
    * (id; its format is the stored one's, so format may be left out) */
   const json_t *tr = json_object_get(spec, "trace");
   if (tr != NULL && json_object_get(tr, "id") == NULL && json_object_get(tr, "format") == NULL)
-    add_err(errors, "trace.id",
-            "is required: the uploaded trace to replay (POST /v1/traces; its format is the "
-            "stored one's, so trace.format may be left out)");
+    tb_specwalk_error(
+      errors, "trace.id",
+      "is required: the uploaded trace to replay (POST /v1/traces; its format is the "
+      "stored one's, so trace.format may be left out)");
   const json_t *sh = json_object_get(spec, "shards");
   bool sharded = sh != NULL && !(json_is_integer(sh) && json_integer_value(sh) == 1);
   if (sharded && json_object_get(spec, "trace") != NULL)
-    add_err(errors, "shards",
-            "a trace cell cannot be sharded: leave shards out (or 1) with a trace, or run the "
-            "trace in a job of its own (docs/deploy.md)");
+    tb_specwalk_error(
+      errors, "shards",
+      "a trace cell cannot be sharded: leave shards out (or 1) with a trace, or run the "
+      "trace in a job of its own (docs/deploy.md)");
   /* a sweep alone runs no matrix and no rates: nothing of it is sharded */
   const char *matrix[] = { "contexts", "concurrency", "prefill_contexts", "rates" };
   bool shardable = json_object_get(spec, "sweep") == NULL;
   for (size_t i = 0; i < TB_ARRAY_LEN(matrix) && !shardable; i++)
     shardable = json_object_get(spec, matrix[i]) != NULL;
   if (sharded && !shardable)
-    add_err(errors, "shards",
-            "a sweep's probes are not sharded and this job has nothing else: leave shards out "
-            "(or 1), or give rates or a matrix to shard (docs/deploy.md)");
+    tb_specwalk_error(
+      errors, "shards",
+      "a sweep's probes are not sharded and this job has nothing else: leave shards out "
+      "(or 1), or give rates or a matrix to shard (docs/deploy.md)");
 }
 
 enum tb_spec_rc
 tb_spec_job(const char *text, size_t len, json_t **out, json_t **errors)
 {
   enum tb_spec_rc rc =
-    tb_spec_run(text, len, job_fields, TB_ARRAY_LEN(job_fields), false, out, errors);
+    tb_specwalk_run(text, len, job_fields, TB_ARRAY_LEN(job_fields), false, out, errors);
   if (rc != TB_SPEC_OK)
     return rc;
   json_t *e = json_array();
@@ -1191,7 +753,7 @@ tb_spec_parse(struct tb_spec *s, const json_t *spec, char **err)
     return false;
   }
   json_t *out = json_object(), *errors = json_array();
-  tb_spec_check(spec, job_fields, TB_ARRAY_LEN(job_fields), true, NULL, out, errors);
+  tb_specwalk_check(spec, job_fields, TB_ARRAY_LEN(job_fields), true, NULL, out, errors);
   if (json_array_size(errors) > 0) {
     char msg[ERR_MAX];
     size_t o = (size_t)snprintf(msg, sizeof msg, "spec:");
@@ -1243,166 +805,4 @@ tb_spec_job_row(const json_t *spec, struct tb_spec_job_row *row)
   row->labels = json_is_object(labels) ? labels : NULL;
   row->max_attempts_given = json_is_integer(json_object_get(spec, "max_attempts"));
   row->max_attempts = int_or_default(spec, "max_attempts");
-}
-
-/* ------------------------------------------------------ the command line */
-
-/* One list item: a token count ("8k") or an integer; NULL when neither. */
-static json_t *
-arg_item(const struct tb_spec_field *f, const char *t)
-{
-  int64_t v;
-  if (f->type == TB_SPEC_TOKENS ? tb_parse_tokens(t, &v)
-                                : tb_parse_i64(t, INT64_MIN, INT64_MAX, &v))
-    return json_integer(v);
-  return NULL;
-}
-
-bool
-tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj)
-{
-  json_t *v = NULL;
-  switch (f->type) {
-  case TB_SPEC_TOKENS:
-  case TB_SPEC_INTS: {
-    v = json_array();
-    if ((f->flags & TB_SPEC_EMPTY_OK) && strcmp(text, "none") == 0)
-      break;
-    char *copy = tb_xstrdup(text);
-    char *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-      json_t *e = arg_item(f, t);
-      if (e == NULL) {
-        json_decref(v);
-        v = NULL;
-        break;
-      }
-      json_array_append_new(v, e);
-    }
-    free(copy);
-    if (v != NULL && json_array_size(v) == 0) {
-      json_decref(v);
-      v = NULL;
-    }
-    break;
-  }
-  case TB_SPEC_INT: {
-    int64_t n;
-    if ((f->flags & TB_SPEC_AUTO) && strcmp(text, "auto") == 0)
-      v = json_string("auto");
-    else if (tb_parse_i64(text, INT64_MIN, INT64_MAX, &n) || tb_parse_tokens(text, &n))
-      v = json_integer(n);
-    break;
-  }
-  case TB_SPEC_NUMBER: {
-    char *end = NULL;
-    double d = strtod(text, &end);
-    if (end != text && *end == '\0' && isfinite(d))
-      v = json_real(d);
-    break;
-  }
-  case TB_SPEC_NUMBERS: {
-    /* each item as a TB_SPEC_NUMBER of the same field */
-    struct tb_spec_field item = *f;
-    item.type = TB_SPEC_NUMBER;
-    json_t *one = json_object();
-    v = json_array();
-    char *copy = tb_xstrdup(text);
-    char *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-      if (!tb_spec_arg(&item, t, one)) {
-        json_decref(v);
-        v = NULL;
-        break;
-      }
-      json_array_append(v, json_object_get(one, f->name));
-    }
-    free(copy);
-    json_decref(one);
-    if (v != NULL && json_array_size(v) == 0) {
-      json_decref(v);
-      v = NULL;
-    }
-    break;
-  }
-  case TB_SPEC_OBJECT: {
-    /* "k=v,k=v": each value as its row says */
-    v = json_object();
-    char *copy = tb_xstrdup(text);
-    char *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-      char *eq = strchr(t, '=');
-      const struct tb_spec_field *sub = NULL;
-      if (eq != NULL) {
-        *eq = '\0';
-        for (size_t i = 0; i < f->nsub && sub == NULL; i++)
-          if (strcmp(f->sub[i].name, t) == 0)
-            sub = &f->sub[i];
-      }
-      if (sub == NULL || !tb_spec_arg(sub, eq + 1, v)) {
-        json_decref(v);
-        v = NULL;
-        break;
-      }
-    }
-    free(copy);
-    break;
-  }
-  default: v = json_string(text); break;
-  }
-  if (v == NULL)
-    return false;
-  json_object_set_new(obj, f->name, v);
-  return true;
-}
-
-/* ------------------------------------------------------------- the table */
-
-static const char *const type_names[] = {
-  [TB_SPEC_UUID] = "uuid",         [TB_SPEC_STRING] = "string",   [TB_SPEC_IDENT] = "ident",
-  [TB_SPEC_URL] = "url",           [TB_SPEC_INT] = "integer",     [TB_SPEC_NUMBER] = "number",
-  [TB_SPEC_TOKENS] = "tokens",     [TB_SPEC_INTS] = "integers",   [TB_SPEC_LABELS] = "labels",
-  [TB_SPEC_URLS] = "urls",         [TB_SPEC_OBJECT] = "object",   [TB_SPEC_SCOPES] = "scopes",
-  [TB_SPEC_DURATION] = "duration", [TB_SPEC_NUMBERS] = "numbers",
-};
-
-static json_t *
-table_json(const struct tb_spec_field *fields, size_t n)
-{
-  json_t *a = json_array();
-  for (size_t i = 0; i < n; i++) {
-    const struct tb_spec_field *f = &fields[i];
-    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type", type_names[f->type],
-                          "required", (f->flags & TB_SPEC_REQUIRED) != 0, "override",
-                          (f->flags & TB_SPEC_OVERRIDE) != 0, "engine", f->member != NO);
-    bool ranged = f->type == TB_SPEC_INT || f->type == TB_SPEC_NUMBER ||
-                  f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS ||
-                  f->type == TB_SPEC_NUMBERS || f->type == TB_SPEC_STRING ||
-                  f->type == TB_SPEC_IDENT;
-    if (ranged) {
-      json_object_set_new(o, "min", json_real(f->min));
-      json_object_set_new(o, "max", json_real(f->max));
-    }
-    if (f->max_items > 0) {
-      json_object_set_new(o, "max_items", json_integer((json_int_t)f->max_items));
-      if (f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS || f->type == TB_SPEC_NUMBERS)
-        json_object_set_new(o, "min_items", json_integer((f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1));
-    }
-    json_object_set_new(o, "default",
-                        f->def ? json_loads(f->def, JSON_DECODE_ANY, NULL) : json_null());
-    json_object_set_new(o, "cli", f->cli ? json_sprintf("--%s", f->cli) : json_null());
-    json_object_set_new(o, "help", json_string(f->help ? f->help : ""));
-    if (f->flags & TB_SPEC_AUTO)
-      json_object_set_new(o, "auto", json_true());
-    if (f->type == TB_SPEC_OBJECT)
-      json_object_set_new(o, "fields", table_json(f->sub, f->nsub));
-    json_array_append_new(a, o);
-  }
-  return a;
-}
-
-json_t *
-tb_spec_table_json(void)
-{
-  return table_json(job_fields, TB_ARRAY_LEN(job_fields));
 }

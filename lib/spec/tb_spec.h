@@ -10,17 +10,27 @@
  *   presets tb_spec_job again, after tb_spec_override merged a hook's extras
  *   worker  tb_spec_parse of the stored (already normalised) spec
  *   engine  receives the struct tb_spec; never reads JSON settings
- *   cli     `tokbench run` flags: tb_spec_arg turns a flag's text into the
+ *   cli     `tokbench run` flags: tb_speccli_arg turns a flag's text into the
  *           member's JSON value, then tb_spec_parse as for a job
- *   tests   tb_spec_table_json (`tokbench spec-table`) is compared with
+ *   tests   tb_speccli_table_json (`tokbench spec-table`) is compared with
  *           api/openapi.yaml's JobSpec schema
  *
  * Ranges are those the engine runs: a spec the api accepts never fails at
  * run time for its settings.  To add a field: one row in job_fields[] and,
  * for an engine setting, its member in struct tb_spec (and its use).
  *
- * The walker (tb_spec_check) is generic, so the api's other bodies
- * (endpoints, keys: service/api_spec.c) use it with tables of their own.
+ * This header is the contract, open to every file of lib/spec: the
+ * vocabulary of a table's rows (struct tb_spec_field, its types and flags),
+ * the caps, struct tb_spec and the job table's entry points (tb_spec.c).
+ * Beside it, each of one job:
+ *
+ *   tb_specwalk  the walker: any JSON object checked against any table
+ *                (tb_specwalk_check, tb_specwalk_run), so the api's other
+ *                bodies (endpoints, keys: service/api_spec.c) use it with
+ *                tables of their own
+ *   tb_speccli   the command line: a flag's text into its field's value,
+ *                the table as JSON (`tokbench spec-table`)
+ *
  * Errors are a JSON array of {"field": "contexts[2]", "detail": "..."};
  * every problem is reported, not only the first.  Unknown fields are errors.
  */
@@ -59,7 +69,7 @@ enum tb_spec_type {
   TB_SPEC_UUID,     /* string, a UUID (lower-cased) */
   TB_SPEC_STRING,   /* string of [min, max] bytes */
   TB_SPEC_IDENT,    /* string of [A-Za-z0-9._-], [min, max] bytes */
-  TB_SPEC_URL,      /* http(s) URL (tb_spec_url_ok) */
+  TB_SPEC_URL,      /* http(s) URL (tb_specwalk_url_ok) */
   TB_SPEC_INT,      /* integer in [min, max] */
   TB_SPEC_NUMBER,   /* number in [min, max] */
   TB_SPEC_TOKENS,   /* array of ints or "8k" strings, each in [min, max], no repeats */
@@ -219,23 +229,7 @@ const struct tb_spec_field *tb_spec_fields(size_t *n);
 /* The job field called name, or NULL. */
 const struct tb_spec_field *tb_spec_field(const char *name);
 
-/*
- * Checks obj against fields[0..n): each member's normalized value goes
- * into out, each problem into errors (paths under prefix when not NULL).
- * patch: nothing is required and NULLABLE fields may be null.
- */
-void tb_spec_check(const json_t *obj, const struct tb_spec_field *fields, size_t n, bool patch,
-                   const char *prefix, json_t *out, json_t *errors);
-
-/*
- * Parses text (a JSON object) against fields: on TB_SPEC_OK *out is a new
- * normalized object; else *errors is a new array.  Exactly one is set.
- * Duplicate keys are an error.
- */
-enum tb_spec_rc tb_spec_run(const char *text, size_t len, const struct tb_spec_field *fields,
-                            size_t n, bool patch, json_t **out, json_t **errors) TB_MUST_CHECK;
-
-/* A job spec (POST /v1/jobs): tb_spec_run with the job table, then what
+/* A job spec (POST /v1/jobs): tb_specwalk_run with the job table, then what
  * no one field says alone (a trace object with neither id nor format:
  * refused naming trace.id; shards other than 1 beside a trace: refused
  * naming shards, issue 24). */
@@ -280,22 +274,5 @@ struct tb_spec_job_row {
  * strings and labels point into it), each not given taking the table's
  * default. */
 void tb_spec_job_row(const json_t *spec, struct tb_spec_job_row *row);
-
-/*
- * A command-line value for field f into obj[f->name]: lists as "8k,16k"
- * ("none": empty, for EMPTY_OK lists), tokens as "8k", numbers, integers.
- * Only the syntax is checked here; ranges by tb_spec_parse.  False when
- * text is not of the field's type.
- */
-bool tb_spec_arg(const struct tb_spec_field *f, const char *text, json_t *obj) TB_MUST_CHECK;
-
-/* The job table as JSON: [{name, type, required, min, max, max_items,
- * default, override, cli, engine, help}], for `tokbench spec-table` and the
- * contract test against api/openapi.yaml.  New reference. */
-json_t *tb_spec_table_json(void);
-
-/* True when url is an http:// or https:// URL with a host, no credentials,
- * no whitespace or control characters, at most TB_SPEC_MAX_URL long. */
-bool tb_spec_url_ok(const char *url);
 
 #endif

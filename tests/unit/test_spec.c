@@ -1,5 +1,6 @@
-/* Unit tests for tb_spec: the one job-spec contract (the table, the walker,
- * the parsed struct the engine gets, the command line's values). */
+/* Unit tests for tb_spec: the one job-spec contract (the table, the walker
+ * tb_specwalk, the parsed struct the engine gets, the command line's values
+ * of tb_speccli). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "spec/tb_spec.h"
+#include "spec/tb_speccli.h"
 
 #define EP "0e7e4b2a-4524-4bd4-9cd9-a930e616e5be"
 
@@ -186,18 +188,18 @@ test_command_line_values(void **state)
 {
   (void)state;
   json_t *o = json_object();
-  assert_true(tb_spec_arg(tb_spec_field("contexts"), "1k,4K,8192", o));
-  assert_true(tb_spec_arg(tb_spec_field("prefill_contexts"), "none", o));
-  assert_true(tb_spec_arg(tb_spec_field("concurrency"), "1,2", o));
-  assert_true(tb_spec_arg(tb_spec_field("duration_s"), "0.5", o));
-  assert_true(tb_spec_arg(tb_spec_field("kv_budget"), "8k", o));
-  assert_true(tb_spec_arg(tb_spec_field("max_output"), "16", o));
-  assert_true(tb_spec_arg(tb_spec_field("model"), "m", o));
-  assert_false(tb_spec_arg(tb_spec_field("contexts"), "none", o));
-  assert_false(tb_spec_arg(tb_spec_field("contexts"), "1k,x", o));
-  assert_false(tb_spec_arg(tb_spec_field("concurrency"), "1k", o));
-  assert_false(tb_spec_arg(tb_spec_field("duration_s"), "2s", o));
-  assert_false(tb_spec_arg(tb_spec_field("max_output"), "", o));
+  assert_true(tb_speccli_arg(tb_spec_field("contexts"), "1k,4K,8192", o));
+  assert_true(tb_speccli_arg(tb_spec_field("prefill_contexts"), "none", o));
+  assert_true(tb_speccli_arg(tb_spec_field("concurrency"), "1,2", o));
+  assert_true(tb_speccli_arg(tb_spec_field("duration_s"), "0.5", o));
+  assert_true(tb_speccli_arg(tb_spec_field("kv_budget"), "8k", o));
+  assert_true(tb_speccli_arg(tb_spec_field("max_output"), "16", o));
+  assert_true(tb_speccli_arg(tb_spec_field("model"), "m", o));
+  assert_false(tb_speccli_arg(tb_spec_field("contexts"), "none", o));
+  assert_false(tb_speccli_arg(tb_spec_field("contexts"), "1k,x", o));
+  assert_false(tb_speccli_arg(tb_spec_field("concurrency"), "1k", o));
+  assert_false(tb_speccli_arg(tb_spec_field("duration_s"), "2s", o));
+  assert_false(tb_speccli_arg(tb_spec_field("max_output"), "", o));
   struct tb_spec s;
   char *err = NULL;
   assert_true(tb_spec_parse(&s, o, &err));
@@ -206,7 +208,7 @@ test_command_line_values(void **state)
   assert_true(s.prefill_contexts.given && s.prefill_contexts.n == 0);
   tb_spec_free(&s);
   /* the range is the table's, the same as the api's */
-  assert_true(tb_spec_arg(tb_spec_field("concurrency"), "5000", o));
+  assert_true(tb_speccli_arg(tb_spec_field("concurrency"), "5000", o));
   assert_false(tb_spec_parse(&s, o, &err));
   assert_non_null(strstr(err, "concurrency[0] must be an integer from 1 to 4096"));
   free(err);
@@ -243,7 +245,7 @@ test_table(void **state)
   (void)state;
   size_t n;
   const struct tb_spec_field *f = tb_spec_fields(&n);
-  json_t *t = tb_spec_table_json();
+  json_t *t = tb_speccli_table_json();
   assert_int_equal(json_array_size(t), n);
   for (size_t i = 0; i < n; i++) {
     json_t *row = json_array_get(t, i);
@@ -287,12 +289,12 @@ test_rate_fields(void **state)
   /* the command line builds what a job body says */
   const struct tb_spec_field *rates = tb_spec_field("rates"), *slo = tb_spec_field("slo");
   o = json_object();
-  assert_true(tb_spec_arg(rates, "10,1,2.5", o));
-  assert_true(tb_spec_arg(slo, "ttft_ms=500,tpot_ms=50", o));
-  assert_true(tb_spec_arg(tb_spec_field("arrival"), "gamma:2", o));
-  assert_false(tb_spec_arg(slo, "ttft=5", o));    /* no such member */
-  assert_false(tb_spec_arg(slo, "ttft_ms=x", o)); /* not a number */
-  assert_false(tb_spec_arg(rates, "1,x", o));
+  assert_true(tb_speccli_arg(rates, "10,1,2.5", o));
+  assert_true(tb_speccli_arg(slo, "ttft_ms=500,tpot_ms=50", o));
+  assert_true(tb_speccli_arg(tb_spec_field("arrival"), "gamma:2", o));
+  assert_false(tb_speccli_arg(slo, "ttft=5", o));    /* no such member */
+  assert_false(tb_speccli_arg(slo, "ttft_ms=x", o)); /* not a number */
+  assert_false(tb_speccli_arg(rates, "1,x", o));
   assert_true(tb_spec_parse(&s, o, &err));
   assert_int_equal(s.rates.n, 3);
   assert_true(s.rates.v[0] == 1 && s.rates.v[1] == 2.5 && s.rates.v[2] == 10); /* sorted */
