@@ -135,9 +135,10 @@ table_json(const struct tb_spec_field *fields, size_t n)
   json_t *a = json_array();
   for (size_t i = 0; i < n; i++) {
     const struct tb_spec_field *f = &fields[i];
-    json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type", type_names[f->type],
-                          "required", (f->flags & TB_SPEC_REQUIRED) != 0, "override",
-                          (f->flags & TB_SPEC_OVERRIDE) != 0, "engine", f->member != TB_SPEC_NO_MEMBER);
+    json_t *o =
+      json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", f->name, "type", type_names[f->type],
+                "required", (f->flags & TB_SPEC_REQUIRED) != 0, "override",
+                (f->flags & TB_SPEC_OVERRIDE) != 0, "engine", f->member != TB_SPEC_NO_MEMBER);
     bool ranged = f->type == TB_SPEC_INT || f->type == TB_SPEC_NUMBER ||
                   f->type == TB_SPEC_TOKENS || f->type == TB_SPEC_INTS ||
                   f->type == TB_SPEC_NUMBERS || f->type == TB_SPEC_STRING ||

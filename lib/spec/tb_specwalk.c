@@ -121,9 +121,9 @@ check_string(const struct tb_spec_field *f, const json_t *v, const char *path, j
   if (f->type == TB_SPEC_URL) {
     if (!tb_specwalk_url_ok(s)) {
       tb_specwalk_error(errors, path,
-              "must be an http:// or https:// URL with a host and no credentials "
-              "(at most %d bytes)",
-              TB_SPEC_MAX_URL);
+                        "must be an http:// or https:// URL with a host and no credentials "
+                        "(at most %d bytes)",
+                        TB_SPEC_MAX_URL);
       return;
     }
   } else if ((double)n < f->min || (double)n > f->max) {
@@ -150,7 +150,7 @@ check_int(const struct tb_spec_field *f, const json_t *v, const char *path, json
   }
   if (!get_int(v, f->min, f->max, &i)) {
     tb_specwalk_error(errors, path, "must be an integer from %.0f to %.0f%s", f->min, f->max,
-            (f->flags & TB_SPEC_AUTO) ? ", or \"auto\"" : "");
+                      (f->flags & TB_SPEC_AUTO) ? ", or \"auto\"" : "");
     return;
   }
   json_object_set_new(out, f->name, json_integer(i));
@@ -175,7 +175,8 @@ check_ints(const struct tb_spec_field *f, const json_t *v, const char *path, jso
   char sub[256];
   size_t min_items = (f->flags & TB_SPEC_EMPTY_OK) ? 0 : 1;
   if (!json_is_array(v) || json_array_size(v) < min_items || json_array_size(v) > f->max_items) {
-    tb_specwalk_error(errors, path, "must be an array of %zu to %zu items", min_items, f->max_items);
+    tb_specwalk_error(errors, path, "must be an array of %zu to %zu items", min_items,
+                      f->max_items);
     return;
   }
   json_t *arr = json_array();
@@ -193,9 +194,9 @@ check_ints(const struct tb_spec_field *f, const json_t *v, const char *path, jso
     if (!ok) {
       if (f->type == TB_SPEC_TOKENS)
         tb_specwalk_error(errors, sub,
-                "must be a token count from %.0f to %.0f (an integer or a "
-                "string like \"8k\")",
-                f->min, f->max);
+                          "must be a token count from %.0f to %.0f (an integer or a "
+                          "string like \"8k\")",
+                          f->min, f->max);
       else
         tb_specwalk_error(errors, sub, "must be an integer from %.0f to %.0f", f->min, f->max);
       bad = true;
@@ -271,13 +272,15 @@ check_labels(const struct tb_spec_field *f, const json_t *v, const char *path, j
     snprintf(sub, sizeof sub, "%.160s.%.64s", path, k);
     size_t kl = strlen(k);
     if (kl == 0 || kl > TB_SPEC_MAX_LABEL_KEY || !ident_ok(k)) {
-      tb_specwalk_error(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]", TB_SPEC_MAX_LABEL_KEY);
+      tb_specwalk_error(errors, sub, "label names are 1 to %d of [A-Za-z0-9._-]",
+                        TB_SPEC_MAX_LABEL_KEY);
       continue;
     }
     const char *s = json_string_value(e);
     if (s == NULL || json_string_length(e) > TB_SPEC_MAX_LABEL_VALUE ||
         strlen(s) != json_string_length(e)) {
-      tb_specwalk_error(errors, sub, "label values are strings of at most %d bytes", TB_SPEC_MAX_LABEL_VALUE);
+      tb_specwalk_error(errors, sub, "label values are strings of at most %d bytes",
+                        TB_SPEC_MAX_LABEL_VALUE);
       continue;
     }
     json_object_set_new(o, k, json_string(s));
@@ -358,7 +361,8 @@ check_duration(const struct tb_spec_field *f, const json_t *v, const char *path,
   else
     ok = get_int(v, 1, (double)TB_SCOPE_MAX_EXPIRY_S, &s);
   if (!ok) {
-    tb_specwalk_error(errors, path, "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
+    tb_specwalk_error(errors, path,
+                      "must be seconds (an integer) or a duration like \"30d\", \"12h\"");
     return;
   }
   json_object_set_new(out, f->name, json_integer(s));
@@ -388,7 +392,7 @@ check_field(const struct tb_spec_field *f, const json_t *v, bool patch, const ch
 
 void
 tb_specwalk_check(const json_t *obj, const struct tb_spec_field *fields, size_t nfields, bool patch,
-              const char *prefix, json_t *out, json_t *errors)
+                  const char *prefix, json_t *out, json_t *errors)
 {
   char path[160];
   const char *k;
@@ -423,7 +427,7 @@ tb_specwalk_check(const json_t *obj, const struct tb_spec_field *fields, size_t 
 
 enum tb_spec_rc
 tb_specwalk_run(const char *text, size_t len, const struct tb_spec_field *fields, size_t nfields,
-            bool patch, json_t **out, json_t **errors)
+                bool patch, json_t **out, json_t **errors)
 {
   *out = NULL;
   *errors = json_array();
@@ -431,7 +435,8 @@ tb_specwalk_run(const char *text, size_t len, const struct tb_spec_field *fields
   json_t *in = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
   if (in == NULL || !json_is_object(in)) {
     if (in == NULL)
-      tb_specwalk_error(*errors, "", "not JSON: line %d, column %d: %s", je.line, je.column, je.text);
+      tb_specwalk_error(*errors, "", "not JSON: line %d, column %d: %s", je.line, je.column,
+                        je.text);
     else
       tb_specwalk_error(*errors, "", "the body must be a JSON object");
     json_decref(in);

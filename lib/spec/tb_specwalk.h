@@ -24,8 +24,8 @@
  * into out, each problem into errors (paths under prefix when not NULL).
  * patch: nothing is required and NULLABLE fields may be null.
  */
-void tb_specwalk_check(const json_t *obj, const struct tb_spec_field *fields, size_t n,
-                       bool patch, const char *prefix, json_t *out, json_t *errors);
+void tb_specwalk_check(const json_t *obj, const struct tb_spec_field *fields, size_t n, bool patch,
+                       const char *prefix, json_t *out, json_t *errors);
 
 /*
  * Parses text (a JSON object) against fields: on TB_SPEC_OK *out is a new

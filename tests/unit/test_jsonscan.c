@@ -53,10 +53,12 @@ test_cost_bounds_the_tree(void **state)
     { "[", "true", "]", 50000 },
     { "[", "null", "]", 50000 },
     { "[", "{\"a\":1,\"b\":2,\"c\":3}", "]", 5000 },
-    { "{\"timestamp\":27482,\"input_length\":6955,\"output_length\":52,\"hash_ids\":[", "46",
-      "]}", 60000 },
-    { "{\"block_size\":64,\"requests\":[", "{\"t\":0.5,\"type\":\"n\",\"in\":900,\"out\":40,"
-      "\"hash_ids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14]}", "]}", 3000 },
+    { "{\"timestamp\":27482,\"input_length\":6955,\"output_length\":52,\"hash_ids\":[", "46", "]}",
+      60000 },
+    { "{\"block_size\":64,\"requests\":[",
+      "{\"t\":0.5,\"type\":\"n\",\"in\":900,\"out\":40,"
+      "\"hash_ids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14]}",
+      "]}", 3000 },
   };
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
     char *s = jsoncount_repeat(shapes[i].head, shapes[i].item, shapes[i].reps, shapes[i].tail);
