@@ -40,11 +40,14 @@ for dir in lib/*/ service/ worker/ cli/ sim/; do
 done
 # Inner layers (lib/LAYERS lines "folder/file: files"): a ranked file's .c
 # and .h include only the ranked files of their folder that its line names;
-# the folder's unranked files stay open to all.
+# the folder's unranked files stay open to all.  The folder is lib/<folder>,
+# or a binary's (sim).
 sed -n 's|^\([a-z]*\)/\([a-z_0-9]*\):[[:space:]]*\(.*\)$|\1 \2 \3|p' "$graph" |
 while read -r folder file below; do
   ranked=" $(sed -n "s|^$folder/\([a-z_0-9]*\):.*|\1|p" "$graph" | tr '\n' ' ')"
-  for f in "lib/$folder/$file.c" "lib/$folder/$file.h"; do
+  dir=lib/$folder
+  [ -d "$dir" ] || dir=$folder # a binary's folder (sim/)
+  for f in "$dir/$file.c" "$dir/$file.h"; do
     [ -f "$f" ] || { echo "check-layers: $f is ranked in $graph but missing"; echo x >>"$tmp"; continue; }
     grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | while IFS= read -r line; do
       inc=$(printf '%s\n' "$line" | sed 's/.*include[[:space:]]*"\([^"]*\)".*/\1/')

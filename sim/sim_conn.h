@@ -1,8 +1,11 @@
 /*
- * sim_conn: the simulator's connections: output buffers and their sending
- * (immediate, or deferred and stamped by a decode step), plain replies
- * (status, JSON, OpenAI-style errors), reading and parsing requests into
- * sim_routes_dispatch, keep-alive and idle limits, deferred close (reap).
+ * sim_conn: the simulator's connections: their sockets (plain or TLS), the
+ * sending of their output (struct sim_out: immediate, or deferred and
+ * stamped by a decode step), reading and parsing requests, keep-alive and
+ * idle limits, deferred close (reap).  What a request means is not theirs:
+ * a connection hands each parsed request, and its own end, to the handler
+ * table the server gives it (struct sim_conn_handlers: the routes' and the
+ * scheduler's functions), so nothing here calls up into them.
  *
  * Private to sim/; every function runs on the loop's thread (sim_state.h).
  */
@@ -11,11 +14,20 @@
 
 #include "sim_state.h"
 
-/* Appends n bytes to c's output buffer (grown as needed; not sent). */
-void sim_conn_out_append(struct conn *c, const void *data, size_t n);
-
-/* Appends formatted text to c's output buffer (not sent). */
-void sim_conn_out_printf(struct conn *c, const char *fmt, ...) TB_PRINTF(2, 3);
+/* What connections call, filled in by the server (s->conn_h). */
+struct sim_conn_handlers {
+  /* Serves one parsed request of c (r and its body valid during the call). */
+  void (*dispatch)(struct server *s, struct conn *c, const struct sim_http_req *r);
+  /* c is being freed: its request is aborted, its prompt's job orphaned,
+   * its held erase dropped. */
+  void (*closed)(struct server *s, struct conn *c);
+  /* Requests ended and gave back their slots and KV: the queue's head may
+   * be admitted now. */
+  void (*admit)(struct server *s, int64_t now);
+  /* After each round of the reap: what waits for an idle server (held
+   * erases) is done; true when it resumed any connection. */
+  bool (*release)(struct server *s);
+};
 
 /* Queues c for sim_conn_reap (to free it if dead, resume it if its request
  * finished); once per iteration. */
@@ -25,24 +37,8 @@ void sim_conn_todo_push(struct server *s, struct conn *c);
  * by the next sim_conn_reap, never at once. */
 void sim_conn_kill(struct server *s, struct conn *c);
 
-/* Sends what is buffered; arms EPOLLOUT on a short write. */
+/* Sends what is buffered (sim_out_flush); arms EPOLLOUT on a short write. */
 void sim_conn_flush(struct server *s, struct conn *c);
-
-/* Writes the connection's deferred stamps (the clock now) and sends. */
-void sim_conn_flush_stamped(struct server *s, struct conn *c);
-
-/* Replies status with a body of type ctype and sends it; closes after it
- * unless keep_alive. */
-void sim_conn_reply_raw(struct server *s, struct conn *c, int status, const char *ctype,
-                        const char *body, size_t len, bool keep_alive);
-
-/* Replies with a JSON document and steals it. */
-void sim_conn_reply_json(struct server *s, struct conn *c, int status, json_t *doc,
-                         bool keep_alive);
-
-/* OpenAI-style error body: {"error": {message, type, param, code}}. */
-void sim_conn_reply_error(struct server *s, struct conn *c, int status, const char *msg,
-                          bool keep_alive);
 
 /* Reads what the socket has (up to SIM_IN_CAP buffered) and serves the
  * complete requests; kills the connection on EOF, error or abuse. */

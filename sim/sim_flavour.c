@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sim_conn.h"
+#include "sim_out.h"
 #include "sim_tok.h"
 
 /* llama.cpp b11669's model type and default sampling parameters (/props,
@@ -228,11 +228,11 @@ sim_flavour_model_card(const struct server *s)
 /* ---- /metrics ---- */
 
 static void
-family(struct conn *o, const char *name, const char *type, const char *help)
+family(struct sim_out *o, const char *name, const char *type, const char *help)
 {
   if (help)
-    sim_conn_out_printf(o, "# HELP %s %s\n", name, help);
-  sim_conn_out_printf(o, "# TYPE %s %s\n", name, type);
+    sim_out_printf(o, "# HELP %s %s\n", name, help);
+  sim_out_printf(o, "# TYPE %s %s\n", name, type);
 }
 
 static double
@@ -275,21 +275,20 @@ num_e3(char *buf, size_t cap, double v)
 }
 
 static void
-vllm_cache_config(const struct server *s, struct conn *o)
+vllm_cache_config(const struct server *s, struct sim_out *o)
 {
   int64_t bs = s->p->block_size, blocks = s->p->kv_budget / bs;
   family(o, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
   switch (rev(s)) {
   case 7: /* V0: no engine or model_name label */
-    sim_conn_out_printf(
-      o,
-      "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
-      "calculate_kv_scales=\"False\",cpu_offload_gb=\"0\","
-      "enable_prefix_caching=\"False\",gpu_memory_utilization=\"0.9\","
-      "is_attention_free=\"False\",num_cpu_blocks=\"2048\",num_gpu_blocks=\"%" PRId64
-      "\",num_gpu_blocks_override=\"None\",sliding_window=\"None\","
-      "swap_space_bytes=\"4294967296\"} 1.0\n",
-      bs, blocks);
+    sim_out_printf(o,
+                   "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
+                   "calculate_kv_scales=\"False\",cpu_offload_gb=\"0\","
+                   "enable_prefix_caching=\"False\",gpu_memory_utilization=\"0.9\","
+                   "is_attention_free=\"False\",num_cpu_blocks=\"2048\",num_gpu_blocks=\"%" PRId64
+                   "\",num_gpu_blocks_override=\"None\",sliding_window=\"None\","
+                   "swap_space_bytes=\"4294967296\"} 1.0\n",
+                   bs, blocks);
     break;
   case 8: /* written before the blocks are known: "None" */
   case 10: {
@@ -298,48 +297,48 @@ vllm_cache_config(const struct server *s, struct conn *o)
       snprintf(nb, sizeof(nb), "None");
     else
       snprintf(nb, sizeof(nb), "%" PRId64, blocks);
-    sim_conn_out_printf(o,
-                        "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
-                        "calculate_kv_scales=\"False\",cpu_offload_gb=\"0\","
-                        "enable_prefix_caching=\"True\",%sgpu_memory_utilization=\"0.9\","
-                        "is_attention_free=\"False\",num_cpu_blocks=\"None\","
-                        "num_gpu_blocks=\"%s\",num_gpu_blocks_override=\"None\","
-                        "prefix_caching_hash_algo=\"builtin\",sliding_window=\"None\","
-                        "swap_space=\"4\",swap_space_bytes=\"4294967296\"} 1.0\n",
-                        bs, rev(s) == 10 ? "engine=\"0\"," : "", nb);
+    sim_out_printf(o,
+                   "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
+                   "calculate_kv_scales=\"False\",cpu_offload_gb=\"0\","
+                   "enable_prefix_caching=\"True\",%sgpu_memory_utilization=\"0.9\","
+                   "is_attention_free=\"False\",num_cpu_blocks=\"None\","
+                   "num_gpu_blocks=\"%s\",num_gpu_blocks_override=\"None\","
+                   "prefix_caching_hash_algo=\"builtin\",sliding_window=\"None\","
+                   "swap_space=\"4\",swap_space_bytes=\"4294967296\"} 1.0\n",
+                   bs, rev(s) == 10 ? "engine=\"0\"," : "", nb);
     break;
   }
   case 11:
-    sim_conn_out_printf(o,
-                        "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
-                        "calculate_kv_scales=\"False\",cpu_kvcache_space_bytes=\"None\","
-                        "cpu_offload_gb=\"0\",enable_prefix_caching=\"True\",engine=\"0\","
-                        "gpu_memory_utilization=\"0.9\",is_attention_free=\"False\","
-                        "kv_sharing_fast_prefill=\"False\",mamba_cache_dtype=\"auto\","
-                        "mamba_page_size_padded=\"None\",mamba_ssm_cache_dtype=\"auto\","
-                        "num_cpu_blocks=\"None\",num_gpu_blocks=\"%" PRId64 "\","
-                        "num_gpu_blocks_override=\"None\",prefix_caching_hash_algo=\"sha256\","
-                        "sliding_window=\"None\",swap_space=\"4\","
-                        "swap_space_bytes=\"4294967296\"} 1.0\n",
-                        bs, blocks);
+    sim_out_printf(o,
+                   "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
+                   "calculate_kv_scales=\"False\",cpu_kvcache_space_bytes=\"None\","
+                   "cpu_offload_gb=\"0\",enable_prefix_caching=\"True\",engine=\"0\","
+                   "gpu_memory_utilization=\"0.9\",is_attention_free=\"False\","
+                   "kv_sharing_fast_prefill=\"False\",mamba_cache_dtype=\"auto\","
+                   "mamba_page_size_padded=\"None\",mamba_ssm_cache_dtype=\"auto\","
+                   "num_cpu_blocks=\"None\",num_gpu_blocks=\"%" PRId64 "\","
+                   "num_gpu_blocks_override=\"None\",prefix_caching_hash_algo=\"sha256\","
+                   "sliding_window=\"None\",swap_space=\"4\","
+                   "swap_space_bytes=\"4294967296\"} 1.0\n",
+                   bs, blocks);
     break;
   default: /* 2026: block_size is the smallest over the KV-cache groups (here
             * 8 of them), so blocks x block_size is 8 times below the tokens */
-    sim_conn_out_printf(o,
-                        "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
-                        "enable_prefix_caching=\"True\",engine=\"0\","
-                        "gpu_memory_utilization=\"0.9\",kv_cache_max_concurrency=\"%.1f\","
-                        "kv_cache_memory_bytes=\"None\",kv_cache_size_tokens=\"%" PRId64 "\","
-                        "num_cpu_blocks=\"None\",num_gpu_blocks=\"%" PRId64 "\","
-                        "num_gpu_blocks_override=\"None\",sliding_window=\"None\"} 1.0\n",
-                        bs, (double)s->p->kv_budget / (double)s->p->max_model_len, s->p->kv_budget,
-                        blocks / 8);
+    sim_out_printf(o,
+                   "vllm:cache_config_info{block_size=\"%" PRId64 "\",cache_dtype=\"auto\","
+                   "enable_prefix_caching=\"True\",engine=\"0\","
+                   "gpu_memory_utilization=\"0.9\",kv_cache_max_concurrency=\"%.1f\","
+                   "kv_cache_memory_bytes=\"None\",kv_cache_size_tokens=\"%" PRId64 "\","
+                   "num_cpu_blocks=\"None\",num_gpu_blocks=\"%" PRId64 "\","
+                   "num_gpu_blocks_override=\"None\",sliding_window=\"None\"} 1.0\n",
+                   bs, (double)s->p->kv_budget / (double)s->p->max_model_len, s->p->kv_budget,
+                   blocks / 8);
     break;
   }
 }
 
 static void
-vllm_metrics(const struct server *s, struct conn *o)
+vllm_metrics(const struct server *s, struct sim_out *o)
 {
   char lab[700];
   int r = rev(s);
@@ -353,33 +352,33 @@ vllm_metrics(const struct server *s, struct conn *o)
   family(o, "vllm:num_requests_running", "gauge",
          r == 7 ? "Number of requests currently running on GPU."
                 : "Number of requests in model execution batches.");
-  sim_conn_out_printf(o, "vllm:num_requests_running{%s} %d.0\n", lab, s->running);
+  sim_out_printf(o, "vllm:num_requests_running{%s} %d.0\n", lab, s->running);
   if (r == 7) {
     family(o, "vllm:num_requests_swapped", "gauge", "Number of requests swapped to CPU.");
-    sim_conn_out_printf(o, "vllm:num_requests_swapped{%s} 0.0\n", lab);
+    sim_out_printf(o, "vllm:num_requests_swapped{%s} 0.0\n", lab);
   }
   family(o, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  sim_conn_out_printf(o, "vllm:num_requests_waiting{%s} %d.0\n", lab, s->q_n);
+  sim_out_printf(o, "vllm:num_requests_waiting{%s} %d.0\n", lab, s->q_n);
   if (r <= 10) {
     family(o, "vllm:gpu_cache_usage_perc", "gauge",
            r == 10 ? "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use "
                      "vllm:kv_cache_usage_perc instead."
                    : "GPU KV-cache usage. 1 means 100 percent usage.");
-    sim_conn_out_printf(o, "vllm:gpu_cache_usage_perc{%s} %.6f\n", lab, usage);
+    sim_out_printf(o, "vllm:gpu_cache_usage_perc{%s} %.6f\n", lab, usage);
   }
   if (r >= 10) {
     family(o, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-    sim_conn_out_printf(o, "vllm:kv_cache_usage_perc{%s} %.6f\n", lab, usage);
+    sim_out_printf(o, "vllm:kv_cache_usage_perc{%s} %.6f\n", lab, usage);
   }
   if (r == 7) { /* a histogram printing _sum before its buckets */
     family(o, "vllm:time_to_first_token_seconds", "histogram",
            "Histogram of time to first token in seconds.");
-    sim_conn_out_printf(o,
-                        "vllm:time_to_first_token_seconds_sum{%s} 0.0\n"
-                        "vllm:time_to_first_token_seconds_bucket{le=\"0.001\",%s} 0.0\n"
-                        "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",%s} %" PRIu64 ".0\n"
-                        "vllm:time_to_first_token_seconds_count{%s} %" PRIu64 ".0\n",
-                        lab, lab, lab, s->st.completed, lab, s->st.completed);
+    sim_out_printf(o,
+                   "vllm:time_to_first_token_seconds_sum{%s} 0.0\n"
+                   "vllm:time_to_first_token_seconds_bucket{le=\"0.001\",%s} 0.0\n"
+                   "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",%s} %" PRIu64 ".0\n"
+                   "vllm:time_to_first_token_seconds_count{%s} %" PRIu64 ".0\n",
+                   lab, lab, lab, s->st.completed, lab, s->st.completed);
   }
   static const struct {
     const char *name, *help;
@@ -401,30 +400,30 @@ vllm_metrics(const struct server *s, struct conn *o)
       num_e3(v, sizeof(v), (double)vals[i]);
     else
       snprintf(v, sizeof(v), "%" PRIu64 ".0", vals[i]);
-    sim_conn_out_printf(o, "%s{%s} %s\n", n, lab, v);
+    sim_out_printf(o, "%s{%s} %s\n", n, lab, v);
     if (r == 10) { /* prometheus_client's companion: the counter's creation time */
       snprintf(n, sizeof(n), "vllm:%s_created", counters[i].name);
       family(o, n, "gauge", counters[i].help);
-      sim_conn_out_printf(o, "%s{%s} %.13e\n", n, lab, s->started_real_s);
+      sim_out_printf(o, "%s{%s} %.13e\n", n, lab, s->started_real_s);
     }
   }
   if (r == 7) { /* V0: a hit-rate gauge instead of the token counters */
     family(o, "vllm:gpu_prefix_cache_hit_rate", "gauge", "GPU prefix cache block hit rate.");
-    sim_conn_out_printf(o, "vllm:gpu_prefix_cache_hit_rate{%s} %.6f\n", lab,
-                        s->st.prefix_query_tokens
-                          ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
-                          : 0.0);
+    sim_out_printf(o, "vllm:gpu_prefix_cache_hit_rate{%s} %.6f\n", lab,
+                   s->st.prefix_query_tokens
+                     ? (double)s->st.prefix_hit_tokens / (double)s->st.prefix_query_tokens
+                     : 0.0);
   }
   /* admission reserves a request's whole KV need: nothing is ever preempted */
   family(o, "vllm:num_preemptions_total", "counter",
          "Cumulative number of preemption from the engine.");
-  sim_conn_out_printf(o, "vllm:num_preemptions_total{%s} 0.0\n", lab);
+  sim_out_printf(o, "vllm:num_preemptions_total{%s} 0.0\n", lab);
   if (r != 7)
     vllm_cache_config(s, o);
 }
 
 static void
-sglang_metrics(const struct server *s, struct conn *o)
+sglang_metrics(const struct server *s, struct sim_out *o)
 {
   char lab[700];
   int r = rev(s);
@@ -447,7 +446,7 @@ sglang_metrics(const struct server *s, struct conn *o)
       char n[64];
       snprintf(n, sizeof(n), "sglang:%s", g[i].name);
       family(o, n, "gauge", g[i].help);
-      sim_conn_out_printf(o, "%s{%s} %.1f\n", n, lab, g[i].v);
+      sim_out_printf(o, "%s{%s} %.1f\n", n, lab, g[i].v);
     }
     return;
   }
@@ -494,36 +493,35 @@ sglang_metrics(const struct server *s, struct conn *o)
         break;
       }
       if (i == 2 || i == 3 || i == 7)
-        sim_conn_out_printf(o, "%s{%s} %.6g\n", n, lab, v);
+        sim_out_printf(o, "%s{%s} %.6g\n", n, lab, v);
       else
-        sim_conn_out_printf(o, "%s{%s} %.1f\n", n, lab, v);
+        sim_out_printf(o, "%s{%s} %.1f\n", n, lab, v);
     }
   }
 }
 
 static void
-llamacpp_metrics(const struct server *s, struct conn *o)
+llamacpp_metrics(const struct server *s, struct sim_out *o)
 {
   /* plain integers; requests_processing / _deferred are the load */
   double tps = gen_throughput(s);
   family(o, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.");
-  sim_conn_out_printf(o, "llamacpp:prompt_tokens_total %" PRIu64 "\n", s->st.prompt_tokens);
+  sim_out_printf(o, "llamacpp:prompt_tokens_total %" PRIu64 "\n", s->st.prompt_tokens);
   family(o, "llamacpp:prompt_seconds_total", "counter", "Prompt process time");
-  sim_conn_out_printf(o, "llamacpp:prompt_seconds_total %.3f\n",
-                      (double)s->st.prompt_tokens / 20000.0);
+  sim_out_printf(o, "llamacpp:prompt_seconds_total %.3f\n", (double)s->st.prompt_tokens / 20000.0);
   family(o, "llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.");
-  sim_conn_out_printf(o, "llamacpp:tokens_predicted_total %" PRIu64 "\n", s->st.tokens_generated);
+  sim_out_printf(o, "llamacpp:tokens_predicted_total %" PRIu64 "\n", s->st.tokens_generated);
   family(o, "llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls");
-  sim_conn_out_printf(o, "llamacpp:n_decode_total %" PRIu64 "\n", s->st.steps);
+  sim_out_printf(o, "llamacpp:n_decode_total %" PRIu64 "\n", s->st.steps);
   family(o, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.");
-  sim_conn_out_printf(o, "llamacpp:prompt_tokens_seconds 20000\n");
+  sim_out_printf(o, "llamacpp:prompt_tokens_seconds 20000\n");
   family(o, "llamacpp:predicted_tokens_seconds", "gauge",
          "Average generation throughput in tokens/s.");
-  sim_conn_out_printf(o, "llamacpp:predicted_tokens_seconds %.1f\n", tps);
+  sim_out_printf(o, "llamacpp:predicted_tokens_seconds %.1f\n", tps);
   family(o, "llamacpp:requests_processing", "gauge", "Number of requests processing.");
-  sim_conn_out_printf(o, "llamacpp:requests_processing %d\n", s->running);
+  sim_out_printf(o, "llamacpp:requests_processing %d\n", s->running);
   family(o, "llamacpp:requests_deferred", "gauge", "Number of requests deferred.");
-  sim_conn_out_printf(o, "llamacpp:requests_deferred %d\n", s->q_n);
+  sim_out_printf(o, "llamacpp:requests_deferred %d\n", s->q_n);
 }
 
 /* b11669: counters as that server adds to them (struct llama_stats):
@@ -531,7 +529,7 @@ llamacpp_metrics(const struct server *s, struct conn *o)
  * throughput gauges over the bucket since the last read
  * (sim_flavour_metrics_read empties it). */
 static void
-llamacpp_b11669_metrics(const struct server *s, struct conn *o)
+llamacpp_b11669_metrics(const struct server *s, struct sim_out *o)
 {
   const struct llama_stats *l = &s->st.llama;
   const struct llama_bucket *b = &l->b;
@@ -578,7 +576,7 @@ llamacpp_b11669_metrics(const struct server *s, struct conn *o)
     char n[64];
     snprintf(n, sizeof(n), "llamacpp:%s", f[i].name);
     family(o, n, f[i].type, f[i].help);
-    sim_conn_out_printf(o, "%s %.6g\n", n, f[i].v);
+    sim_out_printf(o, "%s %.6g\n", n, f[i].v);
   }
 }
 
@@ -589,37 +587,37 @@ sim_flavour_metrics_read(struct server *s)
 }
 
 static void
-tgi_metrics(const struct server *s, struct conn *o)
+tgi_metrics(const struct server *s, struct sim_out *o)
 {
   /* TYPE lines only, as the router's exporter writes them */
-  sim_conn_out_printf(o,
-                      "# TYPE tgi_request_count counter\ntgi_request_count %" PRIu64 "\n"
-                      "# TYPE tgi_queue_size gauge\ntgi_queue_size %d\n"
-                      "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size %d\n"
-                      "# TYPE tgi_batch_current_max_tokens gauge\n"
-                      "tgi_batch_current_max_tokens %" PRId64 "\n",
-                      s->st.requests, s->q_n, s->running, s->kv_used);
+  sim_out_printf(o,
+                 "# TYPE tgi_request_count counter\ntgi_request_count %" PRIu64 "\n"
+                 "# TYPE tgi_queue_size gauge\ntgi_queue_size %d\n"
+                 "# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size %d\n"
+                 "# TYPE tgi_batch_current_max_tokens gauge\n"
+                 "tgi_batch_current_max_tokens %" PRId64 "\n",
+                 s->st.requests, s->q_n, s->running, s->kv_used);
 }
 
 static void
-gateway_metrics(const struct server *s, struct conn *o)
+gateway_metrics(const struct server *s, struct sim_out *o)
 {
   /* the gateway's own families: nothing of the engine behind it */
   family(o, "http_requests_total", "counter", "Total HTTP requests.");
-  sim_conn_out_printf(o,
-                      "http_requests_total{code=\"200\",method=\"post\","
-                      "route=\"/v1/chat/completions\"} %" PRIu64 "\n",
-                      s->st.requests);
+  sim_out_printf(o,
+                 "http_requests_total{code=\"200\",method=\"post\","
+                 "route=\"/v1/chat/completions\"} %" PRIu64 "\n",
+                 s->st.requests);
   family(o, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  sim_conn_out_printf(o, "process_resident_memory_bytes 8.1e+07\n");
+  sim_out_printf(o, "process_resident_memory_bytes 8.1e+07\n");
   family(o, "upstream_inflight_requests", "gauge", "Requests in flight to upstreams.");
-  sim_conn_out_printf(o, "upstream_inflight_requests %d\n", s->running + s->q_n);
+  sim_out_printf(o, "upstream_inflight_requests %d\n", s->running + s->q_n);
   family(o, "gateway_upstream_up", "gauge", "Whether the upstream answers.");
-  sim_conn_out_printf(o, "gateway_upstream_up 1\n");
+  sim_out_printf(o, "gateway_upstream_up 1\n");
 }
 
 bool
-sim_flavour_metrics(const struct server *s, struct conn *o)
+sim_flavour_metrics(const struct server *s, struct sim_out *o)
 {
   if (s->cfg->metrics == SIM_METRICS_FOREIGN) {
     gateway_metrics(s, o); /* --metrics foreign: in every flavour */
@@ -719,8 +717,8 @@ sim_flavour_slots(const struct server *s)
   int id = 0;
   /* the admitted requests take the first slots, in connection order */
   for (const struct conn *c = s->conns; c && id < s->p->max_running; c = c->next) {
-    const struct gen *g = c->gen;
-    if (g == NULL || c->dead || (g->st != G_PREFILL && g->st != G_DECODE && g->st != G_STALL))
+    const struct gen *g = c->o.gen;
+    if (g == NULL || c->o.dead || (g->st != G_PREFILL && g->st != G_DECODE && g->st != G_STALL))
       continue;
     json_t *params = json_loads(llama_params, 0, NULL);
     json_object_set_new(params, "max_tokens", json_integer(g->max_tokens));

@@ -20,10 +20,10 @@
 /* The model object of GET /v1/models (new reference). */
 json_t *sim_flavour_model_card(const struct server *s);
 
-/* Appends the flavour's /metrics text to out (a scratch connection's
+/* Appends the flavour's /metrics text to out (a scratch output
  * buffer), or with --metrics foreign (the gateway flavour's default) a
  * gateway's own families; false when there is no /metrics. */
-bool sim_flavour_metrics(const struct server *s, struct conn *out);
+bool sim_flavour_metrics(const struct server *s, struct sim_out *out);
 
 /* GET /v1/models: the model card in a list; llama.cpp b11669 lists it a
  * second time under "models" (new reference). */

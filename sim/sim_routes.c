@@ -26,9 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sim_conn.h"
 #include "sim_flavour.h"
 #include "sim_http.h"
+#include "sim_inspect.h"
+#include "sim_out.h"
 #include "sim_prep.h"
 #include "sim_sched.h"
 #include "sim_stream.h"
@@ -73,12 +74,12 @@ body_object(struct server *s, struct conn *c, const struct sim_http_req *r, json
   if (doc == NULL) {
     char msg[300];
     snprintf(msg, sizeof(msg), "JSON decode error: %s", jerr);
-    sim_conn_reply_error(s, c, 400, msg, r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, msg, r->keep_alive);
     return NULL;
   }
   if (!json_is_object(doc)) {
     json_decref(doc);
-    sim_conn_reply_error(s, c, 400, "request body must be a JSON object", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, "request body must be a JSON object", r->keep_alive);
     return NULL;
   }
   return doc;
@@ -105,11 +106,11 @@ model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const j
   if (m == NULL || json_is_null(m)) {
     if (any_model(s))
       return true; /* SGLang, llama.cpp, TGI serve their one model whatever is asked */
-    sim_conn_reply_error(s, c, 400, "The 'model' field is required.", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, "The 'model' field is required.", r->keep_alive);
     return false;
   }
   if (!json_is_string(m)) {
-    sim_conn_reply_error(s, c, 400, "'model' must be a string", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, "'model' must be a string", r->keep_alive);
     return false;
   }
   if (any_model(s) || strcmp(json_string_value(m), s->p->model) == 0 ||
@@ -117,7 +118,7 @@ model_ok(struct server *s, struct conn *c, const struct sim_http_req *r, const j
     return true;
   char msg[700];
   snprintf(msg, sizeof(msg), "The model `%.500s` does not exist.", json_string_value(m));
-  sim_conn_reply_error(s, c, 404, msg, r->keep_alive);
+  sim_out_reply_error(s, &c->o, 404, msg, r->keep_alive);
   return false;
 }
 
@@ -131,11 +132,11 @@ reply_exceed(struct server *s, struct conn *c, const struct sim_http_req *r, int
            " tokens), try increasing it",
            prompt, s->p->max_model_len);
   s->st.errors++;
-  sim_conn_reply_json(s, c, 400,
-                      json_pack("{s:{s:i, s:s, s:s, s:I, s:I}}", "error", "code", 400, "message",
-                                msg, "type", "exceed_context_size_error", "n_prompt_tokens",
-                                (json_int_t)prompt, "n_ctx", (json_int_t)s->p->max_model_len),
-                      r->keep_alive);
+  sim_out_reply_json(s, &c->o, 400,
+                     json_pack("{s:{s:i, s:s, s:s, s:I, s:I}}", "error", "code", 400, "message",
+                               msg, "type", "exceed_context_size_error", "n_prompt_tokens",
+                               (json_int_t)prompt, "n_ctx", (json_int_t)s->p->max_model_len),
+                     r->keep_alive);
 }
 
 /* The output a request may have into *out: max_completion_tokens (which
@@ -255,7 +256,7 @@ gen_fault(struct server *s, struct conn *c, const struct sim_http_req *r, struct
 {
   if (q->f.status) {
     snprintf(q->err, sizeof(q->err), "simulated fault: status %d", q->f.status);
-    sim_conn_reply_error(s, c, q->f.status, q->err, r->keep_alive);
+    sim_out_reply_error(s, &c->o, q->f.status, q->err, r->keep_alive);
     return true;
   }
   if (q->f.refuse_ms > 0) {
@@ -267,7 +268,7 @@ gen_fault(struct server *s, struct conn *c, const struct sim_http_req *r, struct
     s->relisten_at = now_ns() + ms_to_ns(s, q->f.refuse_ms);
     struct linger lg = { 1, 0 };
     (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    sim_conn_kill(s, c);
+    sim_out_kill(s, &c->o);
     return true;
   }
   return false;
@@ -363,7 +364,7 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
   struct gen_req q = { .msg = NULL };
   enum gen_check ck = gen_check(s, c, r, body, pr, &q);
   if (ck == GEN_BAD)
-    sim_conn_reply_error(s, c, 400, q.msg ? q.msg : "bad request", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, q.msg ? q.msg : "bad request", r->keep_alive);
   if (ck != GEN_GO)
     goto out;
   s->st.requests++;
@@ -372,15 +373,15 @@ generate(struct server *s, struct conn *c, const struct sim_http_req *r, bool ch
     goto out;
 
   struct gen *g = tb_xcalloc(1, sizeof(*g));
-  g->c = c;
-  c->gen = g;
+  g->o = &c->o;
+  c->o.gen = g;
   g->chat = chat;
   g->stream = q.streaming;
   g->chunked = r->minor >= 1;
   gen_shape(s, r, body, &q, g);
   gen_ids(s, pr, &q, g);
   if (!r->keep_alive)
-    c->close_after = true;
+    c->o.close_after = true;
   gen_start(s, g, req_start);
 out:
   free(pr->chain);
@@ -423,15 +424,14 @@ void
 sim_routes_prepared(struct server *s, struct sim_prep_job *j)
 {
   struct conn *c = j->c;
-  if (c != NULL && !c->dead) {
+  if (c != NULL && !c->o.dead) {
     c->prep = NULL;
     json_t *body = body_object(s, c, &j->req, j->doc, j->jerr);
     j->doc = NULL; /* body_object took it */
     if (body != NULL)
       generate(s, c, &j->req, j->chat, body, &j->pr, j->req_start);
     /* what the client pipelined behind it */
-    c->resume = true;
-    sim_conn_todo_push(s, c);
+    sim_out_resume(s, &c->o);
   } else if (c != NULL) {
     c->prep = NULL;
   }
@@ -471,7 +471,7 @@ handle_tokenize(struct server *s, struct conn *c, const struct sim_http_req *r)
                                       : "either prompt or messages is required";
   }
   if (count < 0) {
-    sim_conn_reply_error(s, c, 400, msg ? msg : "bad request", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, msg ? msg : "bad request", r->keep_alive);
     goto out;
   }
   json_t *toks = json_array();
@@ -479,7 +479,7 @@ handle_tokenize(struct server *s, struct conn *c, const struct sim_http_req *r)
     json_array_append_new(toks, json_integer(ids[i]));
   json_t *doc = json_pack("{s:I, s:I, s:o, s:n}", "count", (json_int_t)count, "max_model_len",
                           (json_int_t)s->p->max_model_len, "tokens", toks, "token_strs");
-  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, doc, r->keep_alive);
 out:
   free(ids);
   json_decref(body);
@@ -511,7 +511,7 @@ handle_llama_tokenize(struct server *s, struct conn *c, const struct sim_http_re
   json_t *toks = json_array();
   for (size_t i = 0; i < len; i++)
     json_array_append_new(toks, json_integer(ids[i]));
-  sim_conn_reply_json(s, c, 200, json_pack("{s:o}", "tokens", toks), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, json_pack("{s:o}", "tokens", toks), r->keep_alive);
   free(ids);
   json_decref(body);
 }
@@ -529,10 +529,10 @@ handle_apply_template(struct server *s, struct conn *c, const struct sim_http_re
   const char *msg = "'messages' is required";
   if (messages != NULL && sim_tok_chat(messages, true, NULL, NULL, NULL, NULL, &msg) >= 0) {
     char *text = sim_tok_render_chat(messages, agp == NULL || json_is_true(agp));
-    sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "prompt", text), r->keep_alive);
+    sim_out_reply_json(s, &c->o, 200, json_pack("{s:s}", "prompt", text), r->keep_alive);
     free(text);
   } else {
-    sim_conn_reply_error(s, c, 400, msg, r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, msg, r->keep_alive);
   }
   json_decref(body);
 }
@@ -540,7 +540,7 @@ handle_apply_template(struct server *s, struct conn *c, const struct sim_http_re
 static void
 handle_models(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, sim_flavour_models(s), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, sim_flavour_models(s), r->keep_alive);
 }
 
 bool
@@ -560,33 +560,33 @@ sim_metrics_parse(const char *str, enum sim_metrics *out)
 static void
 handle_metrics(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  struct conn tmp = { 0 };
+  struct sim_out tmp = { 0 };
   if (!sim_flavour_metrics(s, &tmp))
-    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
-                       r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                      r->keep_alive);
   else
-    sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.out, tmp.out_len,
-                       r->keep_alive);
-  free(tmp.out);
+    sim_out_reply_raw(s, &c->o, 200, "text/plain; version=0.0.4; charset=utf-8", tmp.buf, tmp.len,
+                      r->keep_alive);
+  free(tmp.buf);
   sim_flavour_metrics_read(s);
 }
 
 static void
 handle_server_info(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, sim_flavour_server_info(s), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, sim_flavour_server_info(s), r->keep_alive);
 }
 
 static void
 handle_props(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, sim_flavour_props(s), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, sim_flavour_props(s), r->keep_alive);
 }
 
 static void
 handle_slots(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, sim_flavour_slots(s), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, sim_flavour_slots(s), r->keep_alive);
 }
 
 /* llama.cpp b11669's answers to what this model or these flags do not
@@ -604,27 +604,27 @@ handle_unsupported(struct server *s, struct conn *c, const struct sim_http_req *
     { "/rerank", "This server does not support reranking. Start it with `--reranking`" },
   };
   if (!llama_new(s)) {
-    sim_conn_reply_raw(s, c, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
-                       r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
+                      r->keep_alive);
     return;
   }
   const char *msg = "This server does not support embeddings. Start it with `--embeddings`";
   for (size_t i = 0; i < TB_ARRAY_LEN(why); i++) /* (/rerank: also /reranking, /v1/rerank) */
     if (strstr(r->path, why[i].path) != NULL)
       msg = why[i].msg;
-  sim_conn_reply_error(s, c, 501, msg, r->keep_alive);
+  sim_out_reply_error(s, &c->o, 501, msg, r->keep_alive);
 }
 
 static void
 handle_lora(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, json_array(), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, json_array(), r->keep_alive);
 }
 
 static void
 handle_info(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, sim_flavour_info(s), r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, sim_flavour_info(s), r->keep_alive);
 }
 
 /* vLLM's POST /reset_prefix_cache (vllm/entrypoints/serve/cache/api_router.py;
@@ -635,12 +635,12 @@ handle_reset_prefix(struct server *s, struct conn *c, const struct sim_http_req 
 {
   s->st.cache_reset_calls++;
   if (!s->cfg->dev_mode) {
-    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
-                       r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                      r->keep_alive);
     return;
   }
   (void)sim_sched_cache_reset(s);
-  sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
+  sim_out_reply_raw(s, &c->o, 200, "application/json", "", 0, r->keep_alive);
 }
 
 /* SGLang's POST /flush_cache: flushed only when no request is running or
@@ -655,8 +655,8 @@ handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *
   s->st.cache_reset_calls++;
   if (!busy)
     (void)sim_sched_cache_reset(s);
-  sim_conn_reply_raw(s, c, busy ? 400 : 200, "text/plain; charset=utf-8", msg, sizeof msg - 1,
-                     r->keep_alive);
+  sim_out_reply_raw(s, &c->o, busy ? 400 : 200, "text/plain; charset=utf-8", msg, sizeof msg - 1,
+                    r->keep_alive);
 }
 
 /* llama.cpp's POST /slots/{id}?action=erase (b11669): {"id_slot", "n_erased"};
@@ -684,7 +684,7 @@ handle_flush_cache(struct server *s, struct conn *c, const struct sim_http_req *
  * on, the next erase of that slot found n_erased 0); as every erase empties
  * the one cache, the ones hung up on are one flag and the place of the
  * first (erase_orphaned, orphan_seq), and their connections are freed at
- * once (sim_routes_held_drop). */
+ * once (held_drop). */
 static void
 handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
@@ -692,18 +692,18 @@ handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *
   int64_t id;
   s->st.cache_reset_calls++;
   if (!s->cfg->slot_save) {
-    sim_conn_reply_error(s, c, 501,
-                         "This server does not support slots action. Start it with "
-                         "`--slot-save-path`",
-                         r->keep_alive);
+    sim_out_reply_error(s, &c->o, 501,
+                        "This server does not support slots action. Start it with "
+                        "`--slot-save-path`",
+                        r->keep_alive);
     return;
   }
   if (!tb_parse_i64(r->path + strlen("/slots/"), 0, INT32_MAX, &id)) {
-    sim_conn_reply_error(s, c, 400, "Invalid slot ID", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, "Invalid slot ID", r->keep_alive);
     return;
   }
   if (!sim_http_query(r->query, "action", action, sizeof action) || strcmp(action, "erase") != 0) {
-    sim_conn_reply_error(s, c, 400, "Invalid action", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 400, "Invalid action", r->keep_alive);
     return;
   }
   int64_t slots = s->p->max_running > 0 ? s->p->max_running : 1;
@@ -724,7 +724,7 @@ handle_slot_action(struct server *s, struct conn *c, const struct sim_http_req *
   }
   int64_t n = id < slots ? sim_sched_cache_reset(s) : 0;
   json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
-  sim_conn_reply_json(s, c, 200, o, r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, o, r->keep_alive);
 }
 
 /* Takes c's held erase out of the server's FIFO. */
@@ -744,8 +744,10 @@ held_unlink(struct server *s, struct conn *c)
   s->held_n--;
 }
 
-void
-sim_routes_held_drop(struct server *s, struct conn *c)
+/* c's held erase, if any, is not to be answered (its connection is being
+ * freed); it is still done when the server is idle. */
+static void
+held_drop(struct server *s, struct conn *c)
 {
   if (!c->held)
     return;
@@ -753,6 +755,18 @@ sim_routes_held_drop(struct server *s, struct conn *c)
   if (!s->erase_orphaned || c->held_seq < s->orphan_seq)
     s->orphan_seq = c->held_seq;
   s->erase_orphaned = true; /* done when idle all the same */
+}
+
+void
+sim_routes_closed(struct server *s, struct conn *c)
+{
+  if (c->o.gen) {
+    s->st.aborted++;
+    sim_sched_gen_free(s, c->o.gen);
+  }
+  if (c->prep)
+    c->prep->c = NULL; /* the job comes back to nobody (sim_routes_prepared) */
+  held_drop(s, c);     /* a held erase's client went away */
 }
 
 bool
@@ -774,10 +788,9 @@ sim_routes_held_release(struct server *s)
     held_unlink(s, c);
     int64_t n = sim_sched_cache_reset(s);
     json_t *o = json_pack("{s:I, s:I}", "id_slot", (json_int_t)id, "n_erased", (json_int_t)n);
-    sim_conn_reply_json(s, c, 200, o, keep_alive);
+    sim_out_reply_json(s, &c->o, 200, o, keep_alive);
     /* what it pipelined behind the erase is served next */
-    c->resume = true;
-    sim_conn_todo_push(s, c);
+    sim_out_resume(s, &c->o);
   }
   return true;
 }
@@ -795,8 +808,8 @@ handle_abort(struct server *s, struct conn *c, const struct sim_http_req *r)
   struct gen **victims = NULL;
   int nv = 0, cv = 0;
   for (struct conn *k = s->conns; k; k = k->next) {
-    struct gen *g = k->gen;
-    if (g == NULL || k->dead || k == c)
+    struct gen *g = k->o.gen;
+    if (g == NULL || k->o.dead || k == c)
       continue;
     if (all || (rid && strcmp(rid, g->id) == 0)) {
       if (nv == cv) {
@@ -811,149 +824,32 @@ handle_abort(struct server *s, struct conn *c, const struct sim_http_req *r)
   free(victims);
   json_decref(body);
   sim_sched_try_admit(s, now_ns());
-  sim_conn_reply_json(s, c, 200, json_pack("{s:i}", "aborted", n), r->keep_alive);
-}
-
-static void
-handle_expected(struct server *s, struct conn *c, const struct sim_http_req *r)
-{
-  char v[64];
-  int64_t ctx = 0, conc = 1, mt = 4096;
-  if (!sim_http_query(r->query, "context", v, sizeof(v)) || !tb_parse_tokens(v, &ctx) || ctx < 1 ||
-      ctx > (1LL << 40)) {
-    sim_conn_reply_error(s, c, 400, "context=<tokens> is required (e.g. 8192 or 8K)",
-                         r->keep_alive);
-    return;
-  }
-  if (sim_http_query(r->query, "concurrency", v, sizeof(v)) &&
-      !tb_parse_i64(v, 1, 1000000, &conc)) {
-    sim_conn_reply_error(s, c, 400, "concurrency must be an integer >= 1", r->keep_alive);
-    return;
-  }
-  if (sim_http_query(r->query, "max_tokens", v, sizeof(v)) && !tb_parse_tokens(v, &mt)) {
-    sim_conn_reply_error(s, c, 400, "max_tokens must be a token count", r->keep_alive);
-    return;
-  }
-  int64_t cached = 0;
-  if (sim_http_query(r->query, "cached_tokens", v, sizeof(v)) &&
-      (!tb_parse_tokens(v, &cached) || cached > ctx)) {
-    sim_conn_reply_error(s, c, 400, "cached_tokens must be a token count <= context",
-                         r->keep_alive);
-    return;
-  }
-  json_t *doc = sim_profile_expected(s->p, ctx, conc, mt, s->cfg->time_scale);
-  /* the TTFT of a prompt whose first cached_tokens the prefix cache holds */
-  json_object_set_new(
-    doc, "prefix_ttft_ms",
-    json_real(sim_profile_prefix_ms(s->p, (double)conc, (double)ctx, (double)cached) /
-              s->cfg->time_scale));
-  json_object_set_new(doc, "spec_k", json_integer(s->cfg->spec_k));
-  sim_power_expected(s->p, doc);
-  json_object_set_new(
-    doc, "chunk_interval_ms",
-    json_real(json_number_value(json_object_get(doc, "tbt_ms")) * s->cfg->spec_k));
-  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
-}
-
-/* GET /sim/dcgm/metrics: the GPUs' telemetry as dcgm-exporter serves it
- * (sim_power.h). */
-static void
-handle_dcgm(struct server *s, struct conn *c, const struct sim_http_req *r)
-{
-  size_t len = 0;
-  char *text = sim_power_metrics(s, now_ns(), &len);
-  sim_conn_reply_raw(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len,
-                     r->keep_alive);
-  free(text);
-}
-
-/* GET /sim/noise: what the noise model applies (sim_noise.h). */
-static void
-handle_noise(struct server *s, struct conn *c, const struct sim_http_req *r)
-{
-  sim_conn_reply_json(s, c, 200, sim_noise_json(&s->noise), r->keep_alive);
-}
-
-static void
-handle_stats(struct server *s, struct conn *c, const struct sim_http_req *r)
-{
-  json_t *doc = json_pack(
-    "{s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-    "s:I, s:f}",
-    "requests", (json_int_t)s->st.requests, "tokens_generated", (json_int_t)s->st.tokens_generated,
-    "completed", (json_int_t)s->st.completed, "aborted", (json_int_t)s->st.aborted, "tokens_sent",
-    (json_int_t)s->st.tokens_sent, "active", s->running, "running", s->running, "waiting", s->q_n,
-    "batch", s->batch_n, "prompt_tokens", (json_int_t)s->st.prompt_tokens, "cache_hits",
-    (json_int_t)s->st.cache_hits, "cache_misses", (json_int_t)s->st.cache_misses,
-    "kv_reserved_tokens", (json_int_t)s->kv_used, "kv_budget_tokens", (json_int_t)s->p->kv_budget,
-    "steps", (json_int_t)s->st.steps, "late_steps", (json_int_t)s->st.late_steps, "errors",
-    (json_int_t)s->st.errors, "connections", (json_int_t)s->nconns, "connections_total",
-    (json_int_t)s->st.conns_total, "max_late_ms", (double)s->st.max_late_ns / 1e6);
-  json_object_set_new(doc, "cache_partial_hits",
-                      json_integer((json_int_t)s->st.cache_partial_hits));
-  json_object_set_new(doc, "prefix_query_tokens",
-                      json_integer((json_int_t)s->st.prefix_query_tokens));
-  json_object_set_new(doc, "prefix_hit_tokens", json_integer((json_int_t)s->st.prefix_hit_tokens));
-  json_object_set_new(doc, "prefix_cache_blocks", json_integer(sim_cache_blocks(s->blocks)));
-  json_object_set_new(doc, "cache_reset_calls", json_integer((json_int_t)s->st.cache_reset_calls));
-  json_object_set_new(doc, "held_erases", json_integer(s->held_n));
-  sim_conn_reply_json(s, c, 200, doc, r->keep_alive);
-}
-
-/* GET /sim/requests[?since=SEQ]: the requests that ended, oldest first, as
- * the server saw them (at most the last SIM_REQLOG); "next" is the since of
- * the following call. */
-static void
-handle_requests(struct server *s, struct conn *c, const struct sim_http_req *r)
-{
-  char v[32];
-  int64_t since = 0;
-  if (sim_http_query(r->query, "since", v, sizeof(v)) && !tb_parse_i64(v, 0, INT64_MAX, &since)) {
-    sim_conn_reply_error(s, c, 400, "since must be an integer >= 0", r->keep_alive);
-    return;
-  }
-  uint64_t first = s->log_seq > SIM_REQLOG ? s->log_seq - SIM_REQLOG : 0;
-  if ((uint64_t)since > first)
-    first = (uint64_t)since;
-  json_t *list = json_array();
-  for (uint64_t q = first; q < s->log_seq; q++) {
-    const struct reqlog *e = &s->log[q % SIM_REQLOG];
-    json_array_append_new(
-      list, json_pack(
-              "{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "seq", (json_int_t)e->seq, "id",
-              e->id, "arrival_ns", (json_int_t)e->arrival_ns, "admitted_ns",
-              (json_int_t)e->admitted_ns, "first_token_ns", (json_int_t)e->first_token_ns, "end_ns",
-              (json_int_t)e->end_ns, "prompt_tokens", (json_int_t)e->prompt, "cached_tokens",
-              (json_int_t)e->cached_tokens, "output_tokens", (json_int_t)e->output, "end", e->end));
-  }
-  sim_conn_reply_json(s, c, 200,
-                      json_pack("{s:I, s:o}", "next", (json_int_t)s->log_seq, "requests", list),
-                      r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, json_pack("{s:i}", "aborted", n), r->keep_alive);
 }
 
 static void
 handle_version(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200, json_pack("{s:s}", "version", s->version ? s->version : ""),
-                      r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200, json_pack("{s:s}", "version", s->version ? s->version : ""),
+                     r->keep_alive);
 }
 
 static void
 handle_health(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
   if (flav(s, SIM_FLAVOUR_LLAMACPP))
-    sim_conn_reply_raw(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15, r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 200, "application/json", "{\"status\":\"ok\"}", 15, r->keep_alive);
   else
-    sim_conn_reply_raw(s, c, 200, "application/json", "", 0, r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 200, "application/json", "", 0, r->keep_alive);
 }
 
 static void
 handle_model_info(struct server *s, struct conn *c, const struct sim_http_req *r)
 {
-  sim_conn_reply_json(s, c, 200,
-                      json_pack("{s:s, s:s, s:b}", "model_path", s->p->model_root, "tokenizer_path",
-                                s->p->model_root, "is_generation", 1),
-                      r->keep_alive);
+  sim_out_reply_json(s, &c->o, 200,
+                     json_pack("{s:s, s:s, s:b}", "model_path", s->p->model_root, "tokenizer_path",
+                               s->p->model_root, "is_generation", 1),
+                     r->keep_alive);
 }
 
 static void
@@ -1019,11 +915,11 @@ static const struct route routes[] = {
   { SIM_HTTP_POST, "/reranking", F_L, handle_unsupported },
   { SIM_HTTP_POST, "/v1/rerank", F_L, handle_unsupported },
   { SIM_HTTP_GET, "/info", F_T, handle_info },
-  { SIM_HTTP_GET, "/sim/expected", F_ALL, handle_expected },
-  { SIM_HTTP_GET, "/sim/stats", F_ALL, handle_stats },
-  { SIM_HTTP_GET, "/sim/requests", F_ALL, handle_requests },
-  { SIM_HTTP_GET, "/sim/noise", F_ALL, handle_noise },
-  { SIM_HTTP_GET, "/sim/dcgm/metrics", F_ALL, handle_dcgm },
+  { SIM_HTTP_GET, "/sim/expected", F_ALL, sim_inspect_expected },
+  { SIM_HTTP_GET, "/sim/stats", F_ALL, sim_inspect_stats },
+  { SIM_HTTP_GET, "/sim/requests", F_ALL, sim_inspect_requests },
+  { SIM_HTTP_GET, "/sim/noise", F_ALL, sim_inspect_noise },
+  { SIM_HTTP_GET, "/sim/dcgm/metrics", F_ALL, sim_inspect_dcgm },
 };
 
 /* The llama.cpp routes of b11669 only (b6915's POST /props stays 405:
@@ -1059,8 +955,8 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
   if ((s->cfg->no_tokenize && strcmp(r->path, "/tokenize") == 0) ||
       (s->cfg->metrics == SIM_METRICS_NONE && strcmp(r->path, "/metrics") == 0)) {
     /* --no-tokenize, --metrics none: as a server without them answers */
-    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
-                       r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                      r->keep_alive);
     return;
   }
   if (s->cfg->metrics == SIM_METRICS_FOREIGN && strcmp(r->path, "/metrics") == 0 &&
@@ -1069,7 +965,7 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
     return;
   }
   if (auth_needed(s, r->path) && !auth_ok(s, r)) {
-    sim_conn_reply_error(s, c, 401, "Unauthorized", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 401, "Unauthorized", r->keep_alive);
     return;
   }
   if (flav(s, SIM_FLAVOUR_LLAMACPP) && llama_new(s) && r->method == SIM_HTTP_POST &&
@@ -1087,11 +983,11 @@ sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req 
     }
   }
   if (llama_new(s)) /* its router answers any other method or path so */
-    sim_conn_reply_error(s, c, 404, "File Not Found", r->keep_alive);
+    sim_out_reply_error(s, &c->o, 404, "File Not Found", r->keep_alive);
   else if (path_known)
-    sim_conn_reply_raw(s, c, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
-                       r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}", 31,
+                      r->keep_alive);
   else
-    sim_conn_reply_raw(s, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
-                       r->keep_alive);
+    sim_out_reply_raw(s, &c->o, 404, "application/json", "{\"detail\":\"Not Found\"}", 22,
+                      r->keep_alive);
 }

@@ -13,6 +13,7 @@
 
 #include "sim_state.h"
 
+/* Serves one parsed request of c (struct sim_conn_handlers' dispatch). */
 void sim_routes_dispatch(struct server *s, struct conn *c, const struct sim_http_req *r);
 
 /* A job back from sim_prep's worker (owned; freed here): its request is
@@ -24,8 +25,10 @@ void sim_routes_prepared(struct server *s, struct sim_prep_job *j);
  * first, and their connections resume.  true when it answered any. */
 bool sim_routes_held_release(struct server *s);
 
-/* c's held erase, if any, is not to be answered (its connection is being
- * freed); it is still done when the server is idle. */
-void sim_routes_held_drop(struct server *s, struct conn *c);
+/* c is being freed (struct sim_conn_handlers' closed): its request is
+ * aborted and freed, its prompt's job comes back to nobody, and its held
+ * erase, if any, is not answered (it is still done when the server is
+ * idle). */
+void sim_routes_closed(struct server *s, struct conn *c);
 
 #endif

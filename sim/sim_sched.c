@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sim_conn.h"
+#include "sim_out.h"
 #include "sim_stream.h"
 #include "sim_tok.h"
 
@@ -263,7 +263,7 @@ gen_detach(struct server *s, struct gen *g)
     s->running--;
     s->kv_used -= g->need_kv;
   }
-  g->c->gen = NULL;
+  g->o->gen = NULL;
 }
 
 /* Remembers g in the request log (GET /sim/requests). */
@@ -366,7 +366,7 @@ cache_output(struct server *s, struct gen *g)
 static void
 gen_finish(struct server *s, struct gen *g)
 {
-  struct conn *c = g->c;
+  struct sim_out *o = g->o;
   if (strcmp(g->finish, "abort") != 0) {
     cache_output(s, g);
     llama_predicted_done(s, g);
@@ -390,18 +390,17 @@ gen_finish(struct server *s, struct gen *g)
     static const char done[] = "data: [DONE]\n\n";
     sim_stream_sse_event(s, g, done, sizeof(done) - 1);
     if (g->chunked)
-      sim_conn_out_append(c, "0\r\n\r\n", 5);
+      sim_out_append(o, "0\r\n\r\n", 5);
     else
-      c->close_after = true;
+      o->close_after = true;
   } else {
     sim_stream_reply_complete(s, g);
   }
   s->st.completed++;
   g->completed = strcmp(g->finish, "abort") != 0;
   sim_sched_gen_free(s, g);
-  c->resume = true;
-  sim_conn_todo_push(s, c);
-  sim_conn_flush(s, c);
+  sim_out_resume(s, o);
+  sim_out_flush(s, o);
 }
 
 /* An in-band error event (fault error=N), then the end of the stream
@@ -409,18 +408,17 @@ gen_finish(struct server *s, struct gen *g)
 static void
 gen_fail(struct server *s, struct gen *g)
 {
-  struct conn *c = g->c;
-  sim_conn_flush_stamped(s, c); /* what came before goes out first */
+  struct sim_out *o = g->o;
+  sim_out_flush_stamped(s, o); /* what came before goes out first */
   sim_stream_emit_error(s, g);
   if (g->chunked)
-    sim_conn_out_append(c, "0\r\n\r\n", 5);
+    sim_out_append(o, "0\r\n\r\n", 5);
   else
-    c->close_after = true;
+    o->close_after = true;
   s->st.errors++;
   sim_sched_gen_free(s, g);
-  c->resume = true;
-  sim_conn_todo_push(s, c);
-  sim_conn_flush(s, c);
+  sim_out_resume(s, o);
+  sim_out_flush(s, o);
 }
 
 /* Sends an API abort (SGLang /abort_request) to the client. */
@@ -455,8 +453,8 @@ after_tokens(struct server *s, struct gen *g, int64_t now)
     return false;
   }
   if (g->f.cut_after >= 0 && g->out >= g->f.cut_after) {
-    sim_conn_flush_stamped(s, g->c); /* what came before the cut goes out first */
-    sim_conn_kill(s, g->c);
+    sim_out_flush_stamped(s, g->o); /* what came before the cut goes out first */
+    sim_out_kill(s, g->o);
     return false;
   }
   if (g->f.stall_after >= 0 && !g->stall_done && g->out >= g->f.stall_after && g->out < g->limit) {
@@ -481,7 +479,7 @@ first_token(struct server *s, struct gen *g, int64_t now)
   s->st.prompt_tokens += (uint64_t)g->prompt;
   if (g->stream) {
     if (g->f.cut_after == 0) {
-      sim_conn_kill(s, g->c);
+      sim_out_kill(s, g->o);
       return;
     }
     if (g->chat)
@@ -495,14 +493,14 @@ first_token(struct server *s, struct gen *g, int64_t now)
     gen_finish(s, g);
     return;
   }
-  struct conn *c = g->c;
+  struct sim_out *o = g->o;
   if (g->stream && !after_tokens(s, g, now)) {
-    sim_conn_flush(s, c);
+    sim_out_flush(s, o);
     return;
   }
   batch_add(s, g, now);
   if (g->stream)
-    sim_conn_flush(s, g->c);
+    sim_out_flush(s, g->o);
 }
 
 static void
@@ -595,7 +593,7 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
     if (i >= s->batch_n)
       continue;
     struct gen *g = s->batch[i];
-    if (g->c->dead)
+    if (g->o->dead)
       continue;
     g->pending++;
     g->t_last = sched; /* the step's tokens go out at its deadline */
@@ -622,9 +620,9 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
       gen_finish(s, g);
       continue;
     }
-    struct conn *c = g->c;
+    struct sim_out *o = g->o;
     after_tokens(s, g, now);
-    sim_conn_flush(s, c);
+    sim_out_flush(s, o);
   }
   if (n0 > 0) { /* one llama_decode() call for the whole batch */
     s->st.llama.decodes++;
@@ -664,10 +662,7 @@ sim_sched_decode_send(struct server *s)
     s->st.late_steps++;
   if (late > s->st.max_late_ns)
     s->st.max_late_ns = late;
-  for (int i = 0; i < s->fq_n; i++)
-    if (s->fq[i]->fq)
-      sim_conn_flush_stamped(s, s->fq[i]);
-  s->fq_n = 0;
+  sim_out_flush_queued(s);
 }
 
 /* One decode step, both phases at once (the deadline has passed). */

@@ -36,6 +36,15 @@
 #include "sim_sched.h"
 #include "sim_tls.h"
 
+/* What connections call back (sim_conn.h): the routes serve their
+ * requests, the scheduler admits. */
+static const struct sim_conn_handlers conn_handlers = {
+  .dispatch = sim_routes_dispatch,
+  .closed = sim_routes_closed,
+  .admit = sim_sched_try_admit,
+  .release = sim_routes_held_release,
+};
+
 /* ------------------------------------------------------------------ */
 /* loop */
 
@@ -74,13 +83,13 @@ static void
 housekeeping(struct server *s, int64_t now)
 {
   for (struct conn *c = s->conns; c; c = c->next) {
-    if (c->dead)
+    if (c->o.dead)
       continue;
     if (c->tls && !sim_tls_ready(c->tls) && now - c->accepted > SIM_TLS_HANDSHAKE_NS) {
       sim_conn_kill(s, c); /* a handshake that never ends */
       continue;
     }
-    if (c->gen || c->prep || c->held)
+    if (c->o.gen || c->prep || c->held)
       continue; /* a held erase waits as long as the requests before it */
     int64_t idle = now - c->last_active;
     if ((c->draining && idle > SIM_DRAIN_NS) || (c->in_len > 0 && idle > SIM_PARTIAL_NS) ||
@@ -100,7 +109,7 @@ run_timers(struct server *s)
   while (s->heap_n > 0 && s->heap[0]->due <= now) {
     struct gen *g = s->heap[0];
     sim_sched_heap_remove(s, g);
-    if (!g->c->dead)
+    if (!g->o->dead)
       sim_sched_on_timer_gen(s, g, now);
   }
   if (s->batch_n > 0 && s->next_step <= now)
@@ -229,6 +238,7 @@ server_new(const struct sim_config *cfg)
   struct server *s = tb_xcalloc(1, sizeof(*s));
   s->cfg = cfg;
   s->p = cfg->profile;
+  s->conn_h = &conn_handlers;
   s->ep = s->lfd = s->tfd = s->sfd = -1;
   s->listen_kind = KIND_LISTEN;
   s->timer_kind = KIND_TIMER;
@@ -376,11 +386,11 @@ on_event(struct server *s, const struct epoll_event *e)
       s->stop = true;
   } else {
     struct conn *c = e->data.ptr;
-    if (c->dead)
+    if (c->o.dead)
       return;
     if (e->events & EPOLLOUT)
       sim_conn_flush(s, c);
-    if (!c->dead && (e->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+    if (!c->o.dead && (e->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
       sim_conn_read(s, c);
   }
 }

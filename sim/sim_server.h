@@ -17,10 +17,13 @@
  * their first token, join the decode batch, and get one token per decode
  * step, the step lasting step_ms(batch size, mean prompt tokens) / scale.
  *
- * Files: sim_server.c the loop and timers, sim_conn.c connections and
- * replies (over TCP, or TLS through sim_tls.c), sim_sched.c the scheduler (the model above), sim_stream.c what a
- * generation writes (SSE, chunks, usage), sim_routes.c the routes and
- * handlers; their shared state and its lifetimes in sim_state.h (private).
+ * Files: sim_server.c the loop and timers, sim_conn.c connections (over
+ * TCP, or TLS through sim_tls.c), sim_routes.c the routes and handlers
+ * (sim_inspect.c the /sim/ ones), sim_sched.c the scheduler (the model
+ * above), sim_stream.c what a generation writes (SSE, chunks, usage),
+ * sim_out.c where its bytes go (a buffer, the step's send queue, plain
+ * replies; the connection implements its sending); their shared state and
+ * its lifetimes in sim_state.h (private).
  */
 #ifndef SIM_SERVER_H
 #define SIM_SERVER_H

@@ -1,8 +1,13 @@
 /*
  * sim_state: the simulator's shared state, private to sim/ (the server's
- * files: sim_server.c the loop, sim_conn.c connections, sim_sched.c the
- * scheduler, sim_stream.c what a generation writes, sim_routes.c the
- * routes).  Design in sim_server.h, model and protocol in sim/README.md.
+ * files: sim_server.c the loop, sim_conn.c connections, sim_routes.c the
+ * routes, sim_inspect.c the /sim/ endpoints, sim_sched.c the scheduler,
+ * sim_stream.c what a generation writes, sim_out.c where its bytes go).
+ * Calls run one way, in that order (server, connection, routes, scheduler,
+ * stream writer, output; lib/LAYERS ranks them); what runs back up is a
+ * callback: the connection's handler table (sim_conn.h), an output's
+ * operations (sim_out.h).  Design in sim_server.h, model and protocol in
+ * sim/README.md.
  *
  * Lifetimes: a connection (struct conn) owns at most one generation request
  * (struct gen) at a time.  Closing is deferred: sim_conn_kill() only marks the
@@ -38,6 +43,7 @@
 #include "sim_cache.h"
 #include "sim_fault.h"
 #include "sim_http.h"
+#include "sim_out.h"
 #include "sim_prep.h"
 #include "sim_server.h"
 #include "sim_tls.h"
@@ -58,12 +64,8 @@
  * sleeping thread wakes up tens to hundreds of microseconds late (more in
  * a VM), which would show as gap jitter. */
 #define SIM_SPIN_NS 300000
-/* Stamps of one connection deferred within one step (token, usage, [DONE],
- * a malformed event): more are stamped at once. */
-#define SIM_DEFER_STAMPS 6
 #define SIM_PREP_PER_MAX_NS 20000 /* prepare time per stream: at most */
 #define SIM_PREP_MAX_NS 5000000   /* how early a step is prepared: at most */
-#define SIM_STAMP_DIGITS 19       /* ": t=%019lld\n": fixed width, patched in place */
 
 enum {
   KIND_CONN = 1,
@@ -81,10 +83,8 @@ enum gstate {
   G_STALL
 };
 
-struct conn;
-
 struct gen {
-  struct conn *c;
+  struct sim_out *o; /* where its output goes (its connection's) */
   enum gstate st;
   bool chat, stream, usage, cont_usage, chunked;
   bool incl_usage; /* the request asked stream_options.include_usage */
@@ -119,20 +119,17 @@ struct conn {
   int fd;
   char *in;
   size_t in_len, in_cap;
-  char *out;
-  size_t out_len, out_off, out_cap;
-  bool dead, close_after, draining, epollout, sent_continue, resume;
+  /* its output: the buffer, dead, close_after, the request writing (o.gen);
+   * sim_conn implements its operations */
+  struct sim_out o;
+  bool draining, epollout, sent_continue, resume;
   int64_t last_active;
-  int64_t req_start; /* arrival of the first byte of the request */
-  struct gen *gen;
-  struct sim_prep_job *prep;       /* its request's prompt with sim_prep's worker */
-  bool fq;                         /* in the step's send queue */
-  int nst;                         /* deferred stamps in out */
-  size_t st_rel[SIM_DEFER_STAMPS]; /* their offsets from out_off */
-  struct conn *next, *prev;        /* all connections */
-  struct conn *todo_next;          /* reap / resume list */
-  struct sim_tls *tls;             /* NULL: plain HTTP; out holds plaintext */
-  int64_t accepted;                /* for the TLS handshake's deadline */
+  int64_t req_start;         /* arrival of the first byte of the request */
+  struct sim_prep_job *prep; /* its request's prompt with sim_prep's worker */
+  struct conn *next, *prev;  /* all connections */
+  struct conn *todo_next;    /* reap / resume list */
+  struct sim_tls *tls;       /* NULL: plain HTTP; o holds plaintext */
+  int64_t accepted;          /* for the TLS handshake's deadline */
   /* a llama.cpp slot erase held until the server is idle (sim_routes.c,
    * handle_slot_action): nothing else is read from the connection
    * meanwhile; linked in the server's FIFO of held erases */
@@ -201,6 +198,7 @@ struct server {
   bool stop;
   struct conn *conns;
   int nconns;
+  const struct sim_conn_handlers *conn_h; /* what connections call (sim_conn.h) */
   struct conn *todo;
   int64_t armed;       /* timerfd deadline, 0: disarmed */
   int64_t relisten_at; /* 0: listening */
@@ -251,8 +249,8 @@ struct server {
   struct stats st;
   struct sim_noise noise; /* cfg's noise settings and their state */
   /* the decode step's send queue (see the design note at the top) */
-  bool defer; /* prepare phase: conn_flush queues */
-  struct conn **fq;
+  bool defer; /* prepare phase: sim_out_flush queues */
+  struct sim_out **fq;
   int fq_n, fq_cap;
   bool prepared; /* a step is prepared, to send at prep_sched */
   int64_t prep_sched;

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sim_conn.h"
+#include "sim_out.h"
 #include "sim_tok.h"
 
 /* ------------------------------------------------------------------ */
@@ -81,13 +81,13 @@ pings(const struct gen *g, char *out, size_t cap)
 void
 sim_stream_sse_event(struct server *s, struct gen *g, const char *payload, size_t n)
 {
-  struct conn *c = g->c;
+  struct sim_out *o = g->o;
   const struct sim_dialect *d = s->cfg->dialect;
   char stamp[48], pre[64], tx[2 * SIM_EVENT_CAP + 16];
   size_t sl = 0, pl = 0;
   bool deferred = false;
   if (g->stamps) {
-    deferred = s->defer && c->nst < SIM_DEFER_STAMPS;
+    deferred = s->defer && o->nst < SIM_DEFER_STAMPS;
     int k = snprintf(stamp, sizeof(stamp), ": t=%0*" PRId64 "\n", SIM_STAMP_DIGITS,
                      deferred ? (int64_t)0 : now_ns());
     sl = k > 0 ? (size_t)k : 0;
@@ -100,14 +100,14 @@ sim_stream_sse_event(struct server *s, struct gen *g, const char *payload, size_
     pl = pings(g, pre, sizeof(pre));
   g->nev++;
   if (g->chunked)
-    sim_conn_out_printf(c, "%zx\r\n", pl + sl + n);
-  sim_conn_out_append(c, pre, pl);
+    sim_out_printf(o, "%zx\r\n", pl + sl + n);
+  sim_out_append(o, pre, pl);
   if (deferred)
-    c->st_rel[c->nst++] = c->out_len - c->out_off + 4; /* after ": t=" */
-  sim_conn_out_append(c, stamp, sl);
-  sim_conn_out_append(c, payload, n);
+    o->st_rel[o->nst++] = o->len - o->off + 4; /* after ": t=" */
+  sim_out_append(o, stamp, sl);
+  sim_out_append(o, payload, n);
   if (g->chunked)
-    sim_conn_out_append(c, "\r\n", 2);
+    sim_out_append(o, "\r\n", 2);
 }
 
 void
@@ -398,12 +398,11 @@ sim_stream_emit_malformed(struct server *s, struct gen *g)
 void
 sim_stream_headers(struct server *s, struct gen *g)
 {
-  struct conn *c = g->c;
-  sim_conn_out_printf(c,
-                      "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                      "cache-control: no-cache\r\n%s\r\n",
-                      g->chunked ? "transfer-encoding: chunked\r\n" : "connection: close\r\n");
-  sim_conn_flush(s, c);
+  sim_out_printf(g->o,
+                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                 "cache-control: no-cache\r\n%s\r\n",
+                 g->chunked ? "transfer-encoding: chunked\r\n" : "connection: close\r\n");
+  sim_out_flush(s, g->o);
 }
 
 /* Non-streaming answer, once every token is generated. */
@@ -452,7 +451,7 @@ sim_stream_reply_complete(struct server *s, struct gen *g)
   }
   free(reason);
   free(content);
-  struct conn *c = g->c;
-  bool ka = !c->close_after;
-  sim_conn_reply_json(s, c, 200, doc, ka);
+  struct sim_out *o = g->o;
+  bool ka = !o->close_after;
+  sim_out_reply_json(s, o, 200, doc, ka);
 }
