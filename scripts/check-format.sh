@@ -9,7 +9,8 @@ if ! command -v "$cf" >/dev/null 2>&1; then
   echo "check-format: $cf not found (make deps installs it)" >&2
   exit 1
 fi
-files=$(git ls-files '*.c' '*.h' 2>/dev/null || find lib service worker sim cli tests bench -name '*.[ch]')
+# tracked and new (untracked, not ignored) files alike: a new file is checked before it is added
+files=$(git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find lib service worker sim cli tests bench -name '*.[ch]')
 if [ "${1:-}" = --fix ]; then
   printf '%s\n' $files | xargs "$cf" -i
   exit 0
