@@ -33,6 +33,7 @@
 #include "api_traces.h"
 #include "q_traces.h"
 #include "spec/tb_trace.h"
+#include "spec/tb_tracesum.h"
 
 #define TB_TRACE_NAME_MAX 100
 
@@ -147,9 +148,9 @@ static enum MHD_Result
 store(struct tb_api_req *r, const struct tb_trace *t, const char *name)
 {
   struct tb_api *api = r->api;
-  struct tb_trace_summary sm;
-  tb_trace_summarize(t, &sm);
-  json_t *sj = tb_trace_summary_json(&sm);
+  struct tb_tracesum sm;
+  tb_tracesum_of(t, &sm);
+  json_t *sj = tb_tracesum_json(&sm);
   char *summary = json_dumps(sj, JSON_COMPACT);
   json_decref(sj);
   struct tb_q_traces_row row = {

@@ -25,7 +25,7 @@ struct tb_q_traces_row {
   size_t len;
   bool gzip;
   const char *sha256;  /* 64 hex */
-  const char *summary; /* tb_trace_summary_json's, as text */
+  const char *summary; /* tb_tracesum_json's, as text */
   int64_t max_count;   /* TOKBENCH_LIMIT_TRACES (<= 0: no cap) */
   int64_t max_bytes;   /* TOKBENCH_LIMIT_TRACE_BYTES (<= 0: no cap) */
 };

@@ -11,13 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint64_t
+tb_rng_mix64(uint64_t x)
+{
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 static uint64_t
 splitmix64(uint64_t *s)
 {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return tb_rng_mix64(*s += 0x9e3779b97f4a7c15ULL);
 }
 
 static uint64_t

@@ -33,6 +33,9 @@ struct tb_rng {
   uint64_t s[4];
 };
 
+/* splitmix64's finalizer: 64 bits mixed into 64 (a bijection), for hash
+ * tables and for seeds drawn from ids. */
+uint64_t tb_rng_mix64(uint64_t x);
 /* A generator seeded from seed (any value, 0 included). */
 void tb_rng_seed(struct tb_rng *r, uint64_t seed);
 /* The next 64 random bits. */

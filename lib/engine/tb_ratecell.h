@@ -29,6 +29,7 @@
 #include "result/tb_steady.h"
 #include "spec/tb_plan.h"
 #include "spec/tb_trace.h"
+#include "spec/tb_tracesum.h"
 
 struct tb_ratewatch;
 
@@ -126,7 +127,7 @@ struct rrun {
    * order of arrival, each request's first turn after it and next sibling
    * (-1: none), its summary, the prompts' seed */
   struct tb_trace tr;
-  struct tb_trace_summary tr_sum;
+  struct tb_tracesum tr_sum;
   size_t *tr_roots, tr_nroots;
   int64_t *tr_child, *tr_sib;
   uint64_t tr_seed;

@@ -221,7 +221,7 @@ trace_figures(struct rcell *c, json_t *cell)
 {
   const struct rrun *r = c->r;
   const struct tb_spec_trace *t = &r->s->trace;
-  const struct tb_trace_summary *sm = &r->tr_sum;
+  const struct tb_tracesum *sm = &r->tr_sum;
   json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I}", "format", t->format,
                         "requests", (json_int_t)sm->requests, "sessions", (json_int_t)sm->sessions,
                         "span_s", sm->span_s, "trace_rps", sm->rate, "speedup", t->speedup,

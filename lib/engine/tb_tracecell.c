@@ -19,6 +19,7 @@
 #include "result/tb_result.h"
 #include "spec/tb_spec.h"
 #include "spec/tb_trace.h"
+#include "spec/tb_traceplay.h"
 
 #define NS_PER_S 1000000000LL
 
@@ -47,7 +48,7 @@ tb_tracecell_setup(struct rrun *r)
   }
   int64_t mml = r->env->d->max_model_len;
   int64_t cap_out = t->max_output > 0 ? t->max_output : 0;
-  struct tb_trace_opts o = {
+  struct tb_traceplay_opts o = {
     .start_s = t->start_s,
     .duration_s = t->duration_s,
     .speedup = t->speedup,
@@ -60,8 +61,8 @@ tb_tracecell_setup(struct rrun *r)
       o.max_output = mml / 2;
     o.max_input = mml - o.max_output - 64;
   }
-  tb_trace_replay(r->env->trace, &o, &r->tr);
-  tb_trace_summarize(&r->tr, &r->tr_sum);
+  tb_traceplay_window(r->env->trace, &o, &r->tr);
+  tb_tracesum_of(&r->tr, &r->tr_sum);
   size_t n = r->tr.n ? r->tr.n : 1;
   r->tr_roots = tb_xmalloc(n * sizeof *r->tr_roots);
   r->tr_child = tb_xmalloc(n * sizeof *r->tr_child);
@@ -133,14 +134,14 @@ tb_tracecell_root_ns(const struct rrun *r, size_t k)
   return (int64_t)llround(r->tr.req[r->tr_roots[k]].t_s * NS_PER_S);
 }
 
-/* The body of trace request i: its prompt (tb_trace_text: the trace's
+/* The body of trace request i: its prompt (tb_traceplay_text: the trace's
  * block sharing, seeded by the run) as the user's message, want output
  * tokens; NULL when it cannot be made. */
 char *
 tb_tracecell_body(struct rrun *r, int64_t i, int64_t want)
 {
   int64_t words;
-  char *text = tb_trace_text(&r->tr, (size_t)i, r->tr_seed, TB_SPEC_MAX_CONTEXT, &words);
+  char *text = tb_traceplay_text(&r->tr, (size_t)i, r->tr_seed, TB_SPEC_MAX_CONTEXT, &words);
   json_t *b = json_pack("{s:s, s:[{s:s, s:s}], s:I, s:b, s:b, s:{s:b, s:b}}", "model",
                         r->env->d->model, "messages", "role", "user", "content", text, "max_tokens",
                         (json_int_t)want, "stream", 1, "ignore_eos", 1, "stream_options",

@@ -3,7 +3,7 @@
  * as a rate cell (tb_ratecell) after the spec's rates, each root request
  * arriving at its recorded time and the turns after it in its session at
  * their recorded delay, each with a prompt of the trace's blocks
- * (tb_trace_text) and the trace's output length.  Internal to the rate
+ * (tb_traceplay_text) and the trace's output length.  Internal to the rate
  * cells' files (tb_ratecell.h).
  */
 #ifndef TB_TRACECELL_H

@@ -177,8 +177,8 @@ struct tb_spec_sweep {
  * FILE`, format given) or an uploaded trace (id, POST /v1/traces; format
  * may be left out of the spec: the api writes the stored trace's into the
  * job's spec when it queues it, and the worker takes it from the store
- * too); these say how it is replayed (lib/spec/tb_trace.h, struct
- * tb_trace_opts). */
+ * too); these say how it is replayed (lib/spec/tb_traceplay.h, struct
+ * tb_traceplay_opts). */
 struct tb_spec_trace {
   char format[TB_SPEC_INLINE_MAX]; /* tb_trace_format_parse's names; "": off */
   double start_s, duration_s;      /* the window of the roots' arrivals (0: all) */

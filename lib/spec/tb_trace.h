@@ -96,38 +96,6 @@ struct tb_trace {
                     * whoever loaded it; "" for a file */
 };
 
-/* Token distribution of a trace's requests. */
-struct tb_trace_dist {
-  double mean, p50, p90, p99, max;
-};
-
-struct tb_trace_summary {
-  size_t requests, sessions, blocks, unique_blocks;
-  int64_t block_tokens;
-  double span_s; /* last arrival - first */
-  double rate;   /* requests / span_s (0 for a span of 0) */
-  struct tb_trace_dist in, out;
-  /* Input tokens an unbounded prefix cache would hold, over all input
-   * tokens: in the trace's order, each request's leading blocks already
-   * seen count block_tokens each (capped at its input). */
-  double implied_hit_rate;
-};
-
-/* How a trace is replayed (the spec's trace object): a window of its
- * roots' arrivals, played faster, its arrival rate scaled, lengths capped.
- * Zeros: the whole trace as recorded. */
-struct tb_trace_opts {
-  double start_s;      /* roots arriving before are left out */
-  double duration_s;   /* roots arriving at start_s + duration_s or later
-                          * are left out; 0: to the end */
-  double speedup;      /* every time and delay divided by it; 0 = 1 */
-  double rate_scale;   /* the roots' arrivals (not a session's delays)
-                          * divided by it again; 0 = 1 */
-  int64_t max_output;  /* output tokens capped; 0: as recorded */
-  int64_t max_input;   /* input tokens capped (the server's length); 0 */
-  size_t max_requests; /* requests kept at most; 0: all */
-};
-
 /* "mooncake", "azure", "burstgpt", "bailian", "weka" -> *out; false for
  * any other name. */
 bool tb_trace_format_parse(const char *name, enum tb_trace_format *out) TB_MUST_CHECK;
@@ -148,35 +116,5 @@ int tb_trace_parse(const void *data, size_t len, enum tb_trace_format f, struct 
 int tb_trace_parse_within(const void *data, size_t len, enum tb_trace_format f, size_t max_memory,
                           struct tb_trace *out, char *err, size_t errlen) TB_MUST_CHECK;
 void tb_trace_free(struct tb_trace *t);
-
-/* The figures of a trace (requests, span, rate, tokens, block reuse). */
-void tb_trace_summarize(const struct tb_trace *t, struct tb_trace_summary *s);
-/* The summary as the service stores and shows it (GET /v1/traces/{id}):
- * requests, sessions, span_s, rate_rps, block_tokens, blocks,
- * unique_blocks, implied_hit_pct, and input_tokens / output_tokens each
- * {mean, p50, p90, p99, max}.  A new reference. */
-json_t *tb_trace_summary_json(const struct tb_trace_summary *s);
-
-/* The replay of in as o asks, into *out (a trace of its own; free with
- * tb_trace_free): the roots inside the window, each with its session's
- * turns (a turn whose parent is left out is left out), times from the
- * window's start divided by speedup (roots: by rate_scale too; a turn keeps
- * its offset from its parent, divided by speedup), delays divided by
- * speedup, inputs (and their blocks) and outputs capped.  Its nsessions
- * and nuniq are in's.  Returns the requests kept. */
-size_t tb_trace_replay(const struct tb_trace *in, const struct tb_trace_opts *o,
-                       struct tb_trace *out);
-
-/* The prompt text of request i, carrying the trace's block sharing
- * (docs/traces.md, "Prompts"): words of at most four bytes (one token each
- * on usual BPE vocabularies and on tokbench-sim's), block_tokens of them per
- * block id, drawn from a generator seeded by seed and the block's dense id,
- * so equal ids give equal words and unequal ids differ (within a run: the
- * seed is the run's, so no two runs share a block); past its blocks (or in
- * a trace without blocks) words seeded by the request's index alone.  In
- * all min(in_tokens, max_words) words, separated by single spaces; the
- * count in *words.  A new string (caller frees). */
-char *tb_trace_text(const struct tb_trace *t, size_t i, uint64_t seed, int64_t max_words,
-                    int64_t *words);
 
 #endif

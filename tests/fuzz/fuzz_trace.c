@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "spec/tb_trace.h"
+#include "spec/tb_tracesum.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,8 +45,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r->session >= (int64_t)t.nsessions)
       abort();
   }
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
   if (!isfinite(s.rate) || !(s.implied_hit_rate >= 0 && s.implied_hit_rate <= 1))
     abort();
   tb_trace_free(&t);

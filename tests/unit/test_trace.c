@@ -18,6 +18,8 @@
 
 #include "base/tb_crypto.h"
 #include "spec/tb_trace.h"
+#include "spec/tb_traceplay.h"
+#include "spec/tb_tracesum.h"
 #include "jsoncount.h"
 #include "sim_cache.h"
 #include "sim_tok.h"
@@ -92,8 +94,8 @@ test_mooncake(void **state)
   assert_int_equal(t.blocks[t.req[1].blk_off + 1], 14);
   assert_int_equal(t.req[0].parent, -1);
   assert_int_equal(t.req[0].session, -1);
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
   assert_int_equal(s.requests, 4);
   assert_true(fabs(s.span_s - 3.052) < 1e-9);
   assert_true(fabs(s.rate - 4 / 3.052) < 1e-9);
@@ -238,8 +240,8 @@ test_bailian(void **state)
   assert_int_equal(t.req[2].session, t.req[0].session);
   assert_true(t.req[2].delay_s < 0);
   assert_true(fabs(t.req[2].t_s - 3.0) < 1e-12);
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
   /* the third request's first two blocks were seen: 32 of 130 tokens */
   assert_true(fabs(s.implied_hit_rate - 32.0 / 130.0) < 1e-12);
   assert_int_equal(s.sessions, 2);
@@ -289,8 +291,8 @@ test_weka(void **state)
   assert_true(fabs(t.req[3].delay_s - 2.0) < 1e-12);
   /* the subagent's ids 1 and 2 are not the conversation's: 4 + 2 distinct */
   assert_int_equal(t.nuniq, 6);
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
   /* hits: subagent's 2nd request 2 blocks (128), main's 2nd 3 blocks (192) */
   assert_true(fabs(s.implied_hit_rate - 320.0 / 730.0) < 1e-12);
   tb_trace_free(&t);
@@ -301,7 +303,7 @@ test_weka(void **state)
   assert_int_equal(parse(lines, TB_TRACE_WEKA, &t, err), 0);
   assert_int_equal(t.n, 2);
   assert_int_equal(t.nuniq, 2);
-  tb_trace_summarize(&t, &s);
+  tb_tracesum_of(&t, &s);
   assert_true(s.implied_hit_rate == 0);
   tb_trace_free(&t);
   expect_error("{\"requests\": [{\"t\": 0, \"out\": 1}]}", TB_TRACE_WEKA,
@@ -533,8 +535,8 @@ check_fixture(const char *file, enum tb_trace_format f)
   char err[TB_TRACE_ERR_MAX];
   if (tb_trace_parse(buf, n, f, &t, err, sizeof err) != 0)
     fail_msg("%s: %s", path, err);
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
   assert_int_equal(s.requests, json_integer_value(json_object_get(e, "requests")));
   assert_int_equal(s.sessions, json_integer_value(json_object_get(e, "sessions")));
   assert_int_equal(s.unique_blocks, json_integer_value(json_object_get(e, "unique_blocks")));
@@ -582,13 +584,13 @@ test_replay(void **state)
   struct tb_trace t, r;
   char err[TB_TRACE_ERR_MAX];
   assert_int_equal(parse(text, TB_TRACE_MOONCAKE, &t, err), 0);
-  struct tb_trace_opts o = { .start_s = 5,
-                             .duration_s = 20,
-                             .speedup = 2,
-                             .rate_scale = 2,
-                             .max_output = 100,
-                             .max_input = 600 };
-  assert_int_equal(tb_trace_replay(&t, &o, &r), 2); /* session 2 only */
+  struct tb_traceplay_opts o = { .start_s = 5,
+                                 .duration_s = 20,
+                                 .speedup = 2,
+                                 .rate_scale = 2,
+                                 .max_output = 100,
+                                 .max_input = 600 };
+  assert_int_equal(tb_traceplay_window(&t, &o, &r), 2); /* session 2 only */
   assert_true(fabs(r.req[0].t_s - (10 - 5) / 4.0) < 1e-12);
   assert_int_equal(r.req[0].parent, -1);
   assert_int_equal(r.req[1].parent, 0);
@@ -600,23 +602,23 @@ test_replay(void **state)
   assert_int_equal(r.blocks[r.req[1].blk_off], t.blocks[t.req[2].blk_off]);
   tb_trace_free(&r);
   /* the whole trace: a turn whose root is out stays out; the request cap */
-  struct tb_trace_opts all = { .max_requests = 3 };
-  assert_int_equal(tb_trace_replay(&t, &all, &r), 3);
+  struct tb_traceplay_opts all = { .max_requests = 3 };
+  assert_int_equal(tb_traceplay_window(&t, &all, &r), 3);
   assert_int_equal(r.req[2].parent, 1);
   tb_trace_free(&r);
-  struct tb_trace_opts late = { .start_s = 20 };
-  assert_int_equal(tb_trace_replay(&t, &late, &r), 1); /* session 3; session 1's turn is out */
+  struct tb_traceplay_opts late = { .start_s = 20 };
+  assert_int_equal(tb_traceplay_window(&t, &late, &r), 1); /* session 3; session 1's turn is out */
   assert_true(fabs(r.req[0].t_s - 10) < 1e-12);
   tb_trace_free(&r);
   tb_trace_free(&t);
   /* a trace without blocks (Azure) */
   assert_int_equal(
     parse("TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,4,5\n", TB_TRACE_AZURE, &t, err), 0);
-  assert_int_equal(tb_trace_replay(&t, &all, &r), 2);
+  assert_int_equal(tb_traceplay_window(&t, &all, &r), 2);
   assert_int_equal(r.nblocks, 0);
   tb_trace_free(&r);
-  struct tb_trace_opts none = { .start_s = 1000 };
-  assert_int_equal(tb_trace_replay(&t, &none, &r), 0);
+  struct tb_traceplay_opts none = { .start_s = 1000 };
+  assert_int_equal(tb_traceplay_window(&t, &none, &r), 0);
   tb_trace_free(&r);
   tb_trace_free(&t);
 }
@@ -645,9 +647,9 @@ test_text(void **state)
   char err[TB_TRACE_ERR_MAX];
   assert_int_equal(parse(MOONCAKE, TB_TRACE_MOONCAKE, &t, err), 0);
   int64_t w0, w1, w2;
-  char *a = tb_trace_text(&t, 0, 7, 1 << 20, &w0);
-  char *b = tb_trace_text(&t, 1, 7, 1 << 20, &w1);
-  char *c = tb_trace_text(&t, 0, 8, 1 << 20, &w2);
+  char *a = tb_traceplay_text(&t, 0, 7, 1 << 20, &w0);
+  char *b = tb_traceplay_text(&t, 1, 7, 1 << 20, &w1);
+  char *c = tb_traceplay_text(&t, 0, 8, 1 << 20, &w2);
   assert_int_equal(w0, 6755);
   assert_int_equal(w1, 7319);
   assert_int_equal(sim_tok_count(a, strlen(a)), 6755); /* a word a token on the sim */
@@ -663,7 +665,7 @@ test_text(void **state)
   }
   assert_true(strncmp(pa, pb, 40) != 0);
   assert_true(strncmp(a, c, 40) != 0); /* another run's seed */
-  char *cut = tb_trace_text(&t, 1, 7, 100, &w1);
+  char *cut = tb_traceplay_text(&t, 1, 7, 100, &w1);
   assert_int_equal(w1, 100);
   assert_memory_equal(cut, b, strlen(cut));
   free(a);
@@ -694,7 +696,7 @@ sim_hit(const char *file, enum tb_trace_format f)
   size_t cap = 0, chcap = 0;
   for (size_t i = 0; i < t.n; i++) {
     int64_t w;
-    char *text = tb_trace_text(&t, i, 25, 1 << 22, &w);
+    char *text = tb_traceplay_text(&t, i, 25, 1 << 22, &w);
     json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
     size_t len = 0;
     const char *e = NULL;
@@ -710,8 +712,8 @@ sim_hit(const char *file, enum tb_trace_format f)
     json_decref(msgs);
     free(text);
   }
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
   print_message("%-24s implied %.4f, the sim's cache %.4f\n", file, s.implied_hit_rate, hit / all);
   if (fabs(hit / all - s.implied_hit_rate) > 0.02)
     fail_msg("%s: the sim's cache hits %.4f, the trace implies %.4f", file, hit / all,
@@ -748,14 +750,14 @@ test_sha256_and_summary_json(void **state)
   assert_string_equal(t.sha256, want);
   assert_string_equal(t.id, "");
   snprintf(t.id, sizeof t.id, "%s", "0b6c1d7e-1111-4222-8333-944455556666");
-  struct tb_trace_opts o = { .max_requests = 2 };
-  assert_int_equal(tb_trace_replay(&t, &o, &r), 2);
+  struct tb_traceplay_opts o = { .max_requests = 2 };
+  assert_int_equal(tb_traceplay_window(&t, &o, &r), 2);
   assert_string_equal(r.sha256, want);
   assert_string_equal(r.id, t.id);
   tb_trace_free(&r);
-  struct tb_trace_summary s;
-  tb_trace_summarize(&t, &s);
-  json_t *j = tb_trace_summary_json(&s);
+  struct tb_tracesum s;
+  tb_tracesum_of(&t, &s);
+  json_t *j = tb_tracesum_json(&s);
   assert_int_equal(json_integer_value(json_object_get(j, "requests")), 4);
   assert_int_equal(json_integer_value(json_object_get(j, "sessions")), 0);
   assert_int_equal(json_integer_value(json_object_get(j, "blocks")), 49);
