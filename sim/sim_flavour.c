@@ -337,6 +337,24 @@ vllm_cache_config(const struct server *s, struct sim_out *o)
   }
 }
 
+/* vLLM's running and waiting gauges are its scheduler's queues as each
+ * engine step left them: add_request() puts a request in `waiting`, the
+ * next schedule() moves it to `running`, and update_from_output() removes
+ * the requests that stopped in the step before make_stats() counts
+ * len(self.running) and len(self.waiting) (vllm/v1/core/sched/scheduler.py,
+ * read at 00024d3).  So while a batch decodes, a scrape sees the last
+ * step's end: the requests that finished in it gone, their clients' next
+ * ones not yet there, and with outputs of a few tokens running is short of
+ * the clients' concurrency at almost every scrape.  Idle, no step runs and
+ * the queues are as they are. */
+static void
+vllm_gauges(const struct server *s, int *running, int *waiting)
+{
+  bool stepping = s->batch_n > 0 && s->st.steps > 0;
+  *running = stepping ? s->step_running : s->running;
+  *waiting = stepping ? s->step_waiting : s->q_n;
+}
+
 static void
 vllm_metrics(const struct server *s, struct sim_out *o)
 {
@@ -347,18 +365,20 @@ vllm_metrics(const struct server *s, struct sim_out *o)
   else
     snprintf(lab, sizeof(lab), "engine=\"0\",model_name=%s", s->model_json);
   double usage = kv_usage(s);
+  int running, waiting;
+  vllm_gauges(s, &running, &waiting);
   if (r == 7)
     vllm_cache_config(s, o);
   family(o, "vllm:num_requests_running", "gauge",
          r == 7 ? "Number of requests currently running on GPU."
                 : "Number of requests in model execution batches.");
-  sim_out_printf(o, "vllm:num_requests_running{%s} %d.0\n", lab, s->running);
+  sim_out_printf(o, "vllm:num_requests_running{%s} %d.0\n", lab, running);
   if (r == 7) {
     family(o, "vllm:num_requests_swapped", "gauge", "Number of requests swapped to CPU.");
     sim_out_printf(o, "vllm:num_requests_swapped{%s} 0.0\n", lab);
   }
   family(o, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  sim_out_printf(o, "vllm:num_requests_waiting{%s} %d.0\n", lab, s->q_n);
+  sim_out_printf(o, "vllm:num_requests_waiting{%s} %d.0\n", lab, waiting);
   if (r <= 10) {
     family(o, "vllm:gpu_cache_usage_perc", "gauge",
            r == 10 ? "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use "

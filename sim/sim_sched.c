@@ -641,6 +641,8 @@ sim_sched_decode_prepare(struct server *s, int64_t sched, int64_t now)
       s->next_step = now;
   }
   s->defer = false;
+  s->step_running = s->running;
+  s->step_waiting = s->q_n;
   /* A prepare that was preempted must not make the next steps wake early
    * (the loop reads no input while it waits for the deadline): samples over
    * 4x the average are ignored, and the average is capped. */

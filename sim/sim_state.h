@@ -213,6 +213,10 @@ struct server {
   struct gen *q_head, *q_tail;
   int q_n;
   int running; /* admitted: prefill + decode + stall */
+  /* The load as vLLM's gauges show it while it decodes: a snapshot at the
+   * end of each step, its finished requests gone and the requests that
+   * arrive meanwhile not yet counted (sim_sched_gauges) */
+  int step_running, step_waiting;
   /* llama.cpp slot erases held while requests run or wait, oldest first
    * (each a connection's: bounded by max_conns) */
   struct conn *held_head, *held_tail;

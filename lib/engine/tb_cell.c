@@ -319,6 +319,7 @@ stream_end(struct tb_cell_stream *s, const char *transport_err)
   unsigned slot = s->slot;
   c->slots[slot] = NULL;
   active_change(c, now, -1);
+  c->ends++;
   if (s->st.failed) {
     cell_fail(c, "stream failed: %s", s->st.reason);
     stream_free(s);
@@ -437,6 +438,8 @@ metrics_done(struct tb_cell *c, CURLcode rc)
   tb_transport_drop(&r->tp, c->m_easy);
   c->m_easy = NULL;
   c->m_next = now + (int64_t)(r->spec->metrics_interval_s * NS_PER_S);
+  double restarted = (double)(c->ends - c->m_ends);
+  c->m_ends = c->ends;
   double running, waiting;
   if (rc != CURLE_OK || status != 200 || c->m_over || c->m_buf == NULL ||
       !tb_discover_parse_load(r->d.kind, c->m_buf, c->m_len, &running, &waiting)) {
@@ -458,13 +461,22 @@ metrics_done(struct tb_cell *c, CURLcode rc)
   }
   c->m_running = running;
   c->m_waiting = waiting;
+  c->m_samples++;
   if (r->server_series && c->phase == TB_CELL_WINDOW && now < c->sc.w1)
     tb_sampler_feed(&c->smp, r->d.kind, now, c->m_buf, c->m_len);
   /* Only a sample asked for once every stream of ours produced tells that
    * the C running are ours: an earlier one may count one of ours still
-   * starting plus another client's. */
-  c->m_cond = waiting < 0.5 && fabs(running - (double)c->conc) < 0.5 && c->all_warmed != 0 &&
-              c->m_t0 >= c->all_warmed;
+   * starting plus another client's.  Nothing of ours waits, and all C run
+   * but those that restarted since the last sample: a server's gauges are
+   * its queues as its last step left them (vLLM counts them after
+   * removing the requests that stopped in the step, before their clients'
+   * next ones arrive; docs/engine.md), so with outputs of a few tokens
+   * running is short of C at almost every sample, and demanding C exactly
+   * kept such a cell from ever being ready.  With long outputs few
+   * restart between samples and the rule is running = C as before. */
+  double conc = (double)c->conc;
+  c->m_cond = waiting < 0.5 && running < conc + 0.5 && running > conc - restarted - 0.5 &&
+              c->all_warmed != 0 && c->m_t0 >= c->all_warmed;
   if (c->phase == TB_CELL_WINDOW && now < c->sc.w1) {
     c->run_sum += running;
     c->run_n++;
@@ -508,33 +520,46 @@ window_slices(double duration_s)
  * prefilling one request after another, is slow, not capped).  Streams
  * that have produced, not those whose current request has: with short
  * outputs every stream restarts many times a second, and at any poll some
- * request the server has just admitted has no token yet.  True once held
- * SCHED_CAP_S: the cell is over capacity at R. */
+ * request the server has just admitted has no token yet.  And the queue
+ * in most samples, not in every one: gauges are the queues as the
+ * server's last step left them (vLLM's, docs/engine.md), and with outputs
+ * of a few tokens a step can end with the queue just emptied into the
+ * batch and the next requests not yet sent, or with running short of R by
+ * the requests that stopped in it.  True once held SCHED_CAP_S: the cell
+ * is over capacity at R. */
 static bool
 sched_cap(struct tb_cell *c, int64_t now)
 {
   const struct tb_run *r = c->run;
-  double run = c->m_running, wait = c->m_waiting;
-  bool capped = run >= 0.5 && run < (double)c->conc - 0.5 && wait >= 0.5 &&
-                run + wait < (double)c->conc + 0.5 && (double)c->n_warmed > run - 0.5;
-  if (!capped) {
+  if (c->m_samples == c->cap_seen)
+    return false; /* judged on samples, not on loop turns */
+  c->cap_seen = c->m_samples;
+  double run = c->m_running, wait = c->m_waiting, conc = (double)c->conc;
+  bool against = run >= conc - 0.5 || run + wait >= conc + 0.5 || (double)c->n_warmed <= run - 0.5;
+  if (against) {
     c->cap_since = 0;
     return false;
   }
   if (c->cap_since == 0 || run > c->cap_running + 0.5) {
     c->cap_since = now;
     c->cap_running = run;
-    return false;
+    c->cap_samples = c->cap_queued = 0;
   }
+  c->cap_samples++;
+  c->cap_queued += wait >= 0.5;
   double half = r->spec->ready_timeout_s / 2;
   double hold = half < SCHED_CAP_S ? half : SCHED_CAP_S;
   if (now - c->cap_since < (int64_t)(hold * NS_PER_S))
     return false;
+  if (2 * c->cap_queued <= c->cap_samples || c->cap_running < 0.5) {
+    c->cap_since = 0; /* ours seldom wait: slow, not capped; look again */
+    return false;
+  }
   c->sched_cap = llround(c->cap_running);
   snprintf(c->reason, sizeof c->reason,
            "the server runs at most %" PRId64 " of these requests at once (%" PRId64
            " running, %.0f waiting for %.0f s): its scheduler cap",
-           c->sched_cap, c->sched_cap, wait, hold);
+           c->sched_cap, c->sched_cap, conc - c->cap_running, hold);
   c->phase = TB_CELL_DONE;
   return true;
 }

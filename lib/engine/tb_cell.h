@@ -67,9 +67,12 @@ struct tb_cell {
    * why, or "" */
   char client_ready[200];
   /* the server holds R < C of ours running, the rest waiting: since when,
-   * and R; sched_cap > 0 once held SCHED_CAP_S (the cell is over capacity) */
+   * R (the most seen running), the samples since and how many of them
+   * showed ours waiting; sched_cap > 0 once held SCHED_CAP_S (the cell is
+   * over capacity) */
   int64_t cap_since;
   double cap_running;
+  unsigned cap_samples, cap_queued, cap_seen;
   int64_t sched_cap;
   struct tb_stats ttft, tbt;
   /* a shard's (tb_engine_shard): every gap between two token chunks of a
@@ -94,6 +97,11 @@ struct tb_cell {
   int64_t m_next;
   int64_t m_t0; /* when the sample in flight was asked for */
   bool m_cond;
+  /* our requests ended (a stream between two of them), and as many when
+   * the last sample came back: the server's gauges may not yet count the
+   * requests that replace those ended since (metrics_done) */
+  uint64_t ends, m_ends;
+  unsigned m_samples;          /* the samples that gave the gauges */
   double m_running, m_waiting; /* last sample; -1 before the first */
   int64_t foreign_since;       /* all ours producing, yet running > C: since */
   double run_sum;

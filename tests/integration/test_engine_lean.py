@@ -187,6 +187,47 @@ def test_scheduler_cap_found_with_short_outputs(ctx):
     assert "at most 12" in c["reason"], c
 
 
+def test_scheduler_cap_found_with_outputs_of_two_tokens(ctx):
+    """Outputs of 2 tokens against vLLM's gauges as its steps leave them
+    (the simulator's snapshot after each step, the stopped requests gone):
+    running reads anywhere from a few to 12 and the queue is empty at some
+    samples.  Judged sample by sample, the cap never held 3 s and the cell
+    waited its whole ready timeout ("not ready after 40 s"); judged on the
+    most seen running and the queue in most samples, it is over capacity
+    at 12."""
+    sim = ctx.sim("tiny", "vllm", args=["--max-running", "12", "--kv-tokens", "400000"])
+    args = ["--contexts", "0", "--prefill-contexts", "none", "--concurrency", "32",
+            "--duration", "1", "--settle", "0.2", "--max-output", "2", "--ready-timeout", "40"]
+    rc, cells, doc, err = run(ctx, sim.url, args, timeout=150)
+    assert rc == 0, err
+    (c,) = decode_cells(cells)
+    assert c["status"] == "over_capacity" and c["scheduler_cap"] == 12, c
+    assert "at most 12" in c["reason"] and "20 waiting" in c["reason"], c
+
+
+def test_ready_with_outputs_of_a_few_tokens(ctx):
+    """Below the cap, outputs of 1 to 4 tokens: at almost every sample some
+    of ours have just stopped and their next requests are not yet counted
+    (vLLM counts its queues after removing the requests that stopped in the
+    step), so running = C exactly seldom held for the settle time and the
+    cells ended "not ready after 20 s"; all C running but those restarted
+    since the last sample, with none waiting, is ready: each cell valid, by
+    the server's gauges, its window after the 3 s settle."""
+    sim = ctx.sim("tiny", "vllm")
+    for tokens in ("1", "2", "4"):
+        args = ["--contexts", "0", "--prefill-contexts", "none", "--concurrency", "1,8",
+                "--duration", "1", "--settle", "3", "--max-output", tokens,
+                "--ready-timeout", "20"]
+        rc, cells, doc, err = run(ctx, sim.url, args, timeout=150)
+        assert rc == 0, (tokens, err)
+        dec = decode_cells(cells)
+        assert [c["concurrency"] for c in dec] == [1, 8], dec
+        for c in dec:
+            assert c["status"] == "valid", (tokens, c)
+            assert c["readiness"] == "server", (tokens, c)
+            assert c["output_tokens"] > 0, (tokens, c)
+
+
 # --------------------------------------------------------- gives less
 
 def test_no_usage_no_tokenize_measured_with_flags(ctx):

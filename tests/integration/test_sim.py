@@ -345,6 +345,58 @@ def test_queue_when_kv_full(ctx):
     assert stats["aborted"] >= 8 and stats["waiting"] == 0
 
 
+def test_vllm_gauges_are_the_last_steps(ctx):
+    """vLLM's running and waiting gauges are its queues as each step left
+    them (vllm/v1/core/sched/scheduler.py: make_stats() after
+    update_from_output() has removed the requests that stopped in the
+    step): a request that comes and goes between two step ends is never
+    counted.  Steps slowed to about a second (--time-scale): one long
+    stream decodes; a 1-token request admitted meanwhile is running by
+    /sim/stats (the live count) and not by /metrics, which still says 1
+    (the live count said 2 before).  Eight long streams: 8 at every scrape,
+    none waiting."""
+    sim = ctx.sim(flavour="vllm", args=["--time-scale", "0.005"])
+    a = Stream(sim.url, "/v1/chat/completions", chat_body("a", 500, True, ignore_eos=True),
+               timeout=120)
+    try:
+        harness.wait_until(lambda: http_json("GET", sim.url + "/sim/stats")[2]["steps"] >= 1, 30,
+                           what="a decoding")
+        assert metric(sim.url, "vllm:num_requests_running") == 1
+        for attempt in range(5):
+            # a step that ends between the two reads counts b (as vLLM's
+            # would): that attempt says nothing, and another b is sent
+            b = threading.Thread(target=lambda: Stream(
+                sim.url, "/v1/chat/completions", chat_body("b", 1, True),
+                timeout=120).read_all().close(), daemon=True)
+            b.start()
+            live = harness.wait_until(
+                lambda: (lambda s: s if s["running"] == 2 else None)(
+                    http_json("GET", sim.url + "/sim/stats")[2]),
+                30, interval=0.005, what="b admitted")
+            got = metric(sim.url, "vllm:num_requests_running")
+            waiting = metric(sim.url, "vllm:num_requests_waiting")
+            after = http_json("GET", sim.url + "/sim/stats")[2]
+            b.join(60)
+            if after["steps"] == live["steps"]:
+                break
+        assert after["steps"] == live["steps"], "a step ended inside every attempt"
+        assert got == 1 and waiting == 0, (got, waiting, live)
+    finally:
+        a.close()
+    sim = ctx.sim(flavour="vllm")
+    streams = [Stream(sim.url, "/v1/chat/completions",
+                      chat_body("l%d" % i, 2000, True, ignore_eos=True)) for i in range(8)]
+    try:
+        harness.wait_until(lambda: metric(sim.url, "vllm:num_requests_running") == 8, 10,
+                           what="8 running")
+        for _ in range(20):
+            assert metric(sim.url, "vllm:num_requests_running") == 8
+            assert metric(sim.url, "vllm:num_requests_waiting") == 0
+    finally:
+        for s in streams:
+            s.close()
+
+
 def test_max_running(ctx):
     sim = ctx.sim(flavour="sglang", args=["--max-running", "2"])
     streams = [Stream(sim.url, "/v1/chat/completions", chat_body("m%d" % i, 50, True))
