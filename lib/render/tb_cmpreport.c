@@ -273,30 +273,12 @@ html_cell(struct tb_render_buf *b, void *ctx, size_t r, size_t c)
   }
 }
 
+/* The summary: the geometric mean of head / base for each metric. */
 static void
-render_compare_html(struct tb_render_buf *b, const struct cview *v)
+html_summary(struct tb_render_buf *b, const json_t *d)
 {
-  const json_t *d = v->doc;
   size_t nm;
   const struct tb_compare_metric *ms = tb_compare_metrics(&nm);
-  char t1[48], t2[48], t3[48], lab[32];
-  tb_render_html_head(b, "tokbench comparison");
-  tb_render_puts(b, "<h1>Comparison</h1><div class=\"cards\"><div class=\"card\"><h3>Base</h3><p>");
-  tb_render_html(b, v->base_title);
-  tb_render_puts(b, "</p></div><div class=\"card\"><h3>Head</h3><p>");
-  tb_render_html(b, v->head_title);
-  tb_render_puts(b, "</p></div></div>\n");
-  size_t nreg = v->nreg;
-  if (nreg > 0)
-    tb_render_printf(b,
-                     "<div class=\"banner\" id=\"regressed\">%zu regression%s beyond the "
-                     "tolerated %.1f%%.</div>\n",
-                     nreg, nreg == 1 ? "" : "s", v->tol * 100);
-  else
-    tb_render_printf(b, "<p id=\"regressed\">No regression beyond the tolerated %.1f%%.</p>\n",
-                     v->tol * 100);
-  /* tokbench compare with history: the verdict over all the files */
-  tb_verdictview_html(b, json_object_get(d, "verdict"));
   tb_render_puts(b,
                  "<h2>Summary</h2><p class=\"muted\">Geometric mean of head / base over the "
                  "cells valid in both.</p><table id=\"summary\"><tr><th class=\"l\">Metric</th>"
@@ -313,44 +295,51 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
                      ms[i].higher_better ? "higher" : "lower");
   }
   tb_render_puts(b, "</table>\n");
-  tb_costview_compare(b, d, true);
-  if (nreg > 0) {
-    tb_render_puts(b, "<h2>Regressions</h2><table id=\"regressions\"><tr><th class=\"l\">Phase</th>"
-                      "<th>Context</th><th>Requests at once</th><th class=\"l\">Metric</th>"
-                      "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
-    struct regrow g;
-    for (size_t i = 0; i < nreg && i < TB_REPORT_MAX_CELLS; i++) {
-      if (!regrow_get(v, i, &g))
-        continue;
-      tb_render_printf(b,
-                       "<tr class=\"reg\"><td class=\"l\">%s</td><td>%s</td><td>%" PRId64
-                       "</td><td class=\"l\">",
-                       g.phase, g.lab, g.conc);
-      tb_render_html(b, g.metric);
-      tb_render_puts(b, "</td>");
-      if (g.lost) {
-        tb_render_puts(b, "<td>valid</td><td>");
-        tb_render_html(b, g.head_status);
-        tb_render_puts(b, "</td><td class=\"down\">lost</td></tr>\n");
-      } else {
-        tb_render_printf(b, "<td>%s</td><td>%s</td><td class=\"down\">%s</td></tr>\n", g.base,
-                         g.head, g.change);
-      }
+}
+
+/* The regressions' table, when there are any. */
+static void
+html_regressions(struct tb_render_buf *b, const struct cview *v)
+{
+  size_t nreg = v->nreg;
+  if (nreg == 0)
+    return;
+  tb_render_puts(b, "<h2>Regressions</h2><table id=\"regressions\"><tr><th class=\"l\">Phase</th>"
+                    "<th>Context</th><th>Requests at once</th><th class=\"l\">Metric</th>"
+                    "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
+  struct regrow g;
+  for (size_t i = 0; i < nreg && i < TB_REPORT_MAX_CELLS; i++) {
+    if (!regrow_get(v, i, &g))
+      continue;
+    tb_render_printf(
+      b, "<tr class=\"reg\"><td class=\"l\">%s</td><td>%s</td><td>%" PRId64 "</td><td class=\"l\">",
+      g.phase, g.lab, g.conc);
+    tb_render_html(b, g.metric);
+    tb_render_puts(b, "</td>");
+    if (g.lost) {
+      tb_render_puts(b, "<td>valid</td><td>");
+      tb_render_html(b, g.head_status);
+      tb_render_puts(b, "</td><td class=\"down\">lost</td></tr>\n");
+    } else {
+      tb_render_printf(b, "<td>%s</td><td>%s</td><td class=\"down\">%s</td></tr>\n", g.base, g.head,
+                       g.change);
     }
-    tb_render_puts(b, "</table>\n");
   }
-  if (v->dctx.n > 0 && v->conc.n > 0) {
-    tb_render_puts(b, "<h2>Sustained decode: total tok/s, head vs base</h2><div class=\"scroll\">");
-    const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n,
-                                        v->conc.n, html_cell, (void *)v };
-    tb_render_html_matrix(b, "compare-matrix", &m);
-    tb_render_puts(b, "</div>\n");
-  }
+  tb_render_puts(b, "</table>\n");
+}
+
+/* Every cell's every metric of its phase, base, head and the change. */
+static void
+html_all_cells(struct tb_render_buf *b, const struct cview *v)
+{
+  size_t nm;
+  const struct tb_compare_metric *ms = tb_compare_metrics(&nm);
+  char t1[48], t2[48], t3[48], lab[32];
   tb_render_puts(b, "<h2>All cells</h2><div class=\"scroll\"><table id=\"cells\"><tr>"
                     "<th class=\"l\">Phase</th><th>Context</th><th>Requests at once</th>"
                     "<th class=\"l\">Base</th><th class=\"l\">Head</th><th class=\"l\">Metric</th>"
                     "<th>Base</th><th>Head</th><th>Change</th></tr>\n");
-  const json_t *cells = json_object_get(d, "cells");
+  const json_t *cells = json_object_get(v->doc, "cells");
   for (size_t i = 0; i < v->ncells; i++) {
     struct ccell cc;
     if (!ccell_get(json_array_get(cells, i), &cc))
@@ -376,8 +365,42 @@ render_compare_html(struct tb_render_buf *b, const struct cview *v)
         ms[k].label, t1, t2, ratio_class(tb_json_num(m, "ratio"), ms[k].higher_better, v->tol), t3);
     }
   }
-  tb_render_puts(
-    b, "</table></div>\n<p class=\"muted\">Generated by tokbench.</p></main></body></html>\n");
+  tb_render_puts(b, "</table></div>\n");
+}
+
+static void
+render_compare_html(struct tb_render_buf *b, const struct cview *v)
+{
+  const json_t *d = v->doc;
+  tb_render_html_head(b, "tokbench comparison");
+  tb_render_puts(b, "<h1>Comparison</h1><div class=\"cards\"><div class=\"card\"><h3>Base</h3><p>");
+  tb_render_html(b, v->base_title);
+  tb_render_puts(b, "</p></div><div class=\"card\"><h3>Head</h3><p>");
+  tb_render_html(b, v->head_title);
+  tb_render_puts(b, "</p></div></div>\n");
+  size_t nreg = v->nreg;
+  if (nreg > 0)
+    tb_render_printf(b,
+                     "<div class=\"banner\" id=\"regressed\">%zu regression%s beyond the "
+                     "tolerated %.1f%%.</div>\n",
+                     nreg, nreg == 1 ? "" : "s", v->tol * 100);
+  else
+    tb_render_printf(b, "<p id=\"regressed\">No regression beyond the tolerated %.1f%%.</p>\n",
+                     v->tol * 100);
+  /* tokbench compare with history: the verdict over all the files */
+  tb_verdictview_html(b, json_object_get(d, "verdict"));
+  html_summary(b, d);
+  tb_costview_compare(b, d, true);
+  html_regressions(b, v);
+  if (v->dctx.n > 0 && v->conc.n > 0) {
+    tb_render_puts(b, "<h2>Sustained decode: total tok/s, head vs base</h2><div class=\"scroll\">");
+    const struct tb_render_matrix m = { v->dctx.v, v->conc.v, v->dctx.n,
+                                        v->conc.n, html_cell, (void *)v };
+    tb_render_html_matrix(b, "compare-matrix", &m);
+    tb_render_puts(b, "</div>\n");
+  }
+  html_all_cells(b, v);
+  tb_render_puts(b, "<p class=\"muted\">Generated by tokbench.</p></main></body></html>\n");
 }
 
 /* A cell of the Markdown matrix: head's figure and the change, or what
