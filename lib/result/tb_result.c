@@ -324,6 +324,59 @@ repeat_runs(json_t *const *reps, size_t n, const char *figure, const char *ci)
   return a;
 }
 
+/* The SE of the mean of the repeats' tok/s and its degrees of freedom:
+ * their spread ("repeats"), or what the windows themselves say when that
+ * is more ("batch_means"), recomputed from each repeat's slices (its
+ * degrees of freedom are not stored): two repeats can agree by chance,
+ * and the spread of a few is a rough estimate.  Returns the method. */
+static const char *
+repeats_se(json_t *const *reps, size_t n, const double *tps, double *se, unsigned *df)
+{
+  *se = tb_stats_sd(tps, n) / sqrt((double)n);
+  *df = (unsigned)(n - 1);
+  double within = 0;
+  unsigned wdf = 0;
+  for (size_t r = 0; r < n; r++) {
+    double se_r = fig(reps[r], "total_tps_se");
+    const json_t *sl = json_object_get(json_object_get(reps[r], "samples"), "total_tps");
+    size_t ns = json_array_size(sl);
+    double *x = tb_xcalloc(ns ? ns : 1, sizeof *x);
+    for (size_t i = 0; i < ns; i++)
+      x[i] = json_number_value(json_array_get(sl, i));
+    unsigned df_r;
+    (void)tb_stats_batch_se(x, ns, &df_r);
+    free(x);
+    within += se_r * se_r;
+    wdf += df_r;
+  }
+  within = sqrt(within) / (double)n;
+  if (isfinite(within) && wdf > 0 && !(*se >= within)) {
+    *se = within;
+    *df = wdf;
+    return "batch_means";
+  }
+  return "repeats";
+}
+
+/* The flags: the readiness of any repeat that had the client's alone, a
+ * prompt size estimated. */
+static void
+combine_flags(json_t *cell, json_t *const *reps, size_t n)
+{
+  json_object_set_new(cell, "readiness", json_string("server"));
+  for (size_t r = 0; r < n; r++) {
+    const json_t *why = json_object_get(reps[r], "readiness_reason");
+    if (json_is_string(why)) {
+      json_object_set_new(cell, "readiness", json_string("client"));
+      json_object_set_new(cell, "readiness_reason", json_copy((json_t *)why));
+      break;
+    }
+  }
+  const json_t *est = json_object_get(reps[0], "prompt_tokens_estimate");
+  if (json_is_string(est))
+    tb_result_cell_set_prompt_estimate(cell, json_string_value(est));
+}
+
 static json_t *
 combine_decode(json_t *const *reps, size_t n)
 {
@@ -347,33 +400,9 @@ combine_decode(json_t *const *reps, size_t n)
     chunks = chunks || (ts != NULL && strcmp(ts, "chunks") == 0);
   }
   double total = tb_stats_mean(tps, n);
-  double se = tb_stats_sd(tps, n) / sqrt((double)n);
-  unsigned df = (unsigned)(n - 1);
-  const char *method = "repeats";
-  /* What the windows themselves say, recomputed from each repeat's slices
-   * (its degrees of freedom are not stored): two repeats can agree by
-   * chance, and the spread of a few is a rough estimate. */
-  double within = 0;
-  unsigned wdf = 0;
-  for (size_t r = 0; r < n; r++) {
-    double se_r = fig(reps[r], "total_tps_se");
-    const json_t *sl = json_object_get(json_object_get(reps[r], "samples"), "total_tps");
-    size_t ns = json_array_size(sl);
-    double *x = tb_xcalloc(ns ? ns : 1, sizeof *x);
-    for (size_t i = 0; i < ns; i++)
-      x[i] = json_number_value(json_array_get(sl, i));
-    unsigned df_r;
-    (void)tb_stats_batch_se(x, ns, &df_r);
-    free(x);
-    within += se_r * se_r;
-    wdf += df_r;
-  }
-  within = sqrt(within) / (double)n;
-  if (isfinite(within) && wdf > 0 && !(se >= within)) {
-    se = within;
-    df = wdf;
-    method = "batch_means";
-  }
+  double se;
+  unsigned df;
+  const char *method = repeats_se(reps, n, tps, &se, &df);
   free(tps);
   struct tb_stats ttft = { 0 }, tbt = { 0 };
   pool_ms(reps, n, "ttft_ms", &ttft);
@@ -403,20 +432,7 @@ combine_decode(json_t *const *reps, size_t n)
   json_object_set_new(cell, "measured_s", num_or_null(measured));
   json_object_set_new(cell, "token_source", json_string(chunks ? "chunks" : "usage"));
   json_object_set_new(cell, "kernel_stamped", num_or_null(kernel));
-  /* the flags: the readiness of any repeat that had the client's alone, a
-   * prompt size estimated */
-  json_object_set_new(cell, "readiness", json_string("server"));
-  for (size_t r = 0; r < n; r++) {
-    const json_t *why = json_object_get(reps[r], "readiness_reason");
-    if (json_is_string(why)) {
-      json_object_set_new(cell, "readiness", json_string("client"));
-      json_object_set_new(cell, "readiness_reason", json_copy((json_t *)why));
-      break;
-    }
-  }
-  const json_t *est = json_object_get(r0, "prompt_tokens_estimate");
-  if (json_is_string(est))
-    tb_result_cell_set_prompt_estimate(cell, json_string_value(est));
+  combine_flags(cell, reps, n);
   json_object_set_new(cell, "repeats", json_integer((json_int_t)n));
   json_object_set_new(cell, "repeat_runs", repeat_runs(reps, n, "total_tps", "total_tps_ci95"));
   json_t *checks = tb_checks_combine(reps, n);
