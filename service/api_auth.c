@@ -160,6 +160,77 @@ bearer(struct tb_api_req *r, size_t *len)
   return h;
 }
 
+/* The key of this hash, from the cache while fresh, else from the
+ * database (cached, its bucket kept across refreshes): 1 found, 0 unknown
+ * (*ret the reply), -1 (*ret the reply) when the database failed. */
+static int
+key_record(struct tb_api_req *r, const char *hash, int64_t now, struct entry *rec,
+           enum MHD_Result *ret)
+{
+  struct tb_api *api = r->api;
+  bool have = false;
+  pthread_mutex_lock(&api->keys->lock);
+  struct entry *e = find(api->keys, hash);
+  if (e != NULL && now - e->fetched_ns < api->keys->ttl_ns) {
+    *rec = *e;
+    have = true;
+  }
+  pthread_mutex_unlock(&api->keys->lock);
+  if (have)
+    return 1;
+  int rc = fetch(r, hash, rec);
+  if (rc < 0) {
+    *ret = tb_api_reply_db(r, rc);
+    return -1;
+  }
+  if (rc == 0 || !tb_ct_equal(rec->hash, hash, 64)) {
+    *ret = tb_api_reply_error(r, TB_EC_UNAUTHORIZED, "unknown API key", NULL);
+    return 0;
+  }
+  rec->fetched_ns = now;
+  rec->tokens = api->rate_burst;
+  rec->bucket_ns = now;
+  pthread_mutex_lock(&api->keys->lock);
+  struct entry *slot = find(api->keys, hash);
+  if (slot != NULL) { /* keep the bucket across refreshes */
+    rec->tokens = slot->tokens;
+    rec->bucket_ns = slot->bucket_ns;
+  } else {
+    slot = place(api->keys, hash);
+  }
+  *slot = *rec;
+  pthread_mutex_unlock(&api->keys->lock);
+  return 1;
+}
+
+/* One request from the key's bucket (TOKBENCH_RATE_LIMIT): false, with
+ * r->retry_after_s, when it is empty. */
+static bool
+key_bucket_take(struct tb_api_req *r, const char *hash, int64_t now)
+{
+  struct tb_api *api = r->api;
+  bool ok = true;
+  pthread_mutex_lock(&api->keys->lock);
+  struct entry *b = find(api->keys, hash);
+  if (b != NULL) {
+    double dt = (double)(now - b->bucket_ns) / 1e9;
+    b->bucket_ns = now;
+    b->tokens += dt * api->rate_per_s;
+    if (b->tokens > api->rate_burst)
+      b->tokens = api->rate_burst;
+    if (b->tokens >= 1.0) {
+      b->tokens -= 1.0;
+    } else {
+      ok = false;
+      r->retry_after_s = (int)ceil((1.0 - b->tokens) / api->rate_per_s);
+      if (r->retry_after_s < 1)
+        r->retry_after_s = 1;
+    }
+  }
+  pthread_mutex_unlock(&api->keys->lock);
+  return ok;
+}
+
 bool
 tb_api_authenticate(struct tb_api_req *r, unsigned need, enum MHD_Result *ret)
 {
@@ -175,38 +246,8 @@ tb_api_authenticate(struct tb_api_req *r, unsigned need, enum MHD_Result *ret)
   tb_auth_key_hash(key, klen, hash);
   int64_t now = tb_time_mono_ns();
   struct entry rec;
-  bool have = false;
-  pthread_mutex_lock(&api->keys->lock);
-  struct entry *e = find(api->keys, hash);
-  if (e != NULL && now - e->fetched_ns < api->keys->ttl_ns) {
-    rec = *e;
-    have = true;
-  }
-  pthread_mutex_unlock(&api->keys->lock);
-  if (!have) {
-    int rc = fetch(r, hash, &rec);
-    if (rc < 0) {
-      *ret = tb_api_reply_db(r, rc);
-      return false;
-    }
-    if (rc == 0 || !tb_ct_equal(rec.hash, hash, 64)) {
-      *ret = tb_api_reply_error(r, TB_EC_UNAUTHORIZED, "unknown API key", NULL);
-      return false;
-    }
-    rec.fetched_ns = now;
-    rec.tokens = api->rate_burst;
-    rec.bucket_ns = now;
-    pthread_mutex_lock(&api->keys->lock);
-    struct entry *slot = find(api->keys, hash);
-    if (slot != NULL) { /* keep the bucket across refreshes */
-      rec.tokens = slot->tokens;
-      rec.bucket_ns = slot->bucket_ns;
-    } else {
-      slot = place(api->keys, hash);
-    }
-    *slot = rec;
-    pthread_mutex_unlock(&api->keys->lock);
-  }
+  if (key_record(r, hash, now, &rec, ret) <= 0)
+    return false;
   if (rec.revoked) {
     *ret = tb_api_reply_error(r, TB_EC_KEY_REVOKED, "this API key was revoked", NULL);
     return false;
@@ -228,30 +269,9 @@ tb_api_authenticate(struct tb_api_req *r, unsigned need, enum MHD_Result *ret)
     *ret = tb_api_reply_error(r, TB_EC_FORBIDDEN, d, NULL);
     return false;
   }
-  if (api->rate_per_s > 0) {
-    bool ok = true;
-    pthread_mutex_lock(&api->keys->lock);
-    struct entry *b = find(api->keys, hash);
-    if (b != NULL) {
-      double dt = (double)(now - b->bucket_ns) / 1e9;
-      b->bucket_ns = now;
-      b->tokens += dt * api->rate_per_s;
-      if (b->tokens > api->rate_burst)
-        b->tokens = api->rate_burst;
-      if (b->tokens >= 1.0) {
-        b->tokens -= 1.0;
-      } else {
-        ok = false;
-        r->retry_after_s = (int)ceil((1.0 - b->tokens) / api->rate_per_s);
-        if (r->retry_after_s < 1)
-          r->retry_after_s = 1;
-      }
-    }
-    pthread_mutex_unlock(&api->keys->lock);
-    if (!ok) {
-      *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, "rate limit of this API key reached", NULL);
-      return false;
-    }
+  if (api->rate_per_s > 0 && !key_bucket_take(r, hash, now)) {
+    *ret = tb_api_reply_error(r, TB_EC_RATE_LIMITED, "rate limit of this API key reached", NULL);
+    return false;
   }
   OPENSSL_cleanse(hash, sizeof hash);
   int retry = 1;
