@@ -536,10 +536,50 @@ read_earlier(struct tb_db *db, const char *job_id, struct tb_regress_point **out
   return 0;
 }
 
+/* The project's threshold for these labels: the two-run tolerance and the
+ * verdict's minimum effect (the defaults where none is set); < 0 when the
+ * database failed. */
+static int
+read_tolerance(struct tb_db *db, const char *project, const char *labels, double *tol,
+               double *min_effect)
+{
+  PGresult *thr = NULL;
+  int n = tb_history_threshold(db, project, labels, &thr);
+  *tol = TB_REGRESS_DEFAULT_TOLERANCE;
+  *min_effect = TB_VERDICT_DEFAULT_MIN_EFFECT;
+  const char *t = n > 0 ? tb_db_str(thr, 0, "tolerance") : NULL;
+  if (t != NULL) {
+    double d = strtod(t, NULL);
+    if (d >= 0 && d < 1)
+      *tol = *min_effect = d;
+  }
+  PQclear(thr);
+  return n < 0 ? n : 0;
+}
+
+/* The verdict's two-run side: the job it was compared with (base, NULL
+ * when none was), or why there was none. */
+static void
+set_base(json_t *out, const PGresult *base, const json_t *base_doc, const char *err)
+{
+  if (base != NULL) {
+    const char *brun = json_string_value(json_object_get(base_doc, "run_id"));
+    json_object_set_new(out, "base_job_id", json_string(tb_db_str(base, 0, "id")));
+    json_object_set_new(out, "base_run_id", brun ? json_string(brun) : json_null());
+  } else {
+    json_object_set_new(out, "base_job_id", json_null());
+    json_object_set_new(out, "base_run_id", json_null());
+    json_object_set_new(out, "note",
+                        json_string(err ? err
+                                        : "no earlier complete job of this endpoint with "
+                                          "the same labels"));
+  }
+}
+
 int
 tb_regress_check(struct tb_db *db, const char *job_id)
 {
-  PGresult *job = NULL, *base = NULL, *thr = NULL;
+  PGresult *job = NULL, *base = NULL;
   json_t *head_doc = NULL, *base_doc = NULL, *cmp = NULL, *out = NULL, *points = NULL;
   char *text = NULL, *err = NULL;
   struct tb_regress_point *earlier = NULL;
@@ -564,18 +604,11 @@ tb_regress_check(struct tb_db *db, const char *job_id)
       finished == NULL)
     goto out;
 
-  /* the threshold: the two-run tolerance and the verdict's minimum effect */
-  n = tb_history_threshold(db, project, labels, &thr);
+  double tol, min_effect;
+  n = read_tolerance(db, project, labels, &tol, &min_effect);
   if (n < 0) {
     ret = n;
     goto out;
-  }
-  double tol = TB_REGRESS_DEFAULT_TOLERANCE, min_effect = TB_VERDICT_DEFAULT_MIN_EFFECT;
-  const char *t = n > 0 ? tb_db_str(thr, 0, "tolerance") : NULL;
-  if (t != NULL) {
-    double d = strtod(t, NULL);
-    if (d >= 0 && d < 1)
-      tol = min_effect = d;
   }
 
   /* this job's points, then the earlier ones */
@@ -604,18 +637,7 @@ tb_regress_check(struct tb_db *db, const char *job_id)
   char ts[40];
   tb_time_rfc3339(tb_time_real_us(), ts, sizeof ts);
   json_object_set_new(out, "checked_at", json_string(ts));
-  if (cmp != NULL) {
-    const char *brun = json_string_value(json_object_get(base_doc, "run_id"));
-    json_object_set_new(out, "base_job_id", json_string(tb_db_str(base, 0, "id")));
-    json_object_set_new(out, "base_run_id", brun ? json_string(brun) : json_null());
-  } else {
-    json_object_set_new(out, "base_job_id", json_null());
-    json_object_set_new(out, "base_run_id", json_null());
-    json_object_set_new(out, "note",
-                        json_string(err ? err
-                                        : "no earlier complete job of this endpoint with "
-                                          "the same labels"));
-  }
+  set_base(out, cmp != NULL ? base : NULL, base_doc, err);
   text = json_dumps(out, JSON_COMPACT);
   n = tb_history_write_regressions(db, job_id, text);
   if (n < 0) {
@@ -632,7 +654,6 @@ out:
   json_decref(cmp);
   json_decref(base_doc);
   json_decref(head_doc);
-  PQclear(thr);
   PQclear(base);
   PQclear(job);
   return ret;
