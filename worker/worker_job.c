@@ -149,10 +149,10 @@ hook_cancelled(void *cls)
 /* A decode cell the spec shards: measured by shards of idle workers and
  * merged here (worker_shard.h); false: the engine measures it. */
 static bool
-hook_shard_cell(void *cls, int64_t ctx, int64_t conc, json_t *cell)
+hook_shard_cell(void *cls, int64_t ctx, int64_t conc, json_t *cell, int64_t window_ns[2])
 {
   struct job_run *jr = cls;
-  return worker_shard_cell(&jr->shards, ctx, conc, cell);
+  return worker_shard_cell(&jr->shards, ctx, conc, cell, window_ns);
 }
 
 /* A rate cell the spec shards: the same (worker_shard_rate). */

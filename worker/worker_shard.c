@@ -136,7 +136,21 @@ coord_close(struct worker_ctx *w, const struct tb_queue_lease *l, const struct t
 struct coord_kind {
   double window_s;
   bool rate;
+  int64_t *window_ns; /* a decode cell's: its window here, when merged (or NULL) */
 };
+
+/* The merged attempt's window [t0, t0 + window_s] on this process's
+ * monotonic clock: t0 (the database's us) through this worker's own offset
+ * to the database's clock, read now, as each shard read its own. */
+static void
+coord_window(struct worker_ctx *w, const struct coord_kind *kind, int64_t t0_us)
+{
+  struct tb_clock_offset off;
+  if (kind->window_ns == NULL || tb_shards_clock(w->db, 8, &off) != 1)
+    return;
+  kind->window_ns[0] = tb_clock_to_local_ns(&off, t0_us);
+  kind->window_ns[1] = kind->window_ns[0] + (int64_t)(kind->window_s * 1e9);
+}
 
 static int
 coord_attempt(const struct worker_shard_job *j, const struct tb_shards_key *k, int n,
@@ -178,6 +192,7 @@ coord_attempt(const struct worker_shard_job *j, const struct tb_shards_key *k, i
                                        sizeof err);
         if (m == 1) {
           coord_close(w, j->lease, k, "merged", NULL);
+          coord_window(w, kind, t0);
           return 1;
         }
         if (m == WORKER_SHARD_BAD) {
@@ -243,7 +258,8 @@ record_ask(json_t *cell, int64_t want, const char *budget_key, double budget)
 }
 
 bool
-worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell)
+worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell,
+                  int64_t window_ns[2])
 {
   int64_t want = spec_shards(j->job_spec);
   int n = worker_shard_count(&j->w->shard, want, conc);
@@ -265,7 +281,7 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
     size_t at = strlen(k.cell_key);
     snprintf(k.cell_key + at, sizeof k.cell_key - at, "/r%lld", (long long)pass);
   }
-  const struct coord_kind kind = { .window_s = j->spec->duration_s };
+  const struct coord_kind kind = { .window_s = j->spec->duration_s, .window_ns = window_ns };
   coord_cell(j, &k, n, bspec, &kind, cell);
   record_ask(cell, want, "max_streams", (double)j->w->shard.max_streams);
   json_decref(bspec);

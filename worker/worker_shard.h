@@ -104,8 +104,12 @@ struct worker_shard_job {
  * lapsed, a bad blob) is measured again whole, all shards together, up to
  * TOKBENCH_SHARD_ATTEMPTS times; then the cell is an error with the last
  * reason.  Returns false (cell untouched) when the cell is not sharded.
+ * window_ns: the merged attempt's common window [t0, t0 + duration_s] on
+ * this process's monotonic clock (t0 through its own clock offset to the
+ * database), left 0 when the offset could not be read.
  */
-bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell);
+bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, json_t *cell,
+                       int64_t window_ns[2]);
 
 /*
  * The engine's hook for a rate cell of the spec's rates (open loop at rate,

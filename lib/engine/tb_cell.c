@@ -289,7 +289,7 @@ srvtime_add(struct tb_cell *c, const struct tb_cell_stream *s)
     .ttft_ms = s->st.t_first > 0 ? (double)(s->st.t_first - stream_sent_at(s)) / 1e6 : NAN,
     .tokens = tb_stream_got(&s->st),
   };
-  c->srv.source = "llama.cpp timings";
+  c->srv.source = TB_SRVTIME_LLAMACPP;
   tb_srvtime_add(&c->srv, &q);
 }
 
@@ -840,6 +840,7 @@ shard_samples(const struct tb_cell *c, const struct tb_result_decode *d, struct 
   m->chunked = c->chunk_source ? 1 : 0;
   m->reads = (int64_t)(c->rx_kernel + c->ds.rx_kernel + c->rx_user + c->ds.rx_user);
   m->stamped_reads = (int64_t)(c->rx_kernel + c->ds.rx_kernel);
+  tb_srvtime_merge(&m->srv, &c->srv);
 }
 
 json_t *

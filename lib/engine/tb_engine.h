@@ -48,8 +48,12 @@ struct tb_engine_hooks {
   /* A decode cell about to be measured (cell: a new object with phase,
    * context and concurrency set): true when the caller measured it instead
    * (cell filled: a sharded cell, worker_shard.h), false to let the engine
-   * measure it.  May be NULL. */
-  bool (*shard_cell)(void *cls, int64_t context, int64_t concurrency, json_t *cell);
+   * measure it.  window_ns (two zeros on entry): the shards' common window
+   * [t0, t0 + duration_s] on this process's monotonic clock, where the
+   * caller knows it (the server series, checks and energy of the cell are
+   * read over it).  May be NULL. */
+  bool (*shard_cell)(void *cls, int64_t context, int64_t concurrency, json_t *cell,
+                     int64_t window_ns[2]);
   /* The same for a rate cell of the spec's rates (open loop at rate, the
    * index-th cell of the run; cell: its key): true when the caller's
    * shards measured it (tb_rate_cell_merged).  May be NULL. */

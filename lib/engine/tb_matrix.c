@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine/tb_cell.h"
+#include "engine/tb_ratewatch.h"
 #include "engine/tb_telemetry.h"
 #include "net/tb_http.h"
 #include "result/tb_checks.h"
@@ -338,6 +339,39 @@ run_scout(struct tb_run *r, struct matrix *m, struct ctxrun *x)
     (void)abort_and_drain(r);
 }
 
+/* A decode cell the caller's shards measure (true: cell filled; false: the
+ * engine measures it).  While they run this process watches the server
+ * (tb_ratewatch), and the merged cell gets what a whole cell has of it: the
+ * server series and the checks over the shards' common window, its energy
+ * from the telemetry over that window, its price from the merged tokens.
+ * Stopped while its shards ran: r->cancelled, cell freed. */
+static bool
+measure_sharded(struct tb_run *r, struct ctxrun *x, const struct tb_plan_cell *pc, json_t *cell)
+{
+  struct tb_ratewatch *w = tb_ratewatch_begin(&r->d, r->api_key, r->server_series);
+  int64_t win[2] = { 0, 0 };
+  if (!r->hooks->shard_cell(r->hooks->cls, x->ctx, pc->concurrency, cell, win)) {
+    tb_ratewatch_free(w);
+    return false;
+  }
+  tb_ratewatch_end(w, 0, NULL, NULL); /* the series ends with the window */
+  if (tb_run_cancelled(r)) {          /* stopped while its shards ran: not measured */
+    r->cancelled = true;
+    tb_ratewatch_free(w);
+    json_decref(cell);
+    return true;
+  }
+  int after = abort_and_drain(r); /* what the shards left on the server */
+  tb_ratewatch_decode_cell(w, cell, win[0], win[1], (unsigned)pc->concurrency, r->tp.kernel_stamps,
+                           after);
+  tb_ratewatch_free(w);
+  if (win[0] > 0 && win[1] > win[0])
+    tb_telemetry_cell(r->tel, r->tgt->endpoint, cell, win[0], win[1]);
+  else /* priced from its merged tokens and window, its energy unknown */
+    tb_telemetry_cell(NULL, r->tgt->endpoint, cell, 0, 0);
+  return true;
+}
+
 /* Measures the decode cell cell (its key; stolen) on the context's body. */
 static void
 measure_decode(struct tb_run *r, struct matrix *m, struct ctxrun *x, const struct tb_plan_cell *pc,
@@ -348,17 +382,9 @@ measure_decode(struct tb_run *r, struct matrix *m, struct ctxrun *x, const struc
   tb_run_progress(r, cell, m->runnable_left, m->scouts_left);
   json_object_del(cell, "repeat");
   /* a sharded cell: measured by the caller's shards (worker_shard.h) */
-  if (r->hooks != NULL && r->hooks->shard_cell != NULL &&
-      r->hooks->shard_cell(r->hooks->cls, x->ctx, pc->concurrency, cell)) {
-    if (tb_run_cancelled(r)) { /* stopped while its shards ran: not measured */
-      r->cancelled = true;
-      json_decref(cell);
+  if (r->hooks != NULL && r->hooks->shard_cell != NULL && measure_sharded(r, x, pc, cell)) {
+    if (r->cancelled)
       return;
-    }
-    (void)abort_and_drain(r); /* what the shards left on the server */
-    /* priced from its merged tokens and window; its energy is not read (the
-     * shards' common window lies on their timeline, not this telemetry's) */
-    tb_telemetry_cell(NULL, r->tgt->endpoint, cell, 0, 0);
     repeats_measured(r, m->cells, &m->rp, cell);
     m->runnable_left--;
     return;

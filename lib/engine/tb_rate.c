@@ -471,7 +471,9 @@ tb_rate_cell_merged(const struct tb_spec *s, struct tb_samples *m, json_t *cell,
   snprintf(c.first_error, sizeof c.first_error, "%s", x->first_error);
   c.ds.rx_kernel = (uint64_t)m->stamped_reads;
   c.ds.rx_user = (uint64_t)(m->reads - m->stamped_reads);
+  tb_srvtime_merge(&c.srv, &m->srv); /* the shards' server timings together */
   tb_ratefig_cell(&c, cell);
+  tb_srvtime_free(&c.srv);
   struct tb_stats *const stats[] = { &c.ttft, &c.tpot, &c.tbt, &c.e2e, &c.lag };
   for (size_t i = 0; i < TB_ARRAY_LEN(stats); i++)
     tb_stats_free(stats[i]);

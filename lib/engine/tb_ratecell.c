@@ -335,7 +335,7 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
       .ttft_ms = (double)f->ttft / 1e6,
       .tokens = tb_stream_got(st),
     };
-    c->srv.source = "llama.cpp timings";
+    c->srv.source = TB_SRVTIME_LLAMACPP;
     tb_srvtime_add(&c->srv, &sq);
   }
   bool good = meets_slo(&c->r->s->slo, f->ttft, f->tpot, f->have_tpot, st->max_gap, f->e2e);

@@ -308,6 +308,7 @@ tb_ratefig_shard(struct rcell *c)
   x->conv_dropped = (int64_t)c->conv_dropped;
   x->arrivals_us = (c->t_end_arrivals - c->t0) / 1000;
   x->last_end_us = c->t_last_end > c->t0 ? (c->t_last_end - c->t0) / 1000 : 0;
+  tb_srvtime_merge(&m->srv, &c->srv);
   snprintf(x->first_error, sizeof x->first_error, "%s", c->first_error);
   for (int64_t t = 0; c->turns != NULL && t < c->r->s->conversation.turns; t++) {
     struct turnstat *ts = &c->turns[t];

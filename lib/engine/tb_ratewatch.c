@@ -238,6 +238,48 @@ tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted
 }
 
 void
+tb_ratewatch_decode_cell(const struct tb_ratewatch *w, json_t *cell, int64_t w0, int64_t w1,
+                         unsigned conc, bool kernel_wanted, int drained_after)
+{
+  const char *status = tb_json_str(cell, "status");
+  if (status == NULL || strcmp(status, "valid") != 0)
+    return;
+  struct tb_sampler cut;
+  memset(&cut, 0, sizeof cut);
+  bool windowed = w->smp.on && w0 > 0 && w1 > w0;
+  if (windowed) {
+    tb_sampler_cut(&w->smp, w0, w1, &cut);
+    json_t *ss = tb_sampler_json(&cut, tb_json_num(cell, "total_tps"));
+    if (ss != NULL)
+      json_object_set_new(cell, "server_series", ss);
+  }
+  /* the streams in the server over the window: its running gauge counts
+   * every shard's (the merged cell's own avg_active adds the shards') */
+  double run_sum = 0;
+  size_t run_n = 0;
+  for (size_t i = 0; i < cut.n; i++)
+    if (isfinite(cut.running[i])) {
+      run_sum += cut.running[i];
+      run_n++;
+    }
+  struct tb_checks_in in = {
+    .requested = conc,
+    .achieved = run_n > 0 ? run_sum / (double)run_n : tb_json_num(cell, "avg_active"),
+    .achieved_server = run_n > 0,
+    .achieved_what = run_n > 0 ? NULL : "shards' own streams in flight, added",
+    .cpu_share = NAN, /* each shard's own, not this process's */
+    .kernel_stamped = tb_json_num(cell, "kernel_stamped"),
+    .kernel_wanted = kernel_wanted,
+    .drained_before = w->before,
+    .drained_after = drained_after,
+    .before_running = w->before_running,
+    .before_waiting = w->before_waiting,
+  };
+  json_object_set_new(cell, "checks", tb_checks_json(&in));
+  tb_sampler_free(&cut);
+}
+
+void
 tb_ratewatch_free(struct tb_ratewatch *w)
 {
   if (w == NULL)

@@ -70,6 +70,21 @@ void tb_ratewatch_end(struct tb_ratewatch *w, double drain_s, bool (*cancelled)(
  */
 void tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_wanted);
 
+/*
+ * A sharded decode cell's server view and checks (issue 34, item 5): the
+ * job's worker watches the server while the shards measure (begun before
+ * the barrier opened, ended after the merge), and the valid merged cell
+ * gets `server_series` cut to the shards' common window [w0, w1] (this
+ * process's monotonic ns, the common start mapped through its own clock
+ * offset; 0: unknown, no series) and the decode checks: conc requested
+ * against the server's mean running gauge over the window (else the
+ * shards' streams in flight, added), the drains (drained_after the
+ * caller's wait after the cell), kernel stamps from the merged figure; the
+ * client's CPU share is each shard's and left out.
+ */
+void tb_ratewatch_decode_cell(const struct tb_ratewatch *w, json_t *cell, int64_t w0, int64_t w1,
+                              unsigned conc, bool kernel_wanted, int drained_after);
+
 /* Stops a watch still running and frees it.  NULL is fine. */
 void tb_ratewatch_free(struct tb_ratewatch *w);
 

@@ -247,6 +247,32 @@ tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now, con
 }
 
 void
+tb_sampler_cut(const struct tb_sampler *s, int64_t w0, int64_t w1, struct tb_sampler *out)
+{
+  memset(out, 0, sizeof *out);
+  tb_sampler_begin(out, w0);
+  out->skipped = s->skipped;
+  out->gen_unknown = s->gen_unknown;
+  for (size_t i = 0; i < s->n; i++) {
+    int64_t at = s->t0 + (int64_t)llround(s->t[i] * 1e9);
+    if (at < w0 || at > w1)
+      continue;
+    struct tb_sampler_point p = {
+      .running = s->running[i],
+      .waiting = s->waiting[i],
+      .kv_frac = s->kv[i],
+      .preemptions = s->preempt[i],
+      .prefix_hits = s->hits[i],
+      .prefix_queries = s->queries[i],
+      .prefix_rate = s->rate[i],
+      .gen_tokens = s->gen[i],
+    };
+    tb_sampler_add(out, at, &p);
+  }
+  out->truncated = out->truncated || s->truncated;
+}
+
+void
 tb_sampler_free(struct tb_sampler *s)
 {
   double *arrs[] = { s->t,    s->running, s->waiting, s->kv, s->preempt,

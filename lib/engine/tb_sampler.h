@@ -78,6 +78,11 @@ void tb_sampler_feed(struct tb_sampler *s, enum tb_engine_kind kind, int64_t now
 /* Adds one parsed point at now (ns), as tb_sampler_feed does when due. */
 void tb_sampler_add(struct tb_sampler *s, int64_t now, const struct tb_sampler_point *p);
 void tb_sampler_free(struct tb_sampler *s);
+/* The points of s read in [w0, w1] (monotonic ns) into out (a new series
+ * begun at w0: its t_s count from w0), with s's skipped count and why its
+ * tokens/s is unknown.  A sharded cell's series is its coordinator's watch
+ * cut to the shards' common window.  Free out with tb_sampler_free. */
+void tb_sampler_cut(const struct tb_sampler *s, int64_t w0, int64_t w1, struct tb_sampler *out);
 
 /*
  * The cell's `server_series` (new reference), or NULL without samples:

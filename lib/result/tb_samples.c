@@ -14,6 +14,9 @@
 #include "result/tb_result.h"
 
 static const unsigned char magic[4] = { 'T', 'B', 'S', '1' };
+static const unsigned char magic2[4] = { 'T', 'B', 'S', '2' }; /* with server timings */
+/* |v| of a server timing's value: exact in a double */
+#define SRV_MAX (1LL << 53)
 
 /* the counters, in their order on the wire */
 #define NCOUNTERS 10
@@ -74,6 +77,7 @@ tb_samples_free(struct tb_samples *m)
     tb_stats_free(&m->rate.turns[t].ttft);
   free(m->rate.turns);
   free(m->slices);
+  tb_srvtime_free(&m->srv);
   memset(m, 0, sizeof *m);
 }
 
@@ -191,13 +195,40 @@ put_rate(struct wbuf *w, const struct tb_samples *m)
     put_u(w, (unsigned char)m->rate.first_error[i]);
 }
 
+/* A server timings series: count, then each value zig-zagged. */
+static void
+put_sseries(struct wbuf *w, const struct tb_stats *s)
+{
+  put_u(w, s->n);
+  for (size_t i = 0; i < s->n; i++)
+    put_u(w, zigzag(s->v[i] < -SRV_MAX ? -SRV_MAX : s->v[i] > SRV_MAX ? SRV_MAX : s->v[i]));
+}
+
+/* TBS2's section: the shard's server timings. */
+static void
+put_srv(struct wbuf *w, const struct tb_srvtime *t)
+{
+  put_u(w, 1); /* TB_SRVTIME_LLAMACPP, the one source */
+  put_u(w, t->requests);
+  put_u(w, t->tokens_equal);
+  put_u(w, t->cache_n > 0 ? (uint64_t)llround(t->cache_n) : 0);
+  put_u(w, t->prompt_n > 0 ? (uint64_t)llround(t->prompt_n) : 0);
+  const struct tb_stats *ser[] = { &t->prompt_us, &t->prompt_mtps, &t->tpot_us, &t->predicted,
+                                   &t->gap_us };
+  for (size_t i = 0; i < TB_ARRAY_LEN(ser); i++)
+    put_sseries(w, ser[i]);
+}
+
 void
 tb_samples_encode(const struct tb_samples *m, unsigned char **out, size_t *len)
 {
   struct wbuf w = { .cap = 64 };
   w.p = tb_xmalloc(w.cap);
-  memcpy(w.p, magic, sizeof magic);
+  bool srv = m->srv.requests > 0;
+  memcpy(w.p, srv ? magic2 : magic, sizeof magic);
   w.n = sizeof magic;
+  if (srv)
+    put_srv(&w, &m->srv);
   put_u(&w, (uint64_t)(m->slice_us < 0 ? 0 : m->slice_us));
   put_u(&w, m->nslices);
   for (size_t i = 0; i < m->nslices; i++)
@@ -341,15 +372,65 @@ get_rate(struct rbuf *r, struct tb_samples *m)
   return true;
 }
 
+/* A server timings series (put_sseries). */
+static bool
+get_sseries(struct rbuf *r, struct tb_stats *s)
+{
+  size_t n;
+  if (!get_count(r, TB_SAMPLES_MAX_VALUES, &n))
+    return false;
+  s->v = n ? tb_xmalloc(n * sizeof *s->v) : NULL;
+  s->cap = n;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t z;
+    if (!get_u(r, &z))
+      return false;
+    int64_t v = unzigzag(z);
+    if (v > SRV_MAX || v < -SRV_MAX)
+      return fail(r, "server timing out of range");
+    s->v[s->n++] = v;
+  }
+  return true;
+}
+
+/* TBS2's section (put_srv). */
+static bool
+get_srv(struct rbuf *r, struct tb_srvtime *t)
+{
+  uint64_t src, req, eq, cache, prompt;
+  if (!get_u(r, &src) || !get_u(r, &req) || !get_u(r, &eq) || !get_u(r, &cache) ||
+      !get_u(r, &prompt))
+    return false;
+  if (src != 1)
+    return fail(r, "unknown server timings source");
+  if (req == 0 || req > TB_SAMPLES_MAX_VALUES || eq > req || cache > (uint64_t)SRV_MAX ||
+      prompt > (uint64_t)SRV_MAX)
+    return fail(r, "server timings' counts out of range");
+  t->source = TB_SRVTIME_LLAMACPP;
+  t->requests = (unsigned)req;
+  t->tokens_equal = (unsigned)eq;
+  t->cache_n = (double)cache;
+  t->prompt_n = (double)prompt;
+  struct tb_stats *ser[] = { &t->prompt_us, &t->prompt_mtps, &t->tpot_us, &t->predicted,
+                             &t->gap_us };
+  for (size_t i = 0; i < TB_ARRAY_LEN(ser); i++)
+    if (!get_sseries(r, ser[i]))
+      return false;
+  return true;
+}
+
 bool
 tb_samples_decode(const unsigned char *buf, size_t len, struct tb_samples *m, char *err,
                   size_t errlen)
 {
   tb_samples_init(m);
   struct rbuf r = { .p = buf, .n = len, .err = err, .errlen = errlen };
-  if (len < sizeof magic || memcmp(buf, magic, sizeof magic) != 0)
-    return fail(&r, "not a TBS1 document");
+  bool v2 = len >= sizeof magic2 && memcmp(buf, magic2, sizeof magic2) == 0;
+  if (!v2 && (len < sizeof magic || memcmp(buf, magic, sizeof magic) != 0))
+    return fail(&r, "not a TBS1 or TBS2 document");
   r.at = sizeof magic;
+  if (v2 && !get_srv(&r, &m->srv))
+    return false;
   if (!get_i64(&r, &m->slice_us) || !get_count(&r, TB_SAMPLES_MAX_SLICES, &m->nslices))
     return false;
   if (m->nslices > 0) {
@@ -432,6 +513,7 @@ tb_samples_merge(struct tb_samples *into, const struct tb_samples *from, char *e
     append(&into->s[k], &from->s[k]);
   if (from->rate.on)
     merge_rate(into, from);
+  tb_srvtime_merge(&into->srv, &from->srv);
   return true;
 }
 
@@ -553,6 +635,9 @@ tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_ready, ch
   tb_result_cell_set_decode(cell, &d);
   json_object_set_new(cell, "e2e_ms", pct_ms_us(m, TB_SAMPLES_E2E));
   json_object_set_new(cell, "itl_ms", pct_ms_us(m, TB_SAMPLES_GAP));
+  json_t *st = tb_srvtime_json(&m->srv); /* the shards' requests together */
+  if (st != NULL)
+    json_object_set_new(cell, "server_timings", st);
   tb_stats_free(&ttft);
   tb_stats_free(&tbt);
   free(tps);

@@ -33,7 +33,15 @@
  * the count of its counters (14) and their values, its eight series
  * (tb_samples_rseries), the count of turns and per turn its six counters
  * and its TTFT series, then the first error's length and bytes (at most
- * TB_SAMPLES_MAX_ERROR, no NUL).  A sorted series of microsecond latencies costs about one or two
+ * TB_SAMPLES_MAX_ERROR, no NUL).  A shard whose server timed its requests
+ * (tb_srvtime: llama.cpp's `timings`) writes "TBS2" instead, its timings
+ * right after the magic, the rest as above: the source (1: llama.cpp), the
+ * requests, tokens_equal, cache_n and prompt_n, then its five series
+ * (prompt us, prompt milli-tokens/s, time per output token us, tokens
+ * predicted, TTFT minus prompt us: this one may be negative) each as a
+ * count and zig-zag values (not deltas), at most TB_SAMPLES_MAX_VALUES and
+ * |v| < 2^53; the merge adds them (tb_srvtime_merge) and the merged cell
+ * carries their `server_timings`.  A sorted series of microsecond latencies costs about one or two
  * bytes a value.  Decoding checks every length against the bytes left and
  * against TB_SAMPLES_MAX_VALUES, so a bad or hostile blob is a clear error,
  * never a large allocation or a read past its end.
@@ -47,6 +55,7 @@
 #include <stdint.h>
 
 #include "base/tb_stats.h"
+#include "result/tb_srvtime.h"
 
 enum tb_samples_series {
   TB_SAMPLES_TTFT,
@@ -120,6 +129,7 @@ struct tb_samples {
   int64_t active_milli;         /* requests active on average x 1000 */
   int64_t chunked;              /* shards that counted chunks, not usage */
   int64_t reads, stamped_reads; /* socket reads, those the kernel stamped */
+  struct tb_srvtime srv;        /* the server's own timings of its requests */
 };
 
 void tb_samples_init(struct tb_samples *m);

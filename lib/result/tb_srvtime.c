@@ -76,6 +76,31 @@ tb_srvtime_json(struct tb_srvtime *t)
   return o;
 }
 
+static void
+append(struct tb_stats *into, const struct tb_stats *from)
+{
+  for (size_t i = 0; i < from->n; i++)
+    tb_stats_add(into, from->v[i]);
+}
+
+void
+tb_srvtime_merge(struct tb_srvtime *into, const struct tb_srvtime *from)
+{
+  if (from->requests == 0)
+    return;
+  if (into->source == NULL)
+    into->source = from->source;
+  into->requests += from->requests;
+  into->tokens_equal += from->tokens_equal;
+  into->cache_n += from->cache_n;
+  into->prompt_n += from->prompt_n;
+  append(&into->prompt_us, &from->prompt_us);
+  append(&into->prompt_mtps, &from->prompt_mtps);
+  append(&into->tpot_us, &from->tpot_us);
+  append(&into->predicted, &from->predicted);
+  append(&into->gap_us, &from->gap_us);
+}
+
 void
 tb_srvtime_free(struct tb_srvtime *t)
 {

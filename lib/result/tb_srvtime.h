@@ -22,6 +22,9 @@
 #include "base/tb_stats.h"
 #include "base/tb_util.h"
 
+/* The one source of per-request server timings today. */
+#define TB_SRVTIME_LLAMACPP "llama.cpp timings"
+
 /* One finished request: the server's timings (NAN where it gave none) and
  * tokbench's own figures of it. */
 struct tb_srvtime_req {
@@ -49,6 +52,10 @@ void tb_srvtime_add(struct tb_srvtime *t, const struct tb_srvtime_req *r);
  * A figure no request gave is left out.
  */
 json_t *tb_srvtime_json(struct tb_srvtime *t) TB_MUST_CHECK;
+
+/* Adds every request of from into into (a sharded cell's shards: the
+ * union's percentiles, the counts and sums added; issue 34, item 5). */
+void tb_srvtime_merge(struct tb_srvtime *into, const struct tb_srvtime *from);
 
 void tb_srvtime_free(struct tb_srvtime *t);
 

@@ -86,8 +86,21 @@ def decode_tbs1(b):
     """lib/result/tb_samples.h's encoding: magic, slice width, slices, ten
     counters, four series of zig-zag deltas (TTFT, TPOT, E2E, GAP), and a
     rate cell's section when bytes follow."""
-    assert b[:4] == b"TBS1", b[:4]
+    assert b[:4] in (b"TBS1", b"TBS2"), b[:4]
     at = 4
+    srv = None
+    if b[:4] == b"TBS2":  # the server's timings first: five counts, five series of values
+        srv = []
+        for _ in range(5):
+            v, at = varint(b, at)
+            srv.append(v)
+        for _ in range(5):
+            n, at = varint(b, at)
+            vals = []
+            for _ in range(n):
+                z, at = varint(b, at)
+                vals.append((z >> 1) ^ -(z & 1))
+            srv.append(vals)
     width, at = varint(b, at)
     n, at = varint(b, at)
     slices = []
@@ -113,7 +126,7 @@ def decode_tbs1(b):
     assert at == len(b)
     return {"width_us": width, "slices": slices, "tokens": counters[0],
             "completed": counters[1], "started": counters[2], "good": counters[3],
-            "series": series, "rate": rate}
+            "series": series, "rate": rate, "srv": srv}
 
 
 def quantile(vals, q):
@@ -754,3 +767,56 @@ def test_barrier_timeout_is_recorded(ctx):
     assert rows == ["1|failed", "2|failed"], rows
     assert t.q("SELECT count(*) FROM cell_shards WHERE job_id = '%s' AND state <> 'failed'"
                % jid) == "0"
+
+
+def test_sharded_cell_has_every_field_of_a_whole_cell(ctx):
+    """Issue 34, item 5: a sharded decode cell carries what the same cell
+    measured whole carries: its samples, the server's series over the
+    shards' common window (read by the job's worker on its own clock, t0
+    mapped through its offset), the checks, the server's own timings of
+    every shard's requests (llama.cpp's `timings`, merged as one place
+    holding them all: tb_samples' TBS2 section) and its energy from the
+    endpoint's telemetry over that window.  Both cells of the same
+    simulator and spec; the sharded one's series spans its window and
+    counts what its shards drove."""
+    t = T(ctx)
+    sim = ctx.sim(profile="bench", flavour="llamacpp", args=["--time-scale", str(SCALE)])
+    ep = t.endpoint(sim)
+    priced(t, ep)
+    t.q("UPDATE endpoints SET telemetry_url = '%s/sim/dcgm/metrics' WHERE id = '%s'"
+        % (sim.url, ep))
+    shard_workers(t, 3)
+    spec = dict(SPEC, concurrency=[4], max_output=256)  # requests end in the window
+    jid = t.submit(ep, spec)
+    t.wait_state(jid, "succeeded", timeout=120)
+    sharded = decode_cell(t, jid)
+    jid2 = t.submit(ep, dict(spec, shards=1))
+    t.wait_state(jid2, "succeeded", timeout=120)
+    whole = decode_cell(t, jid2)
+    assert sharded["status"] == whole["status"] == "valid", (sharded, whole)
+    assert sharded["shards"]["count"] == 2, sharded["shards"]
+    missing = sorted(set(whole) - set(sharded))
+    assert missing == [], missing
+    for k in ("checks", "server_series", "server_timings", "efficiency", "samples"):
+        lost = sorted(set(whole[k]) - set(sharded[k]) - {"client_cpu_share"})
+        assert lost == [], (k, lost)
+    # the series: the window's, seen by one watch of the server
+    ss = sharded["server_series"]
+    assert ss["t_s"] and all(0 <= x <= spec["duration_s"] + 0.01 for x in ss["t_s"]), ss["t_s"]
+    assert len(ss["t_s"]) >= spec["duration_s"] - 1, ss["t_s"]
+    assert all(r == 4 for r in ss["running"]), ss["running"]
+    assert sharded["checks"]["achieved_source"] == "server", sharded["checks"]
+    assert sharded["checks"]["requested_concurrency"] == 4
+    # the server's timings: every request of both shards, each counted
+    # exactly as the server did
+    st = sharded["server_timings"]
+    assert st["source"] == "llama.cpp timings", st
+    assert st["requests"] >= 1 and st["tokens_equal"] == st["requests"], st
+    stored = merged_samples(t, jid)
+    assert all(s["srv"] is not None and s["srv"][0] == 1 for s in stored), stored
+    assert sum(s["srv"][1] for s in stored) == st["requests"], (st, [s["srv"][:5] for s in stored])
+    # energy over the common window: J per token near the whole cell's
+    e, ew = sharded["efficiency"], whole["efficiency"]
+    assert e["j_per_output_token"] > 0, e
+    assert abs(e["j_per_output_token"] - ew["j_per_output_token"]) <= \
+        0.25 * ew["j_per_output_token"], (e, ew)

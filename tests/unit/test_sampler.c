@@ -201,6 +201,46 @@ test_summary_math(void **state)
   tb_sampler_free(&s);
 }
 
+/* A sharded cell's series (issue 34, item 5): a watch's points cut to the
+ * shards' window, t_s counted from the window's start, the rest left out. */
+static void
+test_cut_to_a_window(void **state)
+{
+  (void)state;
+  struct tb_sampler s = { 0 };
+  tb_sampler_begin(&s, 100 * S);
+  for (int i = 0; i < 8; i++) { /* points at 100.5, 101.5, ..., 107.5 s */
+    struct tb_sampler_point p = { .running = i,
+                                  .waiting = 0,
+                                  .kv_frac = 0.1 * i,
+                                  .preemptions = 0,
+                                  .prefix_hits = NAN,
+                                  .prefix_queries = NAN,
+                                  .prefix_rate = NAN,
+                                  .gen_tokens = 1000.0 * i };
+    tb_sampler_add(&s, 100 * S + S / 2 + i * S, &p);
+  }
+  s.skipped = 2;
+  struct tb_sampler c;
+  tb_sampler_cut(&s, 102 * S, 105 * S + S / 2, &c); /* keeps 102.5 .. 105.5 */
+  assert_int_equal(c.n, 4);
+  assert_int_equal(c.skipped, 2);
+  assert_true(fabs(c.t[0] - 0.5) < 1e-9 && fabs(c.t[3] - 3.5) < 1e-9);
+  assert_true(c.running[0] == 2 && c.running[3] == 5);
+  json_t *j = tb_sampler_json(&c, 1000.0);
+  assert_non_null(j);
+  json_t *sum = json_object_get(j, "summary");
+  assert_int_equal(json_integer_value(json_object_get(sum, "samples")), 4);
+  assert_true(fabs(tb_json_num(sum, "server_tps") - 1000.0) < 1e-9);
+  json_decref(j);
+  tb_sampler_free(&c);
+  tb_sampler_cut(&s, 200 * S, 201 * S, &c); /* a window after the watch: empty */
+  assert_int_equal(c.n, 0);
+  assert_null(tb_sampler_json(&c, 1000.0));
+  tb_sampler_free(&c);
+  tb_sampler_free(&s);
+}
+
 /* llama.cpp counts a request's tokens when it ends: its series has no
  * gen_tps, server_tps or ratio, and says why. */
 static void
@@ -579,6 +619,7 @@ main(void)
     cmocka_unit_test(test_dialects_over_fixtures),
     cmocka_unit_test(test_kv_name_preference),
     cmocka_unit_test(test_summary_math),
+    cmocka_unit_test(test_cut_to_a_window),
     cmocka_unit_test(test_counter_reset_and_absent),
     cmocka_unit_test(test_llamacpp_gen_unknown),
     cmocka_unit_test(test_grid_and_caps),

@@ -19,7 +19,12 @@
  *  - a rate cell's section (issue 24, part 1): round trip, counters add
  *    (the two instants as their maximum), series and turns merge by number,
  *    a rate shard beside a decode one refused, a bad section refused; the
- *    union's requests in flight and inter-start gaps by hand.
+ *    union's requests in flight and inter-start gaps by hand;
+ *  - the server's own timings (issue 34, item 5): a shard with them is
+ *    "TBS2", round trip exact (negative TTFT-minus-prompt too), the merged
+ *    cell's server_timings equal those of one place holding every request,
+ *    a shard without them still "TBS1" byte for byte, a bad source or
+ *    count refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +37,7 @@
 
 #include "base/tb_stats.h"
 #include "result/tb_samples.h"
+#include "result/tb_srvtime.h"
 
 static uint64_t
 next(uint64_t *x)
@@ -569,6 +575,122 @@ test_in_flight_and_gaps_of_the_union(void **state)
   tb_samples_free(&m);
 }
 
+/* One llama.cpp request of the test: its timings and tokbench's figures. */
+static void
+srv_request(struct tb_srvtime *t, uint64_t *seed, int i)
+{
+  struct tb_srvtime_req q = {
+    .cache_n = (double)(i % 3),
+    .prompt_n = 100.0 + (double)(i % 50),
+    .prompt_ms = 5.0 + (double)(next(seed) % 4000) / 100.0,
+    .predicted_n = 2.0 + (double)(i % 30),
+    .predicted_per_token_ms = 0.5 + (double)(next(seed) % 3000) / 1000.0,
+    .tokens = 2 + (i % 30) - (i % 17 == 0), /* now and then one token off */
+  };
+  /* TTFT a little before the server's prompt time now and then */
+  q.ttft_ms = q.prompt_ms + (double)((int64_t)(next(seed) % 900) - 100) / 100.0;
+  t->source = TB_SRVTIME_LLAMACPP;
+  tb_srvtime_add(t, &q);
+}
+
+static void
+test_server_timings_merge_as_one_place(void **state)
+{
+  (void)state;
+  uint64_t seed = 7;
+  struct tb_samples sh[3], m;
+  struct tb_srvtime whole;
+  memset(&whole, 0, sizeof whole);
+  tb_samples_init(&m);
+  int64_t tok[NSLICES];
+  for (int k = 0; k < NSLICES; k++)
+    tok[k] = 10;
+  for (int k = 0; k < 3; k++) {
+    tb_samples_init(&sh[k]);
+    assert_true(tb_samples_set_slices(&sh[k], 100000, tok, NSLICES));
+    tb_samples_add(&sh[k], TB_SAMPLES_TTFT, 1000 + k);
+    tb_samples_add(&sh[k], TB_SAMPLES_TPOT, 900);
+  }
+  /* the same draws (seed2 in step with seed) into a shard and the one place */
+  uint64_t seed2 = seed;
+  for (int i = 0; i < 600; i++) {
+    srv_request(&sh[(i * 7 + i / 5) % 3].srv, &seed, i);
+    srv_request(&whole, &seed2, i);
+  }
+  char err[200];
+  for (int k = 0; k < 3; k++) {
+    unsigned char *blob;
+    size_t len;
+    tb_samples_encode(&sh[k], &blob, &len);
+    assert_memory_equal(blob, "TBS2", 4);
+    struct tb_samples d;
+    assert_true(tb_samples_decode(blob, len, &d, err, sizeof err));
+    assert_int_equal(d.srv.requests, sh[k].srv.requests);
+    assert_int_equal(d.srv.tokens_equal, sh[k].srv.tokens_equal);
+    assert_int_equal(d.srv.gap_us.n, sh[k].srv.gap_us.n);
+    for (size_t i = 0; i < d.srv.gap_us.n; i++)
+      assert_true(d.srv.gap_us.v[i] == sh[k].srv.gap_us.v[i]);
+    assert_true(tb_samples_merge(&m, &d, err, sizeof err));
+    tb_samples_free(&d);
+    free(blob);
+  }
+  bool negative = false;
+  for (size_t i = 0; i < whole.gap_us.n; i++)
+    negative = negative || whole.gap_us.v[i] < 0;
+  assert_true(negative); /* the signed series was exercised */
+  json_t *cell = json_object();
+  assert_true(tb_samples_cell(cell, &m, NULL, err, sizeof err));
+  json_t *want = tb_srvtime_json(&whole);
+  assert_non_null(want);
+  assert_true(json_equal(json_object_get(cell, "server_timings"), want));
+  assert_int_equal(json_integer_value(json_object_get(want, "requests")), 600);
+  json_decref(want);
+  json_decref(cell);
+  tb_srvtime_free(&whole);
+  for (int k = 0; k < 3; k++)
+    tb_samples_free(&sh[k]);
+  tb_samples_free(&m);
+}
+
+static void
+test_server_timings_section_bad_and_absent(void **state)
+{
+  (void)state;
+  struct tb_samples a;
+  tb_samples_init(&a);
+  tb_samples_add(&a, TB_SAMPLES_TTFT, 5);
+  unsigned char *blob;
+  size_t len;
+  tb_samples_encode(&a, &blob, &len); /* no timings: TBS1 as before */
+  assert_memory_equal(blob, "TBS1", 4);
+  free(blob);
+  uint64_t seed = 3;
+  srv_request(&a.srv, &seed, 1);
+  tb_samples_encode(&a, &blob, &len);
+  assert_memory_equal(blob, "TBS2", 4);
+  char err[200];
+  struct tb_samples d;
+  /* byte 4 is the source: 1 is llama.cpp, 2 is nobody's */
+  blob[4] = 2;
+  assert_false(tb_samples_decode(blob, len, &d, err, sizeof err));
+  assert_non_null(strstr(err, "source"));
+  tb_samples_free(&d);
+  blob[4] = 1;
+  blob[5] = 0; /* no requests */
+  assert_false(tb_samples_decode(blob, len, &d, err, sizeof err));
+  assert_non_null(strstr(err, "counts"));
+  tb_samples_free(&d);
+  blob[5] = 1;
+  for (size_t cut = 4; cut < len; cut++) { /* every truncation */
+    assert_false(tb_samples_decode(blob, cut, &d, err, sizeof err));
+    tb_samples_free(&d);
+  }
+  assert_true(tb_samples_decode(blob, len, &d, err, sizeof err));
+  tb_samples_free(&d);
+  free(blob);
+  tb_samples_free(&a);
+}
+
 int
 main(void)
 {
@@ -582,6 +704,8 @@ main(void)
     cmocka_unit_test(test_shards_skew_and_where),
     cmocka_unit_test(test_rate_section_round_trip_and_merge),
     cmocka_unit_test(test_in_flight_and_gaps_of_the_union),
+    cmocka_unit_test(test_server_timings_merge_as_one_place),
+    cmocka_unit_test(test_server_timings_section_bad_and_absent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
