@@ -157,10 +157,10 @@ hook_shard_cell(void *cls, int64_t ctx, int64_t conc, json_t *cell, int64_t wind
 
 /* A rate cell the spec shards: the same (worker_shard_rate). */
 static bool
-hook_shard_rate(void *cls, double rate, unsigned index, json_t *cell)
+hook_shard_rate(void *cls, double rate, unsigned index, json_t *cell, int64_t window_ns[2])
 {
   struct job_run *jr = cls;
-  return worker_shard_rate(&jr->shards, rate, index, cell);
+  return worker_shard_rate(&jr->shards, rate, index, cell, window_ns);
 }
 
 static void

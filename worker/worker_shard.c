@@ -289,7 +289,8 @@ worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t conc, j
 }
 
 bool
-worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index, json_t *cell)
+worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index, json_t *cell,
+                  int64_t window_ns[2])
 {
   const struct tb_spec *sp = j->spec;
   int64_t want = spec_shards(j->job_spec);
@@ -302,7 +303,9 @@ worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index,
   struct tb_shards_key k = { .attempt = 0 };
   snprintf(k.job_id, sizeof k.job_id, "%s", j->lease->job_id);
   snprintf(k.cell_key, sizeof k.cell_key, "a%d-%s/rate/%u", j->lease->attempt, j->tag, index);
-  const struct coord_kind kind = { .window_s = tb_plan_rate_window_s(sp, rate), .rate = true };
+  const struct coord_kind kind = { .window_s = tb_plan_rate_window_s(sp, rate),
+                                   .rate = true,
+                                   .window_ns = window_ns };
   coord_cell(j, &k, n, bspec, &kind, cell);
   record_ask(cell, want, "max_rps", (double)j->w->shard.max_rps);
   json_decref(bspec);

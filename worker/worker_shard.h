@@ -119,7 +119,8 @@ bool worker_shard_cell(const struct worker_shard_job *j, int64_t ctx, int64_t co
  * i mod n == k, t0 their schedule's common origin; merged by
  * worker_shard_merge_rate.  Attempts and failures as worker_shard_cell.
  */
-bool worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index, json_t *cell);
+bool worker_shard_rate(const struct worker_shard_job *j, double rate, unsigned index, json_t *cell,
+                       int64_t window_ns[2]);
 
 /* Claims one shard of any sharded cell and runs it to its end (store, or
  * the barrier's failure).  Returns true when it claimed one. */

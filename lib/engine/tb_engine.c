@@ -139,10 +139,10 @@ rate_cancelled(void *cls)
 }
 
 static bool
-rate_shard_cell(void *cls, double rate, unsigned index, json_t *cell)
+rate_shard_cell(void *cls, double rate, unsigned index, json_t *cell, int64_t window_ns[2])
 {
   struct rate_ctx *x = cls;
-  return x->r->hooks->shard_rate(x->r->hooks->cls, rate, index, cell);
+  return x->r->hooks->shard_rate(x->r->hooks->cls, rate, index, cell, window_ns);
 }
 
 /* The plan's rate cells and sweep (tb_rate), after the matrix. */

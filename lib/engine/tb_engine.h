@@ -56,8 +56,9 @@ struct tb_engine_hooks {
                      int64_t window_ns[2]);
   /* The same for a rate cell of the spec's rates (open loop at rate, the
    * index-th cell of the run; cell: its key): true when the caller's
-   * shards measured it (tb_rate_cell_merged).  May be NULL. */
-  bool (*shard_rate)(void *cls, double rate, unsigned index, json_t *cell);
+   * shards measured it (tb_rate_cell_merged); window_ns[0] as above, the
+   * common start on this process's clock.  May be NULL. */
+  bool (*shard_rate)(void *cls, double rate, unsigned index, json_t *cell, int64_t window_ns[2]);
   /* True: a stream's HTTP error keeps up to 200 bytes of the endpoint's
    * answer in the cell's error (tokbench run: the user's own endpoint).
    * False (the service): "HTTP <status>" only, since the answer of an

@@ -32,12 +32,14 @@
 #include <unistd.h>
 
 #include "base/tb_arrival.h"
+#include "base/tb_json.h"
 #include "base/tb_stats.h"
 #include "engine/tb_cachereset.h"
 #include "engine/tb_engine.h"
 #include "engine/tb_prompt.h"
 #include "engine/tb_ratecell.h"
 #include "engine/tb_ratefig.h"
+#include "engine/tb_ratewatch.h"
 #include "engine/tb_sweep.h"
 #include "engine/tb_telemetry.h"
 #include "engine/tb_tracecell.h"
@@ -290,6 +292,42 @@ tb_rate_cache_reset(const struct rrun *r, json_t *cell)
   json_object_set_new(cell, "cache_reset_detail", json_string(why));
 }
 
+/* A rate cell the caller's shards measure (issue 24): 1 measured (cell
+ * filled), 0 not sharded (the engine measures it), -1 stopped while its
+ * shards ran.  This process watches the server meanwhile, and the merged
+ * cell gets what a whole cell has of it (issue 34, item 5): the series over
+ * the shards' span from t0 (their common start on this clock) to the last
+ * request's end, the checks judged with it, the drains, the energy over
+ * that span, the price from the merged tokens. */
+static int
+rate_sharded(struct rrun *r, double rate, unsigned index, json_t *cell)
+{
+  const struct tb_rate_env *env = r->env;
+  struct tb_ratewatch *w = tb_ratewatch_begin(env->d, env->api_key, env->server_series);
+  int64_t win[2] = { 0, 0 };
+  if (!env->shard_cell(env->cls, rate, index, cell, win)) {
+    tb_ratewatch_free(w);
+    return 0;
+  }
+  bool stopped = env->cancelled != NULL && env->cancelled(env->cls);
+  tb_ratewatch_end(w, stopped ? 0 : r->s->drain_timeout_s, env->cancelled, env->cls);
+  if (stopped) {
+    tb_ratewatch_free(w);
+    return -1;
+  }
+  double span = tb_json_num(cell, "measured_s");
+  int64_t w1 = win[0] > 0 && span > 0 ? win[0] + (int64_t)(span * 1e9) : 0;
+  if (w1 > 0) {
+    tb_ratewatch_window(w, win[0], w1);
+    tb_ratewatch_cell(w, cell, env->kernel_stamps);
+    tb_telemetry_cell(env->telemetry, env->endpoint, cell, win[0], w1);
+  } else { /* no common start here: priced from its merged tokens and span */
+    tb_telemetry_cell(NULL, env->endpoint, cell, 0, 0);
+  }
+  tb_ratewatch_free(w);
+  return 1;
+}
+
 /* One cell, open loop at rate (users 0) or closed loop with users: kept
  * from done_cells, or measured and emitted.  The cell's attainment into
  * *att (NAN when not valid).  false: stop. */
@@ -297,6 +335,7 @@ bool
 tb_rate_one_cell(struct rrun *r, double rate, unsigned users, const char *role, double *att)
 {
   const struct tb_rate_env *env = r->env;
+  int sharded = 0;
   /* a shard's one cell carries its number in the whole run (markers, seeds) */
   unsigned index = ++r->index;
   if (env->shard != NULL && env->shard->index > 0)
@@ -322,17 +361,12 @@ tb_rate_one_cell(struct rrun *r, double rate, unsigned users, const char *role, 
   if (r->setup_err != NULL) {
     tb_result_cell_set_status(cell, "error", r->setup_err);
   } else if (users == 0 && strcmp(role, "rate") == 0 && env->shard_cell != NULL &&
-             env->shard_cell(env->cls, rate, index, cell)) {
-    /* measured by the caller's shards (issue 24); stopped meanwhile: not
-     * measured, never emitted */
-    if (env->cancelled != NULL && env->cancelled(env->cls)) {
+             (sharded = rate_sharded(r, rate, index, cell)) != 0) {
+    if (sharded < 0) { /* stopped while its shards ran: not measured, never emitted */
       r->cancelled = true;
       json_decref(cell);
       return false;
     }
-    /* priced from its merged tokens and span; its energy is not read (as
-     * a sharded decode cell's, tb_engine.c) */
-    tb_telemetry_cell(NULL, env->endpoint, cell, 0, 0);
   } else if (!tb_ratecell_run(r, rate, users, index, cell)) {
     r->cancelled = true;
     json_decref(cell);

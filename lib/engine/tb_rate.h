@@ -103,8 +103,9 @@ struct tb_rate_env {
   const json_t *endpoint;
   /* issue 24: a rate cell of the spec's rates (not a sweep's probe, not
    * the trace's) about to run, its key in cell: true when the caller's
-   * shards measured it (cell filled); may be NULL */
-  bool (*shard_cell)(void *cls, double rate, unsigned index, json_t *cell);
+   * shards measured it (cell filled; window_ns[0]: the common start t0 on
+   * this process's monotonic clock, 0 unknown); may be NULL */
+  bool (*shard_cell)(void *cls, double rate, unsigned index, json_t *cell, int64_t window_ns[2]);
   /* this run is one shard of a rate cell (tb_engine_shard; NULL: whole):
    * the spec's one rate cell, numbered shard->index, its arrivals those of
    * shard k of n, its start t0 from shard->start, no cache reset and no

@@ -280,6 +280,18 @@ tb_ratewatch_decode_cell(const struct tb_ratewatch *w, json_t *cell, int64_t w0,
 }
 
 void
+tb_ratewatch_window(struct tb_ratewatch *w, int64_t w0, int64_t w1)
+{
+  w->cpu0 = -1; /* the shards' CPU, not this process's */
+  if (!w->smp.on)
+    return;
+  struct tb_sampler cut;
+  tb_sampler_cut(&w->smp, w0, w1, &cut);
+  tb_sampler_free(&w->smp);
+  w->smp = cut;
+}
+
+void
 tb_ratewatch_free(struct tb_ratewatch *w)
 {
   if (w == NULL)

@@ -85,6 +85,15 @@ void tb_ratewatch_cell(const struct tb_ratewatch *w, json_t *cell, bool kernel_w
 void tb_ratewatch_decode_cell(const struct tb_ratewatch *w, json_t *cell, int64_t w0, int64_t w1,
                               unsigned conc, bool kernel_wanted, int drained_after);
 
+/*
+ * A sharded rate cell's watch (issue 34, item 5), after tb_ratewatch_end:
+ * its series cut to the shards' common span [w0, w1] (this process's
+ * monotonic ns, t0 through its own clock offset), t_s from w0 as the
+ * shards' timeline counts, and the client's CPU share unknown (each
+ * shard's own).  tb_ratewatch_cell then judges the merged cell with it.
+ */
+void tb_ratewatch_window(struct tb_ratewatch *w, int64_t w0, int64_t w1);
+
 /* Stops a watch still running and frees it.  NULL is fine. */
 void tb_ratewatch_free(struct tb_ratewatch *w);
 

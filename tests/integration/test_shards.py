@@ -465,14 +465,20 @@ def test_sharded_rate_cell_is_the_one_schedule(ctx):
     assert cell["status"] == "valid", cell
     assert cell["shards"]["count"] == 3, cell["shards"]
     assert cell["shards"]["skew_max_ms"] <= cell["shards"]["skew_limit_ms"], cell["shards"]
-    assert "samples" not in cell and "server_series" not in cell
-    # the checks of its figures, judged on the union (no watch: drains unknown)
+    # no per-request arrays (docs/deploy.md says why); the server's series
+    # by the job's worker over the shards' span from t0 (issue 34, item 5)
+    assert "samples" not in cell, sorted(cell["samples"])
+    ss = cell["server_series"]
+    assert ss["t_s"] and all(0 <= x <= cell["measured_s"] + 0.01 for x in ss["t_s"]), ss["t_s"]
+    assert max(ss["running"]) >= 1, ss
+    # the checks of its figures, judged on the union and that watch
     ck = cell["checks"]
     assert ck["ok"] == (ck["failed"] == []), ck  # the lag's may fail on a loaded machine
     assert abs(ck["schedule_lag_p99_ms"] - cell["schedule_lag_ms"]["p99"]) < 1e-3, ck
     assert abs(ck["interarrival_cv"] - cell["interarrival_cv"]) < 1e-3, ck
     assert ck["dropped"] == 0 and ck["interarrival_cv_expected"] == 1.0, ck
-    assert ck["drained_before"] is None and ck["drained_after"] is None, ck
+    assert ck["drained_before"] is True and ck["drained_after"] is True, ck
+    assert "client_cpu_share" not in ck, ck  # each shard's own, not the job's worker's
     shards = merged_samples(t, jid, "rate")
     assert len(shards) == 3 and all(s["rate"] for s in shards)
     log = [r for r in sim_log_since(sim, since)["requests"] if r["end"] == "completed"]
@@ -786,7 +792,9 @@ def test_sharded_cell_has_every_field_of_a_whole_cell(ctx):
     t.q("UPDATE endpoints SET telemetry_url = '%s/sim/dcgm/metrics' WHERE id = '%s'"
         % (sim.url, ep))
     shard_workers(t, 3)
-    spec = dict(SPEC, concurrency=[4], max_output=256)  # requests end in the window
+    # requests end in the window; and a rate cell beside, sharded the same way
+    spec = dict(SPEC, concurrency=[4], max_output=256, rates=[20], rate_duration_s=2,
+                arrival="poisson", seed=5, output_tokens="uniform:16-48", drain_timeout_s=5)
     jid = t.submit(ep, spec)
     t.wait_state(jid, "succeeded", timeout=120)
     sharded = decode_cell(t, jid)
@@ -820,3 +828,12 @@ def test_sharded_cell_has_every_field_of_a_whole_cell(ctx):
     assert e["j_per_output_token"] > 0, e
     assert abs(e["j_per_output_token"] - ew["j_per_output_token"]) <= \
         0.25 * ew["j_per_output_token"], (e, ew)
+    # the rate cell: all but the per-request arrays (docs/deploy.md)
+    rs, rw = rate_cell(t, jid), rate_cell(t, jid2)
+    assert rs["shards"]["count"] == 2 and rs["status"] == rw["status"] == "valid", (rs, rw)
+    missing = sorted(set(rw) - set(rs) - {"samples"})
+    assert missing == [], missing
+    assert rs["server_timings"]["requests"] == rs["completed"], (rs["server_timings"], rs)
+    assert rs["server_timings"]["tokens_equal"] == rs["completed"], rs["server_timings"]
+    assert rs["efficiency"]["j_per_output_token"] > 0, rs["efficiency"]
+    assert rs["server_series"]["t_s"] and rs["checks"]["drained_after"] is True, rs["checks"]
