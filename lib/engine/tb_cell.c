@@ -280,13 +280,17 @@ srvtime_add(struct tb_cell *c, const struct tb_cell_stream *s)
   if (!n->saw_timings)
     return;
   const struct tb_oai_timings *t = &n->timings;
+  struct tb_stream_figures f;
+  tb_stream_figures(&s->st, stream_sent_at(s), tb_time_mono_ns(), &f);
   struct tb_srvtime_req q = {
     .cache_n = t->cache_n,
     .prompt_n = t->prompt_n,
     .prompt_ms = t->prompt_ms,
     .predicted_n = t->predicted_n,
+    .predicted_ms = t->predicted_ms,
     .predicted_per_token_ms = t->predicted_per_token_ms,
     .ttft_ms = s->st.t_first > 0 ? (double)(s->st.t_first - stream_sent_at(s)) / 1e6 : NAN,
+    .tpot_ms = f.have_tpot ? (double)f.tpot / 1e6 : NAN,
     .tokens = tb_stream_got(&s->st),
   };
   c->srv.source = TB_SRVTIME_LLAMACPP;

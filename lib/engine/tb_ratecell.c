@@ -331,8 +331,10 @@ rq_counted(struct rcell *c, const struct rq *q, const struct tb_stream_figures *
       .prompt_n = t->prompt_n,
       .prompt_ms = t->prompt_ms,
       .predicted_n = t->predicted_n,
+      .predicted_ms = t->predicted_ms,
       .predicted_per_token_ms = t->predicted_per_token_ms,
       .ttft_ms = (double)f->ttft / 1e6,
+      .tpot_ms = f->have_tpot ? (double)f->tpot / 1e6 : NAN,
       .tokens = tb_stream_got(st),
     };
     c->srv.source = TB_SRVTIME_LLAMACPP;

@@ -211,6 +211,8 @@ static const struct col cols[] = {
   PCT(SRVTIME, "server_prompt", "prompt_ms", "p50"),
   { "server_prompt_tps_p50", put_pct, "prompt_tps", "p50", SRVTIME },
   PCT(SRVTIME, "server_tpot", "tpot_ms", "p50"),
+  PCT(SRVTIME, "server_tpot_span", "tpot_span_ms", "p50"),
+  { "tpot_vs_server_span_pct_p50", put_pct, "tpot_vs_server_pct", "p50", SRVTIME },
   { "server_predicted_n_p50", put_pct, "predicted_n", "p50", SRVTIME },
   PCT(SRVTIME, "ttft_minus_server_prompt", "ttft_minus_prompt_ms", "p50"),
   PFX(SRVTIME, put_int, "server_", "tokens_equal"),

@@ -11,7 +11,7 @@
 #include "base/tb_util.h"
 #include "render/tb_celltable.h"
 
-#define NCOLS 10
+#define NCOLS 11
 
 static const char *const heads[NCOLS] = {
   "Phase",
@@ -23,6 +23,7 @@ static const char *const heads[NCOLS] = {
   "tokbench prompt tok/s",
   "Server time per token",
   "tokbench time per token",
+  "tokbench vs server span",
   "TTFT − server prompt",
 };
 
@@ -65,7 +66,12 @@ row_texts(const json_t *c, char (*col)[TB_CELLTABLE_COLW])
   tb_render_fmt_tps(tb_json_num(c, "prompt_tps"), col[6], TB_CELLTABLE_COLW);
   tb_render_fmt_ms(tb_json_pct(t, "tpot_ms", "p50"), col[7], TB_CELLTABLE_COLW);
   tb_render_fmt_ms(strcmp(col[0], "prefill") == 0 ? NAN : our_tpot(c), col[8], TB_CELLTABLE_COLW);
-  tb_render_fmt_ms(tb_json_pct(t, "ttft_minus_prompt_ms", "p50"), col[9], TB_CELLTABLE_COLW);
+  double diff = tb_json_pct(t, "tpot_vs_server_pct", "p50");
+  if (isfinite(diff))
+    snprintf(col[9], TB_CELLTABLE_COLW, "%+.1f%%", diff);
+  else
+    snprintf(col[9], TB_CELLTABLE_COLW, "–");
+  tb_render_fmt_ms(tb_json_pct(t, "ttft_minus_prompt_ms", "p50"), col[10], TB_CELLTABLE_COLW);
   return true;
 }
 
@@ -73,11 +79,14 @@ static const struct tb_celltable table = {
   .member = "server_timings",
   .ncols = NCOLS,
   .heads = heads,
-  .align = "llrrrrrrrr",
+  .align = "llrrrrrrrrr",
   .row = row_texts,
   .md_title = "## The server's own timings",
   .intro = "Where the server times each request itself (llama.cpp's `timings`), its figures "
-           "beside tokbench's for the same requests (medians).",
+           "beside tokbench's for the same requests (medians).  llama.cpp's time per token "
+           "divides its n − 1 token intervals by n tokens; tokbench's divides by n − 1, so "
+           "tokbench against the server compares its time per token with the server's span "
+           "per interval, request by request.",
   .html_open = "<h2>The server's own timings</h2>\n<p>",
   .html_table = "</p>\n<table class=\"srvtime\"><thead><tr>",
   .html_body = "</tr></thead><tbody>\n",
@@ -113,4 +122,7 @@ tb_srvview_cell_line(FILE *f, const json_t *c)
   tb_render_fmt_ms(tb_json_pct(t, "tpot_ms", "p50"), tpot, sizeof tpot);
   tb_render_fmt_ms(tb_json_pct(t, "prompt_ms", "p50"), prompt, sizeof prompt);
   fprintf(f, ", server: time per token %s, prompt %s", tpot, prompt);
+  double diff = tb_json_pct(t, "tpot_vs_server_pct", "p50");
+  if (isfinite(diff))
+    fprintf(f, ", ours vs its span %+.1f%%", diff);
 }

@@ -214,7 +214,7 @@ put_srv(struct wbuf *w, const struct tb_srvtime *t)
   put_u(w, t->cache_n > 0 ? (uint64_t)llround(t->cache_n) : 0);
   put_u(w, t->prompt_n > 0 ? (uint64_t)llround(t->prompt_n) : 0);
   const struct tb_stats *ser[] = { &t->prompt_us, &t->prompt_mtps, &t->tpot_us, &t->predicted,
-                                   &t->gap_us };
+                                   &t->gap_us,    &t->span_us,     &t->diff_ppm };
   for (size_t i = 0; i < TB_ARRAY_LEN(ser); i++)
     put_sseries(w, ser[i]);
 }
@@ -412,7 +412,7 @@ get_srv(struct rbuf *r, struct tb_srvtime *t)
   t->cache_n = (double)cache;
   t->prompt_n = (double)prompt;
   struct tb_stats *ser[] = { &t->prompt_us, &t->prompt_mtps, &t->tpot_us, &t->predicted,
-                             &t->gap_us };
+                             &t->gap_us,    &t->span_us,     &t->diff_ppm };
   for (size_t i = 0; i < TB_ARRAY_LEN(ser); i++)
     if (!get_sseries(r, ser[i]))
       return false;

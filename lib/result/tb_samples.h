@@ -36,9 +36,11 @@
  * TB_SAMPLES_MAX_ERROR, no NUL).  A shard whose server timed its requests
  * (tb_srvtime: llama.cpp's `timings`) writes "TBS2" instead, its timings
  * right after the magic, the rest as above: the source (1: llama.cpp), the
- * requests, tokens_equal, cache_n and prompt_n, then its five series
+ * requests, tokens_equal, cache_n and prompt_n, then its seven series
  * (prompt us, prompt milli-tokens/s, time per output token us, tokens
- * predicted, TTFT minus prompt us: this one may be negative) each as a
+ * predicted, TTFT minus prompt us, the server's span per interval us,
+ * tokbench's TPOT against it in ppm: the last and the fifth may be
+ * negative) each as a
  * count and zig-zag values (not deltas), at most TB_SAMPLES_MAX_VALUES and
  * |v| < 2^53; the merge adds them (tb_srvtime_merge) and the merged cell
  * carries their `server_timings`.  A sorted series of microsecond latencies costs about one or two

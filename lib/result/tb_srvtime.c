@@ -27,8 +27,16 @@ tb_srvtime_add(struct tb_srvtime *t, const struct tb_srvtime_req *r)
   if (isfinite(r->prompt_n) && r->prompt_ms > 0)
     add_scaled(&t->prompt_mtps, r->prompt_n / r->prompt_ms * 1e3, 1e3);
   /* one output token has no time between tokens (llama.cpp says 0) */
-  if (r->predicted_n >= 2)
+  if (r->predicted_n >= 2) {
     add_scaled(&t->tpot_us, r->predicted_per_token_ms, 1e3);
+    /* its first to last token over the n - 1 intervals, as tokbench's
+     * TPOT counts them (NAN without predicted_ms: not added) */
+    double span = r->predicted_ms / (r->predicted_n - 1);
+    if (isfinite(span) && span > 0)
+      add_scaled(&t->span_us, span, 1e3);
+    if (isfinite(r->tpot_ms) && r->tpot_ms > 0 && isfinite(span) && span > 0)
+      add_scaled(&t->diff_ppm, r->tpot_ms / span - 1.0, 1e6);
+  }
   add_scaled(&t->predicted, r->predicted_n, 1.0);
   if (isfinite(r->ttft_ms))
     add_scaled(&t->gap_us, r->ttft_ms - r->prompt_ms, 1e3);
@@ -64,6 +72,8 @@ tb_srvtime_json(struct tb_srvtime *t)
   put(o, "prompt_ms", pcts(&t->prompt_us, 1e3));
   put(o, "prompt_tps", pcts(&t->prompt_mtps, 1e3));
   put(o, "tpot_ms", pcts(&t->tpot_us, 1e3));
+  put(o, "tpot_span_ms", pcts(&t->span_us, 1e3));
+  put(o, "tpot_vs_server_pct", pcts(&t->diff_ppm, 1e4));
   put(o, "predicted_n", pcts(&t->predicted, 1.0));
   json_t *gap = pcts(&t->gap_us, 1e3);
   if (gap != NULL) /* the smallest too: a TTFT shorter than the server's prompt time is a fault */
@@ -99,6 +109,8 @@ tb_srvtime_merge(struct tb_srvtime *into, const struct tb_srvtime *from)
   append(&into->tpot_us, &from->tpot_us);
   append(&into->predicted, &from->predicted);
   append(&into->gap_us, &from->gap_us);
+  append(&into->span_us, &from->span_us);
+  append(&into->diff_ppm, &from->diff_ppm);
 }
 
 void
@@ -109,5 +121,7 @@ tb_srvtime_free(struct tb_srvtime *t)
   tb_stats_free(&t->tpot_us);
   tb_stats_free(&t->predicted);
   tb_stats_free(&t->gap_us);
+  tb_stats_free(&t->span_us);
+  tb_stats_free(&t->diff_ppm);
   memset(t, 0, sizeof *t);
 }

@@ -11,6 +11,20 @@
  * TTFT minus the server's prompt time (p50, p90) and how many requests'
  * output tokens tokbench counted exactly as the server did.
  *
+ * Time per output token, like for like (issue 34, item 7).  llama.cpp's
+ * predicted_ms runs from its first output token to its last (the slot's
+ * t_start_generation, set when n_decoded reaches 1, to the last token:
+ * tools/server/server.cpp); what it divides that by has changed: the
+ * server code of the b3000s–b6000s divides by n_decoded (n − 1 intervals
+ * over n tokens: 5% short at 20 tokens), Debian's b11669 by n − 1
+ * (predicted_ms / predicted_per_token_ms is 19.000 for 20 tokens, 63.000
+ * for 64, read off its answers here).  tokbench's TPOT is (last − first
+ * token) / (tokens − 1).  So beside the server's figure as it says it
+ * (tpot_ms) the cell carries the server's own span per interval,
+ * predicted_ms / (predicted_n − 1), the same definition whatever the
+ * version (tpot_span_ms), and per request tokbench's TPOT against it
+ * (tpot_vs_server_pct: p50, p90 of 100 × (ours / theirs − 1)).
+ *
  * Pure: numbers in, JSON out.
  */
 #ifndef TB_SRVTIME_H
@@ -29,8 +43,9 @@
  * tokbench's own figures of it. */
 struct tb_srvtime_req {
   double cache_n, prompt_n, prompt_ms;
-  double predicted_n, predicted_per_token_ms;
+  double predicted_n, predicted_ms, predicted_per_token_ms;
   double ttft_ms; /* tokbench's TTFT of the request (NAN: none) */
+  double tpot_ms; /* tokbench's TPOT of the request (NAN: none) */
   int64_t tokens; /* output tokens tokbench counted */
 };
 
@@ -40,6 +55,8 @@ struct tb_srvtime {
   double cache_n, prompt_n; /* sums */
   /* in microseconds (ms figures), milli-tokens/s, tokens */
   struct tb_stats prompt_us, prompt_mtps, tpot_us, predicted, gap_us;
+  /* the server's span per interval (us), ours against it (ppm, signed) */
+  struct tb_stats span_us, diff_ppm;
 };
 
 /* Adds one request (it counts only with prompt_ms or predicted_n). */
@@ -47,8 +64,9 @@ void tb_srvtime_add(struct tb_srvtime *t, const struct tb_srvtime_req *r);
 
 /*
  * The cell's `server_timings` (new reference), or NULL without requests:
- *   {source, requests, prompt_ms, prompt_tps, tpot_ms, predicted_n,
- *    ttft_minus_prompt_ms: {p50, p90, min}, tokens_equal, cache_n, prompt_n}
+ *   {source, requests, prompt_ms, prompt_tps, tpot_ms, tpot_span_ms,
+ *    tpot_vs_server_pct, predicted_n, ttft_minus_prompt_ms: {p50, p90, min},
+ *    tokens_equal, cache_n, prompt_n}
  * A figure no request gave is left out.
  */
 json_t *tb_srvtime_json(struct tb_srvtime *t) TB_MUST_CHECK;

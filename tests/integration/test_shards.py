@@ -89,12 +89,12 @@ def decode_tbs1(b):
     assert b[:4] in (b"TBS1", b"TBS2"), b[:4]
     at = 4
     srv = None
-    if b[:4] == b"TBS2":  # the server's timings first: five counts, five series of values
+    if b[:4] == b"TBS2":  # the server's timings first: five counts, seven series of values
         srv = []
         for _ in range(5):
             v, at = varint(b, at)
             srv.append(v)
-        for _ in range(5):
+        for _ in range(7):
             n, at = varint(b, at)
             vals = []
             for _ in range(n):

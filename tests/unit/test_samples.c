@@ -587,6 +587,8 @@ srv_request(struct tb_srvtime *t, uint64_t *seed, int i)
     .predicted_per_token_ms = 0.5 + (double)(next(seed) % 3000) / 1000.0,
     .tokens = 2 + (i % 30) - (i % 17 == 0), /* now and then one token off */
   };
+  q.predicted_ms = (q.predicted_n - 1) * q.predicted_per_token_ms;
+  q.tpot_ms = q.predicted_per_token_ms * (1 + (double)(i % 7 - 3) / 1000.0);
   /* TTFT a little before the server's prompt time now and then */
   q.ttft_ms = q.prompt_ms + (double)((int64_t)(next(seed) % 900) - 100) / 100.0;
   t->source = TB_SRVTIME_LLAMACPP;
