@@ -14,8 +14,8 @@
  * Time per output token, like for like (issue 34, item 7).  llama.cpp's
  * predicted_ms runs from its first output token to its last (the slot's
  * t_start_generation, set when n_decoded reaches 1, to the last token:
- * tools/server/server.cpp); what it divides that by has changed: the
- * server code of the b3000s–b6000s divides by n_decoded (n − 1 intervals
+ * tools/server/server.cpp); what it divides that by has changed: earlier
+ * server.cpp divides by n_decoded (`get_formated_timings`; n − 1 intervals
  * over n tokens: 5% short at 20 tokens), Debian's b11669 by n − 1
  * (predicted_ms / predicted_per_token_ms is 19.000 for 20 tokens, 63.000
  * for 64, read off its answers here).  tokbench's TPOT is (last − first
