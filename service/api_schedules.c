@@ -90,7 +90,7 @@ tb_api_schedules_job_spec(const json_t *base, const char *endpoint_id, const jso
 }
 
 bool
-tb_api_schedules_next(const char *dir, const char *cron, const char *timezone, int64_t after_s,
+tb_api_schedules_next(const char *dir, const char *cron, const char *zone, int64_t after_s,
                       int64_t min_interval_s, int64_t *next_s, struct tb_api_schedules_why *why)
 {
   struct tb_cron c;
@@ -102,12 +102,12 @@ tb_api_schedules_next(const char *dir, const char *cron, const char *timezone, i
   }
   struct tb_tz *tz = NULL;
   const char *tw;
-  if (tb_tz_load(dir, timezone, &tz, &tw) != TB_TZ_OK) {
+  if (tb_tz_load(dir, zone, &tz, &tw) != TB_TZ_OK) {
     why->field = "timezone";
     snprintf(why->detail, sizeof why->detail,
              "unknown time zone \"%.64s\": an IANA name such as Europe/Berlin, "
              "America/New_York or UTC",
-             timezone);
+             zone);
     return false;
   }
   bool ok = true;

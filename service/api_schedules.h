@@ -62,13 +62,13 @@ struct tb_api_schedules_why {
   char detail[200];
 };
 /*
- * The first fire of cron in zone timezone (read from dir) strictly after
+ * The first fire of cron in the time zone named zone (read from dir) strictly after
  * after_s (epoch seconds) into *next_s; with min_interval_s > 0, also that
  * no two fires over the year after it are closer (DST transitions
  * included).  False with *why: a cron that is not one, a zone unknown, a
  * cron that never fires or fires more often than min_interval_s.
  */
-bool tb_api_schedules_next(const char *dir, const char *cron, const char *timezone, int64_t after_s,
+bool tb_api_schedules_next(const char *dir, const char *cron, const char *zone, int64_t after_s,
                            int64_t min_interval_s, int64_t *next_s,
                            struct tb_api_schedules_why *why) TB_MUST_CHECK;
 
