@@ -195,7 +195,7 @@ sched_from_doc(const json_t *doc, struct sched *s)
 
 /* What a body changes. */
 struct change {
-  bool spec, preset, endpoint, when, paused; /* when: cron or timezone */
+  bool spec, preset, endpoint, when, paused, labels; /* when: cron or timezone */
 };
 
 /* The body's members over *s, each checked on its own; false with a reply
@@ -244,6 +244,7 @@ apply_body(struct tb_api_req *r, json_t *body, bool patch, struct sched *s, stru
   }
   json_t *labels = json_object_get(walked, "labels");
   if (labels != NULL) {
+    ch->labels = true;
     json_decref(s->labels);
     s->labels = json_incref(labels);
   }
@@ -271,10 +272,12 @@ out:
   return ok;
 }
 
-/* The spec of a run of s (the preset's, read through db, or its own)
- * checked as a job of the project: tb_spec_job and the job size limits.
- * With a spec given in the body (normalise), s->spec becomes the
- * normalised one.  False with a reply queued. */
+/* The spec of a run of s (the preset's, read through db, or its own),
+ * with the labels a run carries, checked as a job of the project:
+ * tb_spec_job and the job size limits.  A spec of its own becomes the
+ * normalised one (without the run's labels).  normalise: the spec came in
+ * the body, so an endpoint_id of its own must be the schedule's.  False
+ * with a reply queued. */
 static bool
 check_run(struct tb_api_req *r, struct tb_db *db, struct sched *s, bool normalise,
           enum MHD_Result *ret)
@@ -301,7 +304,11 @@ check_run(struct tb_api_req *r, struct tb_db *db, struct sched *s, bool normalis
       return false;
     }
   }
-  if (tb_api_schedules_job_spec(base, s->endpoint_id, NULL, NULL, &job, &errors) != TB_SPEC_OK) {
+  /* with the schedule's labels and its label (an id not known yet: any
+   * UUID has its length), so that what a run will carry is checked now */
+  if (tb_api_schedules_job_spec(base, s->endpoint_id, s->labels,
+                                "00000000-0000-4000-8000-000000000000", &job,
+                                &errors) != TB_SPEC_OK) {
     *ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, errors);
     goto out;
   }
@@ -314,9 +321,14 @@ check_run(struct tb_api_req *r, struct tb_db *db, struct sched *s, bool normalis
     *ret = tb_api_reply_refusal(r, &why);
     goto out;
   }
-  if (s->preset == NULL) {
+  if (s->preset == NULL) { /* stored without the run's labels: a run merges them again */
+    json_t *own = NULL, *e2 = NULL;
+    if (tb_api_schedules_job_spec(base, s->endpoint_id, NULL, NULL, &own, &e2) != TB_SPEC_OK) {
+      *ret = tb_api_reply_spec_errors(r, TB_SPEC_INVALID, e2);
+      goto out;
+    }
     json_decref(s->spec);
-    s->spec = json_incref(job);
+    s->spec = own;
   }
   ok = true;
 out:
@@ -482,7 +494,7 @@ tb_api_schedules_patch(struct tb_api_req *r)
     goto out;
   /* the run is checked again when what it runs changed; the times when
    * they, or the pause, did (resuming plans the next slot from now) */
-  if ((ch.spec || ch.preset || ch.endpoint) && !check_run(r, db, &s, ch.spec, &ret))
+  if ((ch.spec || ch.preset || ch.endpoint || ch.labels) && !check_run(r, db, &s, ch.spec, &ret))
     goto out;
   bool reschedule = ch.when || ch.paused;
   if (reschedule && !plan(r, db, &s, ch.when || !s.paused, next, &ret))

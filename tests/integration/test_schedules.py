@@ -198,6 +198,8 @@ def test_bad_input_names_the_field(ctx):
         ({"spec": None}, "spec", "give spec"),
         ({"paused": "yes"}, "paused", ""),
         ({"labels": {"k": 5}}, "labels.k", ""),
+        # 31 + the spec's "suite" + "schedule": more than a job may carry
+        ({"labels": {"k%d" % i: "v" for i in range(31)}}, "spec.labels", ""),
         ({"extra": 1}, "extra", "unknown field"),
     ]
     for change, field, detail in cases:
