@@ -9,9 +9,11 @@
 #
 # Groups:
 #   build    what compiling the binaries needs (docker/Dockerfile's build stage)
-#   runtime  the shared libraries the binaries link against, and CA
-#            certificates (docker/Dockerfile's runtime stage; a package per
-#            NEEDED library: tests/integration/test_docker.py checks it)
+#   runtime  the shared libraries the binaries link against, CA
+#            certificates, and tzdata (the IANA zones' TZif files that
+#            schedules name: lib/base/tb_tz reads them) (docker/Dockerfile's
+#            runtime stage; a package per NEEDED library:
+#            tests/integration/test_docker.py checks it)
 #   dev      tests, tools and benchmarks: cmocka, a PostgreSQL server, python3,
 #            curl, jq, valgrind, clang (fuzzing), clang-format (make
 #            check-format), debootstrap (the sid root of make real-engine),
@@ -27,8 +29,9 @@ group() {
   case "$1" in
     build)   echo "build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
                    libjansson-dev libpq-dev libssl-dev zlib1g-dev" ;;
-    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 zlib1g ca-certificates" ;;
-    dev)     echo "libcmocka-dev postgresql python3 curl jq openssl valgrind clang clang-format
+    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 zlib1g ca-certificates
+                   tzdata" ;;
+    dev)     echo "tzdata libcmocka-dev postgresql python3 curl jq openssl valgrind clang clang-format
                    debootstrap
                    libclang-rt-14-dev wrk chromium python3-yaml" ;;
     docker)  echo "podman buildah runc debootstrap podman-compose postgresql curl jq

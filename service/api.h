@@ -91,6 +91,13 @@ struct tb_api {
   size_t trace_max_memory;   /* TOKBENCH_TRACE_MAX_MEMORY: one trace's reading */
   int64_t limit_traces;      /* TOKBENCH_LIMIT_TRACES: per project, 0 = no cap */
   int64_t limit_trace_bytes; /* TOKBENCH_LIMIT_TRACE_BYTES: per project, 0 = no cap */
+  /* issue 35: schedules (api_schedules.h) */
+  int64_t limit_schedules;         /* TOKBENCH_LIMIT_SCHEDULES: per project, 0 = no cap */
+  int64_t schedule_min_interval_s; /* TOKBENCH_SCHEDULE_MIN_INTERVAL_S */
+  int64_t schedule_tick_ms;        /* TOKBENCH_SCHEDULE_TICK_MS, 0 = no ticker here */
+  int64_t schedule_clock_offset_s; /* TOKBENCH_SCHEDULE_CLOCK_OFFSET_S (tests) */
+  const char *zoneinfo_dir;        /* TOKBENCH_ZONEINFO_DIR (borrowed from cfg) */
+  struct tb_api_schedtick *schedtick;
 };
 
 /* A handler: see the file comment for what it returns. */

@@ -88,4 +88,11 @@ enum MHD_Result tb_api_traces_list(struct tb_api_req *r);
 enum MHD_Result tb_api_traces_get(struct tb_api_req *r);
 enum MHD_Result tb_api_traces_delete(struct tb_api_req *r);
 
+/* api_schedules.c: schedules (issue 35); the ticker in api_schedtick.c */
+enum MHD_Result tb_api_schedules_create(struct tb_api_req *r);
+enum MHD_Result tb_api_schedules_list(struct tb_api_req *r);
+enum MHD_Result tb_api_schedules_get(struct tb_api_req *r);
+enum MHD_Result tb_api_schedules_patch(struct tb_api_req *r);
+enum MHD_Result tb_api_schedules_delete(struct tb_api_req *r);
+
 #endif

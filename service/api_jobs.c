@@ -72,6 +72,16 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
                   const char *request_id, const json_t *spec, double trace_span_s,
                   char job_id[TB_API_ID_LEN + 1], char **doc, struct tb_tenancy_refusal *why)
 {
+  return tb_api_job_insert_from(db, ten, project_id, request_id, spec, trace_span_s, NULL, job_id,
+                                doc, why);
+}
+
+int
+tb_api_job_insert_from(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                       const char *request_id, const json_t *spec, double trace_span_s,
+                       const struct tb_api_job_origin *origin, char job_id[TB_API_ID_LEN + 1],
+                       char **doc, struct tb_tenancy_refusal *why)
+{
   struct tb_spec_job_row jr;
   tb_spec_job_row(spec, &jr);
   /* the size only when limited: it plans every cell */
@@ -100,6 +110,8 @@ tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char *pr
     .request_id = request_id != NULL && request_id[0] != '\0' ? request_id : NULL,
     .shared_groups = ten->shared_groups,
     .max_queued = ten->queued,
+    .schedule_id = origin != NULL ? origin->schedule_id : NULL,
+    .schedule_slot = origin != NULL ? origin->schedule_slot : NULL,
   };
   rc = spec_text == NULL ? TB_DB_HARD : insert(db, ten, &row, job_id, doc, why);
   free(spec_text);

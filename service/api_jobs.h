@@ -1,7 +1,7 @@
 /*
  * api_jobs: what other endpoint families share with api_jobs.c.  Every job
  * the api queues (POST /v1/jobs, POST /v1/presets/{name}/jobs, POST
- * /v1/hooks/{id}) and every result imported (POST /v1/results) is written by
+ * /v1/hooks/{id}, a schedule's slot) and every result imported (POST /v1/results) is written by
  * the one statement behind tb_api_job_insert and tb_api_job_insert_finished:
  * the same row (busy key, defaults), the same NOTIFY to the workers, the same
  * document in the reply.
@@ -37,6 +37,18 @@ int tb_api_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const char
                       const char *request_id, const json_t *spec, double trace_span_s,
                       char job_id[TB_API_ID_LEN + 1], char **doc,
                       struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+
+/* Where a job comes from besides a request (issue 35): the schedule and
+ * the slot (RFC 3339 text) whose run it is; written into the job's row by
+ * the same insert (one job per slot: sql/0016_schedules.sql). */
+struct tb_api_job_origin {
+  const char *schedule_id, *schedule_slot;
+};
+/* tb_api_job_insert with the job's origin (borrowed; NULL: none). */
+int tb_api_job_insert_from(struct tb_db *db, const struct tb_tenancy *ten, const char *project_id,
+                           const char *request_id, const json_t *spec, double trace_span_s,
+                           const struct tb_api_job_origin *origin, char job_id[TB_API_ID_LEN + 1],
+                           char **doc, struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 /* The problem+json of a refusal: 422 job-too-large for the job's own size
  * or attempts, 429 limit-reached (Retry-After) for the project's count; both

@@ -119,6 +119,21 @@ static const struct tb_api_route routes[] = {
   { .method = "GET", .path = "/v1/traces", .scope = R, .fn = tb_api_traces_list },
   { .method = "GET", .path = "/v1/traces/{id}", .scope = R, .fn = tb_api_traces_get },
   { .method = "DELETE", .path = "/v1/traces/{id}", .scope = W, .fn = tb_api_traces_delete },
+
+  /* Schedules (issue 35): jobs run on a cron in a time zone. */
+  { .method = "POST",
+    .path = "/v1/schedules",
+    .scope = W,
+    .json_body = true,
+    .fn = tb_api_schedules_create },
+  { .method = "GET", .path = "/v1/schedules", .scope = R, .fn = tb_api_schedules_list },
+  { .method = "GET", .path = "/v1/schedules/{id}", .scope = R, .fn = tb_api_schedules_get },
+  { .method = "PATCH",
+    .path = "/v1/schedules/{id}",
+    .scope = W,
+    .json_body = true,
+    .fn = tb_api_schedules_patch },
+  { .method = "DELETE", .path = "/v1/schedules/{id}", .scope = W, .fn = tb_api_schedules_delete },
 };
 
 bool

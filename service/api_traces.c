@@ -318,6 +318,17 @@ tb_api_traces_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const c
                          const char *request_id, json_t *spec, char job_id[TB_API_ID_LEN + 1],
                          char **doc, json_t **errors, struct tb_tenancy_refusal *why)
 {
+  return tb_api_traces_job_insert_from(db, ten, project_id, request_id, spec, NULL, job_id, doc,
+                                       errors, why);
+}
+
+int
+tb_api_traces_job_insert_from(struct tb_db *db, const struct tb_tenancy *ten,
+                              const char *project_id, const char *request_id, json_t *spec,
+                              const struct tb_api_job_origin *origin,
+                              char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors,
+                              struct tb_tenancy_refusal *why)
+{
   *errors = NULL;
   if (doc != NULL)
     *doc = NULL;
@@ -331,7 +342,8 @@ tb_api_traces_job_insert(struct tb_db *db, const struct tb_tenancy *ten, const c
     if (rc == 0)
       rc = TB_API_TRACES_BAD;
     else if (rc > 0)
-      rc = tb_api_job_insert(db, ten, project_id, request_id, spec, span_s, job_id, doc, why);
+      rc = tb_api_job_insert_from(db, ten, project_id, request_id, spec, span_s, origin, job_id,
+                                  doc, why);
     if (!own)
       break;
     int crc = rc == 1 ? tb_db_commit(db) : 0;

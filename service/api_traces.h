@@ -35,5 +35,12 @@ int tb_api_traces_job_insert(struct tb_db *db, const struct tb_tenancy *ten, con
                              const char *request_id, json_t *spec, char job_id[TB_API_ID_LEN + 1],
                              char **doc, json_t **errors,
                              struct tb_tenancy_refusal *why) TB_MUST_CHECK;
+/* The same for a job of an origin (api_jobs.h; NULL: none): a schedule's
+ * slot (issue 35). */
+int tb_api_traces_job_insert_from(struct tb_db *db, const struct tb_tenancy *ten,
+                                  const char *project_id, const char *request_id, json_t *spec,
+                                  const struct tb_api_job_origin *origin,
+                                  char job_id[TB_API_ID_LEN + 1], char **doc, json_t **errors,
+                                  struct tb_tenancy_refusal *why) TB_MUST_CHECK;
 
 #endif

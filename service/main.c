@@ -46,6 +46,7 @@
 #include "api_notify.h"
 #include "api_probe.h"
 #include "api_quota.h"
+#include "api_schedules.h"
 #include "api_streams.h"
 #include "api_traces.h"
 #include "api_web.h"
@@ -133,6 +134,8 @@ static const struct tb_cfg_key api_keys[] = {
     false },
   /* issue 25: uploaded traces (api_traces.h, db/tb_tracestore.h) */
   TB_TRACESTORE_CFG_KEYS,
+  /* issue 35: schedules (api_schedules.h) */
+  TB_API_SCHEDULE_CFG_KEYS,
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -607,7 +610,8 @@ read_others(struct tb_api *api, struct api_start *st)
   }
   if (!tb_egress_install_cfg(api->cfg, &err) ||
       !tb_http_set_ca_file(tb_cfg_get(api->cfg, "TOKBENCH_CA_FILE"), &err) ||
-      !tb_tenancy_from_cfg(&api->tenancy, api->cfg, &err) || !tb_api_traces_config(api, &err)) {
+      !tb_tenancy_from_cfg(&api->tenancy, api->cfg, &err) || !tb_api_traces_config(api, &err) ||
+      !tb_api_schedules_config(api, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     return false;
@@ -664,8 +668,8 @@ open_database(struct tb_api *api, struct api_start *st)
   return true;
 }
 
-/* libmicrohttpd listening on TOKBENCH_LISTEN_HOST:PORT, and the webhook
- * deliveries; false on a failure. */
+/* libmicrohttpd listening on TOKBENCH_LISTEN_HOST:PORT, the webhook
+ * deliveries and the schedule ticker; false on a failure. */
 static bool
 start_daemon(struct tb_api *api, const struct api_start *st)
 {
@@ -687,7 +691,7 @@ start_daemon(struct tb_api *api, const struct api_start *st)
     tb_log(TB_LOG_ERROR, "cannot listen", "port", TB_LI, st->port, NULL);
     return false;
   }
-  return tb_api_deliveries_start(api);
+  return tb_api_deliveries_start(api) && tb_api_schedtick_start(api);
 }
 
 /* Start-up, then serving until SIGTERM or SIGINT (in stop_set): the exit
@@ -720,6 +724,7 @@ shut_down(struct tb_api *api)
     MHD_stop_daemon(api->daemon);
   tb_api_probes_free(api->probes);
   tb_api_deliveries_stop();
+  tb_api_schedtick_stop(api);
   tb_api_notify_free(api->notify);
   tb_db_pool_free(api->pool);
   tb_api_keycache_free(api->keys);

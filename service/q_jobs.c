@@ -15,7 +15,7 @@
   "'cells_total', j.cells_total, 'current_cell', j.current_cell, 'eta_s', j.eta_s), "    \
   "'attempts', j.attempts, 'max_attempts', j.max_attempts, 'error', j.error, "           \
   "'created_at', j.created_at, 'started_at', j.started_at, "                             \
-  "'finished_at', j.finished_at, 'updated_at', j.updated_at"
+  "'finished_at', j.finished_at, 'updated_at', j.updated_at, 'schedule_id', j.schedule_id"
 
 #define JOB_CELLS                                                      \
   "coalesce((SELECT json_agg(c.cell ORDER BY c.seq) FROM job_cells c " \
@@ -33,7 +33,8 @@ static const struct tb_db_stmt lock_project = {
   "SELECT 1 FROM projects WHERE id = $1::uuid FOR NO KEY UPDATE",
 };
 
-/* $12: the queued limit (0: none); q counts only when it applies.  Always
+/* $12: the queued limit (0: none); q counts only when it applies.  $13,
+ * $14: the schedule and slot that made the job (NULL: none).  Always
  * one row: id and doc NULL when nothing was written, endpoint 0 when the
  * endpoint is not the project's, queued the count before the insert. */
 static const struct tb_db_stmt job_insert = {
@@ -44,7 +45,7 @@ static const struct tb_db_stmt job_insert = {
   "  WHERE $12::int > 0 AND $9::jsonb IS NULL AND project_id = $2 AND state = 'queued'), "
   "j AS (INSERT INTO jobs (project_id, endpoint_id, spec, labels, priority, busy_key, "
   "    max_attempts, request_id, state, result, cells_total, cells_done, started_at, "
-  "    finished_at) "
+  "    finished_at, schedule_id, schedule_slot) "
   "  SELECT $2, e.id, $3::jsonb, coalesce($4::jsonb, '{}'), coalesce($5::int, 0), "
   "    CASE WHEN $9::jsonb IS NOT NULL THEN 'import:' || gen_random_uuid()::text "
   "      WHEN coalesce($6, e.exclusive_group) IS NULL THEN e.id::text "
@@ -54,7 +55,7 @@ static const struct tb_db_stmt job_insert = {
   "    coalesce($7::int, 3), $8, CASE WHEN $9::jsonb IS NULL THEN 'queued' ELSE 'succeeded' END, "
   "    $9::jsonb, $10::int, coalesce($10::int, 0), "
   "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END, "
-  "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END FROM e "
+  "    CASE WHEN $9::jsonb IS NULL THEN NULL ELSE now() END, $13::uuid, $14::timestamptz FROM e "
   "   WHERE $9::jsonb IS NOT NULL OR $12::int <= 0 OR (SELECT n FROM q) < $12::int "
   "  RETURNING *) "
   "SELECT (SELECT j.id::text FROM j) AS id, "
@@ -75,12 +76,13 @@ insert_once(struct tb_db *db, const struct tb_q_jobs_row *w, bool limit, char *j
     if (lrc < 0)
       return lrc;
   }
-  const char *p[12] = {
-    w->endpoint_id,  w->project_id, w->spec,   w->labels, w->priority,      w->exclusive_group,
-    w->max_attempts, w->request_id, w->result, w->cells,  w->shared_groups, maxq,
+  const char *p[14] = {
+    w->endpoint_id,  w->project_id,    w->spec,   w->labels, w->priority,      w->exclusive_group,
+    w->max_attempts, w->request_id,    w->result, w->cells,  w->shared_groups, maxq,
+    w->schedule_id,  w->schedule_slot,
   };
   PGresult *res = NULL;
-  int rc = tb_db_exec(db, &job_insert, 12, p, &res);
+  int rc = tb_db_exec(db, &job_insert, 14, p, &res);
   if (rc == 1) {
     const char *id = tb_db_str(res, 0, "id");
     if (id != NULL) {

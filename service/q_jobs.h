@@ -1,7 +1,8 @@
 /*
  * q_jobs: the statements of /v1/jobs (service/api_jobs.c) and of the
  * Idempotency-Keys of POST /v1/jobs; tables in sql/0002_endpoints_jobs.sql,
- * sql/0003_api.sql, sql/0007_job_request_id.sql, sql/0009_tenancy.sql.
+ * sql/0003_api.sql, sql/0007_job_request_id.sql, sql/0009_tenancy.sql,
+ * sql/0016_schedules.sql.
  *
  * One function per statement, the SQL beside it in q_jobs.c (as
  * lib/db/tb_queue.c does), result columns read by name.  Every function takes a
@@ -35,6 +36,9 @@ struct tb_q_jobs_row {
   const char *cells;         /* with result: its cell count */
   const char *shared_groups; /* TOKBENCH_SHARED_GROUPS, "a,b" */
   int64_t max_queued;        /* TOKBENCH_LIMIT_QUEUED; <= 0: no limit */
+  /* issue 35: the schedule and slot (RFC 3339 text) that made the job;
+   * NULL: none (sql/0016_schedules.sql: one job per slot) */
+  const char *schedule_id, *schedule_slot;
 };
 
 /* tb_q_jobs_insert's answer when the project's queued jobs are at max_queued. */

@@ -101,9 +101,11 @@ char *
 tb_deliver_payload(const char *event, const json_t *job, const json_t *result,
                    const char *public_url, int64_t now_us)
 {
+  /* schedule_id, schedule_slot: the schedule whose run the job was (issue
+   * 35), null for any other job */
   static const char *const copy[] = { "project_id", "endpoint_id", "state",       "error",
                                       "labels",     "cells_done",  "cells_total", "created_at",
-                                      "started_at", "finished_at" };
+                                      "started_at", "finished_at", "schedule_id", "schedule_slot" };
   char ts[40];
   tb_time_rfc3339(now_us, ts, sizeof ts);
   const char *id = json_string_value(json_object_get(job, "id"));
@@ -193,7 +195,8 @@ static const struct tb_db_stmt job_stmt = {
   "SELECT jsonb_build_object('id', id, 'project_id', project_id, 'endpoint_id', endpoint_id,"
   " 'state', state, 'error', error, 'labels', labels, 'cells_done', cells_done,"
   " 'cells_total', cells_total, 'created_at', created_at, 'started_at', started_at,"
-  " 'finished_at', finished_at)::text AS job, result::text AS result"
+  " 'finished_at', finished_at, 'schedule_id', schedule_id, 'schedule_slot', schedule_slot)::text"
+  " AS job, result::text AS result"
   " FROM jobs WHERE id = $1",
 };
 

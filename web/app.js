@@ -4,7 +4,8 @@
  * - The API key lives in sessionStorage (this tab only) and goes out as
  *   "Authorization: Bearer" on every call.
  * - Routes (location.hash): #/ jobs list, #/jobs/<id> job page, #/compare,
- *   #/frontier (GET /v1/pareto drawn as SVG built with the DOM).
+ *   #/frontier (GET /v1/pareto drawn as SVG built with the DOM), #/schedules
+ *   (the project's schedules: pause, resume, delete, and a form to make one).
  * - The job page follows GET /v1/jobs/{id}/events: Server-Sent Events read
  *   with fetch() streaming, because EventSource cannot send the
  *   Authorization header; it reconnects with Last-Event-ID.
@@ -547,6 +548,106 @@ async function viewFrontier(params) {
   run();
 }
 
+/* ----------------------------------------------------------- schedules */
+
+/* What a schedule runs, in a few words. */
+function scheduleWhat(s) {
+  if (s.preset) return "preset " + s.preset;
+  const sp = s.spec || {};
+  const ctx = (sp.contexts || []).map(c => c >= 1024 && c % 1024 === 0 ? c / 1024 + "K" : String(c));
+  return "spec: " + (ctx.length ? ctx.join(", ") : "contexts from the server") +
+    (sp.concurrency ? " \u00d7 " + sp.concurrency.join(", ") : "");
+}
+
+function scheduleRow(s, reload, err) {
+  const tr = el("tr");
+  tr.dataset.id = s.id;
+  const tdId = el("td");
+  tdId.append(el("code", String(s.id).slice(0, 8)), el("br"), el("span", scheduleWhat(s), "muted"));
+  const tdL = el("td"); labelsInto(tdL, s.labels); tdL.prepend(el("span", s.runs + " ", ""));
+  const tdWhen = el("td");
+  tdWhen.append(el("code", s.cron), el("br"), el("span", s.timezone, "muted"));
+  const tdState = el("td");
+  tdState.append(el("span", s.paused ? "paused" : "active", "state " + (s.paused ? "paused" : "active")));
+  if (s.paused_reason) tdState.append(el("div", s.paused_reason, "error"));
+  if (s.last_error && !s.paused_reason) tdState.append(el("div", s.last_error, "muted"));
+  const tdLast = el("td");
+  if (s.last_job_id) {
+    const a = el("a", fmtTime(s.last_run_at));
+    a.href = "#/jobs/" + encodeURIComponent(s.last_job_id);
+    tdLast.append(a);
+  }
+  const tdAct = el("td");
+  const toggle = el("button", s.paused ? "Resume" : "Pause");
+  toggle.type = "button";
+  toggle.dataset.action = s.paused ? "resume" : "pause";
+  const del = el("button", "Delete");
+  del.type = "button";
+  del.dataset.action = "delete";
+  const act = async (method, body) => {
+    err.textContent = "";
+    try {
+      const opts = { method };
+      if (body) { opts.headers = { "Content-Type": "application/json" }; opts.body = JSON.stringify(body); }
+      await api("/v1/schedules/" + encodeURIComponent(s.id), opts);
+      await reload();
+    } catch (e) { err.textContent = e.message; }
+  };
+  toggle.addEventListener("click", () => act("PATCH", { paused: !s.paused }));
+  del.addEventListener("click", () => act("DELETE"));
+  tdAct.append(toggle, del);
+  tr.append(tdId, tdL, tdWhen, tdState, el("td", s.paused ? "" : fmtTime(s.next_run_at)), tdLast, tdAct);
+  return tr;
+}
+
+async function viewSchedules() {
+  show("#tpl-schedules");
+  const tbody = $("#schedules tbody"), err = $("#schedules-error"), ferr = $("#sched-form-error");
+  let zone = "UTC";
+  try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch (e) { /* UTC */ }
+  $("#sched-tz").value = zone;
+  async function load() {
+    try {
+      const doc = await apiJson("/v1/schedules");
+      tbody.replaceChildren();
+      for (const s of doc.schedules || []) tbody.append(scheduleRow(s, load, err));
+      if (!(doc.schedules || []).length) {
+        const tr = el("tr"); const td = el("td", "No schedules yet.", "muted"); td.colSpan = 7;
+        tr.append(td); tbody.append(tr);
+      }
+    } catch (e) { err.textContent = e.message; }
+  }
+  try {
+    const [eps, ps] = await Promise.all([apiJson("/v1/endpoints"), apiJson("/v1/presets")]);
+    for (const e of eps.endpoints || []) {
+      const o = el("option", e.name); o.value = e.id; $("#sched-endpoint").append(o);
+    }
+    for (const p of ps.presets || []) {
+      const o = el("option", p.name); o.value = p.name; $("#sched-preset").append(o);
+    }
+  } catch (e) { ferr.textContent = e.message; }
+  const spec = $("#sched-spec"), preset = $("#sched-preset");
+  preset.addEventListener("change", () => { spec.disabled = !!preset.value; });
+  $("#sched-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    ferr.textContent = "";
+    const body = { endpoint_id: $("#sched-endpoint").value, cron: $("#sched-cron").value.trim(),
+      timezone: $("#sched-tz").value.trim(), paused: $("#sched-paused").checked };
+    try {
+      if (preset.value) body.preset = preset.value;
+      else body.spec = JSON.parse(spec.value || "{}");
+      const labels = $("#sched-labels").value.trim();
+      if (labels) body.labels = JSON.parse(labels);
+    } catch (e) { ferr.textContent = "not JSON: " + e.message; return; }
+    try {
+      await apiJson("/v1/schedules", { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body) });
+      await load();
+    } catch (e) { ferr.textContent = e.message; }
+  });
+  await load();
+}
+
 /* --------------------------------------------------------------- routes */
 
 function route() {
@@ -559,6 +660,7 @@ function route() {
   if (m) viewJob(m[1]);
   else if (path === "/compare") viewCompare(new URLSearchParams(query || ""));
   else if (path === "/frontier") viewFrontier(new URLSearchParams(query || ""));
+  else if (path === "/schedules") viewSchedules();
   else viewJobs();
 }
 

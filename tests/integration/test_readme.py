@@ -79,6 +79,8 @@ def test_make_run_quickstart_and_ctrl_c(ctx):
     assert "event: state" in out or '"state"' in out
     doc = open(os.path.join(work, "result.json")).read()
     assert '"cells"' in doc and '"valid"' in doc
+    # the schedule it made, planned for 03:00 in Berlin
+    assert '{"cron":"0 3 * * *","timezone":"Europe/Berlin","next_run_at":"' in out, out
     # Ctrl-C stops everything, the database included.
     assert stack.stop() == 0
     out = stack.output()

@@ -410,3 +410,52 @@ def test_frontier_page(ctx):
                    % len(cost["points"]), what="the cost points")
     assert chrome.eval("document.querySelectorAll('#frontier-chart circle.front').length") == \
         sum(1 for p in cost["points"] if p["frontier"])
+
+
+def test_schedules_page(ctx):
+    """The schedules page (issue 35): a schedule made with its form, listed
+    with its next run, paused, resumed and deleted with its buttons; a cron
+    that never fires is refused with the api's reason, naming the field."""
+    setup(ctx)
+    chrome = S["chrome"]
+    chrome.goto(S["base"] + "/")  # signed in already, or as sign_in leaves the tab
+    chrome.eval("sessionStorage.setItem('tokbench.key', %s); true" % json.dumps(S["key"]))
+    st, ep = api("POST", "/v1/endpoints", {"name": "sched-web", "base_url": "http://127.0.0.1:9"})
+    assert st == 201, ep
+    chrome.eval("location.hash = '#/schedules'; true")
+    chrome.wait_js("!!document.querySelector('#sched-endpoint option[value=\"%s\"]')" % ep["id"],
+                   what="the form with the endpoint")
+    row = "document.querySelector('#schedules tbody tr[data-id]')"
+
+    def fill(cron):
+        chrome.eval("document.querySelector('#sched-endpoint').value = %s;"
+                    "document.querySelector('#sched-cron').value = %s;"
+                    "document.querySelector('#sched-tz').value = 'America/New_York';"
+                    "document.querySelector('#sched-labels').value = '{\"suite\": \"web\"}';"
+                    "document.querySelector('#sched-form').requestSubmit(); true"
+                    % (json.dumps(ep["id"]), json.dumps(cron)))
+
+    fill("0 0 30 2 *")
+    chrome.wait_js("document.querySelector('#sched-form-error').textContent.startsWith("
+                   "'cron: never fires')", what="the refusal shown")
+    assert api("GET", "/v1/schedules")[1]["schedules"] == []
+    fill("30 2 * * *")
+    chrome.wait_js("!!" + row, what="the new schedule listed")
+    st, lst = api("GET", "/v1/schedules")
+    s = lst["schedules"][0]
+    assert s["cron"] == "30 2 * * *" and s["labels"] == {"suite": "web"} and not s["paused"], s
+    assert chrome.eval(row + ".dataset.id") == s["id"]
+    assert chrome.eval(row + ".querySelector('.state').textContent") == "active"
+    assert chrome.eval(row + ".children[4].textContent") != ""  # the next run
+    chrome.screenshot(os.path.join(ARTIFACTS, "web_schedules.png"), full=False, height=700)
+    chrome.eval(row + ".querySelector('button[data-action=pause]').click(); true")
+    chrome.wait_js(row + " && " + row + ".querySelector('.state').textContent === 'paused'",
+                   what="paused")
+    assert api("GET", "/v1/schedules/" + s["id"])[1]["paused"] is True
+    chrome.eval(row + ".querySelector('button[data-action=resume]').click(); true")
+    chrome.wait_js(row + " && " + row + ".querySelector('.state').textContent === 'active'",
+                   what="resumed")
+    assert api("GET", "/v1/schedules/" + s["id"])[1]["next_run_at"] is not None
+    chrome.eval(row + ".querySelector('button[data-action=delete]').click(); true")
+    chrome.wait_js("!" + row, what="deleted")
+    assert api("GET", "/v1/schedules/" + s["id"])[0] == 404
