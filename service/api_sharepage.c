@@ -180,9 +180,15 @@ build_series(struct tb_api_req *r, struct page *p)
   int rc = 0; /* a share stored with settings no longer known shows nothing */
   if (m != NULL && json_is_object(labels)) {
     tb_sharedoc_hide_labels(&p->hide, p->priv, labels);
-    const struct tb_api_series_query q = {
-      .endpoint_id = p->s.endpoint_id, .labels = labels, .phase = m->phase, .metric = m
-    };
+    int64_t ctx = 0, conc = 1;
+    bool cell = tb_json_int(params, "context", &ctx) && tb_json_int(params, "concurrency", &conc);
+    const struct tb_api_series_query q = { .endpoint_id = p->s.endpoint_id,
+                                           .labels = labels,
+                                           .phase = m->phase,
+                                           .cell = cell,
+                                           .context = ctx,
+                                           .concurrency = conc,
+                                           .metric = m };
     rc = tb_api_series_doc(r, &q, &p->doc);
   }
   json_decref(params);

@@ -386,10 +386,41 @@ out:
   return ret;
 }
 
+/* An endpoint share's cell: context (tokens, or "8k") and concurrency
+ * (default 1), as GET /v1/series takes them; *ctx stays 0 without a
+ * context (the matrix's series).  False with a 422 naming the field. */
+static bool
+series_cell(struct tb_api_req *r, const json_t *body, int64_t *ctx, int64_t *conc,
+            enum MHD_Result *ret)
+{
+  const json_t *c = json_object_get(body, "context"), *k = json_object_get(body, "concurrency");
+  if (c == NULL && k != NULL) {
+    *ret = tb_api_reply_invalid(r, "concurrency", "only with a context");
+    return false;
+  }
+  if (c == NULL)
+    return true;
+  bool ok = json_is_integer(c) ? (*ctx = (int64_t)json_integer_value(c)) > 0
+                               : json_is_string(c) && tb_parse_tokens(json_string_value(c), ctx);
+  if (!ok || *ctx <= 0 || *ctx > ((int64_t)1 << 40)) {
+    *ret = tb_api_reply_invalid(r, "context", "a token count (e.g. 8192 or \"8k\")");
+    return false;
+  }
+  if (k != NULL &&
+      !(json_is_integer(k) && json_integer_value(k) >= 1 && json_integer_value(k) <= (1 << 20))) {
+    *ret = tb_api_reply_invalid(r, "concurrency", "a positive integer");
+    return false;
+  }
+  if (k != NULL)
+    *conc = (int64_t)json_integer_value(k);
+  return true;
+}
+
 enum MHD_Result
 tb_api_shares_endpoint(struct tb_api_req *r)
 {
-  static const char *const allowed[] = { "labels",     "phase",          "metric", "expires_in_s",
+  static const char *const allowed[] = { "labels",     "phase",          "metric",
+                                         "context",    "concurrency",    "expires_in_s",
                                          "expires_at", "private_labels", NULL };
   enum MHD_Result ret;
   json_t *body = share_body(r, allowed, &ret), *params = NULL;
@@ -413,8 +444,15 @@ tb_api_shares_endpoint(struct tb_api_req *r)
     ret = tb_api_reply_invalid(r, "metric", TB_API_SERIES_METRICS);
     goto out;
   }
+  int64_t ctx = 0, conc = 1;
+  if (!series_cell(r, body, &ctx, &conc, &ret))
+    goto out;
   params = json_pack("{s:o, s:s, s:s}", "labels", labels ? json_deep_copy(labels) : json_object(),
                      "phase", phase, "metric", m->name);
+  if (ctx > 0) {
+    json_object_set_new(params, "context", json_integer(ctx));
+    json_object_set_new(params, "concurrency", json_integer(conc));
+  }
   const struct share_what w = {
     .kind = "endpoint", .endpoint_id = r->id, .params = params, .not_found = "no such endpoint"
   };
