@@ -54,8 +54,7 @@ tb_sharedoc_hide_url(struct tb_sharedoc_hide *h, const char *url)
 {
   if (url == NULL)
     return;
-  tb_sharedoc_hide_str(h, url);
-  size_t n = strlen(url);
+  size_t n = strlen(url); /* without its trailing '/': "URL/v1/..." keeps its path's '/' */
   while (n > 0 && url[n - 1] == '/')
     n--;
   char *bare = tb_xstrndup(url, n);

@@ -65,10 +65,12 @@ struct tb_sharedoc_hide {
   json_t *private_keys; /* array of label keys (owned), or NULL */
 };
 
-/* Hides s (copied; NULL or "" does nothing). */
+/* Hides s (copied; NULL or "" does nothing).  Hidden strings are replaced
+ * in the order they were added. */
 void tb_sharedoc_hide_str(struct tb_sharedoc_hide *h, const char *s);
-/* Hides a URL: the whole of it, without a trailing '/', its authority
- * (host:port) and its host.  NULL does nothing. */
+/* Hides a URL: the whole of it without a trailing '/', its authority
+ * (host:port) and its host, longest first (the order they are replaced
+ * in).  NULL does nothing. */
 void tb_sharedoc_hide_url(struct tb_sharedoc_hide *h, const char *url);
 /* Keeps the job_id members equal to id (at most two ids). */
 void tb_sharedoc_keep_job(struct tb_sharedoc_hide *h, const char *id);

@@ -388,7 +388,9 @@ def test_endpoint_history_share(ctx):
         assert [p["value"] for p in js["points"]] == [p["value"] for p in own["points"]]
         html = open_share(doc["token"])[2].decode()
         assert "<h1>An endpoint's history</h1>" in html and "<polyline" in html, html[:3000]
-        assert html.count("<tr><td>") == len(own["points"])
+        table = html.split('id="points"', 1)[1].split("</table>", 1)[0]
+        assert table.count("<tr><td>") == len(own["points"]), table
+        assert html.count("<tr><td>") == len(own["points"]) + len(own["change_points"])
         csv = open_share(doc["token"], ext="csv")[2].decode().splitlines()
         assert csv[0] == "at,value,se,ci95_lo,ci95_hi,change_pct"
         assert len(csv) == 1 + len(own["points"])
