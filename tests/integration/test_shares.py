@@ -427,7 +427,8 @@ def test_chromium_opens_the_link_without_a_key(ctx):
     import test_web  # its Chromium driver
     if not os.access(test_web.CHROMIUM, os.X_OK):
         raise AssertionError("%s missing: make deps installs chromium" % test_web.CHROMIUM)
-    chrome = test_web.Chrome(ctx)
+    chrome = S.get("chrome") or test_web.Chrome(ctx)
+    S["chrome"] = chrome
     doc = share("/v1/jobs/%s/shares" % job(), {"private_labels": ["team"]})
     url = S["base"] + "/s/" + doc["token"]
     for js_off in (False, True):
@@ -446,6 +447,40 @@ def test_chromium_opens_the_link_without_a_key(ctx):
     assert status_of(chrome) == 404
     dom = page_html(chrome)
     assert "decode-matrix" not in dom and "no such share link" in dom, dom[:1000]
+
+
+def test_console_share_button(ctx):
+    """The web console's job page: "Share a read-only link" (labels hidden)
+    shows a URL that opens with no key and shows neither the endpoint nor
+    the private label; Revoke makes it 404."""
+    setup(ctx)
+    import test_web
+    chrome = S.get("chrome") or test_web.Chrome(ctx)
+    S["chrome"] = chrome
+    chrome.call("Emulation.setScriptExecutionDisabled", value=False)
+    navigate(chrome, S["base"] + "/")
+    chrome.wait_js("!!document.querySelector('#signin-form')", what="sign-in form")
+    chrome.eval("document.querySelector('#key').value = %s;"
+                "document.querySelector('#signin-form').requestSubmit(); true" % json.dumps(S["key"]))
+    chrome.wait_js("!!document.querySelector('#jobs tbody tr[data-id]')", what="jobs list")
+    chrome.eval("location.hash = '#/jobs/%s'; true" % job())
+    chrome.wait_js("!!document.querySelector('#share-btn') && "
+                   "document.querySelector('#job-state').textContent === 'succeeded'", what="job page")
+    chrome.eval("document.querySelector('#share-private').checked = true;"
+                "document.querySelector('#share-btn').click(); true")
+    url = chrome.wait_js("document.querySelector('#share-url').value", what="the share's URL")
+    assert url.startswith("https://bench.example.org/s/"), url  # TOKBENCH_PUBLIC_URL
+    tok = url.rsplit("/", 1)[1]
+    S.setdefault("tokens", []).append(tok)
+    st, _, body = open_share(tok, ext="json")
+    assert st == 200 and json.loads(body)["labels"] == {}, body[:300]
+    assert_clean(body, "console share")
+    st, lst = call("GET", "/v1/shares")
+    row = [x for x in lst["shares"] if x["job_id"] == job() and sorted(x["private_labels"]) == ["team", "try"]]
+    assert len(row) == 1, lst
+    chrome.eval("document.querySelector('#share-revoke').click(); true")
+    chrome.wait_js("document.querySelector('#share-revoke').disabled", what="revoked")
+    assert open_share(tok)[0] == 404
 
 
 def test_clean_exit(ctx):
