@@ -19,6 +19,7 @@
 #include "api_ci.h"
 #include "api_compare.h"
 #include "api_handlers.h"
+#include "api_jobs.h"
 #include "api_quota.h"
 #include "api_report.h"
 #include "api_series.h"
@@ -31,8 +32,9 @@
 bool
 tb_api_shares_config(struct tb_api *api, char **err)
 {
-  int64_t rate, burst, ttl, max;
-  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_SHARE_RATE", 0, 1000000, &rate, err) ||
+  int64_t rate, burst, ttl, max, limit;
+  if (!tb_cfg_get_int(api->cfg, "TOKBENCH_LIMIT_SHARES", 0, 100000000, &limit, err) ||
+      !tb_cfg_get_int(api->cfg, "TOKBENCH_SHARE_RATE", 0, 1000000, &rate, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_SHARE_BURST", 1, 10000000, &burst, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_SHARE_TTL_S", 0, INT32_MAX, &ttl, err) ||
       !tb_cfg_get_int(api->cfg, "TOKBENCH_SHARE_MAX_TTL_S", 1, INT32_MAX, &max, err))
@@ -46,6 +48,7 @@ tb_api_shares_config(struct tb_api *api, char **err)
   s->rate_per_s = (double)rate;
   s->ttl_s = ttl;
   s->max_ttl_s = max;
+  s->limit = limit;
   api->shares = s;
   return true;
 }
@@ -273,6 +276,36 @@ reply_made(struct tb_api_req *r, const char *doc, const char *token)
   return ret;
 }
 
+/* True when the project may make one more share (TOKBENCH_LIMIT_SHARES:
+ * counted before the insert, so racing requests may pass it by a few);
+ * else false with 429 limit-reached queued. */
+static bool
+share_room(struct tb_api_req *r, enum MHD_Result *ret)
+{
+  int64_t max = r->api->shares->limit, n = 0;
+  if (max == 0)
+    return true;
+  struct tb_db *db = tb_api_db_get(r);
+  int rc = tb_q_shares_live(db, r->project_id, &n);
+  tb_api_db_put(r, db);
+  if (rc < 0) {
+    *ret = tb_api_reply_db(r, rc);
+    return false;
+  }
+  if (n < max)
+    return true;
+  char d[200];
+  snprintf(d, sizeof d,
+           "this project holds %lld live share links, the most allowed "
+           "(TOKBENCH_LIMIT_SHARES=%lld): revoke one first",
+           (long long)n, (long long)max);
+  r->retry_after_s = TB_API_LIMIT_RETRY_S;
+  *ret = tb_api_reply_error(r, TB_EC_LIMIT_REACHED, d,
+                            json_pack("{s:s,s:s,s:I}", "limit", "share_links", "setting",
+                                      "TOKBENCH_LIMIT_SHARES", "max", (json_int_t)max));
+  return false;
+}
+
 /* Makes the share of w with the body's life and private labels. */
 static enum MHD_Result
 share_create(struct tb_api_req *r, const struct share_what *w, const json_t *body)
@@ -280,7 +313,8 @@ share_create(struct tb_api_req *r, const struct share_what *w, const json_t *bod
   enum MHD_Result ret;
   int64_t secs = 0;
   const json_t *priv = json_object_get(body, "private_labels");
-  if (!share_life(r, body, &secs, &ret) || !private_labels_ok(r, priv, &ret))
+  if (!share_life(r, body, &secs, &ret) || !private_labels_ok(r, priv, &ret) ||
+      !share_room(r, &ret))
     return ret;
   char *token = new_token();
   if (token == NULL)

@@ -37,21 +37,24 @@ struct tb_api_shares {
   double rate_per_s;
   int64_t ttl_s;     /* TOKBENCH_SHARE_TTL_S: a share's life when none is asked; 0 never ends */
   int64_t max_ttl_s; /* TOKBENCH_SHARE_MAX_TTL_S: the longest one may ask */
+  int64_t limit;     /* TOKBENCH_LIMIT_SHARES: live shares per project, 0 no cap */
 };
 
 /* The settings of share links, for the api's tb_cfg table. */
-#define TB_API_SHARES_CFG_KEYS                                                               \
-  { "TOKBENCH_SHARE_RATE", "5",                                                              \
-    "requests per second one share link (GET /s/{token}) may take, from anyone (429 above; " \
-    "0: no limit)",                                                                          \
-    false },                                                                                 \
-    { "TOKBENCH_SHARE_BURST", "20", "requests a share link may take at once above its rate", \
-      false },                                                                               \
-    { "TOKBENCH_SHARE_TTL_S", "2592000",                                                     \
-      "life of a share link that asks for none, in seconds (0: it never expires)", false },  \
-  {                                                                                          \
-    "TOKBENCH_SHARE_MAX_TTL_S", "31536000",                                                  \
-      "the longest life a share link may ask for, in seconds", false                         \
+#define TB_API_SHARES_CFG_KEYS                                                                  \
+  { "TOKBENCH_SHARE_RATE", "5",                                                                 \
+    "requests per second one share link (GET /s/{token}) may take, from anyone (429 above; "    \
+    "0: no limit)",                                                                             \
+    false },                                                                                    \
+    { "TOKBENCH_SHARE_BURST", "20", "requests a share link may take at once above its rate",    \
+      false },                                                                                  \
+    { "TOKBENCH_SHARE_TTL_S", "2592000",                                                        \
+      "life of a share link that asks for none, in seconds (0: it never expires)", false },     \
+    { "TOKBENCH_SHARE_MAX_TTL_S", "31536000",                                                   \
+      "the longest life a share link may ask for, in seconds", false },                         \
+  {                                                                                             \
+    "TOKBENCH_LIMIT_SHARES", "1000",                                                            \
+      "live share links per project, neither revoked nor expired (429 above; 0: no cap)", false \
   }
 
 /* Reads the settings into api->shares (new).  False with *err (new). */

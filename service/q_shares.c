@@ -48,6 +48,23 @@ tb_q_shares_insert(struct tb_db *db, const struct tb_q_shares_new *s, char **doc
   return tb_db_exec_str(db, &st_insert, 10, p, "doc", doc, NULL);
 }
 
+static const struct tb_db_stmt st_live = {
+  "share_live",
+  "SELECT count(*) AS n FROM shares WHERE project_id = $1::uuid AND revoked_at IS NULL "
+  "  AND (expires_at IS NULL OR expires_at > now())",
+};
+
+int
+tb_q_shares_live(struct tb_db *db, const char *project_id, int64_t *n)
+{
+  const char *p[] = { project_id };
+  PGresult *res = NULL;
+  int rc = tb_db_exec(db, &st_live, 1, p, &res);
+  *n = rc > 0 ? tb_db_i64(res, 0, "n") : 0;
+  PQclear(res);
+  return rc;
+}
+
 static const struct tb_db_stmt st_job_owned = {
   "share_job_owned",
   "SELECT 1 AS one FROM jobs WHERE id = $1::uuid AND project_id = $2::uuid",

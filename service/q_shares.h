@@ -11,6 +11,7 @@
 #define TB_Q_SHARES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "db/tb_db.h"
 #include "base/tb_util.h"
@@ -31,6 +32,9 @@ struct tb_q_shares_new {
  * live endpoint): 1 with *doc (new, the share as GET /v1/shares lists it),
  * 0 when one of them is not. */
 int tb_q_shares_insert(struct tb_db *db, const struct tb_q_shares_new *s, char **doc) TB_MUST_CHECK;
+
+/* The project's live shares (neither revoked nor expired) into *n; 1. */
+int tb_q_shares_live(struct tb_db *db, const char *project_id, int64_t *n) TB_MUST_CHECK;
 
 /* 1 when job id is project_id's, else 0. */
 int tb_q_shares_job_owned(struct tb_db *db, const char *id, const char *project_id) TB_MUST_CHECK;

@@ -483,6 +483,30 @@ def test_console_share_button(ctx):
     assert open_share(tok)[0] == 404
 
 
+def test_live_shares_capped_per_project(ctx):
+    """TOKBENCH_LIMIT_SHARES counts a project's live links (neither revoked
+    nor expired): at the cap a new one is 429 limit-reached naming it;
+    revoking one makes room."""
+    setup(ctx)
+    st, lst = call("GET", "/v1/shares")
+    live = sum(1 for x in lst["shares"] if x["state"] == "active")
+    api = harness.Api(ctx, S["pg"], MASTER, env={"TOKBENCH_LIMIT_SHARES": str(live + 1)})
+    path = "/v1/jobs/%s/shares" % job()
+    st, _, one = api.json("POST", path, S["key"], {})
+    assert st == 201, one
+    S.setdefault("tokens", []).append(one["token"])
+    st, h, doc = api.json("POST", path, S["key"], {})
+    assert st == 429 and doc["type"].endswith("/limit-reached"), doc
+    assert doc["setting"] == "TOKBENCH_LIMIT_SHARES" and doc["max"] == live + 1
+    assert int(h["retry-after"]) >= 1
+    st, _, _ = api.json("DELETE", "/v1/shares/%s" % one["id"], S["key"])
+    assert st == 204
+    st, _, two = api.json("POST", path, S["key"], {})
+    assert st == 201, two
+    S["tokens"].append(two["token"])
+    api.stop()
+
+
 def test_clean_exit(ctx):
     """Last: the api that served every page above stops with status 0, the
     sanitizers silent, and no token or endpoint key in its log."""
