@@ -47,6 +47,7 @@ struct tb_api_notify;
 struct tb_api_probes;
 struct tb_api_streams;
 struct tb_api_quota;
+struct tb_api_shares;
 struct tb_api_req;
 
 struct tb_api {
@@ -98,6 +99,8 @@ struct tb_api {
   int64_t schedule_clock_offset_s; /* TOKBENCH_SCHEDULE_CLOCK_OFFSET_S (tests) */
   const char *zoneinfo_dir;        /* TOKBENCH_ZONEINFO_DIR (borrowed from cfg) */
   struct tb_api_schedtick *schedtick;
+  /* issue 35: share links (api_shares.h) */
+  struct tb_api_shares *shares;
 };
 
 /* A handler: see the file comment for what it returns. */

@@ -8,12 +8,41 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "api_compare.h"
 #include "api_handlers.h"
 #include "api_report.h"
 #include "api_result.h"
 #include "render/tb_cmpreport.h"
 #include "result/tb_compare.h"
 #include "db/tb_regress.h"
+
+bool
+tb_api_compare_make(struct tb_api_req *r, const struct tb_api_compare_side *base,
+                    const struct tb_api_compare_side *head, double tol, json_t **cmp,
+                    enum MHD_Result *ret)
+{
+  *cmp = NULL;
+  if (isnan(tol)) {
+    int rc = 0;
+    struct tb_db *db = tb_api_db_get(r);
+    tol = tb_regress_tolerance(db, r->project_id, head->labels, &rc);
+    tb_api_db_put(r, db);
+    if (rc < 0) {
+      *ret = tb_api_reply_db(r, rc);
+      return false;
+    }
+  }
+  char *err = NULL;
+  *cmp = tb_compare(base->doc, head->doc, tol, &err);
+  if (*cmp == NULL) {
+    *ret = tb_api_reply_error(r, TB_EC_INTERNAL, err, NULL);
+    free(err);
+    return false;
+  }
+  json_object_set_new(json_object_get(*cmp, "base"), "job_id", json_string(base->job_id));
+  json_object_set_new(json_object_get(*cmp, "head"), "job_id", json_string(head->job_id));
+  return true;
+}
 
 enum MHD_Result
 tb_api_compare(struct tb_api_req *r)
@@ -27,15 +56,8 @@ tb_api_compare(struct tb_api_req *r)
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "base and head must be job ids (UUIDs)", NULL);
   double tol = NAN;
   const char *t = tb_api_arg(r, "tolerance");
-  if (t != NULL) {
-    char *end = NULL;
-    errno = 0;
-    double pct = strtod(t, &end);
-    if (errno != 0 || end == t || *end != '\0' || !(pct >= 0 && pct < 100))
-      return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "tolerance is a percentage in [0, 100)",
-                                NULL);
-    tol = pct / 100.0;
-  }
+  if (t != NULL && !tb_api_compare_tolerance(t, &tol))
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "tolerance is a percentage in [0, 100)", NULL);
   json_t *base = NULL, *head = NULL, *cmp = NULL;
   char *labels = NULL, *err = NULL, *body = NULL;
   int rc = tb_api_result_doc(r, base_id, &base, NULL);
@@ -50,22 +72,10 @@ tb_api_compare(struct tb_api_req *r)
                              base == NULL ? "no such job: base" : "no such job: head", NULL);
     goto out;
   }
-  if (isnan(tol)) {
-    struct tb_db *db = tb_api_db_get(r);
-    tol = tb_regress_tolerance(db, r->project_id, labels, &rc);
-    tb_api_db_put(r, db);
-    if (rc < 0) {
-      ret = tb_api_reply_db(r, rc);
-      goto out;
-    }
-  }
-  cmp = tb_compare(base, head, tol, &err);
-  if (cmp == NULL) {
-    ret = tb_api_reply_error(r, TB_EC_INTERNAL, err, NULL);
+  const struct tb_api_compare_side bs = { .job_id = base_id, .doc = base },
+                                   hs = { .job_id = head_id, .doc = head, .labels = labels };
+  if (!tb_api_compare_make(r, &bs, &hs, tol, &cmp, &ret))
     goto out;
-  }
-  json_object_set_new(json_object_get(cmp, "base"), "job_id", json_string(base_id));
-  json_object_set_new(json_object_get(cmp, "head"), "job_id", json_string(head_id));
   size_t len = 0;
   body = tb_cmpreport_render(cmp, f, &len, &err);
   ret = tb_api_report_reply(r, f, body, len, err);
@@ -77,4 +87,16 @@ out:
   json_decref(base);
   json_decref(head);
   return ret;
+}
+
+bool
+tb_api_compare_tolerance(const char *t, double *tol)
+{
+  char *end = NULL;
+  errno = 0;
+  double pct = strtod(t, &end);
+  if (errno != 0 || end == t || *end != '\0' || !(pct >= 0 && pct < 100))
+    return false;
+  *tol = pct / 100.0;
+  return true;
 }

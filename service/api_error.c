@@ -50,6 +50,8 @@ static const struct tb_api_error_def defs[TB_EC_COUNT_] = {
   /* issue 25: uploaded traces */
   [TB_EC_TRACE_IN_USE] = { MHD_HTTP_CONFLICT, "trace-in-use",
                            "A queued or running job names the trace" },
+  /* issue 35: share links */
+  [TB_EC_SHARE_EXPIRED] = { MHD_HTTP_GONE, "share-expired", "The share link has expired" },
 };
 
 const struct tb_api_error_def *

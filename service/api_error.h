@@ -40,6 +40,8 @@ enum tb_api_ec {
   TB_EC_JOB_TOO_LARGE, /* 422 the job is over a size limit (+ limit) */
   /* issue 25: uploaded traces (api_traces.c) */
   TB_EC_TRACE_IN_USE, /* 409 a queued or running job names the trace */
+  /* issue 35: share links (api_shares.c) */
+  TB_EC_SHARE_EXPIRED, /* 410 the share link has expired */
   TB_EC_COUNT_,
 };
 

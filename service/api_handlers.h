@@ -94,5 +94,13 @@ enum MHD_Result tb_api_schedules_list(struct tb_api_req *r);
 enum MHD_Result tb_api_schedules_get(struct tb_api_req *r);
 enum MHD_Result tb_api_schedules_patch(struct tb_api_req *r);
 enum MHD_Result tb_api_schedules_delete(struct tb_api_req *r);
+/* api_shares.c, api_sharepage.c: share links (issue 35); shared parts in
+ * api_shares.h */
+enum MHD_Result tb_api_shares_job(struct tb_api_req *r);
+enum MHD_Result tb_api_shares_compare(struct tb_api_req *r);
+enum MHD_Result tb_api_shares_endpoint(struct tb_api_req *r);
+enum MHD_Result tb_api_shares_list(struct tb_api_req *r);
+enum MHD_Result tb_api_shares_revoke(struct tb_api_req *r);
+enum MHD_Result tb_api_shares_open(struct tb_api_req *r);
 
 #endif

@@ -57,18 +57,13 @@ tb_api_report_format(struct tb_api_req *r, enum tb_report_format dflt, enum tb_r
   return true;
 }
 
-/* The HTML of a report allows no script, no remote anything. */
-static const char report_csp[] =
-  "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
-  "form-action 'none'";
-
 enum MHD_Result
 tb_api_report_reply(struct tb_api_req *r, enum tb_report_format f, char *body, size_t len,
                     const char *err)
 {
   if (body == NULL)
     return tb_api_reply_error(r, TB_EC_INTERNAL, err ? err : "cannot render", NULL);
-  const char *html_headers[] = { "Content-Security-Policy", report_csp, NULL };
+  const char *html_headers[] = { "Content-Security-Policy", TB_API_REPORT_CSP, NULL };
   enum MHD_Result ret = tb_api_reply(r, MHD_HTTP_OK, tb_report_content_type(f), body, len,
                                      f == TB_REPORT_HTML ? html_headers : NULL);
   return ret;

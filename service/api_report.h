@@ -23,6 +23,12 @@
 bool tb_api_report_format(struct tb_api_req *r, enum tb_report_format dflt,
                           enum tb_report_format *f, enum MHD_Result *ret) TB_MUST_CHECK;
 
+/* The Content-Security-Policy of a report's HTML (and of a share link's
+ * page): no script, no remote anything. */
+#define TB_API_REPORT_CSP                                                           \
+  "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; " \
+  "form-action 'none'"
+
 /* Replies 200 with body (borrowed; len bytes) in format f (HTML with a
  * Content-Security-Policy that allows no script), or 500 with err when body
  * is NULL. */

@@ -134,6 +134,22 @@ static const struct tb_api_route routes[] = {
     .json_body = true,
     .fn = tb_api_schedules_patch },
   { .method = "DELETE", .path = "/v1/schedules/{id}", .scope = W, .fn = tb_api_schedules_delete },
+  /* Share links (issue 35, api_shares.h).  The body of a job's or an
+   * endpoint's share is optional; GET /s/{name} asks no key: the token in
+   * the path is the share's. */
+  { .method = "POST", .path = "/v1/jobs/{id}/shares", .scope = W, .fn = tb_api_shares_job },
+  { .method = "POST",
+    .path = "/v1/compare/shares",
+    .scope = W,
+    .json_body = true,
+    .fn = tb_api_shares_compare },
+  { .method = "POST",
+    .path = "/v1/endpoints/{id}/shares",
+    .scope = W,
+    .fn = tb_api_shares_endpoint },
+  { .method = "GET", .path = "/v1/shares", .scope = R, .fn = tb_api_shares_list },
+  { .method = "DELETE", .path = "/v1/shares/{id}", .scope = W, .fn = tb_api_shares_revoke },
+  { .method = "GET", .path = "/s/{name}", .fn = tb_api_shares_open },
 };
 
 bool

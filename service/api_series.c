@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "api_handlers.h"
+#include "api_series.h"
 #include "api_report.h"
 #include "q_endpoints.h"
 #include "result/tb_compare.h"
@@ -198,6 +199,46 @@ matrix_series(struct tb_api_req *r, const char *ep, const char *ltxt, const char
   return 0;
 }
 
+const struct tb_compare_metric *
+tb_api_series_metric(const char *phase, const char *metric)
+{
+  size_t nm;
+  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm);
+  for (size_t i = 0; i < nm; i++)
+    if (strcmp(m[i].phase, phase) == 0 &&
+        (metric == NULL ? (m[i].higher_better) : strcmp(m[i].name, metric) == 0))
+      return &m[i];
+  return NULL;
+}
+
+int
+tb_api_series_doc(struct tb_api_req *r, const struct tb_api_series_query *q, json_t **out)
+{
+  *out = NULL;
+  struct tb_db *db = tb_api_db_get(r);
+  int own = tb_q_endpoints_owned(db, q->endpoint_id, r->project_id);
+  tb_api_db_put(r, db);
+  if (own <= 0)
+    return own;
+  char *ltxt = json_dumps(q->labels, JSON_COMPACT | JSON_SORT_KEYS);
+  json_t *doc =
+    json_pack("{s:s, s:O, s:s, s:s, s:s, s:s}", "endpoint_id", q->endpoint_id, "labels", q->labels,
+              "phase", q->phase, "metric", q->metric->name, "better",
+              q->metric->higher_better ? "higher" : "lower", "scope", q->cell ? "cell" : "matrix");
+  json_object_set_new(doc, "context", q->cell ? json_integer(q->context) : json_null());
+  json_object_set_new(doc, "concurrency", q->cell ? json_integer(q->concurrency) : json_null());
+  int rc = q->cell ? cell_series(r, q->endpoint_id, ltxt, q->phase, q->context, q->concurrency,
+                                 q->metric->name, doc)
+                   : matrix_series(r, q->endpoint_id, ltxt, q->phase, q->metric, doc);
+  free(ltxt);
+  if (rc < 0) {
+    json_decref(doc);
+    return rc;
+  }
+  *out = doc;
+  return 1;
+}
+
 enum MHD_Result
 tb_api_series(struct tb_api_req *r)
 {
@@ -217,20 +258,9 @@ tb_api_series(struct tb_api_req *r)
                               NULL);
   if (conc != NULL && !tb_parse_i64(conc, 1, 1 << 20, &concurrency))
     return tb_api_reply_error(r, TB_EC_BAD_REQUEST, "concurrency is a positive integer", NULL);
-  size_t nm;
-  const struct tb_compare_metric *m = tb_compare_verdict_metrics(&nm), *mm = NULL;
-  for (size_t i = 0; i < nm; i++)
-    if (strcmp(m[i].phase, phase) == 0 &&
-        (metric == NULL ? (m[i].higher_better) : strcmp(m[i].name, metric) == 0)) {
-      mm = &m[i];
-      break;
-    }
+  const struct tb_compare_metric *mm = tb_api_series_metric(phase, metric);
   if (mm == NULL)
-    return tb_api_reply_error(r, TB_EC_BAD_REQUEST,
-                              "metric is one of the phase's: prompt_tps, ttft_ms (prefill); "
-                              "total_tps, ttft_p50_ms, tbt_p50_ms, cost_per_m_output_tokens, "
-                              "cost_per_m_tokens, j_per_output_token (decode)",
-                              NULL);
+    return tb_api_reply_error(r, TB_EC_BAD_REQUEST, TB_API_SERIES_METRICS, NULL);
   json_t *lj = NULL;
   if (labels != NULL) {
     if (strlen(labels) <= SERIES_LABELS_MAX)
@@ -243,27 +273,18 @@ tb_api_series(struct tb_api_req *r)
   } else {
     lj = json_object();
   }
-  struct tb_db *db = tb_api_db_get(r);
-  int own = tb_q_endpoints_owned(db, ep, r->project_id);
-  tb_api_db_put(r, db);
+  const struct tb_api_series_query q = { .endpoint_id = ep,
+                                         .labels = lj,
+                                         .phase = phase,
+                                         .cell = ctx != NULL,
+                                         .context = context,
+                                         .concurrency = concurrency,
+                                         .metric = mm };
+  json_t *doc = NULL;
+  int rc = tb_api_series_doc(r, &q, &doc);
+  json_decref(lj);
   enum MHD_Result ret;
-  if (!tb_api_found(r, own, "no such endpoint", &ret)) {
-    json_decref(lj);
+  if (!tb_api_found(r, rc, "no such endpoint", &ret))
     return ret;
-  }
-  char *ltxt = json_dumps(lj, JSON_COMPACT | JSON_SORT_KEYS);
-  json_t *doc =
-    json_pack("{s:s, s:o, s:s, s:s, s:s, s:s}", "endpoint_id", ep, "labels", lj, "phase", phase,
-              "metric", mm->name, "better", mm->higher_better ? "higher" : "lower", "scope",
-              ctx != NULL ? "cell" : "matrix");
-  json_object_set_new(doc, "context", ctx != NULL ? json_integer(context) : json_null());
-  json_object_set_new(doc, "concurrency", ctx != NULL ? json_integer(concurrency) : json_null());
-  int rc = ctx != NULL ? cell_series(r, ep, ltxt, phase, context, concurrency, mm->name, doc)
-                       : matrix_series(r, ep, ltxt, phase, mm, doc);
-  free(ltxt);
-  if (rc < 0) {
-    json_decref(doc);
-    return tb_api_reply_db(r, rc);
-  }
   return tb_api_reply_json(r, MHD_HTTP_OK, doc, NULL);
 }

@@ -47,6 +47,7 @@
 #include "api_probe.h"
 #include "api_quota.h"
 #include "api_schedules.h"
+#include "api_shares.h"
 #include "api_streams.h"
 #include "api_traces.h"
 #include "api_web.h"
@@ -136,6 +137,8 @@ static const struct tb_cfg_key api_keys[] = {
   TB_TRACESTORE_CFG_KEYS,
   /* issue 35: schedules (api_schedules.h) */
   TB_API_SCHEDULE_CFG_KEYS,
+  /* issue 35: share links (api_shares.h) */
+  TB_API_SHARES_CFG_KEYS,
 };
 
 /* libmicrohttpd's per-connection pool (request line, headers, read buffer;
@@ -423,6 +426,14 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
   return dispatch(r);
 }
 
+/* The path a request's log line shows: a share link's token is a secret
+ * (issue 35), so /s/{token} is logged without it. */
+static const char *
+log_path(const char *url)
+{
+  return url != NULL && strncmp(url, "/s/", 3) == 0 ? "/s/(token)" : url;
+}
+
 static void
 completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe)
 {
@@ -442,8 +453,8 @@ completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestT
   tb_metrics_request(r->route != NULL ? r->route->path : "unmatched", r->method, r->status,
                      (double)us / 1e6);
   tb_log(TB_LOG_INFO, "request", "request_id", TB_LS, r->request_id, "method", TB_LS, r->method,
-         "path", TB_LS, r->url, "status", TB_LI, (int64_t)r->status, "us", TB_LI, us, "key", TB_LS,
-         r->authed ? r->key_id : NULL, "completed", TB_LI,
+         "path", TB_LS, log_path(r->url), "status", TB_LI, (int64_t)r->status, "us", TB_LI, us,
+         "key", TB_LS, r->authed ? r->key_id : NULL, "completed", TB_LI,
          (int64_t)(toe == MHD_REQUEST_TERMINATED_COMPLETED_OK), NULL);
   if (r->state_free != NULL)
     r->state_free(r->state);
@@ -611,7 +622,7 @@ read_others(struct tb_api *api, struct api_start *st)
   if (!tb_egress_install_cfg(api->cfg, &err) ||
       !tb_http_set_ca_file(tb_cfg_get(api->cfg, "TOKBENCH_CA_FILE"), &err) ||
       !tb_tenancy_from_cfg(&api->tenancy, api->cfg, &err) || !tb_api_traces_config(api, &err) ||
-      !tb_api_schedules_config(api, &err)) {
+      !tb_api_schedules_config(api, &err) || !tb_api_shares_config(api, &err)) {
     fprintf(stderr, "tokbench-api: %s\n", err);
     free(err);
     return false;
@@ -731,6 +742,7 @@ shut_down(struct tb_api *api)
   tb_api_jobcache_free(api->jobs_cache);
   tb_api_streams_free(api->streams);
   tb_api_quota_free(api->quota);
+  tb_api_shares_free(api->shares);
   tb_api_conns_free(&api->conns);
   for (char **p = api->cors_origins; p != NULL && *p != NULL; p++)
     free(*p);

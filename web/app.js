@@ -9,6 +9,8 @@
  * - The job page follows GET /v1/jobs/{id}/events: Server-Sent Events read
  *   with fetch() streaming, because EventSource cannot send the
  *   Authorization header; it reconnects with Last-Event-ID.
+ * - The job page makes read-only share links (POST /v1/jobs/{id}/shares)
+ *   and revokes them.
  * - Reports are the server's HTML (GET /v1/jobs/{id}/report), shown in a
  *   sandboxed iframe through srcdoc: no script can run in it.
  * - Every value from the API is put into the page as text (textContent),
@@ -162,6 +164,7 @@ async function viewJob(id) {
   let job;
   try { job = await apiJson("/v1/jobs/" + encodeURIComponent(id)); }
   catch (e) { $("#job-error").textContent = e.message; return; }
+  $("#share-btn").addEventListener("click", () => share(id, job.labels || {}));
   renderJob(job);
   await loadReport(id);
   if (!TERMINAL.has(job.state)) follow(id, job);
@@ -401,6 +404,32 @@ async function download(id, format) {
     a.download = "tokbench-" + id + "." + (format === "md" ? "md" : format);
     document.body.append(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (e) { $("#job-error").textContent = e.message; }
+}
+
+/* A read-only link to the job's report for people without a key
+ * (POST /v1/jobs/{id}/shares): its URL holds the token, shown this once;
+ * Revoke deletes the share, and the link answers 404 from then on. */
+async function share(id, labels) {
+  const body = $("#share-private").checked ? { private_labels: Object.keys(labels) } : {};
+  try {
+    const s = await apiJson("/v1/jobs/" + encodeURIComponent(id) + "/shares", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const url = $("#share-url");
+    url.value = s.url;
+    $("#share-note").textContent = "anyone with the link can read this report" +
+      (s.expires_at ? " until " + fmtTime(s.expires_at) : "") + "; it is shown only now";
+    $("#share-out").hidden = false;
+    url.focus(); url.select();
+    const revoke = $("#share-revoke");
+    revoke.disabled = false;
+    revoke.onclick = async () => {
+      try {
+        await api("/v1/shares/" + encodeURIComponent(s.id), { method: "DELETE" });
+        $("#share-note").textContent = "revoked: the link opens nothing now";
+        revoke.disabled = true;
+      } catch (e) { $("#job-error").textContent = e.message; }
+    };
   } catch (e) { $("#job-error").textContent = e.message; }
 }
 

@@ -614,13 +614,13 @@ static const char html_css[] =
 void
 tb_render_html_head(struct tb_render_buf *b, const char *title)
 {
-  tb_render_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+  tb_render_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">" TB_RENDER_HEAD_MARK
                     "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
                     "<title>");
   tb_render_html(b, title);
   tb_render_puts(b, "</title><style>");
   tb_render_puts(b, html_css);
-  tb_render_puts(b, "</style></head>\n<body><main>\n");
+  tb_render_puts(b, "</style></head>\n" TB_RENDER_BODY_MARK);
 }
 
 /* ------------------------------------------------------------------ JSON */

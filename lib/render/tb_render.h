@@ -187,7 +187,12 @@ char *tb_render_title_line(const json_t *d);
 char *tb_render_engine_line(const json_t *d);
 
 /* The start of an HTML page (doctype, <head> with the escaped title and the
- * reports' style sheet) up to and including "<body><main>". */
+ * reports' style sheet) up to and including "<body><main>".  It holds
+ * TB_RENDER_HEAD_MARK and TB_RENDER_BODY_MARK once each: a share link's
+ * page (tb_sharepage) adds its meta tags after the first and its lines
+ * after the second. */
+#define TB_RENDER_HEAD_MARK "<head><meta charset=\"utf-8\">"
+#define TB_RENDER_BODY_MARK "<body><main>\n"
 void tb_render_html_head(struct tb_render_buf *b, const char *title);
 /* The document as indented JSON and a newline (marks b over if it cannot be
  * serialised). */

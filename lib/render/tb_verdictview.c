@@ -20,10 +20,8 @@
 #define HIST_H 90.0
 #define HIST_M 6.0
 
-/* A series' recent values (a JSON array of numbers) as a small line chart,
- * the last (this job's) point in red. */
-static void
-history_chart(struct tb_render_buf *b, const char *title, const json_t *hist)
+void
+tb_verdictview_history_chart(struct tb_render_buf *b, const char *title, const json_t *hist)
 {
   size_t n = json_array_size(hist);
   double lo, hi;
@@ -65,15 +63,15 @@ verdict_charts(struct tb_render_buf *b, const json_t *r, const json_t *cells)
   tb_render_puts(b, "<div class=\"charts\">");
   const json_t *mh =
     json_object_get(json_object_get(json_object_get(r, "matrix"), "total_tps"), "history");
-  history_chart(b, "The matrix: total tok/s, geometric mean over each cell's median, run by run",
-                mh);
+  tb_verdictview_history_chart(
+    b, "The matrix: total tok/s, geometric mean over each cell's median, run by run", mh);
   for (size_t i = 0, shown = 0; i < json_array_size(cells) && shown < 4; i++) {
     const json_t *g = json_array_get(cells, i);
     const json_t *hist = json_object_get(g, "history");
     if (json_array_size(hist) < 2)
       continue;
     char *why = tb_regdoc_why(g);
-    history_chart(b, why, hist);
+    tb_verdictview_history_chart(b, why, hist);
     free(why);
     shown++;
   }

@@ -25,4 +25,10 @@
 void tb_verdictview_md(struct tb_render_buf *b, const json_t *regressions);
 void tb_verdictview_html(struct tb_render_buf *b, const json_t *regressions);
 
+/* A series' values (hist, borrowed: a JSON array of numbers) as a small
+ * line chart (320 x 90) in a <figure> captioned title, the last point (the
+ * newest) in red; nothing with fewer than two points.  Also an endpoint's
+ * history on a share link's page (tb_seriesview). */
+void tb_verdictview_history_chart(struct tb_render_buf *b, const char *title, const json_t *hist);
+
 #endif

@@ -76,6 +76,8 @@ def test_make_run_quickstart_and_ctrl_c(ctx):
     out = r.stdout
     assert '"state":"succeeded"' in out, out
     assert "## Speed test matrix" in out and "### Sustained decode" in out, out
+    # the share link's Markdown, fetched with no key, is the report again
+    assert out.count("## Speed test matrix") == 2, out
     assert "event: state" in out or '"state"' in out
     doc = open(os.path.join(work, "result.json")).read()
     assert '"cells"' in doc and '"valid"' in doc
