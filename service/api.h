@@ -48,6 +48,7 @@ struct tb_api_probes;
 struct tb_api_streams;
 struct tb_api_quota;
 struct tb_api_req;
+struct tb_sign_key;
 
 struct tb_api {
   struct tb_cfg *cfg;
@@ -91,6 +92,8 @@ struct tb_api {
   size_t trace_max_memory;   /* TOKBENCH_TRACE_MAX_MEMORY: one trace's reading */
   int64_t limit_traces;      /* TOKBENCH_LIMIT_TRACES: per project, 0 = no cap */
   int64_t limit_trace_bytes; /* TOKBENCH_LIMIT_TRACE_BYTES: per project, 0 = no cap */
+  /* issue 35: the key finished results are signed with (api_signkeys.h), or NULL */
+  struct tb_sign_key *sign_key;
 };
 
 /* A handler: see the file comment for what it returns. */

@@ -1,6 +1,7 @@
 /*
  * api_result: GET /v1/jobs/{id}/result, and the one reader of a job's
- * document (tb_api_result_doc) that /report and /v1/compare render.  The
+ * document (tb_api_result_doc) that /report and /v1/compare render, signed
+ * when the job has finished (api_signkeys.h; imports aside).  The
  * document itself is built by lib/result/tb_jobdoc, which also holds the words for
  * states (queued ... cancelled) and statuses (complete ... running).  The
  * statement: service/q_result.c.
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 
 #include "api_handlers.h"
+#include "api_signkeys.h"
 #include "q_result.h"
 #include "result/tb_jobdoc.h"
 
@@ -38,6 +40,8 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
     .cells_total = total,
   };
   *doc = tb_jobdoc_build(&row);
+  if (tb_jobdoc_terminal(j.state) && !j.imported) /* issue 35: a finished result, signed */
+    tb_api_signkeys_sign(r, *doc);
   if (labels != NULL)
     *labels = tb_xstrdup(j.labels != NULL ? j.labels : "");
   tb_q_result_job_clear(&j);

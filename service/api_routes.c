@@ -119,6 +119,9 @@ static const struct tb_api_route routes[] = {
   { .method = "GET", .path = "/v1/traces", .scope = R, .fn = tb_api_traces_list },
   { .method = "GET", .path = "/v1/traces/{id}", .scope = R, .fn = tb_api_traces_get },
   { .method = "DELETE", .path = "/v1/traces/{id}", .scope = W, .fn = tb_api_traces_delete },
+
+  /* Signed results (issue 35): the public keys, no API key asked. */
+  { .method = "GET", .path = "/v1/signing-keys", .fn = tb_api_signing_keys },
 };
 
 bool
