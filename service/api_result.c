@@ -14,6 +14,27 @@
 #include "api_signkeys.h"
 #include "q_result.h"
 #include "result/tb_jobdoc.h"
+#include "result/tb_provenance.h"
+
+/* A job that ended with no document of the engine's (cancelled before a
+ * worker took it, failed before its run) still says what is known of it:
+ * the spec's hash and the api's build; the rest is unknown, for that
+ * reason (lib/result/tb_provenance). */
+static void
+provenance(json_t *doc, const char *spec_text)
+{
+  if (json_object_get(doc, "provenance") != NULL)
+    return;
+  struct tb_provenance_run none = {
+    .gpus_why = "the job ended before a run (see error)",
+  };
+  json_t *p = tb_provenance_new(&none), *spec = NULL;
+  if (spec_text != NULL)
+    spec = json_loads(spec_text, 0, NULL);
+  tb_provenance_set_spec(p, spec, "tokbench-api");
+  json_decref(spec);
+  json_object_set_new(doc, "provenance", p);
+}
 
 int
 tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **labels)
@@ -40,8 +61,10 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
     .cells_total = total,
   };
   *doc = tb_jobdoc_build(&row);
-  if (tb_jobdoc_terminal(j.state) && !j.imported) /* issue 35: a finished result, signed */
+  if (tb_jobdoc_terminal(j.state) && !j.imported) { /* issue 35 */
+    provenance(*doc, j.spec);
     tb_api_signkeys_sign(r, *doc);
+  }
   if (labels != NULL)
     *labels = tb_xstrdup(j.labels != NULL ? j.labels : "");
   tb_q_result_job_clear(&j);

@@ -7,6 +7,7 @@ every leaf of its result (each number, string and bool of the cells and the
 provenance, each element of a sample list) is changed in turn: each change
 fails.  Keys rotate (a new key file, a new kid; the old still verifies) and
 are revoked with `tokbench signing-keys revoke`."""
+import hashlib
 import json
 import os
 import stat
@@ -16,7 +17,48 @@ import time
 import harness
 from harness import http, wait_until
 
+
+def es_number(d):
+    """A number as ECMAScript's Number.prototype.toString (RFC 8785's form),
+    from Python's shortest repr."""
+    if isinstance(d, int) and abs(d) <= 2 ** 53:
+        return str(d)
+    d = float(d)
+    if d == 0:
+        return "0"
+    r = repr(abs(d))
+    m, e = (r.split("e") + ["0"])[:2]
+    ip, fp = (m.split(".") + [""])[:2]
+    allds = ip + fp
+    lead = len(allds) - len(allds.lstrip("0"))
+    n = len(ip) - lead + int(e)
+    digits = allds.lstrip("0").rstrip("0") or "0"
+    k = len(digits)
+    s = "-" if d < 0 else ""
+    if k <= n <= 21:
+        return s + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return s + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return s + "0." + "0" * -n + digits
+    x = n - 1
+    return s + digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + ("+" if x >= 0 else "-") + str(abs(x))
+
+
+def jcs(v):
+    """RFC 8785 for the values a job spec holds (ASCII member names)."""
+    if isinstance(v, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + jcs(v[k]) for k in sorted(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(jcs(x) for x in v) + "]"
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    if isinstance(v, (int, float)):
+        return es_number(v)
+    return json.dumps(v, ensure_ascii=False)
+
 MASTER = "5b" * 32
+SECRET = "sk-not-in-any-result-123"
 SPEC = {"contexts": [512, "1k"], "concurrency": [1, 2], "prefill_contexts": [512],
         "duration_s": 0.3, "settle_s": 0.05, "max_output": 128}
 S = {}
@@ -47,7 +89,8 @@ def setup(ctx):
     S["sim"] = ctx.sim("tiny")
     st, doc = call("POST", "/v1/endpoints", {
         "name": "sim-sign", "base_url": S["sim"].url,
-        "launch_command": "vllm serve tiny --api-key sk-not-in-any-result-123",
+        "launch_command": "vllm serve tiny --api-key " + SECRET,
+        "telemetry_url": S["sim"].url + "/sim/dcgm/metrics",
         "hardware": {"gpu": "Simulated GPU", "count": 1}})
     assert st == 201, doc
     S["ep"] = doc["id"]
@@ -140,6 +183,69 @@ def test_finished_result_verifies(ctx):
     with open(rep, "wb") as f:
         f.write(data)
     assert verify(rep, kf).returncode == 0, data[:300]
+
+
+def test_provenance_of_a_job(ctx):
+    """Every fact of the block, each with its source, and who ran each cell."""
+    setup(ctx)
+    if "job" not in S:
+        S["job"] = run_job()
+    _, doc = fetch_result(ctx, S["job"], "prov.json")
+    p = doc["provenance"]
+    assert SECRET not in json.dumps(doc)
+    # the build
+    t = p["tokbench"]
+    assert t["version"] == doc["tokbench_version"] and t["binary"] == "tokbench-worker"
+    head = subprocess.run(["git", "-C", harness.ROOT, "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode == 0:
+        assert len(t["git_commit"]) == 40 and isinstance(t["git_dirty"], bool)
+    assert t["compiler"].startswith(("gcc ", "clang "))
+    for lib in ("openssl", "libcurl", "jansson", "libpq", "libmicrohttpd"):
+        assert t["libraries"][lib] != "unknown", t
+    # the hash of the job's spec as stored, in its RFC 8785 form
+    spec = json.loads(S["pg"].psql("SELECT spec::text FROM jobs WHERE id = '%s'" % S["job"]))
+    assert p["job_spec_sha256"] == hashlib.sha256(jcs(spec).encode()).hexdigest()
+    # what discovery read, each with where from
+    d = p["discovery"]
+    assert d["engine"] == {"value": "vllm", "source": "GET /version"}, d["engine"]
+    assert d["model"] == {"value": doc["model"]["served"], "source": "GET /v1/models"}
+    assert d["max_model_len"]["value"] == doc["model"]["max_model_len"]
+    assert d["kv_budget_tokens"]["value"] == doc["capacity"]["kv_budget_tokens"]
+    assert "cache_config_info" in d["kv_budget_tokens"]["source"]
+    assert d["max_running_requests"]["value"] == "unknown" and d["max_running_requests"]["source"]
+    for k, f in d.items():
+        assert set(f) == {"value", "source"} and f["source"], (k, f)
+    assert p["simulator"]["value"] is True and "/sim/stats" in p["simulator"]["source"]
+    assert p["launch_command"]["value"] == doc["launch_command"]
+    assert "<redacted>" in p["launch_command"]["value"] or SECRET not in p["launch_command"]["value"]
+    # the GPUs of the sim's dcgm-exporter telemetry
+    g = p["gpu"]
+    assert g["count"] >= 1 and g["driver"] == "550.90.07" and g["name"] != "unknown", g
+    # every cell: the worker, its attempt, its clock offset to the database
+    keys = [(c["phase"], c["context"], c["concurrency"]) for c in doc["cells"]]
+    assert [(c["phase"], c["context"], c["concurrency"]) for c in p["cells"]] == keys
+    for c in p["cells"]:
+        assert c["worker"] == "w-sign" and c["attempt"] == 1, c
+        assert isinstance(c["clock_offset_ms"], float) and abs(c["clock_offset_ms"]) < 1000, c
+        assert 0 <= c["clock_uncertainty_ms"] < 1000 and "tb_clock" in c["clock_source"]
+
+
+def test_cli_run_provenance(ctx):
+    """tokbench run: no worker, no database: "cli" and unknown offsets."""
+    setup(ctx)
+    out = os.path.join(ctx.tmp, "cli.json")
+    r = cli("run", "--url", S["sim"].url, "--contexts", "512", "--concurrency", "1",
+            "--prefill-contexts", "512", "--duration", "0.3", "--settle", "0.05",
+            "--max-output", "64", "--output", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with open(out) as f:
+        p = json.load(f)["provenance"]
+    assert p["tokbench"]["binary"] == "tokbench run"
+    assert len(p["job_spec_sha256"]) == 64 and p["simulator"]["value"] is True
+    assert p["gpu"]["count"] == "unknown" and "telemetry_url" in p["gpu"]["source"]
+    assert p["cells"] and all(c["worker"] == "cli" and c["clock_offset_ms"] == "unknown"
+                              for c in p["cells"]), p["cells"]
 
 
 def leaves(v, path=()):
@@ -274,6 +380,13 @@ def test_cancelled_and_imported(ctx):
     path, doc = fetch_result(ctx, jid, "cancelled.json")
     assert doc["status"] == "cancelled" and doc["signature"]["kid"] == S["kid"]
     assert verify(path).returncode == 0
+    # its provenance: what the api knows (the spec), the rest unknown and why
+    p = doc["provenance"]
+    spec = json.loads(S["pg"].psql("SELECT spec::text FROM jobs WHERE id = '%s'" % jid))
+    assert p["job_spec_sha256"] == hashlib.sha256(jcs(spec).encode()).hexdigest()
+    assert p["tokbench"]["binary"] == "tokbench-api"
+    assert p["discovery"]["engine"]["value"] == "unknown"
+    assert "no discovery" in p["discovery"]["engine"]["source"]
     # a running (or queued) job's document is not signed: it is not a result yet
     # an import is not signed by this service
     st, doc = call("POST", "/v1/results", {"endpoint_id": S["ep"], "result": {
