@@ -131,10 +131,10 @@ $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 # What the binaries were built from (lib/base/tb_build, a result's
 # provenance): the commit and the libraries' versions.  Run every build;
 # the header changes (and tb_build.o is rebuilt) only when its text does.
-$(BUILD)/gen/tb_buildinfo.h: FORCE
+$(BUILD)/gen/base/tb_buildinfo.h: FORCE
 	@mkdir -p $(@D)
 	@scripts/buildinfo.sh $@ $(PKGS)
-$(BUILD)/lib/base/tb_build.o: $(BUILD)/gen/tb_buildinfo.h
+$(BUILD)/lib/base/tb_build.o: $(BUILD)/gen/base/tb_buildinfo.h
 FORCE:
 
 $(BUILD)/tests/%: tests/unit/%.c $(APP_ARCHIVES) $(BUILD)/libtokbench.a

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "tb_buildinfo.h"
+#include "base/tb_buildinfo.h" /* generated: $(BUILD)/gen/base/ */
 
 #if defined(__clang__)
 #define COMPILER "clang " __clang_version__

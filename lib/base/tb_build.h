@@ -1,6 +1,6 @@
 /*
  * tb_build: what this binary was built from (issue 35, item 3), baked in at
- * build time: the Makefile writes $(BUILD)/gen/tb_buildinfo.h with
+ * build time: the Makefile writes $(BUILD)/gen/base/tb_buildinfo.h with
  * scripts/buildinfo.sh (the git commit and whether the tree had local
  * changes, or "unknown" outside a git work tree of its own; each linked
  * library's version from pkg-config), and the compiler names itself
