@@ -109,7 +109,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test check check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
+.PHONY: FORCE all deps run test check check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -127,6 +127,15 @@ $(GEN_SRC): $(sort $(wildcard sql/*.sql)) scripts/embed-sql.sh
 	scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@.tmp && mv $@.tmp $@
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# What the binaries were built from (lib/base/tb_build, a result's
+# provenance): the commit and the libraries' versions.  Run every build;
+# the header changes (and tb_build.o is rebuilt) only when its text does.
+$(BUILD)/gen/base/tb_buildinfo.h: FORCE
+	@mkdir -p $(@D)
+	@scripts/buildinfo.sh $@ $(PKGS)
+$(BUILD)/lib/base/tb_build.o: $(BUILD)/gen/base/tb_buildinfo.h
+FORCE:
 
 $(BUILD)/tests/%: tests/unit/%.c $(APP_ARCHIVES) $(BUILD)/libtokbench.a
 	@mkdir -p $(@D)

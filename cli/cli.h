@@ -18,7 +18,9 @@ int tb_cli_run(int argc, char **argv);
 int tb_cli_report(int argc, char **argv);  /* cmd_report.c */
 int tb_cli_compare(int argc, char **argv); /* cmd_report.c */
 int tb_cli_keys(int argc, char **argv);
-int tb_cli_submit(int argc, char **argv);     /* cmd_submit.c */
-int tb_cli_spec_table(int argc, char **argv); /* cmd_spec.c: tb_spec's table as JSON */
+int tb_cli_submit(int argc, char **argv);       /* cmd_submit.c */
+int tb_cli_spec_table(int argc, char **argv);   /* cmd_spec.c: tb_spec's table as JSON */
+int tb_cli_verify(int argc, char **argv);       /* cmd_verify.c: a signed result */
+int tb_cli_signing_keys(int argc, char **argv); /* cmd_signkeys.c: list, revoke */
 
 #endif

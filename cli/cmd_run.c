@@ -30,6 +30,7 @@
 #include "engine/tb_engine.h"
 #include "net/tb_http.h"
 #include "render/tb_table.h"
+#include "result/tb_provenance.h"
 #include "base/tb_util.h"
 
 #define KEY_FILE_MAX 4096
@@ -562,6 +563,27 @@ run_target(struct run *r)
   return true;
 }
 
+/* What the engine's provenance block leaves to the program that ran it
+ * (lib/result/tb_provenance): the spec's hash (the flags as a job spec),
+ * and who ran each cell: this process, "cli", with no database to hold a
+ * clock offset against. */
+static void
+provenance(struct run *r)
+{
+  json_t *prov = json_object_get(r->result, "provenance");
+  if (prov == NULL)
+    return;
+  tb_provenance_set_spec(prov, r->spec, "tokbench run");
+  json_t *cells = json_array();
+  size_t i;
+  const json_t *c;
+  json_array_foreach (json_object_get(r->result, "cells"), i, c)
+    json_array_append_new(cells,
+                          tb_provenance_cell(c, "cli", 0, false, 0, 0,
+                                             "tokbench run: no database to measure an offset to"));
+  tb_provenance_set_cells(prov, cells);
+}
+
 /* The matrix run with its progress, then its result written and printed;
  * the exit status. */
 static int
@@ -587,6 +609,7 @@ run_matrix(struct run *r)
   tb_raise_nofile(tb_engine_nofile(&r->settings));
   enum tb_engine_status st =
     tb_engine_run(&r->settings, &r->target, r->key, r->done, &hooks, &r->result, &r->err);
+  provenance(r);
   if (ui.tty_progress)
     fprintf(stderr, "\r\033[K");
   if (r->output != NULL && r->result != NULL) {

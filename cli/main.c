@@ -17,6 +17,9 @@ static const struct tb_cli_cmd commands[] = {
   { "submit", "start a job from a preset via the API; exit 1 on regressions", tb_cli_submit },
   { "spec-table", "print the job spec's fields (ranges, defaults, flags) as JSON",
     tb_cli_spec_table },
+  { "verify", "check a result's signature; exit 1 when bad, 2 when unreadable", tb_cli_verify },
+  { "signing-keys", "list and revoke the keys results are signed with (TOKBENCH_DATABASE_URL)",
+    tb_cli_signing_keys },
 };
 
 static void

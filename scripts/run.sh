@@ -95,6 +95,14 @@ if [ -z "${TOKBENCH_MASTER_KEY:-}" ] && [ -z "${TOKBENCH_MASTER_KEY_FILE:-}" ]; 
   export TOKBENCH_MASTER_KEY_FILE="$var/master.key"
 fi
 
+# The key finished results are signed with (docs/verify.md): generated once.
+if [ -z "${TOKBENCH_SIGNING_KEY_FILE:-}" ]; then
+  if [ ! -f "$var/signing.key" ]; then
+    (umask 077; openssl genpkey -algorithm ed25519 -out "$var/signing.key")
+  fi
+  export TOKBENCH_SIGNING_KEY_FILE="$var/signing.key"
+fi
+
 export TOKBENCH_LISTEN_PORT="$api_port"
 # The egress policy refuses loopback by default (docs/deploy.md); the demo
 # simulator listens on 127.0.0.1, so make run allows it.

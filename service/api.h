@@ -49,6 +49,7 @@ struct tb_api_streams;
 struct tb_api_quota;
 struct tb_api_shares;
 struct tb_api_req;
+struct tb_sign_key;
 
 struct tb_api {
   struct tb_cfg *cfg;
@@ -101,6 +102,8 @@ struct tb_api {
   struct tb_api_schedtick *schedtick;
   /* issue 35: share links (api_shares.h) */
   struct tb_api_shares *shares;
+  /* issue 35: the key finished results are signed with (api_signkeys.h), or NULL */
+  struct tb_sign_key *sign_key;
 };
 
 /* A handler: see the file comment for what it returns. */

@@ -37,6 +37,9 @@ enum MHD_Result tb_api_jobs_cancel(struct tb_api_req *r);
 /* api_result.c */
 enum MHD_Result tb_api_jobs_result(struct tb_api_req *r);
 
+/* api_signkeys.c (public: the JWK set of the keys results are signed with) */
+enum MHD_Result tb_api_signing_keys(struct tb_api_req *r);
+
 /* api_events.c */
 enum MHD_Result tb_api_jobs_events(struct tb_api_req *r);
 

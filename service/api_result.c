@@ -1,6 +1,7 @@
 /*
  * api_result: GET /v1/jobs/{id}/result, and the one reader of a job's
- * document (tb_api_result_doc) that /report and /v1/compare render.  The
+ * document (tb_api_result_doc) that /report and /v1/compare render, signed
+ * when the job has finished (api_signkeys.h; imports aside).  The
  * document itself is built by lib/result/tb_jobdoc, which also holds the words for
  * states (queued ... cancelled) and statuses (complete ... running).  The
  * statement: service/q_result.c.
@@ -10,8 +11,30 @@
 #include <stdlib.h>
 
 #include "api_handlers.h"
+#include "api_signkeys.h"
 #include "q_result.h"
 #include "result/tb_jobdoc.h"
+#include "result/tb_provenance.h"
+
+/* A job that ended with no document of the engine's (cancelled before a
+ * worker took it, failed before its run) still says what is known of it:
+ * the spec's hash and the api's build; the rest is unknown, for that
+ * reason (lib/result/tb_provenance). */
+static void
+provenance(json_t *doc, const char *spec_text)
+{
+  if (json_object_get(doc, "provenance") != NULL)
+    return;
+  struct tb_provenance_run none = {
+    .gpus_why = "the job ended before a run (see error)",
+  };
+  json_t *p = tb_provenance_new(&none), *spec = NULL;
+  if (spec_text != NULL)
+    spec = json_loads(spec_text, 0, NULL);
+  tb_provenance_set_spec(p, spec, "tokbench-api");
+  json_decref(spec);
+  json_object_set_new(doc, "provenance", p);
+}
 
 int
 tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **labels)
@@ -38,6 +61,10 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
     .cells_total = total,
   };
   *doc = tb_jobdoc_build(&row);
+  if (tb_jobdoc_terminal(j.state) && !j.imported) { /* issue 35 */
+    provenance(*doc, j.spec);
+    tb_api_signkeys_sign(r, *doc);
+  }
   if (labels != NULL)
     *labels = tb_xstrdup(j.labels != NULL ? j.labels : "");
   tb_q_result_job_clear(&j);

@@ -150,6 +150,8 @@ static const struct tb_api_route routes[] = {
   { .method = "GET", .path = "/v1/shares", .scope = R, .fn = tb_api_shares_list },
   { .method = "DELETE", .path = "/v1/shares/{id}", .scope = W, .fn = tb_api_shares_revoke },
   { .method = "GET", .path = "/s/{name}", .fn = tb_api_shares_open },
+  /* Signed results (issue 35): the public keys, no API key asked. */
+  { .method = "GET", .path = "/v1/signing-keys", .fn = tb_api_signing_keys },
 };
 
 bool

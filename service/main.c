@@ -48,6 +48,7 @@
 #include "api_quota.h"
 #include "api_schedules.h"
 #include "api_shares.h"
+#include "api_signkeys.h"
 #include "api_streams.h"
 #include "api_traces.h"
 #include "api_web.h"
@@ -69,6 +70,9 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_LOG_LEVEL", "info", "debug, info, warn or error", false },
   { "TOKBENCH_MASTER_KEY", NULL, "master key sealing endpoint API keys (64 hex)", true },
   { "TOKBENCH_MASTER_KEY_FILE", NULL, "file holding the master key (mode 0600)", false },
+  { "TOKBENCH_SIGNING_KEY_FILE", NULL,
+    "Ed25519 private key (PEM, mode 0600) finished results are signed with (unset: unsigned)",
+    false },
   { "TOKBENCH_MAX_BODY", "1048576", "largest request body in bytes", false },
   { "TOKBENCH_RATE_LIMIT", "100", "requests per second per API key (0: no limit)", false },
   { "TOKBENCH_RATE_BURST", "200", "requests a key may send at once above the rate", false },
@@ -639,6 +643,11 @@ read_others(struct tb_api *api, struct api_start *st)
     free(err);
     return false;
   }
+  if (!tb_api_signkeys_load(api, &err)) { /* issue 35 */
+    fprintf(stderr, "tokbench-api: %s\n", err);
+    free(err);
+    return false;
+  }
   return true;
 }
 
@@ -656,12 +665,15 @@ open_database(struct tb_api *api, struct api_start *st)
   }
   struct tb_db *db = tb_db_pool_get(api->pool);
   st->applied = tb_migrate_run(db, &err);
+  bool recorded = st->applied >= 0 && tb_api_signkeys_record(api, db);
   tb_db_pool_put(api->pool, db);
   if (st->applied < 0) {
     tb_log(TB_LOG_ERROR, "migrations failed", "error", TB_LS, err, NULL);
     free(err);
     return false;
   }
+  if (!recorded)
+    return false;
   db = tb_db_pool_get(api->pool);
   bool probes_ok = start_probes(api, db, &err);
   tb_db_pool_put(api->pool, db);
@@ -749,6 +761,7 @@ shut_down(struct tb_api *api)
   free(api->cors_origins);
   free(api->web_dir);
   OPENSSL_cleanse(api->master_key, sizeof api->master_key);
+  tb_api_signkeys_free(api);
   tb_cfg_free(api->cfg);
   tb_tenancy_clear(&api->tenancy);
   tb_egress_install(NULL);

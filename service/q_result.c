@@ -11,7 +11,8 @@ static const struct tb_db_stmt st_job_doc = {
   "SELECT j.state, j.result::text AS result, j.header::text AS header, "
   "  coalesce((SELECT json_agg(c.cell ORDER BY c.seq) FROM job_cells c "
   "            WHERE c.job_id = j.id), '[]'::json)::text AS cells, "
-  "  j.error, j.cells_total, j.labels::text AS labels "
+  "  j.error, j.cells_total, j.labels::text AS labels, "
+  "  coalesce(j.spec @> '{\"imported\": true}', false) AS imported, j.spec::text AS spec "
   "FROM jobs j WHERE j.id = $1::uuid AND j.project_id = $2::uuid",
 };
 
@@ -31,6 +32,8 @@ tb_q_result_job(struct tb_db *db, const char *id, const char *project_id,
     out->error = tb_db_dup(res, 0, "error");
     out->cells_total = tb_db_dup(res, 0, "cells_total");
     out->labels = tb_db_dup(res, 0, "labels");
+    out->imported = tb_db_bool(res, 0, "imported");
+    out->spec = tb_db_dup(res, 0, "spec");
   }
   PQclear(res);
   return rc;
@@ -46,6 +49,7 @@ tb_q_result_job_clear(struct tb_q_result_job *j)
   free(j->error);
   free(j->labels);
   free(j->cells_total);
+  free(j->spec);
   memset(j, 0, sizeof *j);
 }
 

@@ -19,6 +19,8 @@ struct tb_q_result_job {
   char *cells; /* JSON array of the cells stored, in order */
   char *error, *labels;
   char *cells_total; /* integer text, NULL when unknown */
+  bool imported;     /* POST /v1/results made it (its spec says "imported") */
+  char *spec;        /* jobs.spec */
 };
 /* Reads job id of project_id; 1, or 0 when there is none.  Free with
  * tb_q_result_job_clear. */

@@ -13,6 +13,10 @@
 #define GAUGE_MIN_NS 250000000LL
 #define IDLE_SM_MHZ 210.0
 #define REASON_IDLE 0x1ull
+/* The driver its GPUs report (dcgm-exporter's DCGM_FI_DRIVER_VERSION label,
+ * a "label" field of its default-counters.csv): a made-up one, for the
+ * provenance's GPU driver to have something to read. */
+#define SIM_DRIVER_VERSION "550.90.07"
 
 bool
 sim_power_parse_throttle(struct sim_throttle *t, const char *v, char *err, size_t errlen)
@@ -79,7 +83,7 @@ sim_power_metrics(struct server *s, int64_t now, size_t *len)
     sm *= 2.0 / 3.0;
   double util = busy ? 100.0 * (s->running < 4 ? 0.5 + 0.125 * s->running : 1.0) : 0;
   const char *model = p->hardware[0] ? p->hardware : "Simulated GPU";
-  size_t cap = 1024 + (size_t)p->gpus * 1400;
+  size_t cap = 1024 + (size_t)p->gpus * 1800;
   char *out = tb_xmalloc(cap);
   size_t at = (size_t)snprintf(
     out, cap,
@@ -99,8 +103,8 @@ sim_power_metrics(struct server *s, int64_t now, size_t *len)
     char lab[512];
     snprintf(lab, sizeof lab,
              "gpu=\"%d\",UUID=\"GPU-5157%04x-0000-4000-8000-00000000%04x\",device=\"nvidia%d\","
-             "modelName=\"%.100s\",Hostname=\"tokbench-sim\"",
-             g, (unsigned)g, (unsigned)g, g, model);
+             "modelName=\"%.100s\",Hostname=\"tokbench-sim\",DCGM_FI_DRIVER_VERSION=\"%s\"",
+             g, (unsigned)g, (unsigned)g, g, model, SIM_DRIVER_VERSION);
     double w = s->pw_w / p->gpus;
     /* each GPU's counter since its boot: an offset of its own */
     double mj = (e / p->gpus) * 1e3 + 1e9 * (g + 1);

@@ -8,6 +8,7 @@
  *   worker_job.c   runs one claimed job with the engine, start to finish
  *   worker_shard.c the merge of a sharded cell's stored shards
  *                  (worker_shard.h)
+ *   worker_prov.c  the worker's part of a result's provenance
  */
 #ifndef WORKER_H
 #define WORKER_H
@@ -124,6 +125,16 @@ enum worker_job_outcome {
   WORKER_JOB_ABANDONED, /* could not write the end (database away while
                            stopping): the lease will expire */
 };
+
+/* ----------------------------------------------------------- worker_prov */
+
+/* Measures this worker's clock offset to the database and records it for
+ * lease l's attempt (lib/db/tb_ranby); a failure is logged, never fatal. */
+void worker_prov_clock(struct worker_ctx *w, const struct tb_queue_lease *l);
+/* Completes result's provenance (its engine-made block; none: nothing):
+ * the hash of job's spec, this binary, and who ran each cell with the
+ * clock offset of its attempt, read from the cells' rows. */
+void worker_prov_finish(struct worker_ctx *w, const struct tb_queue_job *job, json_t *result);
 
 /* Runs the claimed job (borrowed) to its end. */
 enum worker_job_outcome worker_run_job(struct worker_ctx *w, const struct tb_queue_job *job);

@@ -218,7 +218,7 @@ flush_retry(struct job_run *jr, int *delay, int64_t t0)
 
 /* Writes the end state with retries.  Returns the outcome. */
 static enum worker_job_outcome
-finish(struct job_run *jr, const char *state, const json_t *result, const char *error)
+finish(struct job_run *jr, const char *state, json_t *result, const char *error)
 {
   worker_beat_ending(jr->w->beat);
   int64_t t0 = tb_time_mono_ns();
@@ -232,6 +232,8 @@ finish(struct job_run *jr, const char *state, const json_t *result, const char *
     state = "failed";
     error = "a measured cell could not be stored (database error)";
   }
+  if (result != NULL) /* every cell stored now: who ran each (issue 35) */
+    worker_prov_finish(jr->w, jr->job, result);
   bool succeeded = strcmp(state, "succeeded") == 0;
   while ((rc = succeeded
                  ? finish_succeeded(jr->w->db, jr->lease, result)
@@ -432,7 +434,7 @@ shards_open(struct job_run *jr, const struct tb_spec *spec, const char *run_id)
 
 /* The job's end after the engine stopped with st. */
 static enum worker_job_outcome
-conclude(struct job_run *jr, enum tb_engine_status st, const json_t *result, const char *err)
+conclude(struct job_run *jr, enum tb_engine_status st, json_t *result, const char *err)
 {
   bool cancel, lost;
   worker_beat_state(jr->w->beat, &cancel, &lost);
@@ -489,6 +491,7 @@ run(struct job_run *jr, const struct tb_queue_endpoint *ep, char **api_key, stru
     .shard_rate = hook_shard_rate,
   };
   shards_open(jr, &in->spec, run_id);
+  worker_prov_clock(jr->w, jr->lease); /* the result's provenance (issue 35) */
   tb_raise_nofile(tb_engine_nofile(&in->spec));
   enum tb_engine_status st =
     tb_engine_run(&in->spec, &target, *api_key, in->done, &hooks, &result, &in->err);

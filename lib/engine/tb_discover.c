@@ -475,6 +475,10 @@ tb_discover_init(struct tb_discover *d, const char *base_url)
   d->max_model_len = d->kv_budget = d->max_running = -1;
   d->kv_source = d->max_running_source = d->max_model_len_source = SRC_NONE;
   d->version_source = SRC_NONE;
+  d->engine_source = "no engine's own surface answered (/get_server_info, /server_info, /props, "
+                     "/info, /version, /metrics): a generic OpenAI-compatible server";
+  d->simulator = -1;
+  snprintf(d->simulator_source, sizeof d->simulator_source, "GET /sim/stats was not asked");
   d->kv_unknown = d->max_running_unknown = "";
   d->metrics_unknown = "no /metrics";
 }
@@ -506,30 +510,77 @@ tb_discover_run(const char *base_url, const char *api_key, const char *model, st
   /* One probe per engine, each skipped once the engine is known: SGLang's
    * server info, llama.cpp's /props, TGI's /info, vLLM's /version. */
   static const struct {
-    const char *path;
+    const char *path, *source;
     bool (*parse)(struct tb_discover *, const char *, size_t);
   } probes[] = {
-    { "/get_server_info", tb_discover_parse_server_info },
-    { "/server_info", tb_discover_parse_server_info },
-    { "/props", tb_discover_parse_props },
-    { "/info", tb_discover_parse_info },
-    { "/version", tb_discover_parse_version },
+    { "/get_server_info", "GET /get_server_info", tb_discover_parse_server_info },
+    { "/server_info", "GET /server_info", tb_discover_parse_server_info },
+    { "/props", "GET /props", tb_discover_parse_props },
+    { "/info", "GET /info", tb_discover_parse_info },
+    { "/version", "GET /version", tb_discover_parse_version },
   };
   for (size_t i = 0; i < TB_ARRAY_LEN(probes) && d->kind == TB_KIND_OPENAI; i++) {
     body = get_body(d, probes[i].path, api_key, SMALL_BODY_MAX, &st, &len, eb, sizeof eb);
-    if (body != NULL)
-      (void)probes[i].parse(d, body, len);
+    if (body != NULL && probes[i].parse(d, body, len) && d->kind != TB_KIND_OPENAI)
+      d->engine_source = probes[i].source;
     free(body);
   }
   /* Metrics: the load gauges, vLLM's KV budget, SGLang 0.3's capacity. */
+  enum tb_engine_kind before = d->kind;
   body = get_body(d, "/metrics", api_key, TB_PROM_BODY_MAX, &st, &len, eb, sizeof eb);
   if (body != NULL)
     tb_discover_parse_metrics(d, body, len);
   else if (st == 401 || st == 403)
     d->metrics_unknown = "/metrics refused the API key";
   free(body);
+  if (d->kind != before)
+    d->engine_source = "GET /metrics (the engine's series prefix)";
+  /* tokbench-sim serves /sim/stats to anyone: the endpoint's key is not sent */
+  eb[0] = '\0';
+  body = get_body(d, "/sim/stats", NULL, SMALL_BODY_MAX, &st, &len, eb, sizeof eb);
+  tb_discover_parse_sim(d, st, body, len, eb);
+  free(body);
   tb_discover_finish(d);
   return 0;
+}
+
+void
+tb_discover_parse_sim(struct tb_discover *d, long status, const char *body, size_t len,
+                      const char *err)
+{
+  if (status == 0) {
+    d->simulator = -1;
+    snprintf(d->simulator_source, sizeof d->simulator_source, "GET /sim/stats failed: %.150s",
+             err != NULL && *err != '\0' ? err : "no answer");
+    return;
+  }
+  if (status != 200 || body == NULL) {
+    d->simulator = 0;
+    snprintf(d->simulator_source, sizeof d->simulator_source,
+             "GET /sim/stats answered HTTP %ld (tokbench-sim answers 200 to anyone)", status);
+    return;
+  }
+  json_t *j = json_loadb(body, len, 0, NULL);
+  static const char *const counters[] = { "steps", "late_steps", "kv_reserved_tokens",
+                                          "kv_budget_tokens", "tokens_generated" };
+  bool sim = json_is_object(j);
+  for (size_t i = 0; sim && i < TB_ARRAY_LEN(counters); i++)
+    sim = json_is_integer(json_object_get(j, counters[i]));
+  json_decref(j);
+  d->simulator = sim ? 1 : 0;
+  snprintf(d->simulator_source, sizeof d->simulator_source, "%s",
+           sim ? "GET /sim/stats answered with tokbench-sim's counters (steps, late_steps, "
+                 "kv_reserved_tokens, kv_budget_tokens, tokens_generated)"
+               : "GET /sim/stats answered 200 without tokbench-sim's counters");
+}
+
+json_t *
+tb_discover_identity(const struct tb_discover *d)
+{
+  return json_pack("{s:s, s:s, s:o, s:s}", "engine_source", d->engine_source, "model_source",
+                   "GET /v1/models", "simulator",
+                   d->simulator < 0 ? json_string("unknown") : json_boolean(d->simulator > 0),
+                   "simulator_source", d->simulator_source);
 }
 
 void

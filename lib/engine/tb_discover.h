@@ -47,6 +47,15 @@ struct tb_discover {
   const char *max_running_unknown;
   const char *max_model_len_source;
   const char *version_source;
+  /* Which answer named the engine ("GET /props"; a generic server: none
+   * did, and this says so), static (issue 35's provenance). */
+  const char *engine_source;
+  /* Whether the endpoint is tokbench-sim: 1 when GET /sim/stats answers
+   * with the simulator's own counters (it always serves them, without a
+   * key, whatever its flavour), 0 when it answers otherwise, -1 unknown
+   * (the call failed); simulator_source says which. */
+  int simulator;
+  char simulator_source[192];
   /* Why readiness cannot use the server's running/waiting gauges, when
    * has_metrics is false ("no /metrics", "/metrics has no running/waiting
    * gauges ..."): readiness is then the client's, and each cell says so. */
@@ -68,6 +77,15 @@ void tb_discover_free(struct tb_discover *d);
 const char *tb_discover_kind_name(enum tb_engine_kind k);
 /* The probe document (new reference). */
 json_t *tb_discover_to_json(const struct tb_discover *d);
+/* What discovery says of the endpoint itself, with the source of each
+ * (new reference): engine_source, model_source, simulator (true, false or
+ * "unknown") and simulator_source.  For a result's provenance
+ * (lib/result/tb_provenance). */
+json_t *tb_discover_identity(const struct tb_discover *d);
+/* Parses GET /sim/stats's answer (status 200, body; or status 0 and err
+ * for a failed call) into simulator and simulator_source.  Pure. */
+void tb_discover_parse_sim(struct tb_discover *d, long status, const char *body, size_t len,
+                           const char *err);
 /* Where the figures came from, as members for the result's capacity
  * object (new reference): max_running_source, max_model_len_source,
  * version_source, and "unknown": {figure: reason} for each unknown one. */

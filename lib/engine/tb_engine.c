@@ -86,6 +86,7 @@
 #include "engine/tb_telemetry.h"
 #include "net/tb_http.h"
 #include "net/tb_rxts.h"
+#include "result/tb_provenance.h"
 #include "result/tb_result.h"
 
 #define NOFILE_SPARE 256 /* descriptors beside the streams' (tb_engine_nofile) */
@@ -177,6 +178,30 @@ run_rate_cells(struct tb_run *r, const json_t *done_cells, json_t *cells, json_t
 }
 
 /* The result document's status for status. */
+/* The result's provenance block (lib/result/tb_provenance): from its header
+ * (when the run got one), what discovery said of the endpoint (when it
+ * answered) and the GPUs the telemetry named; the caller adds the spec's
+ * hash and who ran each cell. */
+static void
+set_provenance(struct tb_run *r, json_t *doc, bool has_header, bool discovered,
+               const json_t *endpoint)
+{
+  json_t *id = discovered ? tb_discover_identity(&r->d) : NULL;
+  json_t *gpus = tb_telemetry_gpus(r->tel);
+  bool tel = json_string_value(json_object_get(endpoint, "telemetry_url")) != NULL;
+  struct tb_provenance_run in = {
+    .header = has_header ? doc : NULL,
+    .identity = id,
+    .gpus = gpus,
+    .gpus_why = !tel ? "the endpoint has no telemetry_url"
+                     : "its telemetry named no GPU (no read answered with dcgm-exporter's or "
+                       "nvidia_gpu_exporter's series)",
+  };
+  json_object_set_new(doc, "provenance", tb_provenance_new(&in));
+  json_decref(id);
+  json_decref(gpus);
+}
+
 static const char *
 status_name(enum tb_engine_status status, const json_t *cells)
 {
@@ -206,10 +231,11 @@ tb_engine_run(const struct tb_spec *spec, const struct tb_engine_target *tgt, co
   json_t *header = NULL, *sweep = NULL;
   json_t *cells = json_array();
   int64_t started_us = tb_time_real_us();
+  bool discovered = false;
   tb_http_global_init();
 
   if (tb_run_settings(r, spec, tgt, err) != 0 ||
-      tb_discover_run(r->base_url, api_key, spec->model, &r->d, err) != 0 ||
+      !(discovered = tb_discover_run(r->base_url, api_key, spec->model, &r->d, err) == 0) ||
       tb_run_plan(r, err) != 0)
     goto out;
   const char *tel_url = json_string_value(json_object_get(tgt->endpoint, "telemetry_url"));
@@ -234,6 +260,7 @@ out:
     tb_result_finish(header, r->run_id, started_us, status_name(status, cells), *err, cells);
   if (sweep != NULL)
     json_object_set_new(*result, "sweep", sweep);
+  set_provenance(r, *result, header != NULL, discovered, tgt->endpoint);
   tb_run_free(r);
   return status;
 }

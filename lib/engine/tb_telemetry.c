@@ -136,6 +136,97 @@ tb_telemetry_parse(const char *text, size_t len, struct tb_cost_sample *out)
   return ok;
 }
 
+/* ------------------------------------------------------------- the GPUs */
+
+#define LABEL_MAX 128
+
+struct ident {
+  struct {
+    char key[80], name[LABEL_MAX], driver[LABEL_MAX];
+  } g[TB_TELEMETRY_GPUS];
+  int n;
+};
+
+static bool
+ident_sample(void *cls, const char *name, size_t name_len, const char *labels, size_t labels_len,
+             double value)
+{
+  (void)value;
+  struct ident *id = cls;
+  bool info = name_len == 19 && memcmp(name, "nvidia_smi_gpu_info", 19) == 0, known = info;
+  for (size_t i = 0; i < TB_ARRAY_LEN(names) && !known; i++)
+    known = strlen(names[i].name) == name_len && memcmp(names[i].name, name, name_len) == 0;
+  if (!known)
+    return true;
+  char key[80] = "";
+  if (!tb_prom_find_label(labels, labels_len, "gpu", key, sizeof key) &&
+      !tb_prom_find_label(labels, labels_len, "UUID", key, sizeof key) &&
+      !tb_prom_find_label(labels, labels_len, "uuid", key, sizeof key))
+    key[0] = '\0';
+  int k = 0;
+  while (k < id->n && strcmp(id->g[k].key, key) != 0)
+    k++;
+  if (k == id->n) {
+    if (id->n == TB_TELEMETRY_GPUS)
+      return true;
+    memset(&id->g[k], 0, sizeof id->g[k]);
+    memcpy(id->g[k].key, key, sizeof key);
+    id->n++;
+  }
+  /* a label cut at LABEL_MAX, or absent, leaves the field as it was: "" */
+  if (id->g[k].name[0] == '\0' &&
+      !tb_prom_find_label(labels, labels_len, info ? "name" : "modelName", id->g[k].name,
+                          LABEL_MAX))
+    id->g[k].name[0] = '\0';
+  if (id->g[k].driver[0] == '\0' &&
+      !tb_prom_find_label(labels, labels_len, info ? "driver_version" : "DCGM_FI_DRIVER_VERSION",
+                          id->g[k].driver, LABEL_MAX))
+    id->g[k].driver[0] = '\0';
+  return true;
+}
+
+/* One value for all the GPUs, a list of the distinct ones when they differ,
+ * "unknown" when some GPU's is not known. */
+static json_t *
+common_value(const struct ident *id, bool driver)
+{
+  json_t *list = json_array();
+  for (int i = 0; i < id->n; i++) {
+    const char *v = driver ? id->g[i].driver : id->g[i].name;
+    if (*v == '\0') {
+      json_decref(list);
+      return json_string("unknown");
+    }
+    bool seen = false;
+    size_t k;
+    json_t *e;
+    json_array_foreach (list, k, e)
+      seen = seen || strcmp(json_string_value(e), v) == 0;
+    if (!seen)
+      json_array_append_new(list, json_string(v));
+  }
+  if (json_array_size(list) == 1) {
+    json_t *one = json_incref(json_array_get(list, 0));
+    json_decref(list);
+    return one;
+  }
+  return list;
+}
+
+json_t *
+tb_telemetry_parse_gpus(const char *text, size_t len)
+{
+  struct ident *id = tb_xcalloc(1, sizeof *id);
+  json_t *out = NULL;
+  if (text != NULL && tb_prom_parse(text, len, ident_sample, id) >= 0 && id->n > 0)
+    out = json_pack("{s:o, s:I, s:o, s:s}", "name", common_value(id, false), "count",
+                    (json_int_t)id->n, "driver", common_value(id, true), "source",
+                    "the endpoint's telemetry_url: GPUs by their gpu/UUID label, modelName and "
+                    "DCGM_FI_DRIVER_VERSION labels (dcgm-exporter) or nvidia_smi_gpu_info");
+  free(id);
+  return out;
+}
+
 /* ------------------------------------------------------------- the thread */
 
 struct tb_telemetry {
@@ -149,6 +240,7 @@ struct tb_telemetry {
   struct tb_cost_sample *ring; /* TB_TELEMETRY_KEEP */
   size_t n, head;              /* samples held; the oldest's slot */
   unsigned failed, reads;
+  json_t *gpus; /* tb_telemetry_parse_gpus of the first read naming GPUs */
 };
 
 /* One read, appended (the lock not held by the caller). */
@@ -163,8 +255,16 @@ read_once(struct tb_telemetry *t)
             resp.status == 200;
   s.t_ns = tb_time_mono_ns();
   ok = ok && tb_telemetry_parse(resp.body, resp.len, &s);
+  pthread_mutex_lock(&t->mu);
+  bool named = t->gpus != NULL;
+  pthread_mutex_unlock(&t->mu);
+  json_t *gpus = ok && !named ? tb_telemetry_parse_gpus(resp.body, resp.len) : NULL;
   tb_http_resp_free(&resp);
   pthread_mutex_lock(&t->mu);
+  if (gpus != NULL && t->gpus == NULL) {
+    t->gpus = gpus;
+    gpus = NULL;
+  }
   t->reads++;
   if (!ok) {
     t->failed++;
@@ -175,6 +275,18 @@ read_once(struct tb_telemetry *t)
     t->head = (t->head + 1) % TB_TELEMETRY_KEEP;
   }
   pthread_mutex_unlock(&t->mu);
+  json_decref(gpus); /* another thread's read named them first */
+}
+
+json_t *
+tb_telemetry_gpus(struct tb_telemetry *t)
+{
+  if (t == NULL)
+    return NULL;
+  pthread_mutex_lock(&t->mu);
+  json_t *g = t->gpus != NULL ? json_deep_copy(t->gpus) : NULL;
+  pthread_mutex_unlock(&t->mu);
+  return g;
 }
 
 static void *
@@ -301,5 +413,6 @@ tb_telemetry_stop(struct tb_telemetry *t)
   pthread_cond_destroy(&t->cv);
   free(t->ring);
   free(t->url);
+  json_decref(t->gpus);
   free(t);
 }

@@ -50,7 +50,22 @@
  * series of a name above is in it. */
 bool tb_telemetry_parse(const char *text, size_t len, struct tb_cost_sample *out) TB_MUST_CHECK;
 
+/*
+ * The GPUs a telemetry text names (issue 35's provenance): their count
+ * (the GPUs with a series of a name above), their model (dcgm-exporter's
+ * modelName label, nvidia_gpu_exporter's nvidia_smi_gpu_info name) and
+ * driver (dcgm-exporter's DCGM_FI_DRIVER_VERSION label, nvidia_smi_gpu_info
+ * driver_version), each "unknown" when no series carries it; a list when
+ * the GPUs differ.  {"name", "count", "driver", "source"}, new; NULL when
+ * the text has no GPU series.  Pure.
+ */
+json_t *tb_telemetry_parse_gpus(const char *text, size_t len) TB_MUST_CHECK;
+
 struct tb_telemetry;
+
+/* What tb_telemetry_parse_gpus read from the first read that named GPUs
+ * (new reference), or NULL when none did yet.  NULL is fine. */
+json_t *tb_telemetry_gpus(struct tb_telemetry *t) TB_MUST_CHECK;
 
 /* Starts reading url (copied) every interval_ms (<= 0: the default).
  * Never NULL; a thread that cannot start leaves the window unknown. */

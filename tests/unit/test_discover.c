@@ -126,10 +126,45 @@ test_vllm_version_and_metrics(void **state)
   tb_discover_free(&d);
 }
 
+/* Whether the endpoint is tokbench-sim (GET /sim/stats), each answer with
+ * its source, and the identity block the provenance reads. */
+static void
+test_simulator(void **state)
+{
+  (void)state;
+  struct tb_discover d;
+  tb_discover_init(&d, "http://h");
+  json_t *id = tb_discover_identity(&d);
+  assert_string_equal(json_string_value(json_object_get(id, "simulator")), "unknown");
+  assert_non_null(strstr(json_string_value(json_object_get(id, "engine_source")), "generic"));
+  assert_string_equal(json_string_value(json_object_get(id, "model_source")), "GET /v1/models");
+  json_decref(id);
+  const char *sim = "{\"requests\": 3, \"steps\": 10, \"late_steps\": 0, "
+                    "\"kv_reserved_tokens\": 0, \"kv_budget_tokens\": 24576, "
+                    "\"tokens_generated\": 99}";
+  tb_discover_parse_sim(&d, 200, sim, strlen(sim), NULL);
+  assert_int_equal(d.simulator, 1);
+  id = tb_discover_identity(&d);
+  assert_true(json_is_true(json_object_get(id, "simulator")));
+  json_decref(id);
+  const char *other = "{\"steps\": \"ten\"}";
+  tb_discover_parse_sim(&d, 200, other, strlen(other), NULL);
+  assert_int_equal(d.simulator, 0);
+  assert_non_null(strstr(d.simulator_source, "without tokbench-sim's counters"));
+  tb_discover_parse_sim(&d, 404, NULL, 0, NULL);
+  assert_int_equal(d.simulator, 0);
+  assert_non_null(strstr(d.simulator_source, "HTTP 404"));
+  tb_discover_parse_sim(&d, 0, NULL, 0, "Connection refused");
+  assert_int_equal(d.simulator, -1);
+  assert_non_null(strstr(d.simulator_source, "Connection refused"));
+  tb_discover_free(&d);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_simulator),
     cmocka_unit_test(test_models),
     cmocka_unit_test(test_sglang_server_info),
     cmocka_unit_test(test_vllm_version_and_metrics),

@@ -158,6 +158,45 @@ test_reader(void **state)
   tb_egress_install(NULL);
 }
 
+/* The GPUs a text names (issue 35's provenance): count, model, driver;
+ * "unknown" where no series says; lists when they differ. */
+static void
+test_parse_gpus(void **state)
+{
+  (void)state;
+  json_t *g = tb_telemetry_parse_gpus(dcgm, sizeof dcgm - 1);
+  assert_non_null(g);
+  assert_int_equal(json_integer_value(json_object_get(g, "count")), 2);
+  assert_string_equal(json_string_value(json_object_get(g, "name")), "NVIDIA H200");
+  assert_string_equal(json_string_value(json_object_get(g, "driver")), "unknown");
+  json_decref(g);
+  static const char drv[] =
+    "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\","
+    "DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 300\n"
+    "DCGM_FI_DEV_POWER_USAGE{gpu=\"1\",modelName=\"NVIDIA A100-SXM4-80GB\","
+    "DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 300\n"
+    "vllm:num_requests_running{gpu=\"7\",modelName=\"not a GPU series\"} 1\n";
+  g = tb_telemetry_parse_gpus(drv, sizeof drv - 1);
+  assert_int_equal(json_integer_value(json_object_get(g, "count")), 2);
+  assert_string_equal(json_string_value(json_object_get(g, "driver")), "550.54.15");
+  const json_t *names = json_object_get(g, "name");
+  assert_true(json_is_array(names) && json_array_size(names) == 2);
+  assert_string_equal(json_string_value(json_array_get(names, 0)), "NVIDIA H100 80GB HBM3");
+  json_decref(g);
+  /* nvidia_gpu_exporter: nvidia_smi_gpu_info's name and driver_version */
+  static const char smi[] =
+    "nvidia_smi_gpu_info{uuid=\"GPU-1\",name=\"NVIDIA L4\",driver_version=\"535.104.05\"} 1\n"
+    "nvidia_smi_power_draw_watts{uuid=\"GPU-1\"} 70\n";
+  g = tb_telemetry_parse_gpus(smi, sizeof smi - 1);
+  assert_int_equal(json_integer_value(json_object_get(g, "count")), 1);
+  assert_string_equal(json_string_value(json_object_get(g, "name")), "NVIDIA L4");
+  assert_string_equal(json_string_value(json_object_get(g, "driver")), "535.104.05");
+  json_decref(g);
+  static const char none[] = "vllm:num_requests_running 3\n";
+  assert_null(tb_telemetry_parse_gpus(none, sizeof none - 1));
+  assert_null(tb_telemetry_parse_gpus(NULL, 0));
+}
+
 int
 main(void)
 {
@@ -165,6 +204,7 @@ main(void)
     cmocka_unit_test(test_parse_dcgm),
     cmocka_unit_test(test_parse_nvidia_smi),
     cmocka_unit_test(test_reader),
+    cmocka_unit_test(test_parse_gpus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
