@@ -64,7 +64,7 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
   };
   *doc = tb_jobdoc_build(&row);
   if (tb_jobdoc_terminal(j.state) && !j.imported) { /* issue 35 */
-    if (j.result == NULL) /* a stored document keeps what its run wrote */
+    if (j.result == NULL)                           /* a stored document keeps what its run wrote */
       provenance(*doc, j.spec);
     tb_api_signkeys_sign(r, *doc);
   }
