@@ -19,7 +19,9 @@
 /* A job that ended with no document of the engine's (cancelled before a
  * worker took it, failed before its run) still says what is known of it:
  * the spec's hash and the api's build; the rest is unknown, for that
- * reason (lib/result/tb_provenance). */
+ * reason (lib/result/tb_provenance).  A stored document (an older build's
+ * without the block among them) is left as its run wrote it: the api's
+ * build is not the one that ran it. */
 static void
 provenance(json_t *doc, const char *spec_text)
 {
@@ -62,7 +64,8 @@ tb_api_result_doc(struct tb_api_req *r, const char *id, json_t **doc, char **lab
   };
   *doc = tb_jobdoc_build(&row);
   if (tb_jobdoc_terminal(j.state) && !j.imported) { /* issue 35 */
-    provenance(*doc, j.spec);
+    if (j.result == NULL)                           /* a stored document keeps what its run wrote */
+      provenance(*doc, j.spec);
     tb_api_signkeys_sign(r, *doc);
   }
   if (labels != NULL)

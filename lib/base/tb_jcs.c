@@ -5,10 +5,11 @@
  * value s x 10^(n-k) reads back as the double, the nearest of such when
  * there are two.  glibc's printf rounds correctly, so "%.{p-1}e" gives the
  * nearest p-digit decimal; the smallest p at which that reads back (strtod,
- * correctly rounded too) is found by bisection over 1..17 (17 always
- * does), and one digit less is tried once more with its last digit one up
- * and one down: at a power of two the interval of values that read back is
- * narrower below than above, so the nearest decimal of p - 1 digits can
+ * correctly rounded too) is found from 15, 16 and 17 digits (shortest():
+ * a normal double's form has at most 15 digits exactly when its nearest
+ * 15-digit decimal reads back), and 16 digits are tried once more with the
+ * last digit one up and one down: at a power of two the interval of values
+ * that read back is narrower below than above, so the nearest decimal can
  * miss it while its neighbour is inside.  Then ES 2019 7.1.12.1's layout:
  * fixed when -6 < n <= 21, exponential otherwise.
  *
@@ -18,6 +19,7 @@
  */
 #include "base/tb_jcs.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,10 +116,47 @@ step_last(const char *dig, int e, int p, int dir, char *out, int *oe)
   return true;
 }
 
-/* The shortest digits that read back as a > 0 (ES's s and n - 1). */
+/* The digits of p - 1 significant digits next to the nearest one (one
+ * unit up or down in the last place) that read back as a, if one does:
+ * the narrow side of a power of two (see the file comment). */
+static bool
+neighbour(double a, int p, char *dig, int *e)
+{
+  char near[20], alt[20];
+  int ne, ae;
+  nearest(a, p, near, &ne);
+  for (int dir = -1; dir <= 1; dir += 2)
+    if (step_last(near, ne, p, dir, alt, &ae) && reads_back(a, alt, ae)) {
+      memcpy(dig, alt, strlen(alt) + 1);
+      *e = ae;
+      return true;
+    }
+  return false;
+}
+
+/* The shortest digits that read back as a > 0 (ES's s and n - 1).
+ *
+ * A normal double: every decimal of at most 15 significant digits reads
+ * back as the double nearest to it (DBL_DIG), and two of them lie further
+ * apart than half the double's spacing; so when the nearest 15-digit
+ * decimal reads back, its digits less their trailing zeros are the one
+ * shortest form.  Else the form has 16 digits (the nearest, or on the
+ * narrow side of a power of two its neighbour) or 17 (the nearest always
+ * reads back).  A subnormal has fewer digits of precision: bisection over
+ * 1..17, then the neighbour of one digit less. */
 static void
 shortest(double a, char *dig, int *e)
 {
+  if (a >= DBL_MIN) {
+    nearest(a, 15, dig, e);
+    if (reads_back(a, dig, *e))
+      return;
+    nearest(a, 16, dig, e);
+    if (reads_back(a, dig, *e) || neighbour(a, 16, dig, e))
+      return;
+    nearest(a, 17, dig, e);
+    return;
+  }
   int lo = 1, hi = 17;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
@@ -127,17 +166,8 @@ shortest(double a, char *dig, int *e)
     else
       lo = mid + 1;
   }
-  if (lo > 1) { /* the narrow side of a power of two (see the file comment) */
-    char near[20], alt[20];
-    int ne, ae;
-    nearest(a, lo - 1, near, &ne);
-    for (int dir = -1; dir <= 1; dir += 2)
-      if (step_last(near, ne, lo - 1, dir, alt, &ae) && reads_back(a, alt, ae)) {
-        memcpy(dig, alt, strlen(alt) + 1);
-        *e = ae;
-        return;
-      }
-  }
+  if (lo > 1 && neighbour(a, lo - 1, dig, e))
+    return;
   nearest(a, lo, dig, e);
 }
 

@@ -7,6 +7,7 @@ every leaf of its result (each number, string and bool of the cells and the
 provenance, each element of a sample list) is changed in turn: each change
 fails.  Keys rotate (a new key file, a new kid; the old still verifies) and
 are revoked with `tokbench signing-keys revoke`."""
+import base64
 import hashlib
 import json
 import os
@@ -246,6 +247,50 @@ def test_cli_run_provenance(ctx):
     assert p["gpu"]["count"] == "unknown" and "telemetry_url" in p["gpu"]["source"]
     assert p["cells"] and all(c["worker"] == "cli" and c["clock_offset_ms"] == "unknown"
                               for c in p["cells"]), p["cells"]
+
+
+def jcs_doc(v):
+    """RFC 8785 of a whole result (names are ASCII; strings as JSON.stringify)."""
+    if isinstance(v, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + jcs_doc(v[k]) for k in sorted(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(jcs_doc(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    return jcs(v)
+
+
+def test_openssl_checks_it_too(ctx):
+    """docs/verify.md's recipe: the canonical form made here in Python, the
+    key and signature decoded from the JWK set and the block, and OpenSSL's
+    own Ed25519 check: the service's signature holds without tokbench."""
+    setup(ctx)
+    if "job" not in S:
+        S["job"] = run_job()
+    _, doc = fetch_result(ctx, S["job"], "openssl.json")
+    st, ks = call("GET", "/v1/signing-keys", key=False)
+    x = [k["x"] for k in ks["keys"] if k["kid"] == doc["signature"]["kid"]][0]
+    pad = lambda s: s + "=" * (-len(s) % 4)
+    der = bytes.fromhex("302a300506032b6570032100") + base64.urlsafe_b64decode(pad(x))
+    files = {n: os.path.join(ctx.tmp, "ossl-" + n) for n in ("pub.der", "sig.bin", "signed.bin")}
+    with open(files["pub.der"], "wb") as f:
+        f.write(der)
+    with open(files["sig.bin"], "wb") as f:
+        f.write(base64.urlsafe_b64decode(pad(doc["signature"]["value"])))
+    bare = dict(doc)
+    del bare["signature"]
+    with open(files["signed.bin"], "wb") as f:
+        f.write(jcs_doc(bare).encode())
+    r = subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-inkey",
+                        files["pub.der"], "-rawin", "-in", files["signed.bin"], "-sigfile",
+                        files["sig.bin"]], capture_output=True, text=True)
+    assert r.returncode == 0 and "Success" in r.stdout, r.stdout + r.stderr
+    with open(files["signed.bin"], "ab") as f:   # one byte more: refused
+        f.write(b" ")
+    r = subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-inkey",
+                        files["pub.der"], "-rawin", "-in", files["signed.bin"], "-sigfile",
+                        files["sig.bin"]], capture_output=True, text=True)
+    assert r.returncode != 0
 
 
 def leaves(v, path=()):
