@@ -219,10 +219,11 @@ tb_telemetry_parse_gpus(const char *text, size_t len)
   struct ident *id = tb_xcalloc(1, sizeof *id);
   json_t *out = NULL;
   if (text != NULL && tb_prom_parse(text, len, ident_sample, id) >= 0 && id->n > 0)
-    out = json_pack("{s:o, s:I, s:o, s:s}", "name", common_value(id, false), "count",
-                    (json_int_t)id->n, "driver", common_value(id, true), "source",
-                    "the endpoint's telemetry_url: GPUs by their gpu/UUID label, modelName and "
-                    "DCGM_FI_DRIVER_VERSION labels (dcgm-exporter) or nvidia_smi_gpu_info");
+    out = json_pack(
+      "{s:o, s:I, s:o, s:s}", "name", common_value(id, false), "count", (json_int_t)id->n, "driver",
+      common_value(id, true), "source",
+      "the endpoint's GPU telemetry (its /metrics): GPUs by their gpu/UUID label, modelName and "
+      "DCGM_FI_DRIVER_VERSION labels (dcgm-exporter) or nvidia_smi_gpu_info");
   free(id);
   return out;
 }

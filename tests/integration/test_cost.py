@@ -333,7 +333,7 @@ def test_job_energy_and_cost_hold_to_the_simulator(ctx):
     sim = ctx.sim("tiny")
     price = 3.6
     st, ep = call(s, "POST", "/v1/endpoints", {
-        "name": "sim-energy", "base_url": sim.url, "gpu": {"name": "Simulated GPU", "count": 1},
+        "name": "sim-energy-" + os.urandom(3).hex(), "base_url": sim.url, "gpu": {"name": "Simulated GPU", "count": 1},
         "price_per_hour": price, "currency": "EUR",
         "telemetry_url": sim.url + "/sim/dcgm/metrics"})
     assert st == 201, ep
