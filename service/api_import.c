@@ -56,6 +56,10 @@ tb_api_results_import(struct tb_api_req *r)
                          json_pack("{s:[{s:s, s:s}]}", "errors", "field", "result", "detail", err));
     goto out;
   }
+  /* issue 35: a signature it came with no longer holds (the document gets
+   * this job's id and state) and is no word of this service: dropped, and
+   * an import is not signed here either */
+  json_object_del(doc, "signature");
   /* issue 26: an import's price and GPUs come from its labels */
   (void)tb_cost_apply_labels(doc, json_is_object(labels) ? labels : NULL);
   spec = json_pack("{s:b, s:s}", "imported", 1, "source",

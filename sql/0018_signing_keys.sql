@@ -41,3 +41,8 @@ END $$;
 
 CREATE TRIGGER job_cells_ran_by BEFORE INSERT ON job_cells
   FOR EACH ROW EXECUTE FUNCTION job_cells_ran_by();
+
+-- A shard's clock offset against its worker's wall clock (the existing
+-- clock_offset_ns is against its monotonic clock, which only that process
+-- can read): the provenance of a sharded cell's shards.
+ALTER TABLE cell_shards ADD COLUMN clock_wall_offset_us bigint;

@@ -207,9 +207,26 @@ function setFrame(frame, html) {
   frame.srcdoc = html;
 }
 
+/* Issue 35: "signed by this service" with the key id, when the result is
+ * signed (docs/verify.md: tokbench verify checks it). */
+function showSignature(doc) {
+  const p = $("#signature");
+  const sig = doc && doc.signature;
+  if (!p) return;
+  p.hidden = !sig;
+  if (!sig) return;
+  const code = el("code", String(sig.kid || ""));
+  const keys = el("a", "its keys");
+  keys.href = "/v1/signing-keys";
+  p.replaceChildren(el("span", "Signed by this service, key "), code,
+    el("span", " (" + String(sig.alg || "") + ", " + String(sig.signed_at || "") + "); check with tokbench verify against "),
+    keys, el("span", "."));
+}
+
 async function showRegressions(id) {
   let doc;
   try { doc = await apiJson("/v1/jobs/" + encodeURIComponent(id) + "/result"); } catch (e) { return; }
+  showSignature(doc);
   const reg = doc && doc.regressions;
   const box = $("#regressions");
   if (!reg || !box) return;

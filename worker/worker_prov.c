@@ -23,13 +23,9 @@ void
 worker_prov_clock(struct worker_ctx *w, const struct tb_queue_lease *l)
 {
   struct tb_clock_offset off;
-  int rc = tb_shards_clock(w->db, CLOCK_PROBES, &off);
-  /* off maps the monotonic clock to the database's; against the wall
-   * clock: the database's time minus the wall clock's, now */
-  int64_t wall_minus_mono = tb_time_real_us() * 1000 - tb_time_mono_ns();
+  int rc = tb_shards_clock(w->db, CLOCK_PROBES, &off); /* has the wall offset too */
   if (rc == 1)
-    rc = tb_ranby_attempt(w->db, l, (off.offset_ns - wall_minus_mono) / 1000,
-                          (off.uncert_ns + 999) / 1000);
+    rc = tb_ranby_attempt(w->db, l, off.wall_offset_ns / 1000, (off.uncert_ns + 999) / 1000);
   if (rc != 1)
     tb_log(TB_LOG_WARN, "clock offset not recorded: the result will say unknown", "job", TB_LS,
            l->job_id, NULL);

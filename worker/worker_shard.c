@@ -49,9 +49,12 @@ merge_rows(struct tb_db *db, const struct tb_shards_key *key, struct tb_samples 
       rc = WORKER_SHARD_BAD;
     }
     tb_samples_free(&one);
-    (*where)[i] = (struct tb_samples_shard){
-      .worker = r->worker, .host = r->host, .skew_us = r->skew_us, .uncert_us = r->uncert_ns / 1000
-    };
+    (*where)[i] = (struct tb_samples_shard){ .worker = r->worker,
+                                             .host = r->host,
+                                             .skew_us = r->skew_us,
+                                             .uncert_us = r->uncert_ns / 1000,
+                                             .clock_offset_us = r->wall_offset_us,
+                                             .has_clock_offset = r->has_wall };
   }
   return rc;
 }

@@ -24,6 +24,8 @@ tb_clock_offset(const struct tb_clock_probe *p, size_t n, struct tb_clock_offset
     out->uncert_ns = (rtt + 1) / 2;
   }
   out->probes = valid;
+  out->has_wall = false;
+  out->wall_offset_ns = 0;
   return any;
 }
 

@@ -36,6 +36,11 @@ struct tb_clock_offset {
   int64_t uncert_ns; /* half the chosen probe's round trip */
   int64_t rtt_ns;    /* that round trip */
   unsigned probes;   /* probes considered (valid ones) */
+  /* The same offset against the wall clock (server time - CLOCK_REALTIME,
+   * ns), for a result's provenance: set by whoever measured it and knows
+   * both clocks at one instant (tb_shards_clock); has_wall false until. */
+  int64_t wall_offset_ns;
+  bool has_wall;
 };
 
 /* The offset from n probes (those with recv < sent are skipped).  false

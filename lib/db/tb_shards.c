@@ -165,7 +165,12 @@ tb_shards_clock(struct tb_db *db, unsigned probes, struct tb_clock_offset *out)
     pr[i].server_us = tb_db_i64(r, 0, "us");
     PQclear(r);
   }
-  return tb_clock_offset(pr, probes, out) ? 1 : TB_DB_HARD;
+  if (!tb_clock_offset(pr, probes, out))
+    return TB_DB_HARD;
+  /* the wall clock minus the monotonic one, at one instant (issue 35) */
+  out->wall_offset_ns = out->offset_ns - (tb_time_real_us() * 1000 - tb_time_mono_ns());
+  out->has_wall = true;
+  return 1;
 }
 
 /* ------------------------------------------------------------------ ready */
@@ -173,7 +178,7 @@ tb_shards_clock(struct tb_db *db, unsigned probes, struct tb_clock_offset *out)
 static const struct tb_db_stmt ready_stmt = {
   "tb_shards_ready",
   "UPDATE cell_shards s SET state = 'ready', clock_offset_ns = $6::bigint,"
-  "       clock_uncert_ns = $7::bigint"
+  "       clock_uncert_ns = $7::bigint, clock_wall_offset_us = $8::bigint"
   "  FROM cell_barriers b"
   " WHERE " KEY_WHERE_Q(
     "s") " AND s.shard = $4::int AND s.worker = $5::text AND"
@@ -204,8 +209,8 @@ int
 tb_shards_ready(struct tb_db *db, const struct tb_shard *s, const struct tb_clock_offset *off,
                 double lead_s)
 {
-  char att[16], sh[16], o[32], u[32], lead[32];
-  const char *p[7];
+  char att[16], sh[16], o[32], u[32], w[32], lead[32];
+  const char *p[8];
   KEY_PARAMS(&s->key, att, p);
   snprintf(sh, sizeof sh, "%d", s->shard);
   snprintf(o, sizeof o, "%lld", (long long)off->offset_ns);
@@ -214,7 +219,9 @@ tb_shards_ready(struct tb_db *db, const struct tb_shard *s, const struct tb_cloc
   p[4] = s->worker;
   p[5] = o;
   p[6] = u;
-  int rc = tb_db_exec(db, &ready_stmt, 7, p, NULL);
+  snprintf(w, sizeof w, "%lld", (long long)(off->wall_offset_ns / 1000));
+  p[7] = off->has_wall ? w : NULL;
+  int rc = tb_db_exec(db, &ready_stmt, 8, p, NULL);
   if (rc != 1)
     return rc < 0 ? rc : 0;
   snprintf(lead, sizeof lead, "%.6f", lead_s);
@@ -414,7 +421,8 @@ tb_shards_expire(struct tb_db *db, const char *job_id)
 
 static const struct tb_db_stmt collect_stmt = {
   "tb_shards_collect",
-  "SELECT s.shard, s.worker, s.host, s.skew_us, s.clock_uncert_ns, s.samples"
+  "SELECT s.shard, s.worker, s.host, s.skew_us, s.clock_uncert_ns, s.clock_wall_offset_us,"
+  "       s.samples"
   "  FROM cell_shards s JOIN cell_barriers b USING (job_id, cell_key, attempt)"
   " WHERE " KEY_WHERE_Q("s") " AND b.state = 'started' AND"
                              "       (SELECT count(*) FROM cell_shards d WHERE " KEY_WHERE_Q(
@@ -440,6 +448,8 @@ tb_shards_collect(struct tb_db *db, const struct tb_shards_key *key, struct tb_s
       a[i].host = tb_db_dup(r, i, "host");
       a[i].skew_us = tb_db_i64(r, i, "skew_us");
       a[i].uncert_ns = tb_db_i64(r, i, "clock_uncert_ns");
+      a[i].has_wall = tb_db_str(r, i, "clock_wall_offset_us") != NULL;
+      a[i].wall_offset_us = tb_db_i64(r, i, "clock_wall_offset_us");
       const char *hex = tb_db_str(r, i, "samples");
       size_t n = 0;
       unsigned char *raw = hex ? PQunescapeBytea((const unsigned char *)hex, &n) : NULL;

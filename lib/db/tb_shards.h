@@ -76,7 +76,8 @@ int tb_shards_claim(struct tb_db *db, const char *worker, const char *host, int 
                     struct tb_shard *out) TB_MUST_CHECK;
 
 /* Measures this process's offset to the database's clock_timestamp() from
- * probes round trips (tb_clock).  Returns 1 or TB_DB_SOFT / TB_DB_HARD. */
+ * probes round trips (tb_clock), and against the wall clock too (out's
+ * wall_offset_ns, has_wall).  Returns 1 or TB_DB_SOFT / TB_DB_HARD. */
 int tb_shards_clock(struct tb_db *db, unsigned probes, struct tb_clock_offset *out) TB_MUST_CHECK;
 
 /*
@@ -127,6 +128,8 @@ struct tb_shard_row {
   int shard;
   char *worker, *host; /* new strings */
   int64_t skew_us, uncert_ns;
+  int64_t wall_offset_us; /* the database's clock - the shard worker's wall clock */
+  bool has_wall;          /* (sql/0018; NULL: measured before, or not at all) */
   unsigned char *samples; /* new (PQunescapeBytea'd into tb_xmalloc) */
   size_t len;
 };

@@ -153,7 +153,8 @@ shards_of(const json_t *cell)
   const json_t *w;
   json_array_foreach (where, i, w) {
     json_t *e = json_pack("{s:I}", "shard", (json_int_t)i);
-    static const char *const copy[] = { "worker", "host", "clock_uncertainty_ms" };
+    static const char *const copy[] = { "worker", "host", "clock_offset_ms",
+                                        "clock_uncertainty_ms" };
     for (size_t k = 0; k < sizeof copy / sizeof copy[0]; k++) {
       const json_t *v = json_object_get(w, copy[k]);
       json_object_set_new(e, copy[k],

@@ -17,7 +17,7 @@
  *     "cells": [{phase, context, concurrency, worker, attempt,
  *                clock_offset_ms, clock_uncertainty_ms, clock_source,
  *                shards?: [{shard, worker, host, start_skew_ms,
- *                           clock_uncertainty_ms}]}]
+ *                           clock_offset_ms, clock_uncertainty_ms}]}]
  *   }
  *
  * The engine writes the block at a run's end from the document's own header

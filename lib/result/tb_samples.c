@@ -659,9 +659,12 @@ tb_samples_cell_shards(json_t *cell, const struct tb_samples_shard *sh, size_t n
     tb_stats_add(&skew, a);
     if (sh[i].uncert_us > umax)
       umax = sh[i].uncert_us;
-    json_array_append_new(where, json_pack("{s:s?, s:s?, s:f, s:f}", "worker", sh[i].worker, "host",
-                                           sh[i].host, "skew_ms", (double)sh[i].skew_us / 1e3,
-                                           "clock_uncertainty_ms", (double)sh[i].uncert_us / 1e3));
+    json_t *w =
+      json_pack("{s:s?, s:s?, s:f, s:f}", "worker", sh[i].worker, "host", sh[i].host, "skew_ms",
+                (double)sh[i].skew_us / 1e3, "clock_uncertainty_ms", (double)sh[i].uncert_us / 1e3);
+    if (sh[i].has_clock_offset)
+      json_object_set_new(w, "clock_offset_ms", json_real((double)sh[i].clock_offset_us / 1e3));
+    json_array_append_new(where, w);
   }
   double p50 = tb_stats_quantile(&skew, 0.5), max = tb_stats_quantile(&skew, 1.0);
   int64_t limit = tb_clock_skew_limit_us(window_s);

@@ -197,13 +197,15 @@ bool tb_samples_cell(json_t *cell, struct tb_samples *m, const char *client_read
 /* One shard of a merged cell: where it ran and how well it started. */
 struct tb_samples_shard {
   const char *worker, *host;
-  int64_t skew_us;   /* its start on the server's timeline - T0 */
-  int64_t uncert_us; /* its clock offset's uncertainty */
+  int64_t skew_us;         /* its start on the server's timeline - T0 */
+  int64_t uncert_us;       /* its clock offset's uncertainty */
+  int64_t clock_offset_us; /* the database's clock - its wall clock (issue 35) */
+  bool has_clock_offset;
 };
 
 /*
  * Records a merged cell's shards in cell.shards: count, where [{worker,
- * host, skew_ms, clock_uncertainty_ms}], skew_p50_ms and skew_max_ms (of
+ * host, skew_ms, clock_uncertainty_ms, clock_offset_ms (when known)}], skew_p50_ms and skew_max_ms (of
  * |skew|), clock_uncertainty_max_ms and skew_limit_ms = max(2 ms, 1% of
  * window_s) (tb_clock_skew_limit_us).  The self-check: when the largest
  * |skew| is above the limit the cell's status becomes "error" with the

@@ -83,6 +83,13 @@ def test_make_run_quickstart_and_ctrl_c(ctx):
     assert '"cells"' in doc and '"valid"' in doc
     # the schedule it made, planned for 03:00 in Berlin
     assert '{"cron":"0 3 * * *","timezone":"Europe/Berlin","next_run_at":"' in out, out
+    # issue 35: make run's key (var/signing.key) signed it, and the README's
+    # verify line says so
+    v = subprocess.run([harness.bin("tokbench"), "verify", os.path.join(work, "result.json"),
+                        "--keys", stack.base + "/v1/signing-keys"], capture_output=True, text=True,
+                       timeout=60)
+    assert v.returncode == 0 and "good signature" in v.stdout, v.stdout + v.stderr
+    assert oct(os.stat(os.path.join(var, "signing.key")).st_mode & 0o777) == "0o600"
     # Ctrl-C stops everything, the database included.
     assert stack.stop() == 0
     out = stack.output()

@@ -426,6 +426,13 @@ def test_sharded_job_through_the_api(ctx):
     assert cell["status"] == "valid", cell
     assert cell["shards"]["count"] == 2
     check_identical(cell, merged_samples(t, job["id"]))
+    # issue 35: the provenance names the job's worker, and each shard's with
+    # its wall-clock offset to the database (the workers share this host)
+    prov = next(c for c in res["provenance"]["cells"] if c["phase"] == "decode")
+    assert isinstance(prov["clock_offset_ms"], float) and prov["worker"] != "unknown", prov
+    assert [s["shard"] for s in prov["shards"]] == [0, 1], prov
+    for s in prov["shards"]:
+        assert s["worker"] != prov["worker"] and abs(s["clock_offset_ms"]) < 1000, prov
 
 
 RATE_SPEC = {"rates": [30], "rate_duration_s": 4, "arrival": "poisson", "seed": 11,

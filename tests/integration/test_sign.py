@@ -439,6 +439,14 @@ def test_cancelled_and_imported(ctx):
     assert st == 201, doc
     st, res = call("GET", "/v1/jobs/%s/result" % doc["job_id"])
     assert st == 200 and "signature" not in res, res
+    # nor does one keep the signature it came with (another job's, or
+    # another service's: it would not hold for this job's document)
+    signed_path, signed = fetch_result(ctx, S["job"] if "job" in S else run_job(), "to-import.json")
+    assert "signature" in signed
+    st, doc = call("POST", "/v1/results", {"endpoint_id": S["ep"], "result": signed})
+    assert st == 201, doc
+    st, res = call("GET", "/v1/jobs/%s/result" % doc["job_id"])
+    assert st == 200 and "signature" not in res and res["cells"], res
 
 
 def test_rotation_and_revocation(ctx):

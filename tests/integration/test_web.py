@@ -195,9 +195,13 @@ def setup(ctx):
         raise AssertionError("%s missing: make deps installs chromium" % CHROMIUM)
     pg = ctx.postgres()
     port = harness.free_port()
+    signing = os.path.join(ctx.tmp, "signing.key")  # issue 35: finished results are signed
+    r = subprocess.run([harness.bin("tokbench"), "signing-keys", "create", signing],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
     env = {"TOKBENCH_DATABASE_URL": pg.url, "TOKBENCH_LISTEN_PORT": str(port),
            "TOKBENCH_DB_WAIT_MS": "5000", "TOKBENCH_MASTER_KEY": MASTER,
-           "TOKBENCH_RATE_LIMIT": "0"}
+           "TOKBENCH_RATE_LIMIT": "0", "TOKBENCH_SIGNING_KEY_FILE": signing}
     api = ctx.process("tokbench-api", [], env=env)
     base = "http://127.0.0.1:%d" % port
     wait_until(lambda: api.alive() and http("GET", base + "/healthz", timeout=2)[0] == 200,
@@ -327,6 +331,10 @@ def test_live_job_page(ctx):
     assert got == want, [(k, got.get(k), want.get(k)) for k in sorted(want) if got.get(k) != want[k]][:5]
     # a cell the worker measured carries its interval, and the page shows it
     assert any("\u00b1" in t for t in got.values()), got
+    # issue 35: the page says the result is signed, and by which key
+    chrome.wait_js("!document.querySelector('#signature').hidden", timeout=20, what="signature line")
+    line = chrome.eval("document.querySelector('#signature').textContent")
+    assert "Signed by this service" in line and doc["signature"]["kid"] in line, line
     chrome.screenshot(os.path.join(ARTIFACTS, "web_live_job.png"))
 
 

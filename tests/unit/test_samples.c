@@ -394,9 +394,9 @@ test_shards_skew_and_where(void **state)
 {
   (void)state;
   struct tb_samples_shard sh[3] = {
-    { "w1", "host-a", 400, 150 },
-    { "w2", "host-b", -1100, 90 },
-    { "w3", "host-a", 900, 300 },
+    { "w1", "host-a", 400, 150, -2500, true },
+    { "w2", "host-b", -1100, 90, 0, false },
+    { "w3", "host-a", 900, 300, 0, false },
   };
   json_t *cell = json_pack("{s:s}", "status", "valid");
   assert_true(tb_samples_cell_shards(cell, sh, 3, 30));
@@ -410,6 +410,9 @@ test_shards_skew_and_where(void **state)
   assert_string_equal(json_string_value(json_object_get(w, "worker")), "w2");
   assert_string_equal(json_string_value(json_object_get(w, "host")), "host-b");
   assert_true(fabs(json_real_value(json_object_get(w, "skew_ms")) + 1.1) < 1e-12);
+  assert_null(json_object_get(w, "clock_offset_ms")); /* not measured: absent */
+  w = json_array_get(json_object_get(o, "where"), 0); /* issue 35: its wall-clock offset */
+  assert_true(fabs(json_real_value(json_object_get(w, "clock_offset_ms")) + 2.5) < 1e-12);
   assert_string_equal(json_string_value(json_object_get(cell, "status")), "valid");
   json_decref(cell);
   sh[2].skew_us = 2500;
