@@ -46,7 +46,7 @@ else
 BINDIR ?= $(BUILD)/bin
 endif
 
-PKGS    := libmicrohttpd libcurl jansson libpq openssl zlib
+PKGS    := libmicrohttpd libcurl jansson libpq openssl zlib liburing
 # the benches link against the library with these too (bench/pkgs.sh)
 print-pkgs:
 	@echo $(PKGS)

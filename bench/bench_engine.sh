@@ -67,26 +67,31 @@ start_sim() { # $1 = time scale
 }
 trap '[ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null' EXIT
 
-printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' streams scale \
+printf '%-14s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' streams scale \
   "model/s" "tok/s" "engCPU" "bareCPU" "ratio" "dly50" "dly99" "gap99" "lag50" "lag99" "bare50" "bare99" "bgap99"
 # stream count : time scale (keeps the sim's own load near 50K events/s)
 # [: client = the engine stamping with its clock on reading, as the bare loop;
 #  : curl = the engine's streams through libcurl, not its own reads]
 # BENCH_ENGINE_CFGS: the rows to run (empty: only the side by side below)
-for cfg in ${BENCH_ENGINE_CFGS-1:1 128:1 128:1:client 128:1:curl 512:1 2048:0.5 2048:0.5:curl}; do
+#  : epoll = TOKBENCH_IO_URING=0, the engine's own reads by epoll + recvmsg;
+#    the rows without it read by io_uring where the kernel allows (the
+#    streams column names the transport that ran)]
+for cfg in ${BENCH_ENGINE_CFGS-1:1 128:1 128:1:epoll 128:1:client 128:1:curl 512:1 512:1:epoll 2048:0.5 2048:0.5:epoll 2048:0.5:curl 4096:0.25 4096:0.25:epoll}; do
   n=${cfg%%:*}; rest=${cfg#*:}; scale=${rest%%:*}; mode=${rest#"$scale"}; mode=${mode#:}
   start_sim "$scale"
   cs=0; [ "$mode" = client ] && cs=1
   cu=0; [ "$mode" = curl ] && cu=1
-  eng=$(TB_ENGINE_CLIENT_STAMPS=$cs TB_ENGINE_CURL_STREAMS=$cu $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$n" "$SECS" \
+  ur=1; [ "$mode" = epoll ] && ur=0
+  eng=$(TOKBENCH_IO_URING=$ur TB_ENGINE_CLIENT_STAMPS=$cs TB_ENGINE_CURL_STREAMS=$cu $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$n" "$SECS" \
     || echo "$n fail")
   start_sim "$scale"
   bare=$($PIN0 "$OUT/bare_loop" "$port" "$n" "$SECS" || echo "$n fail")
   model=$(python3 -c "print(round($n*50*$scale))")
   set -- $eng; etps=${2:-?}; ecpu=${3:-?}; d50=${4:-?}; d99=${5:-?}; g99=${6:-?}; l50=${8:-?}; l99=${9:-?}
+  via=${15:-?}; [ "$mode" = "" ] && mode=$via
   set -- $bare; bcpu=${3:-?}; b50=${6:-?}; b99=${7:-?}; bg99=${8:-?}
   ratio=$(python3 -c "print('%.2f' % ($ecpu / $bcpu))" 2>/dev/null || echo '?')
-  printf '%-7s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' "$n${mode:+ $mode}" "$scale" "$model" "$etps" \
+  printf '%-14s %-5s %9s %9s | %9s %9s %6s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' "$n${mode:+ $mode}" "$scale" "$model" "$etps" \
     "$ecpu" "$bcpu" "$ratio" "$d50" "$d99" "$g99" "$l50" "$l99" "$b50" "$b99" "$bg99"
 done
 echo "model/s: tokens/s the sim is set to send; tok/s: what the engine counted in its window."

@@ -28,8 +28,8 @@ set -eu
 group() {
   case "$1" in
     build)   echo "build-essential pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-                   libjansson-dev libpq-dev libssl-dev zlib1g-dev" ;;
-    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 zlib1g ca-certificates
+                   libjansson-dev libpq-dev libssl-dev zlib1g-dev liburing-dev" ;;
+    runtime) echo "libmicrohttpd12 libcurl4 libjansson4 libpq5 libssl3 zlib1g liburing2 ca-certificates
                    tzdata" ;;
     dev)     echo "tzdata libcmocka-dev postgresql python3 curl jq openssl valgrind clang clang-format
                    debootstrap

@@ -38,7 +38,7 @@
 #include "net/tb_http.h"
 #include "net/tb_rxts.h"
 
-#define GEN_MASK 0x3fffffffu
+#define GEN_MASK 0x1fffffffu /* bits 32..60 of a tag; 61 is TB_DIRECT_RING */
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -132,9 +132,11 @@ tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps, b
   curl_free(query);
   curl_free(user);
   curl_url_cleanup(u);
-  if (ok)
+  if (ok) {
     d->rbuf = tb_xmalloc(TB_DIRECT_RBUF_SIZE);
-  else
+    (void)tb_uring_init(&d->uring, epfd, TB_DIRECT_TAG | TB_DIRECT_RING | (uintptr_t)d,
+                        TB_RXTS_CMSG_SPACE);
+  } else
     tb_direct_free(d); /* the contract: nothing to free after false */
   return ok;
 }
@@ -146,6 +148,19 @@ tb_direct_free(struct tb_direct *d)
   free(d->path);
   free(d->rbuf);
   d->host = d->path = d->rbuf = NULL;
+  tb_uring_free(&d->uring);
+}
+
+const char *
+tb_direct_transport(const struct tb_direct *d)
+{
+  return tb_uring_on(&d->uring) ? "io_uring" : "epoll";
+}
+
+const char *
+tb_direct_uring_why(const struct tb_direct *d)
+{
+  return d->uring.why;
 }
 
 void
@@ -178,13 +193,22 @@ tb_direct_head_new(const struct tb_direct *d, const char *auth, size_t body_len)
 
 /* ------------------------------------------------------------ connections */
 
-static void
-conn_close(struct tb_direct_conn *k)
+static uint64_t
+conn_tag(const struct tb_direct_conn *k, unsigned slot)
 {
+  return TB_DIRECT_TAG | ((uint64_t)(k->gen & GEN_MASK) << 32) | slot;
+}
+
+static void
+conn_close(struct tb_direct_set *set, unsigned slot)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  if (k->armed) /* before the close: a receive holds the socket open */
+    tb_uring_cancel(&set->d->uring, conn_tag(k, slot));
   if (k->fd >= 0)
     close(k->fd); /* which also takes it out of the epoll set */
   k->fd = -1;
-  k->connecting = k->idle = false;
+  k->connecting = k->idle = k->armed = k->in_epoll = false;
   k->gen++;
 }
 
@@ -192,7 +216,7 @@ void
 tb_direct_close_all(struct tb_direct_set *set)
 {
   for (unsigned i = 0; set->c != NULL && i < set->n; i++)
-    conn_close(&set->c[i]);
+    conn_close(set, i);
 }
 
 void
@@ -205,14 +229,42 @@ tb_direct_set_free(struct tb_direct_set *set)
   set->head = NULL;
 }
 
+/* What slot's connection waits for: EPOLLOUT (connecting, or a send the
+ * socket could not take yet) and the reads.  With io_uring the reads are
+ * the armed receive's, and the connection is in the epoll set only while
+ * it waits to write. */
 static void
-conn_watch(struct tb_direct_set *set, unsigned slot, uint32_t events, int op)
+conn_watch(struct tb_direct_set *set, unsigned slot, bool out)
 {
   struct tb_direct_conn *k = &set->c[slot];
+  bool uring = tb_uring_on(&set->d->uring);
   struct epoll_event ev = { 0 };
-  ev.events = events;
-  ev.data.u64 = TB_DIRECT_TAG | ((uint64_t)(k->gen & GEN_MASK) << 32) | slot;
-  (void)epoll_ctl(set->d->epfd, op, k->fd, &ev);
+  ev.events = (out ? EPOLLOUT : 0) | (uring ? 0 : EPOLLIN);
+  ev.data.u64 = conn_tag(k, slot);
+  if (ev.events == 0) {
+    if (k->in_epoll)
+      (void)epoll_ctl(set->d->epfd, EPOLL_CTL_DEL, k->fd, NULL);
+    k->in_epoll = false;
+    return;
+  }
+  (void)epoll_ctl(set->d->epfd, k->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, k->fd, &ev);
+  k->in_epoll = true;
+}
+
+/* io_uring: arms the connection's receive once it is up; false (err set)
+ * when the ring cannot take it. */
+static bool
+conn_arm(struct tb_direct_set *set, unsigned slot)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  if (!tb_uring_on(&set->d->uring) || k->armed)
+    return true;
+  if (!tb_uring_recv(&set->d->uring, k->fd, conn_tag(k, slot))) {
+    snprintf(k->err, sizeof k->err, "io_uring: no submission slot");
+    return false;
+  }
+  k->armed = true;
+  return true;
 }
 
 /* Writes what is left of slot's request (head, then body); false after a
@@ -237,7 +289,7 @@ conn_send(struct tb_direct_set *set, unsigned slot)
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      conn_watch(set, slot, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
+      conn_watch(set, slot, true);
       return true;
     }
     if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
@@ -253,7 +305,7 @@ conn_send(struct tb_direct_set *set, unsigned slot)
     }
     k->wr_off += (size_t)n;
   }
-  conn_watch(set, slot, EPOLLIN, EPOLL_CTL_MOD);
+  conn_watch(set, slot, false);
   return true;
 }
 
@@ -264,7 +316,8 @@ conn_open(struct tb_direct_set *set, unsigned slot)
 {
   struct tb_direct *d = set->d;
   struct tb_direct_conn *k = &set->c[slot];
-  conn_close(k);
+  conn_close(set, slot);
+  k->gen = d->gen_seq++; /* a tag no other connection of the run had */
   k->reused = false;
   k->wr_off = 0;
   k->send_errno = 0;
@@ -282,13 +335,15 @@ conn_open(struct tb_direct_set *set, unsigned slot)
   int rc = connect(fd, (struct sockaddr *)&d->addr, d->addrlen);
   if (rc != 0 && errno != EINPROGRESS) {
     snprintf(k->err, sizeof k->err, "connect: %s", strerror(errno));
-    conn_close(k);
+    conn_close(set, slot);
     return false;
   }
   k->connecting = rc != 0;
   k->t_ready = k->connecting ? 0 : tb_time_mono_ns();
-  conn_watch(set, slot, k->connecting ? EPOLLOUT : EPOLLIN, EPOLL_CTL_ADD);
-  return k->connecting ? true : conn_send(set, slot);
+  conn_watch(set, slot, k->connecting);
+  if (k->connecting)
+    return true;
+  return conn_arm(set, slot) && conn_send(set, slot);
 }
 
 bool
@@ -333,7 +388,7 @@ tb_direct_release(struct tb_direct_set *set, unsigned slot)
   if (k->keep)
     k->idle = true;
   else
-    conn_close(k); /* mid-response: closing aborts the request */
+    conn_close(set, slot); /* mid-response: closing aborts the request */
 }
 
 int64_t
@@ -380,7 +435,68 @@ end(struct tb_direct_set *set, unsigned slot, const char *err)
   set->ops.end(set->ops.cls, slot, err);
 }
 
-/* One read of slot's connection. */
+/* What one read of slot's connection gave: n bytes at data (with m's
+ * control data for the kernel's stamp; m may be NULL), 0 the end of the
+ * stream, < 0 an error (err). */
+static void
+conn_got(struct tb_direct_set *set, unsigned slot, ssize_t n, int err, const char *data,
+         struct msghdr *m, int64_t rt_off)
+{
+  struct tb_direct *d = set->d;
+  struct tb_direct_conn *k = &set->c[slot];
+  if (!k->busy) { /* an idle connection: closed by the server, or junk */
+    conn_close(set, slot);
+    return;
+  }
+  if (n <= 0) {
+    if (k->reused && !k->got_bytes) {
+      /* a kept-alive connection the server had closed: once more anew */
+      if (!conn_open(set, slot))
+        end(set, slot, k->err);
+      return;
+    }
+    char why[160];
+    if (k->send_errno != 0 && !k->got_bytes) {
+      snprintf(why, sizeof why, "send: %s", strerror(k->send_errno));
+      end(set, slot, why);
+    } else if (n < 0) {
+      snprintf(why, sizeof why, "recv: %s", strerror(err));
+      end(set, slot, why);
+    } else if (tb_h1_eof(&k->h1) == TB_H1_DONE) {
+      end(set, slot, NULL);
+    } else {
+      end(set, slot, k->h1.reason);
+    }
+    return;
+  }
+  k->got_bytes = true;
+  int64_t now = tb_time_mono_ns();
+  if (d->kernel_stamps) {
+    enum tb_rxts_src src = TB_RXTS_CLOCK;
+    if (m != NULL)
+      now = tb_rxts_from_msg(m, now, rt_off, &src);
+    if (src == TB_RXTS_KERNEL)
+      set->rx_kernel++;
+    else
+      set->rx_user++;
+  }
+  struct feed_ctx f = { set, slot, now };
+  size_t used;
+  enum tb_h1_status st = tb_h1_feed(&k->h1, data, (size_t)n, &used, feed_body, &f);
+  switch (st) {
+  case TB_H1_MORE: return;
+  case TB_H1_DONE:
+    /* bytes after the response would be a response nobody asked for (the
+     * body callback never said stop: that would be TB_H1_STOPPED) */
+    k->keep = k->send_errno == 0 && used == (size_t)n && tb_h1_keep_alive(&k->h1);
+    end(set, slot, NULL);
+    return;
+  case TB_H1_STOPPED: end(set, slot, "response aborted"); return;
+  case TB_H1_ERROR: end(set, slot, k->h1.reason); return;
+  }
+}
+
+/* One read of slot's connection (epoll). */
 static void
 conn_read(struct tb_direct_set *set, unsigned slot, int64_t rt_off)
 {
@@ -400,60 +516,68 @@ conn_read(struct tb_direct_set *set, unsigned slot, int64_t rt_off)
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
     return;
-  if (!k->busy) { /* an idle connection: closed by the server, or junk */
-    conn_close(k);
+  conn_got(set, slot, n, errno, d->rbuf, &m, rt_off);
+}
+
+/* ---------------------------------------------------------------- io_uring */
+
+struct ring_ctx {
+  struct tb_direct_set *set;
+  int64_t rt_off;
+};
+
+/* The connection a completion is for, or NULL: one closed meanwhile (its
+ * receive's last completions), or another cell's. */
+static struct tb_direct_conn *
+conn_of(struct tb_direct_set *set, uint64_t tag, unsigned *slot)
+{
+  *slot = (unsigned)(tag & 0xffffffffu);
+  uint32_t gen = (uint32_t)(tag >> 32) & GEN_MASK;
+  if (set == NULL || set->c == NULL || *slot >= set->n || !(tag & TB_DIRECT_TAG))
+    return NULL;
+  struct tb_direct_conn *k = &set->c[*slot];
+  return k->fd >= 0 && (k->gen & GEN_MASK) == gen ? k : NULL;
+}
+
+static void
+ring_rx(void *cls, const struct tb_uring_rx *rx)
+{
+  struct ring_ctx *r = cls;
+  unsigned slot;
+  struct tb_direct_conn *k = conn_of(r->set, rx->user_data, &slot);
+  if (k == NULL)
+    return;
+  if (!rx->more)
+    k->armed = false;
+  if (rx->res == -ENOBUFS) { /* the buffers ran dry: nothing lost, arm again */
+    if (!conn_arm(r->set, slot) && k->busy)
+      end(r->set, slot, k->err);
     return;
   }
-  if (n <= 0) {
-    if (k->reused && !k->got_bytes) {
-      /* a kept-alive connection the server had closed: once more anew */
-      if (!conn_open(set, slot))
-        end(set, slot, k->err);
-      return;
-    }
-    char why[160];
-    if (k->send_errno != 0 && !k->got_bytes) {
-      snprintf(why, sizeof why, "send: %s", strerror(k->send_errno));
-      end(set, slot, why);
-    } else if (n < 0) {
-      snprintf(why, sizeof why, "recv: %s", strerror(errno));
-      end(set, slot, why);
-    } else if (tb_h1_eof(&k->h1) == TB_H1_DONE) {
-      end(set, slot, NULL);
-    } else {
-      end(set, slot, k->h1.reason);
-    }
-    return;
-  }
-  k->got_bytes = true;
-  int64_t now = tb_time_mono_ns();
-  if (d->kernel_stamps) {
-    enum tb_rxts_src src;
-    now = tb_rxts_from_msg(&m, now, rt_off, &src);
-    if (src == TB_RXTS_KERNEL)
-      set->rx_kernel++;
-    else
-      set->rx_user++;
-  }
-  struct feed_ctx f = { set, slot, now };
-  size_t used;
-  enum tb_h1_status st = tb_h1_feed(&k->h1, d->rbuf, (size_t)n, &used, feed_body, &f);
-  switch (st) {
-  case TB_H1_MORE: return;
-  case TB_H1_DONE:
-    /* bytes after the response would be a response nobody asked for (the
-     * body callback never said stop: that would be TB_H1_STOPPED) */
-    k->keep = k->send_errno == 0 && used == (size_t)n && tb_h1_keep_alive(&k->h1);
-    end(set, slot, NULL);
-    return;
-  case TB_H1_STOPPED: end(set, slot, "response aborted"); return;
-  case TB_H1_ERROR: end(set, slot, k->h1.reason); return;
-  }
+  conn_got(r->set, slot, rx->res > 0 ? (ssize_t)rx->len : rx->res, -rx->res, rx->data, rx->msg,
+           r->rt_off);
+  /* the same connection, still open, whose receive ended: arm it again */
+  if (rx->res > 0 && conn_of(r->set, rx->user_data, &slot) == k && !k->armed &&
+      !conn_arm(r->set, slot) && k->busy)
+    end(r->set, slot, k->err);
+}
+
+/* The ring has completions: each goes to its connection in set. */
+static void
+ring_event(struct tb_direct_set *set, uint64_t tag, int64_t rt_off)
+{
+  struct tb_direct *d = (struct tb_direct *)(uintptr_t)(tag & ~(TB_DIRECT_TAG | TB_DIRECT_RING));
+  struct ring_ctx r = { set, rt_off };
+  (void)tb_uring_drain(&d->uring, ring_rx, &r);
 }
 
 void
 tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_t rt_off)
 {
+  if (tag & TB_DIRECT_RING) {
+    ring_event(set, tag, rt_off);
+    return;
+  }
   unsigned slot = (unsigned)(tag & 0xffffffffu);
   uint32_t gen = (uint32_t)(tag >> 32) & GEN_MASK;
   if (set->c == NULL || slot >= set->n)
@@ -472,7 +596,7 @@ tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_
       err = ECONNRESET;
     if (err != 0) {
       if (!k->busy) {
-        conn_close(k);
+        conn_close(set, slot);
         return;
       }
       char why[160];
@@ -482,8 +606,17 @@ tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_
     }
     k->connecting = false;
     k->t_ready = tb_time_mono_ns();
+    if (!conn_arm(set, slot)) {
+      if (k->busy)
+        end(set, slot, k->err);
+      else
+        conn_close(set, slot);
+      return;
+    }
     if (k->busy && !conn_send(set, slot))
       end(set, slot, k->err);
+    else if (!k->busy)
+      conn_watch(set, slot, false);
     return;
   }
   if (k->busy && (events & EPOLLOUT) && k->wr_off < k->rq_head_len + k->rq_body_len &&
@@ -491,6 +624,7 @@ tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_
     end(set, slot, k->err);
     return;
   }
-  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+  /* io_uring: a hang-up or an error shows in the receive's completion */
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !tb_uring_on(&set->d->uring))
     conn_read(set, slot, rt_off);
 }

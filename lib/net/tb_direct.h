@@ -25,11 +25,15 @@
 #include <sys/socket.h>
 
 #include "net/tb_h1.h"
+#include "net/tb_uring.h"
 #include "base/tb_util.h"
 
 /* epoll data of a slot's connection has this bit; libcurl's sockets never
  * do (their data is the fd). */
 #define TB_DIRECT_TAG (1ULL << 62)
+/* ... and the run's io_uring fd has this bit too, the low bits its struct
+ * tb_direct's address (user space pointers fit in 47 bits). */
+#define TB_DIRECT_RING (1ULL << 61)
 /* One recvmsg reads at most this much. */
 #define TB_DIRECT_RBUF_SIZE (64u * 1024u)
 /* A stream's connection must be up within this (either transport). */
@@ -43,6 +47,8 @@ struct tb_direct {
   char *rbuf;         /* TB_DIRECT_RBUF_SIZE */
   bool kernel_stamps; /* enable tb_rxts on each connection */
   int epfd;           /* the run's epoll set (borrowed) */
+  struct tb_uring uring; /* on: reads are multishot recvmsg (tb_uring) */
+  uint32_t gen_seq;      /* connections opened in the run: each one's gen */
 };
 
 /* What a cell's set reports to the engine (on the engine's thread, from
@@ -66,6 +72,8 @@ struct tb_direct_conn {
   bool connecting;               /* non-blocking connect in progress */
   bool idle;                     /* kept alive after a complete response, free to reuse */
   bool busy;                     /* a request is on it (start .. release) */
+  bool armed;                    /* io_uring: its multishot receive is armed */
+  bool in_epoll;                 /* io_uring: in the epoll set (connecting, send blocked) */
   bool reused;                   /* this request went out on a kept-alive connection */
   int64_t t_ready;               /* a new connection: when it was up (monotonic ns) */
   bool got_bytes;                /* the response has begun */
@@ -100,6 +108,11 @@ struct tb_direct_set {
  */
 bool tb_direct_setup(struct tb_direct *d, const char *chat_url, bool kernel_stamps,
                      bool curl_streams, int epfd);
+/* "io_uring" or "epoll": how a set's reads are made (tb_direct_setup
+ * probes io_uring; TOKBENCH_IO_URING=0 keeps epoll). */
+const char *tb_direct_transport(const struct tb_direct *d);
+/* Why io_uring is not used ("" when it is). */
+const char *tb_direct_uring_why(const struct tb_direct *d);
 /* Frees what tb_direct_setup allocated.  d may be zeroed. */
 void tb_direct_free(struct tb_direct *d);
 
@@ -140,7 +153,8 @@ bool tb_direct_connecting(const struct tb_direct_set *set, unsigned slot);
 /* HTTP status of slot's response, 0 before its head is read. */
 int tb_direct_status(const struct tb_direct_set *set, unsigned slot);
 
-/* An epoll event whose data has TB_DIRECT_TAG.  rt_off is
+/* An epoll event whose data has TB_DIRECT_TAG (a connection's, or with
+ * TB_DIRECT_RING the ring's: its completions go to set's connections).  rt_off is
  * CLOCK_REALTIME - CLOCK_MONOTONIC (tb_rxts_offset) for the kernel stamps. */
 void tb_direct_event(struct tb_direct_set *set, uint64_t tag, uint32_t events, int64_t rt_off);
 

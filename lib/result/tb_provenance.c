@@ -111,6 +111,15 @@ tb_provenance_new(const struct tb_provenance_run *in)
                                   "source",
                                   in->gpus_why != NULL ? in->gpus_why : "no GPU telemetry"));
   }
+  const char *why = in->streams_why != NULL && in->streams_why[0] ? in->streams_why : NULL;
+  json_object_set_new(p, "transport",
+                      json_pack("{s:s, s:s}", "streams",
+                                in->streams != NULL ? in->streams : TB_PROVENANCE_UNKNOWN,
+                                "io_uring",
+                                why != NULL ? why
+                                : in->streams != NULL && strcmp(in->streams, "io_uring") == 0
+                                  ? "in use: multishot recvmsg into a provided buffer ring"
+                                  : TB_PROVENANCE_UNKNOWN));
   json_object_set_new(p, "cells", json_string(TB_PROVENANCE_UNKNOWN));
   return p;
 }

@@ -41,6 +41,8 @@ struct tb_provenance_run {
   const json_t *identity; /* tb_discover_identity, or NULL: discovery did not answer */
   const json_t *gpus;     /* tb_telemetry_gpus, or NULL: none named */
   const char *gpus_why;   /* why the GPUs are unknown (gpus NULL) */
+  const char *streams;    /* how the streams were read: "io_uring", "epoll", "libcurl" */
+  const char *streams_why; /* why not io_uring, or NULL */
 };
 
 /* A new block: tokbench's build, discovery, simulator, launch command and

@@ -23,6 +23,7 @@ SUITE = "full"
 
 SMALL = {
     "BENCH_FLOORS": "0",
+    "BENCH_ENGINE_CFGS": "128:1 128:1:epoll 128:1:curl",
     "BENCH_SECONDS": "1", "BENCH_BASE_RUNS": "1", "BENCH_SERIES_RUNS": "1",
     "SIM_BENCH_SECONDS": "1", "SIM_BENCH_RUNS": "1", "SIM_BENCH_SCENARIOS": "128:20",
     "BENCH_FIREHOSE_STREAMS": "16", "BENCH_OAI_ITERS": "20000", "BENCH_OAI_RUNS": "1",
@@ -45,6 +46,14 @@ FIGURES = {
     "bench_limits": "1,000 clients / 100 clients throughput",
     "bench_rate": "floors (issue 15)",
 }
+
+
+def uring_allowed():
+    """False where this kernel refuses io_uring to us (the bench then reads by epoll)."""
+    try:
+        return open("/proc/sys/kernel/io_uring_disabled").read().strip() == "0"
+    except OSError:
+        return True
 
 
 def rel_bin_dir():
@@ -81,6 +90,13 @@ def test_make_bench_small(ctx):
         text = "\n".join(got[name])
         assert "%s.sh: failed" % name not in text, "%s failed:\n%s" % (name, text[-3000:])
         assert figure in text, "%s printed no %r:\n%s" % (name, figure, text[-3000:])
+    # issue 36: the engine's rows name their transport; io_uring's row beside
+    # epoll's (or, where the kernel refuses it, epoll twice)
+    rows = [ln.split() for ln in got["bench_engine"] if ln[:1].isdigit()]
+    named = {(r[0], r[1]) for r in rows if len(r) > 4 and r[2] != "fail"}
+    assert ("128", "epoll") in named and ("128", "curl") in named, got["bench_engine"]
+    want = "io_uring" if uring_allowed() else "epoll"
+    assert any(r[:2] == ["128", want] and r[3] == "1" for r in rows), (want, got["bench_engine"])
     assert rc == 0, out[-3000:]
 
 

@@ -155,6 +155,23 @@ teardown(void **state)
 
 static const char req_body[] = "{\"model\":\"m\",\"stream\":true}";
 
+/* The transport the probe chose: io_uring on this kernel, epoll when
+ * TOKBENCH_IO_URING=0 (main runs every test both ways). */
+static void
+assert_transport(struct fixture *x)
+{
+  const char *env = getenv("TOKBENCH_IO_URING");
+  bool off = env != NULL && strcmp(env, "0") == 0;
+  if (off) {
+    assert_string_equal(tb_direct_transport(&x->d), "epoll");
+    assert_string_equal(tb_direct_uring_why(&x->d), "off by TOKBENCH_IO_URING=0");
+  } else if (strcmp(tb_direct_transport(&x->d), "io_uring") != 0) {
+    /* a kernel or sandbox that refuses it: say so, the epoll run holds */
+    print_message("io_uring refused here: %s\n", tb_direct_uring_why(&x->d));
+    assert_true(tb_direct_uring_why(&x->d)[0] != '\0');
+  }
+}
+
 static void
 open_set(struct fixture *x, bool stamps)
 {
@@ -162,6 +179,7 @@ open_set(struct fixture *x, bool stamps)
   const struct tb_direct_ops ops = { x, on_body, on_end };
   tb_direct_set_init(&x->set, &x->d, SLOTS, "Authorization: Bearer sk-k", req_body,
                      strlen(req_body), &ops);
+  assert_transport(x);
 }
 
 static void
@@ -376,6 +394,7 @@ test_refused(void **state)
   lb_stop(&gone);
   const struct tb_direct_ops ops = { x, on_body, on_end };
   tb_direct_set_init(&x->set, &x->d, SLOTS, NULL, req_body, strlen(req_body), &ops);
+  assert_transport(x);
   round_trip(x);
   for (unsigned i = 0; i < SLOTS; i++) {
     assert_true(x->seen[i].has_err);
@@ -412,6 +431,7 @@ test_ipv6(void **state)
   assert_string_equal(x->d.host, host);
   const struct tb_direct_ops ops = { x, on_body, on_end };
   tb_direct_set_init(&x->set, &x->d, SLOTS, NULL, req_body, strlen(req_body), &ops);
+  assert_transport(x);
   round_trip(x);
   for (unsigned i = 0; i < SLOTS; i++) {
     assert_false(x->seen[i].has_err);
@@ -439,5 +459,9 @@ main(void)
     cmocka_unit_test(test_refused),
     cmocka_unit_test(test_ipv6),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  /* io_uring where the kernel allows it, then the epoll path */
+  int failed = cmocka_run_group_tests_name("io_uring", tests, setup, teardown);
+  setenv("TOKBENCH_IO_URING", "0", 1);
+  failed += cmocka_run_group_tests_name("epoll", tests, setup, teardown);
+  return failed;
 }
