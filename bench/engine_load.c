@@ -173,8 +173,8 @@ main(int argc, char **argv)
     json_object_get(json_object_get(json_object_get(cell, "server_series"), "summary"), "samples"));
   json_int_t done = json_integer_value(json_object_get(cell, "completed"));
   /* 15th: how the streams were read (provenance.transport.streams) */
-  const char *via = json_string_value(json_object_get(
-    json_object_get(json_object_get(res, "provenance"), "transport"), "streams"));
+  const char *via = json_string_value(
+    json_object_get(json_object_get(json_object_get(res, "provenance"), "transport"), "streams"));
   printf("%u %.0f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %.3f %.4f %s\n", b.n, tps,
          toks > 0 ? cpu / (double)toks * 1e6 : 0.0, tb_stats_quantile(&b.delay, 0.5) / 1e6,
          tb_stats_quantile(&b.delay, 0.99) / 1e6, tb_stats_quantile(&b.gap, 0.99) / 1e6,

@@ -196,10 +196,13 @@ set_provenance(struct tb_run *r, json_t *doc, bool has_header, bool discovered,
     .gpus_why = !tel ? "the endpoint has no telemetry_url"
                      : "its telemetry named no GPU (no read answered with dcgm-exporter's or "
                        "nvidia_gpu_exporter's series)",
-    .streams = r->tp.epfd < 0 ? NULL : r->tp.direct ? tb_direct_transport(&r->tp.dt) : "libcurl",
+    .streams = r->tp.epfd < 0 ? NULL
+               : r->tp.direct ? tb_direct_transport(&r->tp.dt)
+                              : "libcurl",
     .streams_why = r->tp.epfd < 0 ? "the run stopped before its streams were set up"
-                   : r->tp.direct ? tb_direct_uring_why(&r->tp.dt)
-                   : "the streams go through libcurl (TLS, a proxy, or TB_ENGINE_CURL_STREAMS=1)",
+                   : r->tp.direct
+                     ? tb_direct_uring_why(&r->tp.dt)
+                     : "the streams go through libcurl (TLS, a proxy, or TB_ENGINE_CURL_STREAMS=1)",
   };
   json_object_set_new(doc, "provenance", tb_provenance_new(&in));
   json_decref(id);

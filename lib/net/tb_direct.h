@@ -42,11 +42,11 @@
 struct tb_direct {
   struct sockaddr_storage addr;
   socklen_t addrlen;
-  char *host;         /* Host header: host[:port] as in the URL */
-  char *path;         /* request target: path[?query] */
-  char *rbuf;         /* TB_DIRECT_RBUF_SIZE */
-  bool kernel_stamps; /* enable tb_rxts on each connection */
-  int epfd;           /* the run's epoll set (borrowed) */
+  char *host;            /* Host header: host[:port] as in the URL */
+  char *path;            /* request target: path[?query] */
+  char *rbuf;            /* TB_DIRECT_RBUF_SIZE */
+  bool kernel_stamps;    /* enable tb_rxts on each connection */
+  int epfd;              /* the run's epoll set (borrowed) */
   struct tb_uring uring; /* on: reads are multishot recvmsg (tb_uring) */
   uint32_t gen_seq;      /* connections opened in the run: each one's gen */
 };

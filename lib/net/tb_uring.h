@@ -30,11 +30,11 @@ struct tb_uring {
   char *bufs;                   /* n_bufs * buf_size */
   unsigned n_bufs;
   size_t buf_size;
-  struct msghdr mh; /* the shape each multishot recvmsg fills (control space) */
-  char why[160];    /* why it is off ("" when on) */
+  struct msghdr mh;               /* the shape each multishot recvmsg fills (control space) */
+  char why[160];                  /* why it is off ("" when on) */
   uint64_t batches, cqes, rearms; /* completion batches, completions, receives armed */
-  unsigned pending; /* SQEs queued but not submitted */
-  bool defer;       /* IORING_SETUP_DEFER_TASKRUN: drain asks for the work */
+  unsigned pending;               /* SQEs queued but not submitted */
+  bool defer;                     /* IORING_SETUP_DEFER_TASKRUN: drain asks for the work */
 };
 
 /* What one completion of a connection's recvmsg brought: res > 0 bytes at

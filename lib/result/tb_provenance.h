@@ -37,11 +37,11 @@
 #define TB_PROVENANCE_UNKNOWN "unknown"
 
 struct tb_provenance_run {
-  const json_t *header;   /* the result document (its header members), or NULL */
-  const json_t *identity; /* tb_discover_identity, or NULL: discovery did not answer */
-  const json_t *gpus;     /* tb_telemetry_gpus, or NULL: none named */
-  const char *gpus_why;   /* why the GPUs are unknown (gpus NULL) */
-  const char *streams;    /* how the streams were read: "io_uring", "epoll", "libcurl" */
+  const json_t *header;    /* the result document (its header members), or NULL */
+  const json_t *identity;  /* tb_discover_identity, or NULL: discovery did not answer */
+  const json_t *gpus;      /* tb_telemetry_gpus, or NULL: none named */
+  const char *gpus_why;    /* why the GPUs are unknown (gpus NULL) */
+  const char *streams;     /* how the streams were read: "io_uring", "epoll", "libcurl" */
   const char *streams_why; /* why not io_uring, or NULL */
 };
 
