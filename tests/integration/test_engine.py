@@ -99,6 +99,51 @@ def test_tiny_vllm_accuracy(ctx):
             assert c["prompt_tokens"] == c["context"], c
 
 
+def no_uring(ctx):
+    """tests/tools/no_uring built here: a seccomp filter refusing io_uring_setup."""
+    out = os.path.join(ctx.tmp, "no_uring")
+    if not os.path.exists(out):
+        subprocess.run(["gcc", "-O1", "-o", out, os.path.join(harness.ROOT, "tests", "tools",
+                                                             "no_uring.c")], check=True)
+    return out
+
+
+def transport(doc):
+    return doc["provenance"]["transport"]
+
+
+@twice
+def test_tiny_io_uring_and_epoll(ctx):
+    """Issue 36: the engine's reads by io_uring (where this kernel allows it),
+    by epoll (TOKBENCH_IO_URING=0) and by epoll again where seccomp refuses
+    io_uring_setup, as a container's profile may: each run measures the same
+    against the model, and its provenance says which transport ran and why."""
+    sim = ctx.sim("tiny", "vllm", timing=True)
+    args = RUN_ARGS + ["--contexts", "1k", "--concurrency", "1,4,16", "--prefill-contexts", "1k"]
+    allowed = open("/proc/sys/kernel/io_uring_disabled").read().strip() == "0"
+    rc, _, cells, doc, err = run_cli(sim.url, args)
+    assert rc == 0, err
+    t = transport(doc)
+    if allowed:
+        assert t == {"streams": "io_uring",
+                     "io_uring": "in use: multishot recvmsg into a provided buffer ring"}, t
+    else:
+        assert t["streams"] == "epoll" and "io_uring_setup" in t["io_uring"], t
+    assert check_against_expected(sim.url, cells) == 2
+    rc, _, cells, doc, err = run_cli(sim.url, args, env={"TOKBENCH_IO_URING": "0"})
+    assert rc == 0, err
+    assert transport(doc) == {"streams": "epoll", "io_uring": "off by TOKBENCH_IO_URING=0"}
+    assert check_against_expected(sim.url, cells) == 2
+    argv = [no_uring(ctx), harness.timing_bin("tokbench"), "run", "--url", sim.url,
+            "--jsonl"] + args
+    p = subprocess.run(argv, capture_output=True, timeout=240)
+    assert p.returncode == 0, p.stderr.decode()
+    lines = [json.loads(ln) for ln in p.stdout.decode().splitlines() if ln.strip()]
+    t = transport(lines[-1])
+    assert t == {"streams": "epoll", "io_uring": "io_uring_setup: Operation not permitted"}, t
+    assert check_against_expected(sim.url, [ln for ln in lines if "phase" in ln]) == 2
+
+
 @twice
 def test_tiny_curl_streams(ctx):
     """The libcurl stream transport (what TLS endpoints use) measures the
