@@ -86,6 +86,8 @@ static const char usage_tail[] =
   "                          lines and events of all its streams; default\n"
   "                          262144); over it the cell fails\n"
   "  -q, --quiet             no progress bar\n"
+  "  -v, --verbose           say on stderr how the streams were read\n"
+  "                          (io_uring, epoll or libcurl, and why)\n"
   "  -h, --help              this text\n"
   "\n"
   "Exit status: 0 finished (error cells are results), 1 run failed,\n"
@@ -405,6 +407,7 @@ static const struct option fixed_opts[] = {
   { "trace", required_argument, NULL, O_TRACE },
   { "trace-format", required_argument, NULL, O_TRACEFMT },
   { "quiet", no_argument, NULL, 'q' },
+  { "verbose", no_argument, NULL, 'v' },
   { "help", no_argument, NULL, 'h' },
 };
 
@@ -416,7 +419,7 @@ struct run {
   const char *key_file, *output, *resume, *url, *cacert;
   const char *trace_file, *trace_format;
   int64_t cell_kb;
-  bool force_jsonl, force_table, quiet;
+  bool force_jsonl, force_table, quiet, verbose;
   char *run_id;
   struct tb_spec settings;
   struct tb_trace trace;
@@ -465,6 +468,7 @@ run_flag(struct run *r, int opt, const struct tb_spec_field *fields, size_t nfie
   case O_TRACE: r->trace_file = optarg; break;
   case O_TRACEFMT: r->trace_format = optarg; break;
   case 'q': r->quiet = true; break;
+  case 'v': r->verbose = true; break;
   case 'h': usage(stdout); return 0;
   default:
     fprintf(stderr,
@@ -494,7 +498,7 @@ run_parse(struct run *r, int argc, char **argv)
   int rc = -1, opt;
   optind = 1;
   opterr = 0;
-  while (rc < 0 && (opt = getopt_long(argc, argv, "qh", opts, NULL)) != -1)
+  while (rc < 0 && (opt = getopt_long(argc, argv, "qvh", opts, NULL)) != -1)
     rc = run_flag(r, opt, fields, nfields, argv);
   free(opts);
   if (rc >= 0)
@@ -584,6 +588,17 @@ provenance(struct run *r)
   tb_provenance_set_cells(prov, cells);
 }
 
+/* --verbose: the transport the streams went by (provenance.transport). */
+static void
+say_transport(const json_t *result)
+{
+  const json_t *t = json_object_get(json_object_get(result, "provenance"), "transport");
+  const char *via = json_string_value(json_object_get(t, "streams"));
+  const char *why = json_string_value(json_object_get(t, "io_uring"));
+  fprintf(stderr, "tokbench run: streams read by %s (io_uring: %s)\n", via ? via : "unknown",
+          why ? why : "unknown");
+}
+
 /* The matrix run with its progress, then its result written and printed;
  * the exit status. */
 static int
@@ -612,6 +627,8 @@ run_matrix(struct run *r)
   provenance(r);
   if (ui.tty_progress)
     fprintf(stderr, "\r\033[K");
+  if (r->verbose)
+    say_transport(r->result);
   if (r->output != NULL && r->result != NULL) {
     if (json_dump_file(r->result, r->output, JSON_INDENT(2)) != 0)
       fprintf(stderr, "tokbench run: cannot write %s\n", r->output);

@@ -135,12 +135,14 @@ def test_tiny_io_uring_and_epoll(ctx):
     assert transport(doc) == {"streams": "epoll", "io_uring": "off by TOKBENCH_IO_URING=0"}
     assert check_against_expected(sim.url, cells) == 2
     argv = [no_uring(ctx), harness.timing_bin("tokbench"), "run", "--url", sim.url,
-            "--jsonl"] + args
+            "--jsonl", "--verbose"] + args
     p = subprocess.run(argv, capture_output=True, timeout=240)
     assert p.returncode == 0, p.stderr.decode()
     lines = [json.loads(ln) for ln in p.stdout.decode().splitlines() if ln.strip()]
     t = transport(lines[-1])
     assert t == {"streams": "epoll", "io_uring": "io_uring_setup: Operation not permitted"}, t
+    assert ("streams read by epoll (io_uring: io_uring_setup: Operation not permitted)"
+            in p.stderr.decode()), p.stderr.decode()
     assert check_against_expected(sim.url, [ln for ln in lines if "phase" in ln]) == 2
 
 
