@@ -57,16 +57,22 @@ trap '[ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null' EXIT
 start_sim
 eng=$($PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$N" "$SECS" || echo "$N fail")
 start_sim
+engep=$(TOKBENCH_IO_URING=0 $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$N" "$SECS" \
+  || echo "$N fail")
+start_sim
 bare=$($PIN0 "$OUT/bare_loop" "$port" "$N" "$SECS" || echo "$N fail")
 # short requests: without /metrics, so that readiness is every stream
 # having produced a token (running = C is never steady when requests last
 # microseconds)
 start_sim --metrics none
 short=$($PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$N" "$SECS" "$SHORT" || echo "$N fail")
-python3 - "$SECS" "$eng" "$bare" "$short" <<'PY'
+start_sim --metrics none
+shortep=$(TOKBENCH_IO_URING=0 $PIN0 "$OUT/engine_load" "http://127.0.0.1:$port" "$N" "$SECS" \
+  "$SHORT" || echo "$N fail")
+python3 - "$SECS" "$eng" "$bare" "$short" "$engep" "$shortep" <<'PY'
 import sys
 secs = float(sys.argv[1])
-eng, bare, short = (a.split() for a in sys.argv[2:5])
+eng, bare, short, engep, shortep = (a.split() for a in sys.argv[2:7])
 def num(v, i):
     try:
         return float(v[i])
@@ -75,19 +81,27 @@ def num(v, i):
 # engine_load: 3rd = CPU s per million tokens, 11th = data events in the
 # cell, 12th = completed requests, 13th = CPU us per completed request;
 # tokens = events here (one token a chunk) but for the role and usage chunks
-e_cpu_m, e_ev, e_tok_s = num(eng, 2), num(eng, 10), num(eng, 1)
-e_cpu = e_cpu_m * e_tok_s * secs / 1e6       # CPU s over the window
-e_rate = e_ev / e_cpu if e_cpu > 0 else float("nan")
+def row(eng, short):
+    """events per CPU-s, events/s, CPU us per request and less its events."""
+    e_cpu_m, e_ev, e_tok_s = num(eng, 2), num(eng, 10), num(eng, 1)
+    e_cpu = e_cpu_m * e_tok_s * secs / 1e6       # CPU s over the window
+    e_rate = e_ev / e_cpu if e_cpu > 0 else float("nan")
+    s_ev, s_done, s_us, s_cpu = num(short, 10), num(short, 11), num(short, 12), num(short, 13)
+    # the request's own cost: its CPU less its events at the long row's rate
+    s_own = (s_cpu - s_ev / e_rate) / s_done * 1e6 if s_done > 0 else float("nan")
+    via = eng[14] if len(eng) > 14 else "?"
+    return e_rate, e_ev / secs, s_us, s_own, s_done / secs, via
+u, ep = row(eng, short), row(engep, shortep)
 b_ev_s, b_rate = num(bare, 1), num(bare, 3)  # events/s, events per CPU-s
-s_ev, s_done, s_us, s_cpu = num(short, 10), num(short, 11), num(short, 12), num(short, 13)
-# the request's own cost: its CPU less its events at the long row's rate
-s_own = (s_cpu - s_ev / e_rate) / s_done * 1e6 if s_done > 0 else float("nan")
-print("%-26s %14s %14s %8s" % ("", "engine", "bare reader", "ratio"))
-print("%-26s %14.0f %14.0f %8.2f" % ("SSE events / CPU-second", e_rate, b_rate, e_rate / b_rate))
-print("%-26s %14.0f %14.0f" % ("SSE events / second", e_ev / secs, b_ev_s))
-print("%-26s %14.1f %14s" % ("CPU us / request", s_us, "-"))
-print("%-26s %14.1f %14s" % ("  less its events", s_own, "-"))
-print("%-26s %14.0f %14s" % ("requests / second", s_done / secs, "-"))
+print("%-26s %14s %14s %14s %8s" % ("", "engine " + u[5], "engine " + ep[5], "bare reader",
+                                    "ratio"))
+print("%-26s %14.0f %14.0f %14.0f %8.2f" % ("SSE events / CPU-second", u[0], ep[0], b_rate,
+                                           u[0] / b_rate))
+print("%-26s %14.0f %14.0f %14.0f" % ("SSE events / second", u[1], ep[1], b_ev_s))
+print("%-26s %14.1f %14.1f %14s" % ("CPU us / request", u[2], ep[2], "-"))
+print("%-26s %14.1f %14.1f %14s" % ("  less its events", u[3], ep[3], "-"))
+print("%-26s %14.0f %14.0f %14s" % ("requests / second", u[4], ep[4], "-"))
+print("ratio: the first engine column (io_uring where the kernel allows) / the bare reader.")
 print("MLCommons endpoints client (docs/ENDPOINT_CLIENT.md §1.2): ~830,000 SSE events/s per")
 print("worker process (x86; ~920,000 on Grace), ~47 us client overhead per request.")
 PY
