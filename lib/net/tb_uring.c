@@ -156,6 +156,8 @@ tb_uring_free(struct tb_uring *u)
 static struct io_uring_sqe *
 sqe_get(struct tb_uring *u)
 {
+  if (u->ring == NULL) /* freed (or never on): nothing to queue on */
+    return NULL;
   struct io_uring_sqe *sqe = io_uring_get_sqe(u->ring);
   if (sqe == NULL) { /* the queue is full: hand it over and take one */
     tb_uring_submit(u);
