@@ -79,8 +79,11 @@ probe_recv(struct tb_uring *u)
   if (rc == 0 && write(sv[1], "x", 1) != 1)
     rc = -errno;
   struct io_uring_cqe *cqe = NULL;
+  /* a second at most: a kernel that takes the receive and never answers
+   * must not hang the run */
+  struct __kernel_timespec ts = { .tv_sec = 1 };
   if (rc == 0)
-    rc = io_uring_wait_cqe(u->ring, &cqe);
+    rc = io_uring_wait_cqe_timeout(u->ring, &cqe, &ts);
   if (rc == 0) {
     rc = cqe->res > 0 ? 0 : (cqe->res < 0 ? cqe->res : -EPROTO);
     if (rc == 0 && !(cqe->flags & IORING_CQE_F_MORE))
@@ -120,7 +123,6 @@ tb_uring_init(struct tb_uring *u, int epfd, uint64_t tag, size_t control_len)
     p = (struct io_uring_params){ 0 };
     rc = io_uring_queue_init_params(RING_ENTRIES, u->ring, &p);
   }
-  u->defer = (p.flags & IORING_SETUP_DEFER_TASKRUN) != 0;
   if (rc != 0) {
     free(u->ring);
     u->ring = NULL;
@@ -238,8 +240,6 @@ tb_uring_drain(struct tb_uring *u, void (*cb)(void *cls, const struct tb_uring_r
     return 0;
   unsigned n = 0;
   struct io_uring_cqe *cqe;
-  if (u->defer)
-    (void)io_uring_get_events(u->ring); /* run the receives' deferred work */
   while (io_uring_peek_cqe(u->ring, &cqe) == 0) {
     struct tb_uring_rx rx;
     struct msghdr msg;

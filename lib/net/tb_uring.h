@@ -34,7 +34,6 @@ struct tb_uring {
   char why[160];                  /* why it is off ("" when on) */
   uint64_t batches, cqes, rearms; /* completion batches, completions, receives armed */
   unsigned pending;               /* SQEs queued but not submitted */
-  bool defer;                     /* IORING_SETUP_DEFER_TASKRUN: drain asks for the work */
 };
 
 /* What one completion of a connection's recvmsg brought: res > 0 bytes at

@@ -48,6 +48,13 @@ FIGURES = {
 }
 
 
+def is_positive(text):
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
 def uring_allowed():
     """False where this kernel refuses io_uring to us (the bench then reads by epoll)."""
     try:
@@ -93,10 +100,11 @@ def test_make_bench_small(ctx):
     # issue 36: the engine's rows name their transport; io_uring's row beside
     # epoll's (or, where the kernel refuses it, epoll twice)
     rows = [ln.split() for ln in got["bench_engine"] if ln[:1].isdigit()]
-    named = {(r[0], r[1]) for r in rows if len(r) > 4 and r[2] != "fail"}
-    assert ("128", "epoll") in named and ("128", "curl") in named, got["bench_engine"]
+    # a row: streams, transport, scale, model/s, tok/s (what the engine counted), ...
+    named = {(r[0], r[1]) for r in rows if len(r) > 4 and is_positive(r[4])}
     want = "io_uring" if uring_allowed() else "epoll"
-    assert any(r[:2] == ["128", want] and r[3] == "1" for r in rows), (want, got["bench_engine"])
+    for mode in (want, "epoll", "curl"):
+        assert ("128", mode) in named, (mode, got["bench_engine"])
     assert rc == 0, out[-3000:]
 
 
