@@ -203,6 +203,12 @@ enum MHD_Result tb_api_reply_text(struct tb_api_req *r, unsigned status, const c
  * ("/v1/jobs/" and the job's id). */
 enum MHD_Result tb_api_reply_at(struct tb_api_req *r, unsigned status, const char *json,
                                 const char *prefix, const char *id);
+/* 201 with o (stolen), which holds secrets (a new key, a share's token and
+ * url) in its members named by secret (NULL-terminated), and the Location
+ * prefix then o's "id".  The secrets are wiped from every copy made here:
+ * o's strings and the dumped text. */
+enum MHD_Result tb_api_reply_secret(struct tb_api_req *r, json_t *o, const char *prefix,
+                                    const char *const *secret);
 /* A JSON value (stolen). */
 enum MHD_Result tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t *v,
                                   const char *const *headers);

@@ -73,16 +73,8 @@ tb_api_keys_create(struct tb_api_req *r)
     ret = tb_api_reply_error(r, TB_EC_INTERNAL, NULL, NULL);
   } else {
     json_object_set_new(o, "key", json_string(key));
-    char loc[64];
-    snprintf(loc, sizeof loc, "/v1/keys/%s", json_string_value(json_object_get(o, "id")));
-    const char *h[] = { "Location", loc, NULL };
-    char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    /* wipe the key's copies: ours, jansson's, the dump's */
-    json_string_setn(json_object_get(o, "key"), "", 0);
-    json_decref(o);
-    ret = tb_api_reply_text(r, MHD_HTTP_CREATED, body, h);
-    OPENSSL_cleanse(body, strlen(body));
-    free(body);
+    static const char *const secret[] = { "key", NULL };
+    ret = tb_api_reply_secret(r, o, "/v1/keys/", secret);
   }
   OPENSSL_cleanse(key, strlen(key));
   free(key);

@@ -121,6 +121,30 @@ tb_api_reply_at(struct tb_api_req *r, unsigned status, const char *json, const c
 }
 
 enum MHD_Result
+tb_api_reply_secret(struct tb_api_req *r, json_t *o, const char *prefix, const char *const *secret)
+{
+  const char *id = json_string_value(json_object_get(o, "id"));
+  char *loc = tb_xasprintf("%s%s", prefix, id != NULL ? id : "");
+  const char *h[] = { "Location", loc, NULL };
+  char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  for (size_t i = 0; secret[i] != NULL; i++) {
+    json_t *v = json_object_get(o, secret[i]);
+    const char *t = json_string_value(v);
+    if (t != NULL) /* jansson's copy, then an empty string in its place */
+      OPENSSL_cleanse((void *)t, strlen(t));
+    json_string_setn(v, "", 0);
+  }
+  json_decref(o);
+  enum MHD_Result ret = body != NULL ? tb_api_reply_text(r, MHD_HTTP_CREATED, body, h)
+                                     : tb_api_reply_error(r, TB_EC_INTERNAL, NULL, NULL);
+  if (body != NULL)
+    OPENSSL_cleanse(body, strlen(body));
+  free(body);
+  free(loc);
+  return ret;
+}
+
+enum MHD_Result
 tb_api_reply_json(struct tb_api_req *r, unsigned status, json_t *v, const char *const *headers)
 {
   char *body = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;

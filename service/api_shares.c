@@ -24,6 +24,7 @@
 #include "api_report.h"
 #include "api_series.h"
 #include "base/tb_crypto.h"
+#include "base/tb_tz.h"
 #include "q_shares.h"
 
 #define PRIVATE_LABELS_MAX 16
@@ -94,72 +95,6 @@ new_token(void)
 
 /* --------------------------------------------------------------- expiry */
 
-/* n digits of s as a number, or -1. */
-static int
-digits(const char *s, int n)
-{
-  int v = 0;
-  for (int i = 0; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  return v;
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
- * days_from_civil). */
-static int64_t
-days_from_civil(int64_t y, int m, int d)
-{
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;
-  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-/* An RFC 3339 date-time ("2026-07-01T12:00:00Z", fractions and offsets
- * allowed) as seconds since the epoch; false on anything else. */
-static bool
-parse_rfc3339(const char *s, int64_t *out)
-{
-  static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-  if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
-      s[13] != ':' || s[16] != ':')
-    return false;
-  int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
-  int h = digits(s + 11, 2), mi = digits(s + 14, 2), se = digits(s + 17, 2);
-  if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h < 0 || h > 23 || mi < 0 ||
-      mi > 59 || se < 0 || se > 60)
-    return false;
-  const char *p = s + 19;
-  if (*p == '.') {
-    p++;
-    if (*p < '0' || *p > '9')
-      return false;
-    while (*p >= '0' && *p <= '9')
-      p++;
-  }
-  int64_t off = 0;
-  if (*p == 'Z' || *p == 'z') {
-    p++;
-  } else if (*p == '+' || *p == '-') {
-    int oh = digits(p + 1, 2), om = p[3] == ':' ? digits(p + 4, 2) : -1;
-    if (oh < 0 || oh > 23 || om < 0 || om > 59)
-      return false;
-    off = (*p == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
-    p += 6;
-  } else {
-    return false;
-  }
-  if (*p != '\0')
-    return false;
-  *out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - off;
-  return true;
-}
-
 /* The share's life from the body: expires_in_s (seconds) or expires_at
  * (RFC 3339, in the future), at most TOKBENCH_SHARE_MAX_TTL_S; neither:
  * TOKBENCH_SHARE_TTL_S (0: never).  True with *secs (0: never), else false
@@ -187,7 +122,7 @@ share_life(struct tb_api_req *r, const json_t *body, int64_t *secs, enum MHD_Res
     *secs = (int64_t)json_integer_value(in);
   } else if (at != NULL) {
     int64_t t = 0, now = tb_time_real_us() / 1000000;
-    if (!json_is_string(at) || !parse_rfc3339(json_string_value(at), &t)) {
+    if (!json_is_string(at) || !tb_tz_parse_rfc3339(json_string_value(at), &t)) {
       *ret = tb_api_reply_invalid(r, "expires_at",
                                   "an RFC 3339 date-time, e.g. "
                                   "2026-07-01T12:00:00Z");
@@ -259,18 +194,8 @@ reply_made(struct tb_api_req *r, const char *doc, const char *token)
   char *url = tb_xasprintf("%s/s/%s", tb_api_ci_public_url(r->api), token);
   json_object_set_new(o, "url", json_string(url));
   json_object_set_new(o, "token", json_string(token));
-  char loc[64];
-  snprintf(loc, sizeof loc, "/v1/shares/%s", json_string_value(json_object_get(o, "id")));
-  const char *h[] = { "Location", loc, NULL };
-  char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  json_string_setn(json_object_get(o, "token"), "", 0);
-  json_string_setn(json_object_get(o, "url"), "", 0);
-  json_decref(o);
-  enum MHD_Result ret = body != NULL ? tb_api_reply_text(r, MHD_HTTP_CREATED, body, h)
-                                     : tb_api_reply_error(r, TB_EC_INTERNAL, NULL, NULL);
-  if (body != NULL)
-    OPENSSL_cleanse(body, strlen(body));
-  free(body);
+  static const char *const secret[] = { "token", "url", NULL };
+  enum MHD_Result ret = tb_api_reply_secret(r, o, "/v1/shares/", secret);
   OPENSSL_cleanse(url, strlen(url));
   free(url);
   return ret;

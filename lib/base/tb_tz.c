@@ -606,3 +606,59 @@ tb_tz_from_local(const struct tb_tz *tz, int64_t local)
   }
   return local - tb_tz_offset(tz, local);
 }
+
+/* n digits of s as a number, or -1. */
+static int
+digits(const char *s, int n)
+{
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+/* The offset of an RFC 3339 date-time's end at p ("Z", "+hh:mm",
+ * "-hh:mm") in seconds into *off; false when p holds anything else. */
+static bool
+rfc3339_offset(const char *p, int64_t *off)
+{
+  if ((p[0] == 'Z' || p[0] == 'z') && p[1] == '\0') {
+    *off = 0;
+    return true;
+  }
+  if ((p[0] != '+' && p[0] != '-') || p[3] != ':' || p[6] != '\0')
+    return false;
+  int oh = digits(p + 1, 2), om = digits(p + 4, 2);
+  if (oh < 0 || oh > 23 || om < 0 || om > 59)
+    return false;
+  *off = (p[0] == '-' ? -1 : 1) * (int64_t)(oh * HOUR + om * 60);
+  return true;
+}
+
+bool
+tb_tz_parse_rfc3339(const char *s, int64_t *secs)
+{
+  if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+      s[13] != ':' || s[16] != ':')
+    return false;
+  int y = digits(s, 4), mo = digits(s + 5, 2), d = digits(s + 8, 2);
+  int h = digits(s + 11, 2), mi = digits(s + 14, 2), se = digits(s + 17, 2);
+  if (y < 0 || mo < 1 || mo > 12 || d < 1 || (unsigned)d > tb_tz_month_days(y, (unsigned)mo) ||
+      h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60)
+    return false;
+  const char *p = s + 19;
+  if (*p == '.') {
+    if (p[1] < '0' || p[1] > '9')
+      return false;
+    for (p++; *p >= '0' && *p <= '9'; p++)
+      ;
+  }
+  int64_t off;
+  if (!rfc3339_offset(p, &off))
+    return false;
+  *secs = tb_tz_days_from_civil(y, (unsigned)mo, (unsigned)d) * DAY + h * HOUR + mi * 60 + se - off;
+  return true;
+}

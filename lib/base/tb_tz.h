@@ -108,4 +108,9 @@ unsigned tb_tz_weekday(int64_t days);
 /* Days in month m (1..12) of year y. */
 unsigned tb_tz_month_days(int64_t y, unsigned m);
 
+/* An RFC 3339 date-time ("2026-07-01T12:00:00Z"; a fraction, which is
+ * dropped, and a "+hh:mm" offset allowed) as seconds since the epoch into
+ * *secs; false on anything else, an impossible date (Feb 30) included. */
+bool tb_tz_parse_rfc3339(const char *s, int64_t *secs);
+
 #endif

@@ -14,6 +14,7 @@
 #include "base/tb_arrival.h"
 #include "base/tb_crypto.h"
 #include "base/tb_jsonscan.h"
+#include "base/tb_tz.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -702,19 +703,6 @@ trim(char *s)
   return s;
 }
 
-/* Days since 1970-01-01 of a civil date (H. Hinnant, "chrono-Compatible
- * Low-Level Date Algorithms", days_from_civil). */
-static int64_t
-days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-  y -= m <= 2;
-  int64_t era = (y >= 0 ? y : y - 399) / 400;
-  int64_t yoe = y - era * 400;
-  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
 static bool
 digits(const char *s, int n, int64_t *out)
 {
@@ -746,7 +734,9 @@ parse_when(const char *s, double *out)
         frac += (*p - '0') * scale;
     if (*p != '\0' && *p != 'Z' && *p != '+' && *p != '-')
       return false;
-    *out = (double)(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se) + frac;
+    *out = (double)(tb_tz_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
+                    mi * 60 + se) +
+           frac;
     return true;
   }
   char *end;

@@ -322,6 +322,44 @@ test_footers(void **state)
   }
 }
 
+/* RFC 3339 date-times: offsets, fractions, and each malformed shape. */
+static void
+test_rfc3339(void **state)
+{
+  (void)state;
+  int64_t t = -1;
+  assert_true(tb_tz_parse_rfc3339("1970-01-01T00:00:00Z", &t));
+  assert_int_equal(t, 0);
+  assert_true(tb_tz_parse_rfc3339("2026-07-01T12:00:00Z", &t));
+  assert_int_equal(t, utc(2026, 7, 1, 12, 0));
+  assert_true(tb_tz_parse_rfc3339("2026-07-01t12:00:00.123456z", &t));
+  assert_int_equal(t, utc(2026, 7, 1, 12, 0));
+  assert_true(tb_tz_parse_rfc3339("2026-07-01T14:30:00+02:30", &t));
+  assert_int_equal(t, utc(2026, 7, 1, 12, 0));
+  assert_true(tb_tz_parse_rfc3339("2026-07-01T07:00:00-05:00", &t));
+  assert_int_equal(t, utc(2026, 7, 1, 12, 0));
+  assert_true(tb_tz_parse_rfc3339("2024-02-29T00:00:00Z", &t));
+  assert_int_equal(t, utc(2024, 2, 29, 0, 0));
+  const char *bad[] = { "",
+                        "2026-07-01",
+                        "2026-07-01T12:00:00",
+                        "2026-07-01 12:00:00Z",
+                        "2026-13-01T12:00:00Z",
+                        "2026-02-29T12:00:00Z",
+                        "2026-04-31T12:00:00Z",
+                        "2026-07-01T24:00:00Z",
+                        "2026-07-01T12:60:00Z",
+                        "2026-07-01T12:00:00.Z",
+                        "2026-07-01T12:00:00+0200",
+                        "2026-07-01T12:00:00+24:00",
+                        "2026-07-01T12:00:00Zjunk",
+                        "2026-07-01T12:00:00+02:00x",
+                        "20x6-07-01T12:00:00Z" };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (tb_tz_parse_rfc3339(bad[i], &t))
+      fail_msg("accepted \"%s\"", bad[i]);
+}
+
 int
 main(void)
 {
@@ -329,6 +367,7 @@ main(void)
     cmocka_unit_test(test_calendar),      cmocka_unit_test(test_names),
     cmocka_unit_test(test_new_york),      cmocka_unit_test(test_berlin_and_south),
     cmocka_unit_test(test_damaged_files), cmocka_unit_test(test_footers),
+    cmocka_unit_test(test_rfc3339),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
