@@ -88,6 +88,50 @@ npoints(const json_t *doc)
   return n > TB_SERIESVIEW_POINTS_MAX ? TB_SERIESVIEW_POINTS_MAX : n;
 }
 
+/* How a table row is written: Markdown or HTML. */
+struct rowstyle {
+  const char *open, *sep, *close;
+  void (*text)(struct tb_render_buf *b, const char *s); /* escapes s */
+};
+static const struct rowstyle MD_ROW = { "| ", " | ", " |\n", tb_render_md };
+static const struct rowstyle HTML_ROW = { "<tr><td>", "</td><td>", "</td></tr>\n", tb_render_html };
+
+/* A row: the escaped text first, then three cells already formatted. */
+static void
+row(struct tb_render_buf *b, const struct rowstyle *st, const char *first, const char *c1,
+    const char *c2, const char *c3)
+{
+  tb_render_puts(b, st->open);
+  st->text(b, first != NULL ? first : TB_RENDER_DASH);
+  tb_render_printf(b, "%s%s%s%s%s%s%s", st->sep, c1, st->sep, c2, st->sep, c3, st->close);
+}
+
+/* The rows of the points: run at, value, se, interval. */
+static void
+point_rows(struct tb_render_buf *b, const json_t *doc, const struct rowstyle *st)
+{
+  const json_t *pts = json_object_get(doc, "points");
+  for (size_t i = 0, n = npoints(doc); i < n; i++) {
+    struct ptext t;
+    point_text(json_array_get(pts, i), &t);
+    row(b, st, t.at, t.value, t.se, t.ci);
+  }
+}
+
+/* The rows of the change points: at, before, after, change. */
+static void
+change_rows(struct tb_render_buf *b, const json_t *cps, const struct rowstyle *st)
+{
+  for (size_t i = 0; i < json_array_size(cps) && i < TB_SERIESVIEW_POINTS_MAX; i++) {
+    const json_t *c = json_array_get(cps, i);
+    char be[32], af[32], ch[32];
+    tb_render_fmt_num(tb_json_num(c, "before"), 3, "", be, sizeof be);
+    tb_render_fmt_num(tb_json_num(c, "after"), 3, "", af, sizeof af);
+    tb_render_fmt_num(tb_json_num(c, "change_pct"), 1, "%", ch, sizeof ch);
+    row(b, st, tb_json_str(c, "at"), be, af, ch);
+  }
+}
+
 static void
 render_md(struct tb_render_buf *b, const json_t *doc)
 {
@@ -98,27 +142,11 @@ render_md(struct tb_render_buf *b, const json_t *doc)
   tb_render_puts(b, "\n- **Labels:** ");
   tb_render_md(b, l);
   tb_render_puts(b, "\n\n| Run at | Value | SE | 95% CI |\n|---|---:|---:|---:|\n");
-  const json_t *pts = json_object_get(doc, "points");
-  for (size_t i = 0, n = npoints(doc); i < n; i++) {
-    struct ptext t;
-    point_text(json_array_get(pts, i), &t);
-    tb_render_puts(b, "| ");
-    tb_render_md(b, t.at ? t.at : TB_RENDER_DASH);
-    tb_render_printf(b, " | %s | %s | %s |\n", t.value, t.se, t.ci);
-  }
+  point_rows(b, doc, &MD_ROW);
   const json_t *cps = json_object_get(doc, "change_points");
   if (json_array_size(cps) > 0)
     tb_render_puts(b, "\n| Change point at | Before | After | Change |\n|---|---:|---:|---:|\n");
-  for (size_t i = 0; i < json_array_size(cps) && i < TB_SERIESVIEW_POINTS_MAX; i++) {
-    const json_t *c = json_array_get(cps, i);
-    char be[32], af[32], ch[32];
-    tb_render_fmt_num(tb_json_num(c, "before"), 3, "", be, sizeof be);
-    tb_render_fmt_num(tb_json_num(c, "after"), 3, "", af, sizeof af);
-    tb_render_fmt_num(tb_json_num(c, "change_pct"), 1, "%", ch, sizeof ch);
-    tb_render_puts(b, "| ");
-    tb_render_md(b, tb_json_str(c, "at"));
-    tb_render_printf(b, " | %s | %s | %s |\n", be, af, ch);
-  }
+  change_rows(b, cps, &MD_ROW);
   free(w);
   free(l);
 }
@@ -141,28 +169,13 @@ render_html(struct tb_render_buf *b, const json_t *doc)
   json_decref(values);
   tb_render_puts(b, "</div>\n<h2>Runs</h2>\n<table id=\"points\"><tr><th>Run at</th><th>Value</th>"
                     "<th>SE</th><th>95% CI</th></tr>\n");
-  for (size_t i = 0, n = npoints(doc); i < n; i++) {
-    struct ptext t;
-    point_text(json_array_get(pts, i), &t);
-    tb_render_puts(b, "<tr><td>");
-    tb_render_html(b, t.at ? t.at : TB_RENDER_DASH);
-    tb_render_printf(b, "</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", t.value, t.se, t.ci);
-  }
+  point_rows(b, doc, &HTML_ROW);
   tb_render_puts(b, "</table>\n");
   const json_t *cps = json_object_get(doc, "change_points");
   if (json_array_size(cps) > 0)
     tb_render_puts(b, "<h2>Change points</h2>\n<table id=\"change-points\"><tr><th>At</th>"
                       "<th>Before</th><th>After</th><th>Change</th></tr>\n");
-  for (size_t i = 0; i < json_array_size(cps) && i < TB_SERIESVIEW_POINTS_MAX; i++) {
-    const json_t *c = json_array_get(cps, i);
-    char be[32], af[32], ch[32];
-    tb_render_fmt_num(tb_json_num(c, "before"), 3, "", be, sizeof be);
-    tb_render_fmt_num(tb_json_num(c, "after"), 3, "", af, sizeof af);
-    tb_render_fmt_num(tb_json_num(c, "change_pct"), 1, "%", ch, sizeof ch);
-    tb_render_puts(b, "<tr><td>");
-    tb_render_html(b, tb_json_str(c, "at"));
-    tb_render_printf(b, "</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", be, af, ch);
-  }
+  change_rows(b, cps, &HTML_ROW);
   if (json_array_size(cps) > 0)
     tb_render_puts(b, "</table>\n");
   tb_render_puts(b, "</main></body></html>\n");
