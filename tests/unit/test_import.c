@@ -13,20 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "result/tb_import.h"
 #include "render/tb_report.h"
 
 #define LIB_FIXTURE "tests/fixtures/llm_inference_bench_vllm.json"
-
-static json_t *
-load(const char *path)
-{
-  json_error_t e;
-  json_t *d = json_load_file(path, 0, &e);
-  if (d == NULL)
-    fail_msg("%s: %s", path, e.text);
-  return d;
-}
 
 static const json_t *
 find(const json_t *doc, const char *phase, json_int_t ctx, json_int_t conc)
@@ -45,7 +36,7 @@ find(const json_t *doc, const char *phase, json_int_t ctx, json_int_t conc)
 static void
 test_llm_inference_bench(void **state)
 {
-  json_t *in = load(LIB_FIXTURE);
+  json_t *in = fixture_json(LIB_FIXTURE);
   char *err = NULL;
   enum tb_import_source src;
   json_t *doc = tb_import(in, &src, &err);
@@ -175,7 +166,7 @@ test_lib_cell_kinds(void **state)
 static void
 test_ours(void **state)
 {
-  json_t *in = load("tests/fixtures/result_sglang.json");
+  json_t *in = fixture_json("tests/fixtures/result_sglang.json");
   char *err = NULL;
   enum tb_import_source src;
   json_t *doc = tb_import(in, &src, &err);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "result/tb_compare.h"
 #include "render/tb_cmpreport.h"
 #include "render/tb_render.h"
@@ -24,16 +25,6 @@
 #include "render/tb_table.h"
 
 #define FIXTURE "tests/fixtures/result_sglang.json"
-
-static json_t *
-load(const char *path)
-{
-  json_error_t e;
-  json_t *d = json_load_file(path, 0, &e);
-  if (d == NULL)
-    fail_msg("%s: %s", path, e.text);
-  return d;
-}
 
 static char *
 render(const json_t *doc, enum tb_report_format f)
@@ -109,7 +100,7 @@ cell_text(const json_t *c, char *tps, char *ms)
 static void
 test_html_matrix_matches_json(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   char *html = render(doc, TB_REPORT_HTML);
   /* Header like the seeds. */
   assert_non_null(strstr(html, "Speed test matrix"));
@@ -202,7 +193,7 @@ md_cells(const char *line, char out[][96], size_t max)
 static void
 test_md_matches_json(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   char *md = render(doc, TB_REPORT_MD);
   const char *sec = strstr(md, "### Sustained decode");
   assert_non_null(sec);
@@ -314,7 +305,7 @@ static void
 test_server_view_and_checks(void **state)
 {
   (void)state;
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   json_t *cells = json_object_get(doc, "cells");
   size_t i;
   json_t *c = NULL, *flagged = NULL;
@@ -395,7 +386,7 @@ test_server_view_and_checks(void **state)
 static void
 test_csv_matches_json(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   char *csv = render(doc, TB_REPORT_CSV);
   const char *p = csv;
   char hdr[80][128], f[80][128];
@@ -453,7 +444,7 @@ test_csv_matches_json(void **state)
 static void
 test_json_is_the_document(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   char *s = render(doc, TB_REPORT_JSON);
   json_t *back = json_loads(s, 0, NULL);
   assert_non_null(back);
@@ -466,7 +457,7 @@ test_json_is_the_document(void **state)
 static json_t *
 hostile_doc(void)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   json_object_set_new(json_object_get(doc, "endpoint"), "name",
                       json_string("<script>alert('x')</script>"));
   json_object_set_new(json_object_get(doc, "engine"), "version",
@@ -525,7 +516,7 @@ test_escaping(void **state)
 static void
 test_uncertainty(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   json_t *cells = json_object_get(doc, "cells");
   size_t i;
   json_t *c;
@@ -594,7 +585,7 @@ test_uncertainty(void **state)
 static void
 test_partial_banner(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   json_object_set_new(doc, "status", json_string("running"));
   json_t *cells = json_object_get(doc, "cells");
   while (json_array_size(cells) > 20)
@@ -686,7 +677,7 @@ test_malformed_never_crashes(void **state)
 static void
 test_size_cap(void **state)
 {
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   size_t n = TB_REPORT_MAX / 4 + 1;
   char *big = malloc(n + 1);
   memset(big, '<', n); /* each becomes "&lt;" (4 bytes) in HTML */
@@ -704,8 +695,8 @@ test_size_cap(void **state)
 static void
 test_compare_formats(void **state)
 {
-  json_t *base = load("tests/fixtures/result_sglang.json");
-  json_t *head = load("tests/fixtures/result_vllm.json");
+  json_t *base = fixture_json("tests/fixtures/result_sglang.json");
+  json_t *head = fixture_json("tests/fixtures/result_vllm.json");
   char *err = NULL;
   json_t *cmp = tb_compare(base, head, 0.05, &err);
   assert_non_null(cmp);
@@ -796,7 +787,7 @@ static void
 test_all_measurements_rows_fit_the_header(void **state)
 {
   (void)state;
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   json_t *cells = json_object_get(doc, "cells");
   size_t i;
   json_t *c;
@@ -844,7 +835,7 @@ static void
 test_context_zero_import(void **state)
 {
   (void)state;
-  json_t *in = load("tests/fixtures/llm_inference_bench_vllm.json");
+  json_t *in = fixture_json("tests/fixtures/llm_inference_bench_vllm.json");
   json_t *md = json_object_get(in, "metadata");
   json_object_set_new(md, "version", json_string("0.7.2"));
   json_array_insert_new(json_object_get(md, "context_lengths"), 0, json_integer(0));
@@ -893,7 +884,7 @@ static void
 test_capacity_limited_cells(void **state)
 {
   (void)state;
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   char *md = render(doc, TB_REPORT_MD);
   assert_null(strstr(md, "Over capacity*")); /* none in the seed */
   free(md);
@@ -948,7 +939,7 @@ static void
 test_capacity_sources_shown(void **state)
 {
   (void)state;
-  json_t *doc = load(FIXTURE);
+  json_t *doc = fixture_json(FIXTURE);
   json_t *cap = json_object_get(doc, "capacity");
   json_object_set_new(cap, "kv_budget_tokens", json_null());
   json_object_set_new(cap, "source", json_string("none"));

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "result/tb_sharedoc.h"
 
 #define FIXTURE "tests/fixtures/result_vllm.json"
@@ -24,16 +25,6 @@
 #define PRIV "blue-team-only"
 #define OTHER_JOB "4c1d8a4e-0000-4000-8000-000000000001"
 #define THIS_JOB "9e0f6b2a-0000-4000-8000-000000000002"
-
-static json_t *
-load(void)
-{
-  json_error_t e;
-  json_t *d = json_load_file(FIXTURE, 0, &e);
-  if (d == NULL)
-    fail_msg("%s: %s", FIXTURE, e.text);
-  return d;
-}
 
 static char *
 dump(const json_t *d)
@@ -57,7 +48,7 @@ static void
 test_planted_strings_leave_no_trace(void **state)
 {
   (void)state;
-  json_t *d = load(), *orig = load();
+  json_t *d = fixture_json(FIXTURE), *orig = fixture_json(FIXTURE);
   json_t *labels = json_pack("{s:s, s:s}", "team", PRIV, "gpu", "h200");
   json_object_set_new(d, "error",
                       json_string("POST " URL "/v1/completions with " KEY " for " PRIV));

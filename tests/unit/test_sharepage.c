@@ -14,22 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "render/tb_cmpreport.h"
 #include "render/tb_report.h"
 #include "render/tb_sharepage.h"
 #include "result/tb_compare.h"
 
 #define FIXTURE "tests/fixtures/result_vllm.json"
-
-static json_t *
-load(void)
-{
-  json_error_t e;
-  json_t *d = json_load_file(FIXTURE, 0, &e);
-  if (d == NULL)
-    fail_msg("%s: %s", FIXTURE, e.text);
-  return d;
-}
 
 static char *
 render(const json_t *doc, enum tb_report_format f, size_t *len)
@@ -45,7 +36,7 @@ static void
 test_html_gets_meta_and_signature(void **state)
 {
   (void)state;
-  json_t *d = load();
+  json_t *d = fixture_json(FIXTURE);
   size_t len = 0, out = 0;
   char *html = render(d, TB_REPORT_HTML, &len);
   char *title = NULL, *desc = NULL;
@@ -99,7 +90,7 @@ static void
 test_md_csv_json(void **state)
 {
   (void)state;
-  json_t *d = load();
+  json_t *d = fixture_json(FIXTURE);
   const struct tb_sharepage p = { .kid = "k_1", .signed_at = "now" };
   size_t len = 0, out = 0;
   char *md = render(d, TB_REPORT_MD, &len);
@@ -130,7 +121,7 @@ static void
 test_headlines(void **state)
 {
   (void)state;
-  json_t *d = load();
+  json_t *d = fixture_json(FIXTURE);
   char *title = NULL, *desc = NULL;
   tb_sharepage_describe(d, TB_SHAREPAGE_JOB, &title, &desc);
   assert_string_equal(title, "Step-3.7-Flash-FP8 on H200 NVL \xc3\x97"
