@@ -8,6 +8,10 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,5 +232,48 @@ tb_crypto_parse_key(const char *text, unsigned char key[TB_CRYPTO_KEY_LEN])
   hex[n] = '\0';
   bool ok = tb_hex_decode(hex, key, TB_CRYPTO_KEY_LEN);
   OPENSSL_cleanse(hex, sizeof hex);
+  return ok;
+}
+
+bool
+tb_crypto_read_key_file(const char *path, const char *what, char *buf, size_t cap, size_t *len,
+                        char **err)
+{
+  bool ok = false;
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = tb_xasprintf("cannot open %s file %s: %s", what, path, strerror(errno));
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *err = tb_xasprintf("%s file %s is not a regular file", what, path);
+    goto out;
+  }
+  if ((st.st_mode & 077) != 0) {
+    *err = tb_xasprintf("%s file %s is readable by group or others (chmod 600)", what, path);
+    goto out;
+  }
+  for (;;) {
+    ssize_t n = read(fd, buf + *len, cap + 1 - *len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      *err = tb_xasprintf("cannot read %s file %s: %s", what, path, strerror(errno));
+      goto out;
+    }
+    if (n == 0)
+      break;
+    *len += (size_t)n;
+    if (*len > cap) {
+      *err = tb_xasprintf("%s file %s is too large", what, path);
+      goto out;
+    }
+  }
+  buf[*len] = '\0';
+  ok = true;
+out:
+  close(fd);
   return ok;
 }

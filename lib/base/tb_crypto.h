@@ -56,4 +56,12 @@ char *tb_crypto_open(const unsigned char key[TB_CRYPTO_KEY_LEN], const char *sea
  * ignored).  False on anything else. */
 bool tb_crypto_parse_key(const char *text, unsigned char key[TB_CRYPTO_KEY_LEN]) TB_MUST_CHECK;
 
+/* The bytes of a private key file (the master key, the signing key) into
+ * buf (cap + 1 bytes, NUL-terminated; the caller wipes it), their count in
+ * *len.  The file must be regular, of mode 0600 or tighter (as ssh asks of
+ * private keys), and hold at most cap bytes; else false with *err naming
+ * what (e.g. "master key") and the path. */
+bool tb_crypto_read_key_file(const char *path, const char *what, char *buf, size_t cap, size_t *len,
+                             char **err) TB_MUST_CHECK;
+
 #endif

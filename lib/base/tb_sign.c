@@ -107,51 +107,6 @@ tb_b64url_decode(const char *s, void *out, size_t out_len)
 
 /* ------------------------------------------------------------- key files */
 
-/* The bytes of a private key file: regular, mode 0600 or tighter, at most
- * TB_SIGN_FILE_MAX, into buf (TB_SIGN_FILE_MAX + 1, NUL-terminated).  The
- * caller wipes buf. */
-static bool
-read_key_file(const char *path, char *buf, size_t *len, char **err)
-{
-  bool ok = false;
-  *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *err = tb_xasprintf("cannot open signing key file %s: %s", path, strerror(errno));
-    return false;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *err = tb_xasprintf("signing key file %s is not a regular file", path);
-    goto out;
-  }
-  if ((st.st_mode & 077) != 0) {
-    *err = tb_xasprintf("signing key file %s is readable by group or others (chmod 600)", path);
-    goto out;
-  }
-  for (;;) {
-    ssize_t n = read(fd, buf + *len, TB_SIGN_FILE_MAX + 1 - *len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      *err = tb_xasprintf("cannot read signing key file %s: %s", path, strerror(errno));
-      goto out;
-    }
-    if (n == 0)
-      break;
-    *len += (size_t)n;
-    if (*len > TB_SIGN_FILE_MAX) {
-      *err = tb_xasprintf("signing key file %s is too large", path);
-      goto out;
-    }
-  }
-  buf[*len] = '\0';
-  ok = true;
-out:
-  close(fd);
-  return ok;
-}
-
 /* A pass phrase callback that gives none: an encrypted key is refused. */
 static int
 no_pass(char *buf, int size, int rwflag, void *u)
@@ -171,7 +126,7 @@ tb_sign_key_load(const char *path, char **err)
   struct tb_sign_key *k = NULL;
   EVP_PKEY *pkey = NULL;
   *err = NULL;
-  if (!read_key_file(path, buf, &len, err))
+  if (!tb_crypto_read_key_file(path, "signing key", buf, TB_SIGN_FILE_MAX, &len, err))
     goto out;
   BIO *bio = BIO_new_mem_buf(buf, (int)len);
   pkey = bio != NULL ? PEM_read_bio_PrivateKey(bio, NULL, no_pass, NULL) : NULL;

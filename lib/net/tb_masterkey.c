@@ -24,37 +24,8 @@ load_file(const char *path, unsigned char key[TB_CRYPTO_KEY_LEN], char **err)
   enum tb_masterkey_rc rc = TB_MASTERKEY_ERROR;
   char buf[TB_MASTERKEY_FILE_MAX + 1];
   size_t len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *err = tb_xasprintf("cannot open master key file %s: %s", path, strerror(errno));
-    return TB_MASTERKEY_ERROR;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *err = tb_xasprintf("master key file %s is not a regular file", path);
+  if (!tb_crypto_read_key_file(path, "master key", buf, TB_MASTERKEY_FILE_MAX, &len, err))
     goto out;
-  }
-  if ((st.st_mode & 077) != 0) {
-    *err = tb_xasprintf("master key file %s is readable by group or others (chmod 600)", path);
-    goto out;
-  }
-  for (;;) {
-    ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      *err = tb_xasprintf("cannot read master key file %s: %s", path, strerror(errno));
-      goto out;
-    }
-    if (n == 0)
-      break;
-    len += (size_t)n;
-    if (len >= sizeof buf - 1) {
-      *err = tb_xasprintf("master key file %s is too large", path);
-      goto out;
-    }
-  }
-  buf[len] = '\0';
   char *nl = strchr(buf, '\n');
   if (nl != NULL)
     *nl = '\0';
@@ -65,7 +36,6 @@ load_file(const char *path, unsigned char key[TB_CRYPTO_KEY_LEN], char **err)
   rc = TB_MASTERKEY_OK;
 out:
   OPENSSL_cleanse(buf, sizeof buf);
-  close(fd);
   return rc;
 }
 

@@ -4,8 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/tb_crypto.h"
 
@@ -103,13 +106,50 @@ test_parse_key(void **state)
     tb_crypto_parse_key("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f00", key));
 }
 
+/* A private key file: read when 0600, refused (naming it) when readable
+ * by others, not a regular file, missing, or more than cap bytes. */
+static void
+test_read_key_file(void **state)
+{
+  (void)state;
+  char dir[] = "/tmp/tb-keyfile-XXXXXX", path[64], buf[17], *err = NULL;
+  size_t len = 99;
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("0123456789abcdef", f); /* 16 bytes: the cap */
+  fclose(f);
+  assert_int_equal(chmod(path, 0600), 0);
+  assert_true(tb_crypto_read_key_file(path, "test key", buf, 16, &len, &err));
+  assert_int_equal(len, 16);
+  assert_string_equal(buf, "0123456789abcdef");
+  assert_false(tb_crypto_read_key_file(path, "test key", buf, 15, &len, &err));
+  assert_non_null(strstr(err, "test key file"));
+  assert_non_null(strstr(err, "too large"));
+  free(err);
+  assert_int_equal(chmod(path, 0640), 0);
+  assert_false(tb_crypto_read_key_file(path, "test key", buf, 16, &len, &err));
+  assert_non_null(strstr(err, "chmod 600"));
+  free(err);
+  assert_false(tb_crypto_read_key_file(dir, "test key", buf, 16, &len, &err));
+  assert_non_null(strstr(err, "not a regular file"));
+  free(err);
+  assert_int_equal(unlink(path), 0);
+  assert_false(tb_crypto_read_key_file(path, "test key", buf, 16, &len, &err));
+  assert_non_null(strstr(err, "cannot open test key file"));
+  free(err);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_sha256_kat), cmocka_unit_test(test_hmac_kat),
-    cmocka_unit_test(test_token),      cmocka_unit_test(test_base64),
-    cmocka_unit_test(test_seal_open),  cmocka_unit_test(test_parse_key),
+    cmocka_unit_test(test_sha256_kat),    cmocka_unit_test(test_hmac_kat),
+    cmocka_unit_test(test_token),         cmocka_unit_test(test_base64),
+    cmocka_unit_test(test_seal_open),     cmocka_unit_test(test_parse_key),
+    cmocka_unit_test(test_read_key_file),
   };
   return cmocka_run_group_tests_name("crypto", tests, NULL, NULL);
 }
