@@ -15,6 +15,7 @@
 #   make bench           benchmarks, printing figures
 #   make bench-verdicts  the verdict's false alarms and power (in make bench too)
 #   make bench-shards    one cell driven by 1, 2 and 4 worker processes (issue 24)
+#   make bench-history   the read routes, empty and with 100k jobs (issue 36)
 #   make run             the service on its embedded default (see README)
 #   make deps            install missing Debian packages (idempotent)
 #   make real-engine     llama.cpp's llama-server on CPU with a tiny model made
@@ -109,7 +110,7 @@ APP_ARCHIVES := $(foreach a,$(APPS),$(BUILD)/lib$(a).a)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all deps run test check check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards clean docker-test
+.PHONY: FORCE all deps run test check check-layers check-format check-src real-engine unit valgrind fuzz fuzz-targets bench bench-verdicts bench-shards bench-history clean docker-test
 all: $(BINS)
 
 $(BUILD)/libtokbench.a: $(LIB_OBJ)
@@ -208,6 +209,12 @@ bench-verdicts: deps
 bench-shards: deps
 	$(MAKE) -j$(NPROC) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/bench_shards.sh
+
+# The read routes with an empty database, then with 100,000 jobs of history
+# (issue 36): p50 and p99 of each, and the plans of their statements.
+bench-history: deps
+	$(MAKE) -j$(NPROC) MODE=release all
+	TB_BIN_DIR=build-rel/bin bench/bench_history.sh
 
 # The image built and run for real (scripts/docker-test.sh; installs podman,
 # runc, debootstrap through scripts/deps.sh docker).  make test runs it from

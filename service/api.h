@@ -83,7 +83,8 @@ struct tb_api {
   bool cors_any;
   char *web_dir; /* TOKBENCH_WEB_DIR resolved (api_web.h) */
   struct tb_api_keycache *keys;
-  struct tb_api_jobcache *jobs_cache; /* GET /v1/jobs/{id} (api_jobcache.h) */
+  struct tb_api_jobcache *jobs_cache;    /* GET /v1/jobs/{id} (api_jobcache.h) */
+  struct tb_api_jobcache *results_cache; /* a finished job's GET .../result (api_result.c) */
   struct tb_api_notify *notify;
   struct tb_api_probes *probes;   /* the probe pool (api_probe.h) */
   struct tb_api_streams *streams; /* SSE streams and long-polls per key (api_streams.h) */

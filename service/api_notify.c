@@ -92,6 +92,7 @@ lost_link(struct tb_api_notify *n)
   tb_log(TB_LOG_WARN, "notification listener lost its database connection", NULL);
   /* A NOTIFY may be lost meanwhile: everyone re-checks, keys are re-read. */
   tb_api_jobcache_flush(n->api->jobs_cache);
+  tb_api_jobcache_flush(n->api->results_cache);
   fire_matching(n, NULL);
   tb_api_keycache_flush(n->api->keys);
   while (!n->stop && !tb_db_ping(n->db))
@@ -99,6 +100,7 @@ lost_link(struct tb_api_notify *n)
   if (!n->stop) {
     tb_log(TB_LOG_INFO, "notification listener reconnected", NULL);
     tb_api_jobcache_flush(n->api->jobs_cache);
+    tb_api_jobcache_flush(n->api->results_cache);
     fire_matching(n, NULL);
     tb_api_keycache_flush(n->api->keys);
   }
@@ -127,9 +129,14 @@ run(void *cls)
         if (strcmp(nt->relname, "tb_job_changed") == 0) {
           /* the cached copy goes first: a woken waiter must not find it */
           tb_api_jobcache_invalidate(n->api->jobs_cache, nt->extra);
+          tb_api_jobcache_invalidate(n->api->results_cache, nt->extra);
           fire_matching(n, nt->extra);
-        } else if (strcmp(nt->relname, "tb_keys_changed") == 0)
+        } else if (strcmp(nt->relname, "tb_keys_changed") == 0) {
           tb_api_keycache_flush(n->api->keys);
+        } else if (strcmp(nt->relname, "tb_signing_keys_changed") == 0) {
+          /* a revoked key: no cached result signed by it is served */
+          tb_api_jobcache_flush(n->api->results_cache);
+        }
         PQfreemem(nt);
       }
     }
@@ -147,7 +154,8 @@ tb_api_notify_start(struct tb_api *api, const char *url, char **err)
   n->db = tb_db_connect(url, 0, err);
   if (n->db == NULL)
     goto fail;
-  if (!tb_db_listen(n->db, "tb_job_changed") || !tb_db_listen(n->db, "tb_keys_changed")) {
+  if (!tb_db_listen(n->db, "tb_job_changed") || !tb_db_listen(n->db, "tb_keys_changed") ||
+      !tb_db_listen(n->db, "tb_signing_keys_changed")) {
     *err = tb_xstrdup("LISTEN failed");
     goto fail;
   }

@@ -40,20 +40,36 @@ tb_api_signkeys_record(struct tb_api *api, struct tb_db *db)
   return true;
 }
 
-void
-tb_api_signkeys_sign(struct tb_api_req *r, json_t *doc)
+/* 1: the api's key may sign (its row there and not revoked), 0: revoked,
+ * < 0: a database error. */
+static int
+key_usable(struct tb_api_req *r, const struct tb_sign_key *k)
 {
-  const struct tb_sign_key *k = r->api->sign_key;
-  if (k == NULL || !json_is_object(doc))
-    return;
   bool revoked = false;
   struct tb_db *db = tb_api_db_get(r);
   int rc = tb_signkeys_revoked(db, tb_sign_key_id(k), &revoked);
   if (rc == 0) /* the row is gone (a restored database): record it again */
     rc = tb_signkeys_record(db, tb_sign_key_pub(k), &revoked);
   tb_api_db_put(r, db);
+  return rc < 0 ? rc : !revoked;
+}
+
+bool
+tb_api_signkeys_usable(struct tb_api_req *r)
+{
+  return r->api->sign_key == NULL || key_usable(r, r->api->sign_key) == 1;
+}
+
+void
+tb_api_signkeys_sign(struct tb_api_req *r, json_t *doc)
+{
+  const struct tb_sign_key *k = r->api->sign_key;
+  if (k == NULL || !json_is_object(doc))
+    return;
+  int rc = key_usable(r, k);
+  bool revoked = rc == 0;
   char *err = NULL;
-  if (rc < 0 || revoked) {
+  if (rc <= 0) {
     /* unsigned rather than signed by a key no reader may trust */
     json_object_del(doc, "signature");
     tb_log(TB_LOG_WARN,

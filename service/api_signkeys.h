@@ -29,6 +29,10 @@ bool tb_api_signkeys_record(struct tb_api *api, struct tb_db *db) TB_MUST_CHECK;
 /* Signs doc (a finished job's document) in place with the api's key, when
  * it has one that is not revoked; else leaves doc unsigned. */
 void tb_api_signkeys_sign(struct tb_api_req *r, json_t *doc);
+/* True when a document signed earlier by the api's key may still be served
+ * (no key, or the key is not revoked): a cached signed result asks
+ * (api_result.c), one query, as signing does. */
+bool tb_api_signkeys_usable(struct tb_api_req *r);
 
 /* Frees the key.  NULL-safe. */
 void tb_api_signkeys_free(struct tb_api *api);

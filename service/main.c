@@ -81,6 +81,10 @@ static const struct tb_cfg_key api_keys[] = {
   { "TOKBENCH_JOB_CACHE_MS", "2000",
     "longest life of a cached GET /v1/jobs/{id} document (changes drop it at once; 0: off)",
     false },
+  { "TOKBENCH_RESULT_CACHE_MS", "60000",
+    "longest life of a finished job's rendered GET /v1/jobs/{id}/result (changes drop it at once; "
+    "0: off)",
+    false },
   { "TOKBENCH_SSE_PING_S", "15", "seconds between SSE heartbeats", false },
   { "TOKBENCH_MAX_CONNECTIONS", "4096", "simultaneous connections", false },
   /* issue 13, finding 7: connection limits (docs/deploy.md) */
@@ -566,7 +570,7 @@ read_limits(struct tb_api *api, struct api_start *st)
 {
   char *err = NULL;
   struct tb_cfg *cfg = api->cfg;
-  int64_t body_max, rate, burst, cache_ms, ping_s, jc_ms;
+  int64_t body_max, rate, burst, cache_ms, ping_s, jc_ms, rc_ms;
   int64_t header_s, idle_s, preauth, sse_per_key, wait_per_key;
   if (!tb_cfg_get_int(cfg, "TOKBENCH_LISTEN_PORT", 0, 65535, &st->port, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_THREADS", 1, 256, &st->threads, &err) ||
@@ -577,6 +581,7 @@ read_limits(struct tb_api *api, struct api_start *st)
       !tb_cfg_get_int(cfg, "TOKBENCH_RATE_BURST", 1, 100000000, &burst, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_KEY_CACHE_MS", 0, 3600000, &cache_ms, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_JOB_CACHE_MS", 0, 3600000, &jc_ms, &err) ||
+      !tb_cfg_get_int(cfg, "TOKBENCH_RESULT_CACHE_MS", 0, 3600000, &rc_ms, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_SSE_PING_S", 1, 3600, &ping_s, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_MAX_CONNECTIONS", 16, 1000000, &st->max_conn, &err) ||
       !tb_cfg_get_int(cfg, "TOKBENCH_MAX_CONNECTIONS_PER_IP", 0, 1000000, &st->per_ip, &err) ||
@@ -609,6 +614,7 @@ read_limits(struct tb_api *api, struct api_start *st)
   api->web_dir = tb_api_web_dir_resolve(tb_cfg_get(cfg, "TOKBENCH_WEB_DIR"));
   api->keys = tb_api_keycache_new(cache_ms);
   api->jobs_cache = tb_api_jobcache_new(jc_ms);
+  api->results_cache = tb_api_jobcache_new(rc_ms);
   return true;
 }
 
@@ -752,6 +758,7 @@ shut_down(struct tb_api *api)
   tb_db_pool_free(api->pool);
   tb_api_keycache_free(api->keys);
   tb_api_jobcache_free(api->jobs_cache);
+  tb_api_jobcache_free(api->results_cache);
   tb_api_streams_free(api->streams);
   tb_api_quota_free(api->quota);
   tb_api_shares_free(api->shares);

@@ -9,7 +9,10 @@ static const struct tb_db_stmt pareto_jobs = {
   "api_pareto_jobs",
   "SELECT j.id::text AS id, j.endpoint_id::text AS endpoint_id, e.name AS endpoint_name, "
   "  j.labels::text AS labels, "
-  "  (coalesce(j.result, '{}'::jsonb) - 'cells' || jsonb_build_object('cells', "
+  /* pareto_doc: the result without what the frontier does not read
+   * (sql/0019_history_reads.sql); made here only for a result without cells */
+  "  coalesce(j.pareto_doc, "
+  "  coalesce(j.result, '{}'::jsonb) - 'cells' || jsonb_build_object('cells', "
   "    (SELECT coalesce(jsonb_agg(c - 'samples' - 'server_series' - 'repeat_runs'), '[]') "
   "       FROM jsonb_array_elements(coalesce(j.result->'cells', "
   "         (SELECT jsonb_agg(x.cell ORDER BY x.seq) FROM job_cells x WHERE x.job_id = j.id), "

@@ -9,8 +9,11 @@
 static const struct tb_db_stmt st_job_doc = {
   "result_job_doc",
   "SELECT j.state, j.result::text AS result, j.header::text AS header, "
+  /* a finished job's stored document holds its cells (tb_jobdoc_build
+   * reads these only without one): not read twice (issue 36) */
+  "  CASE WHEN j.result IS NULL OR j.state NOT IN ('succeeded', 'failed', 'cancelled') THEN "
   "  coalesce((SELECT json_agg(c.cell ORDER BY c.seq) FROM job_cells c "
-  "            WHERE c.job_id = j.id), '[]'::json)::text AS cells, "
+  "            WHERE c.job_id = j.id), '[]'::json)::text END AS cells, "
   "  j.error, j.cells_total, j.labels::text AS labels, "
   "  coalesce(j.spec @> '{\"imported\": true}', false) AS imported, j.spec::text AS spec "
   "FROM jobs j WHERE j.id = $1::uuid AND j.project_id = $2::uuid",

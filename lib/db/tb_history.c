@@ -40,7 +40,9 @@ static const struct tb_db_stmt st_write = {
   "history_write_regressions",
   "UPDATE jobs SET result = jsonb_set(result, '{regressions}', $2::jsonb), "
   "  updated_at = now() "
-  "WHERE id = $1::uuid AND result IS NOT NULL",
+  "WHERE id = $1::uuid AND result IS NOT NULL "
+  /* the api's cached renders of the result go (service/api_result.c) */
+  "RETURNING pg_notify('tb_job_changed', id::text)",
 };
 
 static const struct tb_db_stmt st_record = {
@@ -88,21 +90,25 @@ static const struct tb_db_stmt st_series = {
                                                                       "ORDER BY at, job_id",
 };
 
+/* The newest jobs of the key first, from the front of series_points_matrix
+ * (sql/0019_history_reads.sql: a job's points share their at), then their
+ * points by the primary key: it reads what it returns however long the
+ * history (issue 36). */
+/* clang-format off */
 static const struct tb_db_stmt st_matrix = {
   "history_matrix",
-  "WITH key AS (SELECT * FROM series_points "
-  "             WHERE project_id = $1::uuid AND endpoint_id = $2::uuid "
-  "               AND labels = $3::jsonb AND phase = $4 AND metric = $5), "
-  "jobs AS (SELECT job_id, max(at) AS at FROM key GROUP BY job_id "
-  "         ORDER BY max(at) DESC, job_id DESC LIMIT " STR(
-    TB_HISTORY_MATRIX_JOBS) ") "
-                            "SELECT k.job_id::text AS job_id, "
-                            "  to_char(jobs.at AT TIME ZONE 'UTC', "
-                            "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at, "
-                            "  k.context, k.concurrency, k.value "
-                            "FROM key k JOIN jobs ON jobs.job_id = k.job_id "
-                            "ORDER BY jobs.at, k.job_id, k.context, k.concurrency",
+  "WITH jobs AS (SELECT DISTINCT at, job_id FROM series_points "
+  "              WHERE project_id = $1::uuid AND endpoint_id = $2::uuid "
+  "                AND labels = $3::jsonb AND phase = $4 AND metric = $5 "
+  "              ORDER BY at DESC, job_id DESC LIMIT " STR(TB_HISTORY_MATRIX_JOBS) ") "
+  "SELECT k.job_id::text AS job_id, "
+  "  to_char(jobs.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at, "
+  "  k.context, k.concurrency, k.value "
+  "FROM jobs JOIN series_points k ON k.job_id = jobs.job_id AND k.phase = $4 "
+  "  AND k.metric = $5 AND k.at = jobs.at "
+  "ORDER BY jobs.at, k.job_id, k.context, k.concurrency",
 };
+/* clang-format on */
 
 int
 tb_history_matrix(struct tb_db *db, const char *project_id, const char *endpoint_id,

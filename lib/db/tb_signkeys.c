@@ -87,7 +87,9 @@ tb_signkeys_jwks(struct tb_db *db, json_t **jwks)
 
 static const struct tb_db_stmt st_revoke = {
   "signkeys_revoke",
-  "UPDATE signing_keys SET revoked_at = coalesce(revoked_at, now()) WHERE kid = $1",
+  "UPDATE signing_keys SET revoked_at = coalesce(revoked_at, now()) WHERE kid = $1 "
+  /* the api's cached signed results go (service/api_notify.c) */
+  "RETURNING pg_notify('tb_signing_keys_changed', kid)",
 };
 
 int

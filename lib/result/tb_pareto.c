@@ -208,6 +208,92 @@ tb_pareto_add_job(json_t *points, const char *job_id, const char *endpoint_id,
   json_decref(config);
 }
 
+/* A point's intervals turned so that higher is better on both axes: q
+ * lies wholly beyond p when q.xlo > p.xhi and q.ylo > p.yhi. */
+struct span {
+  double xlo, xhi, ylo, yhi;
+};
+
+static void
+span_of(const json_t *p, bool y_higher, struct span *s)
+{
+  const json_t *xi = json_object_get(p, "x_ci95"), *yi = json_object_get(p, "y_ci95");
+  s->xlo = json_number_value(json_array_get(xi, 0));
+  s->xhi = json_number_value(json_array_get(xi, 1));
+  double lo = json_number_value(json_array_get(yi, 0)),
+         hi = json_number_value(json_array_get(yi, 1));
+  s->ylo = y_higher ? lo : -hi;
+  s->yhi = y_higher ? hi : -lo;
+}
+
+/* The lower ends of a point's intervals, sorted by xlo, highest first. */
+struct lows {
+  double xlo, ylo;
+};
+
+static int
+by_xlo_desc(const void *a, const void *b)
+{
+  double x = ((const struct lows *)a)->xlo, y = ((const struct lows *)b)->xlo;
+  return x > y ? -1 : x < y ? 1 : 0;
+}
+
+static bool
+dominated_scan(const struct span *s, size_t n, size_t i)
+{
+  for (size_t j = 0; j < n; j++)
+    if (j != i && s[j].xlo > s[i].xhi && s[j].ylo > s[i].yhi)
+      return true;
+  return false;
+}
+
+/* A point is on the frontier when no other point's intervals lie wholly
+ * beyond its own on both axes.  O(n log n): the points by xlo, highest
+ * first, with the running maximum of their ylo; p is dominated when the
+ * maximum over those with xlo > p.xhi exceeds p.yhi.  A point whose own
+ * interval is turned (xlo > xhi: it would count itself) is checked one by
+ * one.  The spans are copied out of the JSON first (issue 36: 3,200
+ * points took 170 ms in pairwise JSON lookups). */
+size_t
+tb_pareto_mark(json_t *points, enum tb_pareto_y y)
+{
+  size_t n = json_array_size(points), on = 0;
+  if (n == 0)
+    return 0;
+  struct span *s = tb_xmalloc(n * sizeof *s);
+  struct lows *by_x = tb_xmalloc(n * sizeof *by_x);
+  double *ymax = tb_xmalloc(n * sizeof *ymax);
+  for (size_t i = 0; i < n; i++) {
+    span_of(json_array_get(points, i), higher_better(y), &s[i]);
+    by_x[i] = (struct lows){ s[i].xlo, s[i].ylo };
+  }
+  qsort(by_x, n, sizeof *by_x, by_xlo_desc);
+  for (size_t k = 0; k < n; k++)
+    ymax[k] = k == 0 || by_x[k].ylo > ymax[k - 1] ? by_x[k].ylo : ymax[k - 1];
+  for (size_t i = 0; i < n; i++) {
+    bool dominated;
+    if (s[i].xlo > s[i].xhi) {
+      dominated = dominated_scan(s, n, i);
+    } else {
+      size_t lo = 0, hi = n; /* the count of points with xlo > s[i].xhi */
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (by_x[mid].xlo > s[i].xhi)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      dominated = lo > 0 && ymax[lo - 1] > s[i].yhi;
+    }
+    json_object_set_new(json_array_get(points, i), "frontier", json_boolean(!dominated));
+    on += !dominated;
+  }
+  free(s);
+  free(by_x);
+  free(ymax);
+  return on;
+}
+
 /* a's interval lies wholly beyond b's on the better side. */
 static bool
 beyond(const json_t *a, const json_t *b, const char *key, bool higher)
@@ -218,24 +304,6 @@ beyond(const json_t *a, const json_t *b, const char *key, bool higher)
   double blo = json_number_value(json_array_get(bi, 0)),
          bhi = json_number_value(json_array_get(bi, 1));
   return higher ? alo > bhi : ahi < blo;
-}
-
-size_t
-tb_pareto_mark(json_t *points, enum tb_pareto_y y)
-{
-  size_t n = json_array_size(points), on = 0;
-  bool hb = higher_better(y);
-  for (size_t i = 0; i < n; i++) {
-    json_t *p = json_array_get(points, i);
-    bool dominated = false;
-    for (size_t j = 0; j < n && !dominated; j++) {
-      const json_t *q = json_array_get(points, j);
-      dominated = j != i && beyond(q, p, "x_ci95", true) && beyond(q, p, "y_ci95", hb);
-    }
-    json_object_set_new(p, "frontier", json_boolean(!dominated));
-    on += !dominated;
-  }
-  return on;
 }
 
 static bool

@@ -5,6 +5,9 @@
   with the new document, not the cached one.
 - A change without a NOTIFY is visible after TOKBENCH_JOB_CACHE_MS at most.
 - Another project's key still gets 404 for a cached job.
+- A finished job's rendered result is kept (TOKBENCH_RESULT_CACHE_MS): a
+  write without a NOTIFY is not seen, the verdict's write (which notifies,
+  lib/db/tb_history.c) is seen at once; another project still gets 404.
 - The POSTs of a burst each queue their job, and the workers' channel
   (tb_jobs_queued) hears every one of them, outside the inserts'
   transactions.
@@ -141,6 +144,29 @@ def test_every_post_notifies_the_workers(ctx):
     finally:
         listener.kill()
         listener.wait()
+
+
+def test_finished_result_is_cached_until_its_notify(ctx):
+    setup(ctx)
+    jid = new_job()
+    S["pg"].psql("UPDATE jobs SET state = 'succeeded', finished_at = now(), updated_at = now(), "
+                 "result = '{\"status\": \"complete\", \"cells\": [], \"mark\": 1}' "
+                 "WHERE id = '%s'; SELECT pg_notify('tb_job_changed', '%s')" % (jid, jid))
+    wait_until(lambda: req("GET", "/v1/jobs/%s/result" % jid)[2].get("mark") == 1, 2.0,
+               what="the finished result")
+    st, _, first = req("GET", "/v1/jobs/%s/result" % jid)
+    assert st == 200 and first["state"] == "succeeded", first
+    # a write that sends no NOTIFY: the cached render is served, byte for byte
+    S["pg"].psql("UPDATE jobs SET result = jsonb_set(result, '{mark}', '2') WHERE id = '%s'" % jid)
+    st, _, again = req("GET", "/v1/jobs/%s/result" % jid)
+    assert st == 200 and again == first, again
+    st, _, _ = req("GET", "/v1/jobs/%s/result" % jid, key=S["c2"])
+    assert st == 404
+    # the verdict's write as lib/db/tb_history.c makes it: with its NOTIFY
+    S["pg"].psql("UPDATE jobs SET result = jsonb_set(result, '{mark}', '3') WHERE id = '%s' "
+                 "RETURNING pg_notify('tb_job_changed', id::text)" % jid)
+    wait_until(lambda: req("GET", "/v1/jobs/%s/result" % jid)[2].get("mark") == 3, 1.0,
+               what="the verdict's write after its NOTIFY")
 
 
 def test_api_stops_cleanly(ctx):

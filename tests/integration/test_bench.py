@@ -6,7 +6,8 @@
 BENCH_FLOORS=0: a speed floor missed on this loaded machine is printed but
 does not fail (speed is measured by make bench, never asserted in a test);
 a bench that cannot build, start, run its job or print its table fails.
-`make bench-verdicts` is bench/bench_verdicts.sh, which bench/run.sh runs.
+`make bench-verdicts` is bench/bench_verdicts.sh, which bench/run.sh runs;
+`make bench-history` is bench/bench_history.sh (400 jobs here, not 100,000).
 Each check names the figure its bench must print: a bench whose row went
 missing, or printed "failed", fails here.
 Before this module, bench_engine and bench_firehose had stopped linking
@@ -31,6 +32,8 @@ SMALL = {
     "BENCH_PROBE_N": "20", "BENCH_LIMITS_N": "20", "BENCH_LIMITS_SECONDS": "1",
     "BENCH_RATE_RPS": "20", "BENCH_RATE_SECONDS": "2",
     "BENCH_SHARDS_COUNTS": "1 2", "BENCH_SHARDS_STREAMS": "32", "BENCH_SHARDS_RATE": "20",
+    "BENCH_HISTORY_JOBS": "400", "BENCH_HISTORY_SECONDS": "1", "BENCH_HISTORY_CONNS": "10",
+    "BENCH_HISTORY_TEMPLATES": "1",
 }
 
 # bench: a line each must print (its table's figures)
@@ -128,3 +131,24 @@ def test_make_bench_shards_small(ctx):
         assert float(r[2]) > 0 and 0.5 < float(r[3]) < 1.5, r
     for r in rate:
         assert float(r[2]) > 0 and float(r[3]) > 0, r
+
+
+HISTORY_ROUTES = ("get", "get_many", "result", "report", "list", "list_filtered", "series", "series_matrix",
+                  "pareto", "compare")
+
+
+def test_make_bench_history_small(ctx):
+    rc, out = run("bench_history.sh", 900)
+    assert rc == 0, out[-3000:]
+    assert "seeded 401 jobs" in out, out[-3000:]  # the template and its 400 clones
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()}
+    for r in HISTORY_ROUTES:
+        # route, empty p50 ms p99 ms req/s, full p50 ms p99 ms req/s, ratio
+        row = rows.get(r)
+        assert row is not None and len(row) == 12, (r, out[-3000:])
+        assert all(is_positive(row[i]) for i in (1, 3, 5, 6, 8, 10, 11)), (r, row)
+    # the plans of the routes' statements, with the statements named
+    plans = [ln for ln in out.splitlines() if ln.startswith("plan ")]
+    assert any("FROM jobs" in p for p in plans), out[-3000:]
+    assert any("series_points" in p for p in plans), out[-3000:]
+    assert "plans written to" in out, out[-3000:]

@@ -105,6 +105,54 @@ test_frontier(void **state)
   json_decref(pts);
 }
 
+/* The frontier against the pairwise definition, over random points of
+ * both orientations, ties and turned intervals included. */
+static bool
+beyond_ref(const json_t *a, const json_t *b, const char *key, bool higher)
+{
+  const json_t *ai = json_object_get(a, key), *bi = json_object_get(b, key);
+  double alo = json_number_value(json_array_get(ai, 0)),
+         ahi = json_number_value(json_array_get(ai, 1));
+  double blo = json_number_value(json_array_get(bi, 0)),
+         bhi = json_number_value(json_array_get(bi, 1));
+  return higher ? alo > bhi : ahi < blo;
+}
+
+static void
+test_frontier_matches_pairwise(void **state)
+{
+  (void)state;
+  unsigned seed = 7;
+  for (int round = 0; round < 200; round++) {
+    size_t n = 1 + (size_t)(rand_r(&seed) % 60);
+    bool y_higher = round % 2 == 0;
+    json_t *pts = json_array();
+    for (size_t i = 0; i < n; i++) {
+      double x = rand_r(&seed) % 20, y = rand_r(&seed) % 20;
+      double wx = rand_r(&seed) % 4, wy = rand_r(&seed) % 4;
+      if (rand_r(&seed) % 10 == 0) /* turned: lo above hi */
+        wx = -wx;
+      json_array_append_new(
+        pts, json_pack("{s:[f,f], s:[f,f]}", "x_ci95", x - wx, x + wx, "y_ci95", y - wy, y + wy));
+    }
+    size_t on = tb_pareto_mark(pts, y_higher ? TB_PARETO_TPS_PER_GPU : TB_PARETO_COST);
+    size_t want_on = 0;
+    for (size_t i = 0; i < n; i++) {
+      const json_t *p = json_array_get(pts, i);
+      bool dominated = false;
+      for (size_t j = 0; j < n && !dominated; j++)
+        dominated = j != i && beyond_ref(json_array_get(pts, j), p, "x_ci95", true) &&
+                    beyond_ref(json_array_get(pts, j), p, "y_ci95", y_higher);
+      if (json_is_true(json_object_get(p, "frontier")) == dominated)
+        fail_msg("round %d point %zu: frontier %d, pairwise says dominated %d", round, i,
+                 json_is_true(json_object_get(p, "frontier")), dominated);
+      want_on += !dominated;
+    }
+    assert_int_equal(on, want_on);
+    json_decref(pts);
+  }
+}
+
 static void
 test_best(void **state)
 {
@@ -147,6 +195,7 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_points),
     cmocka_unit_test(test_frontier),
+    cmocka_unit_test(test_frontier_matches_pairwise),
     cmocka_unit_test(test_best),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
