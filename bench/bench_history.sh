@@ -97,6 +97,14 @@ psql_q -c "SELECT format('templates: %s jobs, %s cells each, result %s KB as tex
                         WHERE c.job_id = j.id)) / 1024))
            FROM jobs j WHERE state = 'succeeded'"
 
+# the labels=... of each path read, URL-encoded
+quote_labels() {
+  python3 -c 'import sys, urllib.parse as u
+for l in sys.stdin:
+    a, b = l.rstrip("\n").split("&labels=")
+    print(a + "&labels=" + u.quote(b, safe=""))'
+}
+
 # paths FILE: the paths of each route, from the jobs and endpoints of hist-0
 paths() {
   d=$1
@@ -115,17 +123,11 @@ paths() {
                '&context=' || context || '&concurrency=' || concurrency || '&labels=' ||
                replace(labels::text, ' ', '')
              FROM series_points WHERE project_id = '$pid0' AND labels @> '{\"branch\":\"main\"}'" \
-    | python3 -c 'import sys,urllib.parse as u
-for l in sys.stdin:
-    a,b=l.rstrip("\n").split("&labels=")
-    print(a+"&labels="+u.quote(b,safe=""))' >"$d/series"
+    | quote_labels >"$d/series"
   psql_q -c "SELECT DISTINCT '/v1/series?endpoint_id=' || endpoint_id || '&labels=' ||
                replace(labels::text, ' ', '')
              FROM series_points WHERE project_id = '$pid0' AND labels @> '{\"branch\":\"main\"}'" \
-    | python3 -c 'import sys,urllib.parse as u
-for l in sys.stdin:
-    a,b=l.rstrip("\n").split("&labels=")
-    print(a+"&labels="+u.quote(b,safe=""))' >"$d/series_matrix"
+    | quote_labels >"$d/series_matrix"
   psql_q -c "SELECT '/v1/pareto?endpoint_id=' || id FROM endpoints WHERE project_id = '$pid0'" >"$d/pareto"
   echo "/v1/pareto" >>"$d/pareto"
   psql_q -c "SELECT '/v1/compare?base=' || a.id || '&head=' || b.id

@@ -70,14 +70,16 @@ def main():
     seen = set()
     for p in plans(sys.stdin):
         text, returned, read, hit, rd = summary(p)
-        key = re.sub(r"\s+", " ", text)[:400]
+        # one plan per statement and shape (a list with and without filters)
+        shape = " / ".join(NODE.match(ln).group(1).strip() for ln in p["lines"] if NODE.match(ln))
+        key = re.sub(r"\s+", " ", text)[:400] + " | " + shape
         if key in seen:
             continue
         seen.add(key)
         out.write("-- %.3f ms\n%s\n\n" % (p["ms"], "\n".join(p["lines"])))
         flag = read > 1000 and read > 10 * max(returned, 1)
         print("plan %7.2f ms  returned %6d  read %8d  buffers hit %6d read %5d  %s%s" % (
-            p["ms"], returned, read, hit, rd, key[:90],
+            p["ms"], returned, read, hit, rd, re.sub(r"\s+", " ", text)[:90],
             "   <- reads more than it returns" if flag else ""))
     out.close()
     print("plans written to %s (%d statements)" % (sys.argv[1], len(seen)))

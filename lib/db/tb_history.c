@@ -91,9 +91,9 @@ static const struct tb_db_stmt st_series = {
 };
 
 /* The newest jobs of the key first, from the front of series_points_matrix
- * (sql/0019_history_reads.sql: a job's points share their at), then their
- * points by the primary key: it reads what it returns however long the
- * history (issue 36). */
+ * (sql/0019_history_reads.sql: a job's points share their at), then each
+ * one's points from the same index (index-only): it reads what it returns
+ * however long the history (issue 36). */
 /* clang-format off */
 static const struct tb_db_stmt st_matrix = {
   "history_matrix",
@@ -104,8 +104,9 @@ static const struct tb_db_stmt st_matrix = {
   "SELECT k.job_id::text AS job_id, "
   "  to_char(jobs.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at, "
   "  k.context, k.concurrency, k.value "
-  "FROM jobs JOIN series_points k ON k.job_id = jobs.job_id AND k.phase = $4 "
-  "  AND k.metric = $5 AND k.at = jobs.at "
+  "FROM jobs JOIN series_points k ON k.project_id = $1::uuid AND k.endpoint_id = $2::uuid "
+  "  AND k.labels = $3::jsonb AND k.phase = $4 AND k.metric = $5 "
+  "  AND k.at = jobs.at AND k.job_id = jobs.job_id "
   "ORDER BY jobs.at, k.job_id, k.context, k.concurrency",
 };
 /* clang-format on */
