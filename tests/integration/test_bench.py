@@ -149,6 +149,7 @@ def test_make_bench_history_small(ctx):
         assert all(is_positive(row[i]) for i in (1, 3, 5, 6, 8, 10, 11)), (r, row)
     # the plans of the routes' statements, with the statements named
     plans = [ln for ln in out.splitlines() if ln.startswith("plan ")]
-    assert any("FROM jobs" in p for p in plans), out[-3000:]
-    assert any("series_points" in p for p in plans), out[-3000:]
+    assert len(plans) >= 10, out[-3000:]
+    assert any("FROM series_points" in p for p in plans), out[-3000:]  # the matrix
+    assert any("SELECT j.state, j.result::text" in p for p in plans), out[-3000:]  # /result
     assert "plans written to" in out, out[-3000:]
