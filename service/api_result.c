@@ -117,10 +117,12 @@ tb_api_jobs_result(struct tb_api_req *r)
   char *body = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
   char state[16];
   snprintf(state, sizeof state, "%s", tb_json_str(doc, "state") ? tb_json_str(doc, "state") : "");
+  /* a document left unsigned by a passing database error is not kept */
+  bool keep = r->api->sign_key == NULL || json_object_get(doc, "signature") != NULL;
   json_decref(doc);
   if (body == NULL)
     return tb_api_reply_error(r, TB_EC_INTERNAL, "cannot write the result", NULL);
-  if (tb_jobdoc_terminal(state))
+  if (keep && tb_jobdoc_terminal(state))
     tb_api_jobcache_put(c, ticket, r->id, r->project_id, state, 0, "", body, strlen(body));
   ret = tb_api_reply_text(r, MHD_HTTP_OK, body, NULL);
   free(body);
