@@ -16,7 +16,8 @@
 # Rows: route, then p50 and p99 empty and full, and full's p99 / empty's.
 # A route with answers that are not 2xx is FAILED and the script exits 1.
 # Env: TB_BIN_DIR (build-rel/bin), BENCH_HISTORY_JOBS, BENCH_HISTORY_SECONDS,
-#      BENCH_HISTORY_CONNS, BENCH_HISTORY_TEMPLATES (2), BENCH_HISTORY_PERF
+#      BENCH_HISTORY_CONNS, BENCH_HISTORY_TEMPLATES (2), BENCH_HISTORY_CELL_S
+#      (each template cell's measured seconds, 0.5), BENCH_HISTORY_PERF
 #      (routes to profile with perf while they run full, e.g. "result pareto"),
 #      BENCH_HISTORY_ROUTES (a subset of the routes, for a quicker look).
 set -eu
@@ -66,7 +67,7 @@ TOKBENCH_DATABASE_URL=$url TOKBENCH_WORKER_ID=hist TOKBENCH_LOG_LEVEL=warn \
 pids="$pids $!"
 
 # the templates, one after another on the project's endpoints
-spec='"contexts":[1024,2048,4096,8192],"concurrency":[1,2,4,8],"prefill_contexts":[1024,2048,4096,8192],"duration_s":0.5,"max_output":32'
+spec='"contexts":[1024,2048,4096,8192],"concurrency":[1,2,4,8],"prefill_contexts":[1024,2048,4096,8192],"duration_s":'"${BENCH_HISTORY_CELL_S:-0.5}"',"max_output":32'
 i=0
 while [ $i -lt "$TEMPLATES" ]; do
   ep=$(psql_q -c "SELECT id FROM endpoints WHERE name = 'hist-0-$((i % 4))'")
