@@ -904,6 +904,7 @@ cell_loop(struct rcell *c, struct sched *sc)
     if (sc->done && c->inflight == 0 && c->nheap == 0)
       break;
     int wait_ms = 10; /* the scan's pace; arrivals come by the timerfd */
+    tb_direct_flush(&c->ds); /* the arrivals launched: out in one submit */
     int nev = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
     int64_t rt_off = nev > 0 ? tb_rxts_offset() : 0;
     for (int i = 0; i < nev; i++) {
@@ -918,8 +919,10 @@ cell_loop(struct rcell *c, struct sched *sc)
       /* an arrival falling due while reads are handled goes out now, not
        * after the rest of the batch */
       int64_t t = tb_time_mono_ns();
-      if ((!sc->done && t >= sc->next_t) || (c->nheap > 0 && t >= c->heap[0]->due))
+      if ((!sc->done && t >= sc->next_t) || (c->nheap > 0 && t >= c->heap[0]->due)) {
         launch_due(c, sc);
+        tb_direct_flush(&c->ds);
+      }
     }
   }
   return true;

@@ -235,6 +235,7 @@ tb_transport_turn(struct tb_transport *t, struct tb_direct_set *ds, int64_t now,
     next = t->curl_deadline;
   int64_t wait_ns = next - now;
   int wait_ms = wait_ns <= 0 ? 0 : (int)((wait_ns + 999999) / 1000000);
+  tb_direct_flush(ds); /* the requests started since the last wait */
   int n = epoll_wait(t->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
   if (n > 0)
     t->rt_off = tb_rxts_offset();

@@ -18,7 +18,14 @@
  * 413): that answer is read and wins over the send error, as with libcurl.
  *
  * Epoll data of a connection: TB_DIRECT_TAG | gen << 32 | slot, so that an
- * event of a connection closed earlier in the same batch is told apart.
+ * event of a connection closed earlier in the same batch is told apart; a
+ * completion of its io_uring receive carries the same tag, of its sendmsg
+ * the tag | SEND_BIT.
+ *
+ * Sends by io_uring: conn_send queues the request's sendmsg and the set's
+ * flush submits every queued one at once (one system call for all the
+ * requests a batch of completions started); the stamp taken at the submit
+ * is when the request went out.
  */
 #include "net/tb_direct.h"
 
@@ -38,7 +45,11 @@
 #include "net/tb_http.h"
 #include "net/tb_rxts.h"
 
-#define GEN_MASK 0x1fffffffu /* bits 32..60 of a tag; 61 is TB_DIRECT_RING */
+#define GEN_MASK 0x0fffffffu /* bits 32..59 of a tag; 61 is TB_DIRECT_RING */
+#define SEND_BIT (1ULL << 60) /* a completion of the connection's sendmsg */
+/* Queued sendmsgs go out at the latest when this many wait (well inside
+ * the ring's submission queue, so no submit happens unstamped). */
+#define SENDQ_MAX 256u
 
 /* ---------------------------------------------------------------- set-up */
 
@@ -171,6 +182,7 @@ tb_direct_set_init(struct tb_direct_set *set, struct tb_direct *d, unsigned n, c
   set->d = d;
   set->n = n;
   set->c = tb_xcalloc(n, sizeof *set->c);
+  set->sendq = tb_xcalloc(n, sizeof *set->sendq);
   for (unsigned i = 0; i < n; i++)
     set->c[i].fd = -1;
   set->body = body;
@@ -199,16 +211,37 @@ conn_tag(const struct tb_direct_conn *k, unsigned slot)
   return TB_DIRECT_TAG | ((uint64_t)(k->gen & GEN_MASK) << 32) | slot;
 }
 
+/* Submits the queued sendmsgs, each stamped sent now. */
+static void
+sends_submit(struct tb_direct_set *set)
+{
+  if (set->n_sendq == 0)
+    return;
+  int64_t now = tb_time_mono_ns();
+  for (unsigned i = 0; i < set->n_sendq; i++) {
+    struct tb_direct_conn *k = &set->c[set->sendq[i]];
+    if (k->t_sent == 0)
+      k->t_sent = now;
+  }
+  set->n_sendq = 0;
+  tb_uring_submit(&set->d->uring);
+}
+
 static void
 conn_close(struct tb_direct_set *set, unsigned slot)
 {
   struct tb_direct_conn *k = &set->c[slot];
+  /* the queue goes first (it may hold this slot), then the cancels: the
+   * requests in flight read their bytes, which their owner frees next */
+  sends_submit(set);
+  if (k->sending)
+    tb_uring_cancel(&set->d->uring, conn_tag(k, slot) | SEND_BIT);
   if (k->armed) /* before the close: a receive holds the socket open */
     tb_uring_cancel(&set->d->uring, conn_tag(k, slot));
   if (k->fd >= 0)
     close(k->fd); /* which also takes it out of the epoll set */
   k->fd = -1;
-  k->connecting = k->idle = k->armed = k->in_epoll = false;
+  k->connecting = k->idle = k->armed = k->in_epoll = k->sending = false;
   k->gen++;
 }
 
@@ -224,7 +257,10 @@ tb_direct_set_free(struct tb_direct_set *set)
 {
   tb_direct_close_all(set);
   free(set->c);
+  free(set->sendq);
   set->c = NULL;
+  set->sendq = NULL;
+  set->n_sendq = 0;
   tb_http_secret_free(set->head); /* it holds the endpoint's key */
   set->head = NULL;
 }
@@ -259,11 +295,47 @@ conn_arm(struct tb_direct_set *set, unsigned slot)
   struct tb_direct_conn *k = &set->c[slot];
   if (!tb_uring_on(&set->d->uring) || k->armed)
     return true;
+  sends_submit(set); /* the arm submits: the queued sends' stamps first */
   if (!tb_uring_recv(&set->d->uring, k->fd, conn_tag(k, slot))) {
     snprintf(k->err, sizeof k->err, "io_uring: no submission slot");
     return false;
   }
   k->armed = true;
+  return true;
+}
+
+/* What is left of k's request (head, then body) in iov: how many. */
+static size_t
+rest_iov(const struct tb_direct_conn *k, struct iovec iov[2])
+{
+  if (k->wr_off < k->rq_head_len) {
+    iov[0] = (struct iovec){ (char *)k->rq_head + k->wr_off, k->rq_head_len - k->wr_off };
+    iov[1] = (struct iovec){ (char *)k->rq_body, k->rq_body_len };
+    return 2;
+  }
+  size_t off = k->wr_off - k->rq_head_len;
+  iov[0] = (struct iovec){ (char *)k->rq_body + off, k->rq_body_len - off };
+  return 1;
+}
+
+/* io_uring: queues the sendmsg of what is left of slot's request (one at a
+ * time per connection); false (err set) when the ring cannot take it. */
+static bool
+ring_send(struct tb_direct_set *set, unsigned slot)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  conn_watch(set, slot, false); /* the ring waits for the socket, not epoll */
+  if (k->sending || k->wr_off >= k->rq_head_len + k->rq_body_len)
+    return true;
+  k->sm = (struct msghdr){ .msg_iov = k->siov, .msg_iovlen = rest_iov(k, k->siov) };
+  if (!tb_uring_sendmsg(&set->d->uring, k->fd, &k->sm, conn_tag(k, slot) | SEND_BIT)) {
+    snprintf(k->err, sizeof k->err, "io_uring: no submission slot");
+    return false;
+  }
+  k->sending = true;
+  set->sendq[set->n_sendq++] = slot;
+  if (set->n_sendq >= SENDQ_MAX)
+    sends_submit(set);
   return true;
 }
 
@@ -273,18 +345,12 @@ static bool
 conn_send(struct tb_direct_set *set, unsigned slot)
 {
   struct tb_direct_conn *k = &set->c[slot];
+  if (tb_uring_on(&set->d->uring))
+    return ring_send(set, slot);
   size_t total = k->rq_head_len + k->rq_body_len;
   while (k->wr_off < total) {
     struct iovec iov[2];
-    int n_iov = 0;
-    if (k->wr_off < k->rq_head_len) {
-      iov[n_iov++] = (struct iovec){ (char *)k->rq_head + k->wr_off, k->rq_head_len - k->wr_off };
-      iov[n_iov++] = (struct iovec){ (char *)k->rq_body, k->rq_body_len };
-    } else {
-      size_t off = k->wr_off - k->rq_head_len;
-      iov[n_iov++] = (struct iovec){ (char *)k->rq_body + off, k->rq_body_len - off };
-    }
-    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = rest_iov(k, iov) };
     ssize_t n = sendmsg(k->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR)
       continue;
@@ -321,6 +387,7 @@ conn_open(struct tb_direct_set *set, unsigned slot)
   k->reused = false;
   k->wr_off = 0;
   k->send_errno = 0;
+  k->t_sent = 0;
   tb_h1_init(&k->h1);
   int fd = socket(d->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -365,6 +432,7 @@ tb_direct_start_req(struct tb_direct_set *set, unsigned slot, const char *head, 
   k->got_bytes = k->keep = false;
   k->wr_off = 0;
   k->send_errno = 0;
+  k->t_sent = 0;
   k->err[0] = '\0';
   if (k->fd >= 0 && k->idle) {
     k->idle = false;
@@ -397,7 +465,8 @@ tb_direct_sent_at(const struct tb_direct_set *set, unsigned slot, int64_t t_star
   if (set->c == NULL || slot >= set->n)
     return t_start;
   const struct tb_direct_conn *k = &set->c[slot];
-  return !k->reused && k->t_ready > t_start ? k->t_ready : t_start;
+  int64_t t = !k->reused && k->t_ready > t_start ? k->t_ready : t_start;
+  return k->t_sent > t ? k->t_sent : t;
 }
 
 bool
@@ -488,7 +557,7 @@ conn_got(struct tb_direct_set *set, unsigned slot, ssize_t n, int err, const cha
   case TB_H1_DONE:
     /* bytes after the response would be a response nobody asked for (the
      * body callback never said stop: that would be TB_H1_STOPPED) */
-    k->keep = k->send_errno == 0 && used == (size_t)n && tb_h1_keep_alive(&k->h1);
+    k->keep = k->send_errno == 0 && !k->sending && used == (size_t)n && tb_h1_keep_alive(&k->h1);
     end(set, slot, NULL);
     return;
   case TB_H1_STOPPED: end(set, slot, "response aborted"); return;
@@ -539,6 +608,35 @@ conn_of(struct tb_direct_set *set, uint64_t tag, unsigned *slot)
   return k->fd >= 0 && (k->gen & GEN_MASK) == gen ? k : NULL;
 }
 
+/* The completion of slot's sendmsg: res bytes went, or -errno. */
+static void
+send_done(struct tb_direct_set *set, unsigned slot, int res)
+{
+  struct tb_direct_conn *k = &set->c[slot];
+  k->sending = false;
+  if (!k->busy)
+    return;
+  if (res > 0) { /* short only when cut by a signal: the rest goes next */
+    k->wr_off += (size_t)res;
+    if (!ring_send(set, slot))
+      end(set, slot, k->err);
+    return;
+  }
+  if (res == -EAGAIN || res == -EINTR) { /* the socket's room, by epoll */
+    conn_watch(set, slot, true);
+    return;
+  }
+  if (res == -EPIPE || res == -ECONNRESET) {
+    /* as on epoll: the server stopped reading, and may have answered */
+    k->send_errno = -res;
+    k->wr_off = k->rq_head_len + k->rq_body_len;
+    return;
+  }
+  char why[160];
+  snprintf(why, sizeof why, "send: %s", res == 0 ? "nothing written" : strerror(-res));
+  end(set, slot, why);
+}
+
 static void
 ring_rx(void *cls, const struct tb_uring_rx *rx)
 {
@@ -547,6 +645,10 @@ ring_rx(void *cls, const struct tb_uring_rx *rx)
   struct tb_direct_conn *k = conn_of(r->set, rx->user_data, &slot);
   if (k == NULL)
     return;
+  if (rx->user_data & SEND_BIT) {
+    send_done(r->set, slot, rx->res);
+    return;
+  }
   if (!rx->more)
     k->armed = false;
   if (rx->res == -ENOBUFS) { /* the buffers ran dry: nothing lost, arm again */
@@ -569,6 +671,24 @@ ring_event(struct tb_direct_set *set, uint64_t tag, int64_t rt_off)
   struct tb_direct *d = (struct tb_direct *)(uintptr_t)(tag & ~(TB_DIRECT_TAG | TB_DIRECT_RING));
   struct ring_ctx r = { set, rt_off };
   (void)tb_uring_drain(&d->uring, ring_rx, &r);
+}
+
+void
+tb_direct_flush(struct tb_direct_set *set)
+{
+  if (set == NULL)
+    return;
+  /* The sends that went at once have completed when the submit returns:
+   * their completions are taken here, so that they do not wake the wait
+   * that follows (one wake-up per batch of requests, not two).  What they
+   * hand on (a send's rest, a response read meanwhile) may queue more. */
+  while (set->n_sendq > 0) {
+    sends_submit(set);
+    if (tb_uring_ready(&set->d->uring) == 0)
+      break;
+    struct ring_ctx r = { set, tb_rxts_offset() };
+    (void)tb_uring_drain(&set->d->uring, ring_rx, &r);
+  }
 }
 
 void

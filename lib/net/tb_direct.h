@@ -2,7 +2,7 @@
  * tb_direct: the engine's own stream transport (see "Stream transport" in
  * tb_engine.c).  On a plain-HTTP endpoint without a proxy each slot of a
  * cell keeps one kept-alive connection, writes its request with one sendmsg
- * and reads the response with one recvmsg per readiness, which returns the
+ * (by io_uring: many slots' sendmsgs in one submit) and reads the response with one recvmsg per readiness, which returns the
  * kernel's receive stamp with the bytes (tb_rxts); tb_h1 frames the response
  * and hands its body to the engine.
  *
@@ -84,6 +84,11 @@ struct tb_direct_conn {
   const char *rq_head, *rq_body; /* this request's (borrowed until release) */
   size_t rq_head_len, rq_body_len;
   struct tb_h1 h1;
+  /* io_uring: the request's sendmsg, queued until the set's next flush */
+  bool sending;        /* a sendmsg is queued or in flight */
+  int64_t t_sent;      /* when the request's first bytes were submitted (0: not yet) */
+  struct msghdr sm;    /* its header and iovecs, which stay put while it is in flight */
+  struct iovec siov[2];
 };
 
 struct tb_direct_set {
@@ -96,6 +101,8 @@ struct tb_direct_set {
   size_t body_len;
   struct tb_direct_ops ops;
   uint64_t rx_kernel, rx_user; /* reads stamped by the kernel, by our clock */
+  unsigned *sendq;             /* io_uring: slots whose sendmsg waits for the flush */
+  unsigned n_sendq;
 };
 
 /*
@@ -144,7 +151,8 @@ char *tb_direct_head_new(const struct tb_direct *d, const char *auth, size_t bod
  * aborts the request). */
 void tb_direct_release(struct tb_direct_set *set, unsigned slot);
 /* When slot's request could go out: t_start (its start), or when the new
- * connection it waited for was up, if later.  The TCP handshake is the
+ * connection it waited for was up, or (io_uring) when its send was
+ * submitted, if later.  The TCP handshake is the
  * network's time, not the server's: TTFT counts from here (a remote
  * endpoint's new connection would add a round trip to a prefill). */
 int64_t tb_direct_sent_at(const struct tb_direct_set *set, unsigned slot, int64_t t_start);
@@ -152,6 +160,14 @@ int64_t tb_direct_sent_at(const struct tb_direct_set *set, unsigned slot, int64_
 bool tb_direct_connecting(const struct tb_direct_set *set, unsigned slot);
 /* HTTP status of slot's response, 0 before its head is read. */
 int tb_direct_status(const struct tb_direct_set *set, unsigned slot);
+
+/* io_uring: hands every request queued since the last flush to the kernel
+ * in one submit, stamps each as sent then (tb_direct_sent_at) and takes
+ * the completions that are ready (the sends that went at once).  The
+ * engine's loop calls it before it waits and after it starts requests,
+ * never from inside a callback of the set.  Nothing to do on epoll, where
+ * each request goes out in its own sendmsg. */
+void tb_direct_flush(struct tb_direct_set *set);
 
 /* An epoll event whose data has TB_DIRECT_TAG (a connection's, or with
  * TB_DIRECT_RING the ring's: its completions go to set's connections).  rt_off is

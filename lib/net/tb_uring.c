@@ -137,7 +137,7 @@ tb_uring_init(struct tb_uring *u, int epfd, uint64_t tag, size_t control_len)
   if (epoll_ctl(epfd, EPOLL_CTL_ADD, u->ring->ring_fd, &ev) != 0)
     return off(u, "epoll of the ring", errno);
   u->why[0] = '\0';
-  u->rearms = 0;
+  u->rearms = u->submits = 0;
   return true;
 }
 
@@ -184,6 +184,21 @@ tb_uring_recv(struct tb_uring *u, int fd, uint64_t user_data)
   return true;
 }
 
+bool
+tb_uring_sendmsg(struct tb_uring *u, int fd, const struct msghdr *m, uint64_t user_data)
+{
+  struct io_uring_sqe *sqe = sqe_get(u);
+  if (sqe == NULL)
+    return false;
+  /* MSG_WAITALL: a stream socket's send is retried to its end in the
+   * kernel, so a short completion is an error's, not a full buffer's */
+  io_uring_prep_sendmsg(sqe, fd, m, MSG_NOSIGNAL | MSG_WAITALL);
+  io_uring_sqe_set_data64(sqe, user_data);
+  u->pending++;
+  u->sends++;
+  return true;
+}
+
 void
 tb_uring_cancel(struct tb_uring *u, uint64_t user_data)
 {
@@ -206,6 +221,7 @@ tb_uring_submit(struct tb_uring *u)
     rc = io_uring_submit(u->ring);
   while (rc == -EINTR);
   u->pending = 0;
+  u->submits++;
 }
 
 static void
@@ -231,6 +247,12 @@ rx_of(struct tb_uring *u, const struct io_uring_cqe *cqe, struct tb_uring_rx *rx
   rx->msg = msg->msg_control != NULL ? msg : NULL;
   if (rx->len == 0) /* the peer's end: the kernel writes a header, no bytes */
     rx->res = 0;
+}
+
+unsigned
+tb_uring_ready(const struct tb_uring *u)
+{
+  return u->ring != NULL ? io_uring_cq_ready(u->ring) : 0;
 }
 
 unsigned

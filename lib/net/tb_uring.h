@@ -33,6 +33,7 @@ struct tb_uring {
   struct msghdr mh;               /* the shape each multishot recvmsg fills (control space) */
   char why[160];                  /* why it is off ("" when on) */
   uint64_t batches, cqes, rearms; /* completion batches, completions, receives armed */
+  uint64_t submits, sends;         /* io_uring_submit calls, sendmsgs queued */
   unsigned pending;               /* SQEs queued but not submitted */
 };
 
@@ -60,10 +61,17 @@ tb_uring_on(const struct tb_uring *u)
 /* Arms fd's multishot recvmsg, completions carrying user_data, and submits
  * it (once per connection, or again after -ENOBUFS). */
 bool tb_uring_recv(struct tb_uring *u, int fd, uint64_t user_data);
+/* Queues a sendmsg of m (its iovecs and bytes stay put until the
+ * completion, m until the submit) on fd, completions carrying user_data;
+ * the next tb_uring_submit hands it over with whatever else is queued.
+ * false: no submission slot. */
+bool tb_uring_sendmsg(struct tb_uring *u, int fd, const struct msghdr *m, uint64_t user_data);
 /* Cancels the receive armed with user_data, at once (before the fd closes). */
 void tb_uring_cancel(struct tb_uring *u, uint64_t user_data);
 /* Submits what is queued. */
 void tb_uring_submit(struct tb_uring *u);
+/* How many completions wait. */
+unsigned tb_uring_ready(const struct tb_uring *u);
 /* Hands every waiting completion to cb (a buffer goes back to the ring when
  * cb returns); returns how many. */
 unsigned tb_uring_drain(struct tb_uring *u, void (*cb)(void *cls, const struct tb_uring_rx *rx),
