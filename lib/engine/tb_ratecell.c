@@ -903,7 +903,7 @@ cell_loop(struct rcell *c, struct sched *sc)
     }
     if (sc->done && c->inflight == 0 && c->nheap == 0)
       break;
-    int wait_ms = 10; /* the scan's pace; arrivals come by the timerfd */
+    int wait_ms = 10;        /* the scan's pace; arrivals come by the timerfd */
     tb_direct_flush(&c->ds); /* the arrivals launched: out in one submit */
     int nev = epoll_wait(r->epfd, evs, (int)TB_ARRAY_LEN(evs), wait_ms);
     int64_t rt_off = nev > 0 ? tb_rxts_offset() : 0;

@@ -45,7 +45,7 @@
 #include "net/tb_http.h"
 #include "net/tb_rxts.h"
 
-#define GEN_MASK 0x0fffffffu /* bits 32..59 of a tag; 61 is TB_DIRECT_RING */
+#define GEN_MASK 0x0fffffffu  /* bits 32..59 of a tag; 61 is TB_DIRECT_RING */
 #define SEND_BIT (1ULL << 60) /* a completion of the connection's sendmsg */
 /* Queued sendmsgs go out at the latest when this many wait (well inside
  * the ring's submission queue, so no submit happens unstamped). */

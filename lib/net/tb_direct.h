@@ -85,9 +85,9 @@ struct tb_direct_conn {
   size_t rq_head_len, rq_body_len;
   struct tb_h1 h1;
   /* io_uring: the request's sendmsg, queued until the set's next flush */
-  bool sending;        /* a sendmsg is queued or in flight */
-  int64_t t_sent;      /* when the request's first bytes were submitted (0: not yet) */
-  struct msghdr sm;    /* its header and iovecs, which stay put while it is in flight */
+  bool sending;     /* a sendmsg is queued or in flight */
+  int64_t t_sent;   /* when the request's first bytes were submitted (0: not yet) */
+  struct msghdr sm; /* its header and iovecs, which stay put while it is in flight */
   struct iovec siov[2];
 };
 

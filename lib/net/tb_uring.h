@@ -33,7 +33,7 @@ struct tb_uring {
   struct msghdr mh;               /* the shape each multishot recvmsg fills (control space) */
   char why[160];                  /* why it is off ("" when on) */
   uint64_t batches, cqes, rearms; /* completion batches, completions, receives armed */
-  uint64_t submits, sends;         /* io_uring_submit calls, sendmsgs queued */
+  uint64_t submits, sends;        /* io_uring_submit calls, sendmsgs queued */
   unsigned pending;               /* SQEs queued but not submitted */
 };
 
