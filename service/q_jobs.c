@@ -1,9 +1,11 @@
 /*
  * q_jobs: see q_jobs.h.  One static tb_db_stmt per function, the SQL beside
- * the C that binds it.
+ * the C that binds it (the list: one per filter set, written once at first
+ * use).
  */
 #include "q_jobs.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,24 +185,57 @@ tb_q_jobs_get(struct tb_db *db, const char *id, const char *project_id, struct t
 
 /* -------------------------------------------------------------------- list */
 
-static const struct tb_db_stmt job_list = {
-  "api_job_list",
-  TB_Q_PAGE_SQL("j", "  json_build_object(" JOB_MEMBERS ")::text AS doc ",
-                "FROM jobs j WHERE j.project_id = $1 "
-                "  AND ($2::text IS NULL OR j.state = $2) "
-                "  AND ($3::uuid IS NULL OR j.endpoint_id = $3::uuid) "
-                "  AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb) ",
-                "5", "6", "7"),
+/* One statement per set of filters given (state, endpoint, labels) and per
+ * page (the first, or after a cursor), so that each has a plan of its own
+ * that an index serves: jobs_project_state_created or
+ * jobs_endpoint_state_created for a state (sql/0020), jobs_endpoint_created
+ * for an endpoint, jobs_project_created else, each walked newest first from
+ * the cursor.  (One statement of "$n IS NULL OR ..." filters would get one
+ * generic plan for every combination, and walk the project's jobs for rare
+ * matches.)  A filter not given keeps its parameter, NULL, in a test of
+ * its own that involves no column. */
+#define JL_STATE(on) ((on) ? "  AND j.state = $2 " : "  AND $2::text IS NULL ")
+#define JL_EP(on) ((on) ? "  AND j.endpoint_id = $3::uuid " : "  AND $3::uuid IS NULL ")
+#define JL_LABELS(on) ((on) ? "  AND j.labels @> $4::jsonb " : "  AND $4::jsonb IS NULL ")
+enum {
+  JL_N = 16
 };
+
+static struct tb_db_stmt job_list[JL_N];
+static char job_list_name[JL_N][24];
+static pthread_once_t job_list_once = PTHREAD_ONCE_INIT;
+
+static void
+job_list_init(void)
+{
+  for (unsigned m = 0; m < JL_N; m++) {
+    snprintf(job_list_name[m], sizeof job_list_name[m], "api_job_list_%u", m);
+    job_list[m].name = job_list_name[m];
+    job_list[m].sql = tb_xasprintf(
+      "%s%s%s%s%s%s%s", TB_Q_PAGE_HEAD("j", "  json_build_object(" JOB_MEMBERS ")::text AS doc "),
+      "FROM jobs j WHERE j.project_id = $1 ", JL_STATE(m & 1), JL_EP(m & 2), JL_LABELS(m & 4),
+      (m & 8) ? "  AND " TB_Q_PAGE_OLDER("j", "5", "6") " " : TB_Q_PAGE_FIRST("5", "6"),
+      TB_Q_PAGE_TAIL("j", "7"));
+  }
+}
 
 int
 tb_q_jobs_list(struct tb_db *db, const struct tb_q_jobs_filter *f, tb_q_jobs_item_fn fn, void *cls)
 {
+  pthread_once(&job_list_once, job_list_init);
   char lim[24];
   snprintf(lim, sizeof lim, "%d", f->limit);
-  const char *p[] = { f->project_id, f->state, f->endpoint_id, f->labels, f->after_us,
-                      f->after_id,   lim };
-  return tb_q_page_exec(db, &job_list, 7, p, fn, cls);
+  bool next = f->after_us != NULL && f->after_id != NULL;
+  unsigned m = (f->state != NULL) | (f->endpoint_id != NULL) << 1 | (f->labels != NULL) << 2 |
+               (unsigned)next << 3;
+  const char *p[] = { f->project_id,
+                      f->state,
+                      f->endpoint_id,
+                      f->labels,
+                      next ? f->after_us : NULL,
+                      next ? f->after_id : NULL,
+                      lim };
+  return tb_q_page_exec(db, &job_list[m], 7, p, fn, cls);
 }
 
 /* ------------------------------------------------------------------ cancel */

@@ -66,6 +66,49 @@ def submit(api, key, ep_id, **kw):
     return doc
 
 
+def test_job_list_every_filter_set_pages(ctx):
+    """GET /v1/jobs runs one statement per set of filters and per page
+    (q_jobs.c): each of the eight sets, paged two at a time, gives exactly
+    the project's matching jobs, newest first, and no other project's."""
+    s = setup(ctx)
+    api, pg = s["api"], s["pg"]
+    key = make_key(pg, "gamma", "--admin")
+    eps = [new_endpoint(api, key, "list-%d" % i)["id"] for i in range(2)]
+    jobs = []  # (id, endpoint, suite, state), oldest first
+    for i in range(12):
+        suite = "a" if i % 3 else "b"
+        j = submit(api, key, eps[i % 2], labels={"suite": suite})
+        jobs.append([j["id"], eps[i % 2], suite, "queued"])
+    for j in jobs[1::4]:
+        assert api.json("POST", "/v1/jobs/%s/cancel" % j[0], key)[0] == 200
+        j[3] = "cancelled"
+    # another project's job that every filter would match
+    okey = make_key(pg, "delta", "--admin")
+    oep = new_endpoint(api, okey, "list-other")["id"]
+    submit(api, okey, oep, labels={"suite": "a"})
+    pg.psql("UPDATE jobs SET state = 'cancelled' WHERE endpoint_id = '%s'" % oep)
+    for state in (None, "cancelled", "queued"):
+        for ep in (None, eps[1]):
+            for suite in (None, "a"):
+                want = [j[0] for j in reversed(jobs)
+                        if (state is None or j[3] == state) and (ep is None or j[1] == ep)
+                        and (suite is None or j[2] == suite)]
+                q = "/v1/jobs?limit=2"
+                q += "&state=" + state if state else ""
+                q += "&endpoint_id=" + ep if ep else ""
+                q += "&label=suite:" + suite if suite else ""
+                seen, cursor = [], None
+                while True:
+                    st, _, page = api.json("GET", q + ("&cursor=" + cursor if cursor else ""), key)
+                    assert st == 200 and len(page["jobs"]) <= 2, page
+                    seen += [j["id"] for j in page["jobs"]]
+                    cursor = page["next_cursor"]
+                    if not cursor:
+                        break
+                assert seen == want, (q, seen, want)
+                assert want  # every set matches some
+
+
 def test_keys_cli_and_api(ctx):
     s = setup(ctx)
     api, admin = s["api"], s["admin"]
