@@ -21,8 +21,16 @@
 #include "base/tb_util.h"
 
 #define RING_ENTRIES 1024u
-#define N_BUFS 1024u /* a power of two */
-#define BUF_SIZE (16u * 1024u)
+/* Room for a completion of every stream the engine holds (8,192 and
+ * more) between two drains: an overflowing CQ makes the kernel park
+ * completions on a list it walks, and the loop crawled at 8,192. */
+#define CQ_ENTRIES 16384u
+/* A buffer per stream rather than few large ones (the same 16 MiB): a
+ * token's SSE event is a few hundred bytes, and a ring that runs dry ends
+ * each stream's receive (-ENOBUFS) to be armed again.  Larger reads take
+ * more completions, no bytes lost. */
+#define N_BUFS 8192u /* a power of two */
+#define BUF_SIZE (2u * 1024u)
 #define BGID 7
 #define PROBE_UD 1u
 
@@ -117,10 +125,11 @@ tb_uring_init(struct tb_uring *u, int epfd, uint64_t tag, size_t control_len)
   /* The receives' work runs when the loop next enters the kernel, without
    * an interrupt of it.  (DEFER_TASKRUN would batch further, but its
    * ring fd does not wake the engine's epoll_wait: the loop hung.) */
-  struct io_uring_params p = { .flags = IORING_SETUP_COOP_TASKRUN };
-  int rc = io_uring_queue_init_params(RING_ENTRIES, u->ring, &p);
-  if (rc == -EINVAL) {
-    p = (struct io_uring_params){ 0 };
+  static const unsigned flags[] = { IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE,
+                                    IORING_SETUP_CQSIZE, 0 };
+  int rc = -EINVAL;
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0] && rc == -EINVAL; i++) {
+    struct io_uring_params p = { .flags = flags[i], .cq_entries = CQ_ENTRIES };
     rc = io_uring_queue_init_params(RING_ENTRIES, u->ring, &p);
   }
   if (rc != 0) {
@@ -180,7 +189,10 @@ tb_uring_recv(struct tb_uring *u, int fd, uint64_t user_data)
   io_uring_sqe_set_data64(sqe, user_data);
   u->pending++;
   u->rearms++;
-  tb_uring_submit(u); /* once per connection (or after -ENOBUFS): rare */
+  /* once per connection, or after -ENOBUFS: in a drain, with the others
+   * of that drain at its end */
+  if (!u->in_drain)
+    tb_uring_submit(u);
   return true;
 }
 
@@ -262,6 +274,7 @@ tb_uring_drain(struct tb_uring *u, void (*cb)(void *cls, const struct tb_uring_r
     return 0;
   unsigned n = 0;
   struct io_uring_cqe *cqe;
+  u->in_drain = true;
   while (io_uring_peek_cqe(u->ring, &cqe) == 0) {
     struct tb_uring_rx rx;
     struct msghdr msg;
@@ -274,6 +287,8 @@ tb_uring_drain(struct tb_uring *u, void (*cb)(void *cls, const struct tb_uring_r
       buf_put(u, flags >> IORING_CQE_BUFFER_SHIFT);
     n++;
   }
+  u->in_drain = false;
+  tb_uring_submit(u); /* the receives armed again in it */
   u->cqes += n;
   u->batches += n > 0;
   return n;

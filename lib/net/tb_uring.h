@@ -35,6 +35,7 @@ struct tb_uring {
   uint64_t batches, cqes, rearms; /* completion batches, completions, receives armed */
   uint64_t submits, sends;        /* io_uring_submit calls, sendmsgs queued */
   unsigned pending;               /* SQEs queued but not submitted */
+  bool in_drain;                  /* in tb_uring_drain: receives' submits wait for its end */
 };
 
 /* What one completion of a connection's recvmsg brought: res > 0 bytes at
