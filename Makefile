@@ -216,6 +216,12 @@ bench-history: deps
 	$(MAKE) -j$(NPROC) MODE=release all
 	TB_BIN_DIR=build-rel/bin bench/bench_history.sh
 
+# A schedule firing every minute with two api replicas and two workers for
+# BENCH_SCHED_SLOTS minutes (default 10, issue 35): the jobs counted by slot.
+bench-schedules: deps
+	$(MAKE) -j$(NPROC) MODE=release all
+	TB_BIN_DIR=build-rel/bin bench/bench_schedules.sh
+
 # The image built and run for real (scripts/docker-test.sh; installs podman,
 # runc, debootstrap through scripts/deps.sh docker).  make test runs it from
 # tests/integration/test_docker.py, or prints a SKIP line with the reason.

@@ -16,7 +16,11 @@
  * endpoints' URLs and keys, read here and hidden, the project's ids, other
  * jobs, private labels), then rendered by the report's own renderer
  * (tb_report, tb_cmpreport, tb_seriesview) and given its meta tags and
- * signature line by lib/render/tb_sharepage.  The page runs no script
+ * signature line by lib/render/tb_sharepage.  A document that was signed
+ * (a finished job's, a comparison's) is signed again once stripped, by the
+ * same key as it is served (api_signkeys.h): the copy's JSON, its "shared"
+ * block with the original's signature included, passes `tokbench verify`
+ * against GET /v1/signing-keys.  The page runs no script
  * (the report's Content-Security-Policy) and sends no Referer (its URL
  * holds the token); the token is never logged (main.c logs /s/(token)).
  */
@@ -30,6 +34,7 @@
 #include "api_result.h"
 #include "api_series.h"
 #include "api_shares.h"
+#include "api_signkeys.h"
 #include "base/tb_crypto.h"
 #include "base/tb_json.h"
 #include "net/tb_masterkey.h"
@@ -300,7 +305,10 @@ tb_api_shares_open(struct tb_api_req *r)
     goto out;
   if (!tb_api_found(r, rc, "no such share link", &ret))
     goto out;
+  bool signed_doc = json_is_object(json_object_get(p.doc, "signature"));
   tb_sharedoc_strip(p.doc, &p.hide);
+  if (signed_doc) /* the copy, "shared" block and all, signed as served */
+    tb_api_signkeys_sign(r, p.doc);
   ret = page_reply(r, &p, f, token);
 out:
   OPENSSL_cleanse(token, sizeof token);

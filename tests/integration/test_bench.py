@@ -7,7 +7,8 @@ BENCH_FLOORS=0: a speed floor missed on this loaded machine is printed but
 does not fail (speed is measured by make bench, never asserted in a test);
 a bench that cannot build, start, run its job or print its table fails.
 `make bench-verdicts` is bench/bench_verdicts.sh, which bench/run.sh runs;
-`make bench-history` is bench/bench_history.sh (400 jobs here, not 100,000).
+`make bench-history` is bench/bench_history.sh (400 jobs here, not 100,000);
+`make bench-schedules` is bench/bench_schedules.sh (one slot here, not ten).
 Each check names the figure its bench must print: a bench whose row went
 missing, or printed "failed", fails here.
 Before this module, bench_engine and bench_firehose had stopped linking
@@ -34,6 +35,7 @@ SMALL = {
     "BENCH_SHARDS_COUNTS": "1 2", "BENCH_SHARDS_STREAMS": "32", "BENCH_SHARDS_RATE": "20",
     "BENCH_HISTORY_JOBS": "400", "BENCH_HISTORY_SECONDS": "1", "BENCH_HISTORY_CONNS": "10",
     "BENCH_HISTORY_TEMPLATES": "1", "BENCH_HISTORY_CELL_S": "0.2",
+    "BENCH_SCHED_SLOTS": "1",
 }
 
 # bench: a line each must print (its table's figures)
@@ -131,6 +133,18 @@ def test_make_bench_shards_small(ctx):
         assert float(r[2]) > 0 and 0.5 < float(r[3]) < 1.5, r
     for r in rate:
         assert float(r[2]) > 0 and float(r[3]) > 0, r
+
+
+def test_make_bench_schedules_small(ctx):
+    """One slot of an every-minute schedule with two api replicas and two
+    workers: one job, run, and its table row."""
+    rc, out = run("bench_schedules.sh", 300)
+    assert rc == 0, out[-3000:]
+    rows = [ln.split() for ln in out.splitlines() if ln[:2] == "20"]
+    assert len(rows) == 1, out[-3000:]
+    assert rows[0][2] == "1" and rows[0][3] == "succeeded", rows
+    assert rows[0][4].startswith("worker-") and rows[0][6] in ("1", "2"), rows
+    assert "every slot fired exactly once" in out, out[-3000:]
 
 
 HISTORY_ROUTES = ("get", "get_many", "result", "report", "list", "list_filtered", "series", "series_matrix",

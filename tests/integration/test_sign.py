@@ -364,6 +364,46 @@ def test_every_single_change_fails(ctx):
     assert verify(good, kf).returncode == 0
 
 
+def test_a_shared_copy_verifies(ctx):
+    """A share link's JSON is the stripped copy: it carries the original's
+    signature in `shared`, is signed itself as served, verifies against the
+    service's keys, and fails once a number or the original's signature in
+    it is changed.  Its HTML page says who signed."""
+    setup(ctx)
+    if "job" not in S:
+        S["job"] = run_job()
+    st, doc = call("POST", "/v1/jobs/%s/shares" % S["job"], {})
+    assert st == 201, doc
+    st, _, data = http("GET", S["base"] + "/s/%s.json" % doc["token"], None, {}, 20)
+    assert st == 200, data[:300]
+    shared = json.loads(data)
+    assert shared["signature"]["kid"] == S["kid"], shared.get("signature")
+    assert shared["shared"]["original_signature"]["kid"] == S["kid"]
+    assert SECRET not in data.decode() and S["sim"].url not in data.decode()
+    path = os.path.join(ctx.tmp, "shared.json")
+    with open(path, "wb") as f:
+        f.write(data)
+    kf = keys_file(ctx, "shared-keys.json")
+    r = verify(path, kf)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert S["kid"] in r.stdout
+    num = next(p for p, v in leaves(shared) if p[0] == "cells" and isinstance(v, float))
+    for what, p in (("a cell's number", num),
+                    ("the original's signature", ("shared", "original_signature", "value")),
+                    ("what was left out", ("shared", "read_only"))):
+        d = json.loads(data)
+        v = d
+        for k in p:
+            v = v[k]
+        set_at(d, p, changed(v))
+        bad = os.path.join(ctx.tmp, "shared-bad.json")
+        with open(bad, "w") as f:
+            json.dump(d, f)
+        assert verify(bad, kf).returncode == 1, what
+    st, _, html = http("GET", S["base"] + "/s/%s" % doc["token"], None, {}, 20)
+    assert st == 200 and ("signed by this service, key " + S["kid"]) in html.decode()
+
+
 def test_unreadable_and_unsigned(ctx):
     setup(ctx)
     kf = keys_file(ctx, "u-keys.json")
