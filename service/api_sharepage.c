@@ -17,8 +17,9 @@
  * jobs, private labels), then rendered by the report's own renderer
  * (tb_report, tb_cmpreport, tb_seriesview) and given its meta tags and
  * signature line by lib/render/tb_sharepage.  A document that was signed
- * (a finished job's, a comparison's) is signed again once stripped, by the
- * same key as it is served (api_signkeys.h): the copy's JSON, its "shared"
+ * (a finished job's, a comparison's) is signed again once stripped, in its
+ * JSON form only (the other formats' line names the original's key), by
+ * the key it is served with (api_signkeys.h): the copy's JSON, its "shared"
  * block with the original's signature included, passes `tokbench verify`
  * against GET /v1/signing-keys.  The page runs no script
  * (the report's Content-Security-Policy) and sends no Referer (its URL
@@ -307,7 +308,7 @@ tb_api_shares_open(struct tb_api_req *r)
     goto out;
   bool signed_doc = json_is_object(json_object_get(p.doc, "signature"));
   tb_sharedoc_strip(p.doc, &p.hide);
-  if (signed_doc) /* the copy, "shared" block and all, signed as served */
+  if (signed_doc && f == TB_REPORT_JSON) /* the copy, "shared" and all, signed as served */
     tb_api_signkeys_sign(r, p.doc);
   ret = page_reply(r, &p, f, token);
 out:
